@@ -1,0 +1,3 @@
+from predictive_headroom.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""Durations as users write them in config and on the command line (`90s`, `10m`, `6h`, `28d`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer
+from pytimeparse2 import parse as _parse_timespan
+
+
+def parse_duration(text: str | int | float | timedelta) -> timedelta:
+    """Return the duration `text` names; numbers are seconds. Raises ValueError when unreadable or negative."""
+    if isinstance(text, timedelta):
+        seconds = text.total_seconds()
+    elif isinstance(text, bool):
+        raise ValueError(f"expected a duration such as 90s, 10m, 6h or 28d, got {text!r}")
+    elif isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        parsed = _parse_timespan(str(text).strip())
+        if parsed is None:
+            raise ValueError(f"expected a duration such as 90s, 10m, 6h or 28d, got {text!r}")
+        seconds = float(parsed.total_seconds() if isinstance(parsed, timedelta) else parsed)
+    if seconds < 0:
+        raise ValueError(f"a duration cannot be negative, got {text!r}")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(value: timedelta) -> str:
+    """Return the shortest of `28d`, `6h`, `10m`, `90s` that states `value` exactly."""
+    seconds = int(value.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _validate(value: Any) -> timedelta:
+    return parse_duration(value)
+
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(_validate),
+    PlainSerializer(format_duration, return_type=str, when_used="json"),
+]
+"""A pydantic field type that accepts `90s`, `10m`, `6h`, `28d` (or seconds) and holds a timedelta."""

@@ -1,0 +1,78 @@
+"""The narrow interfaces between the pure core and the outside world.
+
+Implementations are passed in (never created inside the logic); tests use hand-written fakes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from predictive_headroom.config import ForecastSpec, Pool
+from predictive_headroom.series import Forecast, History, NoForecast
+
+
+class Source(Protocol):
+    """Where demand history comes from (Prometheus, a CSV file)."""
+
+    def history(self, spec: ForecastSpec, end: float) -> History:
+        """Return the series for `spec.query` over `spec.history` up to `end` (POSIX seconds).
+
+        Raises SourceError with a message fit for users when no usable series can be had.
+        """
+        ...
+
+
+class Forecaster(Protocol):
+    """Turns history into a Forecast (or a NoForecast saying why not)."""
+
+    def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
+        """Fit on `history` (only data up to `now`) and forecast `spec.horizon` ahead of `now`."""
+        ...
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What the proportional rule needs to know about the nodes a pool counts."""
+
+    nodes: int
+    cores: float
+    schedulable_nodes: int
+    schedulable_cores: float
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """The current replica count of a pool's target and whether a person paused it."""
+
+    replicas: int
+    resource_version: str = ""
+    paused: bool = False
+
+
+class Actuator(Protocol):
+    """Reads and writes the replica count of a pool's target (Deployment /scale, CapacityBuffer)."""
+
+    def read(self, pool: Pool) -> TargetState:
+        """Return the target's current replicas; raises ActuatorError naming what is missing."""
+        ...
+
+    def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
+        """Set the target's replicas to `replicas` (server-side dry run when `dry_run`)."""
+        ...
+
+
+class ClusterReader(Protocol):
+    """Counts the nodes (and their cores) a pool's proportional rule looks at."""
+
+    def cluster_state(self, label_selector: str) -> ClusterState:
+        """Return node and core counts for nodes matching `label_selector` ('' = all)."""
+        ...
+
+
+class SourceError(Exception):
+    """Demand history could not be had; the message says why and how to fix it."""
+
+
+class ActuatorError(Exception):
+    """A target could not be read or written; the message names the object or permission."""

@@ -1,0 +1,154 @@
+"""The values that flow between source, forecaster, planner and report: plain arrays, no I/O."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+
+DAY_SECONDS = 86_400
+WEEK_SECONDS = 7 * DAY_SECONDS
+
+
+def to_epoch(when: datetime) -> float:
+    """Return POSIX seconds for an aware datetime (naive ones are refused: time zones matter here)."""
+    if when.tzinfo is None:
+        raise ValueError(f"time {when.isoformat()} has no UTC offset; add one, e.g. 'Z' or '+01:00'")
+    return when.timestamp()
+
+
+def from_epoch(seconds: float) -> datetime:
+    """Return an aware UTC datetime for POSIX seconds."""
+    return datetime.fromtimestamp(float(seconds), tz=timezone.utc)
+
+
+@dataclass(frozen=True)
+class History:
+    """A demand series: ascending POSIX-second timestamps and finite float values of equal length."""
+
+    times: np.ndarray
+    values: np.ndarray
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        times = np.asarray(self.times, dtype=float)
+        values = np.asarray(self.values, dtype=float)
+        if times.shape != values.shape or times.ndim != 1:
+            raise ValueError(f"history {self.source!r}: times and values must be 1-D and of equal length")
+        if times.size > 1 and np.any(np.diff(times) <= 0):
+            raise ValueError(f"history {self.source!r}: timestamps must be strictly ascending")
+        object.__setattr__(self, "times", times)
+        object.__setattr__(self, "values", values)
+
+    def __len__(self) -> int:
+        return int(self.times.size)
+
+    @property
+    def start(self) -> float:
+        return float(self.times[0])
+
+    @property
+    def end(self) -> float:
+        return float(self.times[-1])
+
+    @property
+    def span_seconds(self) -> float:
+        return float(self.times[-1] - self.times[0]) if len(self) else 0.0
+
+    @property
+    def step_seconds(self) -> float:
+        """The typical sampling interval (median spacing)."""
+        return float(np.median(np.diff(self.times))) if len(self) > 1 else 0.0
+
+    def until(self, cutoff: float) -> "History":
+        """Return the part of the series at or before `cutoff` (POSIX seconds): what was known then."""
+        n = int(np.searchsorted(self.times, cutoff, side="right"))
+        return History(self.times[:n], self.values[:n], self.source)
+
+    def since(self, cutoff: float) -> "History":
+        """Return the part of the series at or after `cutoff`."""
+        n = int(np.searchsorted(self.times, cutoff, side="left"))
+        return History(self.times[n:], self.values[n:], self.source)
+
+
+@dataclass(frozen=True)
+class BurstProfile:
+    """The q-quantile of past residual growth over the lead time, by day of week and time of day (UTC).
+
+    `values` has shape (7, bins) when `by_weekday`, else (1, bins); entries are in demand units.
+    """
+
+    quantile: float
+    lead_seconds: float
+    bin_seconds: float
+    values: np.ndarray
+    by_weekday: bool = True
+
+    def at(self, times: np.ndarray | float) -> np.ndarray | float:
+        """Return the burst allowance at `times` (POSIX seconds)."""
+        t = np.asarray(times, dtype=float)
+        bins = self.values.shape[1]
+        tod = ((np.mod(t, DAY_SECONDS)) // self.bin_seconds).astype(int) % bins
+        if self.by_weekday:
+            # 1970-01-01 was a Thursday; weekday() numbering has Monday = 0.
+            dow = ((np.floor(t / DAY_SECONDS).astype(int) + 3) % 7)
+        else:
+            dow = np.zeros_like(tod)
+        out = self.values[dow, tod]
+        return float(out) if np.ndim(times) == 0 else out
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """A fitted forecast over `times` (POSIX seconds, ascending) with its interval and burst profile."""
+
+    times: np.ndarray
+    yhat: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    model: str
+    history_end: float
+    fit_seconds: float = 0.0
+    burst: BurstProfile | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        for name in ("times", "yhat", "lower", "upper"):
+            arr = np.asarray(getattr(self, name), dtype=float)
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"forecast {name} contains NaN or infinite values")
+            object.__setattr__(self, name, arr)
+
+    @property
+    def expires_at(self) -> float:
+        """The last instant the forecast covers; after it the planner drops the forecast component."""
+        return float(self.times[-1])
+
+    @property
+    def step_seconds(self) -> float:
+        return float(np.median(np.diff(self.times))) if self.times.size > 1 else 0.0
+
+    def covers(self, t: float) -> bool:
+        """True when `t` lies within the forecast (allowing one step before the first point)."""
+        return bool(self.times.size) and self.times[0] - max(self.step_seconds, 1.0) <= t <= self.times[-1]
+
+    def value_at(self, t: float | np.ndarray) -> float | np.ndarray:
+        """Linear interpolation of yhat at `t`."""
+        return np.interp(t, self.times, self.yhat)
+
+    def peak_between(self, start: float, end: float) -> float:
+        """The highest yhat in [start, end], including the interpolated end points."""
+        i, j = np.searchsorted(self.times, [start, end], side="left")
+        inside = self.yhat[i:j]
+        ends = np.interp([start, end], self.times, self.yhat)
+        return float(max(ends.max(), inside.max() if inside.size else -math.inf))
+
+
+@dataclass(frozen=True)
+class NoForecast:
+    """No usable forecast, with the reason (`insufficient-history`, `prometheus-error`, `expired`, ...)."""
+
+    why: str
+    detail: str = ""

@@ -1,0 +1,55 @@
+"""The `predictive-headroom` command line: one entry point, one module per sub-command."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from predictive_headroom import __version__
+from predictive_headroom.commands import CommandError, print_error
+
+# Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
+COMMANDS = ("run", "validate", "plan", "forecast", "report", "backtest", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command that is installed."""
+    parser = argparse.ArgumentParser(
+        prog="predictive-headroom",
+        description="Keep warm spare capacity ahead of demand: schedules, cluster size and a forecast "
+        "size a placeholder (pause-pod) Deployment.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--log-level", default=os.environ.get("PH_LOG_LEVEL", "WARNING"), help="log level (default WARNING; env PH_LOG_LEVEL)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"predictive_headroom.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"predictive_headroom.commands.{name}":
+                raise
+            continue
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(handler=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code (2 for usage and input errors)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command != "run":
+        logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.handler(args) or 0)
+    except CommandError as exc:
+        print_error(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        return 130

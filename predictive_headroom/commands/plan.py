@@ -1,0 +1,142 @@
+"""`predictive-headroom plan`: the plan at one instant, or a timeline over a horizon."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from predictive_headroom.commands import (
+    CommandError,
+    add_output_argument,
+    duration_arg,
+    iso,
+    load_config,
+    parse_time,
+    print_json,
+    print_table,
+)
+from predictive_headroom.config import Policy
+from predictive_headroom.planner import Plan, PlanRecord, plan_pool, plan_to_dict
+from predictive_headroom.protocols import ClusterState
+from predictive_headroom.series import Forecast, NoForecast
+
+HELP = "show the plan at one instant (or a timeline with --horizon): desired placeholder replicas and why"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", required=True, help="policy YAML file")
+    parser.add_argument("--at", default="now", help="ISO-8601 time with offset or Z (default: now)")
+    parser.add_argument("--nodes", type=int, help="nodes in the cluster (for the proportional rule)")
+    parser.add_argument("--cores", type=float, help="CPU cores of those nodes")
+    parser.add_argument("--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)")
+    parser.add_argument("--horizon", type=duration_arg, help="print the plan at every --step over this span, e.g. 24h")
+    parser.add_argument("--step", type=duration_arg, default=900.0, help="timeline step (default 15m)")
+    parser.add_argument("--pool", help="only this pool")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value) to fill the forecast component")
+    source.add_argument("--prometheus-url", metavar="URL", help="Prometheus to read demand history from")
+    add_output_argument(parser)
+
+
+def cluster_from_args(args: argparse.Namespace, policy: Policy) -> ClusterState | None:
+    """The cluster state given on the command line, or None when --nodes is absent."""
+    if args.nodes is None:
+        if args.cores is not None or args.schedulable_nodes is not None:
+            raise CommandError("--cores and --schedulable-nodes need --nodes")
+        return None
+    if args.nodes < 0 or (args.cores is not None and args.cores < 0):
+        raise CommandError("--nodes and --cores cannot be negative")
+    schedulable = args.nodes if args.schedulable_nodes is None else args.schedulable_nodes
+    if not 0 <= schedulable <= args.nodes:
+        raise CommandError(f"--schedulable-nodes {schedulable} must be between 0 and --nodes {args.nodes}")
+    if args.cores is None:
+        for pool in policy.pools:
+            rule = pool.proportional
+            if rule and ((rule.linear and rule.linear.cores_per_replica) or (rule.ladder and rule.ladder.cores_to_replicas)):
+                raise CommandError(f"pool {pool.name!r} counts cores in its proportional rule; pass --cores")
+    cores = args.cores or 0.0
+    share = schedulable / args.nodes if args.nodes else 0.0
+    return ClusterState(args.nodes, cores, schedulable, cores * share)
+
+
+def forecasts_from_args(args: argparse.Namespace, policy: Policy, at: float) -> dict[str, Forecast | NoForecast]:
+    """Fit each forecasting pool on --data or --prometheus-url history up to `at` (empty without either)."""
+    if not (args.data or args.prometheus_url):
+        return {}
+    from predictive_headroom.pipeline import fit_policy, source_from_args
+
+    source = source_from_args(args.data, args.prometheus_url)
+    return fit_policy(policy, source, at)
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = load_config(args.config)
+    if args.pool:
+        try:
+            policy = policy.model_copy(update={"pools": [policy.pool(args.pool)]})
+        except KeyError as exc:
+            raise CommandError(str(exc.args[0])) from None
+    at = parse_time(args.at)
+    cluster = cluster_from_args(args, policy)
+    forecasts = forecasts_from_args(args, policy, at)
+    if args.horizon is None:
+        plans = [plan_pool(p, at, cluster, forecasts.get(p.name)) for p in policy.pools]
+        if args.output == "json":
+            print_json({"at": iso(at), "pools": [plan_to_dict(p) for p in plans]})
+        else:
+            _print_plans(plans)
+        return 0
+    if args.step <= 0:
+        raise CommandError("--step must be positive")
+    timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, forecasts)
+    if args.output == "json":
+        print_json({"from": iso(at), "step_seconds": args.step, "pools": timeline})
+    else:
+        _print_timeline(timeline)
+    return 0
+
+
+def plan_timeline(
+    policy: Policy,
+    start: float,
+    horizon: float,
+    step: float,
+    cluster: ClusterState | None,
+    forecasts: dict[str, Forecast | NoForecast],
+) -> list[dict[str, Any]]:
+    """Each pool's plan at every step from `start` over `horizon`, stabilised as the daemon would."""
+    out = []
+    for pool in policy.pools:
+        recent: list[PlanRecord] = []
+        steps = []
+        for k in range(int(horizon // step) + 1):
+            at = start + k * step
+            plan = plan_pool(pool, at, cluster, forecasts.get(pool.name), recent)
+            recent.append(plan.record())
+            steps.append({"at": iso(at), "desired_replicas": plan.desired, "reason": plan.reason, "components": plan.components})
+        out.append({"name": pool.name, "steps": steps})
+    return out
+
+
+def _components_text(components: dict[str, int | None]) -> str:
+    return " ".join(f"{k}={v}" for k, v in components.items() if v is not None)
+
+
+def _print_plans(plans: list[Plan]) -> None:
+    print_table(
+        ["pool", "desired", "reason", "components"],
+        [[p.pool, p.desired, p.reason, _components_text(p.components)] for p in plans],
+    )
+
+
+def _print_timeline(timeline: list[dict[str, Any]]) -> None:
+    for pool in timeline:
+        print(f"pool {pool['name']} (rows where the plan changes)")
+        rows, last = [], None
+        for step in pool["steps"]:
+            key = (step["desired_replicas"], step["reason"])
+            if key != last:
+                rows.append([step["at"], step["desired_replicas"], step["reason"], _components_text(step["components"])])
+                last = key
+        print_table(["from", "desired", "reason", "components"], rows)
+        print()

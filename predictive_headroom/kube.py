@@ -1,0 +1,377 @@
+"""Kubernetes edge: the replica actuators (Deployment /scale, CapacityBuffer), the node counter
+for the proportional rule, and Events recording each change.
+
+Every call has a timeout; 5xx, 429 and connection errors are retried with exponential backoff
+(tenacity), a 409 Conflict re-reads the object and applies again, and 403/404 become an
+`ActuatorError` that names the missing permission or object. Writes carry the resourceVersion
+they were computed from, so a concurrent change by a person is never silently overwritten.
+
+Dry run: the write is sent with `dryRun=All` (the apiserver validates it and stores nothing),
+the log line starts with `DRY-RUN would scale`, and no Event is created, because an Event is a
+write too and a dry run writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import kubernetes.client
+import kubernetes.config
+import urllib3
+from kubernetes.client import ApiClient, ApiException
+from kubernetes.client.exceptions import ConflictException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.utils import parse_quantity
+from tenacity import Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from predictive_headroom.config import Pool
+from predictive_headroom.protocols import ActuatorError, ClusterState, TargetState
+
+logger = logging.getLogger(__name__)
+
+PAUSED_ANNOTATION = "predictive-headroom.io/paused"
+EVENT_COMPONENT = "predictive-headroom"
+EVENT_REASON = "Scaled"
+CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
+CAPACITY_BUFFER_VERSION = "v1alpha1"
+CAPACITY_BUFFER_PLURAL = "capacitybuffers"
+
+T = TypeVar("T")
+
+
+class ClusterReadError(ActuatorError):
+    """Nodes could not be listed; the message names the permission or the failure."""
+
+
+def load_kube_config(context: str | None = None) -> ApiClient:
+    """Return an ApiClient from the in-cluster ServiceAccount, else from KUBECONFIG / ~/.kube/config.
+
+    urllib3's own retries are switched off: this module retries with backoff itself, and a
+    timed-out GET must not silently take four timeouts.
+    """
+    configuration = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+        source = "in-cluster ServiceAccount"
+    except ConfigException as in_cluster:
+        try:
+            kubernetes.config.load_kube_config(context=context, client_configuration=configuration)
+            source = "kubeconfig"
+        except (ConfigException, OSError, TypeError) as kubeconfig:
+            raise ActuatorError(
+                "no Kubernetes credentials: not running in a pod with a ServiceAccount "
+                f"({in_cluster}) and no usable kubeconfig ({kubeconfig}); set KUBECONFIG or run in-cluster"
+            ) from None
+    configuration.retries = False
+    logger.info("Kubernetes API %s (credentials from %s)", configuration.host, source)
+    return ApiClient(configuration)
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """Timeout and retry budget for every API call (tests use small values)."""
+
+    timeout: float = 10.0
+    attempts: int = 4
+    backoff_initial: float = 0.5
+    backoff_max: float = 5.0
+    conflict_attempts: int = 5
+    events: bool = True
+    instance: str = field(default_factory=socket.gethostname)
+
+    def retrying(self) -> Retrying:
+        """Retry 5xx, 429 and connection/timeout errors with exponential backoff and jitter."""
+        return Retrying(
+            retry=retry_if_exception(_transient),
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential_jitter(initial=self.backoff_initial, max=self.backoff_max,
+                                         jitter=self.backoff_initial),
+            before_sleep=lambda state: logger.info(
+                "retrying Kubernetes call (attempt %d failed: %s)", state.attempt_number,
+                _short(state.outcome.exception()) if state.outcome else "?"),
+            reraise=True,
+        )
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status == 429 or (exc.status or 0) >= 500
+    return isinstance(exc, urllib3.exceptions.HTTPError)
+
+
+def _status_message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "")["message"])
+    except (ValueError, KeyError, TypeError):
+        return str(exc.reason or "").strip()
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {_status_message(exc)}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One API operation on a pool's target, for messages that say what failed."""
+
+    verb: str
+    resource: str
+    group: str
+    kind: str
+    namespace: str
+    name: str
+    pool: str
+
+    def explain(self, exc: BaseException, options: CallOptions) -> str:
+        if not self.namespace:  # cluster-scoped: listing nodes
+            where = f"{self.verb} {self.resource} (label selector {self.name!r})"
+            if isinstance(exc, ApiException) and exc.status == 403:
+                return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
+                        f"cluster-wide (a ClusterRole) — see deploy/ (server said: {_status_message(exc)})")
+        else:
+            where = f"pool {self.pool}: {self.verb} {self.resource} {self.namespace}/{self.name}"
+        if isinstance(exc, ApiException) and exc.status == 403:
+            return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
+                    f"(API group '{self.group}') named {self.name} in namespace {self.namespace} — see the Role "
+                    f"in deploy/ (server said: {_status_message(exc)})")
+        if isinstance(exc, ApiException) and exc.status == 404:
+            details = _status_details(exc)
+            if self.kind == "CapacityBuffer" and not details.get("name"):
+                return (f"{where}: the API {CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_VERSION} capacitybuffers is not "
+                        "served by this cluster: install the CapacityBuffer CRD (Cluster Autoscaler or Karpenter) "
+                        f"or set target.kind: Deployment for pool {self.pool}")
+            return (f"{where}: {self.kind} {self.namespace}/{self.name} not found: create the placeholder "
+                    f"{self.kind} or fix the target of pool {self.pool}")
+        if _transient(exc):
+            return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {_short(exc)}"
+        return f"{where}: {_short(exc)}"
+
+
+def _status_details(exc: ApiException) -> dict[str, Any]:
+    try:
+        details = json.loads(exc.body or "").get("details")
+    except (ValueError, AttributeError):
+        return {}
+    return details if isinstance(details, dict) else {}
+
+
+def _call(op: _Op, options: CallOptions, fn: Callable[..., T], error: type[ActuatorError] = ActuatorError, **kwargs: Any) -> T:
+    """Run one API call with timeout and retries; turn failures into `error` (409 passes through)."""
+    try:
+        for attempt in options.retrying():
+            with attempt:
+                return fn(**kwargs, _request_timeout=options.timeout)
+    except ConflictException:
+        raise
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        raise error(op.explain(exc, options)) from exc
+    raise AssertionError("unreachable: tenacity either returns or raises")
+
+
+@dataclass(frozen=True)
+class _Current:
+    replicas: int
+    resource_version: str
+    uid: str | None
+
+
+class _ReplicaTarget:
+    """What both target kinds share: re-read, write with resourceVersion, retry 409, log, record."""
+
+    kind = ""
+    api_version = ""
+    resource = ""
+    group = ""
+
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+        self.options = options or CallOptions()
+        self._events = kubernetes.client.CoreV1Api(api_client)
+
+    def _op(self, pool: Pool, verb: str, resource: str | None = None) -> _Op:
+        return _Op(verb, resource or self.resource, self.group, self.kind,
+                   pool.target.namespace, pool.target.name, pool.name)
+
+    def _current(self, pool: Pool) -> _Current:
+        raise NotImplementedError
+
+    def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
+        raise NotImplementedError
+
+    def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
+        """Set the target's replicas (no write when it already has them); raise ActuatorError on failure."""
+        if replicas < 0:
+            raise ValueError(f"pool {pool.name}: replicas must be >= 0, got {replicas}")
+        target = f"{pool.target.namespace}/{pool.target.name}"
+        try:
+            for attempt in Retrying(retry=retry_if_exception_type(ConflictException),
+                                    stop=stop_after_attempt(self.options.conflict_attempts), reraise=True):
+                with attempt:
+                    current = self._current(pool)
+                    if current.replicas == replicas:
+                        logger.debug("pool %s: %s already has %d replicas", pool.name, target, replicas)
+                        return
+                    if attempt.retry_state.attempt_number > 1:
+                        logger.info("pool %s: %s changed meanwhile (409 Conflict), applying again", pool.name, target)
+                    self._write(pool, current, replicas, dry_run)
+        except ConflictException as exc:
+            raise ActuatorError(
+                f"pool {pool.name}: {self.kind} {target} kept changing while scaling "
+                f"({self.options.conflict_attempts} x 409 Conflict: {_status_message(exc)}); will try again next reconcile"
+            ) from exc
+        change = f"{target} replicas {current.replicas} -> {replicas} ({reason})"
+        if dry_run:
+            logger.info("DRY-RUN would scale pool %s: %s", pool.name, change)
+            return
+        logger.info("pool %s: %s", pool.name, change)
+        self._record(pool, current, f"pool {pool.name}: replicas {current.replicas} -> {replicas} ({reason})")
+
+    def _record(self, pool: Pool, current: _Current, message: str) -> None:
+        """Create a Normal Event on the target; failures are logged, never raised."""
+        if not self.options.events:
+            return
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        ns, name = pool.target.namespace, pool.target.name
+        event = kubernetes.client.CoreV1Event(
+            metadata=kubernetes.client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
+            involved_object=kubernetes.client.V1ObjectReference(
+                api_version=self.api_version, kind=self.kind, name=name, namespace=ns, uid=current.uid),
+            reason=EVENT_REASON, message=message[:1024], type="Normal",
+            source=kubernetes.client.V1EventSource(component=EVENT_COMPONENT),
+            first_timestamp=now, last_timestamp=now, count=1,
+            reporting_component=EVENT_COMPONENT, reporting_instance=self.options.instance,
+        )
+        try:
+            _call(self._op(pool, "create", "events"), self.options, self._events.create_namespaced_event,
+                  namespace=ns, body=event)
+        except (ActuatorError, ConflictException) as exc:
+            logger.warning("pool %s: could not record the Event on %s %s/%s: %s", pool.name, self.kind, ns, name, exc)
+
+
+def _paused(annotations: dict[str, str] | None) -> bool:
+    return (annotations or {}).get(PAUSED_ANNOTATION, "").strip().lower() == "true"
+
+
+class DeploymentScaleActuator(_ReplicaTarget):
+    """Reads and writes a Deployment's replicas through its /scale subresource only."""
+
+    kind, api_version, resource, group = "Deployment", "apps/v1", "deployments/scale", "apps"
+
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+        super().__init__(api_client, options)
+        self._apps = kubernetes.client.AppsV1Api(api_client)
+
+    def read(self, pool: Pool) -> TargetState:
+        """Current replicas from /scale, and `paused` from the Deployment's kill-switch annotation."""
+        deployment = _call(self._op(pool, "get", "deployments"), self.options, self._apps.read_namespaced_deployment,
+                           name=pool.target.name, namespace=pool.target.namespace)
+        current = self._current(pool)
+        return TargetState(current.replicas, current.resource_version, _paused(deployment.metadata.annotations))
+
+    def _current(self, pool: Pool) -> _Current:
+        scale = _call(self._op(pool, "get"), self.options, self._apps.read_namespaced_deployment_scale,
+                      name=pool.target.name, namespace=pool.target.namespace)
+        return _Current((scale.spec.replicas or 0) if scale.spec else 0,
+                        scale.metadata.resource_version or "", scale.metadata.uid)
+
+    def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
+        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": {"replicas": replicas}}
+        _call(self._op(pool, "patch"), self.options, self._apps.patch_namespaced_deployment_scale,
+              name=pool.target.name, namespace=pool.target.namespace, body=body,
+              dry_run="All" if dry_run else None)
+
+
+class CapacityBufferActuator(_ReplicaTarget):
+    """Reads and writes `spec.replicas` of a CapacityBuffer (autoscaling.x-k8s.io, alpha)."""
+
+    kind, api_version = "CapacityBuffer", f"{CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_VERSION}"
+    resource, group = CAPACITY_BUFFER_PLURAL, CAPACITY_BUFFER_GROUP
+
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+        super().__init__(api_client, options)
+        self._custom = kubernetes.client.CustomObjectsApi(api_client)
+
+    def _get(self, pool: Pool) -> dict[str, Any]:
+        return _call(self._op(pool, "get"), self.options, self._custom.get_namespaced_custom_object,
+                     group=CAPACITY_BUFFER_GROUP, version=CAPACITY_BUFFER_VERSION, plural=CAPACITY_BUFFER_PLURAL,
+                     namespace=pool.target.namespace, name=pool.target.name)
+
+    def read(self, pool: Pool) -> TargetState:
+        """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
+        obj = self._get(pool)
+        meta = obj.get("metadata") or {}
+        return TargetState(int((obj.get("spec") or {}).get("replicas") or 0), meta.get("resourceVersion", ""),
+                           _paused(meta.get("annotations")))
+
+    def _current(self, pool: Pool) -> _Current:
+        obj = self._get(pool)
+        meta = obj.get("metadata") or {}
+        return _Current(int((obj.get("spec") or {}).get("replicas") or 0), meta.get("resourceVersion", ""), meta.get("uid"))
+
+    def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
+        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": {"replicas": replicas}}
+        _call(self._op(pool, "patch"), self.options, self._custom.patch_namespaced_custom_object,
+              group=CAPACITY_BUFFER_GROUP, version=CAPACITY_BUFFER_VERSION, plural=CAPACITY_BUFFER_PLURAL,
+              namespace=pool.target.namespace, name=pool.target.name, body=body,
+              dry_run="All" if dry_run else None, _content_type="application/merge-patch+json")
+
+
+class TargetActuator:
+    """The Actuator the daemon uses: dispatches on `pool.target.kind`."""
+
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+        self._by_kind: dict[str, _ReplicaTarget] = {
+            "Deployment": DeploymentScaleActuator(api_client, options),
+            "CapacityBuffer": CapacityBufferActuator(api_client, options),
+        }
+
+    def read(self, pool: Pool) -> TargetState:
+        """Current replicas and kill-switch state of the pool's target."""
+        return self._by_kind[pool.target.kind].read(pool)  # type: ignore[attr-defined,no-any-return]
+
+    def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
+        """Set the pool's target to `replicas` (server-side dry run when `dry_run`)."""
+        self._by_kind[pool.target.kind].scale(pool, replicas, reason, dry_run)
+
+
+class KubeClusterReader:
+    """Counts nodes and allocatable cores like cluster-proportional-autoscaler.
+
+    Schedulable means `spec.unschedulable` is not set (cordoned nodes are excluded); like CPA,
+    the Ready condition is not looked at, so a node that is briefly NotReady does not shrink
+    the floor.
+    """
+
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None, page_size: int = 500) -> None:
+        self.options = options or CallOptions()
+        self.page_size = page_size
+        self._core = kubernetes.client.CoreV1Api(api_client)
+
+    def cluster_state(self, label_selector: str) -> ClusterState:
+        """Node and core counts (all, and schedulable) for nodes matching `label_selector` ('' = all)."""
+        op = _Op("list", "nodes", "", "Node", "", label_selector, "")
+        nodes = schedulable = 0
+        cores = schedulable_cores = 0.0
+        token: str | None = None
+        while True:
+            page = _call(op, self.options, self._core.list_node, error=ClusterReadError,
+                         label_selector=label_selector or None, limit=self.page_size, _continue=token)
+            for node in page.items:
+                allocatable = (node.status.allocatable if node.status else None) or {}
+                cpu = float(parse_quantity(allocatable.get("cpu", "0")))
+                nodes += 1
+                cores += cpu
+                if not (node.spec and node.spec.unschedulable):
+                    schedulable += 1
+                    schedulable_cores += cpu
+            token = page.metadata.var_continue if page.metadata else None
+            if not token:
+                return ClusterState(nodes, cores, schedulable, schedulable_cores)

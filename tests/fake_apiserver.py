@@ -1,0 +1,526 @@
+"""An HTTP server that answers like kube-apiserver for the endpoints predictive-headroom uses.
+
+The real `kubernetes` client talks to it over HTTP (`server.api_client()`), so tests exercise the
+client's serialisation, error classes and timeouts. It keeps objects in memory with a global
+resourceVersion like etcd, honours optimistic concurrency (409 Conflict on a stale
+resourceVersion), `dryRun=All`, label selectors and `limit`/`continue` on node lists, and can
+inject faults (403/404/409/500/..., slow answers) per method and path pattern. Every request is
+recorded so tests can assert what was written.
+
+Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
+capacitybuffers (GET, PATCH, PUT); core/v1 nodes (LIST, GET); coordination.k8s.io/v1 leases
+(GET, POST, PUT, DELETE); core/v1 and events.k8s.io/v1 events (POST, LIST). Anything else is a
+404 with the apiserver's "the server could not find the requested resource".
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import kubernetes.client
+
+SERVICE_ACCOUNT = "system:serviceaccount:predictive-headroom:predictive-headroom"
+
+_PATH = re.compile(
+    r"^/(?:api/(?P<core>v1)|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+)(?:/(?P<sub>[^/]+))?)?$"
+)
+_KINDS = {  # (group, resource) -> (kind, apiVersion, namespaced)
+    ("apps", "deployments"): ("Deployment", "apps/v1", True),
+    ("autoscaling.x-k8s.io", "capacitybuffers"): ("CapacityBuffer", "autoscaling.x-k8s.io/v1alpha1", True),
+    ("", "nodes"): ("Node", "v1", False),
+    ("coordination.k8s.io", "leases"): ("Lease", "coordination.k8s.io/v1", True),
+    ("", "events"): ("Event", "v1", True),
+    ("events.k8s.io", "events"): ("Event", "events.k8s.io/v1", True),
+}
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+_REASONS = {
+    400: "BadRequest", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed", 409: "Conflict",
+    415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+    503: "ServiceUnavailable", 504: "Timeout",
+}
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (also what a strategic merge does on maps without lists)."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def _matches(labels: dict[str, str], selector: str) -> bool:
+    """Equality-based label selector: `k=v`, `k==v`, `k!=v`, `k` (exists), `!k` (absent)."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        if "!=" in term:
+            key, value = (s.strip() for s in term.split("!=", 1))
+            if labels.get(key) == value:
+                return False
+        elif "=" in term:
+            key, value = (s.strip() for s in term.replace("==", "=").split("=", 1))
+            if labels.get(key) != value:
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    content_type: str
+    at: float
+
+
+@dataclass
+class _Fault:
+    method: str
+    pattern: re.Pattern[str]
+    status: int | None
+    delay: float
+    remaining: int | None
+    message: str | None = None
+
+
+class ApiError(Exception):
+    """An error answer with a Kubernetes Status body."""
+
+    def __init__(self, code: int, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": self.message, "reason": _REASONS.get(self.code, "Unknown"), "code": self.code,
+        }
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+@dataclass
+class _Route:
+    group: str
+    version: str
+    namespace: str | None
+    resource: str
+    name: str | None
+    sub: str | None
+    method: str
+    query: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
+    def details(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.resource}
+        if self.group:
+            out["group"] = self.group
+        if self.name:
+            out["name"] = self.name
+        return out
+
+
+class FakeApiServer:
+    """In-memory kube-apiserver on 127.0.0.1 (random port) served from a background thread."""
+
+    def __init__(self, capacity_buffer_crd: bool = True) -> None:
+        self.capacity_buffer_crd = capacity_buffer_crd
+        self._lock = threading.RLock()
+        self._objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self._rv = itertools.count(100)
+        self._faults: list[_Fault] = []
+        self._requests: list[Recorded] = []
+        self._stopping = threading.Event()
+        self._clients: list[kubernetes.client.ApiClient] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-apiserver", daemon=True)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> "FakeApiServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        for client in self._clients:
+            client.close()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> "FakeApiServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def configuration(self) -> kubernetes.client.Configuration:
+        """A client Configuration pointing at this server (urllib3's own retries off)."""
+        config = kubernetes.client.Configuration(host=self.url)
+        config.retries = False
+        return config
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        """A real ApiClient for this server, closed when the server stops."""
+        client = kubernetes.client.ApiClient(self.configuration())
+        self._clients.append(client)
+        return client
+
+    # -- seeding and inspecting state ----------------------------------------------------------
+
+    def _put(self, group: str, resource: str, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
+        kind, api_version, _ = _KINDS[(group, resource)]
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", _now())
+        if ns:
+            meta["namespace"] = ns
+        meta["resourceVersion"] = str(next(self._rv))
+        obj["kind"], obj["apiVersion"] = kind, api_version
+        with self._lock:
+            self._objects[(group, resource, ns, meta["name"])] = obj
+        return copy.deepcopy(obj)
+
+    def _get(self, group: str, resource: str, ns: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            obj = self._objects.get((group, resource, ns, name))
+            return copy.deepcopy(obj) if obj else None
+
+    def add_deployment(self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        """Create a Deployment with `replicas` and optional metadata annotations."""
+        return self._put("apps", "deployments", ns, {
+            "metadata": {"name": name, "annotations": dict(annotations or {}), "generation": 1},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                             "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}},
+            },
+            "status": {"replicas": replicas},
+        })
+
+    def deployment(self, ns: str, name: str) -> dict[str, Any] | None:
+        return self._get("apps", "deployments", ns, name)
+
+    def replicas(self, ns: str, name: str) -> int:
+        """spec.replicas of a Deployment (or a CapacityBuffer when no such Deployment exists)."""
+        obj = self.deployment(ns, name) or self.capacity_buffer(ns, name)
+        assert obj is not None, f"no Deployment or CapacityBuffer {ns}/{name}"
+        return int(obj["spec"].get("replicas", 0))
+
+    def edit_deployment(self, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A person's change (kubectl scale / annotate): merge-patch the object, bump resourceVersion."""
+        with self._lock:
+            obj = self.deployment(ns, name)
+            assert obj is not None
+            return self._put("apps", "deployments", ns, merge_patch(obj, patch))
+
+    def add_capacity_buffer(self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        return self._put("autoscaling.x-k8s.io", "capacitybuffers", ns, {
+            "metadata": {"name": name, "annotations": dict(annotations or {})},
+            "spec": {"podTemplateRef": {"name": f"{name}-template"}, "replicas": replicas},
+        })
+
+    def capacity_buffer(self, ns: str, name: str) -> dict[str, Any] | None:
+        return self._get("autoscaling.x-k8s.io", "capacitybuffers", ns, name)
+
+    def add_node(self, name: str, cpu: str = "4", labels: dict[str, str] | None = None,
+                 unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:
+        return self._put("", "nodes", "", {
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+            "spec": {"unschedulable": unschedulable} if unschedulable else {},
+            "status": {
+                "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+                "allocatable": {"cpu": cpu, "memory": "15Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}],
+            },
+        })
+
+    def lease(self, ns: str, name: str) -> dict[str, Any] | None:
+        return self._get("coordination.k8s.io", "leases", ns, name)
+
+    def events(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Events created so far (core/v1 and events.k8s.io/v1), oldest first."""
+        with self._lock:
+            found = [copy.deepcopy(o) for (g, r, ns, _), o in self._objects.items()
+                     if r == "events" and (namespace is None or ns == namespace)]
+        return sorted(found, key=lambda o: int(o["metadata"]["resourceVersion"]))
+
+    # -- faults and the request log ------------------------------------------------------------
+
+    def fail(self, method: str, path_pattern: str, status: int, times: int | None = 1, message: str | None = None) -> None:
+        """Answer the next `times` requests (None = all) matching method ('*' = any) and regex with `status`."""
+        with self._lock:
+            self._faults.append(_Fault(method.upper(), re.compile(path_pattern), status, 0.0, times, message))
+
+    def delay(self, method: str, path_pattern: str, seconds: float, times: int | None = None) -> None:
+        """Hold the answer to matching requests for `seconds` before serving them normally."""
+        with self._lock:
+            self._faults.append(_Fault(method.upper(), re.compile(path_pattern), None, seconds, times))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def requests(self, method: str | None = None, path_contains: str = "") -> list[Recorded]:
+        """Requests received so far, optionally filtered by method and a path substring."""
+        with self._lock:
+            return [r for r in self._requests
+                    if (method is None or r.method == method.upper()) and path_contains in r.path]
+
+    def writes(self, path_contains: str = "") -> list[Recorded]:
+        """Requests that would change state (POST/PUT/PATCH/DELETE), dry-run ones included."""
+        return [r for r in self.requests(path_contains=path_contains) if r.method != "GET"]
+
+    def _take_fault(self, method: str, path: str) -> _Fault | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault.method in ("*", method) and fault.pattern.search(path) and fault.remaining != 0:
+                    if fault.remaining is not None:
+                        fault.remaining -= 1
+                    return fault
+        return None
+
+    # -- request handling ----------------------------------------------------------------------
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep pytest output clean
+                pass
+
+            def _serve(self) -> None:
+                parts = urlsplit(self.path)
+                query = dict(parse_qsl(parts.query))
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                content_type = self.headers.get("Content-Type", "")
+                with server._lock:
+                    server._requests.append(Recorded(self.command, parts.path, query, body, content_type, time.time()))
+                try:
+                    code, answer = server._dispatch(self.command, parts.path, query, body, content_type)
+                except ApiError as err:
+                    code, answer = err.code, err.status()
+                data = json.dumps(answer).encode()
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout) before the slow answer came
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+        return Handler
+
+    def _dispatch(self, method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> tuple[int, Any]:
+        m = _PATH.match(path)
+        if m is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        group = m["group"] or ""
+        route = _Route(group, m["core"] or m["version"], m["ns"], m["resource"], m["name"], m["sub"], method, query)
+        fault = self._take_fault(method, path)
+        if fault is not None:
+            if fault.delay:
+                self._stopping.wait(fault.delay)
+            if fault.status is not None:
+                raise ApiError(fault.status, fault.message or self._fault_message(route, fault.status), route.details())
+        known = _KINDS.get((group, route.resource))
+        if known is None or (route.resource == "capacitybuffers" and not self.capacity_buffer_crd):
+            raise ApiError(404, "the server could not find the requested resource")
+        if query.get("dryRun") not in (None, "All"):
+            raise ApiError(400, f"invalid dry run option {query['dryRun']!r}; only 'All' is supported")
+        with self._lock:
+            if route.sub == "scale" and route.resource == "deployments":
+                return self._scale(route, body)
+            if route.sub is not None:
+                raise ApiError(404, "the server could not find the requested resource")
+            if route.name is None:
+                return self._collection(route, body)
+            return self._object(route, body, content_type)
+
+    @staticmethod
+    def _fault_message(route: _Route, status: int) -> str:
+        what = f'{route.qualified} "{route.name}"' if route.name else route.qualified
+        if status == 403:
+            resource = route.resource + (f"/{route.sub}" if route.sub else "")
+            verb = "list" if route.method == "GET" and route.name is None else _VERBS.get(route.method, "get")
+            where = f' in the namespace "{route.namespace}"' if route.namespace else " at the cluster scope"
+            return (f'{what} is forbidden: User "{SERVICE_ACCOUNT}" cannot {verb} resource "{resource}" '
+                    f'in API group "{route.group}"{where}')
+        if status == 404:
+            return f"{what} not found"
+        if status == 409:
+            return (f"Operation cannot be fulfilled on {what}: the object has been modified; "
+                    "please apply your changes to the latest version and try again")
+        return f"Internal error occurred: injected fault {status} for {route.method} {what}"
+
+    def _key(self, route: _Route, name: str | None = None) -> tuple[str, str, str, str]:
+        return (route.group, route.resource, route.namespace or "", name or route.name or "")
+
+    def _existing(self, route: _Route) -> dict[str, Any]:
+        obj = self._objects.get(self._key(route))
+        if obj is None:
+            raise ApiError(404, f'{route.qualified} "{route.name}" not found', route.details())
+        return obj
+
+    def _check_version(self, route: _Route, current: dict[str, Any], new_meta: dict[str, Any] | None) -> None:
+        wanted = (new_meta or {}).get("resourceVersion")
+        if wanted and wanted != current["metadata"]["resourceVersion"]:
+            raise ApiError(409, self._fault_message(route, 409), route.details())
+
+    def _commit(self, route: _Route, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store `obj` with a new resourceVersion unless this is a dry run; return what was stored."""
+        if route.query.get("dryRun") == "All":
+            return copy.deepcopy(obj)
+        return self._put(route.group, route.resource, route.namespace or "", copy.deepcopy(obj))
+
+    def _object(self, route: _Route, body: Any, content_type: str) -> tuple[int, Any]:
+        if route.method == "GET":
+            return 200, copy.deepcopy(self._existing(route))
+        if route.method == "DELETE":
+            self._existing(route)
+            if route.query.get("dryRun") != "All":
+                del self._objects[self._key(route)]
+            return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": route.details()}
+        if route.method == "PUT":
+            current = self._existing(route)
+            if not isinstance(body, dict):
+                raise ApiError(400, "the body of the request was not a JSON object")
+            self._check_version(route, current, body.get("metadata"))
+            new = copy.deepcopy(body)
+            new.setdefault("metadata", {})
+            for keep in ("uid", "creationTimestamp"):
+                new["metadata"][keep] = current["metadata"][keep]
+            new["metadata"]["name"] = route.name
+            return 200, self._commit(route, new)
+        if route.method == "PATCH":
+            current = self._existing(route)
+            self._check_patch(route, body, content_type)
+            self._check_version(route, current, body.get("metadata"))
+            return 200, self._commit(route, merge_patch(current, body))
+        raise ApiError(405, f"{route.method} is not supported on {route.qualified}")
+
+    def _check_patch(self, route: _Route, body: Any, content_type: str) -> None:
+        kind = content_type.split(";")[0].strip()
+        if kind == "application/strategic-merge-patch+json" and route.resource == "capacitybuffers":
+            raise ApiError(415, "the body of the request was in an unknown format - accepted media types include: "
+                                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+        if kind not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            raise ApiError(415, f"this test server only understands merge patches, not {kind!r}")
+        if not isinstance(body, dict):
+            raise ApiError(400, "the patch body is not a JSON object")
+
+    def _collection(self, route: _Route, body: Any) -> tuple[int, Any]:
+        kind, api_version, _ = _KINDS[(route.group, route.resource)]
+        if route.method == "POST":
+            if not isinstance(body, dict):
+                raise ApiError(400, "the body of the request was not a JSON object")
+            meta = body.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            if not meta.get("name"):
+                raise ApiError(422, f"{kind} is invalid: metadata.name: Required value")
+            if meta.get("resourceVersion"):
+                raise ApiError(400, "resourceVersion should not be set on objects to be created")
+            if self._key(route, meta["name"]) in self._objects:
+                raise ApiError(409, f'{route.qualified} "{meta["name"]}" already exists',
+                               {**route.details(), "name": meta["name"]})
+            return 201, self._commit(route, body)
+        if route.method != "GET":
+            raise ApiError(405, f"{route.method} is not supported on the {route.qualified} collection")
+        selector = route.query.get("labelSelector", "")
+        items = sorted(
+            (copy.deepcopy(o) for (g, r, ns, _), o in self._objects.items()
+             if g == route.group and r == route.resource and (route.namespace in (None, ns))
+             and _matches(o["metadata"].get("labels") or {}, selector)),
+            key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]),
+        )
+        start = int(route.query.get("continue") or 0)
+        limit = int(route.query.get("limit") or 0) or len(items)
+        page = items[start:start + limit]
+        meta: dict[str, Any] = {"resourceVersion": str(next(self._rv))}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        return 200, {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta, "items": page}
+
+    def _scale(self, route: _Route, body: Any) -> tuple[int, Any]:
+        """The scale subresource: an autoscaling/v1 Scale view of the Deployment's replicas."""
+        deployment = self._existing(route)
+        view = self._scale_view(deployment)
+        if route.method == "GET":
+            return 200, view
+        if route.method not in ("PATCH", "PUT"):
+            raise ApiError(405, f"{route.method} is not supported on deployments/scale")
+        if not isinstance(body, dict):
+            raise ApiError(400, "the body of the request was not a JSON object")
+        self._check_version(route, deployment, body.get("metadata"))
+        new_view = merge_patch(view, body) if route.method == "PATCH" else body
+        replicas = (new_view.get("spec") or {}).get("replicas", 0)
+        if not isinstance(replicas, int) or replicas < 0:
+            raise ApiError(422, f'Scale.autoscaling "{route.name}" is invalid: spec.replicas: Invalid value: '
+                                f"{replicas!r}: must be greater than or equal to 0")
+        updated = copy.deepcopy(deployment)
+        updated["spec"]["replicas"] = replicas
+        if route.query.get("dryRun") != "All" and replicas != deployment["spec"]["replicas"]:
+            updated["metadata"]["generation"] = deployment["metadata"].get("generation", 1) + 1
+            updated = self._commit(route, updated)
+        elif route.query.get("dryRun") != "All":
+            updated = deployment  # no change: the apiserver does not bump resourceVersion
+        return 200, self._scale_view(updated)
+
+    @staticmethod
+    def _scale_view(deployment: dict[str, Any]) -> dict[str, Any]:
+        meta = deployment["metadata"]
+        return {
+            "kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
+            "spec": {"replicas": deployment["spec"]["replicas"]},
+            "status": {"replicas": deployment["status"].get("replicas", 0),
+                       "selector": ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())},
+        }

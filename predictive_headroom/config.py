@@ -319,7 +319,7 @@ class Cost(_Model):
     """Prices used by the report to show what headroom costs."""
 
     cost_per_cpu_hour: float = Field(default=0.0, ge=0)
-    cost_per_gib_hour: float = Field(default=0.0, ge=0)
+    cost_per_gib_hour: float = Field(default=0.0, ge=0, alias="costPerGiBHour")
     currency: str = "USD"
 
 

@@ -70,7 +70,7 @@ def forecast_part(
     burst = the burst profile's quantile of past unpredicted growth at this time of day/week
     """
     if forecast is None:
-        return ForecastPart(None, "not-configured")
+        return ForecastPart(None, "no-history")
     if isinstance(forecast, NoForecast):
         return ForecastPart(None, forecast.why)
     if not forecast.covers(at):
@@ -112,7 +112,7 @@ def combine(
     wanted = max(candidates.values())
     winner = next(name for name in _PRECEDENCE if candidates.get(name) == wanted)
     reason = f"schedule:{schedule[1]}" if winner == "schedule" and schedule else winner
-    if winner == "min" and forecast.status not in ("ok", "not-configured"):
+    if winner == "min" and forecast.status not in ("ok", "not-configured", "disabled"):
         reason = f"hold:{forecast.status}"
     raw = wanted
     if raw > pool.max_replicas:

@@ -1,0 +1,168 @@
+"""The pure planner: max of floors and forecast, clamp, stabilise, and the reason."""
+
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from predictive_headroom.config import Pool
+from predictive_headroom.planner import PlanRecord, forecast_part, plan_pool
+from predictive_headroom.protocols import ClusterState
+from predictive_headroom.series import BurstProfile, Forecast, NoForecast
+
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc).timestamp()  # Monday noon UTC
+
+
+def pool(**overrides) -> Pool:
+    spec = {
+        "name": "web",
+        "target": {"namespace": "ns", "name": "web-placeholder"},
+        "minReplicas": 1,
+        "maxReplicas": 10,
+        "leadTime": "10m",
+        "scaleDownStabilization": "30m",
+    }
+    spec.update(overrides)
+    return Pool.model_validate(spec)
+
+
+def flat_burst(value: float) -> BurstProfile:
+    return BurstProfile(quantile=0.95, lead_seconds=600, bin_seconds=3600, values=np.full((1, 24), value), by_weekday=False)
+
+
+def forecast(yhat_fn, burst: float = 0.0, start=T0 - 600, hours=48, step=300) -> Forecast:
+    times = np.arange(start, start + hours * 3600 + 1, step, dtype=float)
+    yhat = np.array([yhat_fn(t) for t in times])
+    return Forecast(times, yhat, yhat * 0.9, yhat * 1.1, "test", history_end=start, burst=flat_burst(burst))
+
+
+WINDOW = {"name": "peak", "start": "0 11 * * *", "end": "0 13 * * *", "desiredReplicas": 4}
+CLUSTER = ClusterState(nodes=20, cores=160, schedulable_nodes=20, schedulable_cores=160)
+
+
+@pytest.mark.parametrize(
+    "overrides, cluster, fc, desired, reason",
+    [
+        ({}, None, None, 1, "min"),
+        ({"schedules": [WINDOW]}, None, None, 4, "schedule:peak"),
+        ({"schedules": [dict(WINDOW, desiredReplicas=20)]}, None, None, 10, "max"),
+        ({"proportional": {"linear": {"nodesPerReplica": 4}}}, CLUSTER, None, 5, "proportional"),
+        ({"proportional": {"linear": {"nodesPerReplica": 4}}}, None, None, 1, "min"),
+        # equal values: the schedule is named (explicit configuration first)
+        ({"schedules": [WINDOW], "proportional": {"linear": {"nodesPerReplica": 5}}}, CLUSTER, None, 4, "schedule:peak"),
+    ],
+)
+def test_floors(overrides, cluster, fc, desired, reason):
+    plan = plan_pool(pool(**overrides), T0, cluster, fc)
+    assert (plan.desired, plan.reason) == (desired, reason)
+    assert plan.components["min"] == 1 and plan.components["max"] == 10
+
+
+FORECAST_SPEC = {"query": "sum(rate(x[5m]))", "demandPerReplica": 10}
+
+
+@pytest.mark.parametrize(
+    "yhat_fn, burst, expected, ramp",
+    [
+        (lambda t: 100.0, 0.0, 0, 0.0),  # flat demand: nothing to pre-warm
+        (lambda t: 100.0, 25.0, 3, 0.0),  # ceil(25/10): burst only
+        (lambda t: 100.0 + max(0.0, t - T0) / 60 * 5, 0.0, 5, 50.0),  # +5/min over a 10 min lead
+        (lambda t: 100.0 + max(0.0, t - T0) / 60 * 5, 12.0, 7, 50.0),  # ramp + burst = 62
+        (lambda t: 200.0 - max(0.0, t - T0) / 60 * 5, 0.0, 0, 0.0),  # falling demand: no ramp
+    ],
+)
+def test_forecast_component_sizes_growth_within_lead_time(yhat_fn, burst, expected, ramp):
+    part = forecast_part(forecast(yhat_fn, burst), T0, 600, 10)
+    assert part.replicas == expected
+    assert part.ramp == pytest.approx(ramp)
+    plan = plan_pool(pool(minReplicas=0, forecast=FORECAST_SPEC), T0, None, forecast(yhat_fn, burst))
+    assert plan.desired == expected
+    assert plan.reason == "forecast"  # ties name the forecast before min
+
+
+@pytest.mark.parametrize(
+    "fc, status, reason",
+    [
+        (None, "no-history", "hold:no-history"),
+        (NoForecast("insufficient-history"), "insufficient-history", "hold:insufficient-history"),
+        (forecast(lambda t: 100.0, start=T0 - 3 * 86400, hours=24), "forecast-expired", "hold:forecast-expired"),
+    ],
+)
+def test_missing_forecast_is_a_value_not_an_error(fc, status, reason):
+    plan = plan_pool(pool(forecast=FORECAST_SPEC), T0, None, fc)
+    assert plan.components["forecast"] is None
+    assert plan.details["forecast_status"] == status
+    assert (plan.desired, plan.reason) == (1, reason)
+
+
+def test_missing_forecast_never_drops_below_floors():
+    plan = plan_pool(pool(forecast=FORECAST_SPEC, schedules=[WINDOW]), T0, None, NoForecast("source-error"))
+    assert (plan.desired, plan.reason) == (4, "schedule:peak")
+
+
+def test_disabled_forecast_is_not_a_hold():
+    plan = plan_pool(pool(forecast=dict(FORECAST_SPEC, enabled=False)), T0, None, None)
+    assert (plan.desired, plan.reason, plan.details["forecast_status"]) == (1, "min", "disabled")
+
+
+@pytest.mark.parametrize(
+    "recent, desired, reason",
+    [
+        ([], 1, "min"),
+        ([PlanRecord(T0 - 600, 6)], 6, "hold:scale-down-stabilization"),  # 10 min ago: held
+        ([PlanRecord(T0 - 1800, 6)], 1, "min"),  # exactly the window ago: released
+        ([PlanRecord(T0 - 3600, 9), PlanRecord(T0 - 60, 3)], 3, "hold:scale-down-stabilization"),
+    ],
+)
+def test_scale_down_waits_for_the_stabilisation_window(recent, desired, reason):
+    plan = plan_pool(pool(), T0, None, None, recent)
+    assert (plan.desired, plan.reason) == (desired, reason)
+    assert plan.raw == 1
+
+
+def test_scale_up_is_immediate():
+    plan = plan_pool(pool(schedules=[WINDOW]), T0, None, None, [PlanRecord(T0 - 60, 1)])
+    assert (plan.desired, plan.reason) == (4, "schedule:peak")
+
+
+replicas = st.integers(0, 30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    min_r=replicas,
+    extra=replicas,
+    window_replicas=st.lists(replicas, max_size=3),
+    nodes=st.integers(0, 200),
+    burst=st.floats(0, 500),
+    held=st.lists(replicas, max_size=3),
+)
+def test_plan_is_always_within_min_and_max(min_r, extra, window_replicas, nodes, burst, held):
+    max_r = min_r + extra
+    windows = [dict(WINDOW, name=f"w{i}", desiredReplicas=r) for i, r in enumerate(window_replicas)]
+    p = pool(minReplicas=min_r, maxReplicas=max_r, schedules=windows, proportional={"linear": {"nodesPerReplica": 3}}, forecast=FORECAST_SPEC)
+    recent = [PlanRecord(T0 - 60 * (i + 1), r) for i, r in enumerate(held)]
+    plan = plan_pool(p, T0, ClusterState(nodes, nodes * 4.0, nodes, nodes * 4.0), forecast(lambda t: 100.0, burst), recent)
+    assert min_r <= plan.desired <= max_r
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    base=st.lists(st.tuples(st.integers(0, 23), st.integers(1, 23), st.integers(0, 15)), max_size=3),
+    added=st.tuples(st.integers(0, 23), st.integers(1, 23), st.integers(0, 15)),
+    hour=st.integers(0, 23),
+)
+def test_adding_a_window_never_lowers_the_plan(base, added, hour):
+    def windows(specs):
+        return [
+            {"name": f"w{i}", "start": f"0 {s} * * *", "end": f"0 {(s + length) % 24} * * *", "desiredReplicas": r}
+            for i, (s, length, r) in enumerate(specs)
+            if length % 24
+        ]
+
+    at = datetime(2026, 11, 23, hour, 30, tzinfo=timezone.utc).timestamp()
+    before = plan_pool(pool(maxReplicas=12, schedules=windows(base)), at).desired
+    after = plan_pool(pool(maxReplicas=12, schedules=windows(base + [added])), at).desired
+    assert after >= before

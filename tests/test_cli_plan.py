@@ -1,0 +1,89 @@
+"""`plan` through the real entry point: JSON shape, timeline, cluster flags, errors."""
+
+import json
+
+import pytest
+
+from predictive_headroom.cli import main
+
+POLICY = """\
+pools:
+  - name: web
+    target: {namespace: ns, name: web-placeholder}
+    minReplicas: 1
+    maxReplicas: 10
+    leadTime: 15m
+    schedules:
+      - {name: business-hours, timezone: Europe/Berlin, start: "0 8 * * 1-5", end: "0 18 * * 1-5", desiredReplicas: 4}
+    proportional:
+      linear: {nodesPerReplica: 4, coresPerReplica: 64}
+"""
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    return str(path)
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_plan_json_shape(config, capsys):
+    # Monday 2026-11-23 07:50 Berlin (06:50Z) is inside the 15-minute lead of the 08:00 window.
+    out = run_json(capsys, "plan", "--config", config, "--at", "2026-11-23T07:50:00+01:00", "--nodes", "8", "--cores", "64", "-o", "json")
+    assert out["at"] == "2026-11-23T06:50:00Z"
+    [pool] = out["pools"]
+    assert pool["name"] == "web"
+    assert pool["desired_replicas"] == 4
+    assert pool["reason"] == "schedule:business-hours"
+    assert pool["components"] == {"min": 1, "max": 10, "schedule": 4, "proportional": 2, "forecast": None}
+
+
+def test_plan_proportional_wins_on_a_big_cluster(config, capsys):
+    out = run_json(capsys, "plan", "-c", config, "--at", "2026-11-28T12:00:00Z", "--nodes", "30", "--cores", "240", "--schedulable-nodes", "24", "-o", "json")
+    assert out["pools"][0]["desired_replicas"] == 6  # ceil(24/4); Saturday, no window
+    assert out["pools"][0]["reason"] == "proportional"
+
+
+def test_timeline_shows_when_the_window_opens(config, capsys):
+    out = run_json(capsys, "plan", "-c", config, "--at", "2026-11-23T00:00:00Z", "--horizon", "24h", "--step", "5m", "-o", "json")
+    steps = out["pools"][0]["steps"]
+    assert len(steps) == 24 * 12 + 1
+    opened = next(s for s in steps if s["desired_replicas"] == 4)
+    assert opened["at"] == "2026-11-23T06:45:00Z"  # 08:00 CET minus the 15-minute lead
+    assert steps[-1]["desired_replicas"] == 1
+
+
+def test_timeline_table(config, capsys):
+    assert main(["plan", "-c", config, "--at", "2026-11-23T00:00:00Z", "--horizon", "24h"]) == 0
+    out = capsys.readouterr().out
+    assert "2026-11-23T06:45:00Z  4" in out and "schedule:business-hours" in out
+    assert "hold:scale-down-stabilization" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--at", "2026-11-23T07:50:00"], "has no UTC offset"),
+        (["--at", "tomorrow"], "is not an ISO-8601 time"),
+        (["--nodes", "8"], "counts cores in its proportional rule; pass --cores"),
+        (["--cores", "8"], "--cores and --schedulable-nodes need --nodes"),
+        (["--nodes", "4", "--cores", "8", "--schedulable-nodes", "5"], "must be between 0 and --nodes 4"),
+        (["--pool", "api"], "no pool named 'api'; pools: web"),
+    ],
+)
+def test_plan_errors_exit_2(config, capsys, argv, message):
+    assert main(["plan", "-c", config, *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_plan_with_bad_config_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pools:\n  - name: web\n")
+    assert main(["plan", "-c", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "pools[0].target: required field is missing" in err and "pools[0].maxReplicas" in err

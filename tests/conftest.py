@@ -1,0 +1,37 @@
+"""Shared pytest fixtures.
+
+Real Prometheus servers (see promfixture.py): `prometheus_server` serves the demand fixture
+series without authentication, `prometheus_basic_auth` the same series behind basic auth. Each
+starts at most once per test session, and only when a test asks for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from promfixture import PromServer, missing_binaries, prometheus_with_demand
+
+
+def _require_prometheus() -> None:
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"needs the Debian package 'prometheus' ({', '.join(missing)} not on PATH; `make test` installs it)")
+
+
+@pytest.fixture(scope="session")
+def prometheus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
+    """A real Prometheus holding the fixture series, ending just before now."""
+    _require_prometheus()
+    with prometheus_with_demand(tmp_path_factory.mktemp("prometheus"), time.time()) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def prometheus_basic_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
+    """Like `prometheus_server`, but every request needs basic auth (`server.username`/`password`)."""
+    _require_prometheus()
+    workdir = tmp_path_factory.mktemp("prometheus-auth")
+    with prometheus_with_demand(workdir, time.time(), username="headroom", password="s3cret-Pa55") as server:
+        yield server

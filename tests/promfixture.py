@@ -1,0 +1,221 @@
+"""A real Prometheus for tests: a shared dataset written as OpenMetrics, backfilled with promtool and
+served by the `prometheus` binary on a free loopback port.
+
+The data is shifted so that it ends on the 5-minute grid just before the wall clock, as a live
+server's would. Series served (all gauges):
+
+- `ph_demand{job="web"}`: the whole dataset (`DEMAND_DATASET`), the series tests compare against;
+- `ph_demand{job="api"}`: twice the same values, so `ph_demand` alone yields two series;
+- `ph_gappy{job="web"}`: the last two days with `GAP` (two hours, one day before the end) removed;
+- `ph_nonfinite{job="web"}`: the last day, with NaN, +Inf and -Inf samples among the values;
+- `ph_all_nan{job="web"}`: the last hour, every sample NaN.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+import socket
+import subprocess
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import requests
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+DEMAND_DATASET = DATASETS / "nab_aws_asg_cpu_5min.csv"
+STEP = 300.0
+
+DEMAND = 'ph_demand{job="web"}'
+MULTIPLE = "ph_demand"
+GAPPY = 'ph_gappy{job="web"}'
+NONFINITE = 'ph_nonfinite{job="web"}'
+ALL_NAN = 'ph_all_nan{job="web"}'
+NONFINITE_COUNT = 3
+
+PROMETHEUS_CONFIG = "global:\n  scrape_interval: 1m\nscrape_configs: []\n"
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series to backfill: integer POSIX-second timestamps (ascending) and values."""
+
+    name: str
+    labels: dict[str, str]
+    times: np.ndarray
+    values: np.ndarray
+
+
+@dataclass(frozen=True)
+class PromServer:
+    """A running test Prometheus and what it holds."""
+
+    url: str
+    end: float
+    """The last sample's time (POSIX seconds, a multiple of `STEP`)."""
+    demand_times: np.ndarray
+    demand_values: np.ndarray
+    """`ph_demand{job="web"}` exactly as written."""
+    gap: tuple[float, float]
+    """(first missing, last missing) sample times of `ph_gappy`."""
+    username: str = ""
+    password: str = field(default="", repr=False)
+
+
+def missing_binaries() -> list[str]:
+    """Return the names of the Debian binaries the fixture needs that are not on PATH."""
+    return [name for name in ("prometheus", "promtool") if shutil.which(name) is None]
+
+
+def read_dataset(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read a `timestamp,value` dataset into integer POSIX seconds and float values (independent
+    of the project's own CSV reader, so tests compare two readings)."""
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))[1:]
+    times = np.array([int(datetime.fromisoformat(t).timestamp()) for t, _ in rows], dtype=np.int64)
+    values = np.array([float(v) for _, v in rows], dtype=float)
+    return times, values
+
+
+def fixture_series(end: int) -> tuple[list[Series], tuple[float, float]]:
+    """Build the served series, shifted to end at `end` on the 5-minute grid; also return the gap."""
+    times, values = read_dataset(DEMAND_DATASET)
+    times = times - times[-1] + end
+    assert np.all(times % int(STEP) == 0), f"{DEMAND_DATASET.name} is not on a regular 5-minute grid"
+    last_day, last_two = times >= end - 86_400, times >= end - 2 * 86_400
+    gap = (float(end - 86_400 - 7_200), float(end - 86_400 - STEP))
+    keep = last_two & ~((times >= gap[0]) & (times <= gap[1]))
+    weird = values[last_day].copy()
+    weird[[10, 20, 30]] = [math.nan, math.inf, -math.inf]
+    last_hour = times >= end - 3_600
+    series = [
+        Series("ph_demand", {"job": "web"}, times, values),
+        Series("ph_demand", {"job": "api"}, times, values * 2),
+        Series("ph_gappy", {"job": "web"}, times[keep], values[keep]),
+        Series("ph_nonfinite", {"job": "web"}, times[last_day], weird),
+        Series("ph_all_nan", {"job": "web"}, times[last_hour], np.full(last_hour.sum(), math.nan)),
+    ]
+    return series, gap
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def write_openmetrics(path: Path, series: Sequence[Series]) -> None:
+    """Write `series` as OpenMetrics gauges (families grouped, timestamps in seconds, `# EOF`)."""
+    lines: list[str] = []
+    typed: set[str] = set()
+    for s in sorted(series, key=lambda s: s.name):
+        if s.name not in typed:
+            lines.append(f"# TYPE {s.name} gauge")
+            typed.add(s.name)
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+        prefix = f"{s.name}{{{labels}}} "
+        lines.extend(f"{prefix}{_number(v)} {int(t)}" for t, v in zip(s.times.tolist(), s.values.tolist()))
+    lines.append("# EOF")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def backfill(openmetrics: Path, data_dir: Path) -> None:
+    """Create TSDB blocks from an OpenMetrics file with promtool (31-day blocks: few blocks, fast)."""
+    cmd = ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--quiet"]
+    # A hidden flag in Debian's 2.42; without it promtool writes one block per 2 h (30 s, not 0.3 s).
+    cmd += ["--max-block-duration=744h", str(openmetrics), str(data_dir)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        raise RuntimeError(f"promtool backfill failed ({done.returncode}): {done.stderr.strip()}")
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that nothing listens on (at the time of asking)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bcrypt_hash(password: str) -> str:
+    """Return a bcrypt hash of `password` for Prometheus's web config (libxcrypt via `crypt`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt  # Python 3.11 only (the project pins it); Debian's libxcrypt does bcrypt.
+
+        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+
+
+@contextmanager
+def running_prometheus(
+    data_dir: Path, workdir: Path, web_config: Path | None = None, auth: tuple[str, str] | None = None
+) -> Iterator[str]:
+    """Run `prometheus` on `data_dir` (no scrape targets, 400-day retention); yield its base URL."""
+    config = workdir / "prometheus.yml"
+    config.write_text(PROMETHEUS_CONFIG, encoding="utf-8")
+    port = free_port()
+    cmd = [
+        "prometheus",
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data_dir}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=400d",
+        "--log.level=warn",
+    ]
+    if web_config is not None:
+        cmd.append(f"--web.config.file={web_config}")
+    log_path = workdir / "prometheus.log"
+    url = f"http://127.0.0.1:{port}"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_ready(url, proc, log_path, auth)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path, auth: tuple[str, str] | None) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}")
+        try:
+            if requests.get(f"{url}/-/ready", auth=auth, timeout=1).status_code == 200:
+                return
+        except requests.ConnectionError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"prometheus at {url} not ready after 30 s:\n{log_path.read_text()[-2000:]}")
+
+
+@contextmanager
+def prometheus_with_demand(workdir: Path, now: float, username: str = "", password: str = "") -> Iterator[PromServer]:
+    """Backfill the fixture series ending just before `now` and serve them; with `username` and
+    `password`, the server requires that basic auth for every request."""
+    end = int(now // STEP * STEP - STEP)
+    series, gap = fixture_series(end)
+    openmetrics, data_dir = workdir / "demand.om.txt", workdir / "data"
+    write_openmetrics(openmetrics, series)
+    backfill(openmetrics, data_dir)
+    web_config = None
+    if username:
+        web_config = workdir / "web.yml"
+        web_config.write_text(f"basic_auth_users:\n  {username}: {bcrypt_hash(password)}\n", encoding="utf-8")
+    auth = (username, password) if username else None
+    with running_prometheus(data_dir, workdir, web_config, auth) as url:
+        demand = series[0]
+        yield PromServer(url, float(end), demand.times.astype(float), demand.values, gap, username, password)

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 from predictive_headroom import __version__
 from predictive_headroom.commands import CommandError, print_error
+from predictive_headroom.config import ConfigError
+from predictive_headroom.protocols import SourceError
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
 COMMANDS = ("run", "validate", "plan", "forecast", "report", "backtest", "demo")
@@ -47,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return int(args.handler(args) or 0)
-    except CommandError as exc:
+    except (CommandError, ConfigError, SourceError) as exc:
         print_error(str(exc))
         return 2
     except KeyboardInterrupt:

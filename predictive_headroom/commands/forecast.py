@@ -1,0 +1,105 @@
+"""`predictive-headroom forecast`: the fitted forecast, its next peaks and its accuracy."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from predictive_headroom.accuracy import Accuracy, evaluate
+from predictive_headroom.commands import CommandError, add_output_argument, iso, load_config, parse_time, print_json, print_table
+from predictive_headroom.config import Pool
+from predictive_headroom.pipeline import default_forecaster, fetch_history, fit_pool, source_from_args
+from predictive_headroom.series import Forecast, History, NoForecast
+
+HELP = "fit the forecast of each pool and show its next peaks and accuracy on held-back recent days"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", required=True, help="policy YAML file")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
+    source.add_argument("--prometheus-url", metavar="URL", help="Prometheus base URL")
+    parser.add_argument("--pool", help="only this pool")
+    parser.add_argument("--at", help="cut history at this ISO-8601 time (replay); default: the end of --data, or now")
+    parser.add_argument("--no-accuracy", action="store_true", help="skip the hold-out accuracy fit")
+    add_output_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = load_config(args.config)
+    pools = [p for p in policy.pools if p.forecast is not None and (args.pool is None or p.name == args.pool)]
+    if not pools:
+        which = f"pool {args.pool!r}" if args.pool else "no pool"
+        raise CommandError(f"{which} has a 'forecast' section in {args.config}; add one (see config/example.yaml)")
+    source = source_from_args(args.data, args.prometheus_url)
+    at = _cut_time(args, source)
+    forecaster = default_forecaster()
+    results = []
+    for pool in pools:
+        history = fetch_history(pool, source, at)
+        if isinstance(history, NoForecast):
+            raise CommandError(f"pool {pool.name}: {history.detail}")
+        forecast = fit_pool(pool, history, forecaster, at)
+        accuracy = None
+        if not args.no_accuracy and isinstance(forecast, Forecast):
+            accuracy = evaluate(history, pool.forecast, forecaster, pool.lead_time.total_seconds())
+        results.append(summary(pool, history, forecast, accuracy))
+    if args.output == "json":
+        print_json({"at": iso(at), "pools": results})
+    else:
+        for result in results:
+            _print_summary(result)
+    return 0
+
+
+def _cut_time(args: argparse.Namespace, source: object) -> float:
+    if args.at:
+        return parse_time(args.at)
+    full = getattr(source, "full", None)
+    return full().end if full else parse_time("now")
+
+
+def summary(pool: Pool, history: History, forecast: Forecast | NoForecast, accuracy: Accuracy | None) -> dict[str, Any]:
+    """The JSON facts about one pool's forecast."""
+    out: dict[str, Any] = {"name": pool.name, "history_points": len(history), "history_start": iso(history.start), "history_end": iso(history.end)}
+    if isinstance(forecast, NoForecast):
+        out.update(model=None, status=forecast.why, detail=forecast.detail)
+        return out
+    assert pool.forecast is not None
+    dpr = pool.forecast.demand_per_replica
+    out.update(
+        status="ok",
+        model=forecast.model,
+        fit_seconds=round(forecast.fit_seconds, 3),
+        warnings=list(forecast.warnings),
+        next_peaks=[{"at": iso(t), "yhat": round(v, 3), "replicas_of_demand": round(v / dpr, 2)} for t, v in forecast.daily_peaks()],
+        accuracy=accuracy.to_dict() if accuracy else None,
+        points=[
+            {"at": iso(t), "yhat": round(y, 4), "lower": round(lo, 4), "upper": round(hi, 4)}
+            for t, y, lo, hi in zip(forecast.times, forecast.yhat, forecast.lower, forecast.upper)
+        ],
+    )
+    return out
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "n/a" if value is None else pattern.format(value)
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    print(f"pool {result['name']}: {result['history_points']} points of history, {result['history_start']} .. {result['history_end']}")
+    if result["status"] != "ok":
+        print(f"  no forecast: {result['status']} {result.get('detail', '')}")
+        return
+    print(f"  model {result['model']}, fitted in {result['fit_seconds']:.2f} s, {len(result['points'])} points ahead")
+    for warning in result["warnings"]:
+        print(f"  warning: {warning}")
+    acc = result["accuracy"]
+    if acc:
+        print(
+            f"  accuracy on {acc['points']} held-back points ({acc['holdout_start']} .. {acc['holdout_end']}): "
+            f"MAPE {_fmt(acc['mape'], '{:.1f}%')}, sMAPE {acc['smape']:.1f}%, MASE {_fmt(acc['mase'], '{:.2f}')} "
+            f"(below 1 beats repeating the last season), coverage {acc['coverage']:.0%} of a {acc['interval_width']:.0%} band"
+        )
+    print_table(["next peak at", "demand", "placeholders' worth"], [[p["at"], p["yhat"], p["replicas_of_demand"]] for p in result["next_peaks"]])
+    print()

@@ -1,0 +1,61 @@
+"""`forecast` and `plan --data` through the real entry point on a real series."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from predictive_headroom.cli import main
+
+TAXI = Path(__file__).resolve().parents[1] / "predictive_headroom" / "data" / "nab_nyc_taxi_30min.csv"
+
+POLICY = """\
+pools:
+  - name: taxi
+    target: {namespace: ns, name: taxi-placeholder}
+    maxReplicas: 50
+    leadTime: 1h
+    forecast: {query: taxi, demandPerReplica: 1000, step: 30m, history: 21d}
+  - name: plain
+    target: {namespace: ns, name: plain-placeholder}
+    maxReplicas: 5
+"""
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cfg") / "policy.yaml"
+    path.write_text(POLICY)
+    return str(path)
+
+
+def test_forecast_json_has_model_peaks_accuracy_and_points(config, capsys):
+    assert main(["forecast", "-c", config, "--data", str(TAXI), "--at", "2014-12-10T00:00:00Z", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    [pool] = out["pools"]  # only pools with a forecast section
+    assert pool["name"] == "taxi" and pool["status"] == "ok" and pool["model"] == "prophet"
+    assert pool["history_end"] <= "2014-12-10T00:00:00Z"  # --at cuts history: no peeking
+    assert len(pool["points"]) == 48 * 2 + 1  # 48 h at 30 min
+    assert len(pool["next_peaks"]) == 2
+    acc = pool["accuracy"]
+    assert acc["points"] > 0 and 0 <= acc["coverage"] <= 1 and acc["mase"] > 0
+
+
+def test_plan_with_data_fills_the_forecast_component(config, capsys):
+    # 10:00 UTC is 05:00 in New York: the morning rise is within the one-hour lead time.
+    assert main(["plan", "-c", config, "--data", str(TAXI), "--at", "2014-12-10T10:00:00Z", "-o", "json"]) == 0
+    taxi, plain = json.loads(capsys.readouterr().out)["pools"]
+    assert taxi["components"]["forecast"] >= 1
+    assert taxi["reason"] == "forecast"
+    assert taxi["details"]["forecast_status"] == "ok" and taxi["details"]["ramp"] > 0
+    assert plain["components"]["forecast"] is None and plain["reason"] == "min"
+
+
+def test_forecast_needs_a_pool_with_a_forecast(config, capsys):
+    assert main(["forecast", "-c", config, "--data", str(TAXI), "--pool", "plain"]) == 2
+    assert "has a 'forecast' section" in capsys.readouterr().err
+
+
+def test_forecast_with_missing_csv(config, capsys, tmp_path):
+    assert main(["forecast", "-c", config, "--data", str(tmp_path / "none.csv")]) == 2
+    assert "none.csv" in capsys.readouterr().err

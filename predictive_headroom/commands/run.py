@@ -1,0 +1,129 @@
+"""`predictive-headroom run`: the daemon (or one refit and one reconcile with `--once`).
+
+Settings come from the environment (`PH_*`, see config.Settings); the Kubernetes credentials
+from the pod's ServiceAccount, else KUBECONFIG / ~/.kube/config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from predictive_headroom.commands import CommandError, load_config
+from predictive_headroom.config import Policy, Settings
+from predictive_headroom.daemon import AlwaysLeader, Daemon, Elector, Runner
+from predictive_headroom.logs import setup_logging
+from predictive_headroom.protocols import ActuatorError, Source, SourceError
+from predictive_headroom.series import Forecast, History, NoForecast
+
+logger = logging.getLogger(__name__)
+
+HELP = "run the daemon: refit forecasts on schedule and keep each pool's placeholder count at its plan"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", required=True, help="policy YAML file (re-read when it changes)")
+    parser.add_argument("--once", action="store_true",
+                        help="one refit and one reconcile, then exit (1 if any pool failed); no leader election")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="log 'DRY-RUN would scale ...' and send writes with dryRun=All (also PH_DRY_RUN=true)")
+
+
+def report_writer(settings: Settings, source_name: str) -> Any:
+    """The after-refit hook writing the report into PH_REPORT_DIR, keeping PH_REPORT_KEEP of them."""
+
+    def write(policy: Policy, forecasts: Mapping[str, Forecast | NoForecast], histories: Mapping[str, History], at: float) -> Path:
+        from predictive_headroom.report import build_report, load_past_reports, write_report
+
+        past = load_past_reports(settings.report_dir)
+        report = build_report(policy, histories, forecasts, {}, at, past=past, source=source_name)
+        return write_report(settings.report_dir, report, settings.report_keep)
+
+    return write
+
+
+def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -> tuple[Daemon, Elector]:
+    """The daemon with its real collaborators: Prometheus, Prophet, the Kubernetes API."""
+    from predictive_headroom.kube import KubeClusterReader, TargetActuator, load_kube_config
+    from predictive_headroom.pipeline import default_forecaster
+
+    source: Source | None = None
+    if any(p.forecast and p.forecast.enabled for p in policy.pools):
+        if not settings.prometheus_url:
+            raise CommandError("the config has forecasting pools: set PH_PROMETHEUS_URL to the Prometheus holding their history")
+        from predictive_headroom.prometheus import PrometheusSource
+
+        try:
+            source = PrometheusSource(settings.prometheus_url, settings)
+        except SourceError as exc:
+            raise CommandError(str(exc)) from None
+    try:
+        api = load_kube_config()
+    except ActuatorError as exc:
+        raise CommandError(str(exc)) from None
+    elector: Elector = AlwaysLeader()
+    if settings.leader_election and not args.once:
+        from predictive_headroom.leader import LeaderElector
+
+        elector = LeaderElector.from_settings(api, settings)
+    daemon = Daemon(
+        args.config, policy, source=source, forecaster=default_forecaster(), actuator=TargetActuator(api),
+        cluster=KubeClusterReader(api), elector=elector, dry_run=args.dry_run or settings.dry_run,
+        interval=settings.reconcile_interval,
+        report_writer=report_writer(settings, getattr(source, "display_url", "")) if source else None,
+    )
+    return daemon, elector
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        problems = "; ".join(f"PH_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+        raise CommandError(f"invalid environment settings: {problems}") from None
+    setup_logging(settings.log_level, settings.log_format)
+    policy = load_config(args.config)
+    daemon, elector = build_daemon(args, settings, policy)
+    if args.once:
+        daemon.refit()
+        return 0 if daemon.reconcile().ok else 1
+    return serve(daemon, elector, settings)
+
+
+def serve(daemon: Daemon, elector: Elector, settings: Settings) -> int:
+    """Run until SIGTERM or SIGINT; returns 0 after a clean stop."""
+    from predictive_headroom.httpserver import HttpServer
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        logger.info("received %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        http = HttpServer(daemon, daemon.metrics.exposition, settings.listen_host, settings.listen_port,
+                          settings.report_dir).start()
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {settings.listen_host}:{settings.listen_port} (PH_LISTEN_PORT): {exc}") from None
+    runner = Runner(daemon, settings.reconcile_interval)
+    elector.start()
+    runner.start()
+    mode = "DRY-RUN, " if daemon.dry_run else ""
+    logger.info("daemon started (%s%d pool(s), reconcile every %gs, config %s)", mode, len(daemon.policy.pools),
+                settings.reconcile_interval, daemon.config_path)
+    while not stop.wait(1.0):
+        pass
+    runner.stop()
+    elector.stop()
+    http.stop()
+    logger.info("stopped")
+    return 0

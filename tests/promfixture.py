@@ -18,12 +18,14 @@ import math
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -151,7 +153,7 @@ def bcrypt_hash(password: str) -> str:
         warnings.simplefilter("ignore", DeprecationWarning)
         import crypt  # Python 3.11 only (the project pins it); Debian's libxcrypt does bcrypt.
 
-        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))  # cost 4: fast to check
 
 
 @contextmanager
@@ -219,3 +221,53 @@ def prometheus_with_demand(workdir: Path, now: float, username: str = "", passwo
     with running_prometheus(data_dir, workdir, web_config, auth) as url:
         demand = series[0]
         yield PromServer(url, float(end), demand.times.astype(float), demand.values, gap, username, password)
+
+
+class GatewayProxy:
+    """A tiny reverse proxy in front of a test Prometheus, standing in for an authenticating gateway
+    (OAuth proxy, Mimir tenant header): it answers 401 unless the request carries `required`
+    headers, can fail the next requests with given statuses, and counts the requests it got."""
+
+    def __init__(self, upstream: str, required: dict[str, str] | None = None) -> None:
+        self.upstream = upstream
+        self.required = dict(required or {})
+        self.fail_next: list[int] = []
+        self.requests = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                proxy.requests += 1
+                if any(self.headers.get(k) != v for k, v in proxy.required.items()):
+                    return self._send(401, b"Unauthorized\n", "text/plain")
+                if proxy.fail_next:
+                    body = b'{"status":"error","errorType":"unavailable","error":"gateway says try later"}'
+                    return self._send(proxy.fail_next.pop(0), body, "application/json")
+                answer = requests.get(proxy.upstream + self.path, timeout=30)
+                self._send(answer.status_code, answer.content, answer.headers.get("Content-Type", ""))
+
+            def _send(self, status: int, body: bytes, content_type: str) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
+
+    def __enter__(self) -> "GatewayProxy":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -62,7 +63,9 @@ def load_kube_config(context: str | None = None) -> ApiClient:
         source = "in-cluster ServiceAccount"
     except ConfigException as in_cluster:
         try:
-            kubernetes.config.load_kube_config(context=context, client_configuration=configuration)
+            config_file = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+            kubernetes.config.load_kube_config(config_file=config_file, context=context,
+                                               client_configuration=configuration)
             source = "kubeconfig"
         except (ConfigException, OSError, TypeError) as kubeconfig:
             raise ActuatorError(
@@ -91,7 +94,7 @@ class CallOptions:
         return Retrying(
             retry=retry_if_exception(_transient),
             stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential_jitter(initial=self.backoff_initial, max=self.backoff_max,
+            wait=wait_exponential_jitter(multiplier=self.backoff_initial, max=self.backoff_max,
                                          jitter=self.backoff_initial),
             before_sleep=lambda state: logger.info(
                 "retrying Kubernetes call (attempt %d failed: %s)", state.attempt_number,

@@ -167,7 +167,7 @@ class FakeApiServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-apiserver", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="fake-apiserver", daemon=True)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -1,0 +1,40 @@
+"""Render the Helm chart and the kustomize manifests under deploy/ into lists of objects for tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from deploy_kustomize import render_kustomization
+
+REPO = Path(__file__).resolve().parents[1]
+CHART = REPO / "deploy" / "helm" / "predictive-headroom"
+KUSTOMIZE = REPO / "deploy" / "kustomize"
+RELEASE = "predictive-headroom"
+NAMESPACE = "predictive-headroom"
+
+Object = dict[str, Any]
+
+
+def render_chart(values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE) -> list[Object]:
+    """Render the chart offline with Helm's own engine (helm-python-sdk) and return its objects.
+
+    Raises helm_python.HelmError with Helm's message when values or templates are rejected.
+    """
+    import helm_python as helm
+
+    with helm.Chart.load(CHART) as chart:
+        manifests = chart.render(values or {}, name=release, namespace=namespace, is_install=True)
+    objects: list[Object] = []
+    for path, text in sorted(manifests.items()):
+        if not path.endswith((".yaml", ".yml")):
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return objects
+
+
+def render_kustomize(name: str) -> list[Object]:
+    """Render deploy/kustomize/<name> (e.g. "base", "overlays/example")."""
+    return render_kustomization(KUSTOMIZE / name)

@@ -227,6 +227,7 @@ def _retry(retries: int, backoff_factor: float) -> Retry:
         backoff_factor=backoff_factor,
         backoff_max=30,
         raise_on_status=False,
+        respect_retry_after_header=False,  # a long Retry-After must not stall the daemon's loop
     )
 
 
@@ -310,6 +311,7 @@ class PrometheusSource:
         for line in warnings:
             logger.warning("%s", line)
         self.warnings = tuple(warnings)
+        logger.debug("query %r: %d points from %s", query, times.size, self.display_url)
         return History(times, values, source=f"prometheus {self.display_url} {query}")
 
     def _fetch(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
@@ -369,6 +371,8 @@ class PrometheusSource:
             return f"check the token in the bearer token file {s.prometheus_bearer_token_file}"
         if s.prometheus_username:
             return f"check the username {s.prometheus_username!r} and the password (PH_PROMETHEUS_PASSWORD)"
+        if urlsplit(self.url).username:
+            return "check the user and password in the Prometheus URL"
         return "no credentials are configured: set PH_PROMETHEUS_BEARER_TOKEN_FILE or PH_PROMETHEUS_USERNAME/PASSWORD"
 
     def _scrub(self, text: str) -> str:

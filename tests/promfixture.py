@@ -9,6 +9,9 @@ server's would. Series served (all gauges):
 - `ph_gappy{job="web"}`: the last two days with `GAP` (two hours, one day before the end) removed;
 - `ph_nonfinite{job="web"}`: the last day, with NaN, +Inf and -Inf samples among the values;
 - `ph_all_nan{job="web"}`: the last hour, every sample NaN.
+
+`GatewayProxy` puts a header-checking, failure-injecting reverse proxy in front of it, standing in
+for the bearer-token gateways and tenant headers real deployments have.
 """
 
 from __future__ import annotations

@@ -181,7 +181,6 @@ def test_gaps_are_reported_and_the_data_kept(prometheus_server: PromServer, capl
     assert len(history) > 500
 
 
-@pytest.mark.prometheus
 def test_unreachable_server_fails_fast_naming_url_without_credentials(caplog: pytest.LogCaptureFixture):
     port = free_port()
     src = source(f"http://alice:hunter2@127.0.0.1:{port}", prometheus_retries=2)

@@ -478,6 +478,14 @@ def test_dockerfile_runtime_contract():
     assert any(w == "EXPOSE" and r == "8080" for w, r in final)
 
 
+def test_image_versions_agree():
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    chart = yaml.safe_load((REPO / "deploy/helm/predictive-headroom/Chart.yaml").read_text())
+    assert chart["appVersion"] == version, "the chart's default image tag must be the package version"
+    daemon = _daemon(render_kustomize("base"))
+    assert daemon["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":{version}")
+
+
 def _dockerignored(path: str, patterns: list[str]) -> bool:
     import fnmatch
 

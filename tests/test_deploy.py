@@ -285,14 +285,15 @@ def test_daemon_deployment_matches_what_the_daemon_expects(renderings, rendering
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
-    config = mounts["/etc/predictive-headroom/config.yaml"]
-    assert config["readOnly"] and config["subPath"] == "config.yaml"
+    # The whole ConfigMap is mounted (no subPath) so in-place edits reach the daemon's live reload.
+    config = mounts["/etc/predictive-headroom"]
+    assert config["readOnly"] and "subPath" not in config
     cm_name = volumes[config["name"]]["configMap"]["name"]
     assert any(c["metadata"]["name"] == cm_name and c["metadata"]["namespace"] == NAMESPACE for c in _of_kind(objects, "ConfigMap"))
-    secret = volumes[mounts["/etc/predictive-headroom/secrets"]["name"]]["secret"]
+    secret = volumes[mounts["/var/run/secrets/predictive-headroom"]["name"]]["secret"]
     assert secret["items"] == [{"key": secret["items"][0]["key"], "path": "token"}]
     if "PH_PROMETHEUS_BEARER_TOKEN_FILE" in env:
-        assert env["PH_PROMETHEUS_BEARER_TOKEN_FILE"]["value"] == "/etc/predictive-headroom/secrets/token"
+        assert env["PH_PROMETHEUS_BEARER_TOKEN_FILE"]["value"] == "/var/run/secrets/predictive-headroom/token"
 
     pod_labels = daemon["spec"]["template"]["metadata"]["labels"]
     (service,) = _of_kind(objects, "Service")
@@ -319,7 +320,7 @@ def test_bearer_token_secret_and_service_monitor_when_enabled(renderings):
     objects = renderings["helm-multi"]
     (secret,) = _of_kind(objects, "Secret")
     env = {e["name"]: e.get("value") for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["PH_PROMETHEUS_BEARER_TOKEN_FILE"] == "/etc/predictive-headroom/secrets/token"
+    assert env["PH_PROMETHEUS_BEARER_TOKEN_FILE"] == "/var/run/secrets/predictive-headroom/token"
     volume = next(v for v in _daemon(objects)["spec"]["template"]["spec"]["volumes"] if "secret" in v)
     assert volume["secret"]["secretName"] == secret["metadata"]["name"] and secret["stringData"] == {"token": "s3cret"}
     for name in ("helm-multi", "kustomize-example"):

@@ -228,8 +228,7 @@ class Daemon:
         if self.report_writer is None or not histories:
             return
         try:
-            where = self.report_writer(policy, forecasts, histories, at)
-            logger.info("report written to %s", where)
+            self.report_writer(policy, forecasts, histories, at)
         except Exception:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")
@@ -458,6 +457,8 @@ class Runner:
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": max(30, int(interval))},
         )
         daemon.on_reload = self._reloaded
+        self._gate = threading.Lock()
+        self._busy = self._again = False
 
     def start(self) -> None:
         """Schedule the jobs, then run a refit and a reconcile at once."""
@@ -475,12 +476,30 @@ class Runner:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
 
+    def reconcile_now(self) -> None:
+        """Reconcile at once (e.g. on becoming leader), or once more right after the one running."""
+        with self._gate:
+            self._again = True
+            if self._busy:
+                return
+        if self.scheduler.running and not self.daemon.stopping.is_set():
+            self.scheduler.modify_job("reconcile", next_run_time=_utc_now())
+
     def _reconcile(self) -> None:
-        try:
-            self.daemon.reconcile()
-        except Exception:  # a failed cycle never kills the daemon
-            logger.exception("reconcile failed")
-            self.daemon.metrics.error("internal")
+        with self._gate:
+            self._busy = True
+        while True:
+            with self._gate:
+                self._again = False
+            try:
+                self.daemon.reconcile()
+            except Exception:  # a failed cycle never kills the daemon
+                logger.exception("reconcile failed")
+                self.daemon.metrics.error("internal")
+            with self._gate:
+                if not self._again or self.daemon.stopping.is_set():
+                    self._busy = False
+                    return
 
     def _refit(self, pools: list[str] | None) -> None:
         done = threading.Event()

@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kubernetes.client import ApiClient
 from pydantic import ValidationError
 
 from predictive_headroom.commands import CommandError, load_config
 from predictive_headroom.config import Policy, Settings
-from predictive_headroom.daemon import AlwaysLeader, Daemon, Elector, Runner
+from predictive_headroom.daemon import Daemon, Runner
 from predictive_headroom.logs import setup_logging
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
 from predictive_headroom.series import Forecast, History, NoForecast
@@ -49,8 +50,8 @@ def report_writer(settings: Settings, source_name: str) -> Any:
     return write
 
 
-def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -> tuple[Daemon, Elector]:
-    """The daemon with its real collaborators: Prometheus, Prophet, the Kubernetes API."""
+def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -> tuple[Daemon, ApiClient]:
+    """The daemon with its real collaborators (Prometheus, Prophet, the Kubernetes API) and its API client."""
     from predictive_headroom.kube import KubeClusterReader, TargetActuator, load_kube_config
     from predictive_headroom.pipeline import default_forecaster
 
@@ -68,18 +69,12 @@ def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -
         api = load_kube_config()
     except ActuatorError as exc:
         raise CommandError(str(exc)) from None
-    elector: Elector = AlwaysLeader()
-    if settings.leader_election and not args.once:
-        from predictive_headroom.leader import LeaderElector
-
-        elector = LeaderElector.from_settings(api, settings)
     daemon = Daemon(
         args.config, policy, source=source, forecaster=default_forecaster(), actuator=TargetActuator(api),
-        cluster=KubeClusterReader(api), elector=elector, dry_run=args.dry_run or settings.dry_run,
-        interval=settings.reconcile_interval,
+        cluster=KubeClusterReader(api), dry_run=args.dry_run or settings.dry_run, interval=settings.reconcile_interval,
         report_writer=report_writer(settings, getattr(source, "display_url", "")) if source else None,
     )
-    return daemon, elector
+    return daemon, api
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,14 +85,20 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"invalid environment settings: {problems}") from None
     setup_logging(settings.log_level, settings.log_format)
     policy = load_config(args.config)
-    daemon, elector = build_daemon(args, settings, policy)
-    if args.once:
+    daemon, api = build_daemon(args, settings, policy)
+    if args.once:  # one shot by hand: no leader election
         daemon.refit()
         return 0 if daemon.reconcile().ok else 1
-    return serve(daemon, elector, settings)
+    runner = Runner(daemon, settings.reconcile_interval)
+    if settings.leader_election:
+        from predictive_headroom.leader import LeaderElector
+
+        # Followers refit and plan too (warm forecasts on failover); a new leader reconciles at once.
+        daemon.elector = LeaderElector.from_settings(api, settings, on_started_leading=runner.reconcile_now)
+    return serve(daemon, runner, settings)
 
 
-def serve(daemon: Daemon, elector: Elector, settings: Settings) -> int:
+def serve(daemon: Daemon, runner: Runner, settings: Settings) -> int:
     """Run until SIGTERM or SIGINT; returns 0 after a clean stop."""
     from predictive_headroom.httpserver import HttpServer
 
@@ -114,8 +115,7 @@ def serve(daemon: Daemon, elector: Elector, settings: Settings) -> int:
                           settings.report_dir).start()
     except OSError as exc:
         raise CommandError(f"cannot listen on {settings.listen_host}:{settings.listen_port} (PH_LISTEN_PORT): {exc}") from None
-    runner = Runner(daemon, settings.reconcile_interval)
-    elector.start()
+    daemon.elector.start()
     runner.start()
     mode = "DRY-RUN, " if daemon.dry_run else ""
     logger.info("daemon started (%s%d pool(s), reconcile every %gs, config %s)", mode, len(daemon.policy.pools),
@@ -123,7 +123,7 @@ def serve(daemon: Daemon, elector: Elector, settings: Settings) -> int:
     while not stop.wait(1.0):
         pass
     runner.stop()
-    elector.stop()
+    daemon.elector.stop()
     http.stop()
     logger.info("stopped")
     return 0

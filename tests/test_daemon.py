@@ -1,0 +1,459 @@
+"""The daemon: `run --once` end to end (real kubernetes client against the fake apiserver, real
+Prometheus), the loop logic with a fake clock, leader election between two daemons, config
+reload, and a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from fake_apiserver import FakeApiServer
+from predictive_headroom import cli
+from predictive_headroom.config import ForecastSpec, Settings, load_policy
+from predictive_headroom.daemon import Daemon, Runner
+from predictive_headroom.kube import PAUSED_ANNOTATION, CallOptions, KubeClusterReader, TargetActuator
+from predictive_headroom.leader import LeaderElector, LeaseTiming
+from predictive_headroom.prometheus import PrometheusSource
+from predictive_headroom.protocols import SourceError
+from predictive_headroom.series import Forecast, History, NoForecast
+
+NS = "apps"
+FAST = CallOptions(timeout=2.0, attempts=3, backoff_initial=0.01, backoff_max=0.05, instance="test")
+REPO = Path(__file__).resolve().parents[1]
+T0 = 1_790_000_000.0  # a fixed instant for the fake clock
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RampForecaster:
+    """Forecasts demand rising by `rise` over each lead time, so the forecast asks for rise/demandPerReplica."""
+
+    def __init__(self, rise: float = 5.0) -> None:
+        self.rise, self.fits = rise, 0
+
+    def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
+        self.fits += 1
+        times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
+        yhat = 10.0 + self.rise * (times - now) / lead_seconds
+        return Forecast(times, yhat, yhat - 1, yhat + 1, "ramp", history.end if len(history) else now)
+
+
+class FakeSource:
+    """Demand history, or SourceError while `down`."""
+
+    def __init__(self) -> None:
+        self.down = False
+
+    def history(self, spec: ForecastSpec, end: float) -> History:
+        if self.down:
+            raise SourceError("Prometheus at http://prometheus:9090 is unreachable: connection refused")
+        times = end - np.arange(288)[::-1] * 300.0
+        return History(times, np.full(times.size, 10.0), "fake")
+
+
+def pool_yaml(name: str, **extra: object) -> dict[str, object]:
+    return {"name": name, "target": {"namespace": NS, "name": f"{name}-placeholder"}, "maxReplicas": 40, **extra}
+
+
+FORECAST = {"query": 'ph_demand{job="web"}', "demandPerReplica": 10, "history": "7d", "horizon": "6h",
+            "minHistory": "2d"}
+
+
+def write_config(path: Path, *pools: dict[str, object]) -> Path:
+    path.write_text(yaml.safe_dump({"pools": list(pools)}, sort_keys=False))
+    return path
+
+
+def write_kubeconfig(path: Path, server: FakeApiServer) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
+        "users": [{"name": "ph", "user": {"token": "test-token"}}],
+        "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "ph"}}],
+    }))
+    return path
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as fake:
+        for i in range(4):
+            fake.add_node(f"node-{i}", cpu="8", labels={"pool": "web"})
+        yield fake
+
+
+@pytest.fixture
+def env(tmp_path: Path, server: FakeApiServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Environment for the `run` command: KUBECONFIG at the fake apiserver, JSON logs."""
+    for key in [k for k in os.environ if k.startswith("PH_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", server)))
+    monkeypatch.setenv("PH_LOG_FORMAT", "json")
+    monkeypatch.setenv("PH_REPORT_DIR", str(tmp_path / "reports"))
+    yield tmp_path
+    root = logging.getLogger()  # the run command installed its handler on pytest's stderr capture
+    for handler in [h for h in root.handlers if h.get_name() == "predictive-headroom"]:
+        root.removeHandler(handler)
+
+
+def run_once(config: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[dict[str, object]]]:
+    """`predictive-headroom run --config F --once`; returns the exit code and the JSON log lines."""
+    code = cli.main(["run", "--config", str(config), "--once", *extra])
+    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    return code, lines
+
+
+def summary(lines: list[dict[str, object]]) -> dict[str, dict[str, object]]:
+    """The pools of the (single) reconcile summary line, by name."""
+    found = [line for line in lines if str(line["message"]).startswith("reconcile")]
+    assert len(found) == 1, [line["message"] for line in lines]
+    return {p["name"]: p for p in found[0]["pools"]}  # type: ignore[index,union-attr]
+
+
+def scale_writes(server: FakeApiServer, name: str) -> list[object]:
+    return [r for r in server.writes(f"/deployments/{name}/scale")]
+
+
+# -- run --once, end to end ---------------------------------------------------------------------
+
+
+@pytest.mark.prometheus
+def test_run_once_scales_up_then_down_to_the_plan_with_real_prometheus(
+    env: Path, server: FakeApiServer, prometheus_server, capsys, monkeypatch
+) -> None:
+    monkeypatch.setenv("PH_PROMETHEUS_URL", prometheus_server.url)
+    config = write_config(env / "policy.yaml", pool_yaml("web", leadTime="30m", forecast=FORECAST),
+                          pool_yaml("batch", minReplicas=2))
+    server.add_deployment(NS, "web-placeholder", 0)
+    server.add_deployment(NS, "batch-placeholder", 30)
+
+    code, lines = run_once(config, capsys)
+
+    assert code == 0
+    pools = summary(lines)
+    web = pools["web"]
+    assert web["details"]["forecast_status"] == "ok"  # type: ignore[index]
+    assert web["components"]["forecast"] >= 1  # type: ignore[index,operator]
+    assert web["reason"] == "forecast" and web["action"] == "scaled"
+    assert server.replicas(NS, "web-placeholder") == web["desired_replicas"] > 0
+    assert server.replicas(NS, "batch-placeholder") == 2  # scaled down to minReplicas
+    messages = [e["message"] for e in server.events(NS)]
+    assert any("replicas 0 -> " in m and "(forecast)" in m for m in messages)
+    assert any("replicas 30 -> 2 (min)" in m for m in messages)
+    assert (env / "reports" / "latest" / "index.html").is_file()  # the report after the refit
+
+    # Someone scales web far up; the next run (no stabilisation history) brings it back down.
+    server.edit_deployment(NS, "web-placeholder", {"spec": {"replicas": 39}})
+    code, lines = run_once(config, capsys)
+    assert code == 0
+    assert server.replicas(NS, "web-placeholder") == summary(lines)["web"]["desired_replicas"] < 39
+
+
+def test_run_once_does_not_write_when_the_target_already_has_the_plan(env, server, capsys) -> None:
+    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=3),
+                          pool_yaml("nodes", proportional={"linear": {"nodesPerReplica": 2}, "nodeSelector": {"pool": "web"}}))
+    server.add_deployment(NS, "web-placeholder", 3)
+    server.add_deployment(NS, "nodes-placeholder", 2)  # 4 nodes / 2
+
+    code, lines = run_once(config, capsys)
+
+    assert code == 0
+    assert server.writes("/scale") == [] and server.events() == []
+    assert {n: p["action"] for n, p in summary(lines).items()} == {"web": "unchanged", "nodes": "unchanged"}
+
+
+def test_dry_run_writes_nothing_and_says_what_it_would_do(env, server, capsys) -> None:
+    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=5))
+    server.add_deployment(NS, "web-placeholder", 1)
+
+    code, lines = run_once(config, capsys, "--dry-run")
+
+    assert code == 0
+    assert server.replicas(NS, "web-placeholder") == 1 and server.events() == []
+    assert all(r.query.get("dryRun") == "All" for r in server.writes())
+    assert any("DRY-RUN would scale pool web: apps/web-placeholder replicas 1 -> 5" in str(line["message"]) for line in lines)
+
+
+def test_kill_switch_leaves_the_target_alone_and_says_so(env, server, capsys) -> None:
+    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=5))
+    server.add_deployment(NS, "web-placeholder", 1, annotations={PAUSED_ANNOTATION: "true"})
+
+    code, lines = run_once(config, capsys)
+
+    assert code == 0
+    assert server.writes() == [] and server.replicas(NS, "web-placeholder") == 1
+    assert summary(lines)["web"]["action"] == "paused"
+    assert any("is paused" in str(line["message"]) for line in lines)
+
+
+def test_a_409_conflict_is_retried(env, server, capsys) -> None:
+    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=4))
+    server.add_deployment(NS, "web-placeholder", 1)
+    server.fail("PATCH", r"/deployments/web-placeholder/scale$", 409, times=1)
+
+    code, _ = run_once(config, capsys)
+
+    assert code == 0 and server.replicas(NS, "web-placeholder") == 4
+    assert len(scale_writes(server, "web-placeholder")) == 2
+
+
+def test_403_on_one_pool_is_reported_and_the_others_are_served(env, server, capsys) -> None:
+    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=4), pool_yaml("batch", minReplicas=2))
+    server.add_deployment(NS, "web-placeholder", 1)
+    server.add_deployment(NS, "batch-placeholder", 0)
+    server.fail("*", r"/deployments/web-placeholder", 403, times=None)
+
+    code, lines = run_once(config, capsys)
+
+    assert code == 1  # a pool failed
+    assert server.replicas(NS, "batch-placeholder") == 2 and server.replicas(NS, "web-placeholder") == 1
+    pools = summary(lines)
+    assert pools["batch"]["action"] == "scaled"
+    assert pools["web"]["action"] == "error" and "forbidden" in str(pools["web"]["error"])
+    assert "deployments" in str(pools["web"]["error"]) and "web-placeholder" in str(pools["web"]["error"])
+
+
+# -- the loop, with a fake clock ----------------------------------------------------------------
+
+
+def make_daemon(config: Path, server: FakeApiServer, clock: Clock, **kwargs: object) -> Daemon:
+    api = server.api_client()
+    defaults: dict[str, object] = {"source": FakeSource(), "forecaster": RampForecaster(), "clock": clock,
+                                   "actuator": TargetActuator(api, FAST), "cluster": KubeClusterReader(api, FAST)}
+    defaults.update(kwargs)
+    return Daemon(config, load_policy(config), **defaults)  # type: ignore[arg-type]
+
+
+def test_a_person_scaling_the_target_is_left_alone_until_the_plan_changes(tmp_path, server, caplog) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=3))
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock = Clock()
+    daemon = make_daemon(config, server, clock)
+    assert daemon.reconcile().pools[0].action == "scaled"
+    assert server.replicas(NS, "web-placeholder") == 3
+
+    server.edit_deployment(NS, "web-placeholder", {"spec": {"replicas": 7}})  # kubectl scale --replicas=7
+    for _ in range(2):
+        clock.now += 60
+        assert daemon.reconcile().pools[0].action == "manual-override"
+    assert server.replicas(NS, "web-placeholder") == 7
+    assert sum("by someone else" in r.getMessage() for r in caplog.records) == 1
+
+    write_config(config, pool_yaml("web", minReplicas=4))  # the plan changes
+    clock.now += 60
+    assert daemon.reconcile().pools[0].action == "scaled"
+    assert server.replicas(NS, "web-placeholder") == 4
+
+
+def test_no_scale_down_before_the_first_refit_or_without_node_counts(tmp_path, server) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", forecast=FORECAST),
+                          pool_yaml("nodes", proportional={"linear": {"nodesPerReplica": 1}}))
+    server.add_deployment(NS, "web-placeholder", 6)
+    server.add_deployment(NS, "nodes-placeholder", 9)
+    server.fail("GET", r"/api/v1/nodes$", 500, times=None)
+    daemon = make_daemon(config, server, Clock())
+
+    result = daemon.reconcile()
+
+    assert [(o.action, o.plan.reason) for o in result.pools] == [  # type: ignore[union-attr]
+        ("unchanged", "hold:not-fitted-yet"), ("unchanged", "hold:no-cluster-state")]
+    assert not result.ok  # the node count failed, so `--once` would say so
+    assert server.writes() == []
+
+
+def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(tmp_path, server) -> None:
+    source = FakeSource()
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=2, leadTime="10m",
+                                                         forecast={**FORECAST, "demandPerReplica": 1, "horizon": "1h"}))
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock = Clock()
+    daemon = make_daemon(config, server, clock, source=source)
+    daemon.refit()
+    assert daemon.reconcile().pools[0].plan.reason == "forecast"  # type: ignore[union-attr]
+    assert server.replicas(NS, "web-placeholder") == 5
+
+    source.down = True
+    clock.now += 600
+    daemon.refit()  # fails: the forecast fitted at T0 stays in use
+    plan = daemon.reconcile().pools[0].plan
+    assert plan.reason == "forecast" and plan.desired == 5  # type: ignore[union-attr]
+    assert daemon.metrics.errors.labels(kind="source")._value.get() == 1
+
+    clock.now += 3600  # past the forecast's horizon
+    daemon.refit()
+    plan = daemon.reconcile().pools[0].plan
+    assert plan.components["forecast"] is None and plan.desired == 2  # type: ignore[union-attr]
+    assert plan.reason == "hold:forecast-expired"  # type: ignore[union-attr]
+    assert "expired" in daemon.status()["forecasts"]["web"]
+
+
+@pytest.mark.prometheus
+def test_prometheus_unreachable_keeps_the_forecast_fitted_on_real_prometheus(tmp_path, server, prometheus_server) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, leadTime="30m", forecast=FORECAST))
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock = Clock(prometheus_server.end)
+    daemon = make_daemon(config, server, clock, source=PrometheusSource(prometheus_server.url, Settings()))
+    daemon.refit()
+    first = daemon.reconcile().pools[0].plan
+    fitted = daemon.forecasts()["web"]
+    assert isinstance(fitted, Forecast) and first.components["forecast"] is not None  # type: ignore[union-attr]
+
+    daemon.source = PrometheusSource("http://127.0.0.1:9", Settings(prometheus_retries=0, prometheus_timeout=2))
+    clock.now += 300
+    daemon.refit()
+    assert daemon.forecasts()["web"] is fitted
+    assert daemon.reconcile().pools[0].plan.components["forecast"] is not None  # type: ignore[union-attr]
+    assert server.replicas(NS, "web-placeholder") >= 1
+
+
+def test_a_bad_config_change_is_rejected_and_the_old_config_stays(tmp_path, server, caplog) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=3))
+    server.add_deployment(NS, "web-placeholder", 0)
+    daemon = make_daemon(config, server, Clock())
+    daemon.reconcile()
+
+    bad = {"pools": [{**pool_yaml("web", minReplicas=50), "maxReplicas": 10}]}
+    config.write_text(yaml.safe_dump(bad))
+    result = daemon.reconcile()
+
+    assert result.pools[0].plan.desired == 3 and server.replicas(NS, "web-placeholder") == 3  # type: ignore[union-attr]
+    rejected = daemon.status()["config"]["rejected_change"]
+    assert "minReplicas 50 is greater than maxReplicas 10" in rejected and "pools[0].minReplicas" in rejected
+    assert sum("previous config stays in force" in r.getMessage() for r in caplog.records) == 1
+    daemon.reconcile()  # the same bad content is not reported again
+    assert sum("previous config stays in force" in r.getMessage() for r in caplog.records) == 1
+
+    write_config(config, pool_yaml("web", minReplicas=6))
+    daemon.reconcile()
+    assert server.replicas(NS, "web-placeholder") == 6 and daemon.status()["config"]["rejected_change"] is None
+
+
+def test_one_summary_line_per_reconcile(tmp_path, server, caplog) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=3), pool_yaml("batch", minReplicas=1))
+    server.add_deployment(NS, "web-placeholder", 0)
+    server.add_deployment(NS, "batch-placeholder", 1)
+    caplog.set_level(logging.INFO, logger="predictive_headroom.daemon")
+    make_daemon(config, server, Clock()).reconcile()
+    lines = [r.getMessage() for r in caplog.records if r.name == "predictive_headroom.daemon"]
+    assert len(lines) == 1
+    assert "web=3 (min, 0->3)" in lines[0] and "batch=1 (min, unchanged)" in lines[0]
+
+
+# -- leader election ----------------------------------------------------------------------------
+
+
+def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
+    """A wants 3 and B wants 5; the replica history shows one writer at a time, then a takeover."""
+    server.add_deployment(NS, "web-placeholder", 0)
+    timing = LeaseTiming(lease_duration=1.5, renew_deadline=1.0, retry_period=0.2)
+    daemons, electors = [], []
+    for name, wanted in (("a", 3), ("b", 5)):
+        config = write_config(tmp_path / f"{name}.yaml", pool_yaml("web", minReplicas=wanted))
+        elector = LeaderElector(server.api_client(), "predictive-headroom", "ph", identity=name, timing=timing)
+        electors.append(elector)
+        daemons.append(make_daemon(config, server, time.time, elector=elector))
+    for elector in electors:
+        elector.start()
+    stop = threading.Event()
+
+    def loop(daemon: Daemon) -> None:
+        while not stop.is_set():
+            daemon.reconcile()
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=loop, args=(d,)) for d in daemons]
+    for t in threads:
+        t.start()
+    try:
+        deadline = time.time() + 5
+        while not any(e.is_leader for e in electors) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        first = next(i for i, e in enumerate(electors) if e.is_leader)
+        electors[first].stop()  # the leader goes away; the other takes over within the lease duration
+        deadline = time.time() + timing.lease_duration + 2
+        while server.replicas(NS, "web-placeholder") != (5, 3)[first] and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        for e in electors:
+            e.stop()
+    values = [r.body["spec"]["replicas"] for r in scale_writes(server, "web-placeholder")]
+    leader_value, follower_value = (3, 5)[first], (5, 3)[first]
+    assert values == [leader_value, follower_value], values
+
+
+# -- SIGTERM ------------------------------------------------------------------------------------
+
+
+@pytest.mark.prometheus
+def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(env, server, prometheus_server) -> None:
+    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=2, forecast={**FORECAST, "history": "28d"}))
+    server.add_deployment(NS, "web-placeholder", 0)
+    child_env = {**os.environ, "PH_PROMETHEUS_URL": prometheus_server.url, "PH_LISTEN_PORT": "0",
+                 "PH_LEASE_DURATION": "3", "PH_NAMESPACE": "predictive-headroom", "PH_LOG_FORMAT": "text"}
+    proc = subprocess.Popen([sys.executable, "-m", "predictive_headroom", "run", "--config", str(config)],
+                            cwd=REPO, env=child_env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 30
+        while server.replicas(NS, "web-placeholder") != 2 and time.time() < deadline:
+            time.sleep(0.1)
+        assert server.replicas(NS, "web-placeholder") == 2  # the first reconcile ran (as leader)
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        code = proc.wait(timeout=10)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = proc.stderr.read() if proc.stderr else ""
+    assert code == 0, log
+    assert took < 5, log
+    assert "received SIGTERM" in log and "stopped" in log
+    lease = server.lease("predictive-headroom", "predictive-headroom")
+    assert lease is not None and not lease["spec"].get("holderIdentity")  # released for a fast handover
+
+
+def test_runner_refits_at_start_and_stops_at_once_while_a_refit_runs(tmp_path, server) -> None:
+    class SlowForecaster(RampForecaster):
+        def fit(self, *args: object, **kwargs: object) -> Forecast | NoForecast:
+            time.sleep(3)
+            return super().fit(*args, **kwargs)  # type: ignore[arg-type]
+
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=2, forecast=FORECAST))
+    server.add_deployment(NS, "web-placeholder", 0)
+    daemon = make_daemon(config, server, time.time, forecaster=SlowForecaster())
+    runner = Runner(daemon, interval=0.2)
+    runner.start()
+    deadline = time.time() + 5
+    while server.replicas(NS, "web-placeholder") != 2 and time.time() < deadline:
+        time.sleep(0.05)
+    started = time.monotonic()
+    runner.stop()
+    assert time.monotonic() - started < 1
+    time.sleep(3.2)  # the abandoned fit finishes in the background and must not be swapped in
+    assert isinstance(daemon.forecasts()["web"], NoForecast)
+    assert server.replicas(NS, "web-placeholder") == 2

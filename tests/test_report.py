@@ -1,0 +1,245 @@
+"""The report's facts (peaks, cost, accuracy, past forecasts, warnings), its files, and the CLI's errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from predictive_headroom.cli import main
+from predictive_headroom.config import parse_policy
+from predictive_headroom.csvsource import read_csv_history
+from predictive_headroom.report import (
+    build_report,
+    latest_report_dir,
+    load_past_reports,
+    report_to_json,
+    write_report,
+)
+from predictive_headroom.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History, NoForecast
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+TAXI = DATASETS / "nab_nyc_taxi_30min.csv"
+HOUR = 3600.0
+# A Monday, 00:00 UTC, in the middle of the taxi series.
+MONDAY = datetime(2014, 12, 8, tzinfo=timezone.utc).timestamp()
+
+
+def policy(extra: str = "", forecast: str = "{query: taxi, demandPerReplica: 1000, step: 30m}", cost: bool = False):
+    text = f"""
+pools:
+  - name: taxi
+    target: {{namespace: ns, name: taxi-placeholder}}
+    maxReplicas: 40
+    leadTime: 1h
+    forecast: {forecast}
+{extra}
+"""
+    if cost:
+        text += "cost: {costPerCpuHour: 0.04, costPerGiBHour: 0.005, currency: EUR}\n"
+    return parse_policy(text)
+
+
+@pytest.fixture(scope="module")
+def taxi() -> History:
+    full = read_csv_history(TAXI)
+    return full.since(MONDAY - 21 * DAY_SECONDS).until(MONDAY + 2 * DAY_SECONDS)
+
+
+def seasonal_forecast(history: History, at: float, horizon: float = 2 * DAY_SECONDS, width: float = 0.8) -> Forecast:
+    """Same time last week, with a band from last week's errors of that rule: a simple real forecast."""
+    known = history.until(at)
+    step = known.step_seconds
+    times = at + step * np.arange(int(horizon / step) + 1)
+    yhat = np.interp(times - WEEK_SECONDS, known.times, known.values)
+    recent = known.since(at - WEEK_SECONDS)
+    errors = recent.values - np.interp(recent.times - WEEK_SECONDS, known.times, known.values)
+    lo, hi = np.quantile(errors, [(1 - width) / 2, (1 + width) / 2])
+    return Forecast(times, yhat, np.maximum(yhat + lo, 0), yhat + hi, "seasonal-naive-test", known.end)
+
+
+def test_peaks_are_the_forecast_highs_with_the_pods_warm_during_the_lead_time(taxi):
+    p = policy()
+    forecast = seasonal_forecast(taxi, MONDAY)
+    report = build_report(p, {"taxi": taxi}, {"taxi": forecast}, {}, MONDAY)
+    [r] = report.pools
+    assert 1 <= len(r.peaks) <= 3
+    for peak in r.peaks:
+        assert MONDAY < peak.at <= forecast.expires_at
+        around = (forecast.times >= peak.at - 6 * HOUR) & (forecast.times <= peak.at + 6 * HOUR)
+        assert peak.demand == pytest.approx(forecast.yhat[around].max())
+        lead = (r.plan_times >= peak.at - HOUR) & (r.plan_times <= peak.at)
+        assert peak.warm_replicas == r.plan_desired[lead].max()
+        assert peak.warm_from <= peak.at - HOUR or r.plan_desired[r.plan_times == peak.warm_from][0] == peak.warm_replicas
+        # From warm_from until the peak the count never drops below the warm count.
+        between = (r.plan_times >= peak.warm_from) & (r.plan_times <= peak.at - HOUR)
+        assert (r.plan_desired[between] >= peak.warm_replicas).all()
+    # Peaks stand at least 6 h apart (the taxi series has a midday and an evening high).
+    assert np.diff([pk.at for pk in r.peaks]).min() > 6 * HOUR
+
+
+def test_cost_is_pods_times_hours_priced_by_the_placeholder_requests():
+    p = parse_policy("""
+pools:
+  - name: batch
+    target: {namespace: ns, name: batch-placeholder}
+    minReplicas: 2
+    maxReplicas: 10
+    leadTime: 0s
+    scaleDownStabilization: 0s
+    schedules:
+      - {name: office, start: "0 8 * * *", end: "0 18 * * *", desiredReplicas: 5}
+    placeholder: {cpu: 500m, memory: 2Gi}
+cost: {costPerCpuHour: 0.04, costPerGiBHour: 0.005, currency: EUR}
+""")
+    [r] = build_report(p, {}, {}, {}, MONDAY).pools
+    # 48 h with 2 pods, plus 3 more during two 10-hour office windows.
+    assert r.cost.hours == 48
+    assert r.cost.replica_hours == pytest.approx(2 * 48 + 3 * 10 * 2)
+    assert r.cost.cpu_hours == pytest.approx(78)
+    assert r.cost.gib_hours == pytest.approx(312)
+    assert r.cost.money == pytest.approx(78 * 0.04 + 312 * 0.005)
+    assert r.cost.currency == "EUR" and r.cost.peak_replicas == 5 and r.cost.static_replica_hours == 240
+    assert [name for name, _, _ in r.windows] == ["office", "office"]
+    assert {reason for reason in r.plan_reasons} == {"min", "schedule:office"}
+
+
+GOOD_ACCURACY = {"model": "test", "mape": 9.0, "smape": 9.0, "mase": 0.8, "coverage": 0.78, "interval_width": 0.8}
+
+
+@pytest.mark.parametrize(
+    ("name", "forecast_yaml", "extra", "history_days", "forecast_kind", "accuracy", "expected"),
+    [
+        ("healthy", None, "", 21, "fit", GOOD_ACCURACY, set()),
+        ("two weeks are preferred", None, "", 9, "fit", GOOD_ACCURACY, {"short-history"}),
+        ("too little history", None, "", 0.5, NoForecast("insufficient-history", "12 h of history"), None,
+         {"too-little-history", "forecast-unavailable"}),
+        ("low coverage", None, "", 21, "fit", {**GOOD_ACCURACY, "coverage": 0.62}, {"low-coverage"}),
+        ("coverage just inside the margin", None, "", 21, "fit", {**GOOD_ACCURACY, "coverage": 0.71}, set()),
+        ("disabled", "{enabled: false, query: taxi, demandPerReplica: 1000}", "", 21, NoForecast("disabled"), None,
+         {"forecast-disabled"}),
+        ("prometheus down", None, "", 21, NoForecast("source-error", "connection refused"), None, {"forecast-unavailable"}),
+        ("hits maxReplicas", "{query: taxi, demandPerReplica: 10}", "", 21, "fit", GOOD_ACCURACY, {"max-replicas"}),
+        ("proportional without cluster state", None,
+         "    proportional: {linear: {nodesPerReplica: 4}}", 21, "fit", GOOD_ACCURACY, {"no-cluster-state"}),
+    ],
+)
+def test_warnings_a_reviewer_must_see(taxi, name, forecast_yaml, extra, history_days, forecast_kind, accuracy, expected):
+    p = policy(extra, forecast_yaml) if forecast_yaml else policy(extra)
+    history = taxi.until(MONDAY).since(MONDAY - history_days * DAY_SECONDS)
+    forecast = seasonal_forecast(taxi, MONDAY) if forecast_kind == "fit" else forecast_kind
+    [r] = build_report(p, {"taxi": history}, {"taxi": forecast}, {"taxi": accuracy}, MONDAY).pools
+    codes = {n.code for n in r.notices}
+    assert codes == expected, [n.message for n in r.notices]
+    if "max-replicas" in expected:
+        assert "maxReplicas 40" in next(n.message for n in r.notices if n.code == "max-replicas")
+
+
+def test_past_forecasts_are_judged_against_what_happened(taxi):
+    p = policy()
+    day_before = MONDAY - DAY_SECONDS
+    earlier = build_report(p, {"taxi": taxi.until(day_before)}, {"taxi": seasonal_forecast(taxi, day_before)}, {}, day_before)
+    saved = json.loads(json.dumps(report_to_json(earlier), allow_nan=False))
+    now = build_report(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY, past=[saved])
+    [past] = now.pools[0].past
+    actual = taxi.since(day_before + 1).until(MONDAY)
+    assert past.made_at == day_before and past.times.size == len(actual) == 48
+    predicted = np.interp(actual.times, earlier.pools[0].forecast.times, earlier.pools[0].forecast.yhat)
+    assert past.mape == pytest.approx(100 * np.mean(np.abs(actual.values - predicted) / actual.values), rel=1e-4)
+    assert 0 <= past.coverage <= 1
+    out = report_to_json(now)["pools"][0]["past_forecasts"]
+    assert out == [{"made_at": "2014-12-07T00:00:00Z", "points": 48, "mape": past.mape, "coverage": past.coverage}]
+
+
+def test_report_json_holds_the_facts(taxi):
+    report = build_report(policy(cost=True), {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {"taxi": GOOD_ACCURACY}, MONDAY)
+    data = json.loads(json.dumps(report_to_json(report), allow_nan=False))
+    [pool] = data["pools"]
+    assert data["generated_at"] == "2014-12-08T00:00:00Z"
+    assert pool["plan"]["changes"][0]["at"] == "2014-12-08T00:00:00Z"
+    assert len(pool["forecast"]["series"]["times"]) == 97  # 48 h at 30 min, both ends
+    assert pool["cost"]["currency"] == "EUR" and pool["cost"]["money"] > 0
+    assert pool["accuracy"] == GOOD_ACCURACY and pool["warnings"] == []
+
+
+def test_write_report_keeps_the_last_n_and_points_latest_at_the_newest(tmp_path, taxi):
+    p = policy()
+    days = [MONDAY - 3 * DAY_SECONDS, MONDAY - 2 * DAY_SECONDS, MONDAY - DAY_SECONDS, MONDAY, MONDAY]
+    written = [
+        write_report(tmp_path, build_report(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, at)}, {}, at), keep=3)
+        for at in days
+    ]
+    kept = sorted(d.name for d in tmp_path.iterdir() if not d.name.startswith(".") and d.name != "latest")
+    assert kept == ["20141207T000000Z", "20141208T000000Z", "20141208T000000Z-1"]
+    assert latest_report_dir(tmp_path) == written[-1] == tmp_path / "20141208T000000Z-1"
+    assert (tmp_path / "latest" / "index.html").read_text().startswith("<!DOCTYPE html>")
+    assert [json.loads((d / "report.json").read_text())["at"] for d in written[-1:]] == [MONDAY]
+    assert [r["generated_at"] for r in load_past_reports(tmp_path)] == ["2014-12-07T00:00:00Z", "2014-12-08T00:00:00Z", "2014-12-08T00:00:00Z"]
+    assert latest_report_dir(tmp_path / "nothing-here") is None
+
+
+def test_cli_report_from_a_csv_alone_uses_the_default_pool_and_replaces_a_previous_report(tmp_path, capsys):
+    csv = tmp_path / "taxi.csv"
+    lines = TAXI.read_text().splitlines()
+    csv.write_text("\n".join(lines[:1] + lines[3000:4100]) + "\n")  # about 23 days
+    out = tmp_path / "report"
+    for _ in range(2):
+        assert main(["report", "--data", str(csv), "--out", str(out)]) == 0
+        assert capsys.readouterr().out.strip() == str(out / "index.html")
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "report.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "taxi.csv"]  # nothing left aside
+    data = json.loads((out / "report.json").read_text())
+    [pool] = data["pools"]
+    assert pool["name"] == "default" and pool["forecast"]["status"] == "ok"
+    assert data["generated_at"] == lines[4099].split(",")[0]  # --at defaults to the end of the data
+    assert pool["accuracy"]["points"] > 0 and pool["peaks"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("empty file", "the file is empty"),
+        ("header only", "no data rows"),
+        ("unreachable prometheus", "cannot read demand history"),
+        ("prometheus without config", "--prometheus-url needs --config"),
+        ("out is a file", "exists and is not a directory"),
+        ("out under a file", "cannot write there"),
+        ("out holds other files", "holds other files"),
+    ],
+)
+def test_cli_bad_input_is_a_clear_error_and_leaves_no_half_report(tmp_path, capsys, monkeypatch, case, message):
+    monkeypatch.setenv("PH_PROMETHEUS_RETRIES", "0")
+    monkeypatch.setenv("PH_PROMETHEUS_TIMEOUT", "5")
+    config = tmp_path / "policy.yaml"
+    config.write_text("pools:\n  - {name: web, target: {namespace: ns, name: web}, maxReplicas: 3, forecast: {query: up, demandPerReplica: 1}}\n")
+    data = tmp_path / "data.csv"
+    data.write_text({"empty file": "", "header only": "timestamp,value\n"}.get(case, TAXI.read_text()))
+    out = tmp_path / "out" / "report"
+    args = ["report", "--data", str(data)]
+    if case == "unreachable prometheus":
+        args = ["report", "--prometheus-url", f"http://127.0.0.1:{_closed_port()}", "--config", str(config)]
+    elif case == "prometheus without config":
+        args = ["report", "--prometheus-url", f"http://127.0.0.1:{_closed_port()}"]
+    elif case == "out is a file":
+        out.parent.mkdir()
+        out.write_text("keep me")
+    elif case == "out under a file":
+        (tmp_path / "out").write_text("keep me")
+    elif case == "out holds other files":
+        out.mkdir(parents=True)
+        (out / "notes.txt").write_text("keep me")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("predictive-headroom: error:") and message in err, err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, nothing removed

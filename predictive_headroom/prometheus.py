@@ -186,7 +186,7 @@ class _BearerTokenFile(requests.auth.AuthBase):
 def _connection_reason(exc: BaseException) -> str:
     """A short cause for a failed connection ('Connection refused'), without URLs or secrets."""
     text = str(exc)
-    if match := re.search(r"certificate verify failed: ([^('\"]+)", text):
+    if match := re.search(r"certificate verify failed: (.+?)\.? \(_ssl", text):
         return f"TLS certificate verify failed: {match.group(1).strip()}"
     if match := re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text):
         return match.group(1).strip()
@@ -251,6 +251,8 @@ class PrometheusSource:
         if ca_file is not None and not Path(ca_file).is_file():
             raise SourceError(f"the Prometheus CA bundle file {ca_file} does not exist (PH_PROMETHEUS_CA_FILE)")
         session.verify = str(ca_file) if ca_file else settings.prometheus_verify_tls
+        if session.verify is False:
+            logger.warning("TLS certificate verification is off for Prometheus at %s", self.display_url)
         session.hooks["response"].append(_raise_for_status)
         self._attempts = settings.prometheus_retries + 1
         self._client = PrometheusConnect(

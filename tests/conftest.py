@@ -1,8 +1,9 @@
 """Shared pytest fixtures.
 
 Real Prometheus servers (see promfixture.py): `prometheus_server` serves the demand fixture
-series without authentication, `prometheus_basic_auth` the same series behind basic auth. Each
-starts at most once per test session, and only when a test asks for it.
+series without authentication over http, `prometheus_basic_auth` the same series behind basic
+auth and TLS (https with a self-signed `server.ca_file`; plain http if the openssl CLI is
+missing). Each starts at most once per test session, and only when a test asks for it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def prometheus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prom
 
 @pytest.fixture(scope="session")
 def prometheus_basic_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromServer]:
-    """Like `prometheus_server`, but every request needs basic auth (`server.username`/`password`)."""
+    """Like `prometheus_server`, but every request needs basic auth (`server.username`/`password`),
+    over TLS when `server.ca_file` is set."""
     _require_prometheus()
     workdir = tmp_path_factory.mktemp("prometheus-auth")
     with prometheus_with_demand(workdir, time.time(), username="headroom", password="s3cret-Pa55") as server:

@@ -72,6 +72,8 @@ class PromServer:
     """(first missing, last missing) sample times of `ph_gappy`."""
     username: str = ""
     password: str = field(default="", repr=False)
+    ca_file: Path | None = None
+    """Set when the server speaks TLS (https URL): the self-signed certificate to trust."""
 
 
 def missing_binaries() -> list[str]:
@@ -159,11 +161,28 @@ def bcrypt_hash(password: str) -> str:
         return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))  # cost 4: fast to check
 
 
+def self_signed_certificate(workdir: Path) -> tuple[Path, Path] | None:
+    """Write a certificate and key for 127.0.0.1 with the openssl CLI; None when openssl is missing."""
+    if shutil.which("openssl") is None:
+        return None
+    cert, key = workdir / "tls.crt", workdir / "tls.key"
+    cmd = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    cmd += ["-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1"]
+    cmd += ["-addext", "subjectAltName=IP:127.0.0.1"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
 @contextmanager
 def running_prometheus(
-    data_dir: Path, workdir: Path, web_config: Path | None = None, auth: tuple[str, str] | None = None
+    data_dir: Path,
+    workdir: Path,
+    web_config: Path | None = None,
+    auth: tuple[str, str] | None = None,
+    ca_file: Path | None = None,
 ) -> Iterator[str]:
-    """Run `prometheus` on `data_dir` (no scrape targets, 400-day retention); yield its base URL."""
+    """Run `prometheus` on `data_dir` (no scrape targets, 400-day retention); yield its base URL
+    (https when `web_config` turns TLS on; pass its certificate as `ca_file`)."""
     config = workdir / "prometheus.yml"
     config.write_text(PROMETHEUS_CONFIG, encoding="utf-8")
     port = free_port()
@@ -178,11 +197,11 @@ def running_prometheus(
     if web_config is not None:
         cmd.append(f"--web.config.file={web_config}")
     log_path = workdir / "prometheus.log"
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if ca_file else 'http'}://127.0.0.1:{port}"
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
-            _wait_ready(url, proc, log_path, auth)
+            _wait_ready(url, proc, log_path, auth, ca_file)
             yield url
         finally:
             proc.terminate()
@@ -193,13 +212,16 @@ def running_prometheus(
                 proc.wait()
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path, auth: tuple[str, str] | None) -> None:
+def _wait_ready(
+    url: str, proc: subprocess.Popen[bytes], log_path: Path, auth: tuple[str, str] | None, ca_file: Path | None
+) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"prometheus exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}")
         try:
-            if requests.get(f"{url}/-/ready", auth=auth, timeout=1).status_code == 200:
+            verify = str(ca_file) if ca_file else True
+            if requests.get(f"{url}/-/ready", auth=auth, verify=verify, timeout=1).status_code == 200:
                 return
         except requests.ConnectionError:
             pass
@@ -210,20 +232,26 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log_path: Path, auth: t
 @contextmanager
 def prometheus_with_demand(workdir: Path, now: float, username: str = "", password: str = "") -> Iterator[PromServer]:
     """Backfill the fixture series ending just before `now` and serve them; with `username` and
-    `password`, the server requires that basic auth for every request."""
+    `password`, the server requires that basic auth for every request and, when the openssl CLI
+    is available to make a certificate, speaks TLS."""
     end = int(now // STEP * STEP - STEP)
     series, gap = fixture_series(end)
     openmetrics, data_dir = workdir / "demand.om.txt", workdir / "data"
     write_openmetrics(openmetrics, series)
     backfill(openmetrics, data_dir)
-    web_config = None
+    web_config = ca_file = None
     if username:
         web_config = workdir / "web.yml"
-        web_config.write_text(f"basic_auth_users:\n  {username}: {bcrypt_hash(password)}\n", encoding="utf-8")
+        text = f"basic_auth_users:\n  {username}: {bcrypt_hash(password)}\n"
+        if tls := self_signed_certificate(workdir):
+            ca_file = tls[0]
+            text += f"tls_server_config:\n  cert_file: {tls[0]}\n  key_file: {tls[1]}\n"
+        web_config.write_text(text, encoding="utf-8")
     auth = (username, password) if username else None
-    with running_prometheus(data_dir, workdir, web_config, auth) as url:
+    with running_prometheus(data_dir, workdir, web_config, auth, ca_file) as url:
         demand = series[0]
-        yield PromServer(url, float(end), demand.times.astype(float), demand.values, gap, username, password)
+        times = demand.times.astype(float)
+        yield PromServer(url, float(end), times, demand.values, gap, username, password, ca_file)
 
 
 class GatewayProxy:

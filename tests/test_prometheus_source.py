@@ -196,12 +196,13 @@ def test_unreachable_server_fails_fast_naming_url_without_credentials(caplog: py
 @pytest.mark.prometheus
 def test_basic_auth(prometheus_basic_auth: PromServer, caplog: pytest.LogCaptureFixture):
     server = prometheus_basic_auth
-    good = source(server.url, prometheus_username=server.username, prometheus_password=server.password)
+    tls = {"prometheus_ca_file": server.ca_file}
+    good = source(server.url, prometheus_username=server.username, prometheus_password=server.password, **tls)
     history = good.history(spec(history="1d"), server.end)
     np.testing.assert_array_equal(history.values, server.demand_values[-289:])
 
     wrong = "not-" + server.password
-    bad = source(server.url, prometheus_username=server.username, prometheus_password=wrong)
+    bad = source(server.url, prometheus_username=server.username, prometheus_password=wrong, **tls)
     with caplog.at_level(logging.DEBUG), pytest.raises(SourceError) as err:
         bad.history(spec(history="1d"), server.end)
     message = str(err.value)
@@ -211,7 +212,23 @@ def test_basic_auth(prometheus_basic_auth: PromServer, caplog: pytest.LogCapture
         assert wrong not in text and server.password not in text
 
     with pytest.raises(SourceError, match="no credentials are configured"):
-        source(server.url).history(spec(history="1d"), server.end)
+        source(server.url, **tls).history(spec(history="1d"), server.end)
+
+
+@pytest.mark.prometheus
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
+def test_tls_verification_uses_the_ca_bundle_or_can_be_switched_off(prometheus_basic_auth: PromServer):
+    server = prometheus_basic_auth
+    if server.ca_file is None:
+        pytest.skip("the openssl CLI is missing, so the test Prometheus runs without TLS")
+    login = {"prometheus_username": server.username, "prometheus_password": server.password}
+    with pytest.raises(SourceError) as err:
+        source(server.url, **login).history(spec(history="1h"), server.end)
+    assert f"TLS connection to Prometheus at {server.url} failed (TLS certificate verify failed: " in str(err.value)
+    assert "set PH_PROMETHEUS_CA_FILE" in str(err.value)
+
+    unverified = source(server.url, prometheus_verify_tls=False, **login)
+    assert len(unverified.history(spec(history="1h"), server.end)) == 13
 
 
 @pytest.mark.prometheus

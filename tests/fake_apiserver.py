@@ -22,6 +22,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http import HTTPStatus
@@ -109,6 +110,7 @@ class _Fault:
     delay: float
     remaining: int | None
     message: str | None = None
+    when: Callable[[Recorded], bool] | None = None
 
 
 class ApiError(Exception):
@@ -286,15 +288,18 @@ class FakeApiServer:
 
     # -- faults and the request log ------------------------------------------------------------
 
-    def fail(self, method: str, path_pattern: str, status: int, times: int | None = 1, message: str | None = None) -> None:
-        """Answer the next `times` requests (None = all) matching method ('*' = any) and regex with `status`."""
+    def fail(self, method: str, path_pattern: str, status: int, times: int | None = 1, message: str | None = None,
+             when: Callable[[Recorded], bool] | None = None) -> None:
+        """Answer the next `times` requests (None = all) matching method ('*' = any), path regex and
+        the optional `when(request)` predicate with `status` and a Status body."""
         with self._lock:
-            self._faults.append(_Fault(method.upper(), re.compile(path_pattern), status, 0.0, times, message))
+            self._faults.append(_Fault(method.upper(), re.compile(path_pattern), status, 0.0, times, message, when))
 
-    def delay(self, method: str, path_pattern: str, seconds: float, times: int | None = None) -> None:
-        """Hold the answer to matching requests for `seconds` before serving them normally."""
+    def delay(self, method: str, path_pattern: str, seconds: float, times: int | None = None,
+              when: Callable[[Recorded], bool] | None = None) -> None:
+        """Hold the answer to matching requests for `seconds`, then serve them normally."""
         with self._lock:
-            self._faults.append(_Fault(method.upper(), re.compile(path_pattern), None, seconds, times))
+            self._faults.append(_Fault(method.upper(), re.compile(path_pattern), None, seconds, times, None, when))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -310,10 +315,11 @@ class FakeApiServer:
         """Requests that would change state (POST/PUT/PATCH/DELETE), dry-run ones included."""
         return [r for r in self.requests(path_contains=path_contains) if r.method != "GET"]
 
-    def _take_fault(self, method: str, path: str) -> _Fault | None:
+    def _take_fault(self, request: Recorded) -> _Fault | None:
         with self._lock:
             for fault in self._faults:
-                if fault.method in ("*", method) and fault.pattern.search(path) and fault.remaining != 0:
+                if (fault.method in ("*", request.method) and fault.pattern.search(request.path)
+                        and fault.remaining != 0 and (fault.when is None or fault.when(request))):
                     if fault.remaining is not None:
                         fault.remaining -= 1
                     return fault
@@ -338,10 +344,11 @@ class FakeApiServer:
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 content_type = self.headers.get("Content-Type", "")
+                request = Recorded(self.command, parts.path, query, body, content_type, time.time())
                 with server._lock:
-                    server._requests.append(Recorded(self.command, parts.path, query, body, content_type, time.time()))
+                    server._requests.append(request)
                 try:
-                    code, answer = server._dispatch(self.command, parts.path, query, body, content_type)
+                    code, answer = server._dispatch(request)
                 except ApiError as err:
                     code, answer = err.code, err.status()
                 data = json.dumps(answer).encode()
@@ -358,13 +365,15 @@ class FakeApiServer:
 
         return Handler
 
-    def _dispatch(self, method: str, path: str, query: dict[str, str], body: Any, content_type: str) -> tuple[int, Any]:
+    def _dispatch(self, request: Recorded) -> tuple[int, Any]:
+        method, path, query, body, content_type = (request.method, request.path, request.query, request.body,
+                                                   request.content_type)
         m = _PATH.match(path)
         if m is None:
             raise ApiError(404, "the server could not find the requested resource")
         group = m["group"] or ""
         route = _Route(group, m["core"] or m["version"], m["ns"], m["resource"], m["name"], m["sub"], method, query)
-        fault = self._take_fault(method, path)
+        fault = self._take_fault(request)
         if fault is not None:
             if fault.delay:
                 self._stopping.wait(fault.delay)

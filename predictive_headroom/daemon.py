@@ -270,6 +270,9 @@ class Daemon:
             if not leader:
                 return PoolOutcome(pool.name, "follower", plan)
             outcome = self._apply(pool, plan, _missing_input(pool, forecast, cluster))
+            if outcome.current is not None:
+                applied = outcome.plan.desired if outcome.action == "scaled" and outcome.plan else outcome.current
+                self.metrics.applied.labels(pool=pool.name).set(applied)
             if cluster_note and outcome.error is None:
                 outcome.error = cluster_note
             return outcome

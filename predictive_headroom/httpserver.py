@@ -49,7 +49,7 @@ class HttpServer:
         self.daemon, self.exposition, self.report_dir = daemon, metrics_exposition, report_dir
         self._httpd = ThreadingHTTPServer((host, port), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="http", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.1,), name="http", daemon=True)
 
     @property
     def port(self) -> int:

@@ -433,6 +433,7 @@ def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(env, server, pro
     assert code == 0, log
     assert took < 5, log
     assert "received SIGTERM" in log and "stopped" in log
+    assert "refit in progress is abandoned" in log
     lease = server.lease("predictive-headroom", "predictive-headroom")
     assert lease is not None and not lease["spec"].get("holderIdentity")  # released for a fast handover
 

@@ -6,8 +6,8 @@ Everything is counted in placeholder-sized slots:
   `W(t) = max over the last 5 minutes of ceil(demand / demandPerReplica)`.
 - A node holds `node_slots` slots. The node autoscaler wants `ceil((W + P) / node_slots)` nodes,
   where `P` is the placeholder count. Nodes asked for arrive `lag` minutes later; a ready node is
-  removed once it has not been needed for `scale_down_delay` minutes (so the cluster keeps the
-  most nodes wanted at any step of that window).
+  removed once it has not been needed for `scale_down_delay` whole minutes (the cluster keeps the
+  most nodes wanted at any step of the last `scale_down_delay + 1` steps).
 - App pods preempt placeholders, so only app pods can go unserved:
   `U(t) = max(0, W(t) - node_slots * ready(t))`.
 
@@ -119,7 +119,7 @@ def simulate(pods: np.ndarray, placeholders: np.ndarray | Decide, cluster: Clust
         raise ValueError(f"placeholders has {p.size} steps but app pods has {pods.size}")
     slots = cluster.node_slots
     wanted = -(-(pods + p) // slots)
-    keep = rolling_max(wanted, cluster.scale_down_minutes)
+    keep = rolling_max(wanted, cluster.scale_down_minutes + 1)
     ready = _run_nodes(wanted.tolist(), keep.tolist(), cluster.lag_minutes)
     return Run(p, ready, np.maximum(0, pods - slots * ready))
 
@@ -178,7 +178,7 @@ def _simulate_feedback(pods: np.ndarray, decide: Decide, cluster: ClusterSpec) -
         while window and window[-1][1] <= wanted:
             window.pop()
         window.append((i, wanted))
-        while window[0][0] <= i - max(delay, 1):
+        while window[0][0] < i - delay:
             window.popleft()
         if ready > window[0][1]:
             ready = window[0][1]

@@ -1,0 +1,410 @@
+"""The backtest (DESIGN.md section 5): replay a demand series through the planner on a simulated cluster.
+
+Strategies, all simulated by `predictive_headroom.simulator` on the same 1-minute app pods W(t):
+
+- `reactive`: no placeholders. `static`: N placeholders always, N = 0, 1, ... until unserved demand
+  stops falling (the `static_curve`, cost against protection).
+- `proportional`: the pool's CPA rule fed by the simulated cluster (nodes = ready nodes, cores =
+  nodes * `cores_per_node`); without one, `linear: {nodesPerReplica: 1}` (one spare slot per node).
+- `schedule`: the pool's cron windows (lead time included); without any, one daily window
+  08:00-20:00 UTC asking for 15% of the median app pods (at least 1).
+- `forecast`: the whole planner (schedules, proportional, forecast, min/max, scale-down
+  stabilisation), evaluated every minute, with the model refitted every `refit_every` seconds on
+  only the history known at that instant.
+- `naive`: the same planner with the model replaced by the model-free burst baseline
+  (`naive_burst_profile`: burst quantile by time of day from the last 14 days, ramp 0).
+- `oracle`: perfect foresight, P(t) = max W over [t, t + lag] - W(t).
+
+Only minutes after the warm-up are scored, the same for every strategy. The yardstick "x" of a
+strategy is `S(node_hours) / unserved`, where S interpolates the static curve's unserved
+pod-minutes linearly at the strategy's node-hours: how many times less unserved demand it leaves
+than static headroom costing the same. x is 1 when both are 0 and unbounded (None) when only the
+strategy's own unserved is 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from predictive_headroom.config import ForecastSpec, Linear, Pool, Proportional, ScheduleWindow, Target
+from predictive_headroom.planner import ForecastPart, PlanRecord, combine, forecast_part
+from predictive_headroom.proportional import proportional_floor
+from predictive_headroom.protocols import ClusterState, Forecaster
+from predictive_headroom.schedules import open_intervals
+from predictive_headroom.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.simulator import (
+    ClusterSpec, Metrics, Run, app_pods, minute_grid, oracle_placeholders, score, simulate,
+)
+
+logger = logging.getLogger(__name__)
+
+TARGET_MEDIAN_PODS = 20.0
+STRATEGIES = ("reactive", "proportional", "schedule", "forecast", "naive", "oracle")
+NaiveFit = Callable[[History, float, float, float], Any]  # (history, lead, quantile, now) -> BurstProfile
+
+
+@dataclass(frozen=True)
+class BacktestSettings:
+    """Backtest knobs (seconds for durations). None means: choose from the data or the pool."""
+
+    demand_per_replica: float | None = None  # None: the pool's, else median demand / 20
+    node_slots: int = 8
+    lag_seconds: float = 180.0
+    scale_down_delay_seconds: float = 600.0
+    warmup_seconds: float | None = None  # None: 14 d, or 7 d for series shorter than 28 d
+    refit_every_seconds: float = DAY_SECONDS
+    quantile: float | None = None  # None: the pool's burstQuantile (0.95)
+    lead_seconds: float | None = None  # None: the pool's leadTime with a config, else lag + 1 min
+    cores_per_node: float = 8.0
+    progress_every: int = 10  # without a terminal, one stderr line per this many refits
+
+
+@dataclass
+class StrategyResult:
+    """One strategy's scored metrics, its yardstick and its simulated run."""
+
+    metrics: Metrics
+    run: Run
+    overhead_node_hours: float = 0.0
+    x: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.metrics
+        return {
+            "unserved_pod_minutes": m.unserved_pod_minutes,
+            "node_hours": round(m.node_hours, 3),
+            "cold_starts": m.cold_starts,
+            "overhead_node_hours": round(self.overhead_node_hours, 3),
+            "x": None if self.x is None else round(self.x, 3),
+            "mean_placeholders": round(float(self.run.placeholders.mean()), 3),
+        }
+
+
+@dataclass
+class BacktestResult:
+    """Every strategy, the static curve, the settings used and the minute grid."""
+
+    strategies: dict[str, StrategyResult]
+    static_curve: list[tuple[int, Metrics]]
+    settings: dict[str, Any]
+    times: np.ndarray
+    pods: np.ndarray
+    scored_from: int
+    fit_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def x_of(self, node_hours: float, unserved: float) -> float | None:
+        """The yardstick: static unserved at `node_hours` over `unserved` (see the module docstring)."""
+        nh = np.maximum.accumulate([m.node_hours for _, m in self.static_curve])
+        static_unserved = float(np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in self.static_curve]))
+        if unserved > 0:
+            return static_unserved / unserved
+        return 1.0 if static_unserved == 0 else None
+
+    def headline(self) -> dict[str, Any]:
+        """The numbers the product claims, with the sentence."""
+        f, o, r = (self.strategies[k] for k in ("forecast", "oracle", "reactive"))
+        reactive_u = r.metrics.unserved_pod_minutes
+        return {
+            "x_forecast": self.strategies["forecast"].to_dict()["x"],
+            "x_naive": self.strategies["naive"].to_dict()["x"],
+            "forecast_unserved_pct_of_reactive": round(100 * f.metrics.unserved_pod_minutes / reactive_u, 2) if reactive_u else None,
+            "forecast_overhead_vs_oracle": round(f.overhead_node_hours / o.overhead_node_hours, 3) if o.overhead_node_hours > 0 else None,
+            "text": headline(self),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of the `backtest` command."""
+        return {
+            "strategies": {name: s.to_dict() for name, s in self.strategies.items()},
+            "static_curve": [
+                {"replicas": n, "unserved_pod_minutes": m.unserved_pod_minutes, "node_hours": round(m.node_hours, 3), "cold_starts": m.cold_starts}
+                for n, m in self.static_curve
+            ],
+            "settings": self.settings,
+            "headline": self.headline(),
+        }
+
+
+def headline(result: BacktestResult) -> str:
+    """One sentence: how much less unserved demand forecast leaves than static headroom at equal cost."""
+    f = result.strategies["forecast"]
+    x = f.x
+    if x is None:
+        return "at the same node-hours as static headroom, forecast leaves no unserved demand at all"
+    if x >= 1:
+        return f"at the same node-hours as static headroom, forecast leaves {100 * (1 - 1 / x):.0f}% less unserved demand ({x:.1f}x less)"
+    return f"at the same node-hours as static headroom, forecast leaves {100 * (1 / x - 1):.0f}% more unserved demand"
+
+
+def format_table(result: BacktestResult) -> str:
+    """The strategy table as aligned text."""
+    headers = ["strategy", "unserved pod-min", "node-hours", "cold starts", "overhead node-h", "x vs static"]
+    rows = [headers]
+    for name, s in result.strategies.items():
+        d = s.to_dict()
+        x = "inf" if d["x"] is None else f"{d['x']:.2f}"
+        rows.append([name, f"{d['unserved_pod_minutes']:.0f}", f"{d['node_hours']:.1f}", str(d["cold_starts"]), f"{d['overhead_node_hours']:+.1f}", x])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Set-up: demand units, the pool, warm-up.
+
+
+def default_warmup(span_seconds: float) -> float:
+    """14 days, or 7 days for series shorter than four weeks."""
+    return 7 * DAY_SECONDS if span_seconds < 28 * DAY_SECONDS else 14 * DAY_SECONDS
+
+
+def auto_demand_per_replica(history: History) -> float:
+    """The demand one replica serves so that the median demand is about 20 pods (3 significant digits)."""
+    median = float(np.median(history.values))
+    if not median > 0:
+        raise ValueError(f"series {history.source!r} has median {median:g}; pass --demand-per-replica")
+    raw = median / TARGET_MEDIAN_PODS
+    digits = 2 - int(math.floor(math.log10(raw)))
+    return float(round(raw, digits))
+
+
+def backtest_pool(pool: Pool | None, history: History, dpr: float, lead: float, quantile: float | None) -> Pool:
+    """The pool to replay: the given one (with dpr/quantile/lead applied), or a forecast-only default."""
+    if pool is None:
+        step = timedelta(seconds=max(300.0, round(history.step_seconds)))
+        spec = ForecastSpec(query=history.source or "csv", demand_per_replica=dpr, step=step)
+        pool = Pool(name="backtest", target=Target(namespace="backtest", name="placeholder"), max_replicas=100_000, forecast=spec)
+    spec = pool.forecast or ForecastSpec(query=history.source or "csv", demand_per_replica=dpr)
+    spec = spec.model_copy(update={"demand_per_replica": dpr, "enabled": True, **({"burst_quantile": quantile} if quantile else {})})
+    return pool.model_copy(update={"forecast": spec, "lead_time": timedelta(seconds=lead)})
+
+
+def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]:
+    """The schedule and CPA rule used when the pool has none (see the module docstring)."""
+    replicas = max(1, round(0.15 * float(np.median(pods))))
+    window = ScheduleWindow(name="daytime", start="0 8 * * *", end="0 20 * * *", desired_replicas=replicas)
+    return [window], Proportional(linear=Linear(nodes_per_replica=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-minute component values.
+
+
+def schedule_series(windows: Sequence[ScheduleWindow], times: np.ndarray, lead: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per minute: the schedule floor and the index of the window setting it (-1: none open)."""
+    best = np.zeros(times.size, dtype=np.int64)
+    which = np.full(times.size, -1, dtype=np.int64)
+    if not times.size:
+        return best, which
+    for k, window in enumerate(windows):
+        for a, b in open_intervals(window, float(times[0]), float(times[-1]), lead):
+            i, j = np.searchsorted(times, [a, b], side="left")
+            seg = slice(int(i), int(j))
+            better = (which[seg] < 0) | (window.desired_replicas > best[seg])
+            best[seg] = np.where(better, window.desired_replicas, best[seg])
+            which[seg] = np.where(better, k, which[seg])
+    return best, which
+
+
+def _naive_forecast(profile: Any, now: float, horizon: float) -> Forecast:
+    """A flat zero forecast carrying the naive burst profile, so the planner's ramp is 0."""
+    times = np.array([now, now + horizon])
+    zero = np.zeros(2)
+    return Forecast(times, zero, zero, zero, "naive-burst", now, 0.0, profile)
+
+
+@dataclass
+class WalkForward:
+    """Per-minute forecast parts of the model and of the naive baseline, and what fitting cost."""
+
+    model: list[ForecastPart]
+    naive: list[ForecastPart]
+    refits: int
+    fit_seconds: float
+    models: dict[str, int]
+
+
+def walk_forward(
+    history: History, pool: Pool, times: np.ndarray, first: int, every: float,
+    forecaster: Forecaster, naive_fit: NaiveFit, progress: bool, every_line: int,
+) -> WalkForward:
+    """Refit at times[first] and every `every` seconds after on the history known then; size each minute."""
+    spec = pool.forecast
+    assert spec is not None
+    lead, dpr = pool.lead_time.total_seconds(), spec.demand_per_replica
+    refit_at = np.arange(times[first], times[-1] + 1, every)
+    none = ForecastPart(None, "warmup")
+    model_parts, naive_parts = [none] * first, [none] * first
+    bounds = np.searchsorted(times, np.append(refit_at, times[-1] + 1), side="left")
+    fit_seconds, models = 0.0, {}
+    bar = _progress_bar(len(refit_at), progress)
+    for k, at in enumerate(refit_at):
+        known = history.until(float(at)).since(float(at) - spec.history.total_seconds())
+        started = time.perf_counter()
+        fitted = forecaster.fit(known, spec, lead, float(at))
+        fit_seconds += time.perf_counter() - started
+        key = fitted.model if isinstance(fitted, Forecast) else f"none:{fitted.why}"
+        models[key] = models.get(key, 0) + 1
+        naive = _naive_forecast(naive_fit(known, lead, spec.burst_quantile, float(at)), float(at), spec.horizon.total_seconds())
+        for i in range(int(bounds[k]), int(bounds[k + 1])):
+            t = float(times[i])
+            model_parts.append(forecast_part(fitted, t, lead, dpr))
+            naive_parts.append(forecast_part(naive, t, lead, dpr))
+        bar.update(1)
+        if progress and bar.disable and ((k + 1) % every_line == 0 or k + 1 == len(refit_at)):
+            print(f"backtest: refit {k + 1}/{len(refit_at)} ({fit_seconds:.0f}s fitting)", file=sys.stderr, flush=True)
+    bar.close()
+    return WalkForward(model_parts, naive_parts, len(refit_at), fit_seconds, models)
+
+
+def _progress_bar(total: int, progress: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="refits", unit="fit", file=sys.stderr, disable=not (progress and sys.stderr.isatty()))
+
+
+def planner_strategy(
+    pool: Pool, times: np.ndarray, schedule: tuple[np.ndarray, np.ndarray], parts: Sequence[ForecastPart],
+    rule: Proportional | None, cores_per_node: float,
+) -> np.ndarray | Callable[[int, int], int]:
+    """The planner as a simulator strategy: combine() each minute with scale-down stabilisation.
+
+    With a proportional rule the placeholder count depends on the simulated nodes, so a function
+    of (step, ready nodes) is returned; otherwise the per-minute array.
+    """
+    floor, which = schedule
+    names = [w.name for w in pool.schedules]
+    window = pool.scale_down_stabilization.total_seconds()
+    recent: deque[PlanRecord] = deque()
+
+    @lru_cache(maxsize=4096)
+    def cpa(nodes: int) -> int | None:
+        if rule is None:
+            return None
+        cores = nodes * cores_per_node
+        return proportional_floor(rule, ClusterState(nodes, cores, nodes, cores))
+
+    def decide(i: int, nodes: int) -> int:
+        at = float(times[i])
+        while recent and recent[0].at <= at - window:
+            recent.popleft()
+        sched = (int(floor[i]), names[which[i]]) if which[i] >= 0 else None
+        plan = combine(pool, at, sched, cpa(nodes), parts[i], recent)
+        recent.append(plan.record())
+        return plan.desired
+
+    if rule is not None:
+        return decide
+    return np.fromiter((decide(i, 0) for i in range(times.size)), dtype=np.int64, count=times.size)
+
+
+# ---------------------------------------------------------------------------------------------
+# The run.
+
+
+def static_curve(pods: np.ndarray, cluster: ClusterSpec, start: int, cap: int) -> list[tuple[int, Metrics]]:
+    """Static N from 0 up until unserved demand stops falling (or reaches 0, or N reaches `cap`)."""
+    curve: list[tuple[int, Metrics]] = []
+    for n in range(cap + 1):
+        m = score(simulate(pods, np.full(pods.size, n), cluster), start)
+        if curve and m.unserved_pod_minutes >= curve[-1][1].unserved_pod_minutes:
+            break
+        curve.append((n, m))
+        if m.unserved_pod_minutes == 0:
+            break
+    return curve
+
+
+def run_backtest(
+    history: History, pool: Pool | None, settings: BacktestSettings, progress: bool = False,
+    *, forecaster: Forecaster | None = None, naive_fit: NaiveFit | None = None,
+) -> BacktestResult:
+    """Replay `history` through every strategy; raises ValueError (saying what is needed) on unusable input."""
+    if forecaster is None:
+        from predictive_headroom.forecaster import ProphetForecaster
+
+        forecaster = ProphetForecaster()
+    if naive_fit is None:
+        from predictive_headroom.burst import naive_burst_profile as naive_fit
+    s = settings
+    span = history.span_seconds
+    warmup = s.warmup_seconds if s.warmup_seconds is not None else default_warmup(span)
+    if span < warmup + DAY_SECONDS:
+        raise ValueError(
+            f"series {history.source!r} spans {span / DAY_SECONDS:.1f} days; the backtest needs the warm-up "
+            f"({warmup / DAY_SECONDS:g} days) plus at least 1 day to score ({(warmup + DAY_SECONDS) / DAY_SECONDS:g} days)"
+        )
+    if pool is not None and s.demand_per_replica is None and pool.forecast is not None:
+        dpr, dpr_source = pool.forecast.demand_per_replica, "config"
+    elif s.demand_per_replica is not None:
+        dpr, dpr_source = s.demand_per_replica, "flag"
+    else:
+        dpr, dpr_source = auto_demand_per_replica(history), f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
+    if s.lead_seconds is not None:
+        lead = s.lead_seconds
+    else:
+        lead = pool.lead_time.total_seconds() if pool is not None else s.lag_seconds + 60.0
+    cluster = ClusterSpec(s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60))
+    plan_pool = backtest_pool(pool, history, dpr, lead, s.quantile)
+
+    times, demand = minute_grid(history)
+    pods = app_pods(demand, dpr, cluster.hpa_hold_minutes)
+    start = int(np.searchsorted(times, history.start + warmup, side="left"))
+    windows, cpa_rule = default_rules(pods)
+    sched_windows = list(plan_pool.schedules) or windows
+    prop_rule = plan_pool.proportional or cpa_rule
+
+    wf = walk_forward(history, plan_pool, times, start, s.refit_every_seconds, forecaster, naive_fit, progress, s.progress_every)
+    own_schedule = schedule_series(plan_pool.schedules, times, lead)
+    runs: dict[str, Run] = {}
+    runs["reactive"] = simulate(pods, np.zeros(pods.size, dtype=np.int64), cluster)
+    solo = plan_pool.model_copy(update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None})
+    off = [ForecastPart(None, "not-configured")] * times.size
+    runs["proportional"] = simulate(pods, planner_strategy(solo, times, schedule_series([], times, 0), off, prop_rule, s.cores_per_node), cluster)
+    sched_pool = solo.model_copy(update={"schedules": sched_windows})
+    runs["schedule"] = simulate(pods, planner_strategy(sched_pool, times, schedule_series(sched_windows, times, lead), off, None, 0), cluster)
+    for name, parts in (("forecast", wf.model), ("naive", wf.naive)):
+        runs[name] = simulate(pods, planner_strategy(plan_pool, times, own_schedule, parts, plan_pool.proportional, s.cores_per_node), cluster)
+    runs["oracle"] = simulate(pods, oracle_placeholders(pods, cluster.lag_minutes), cluster)
+
+    scored = {name: score(run, start) for name, run in runs.items()}
+    cap = max(50, 5 * int(pods.max()))
+    curve = static_curve(pods, cluster, start, cap)
+    reactive_nh = scored["reactive"].node_hours
+    result = BacktestResult({}, curve, {}, times, pods, start, wf.fit_seconds)
+    for name in STRATEGIES:
+        m = scored[name]
+        result.strategies[name] = StrategyResult(m, runs[name], m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes))
+    result.settings = {
+        "data": history.source, "points": len(history), "data_step_seconds": history.step_seconds,
+        "pool": plan_pool.name if pool is not None else None,
+        "demand_per_replica": dpr, "demand_per_replica_source": dpr_source,
+        "median_app_pods": float(np.median(pods)),
+        "node_slots": s.node_slots, "lag_seconds": cluster.lag_minutes * 60, "scale_down_delay_seconds": cluster.scale_down_minutes * 60,
+        "hpa_hold_seconds": cluster.hpa_hold_minutes * 60, "lead_seconds": lead,
+        "quantile": plan_pool.forecast.burst_quantile if plan_pool.forecast else None,
+        "scale_down_stabilization_seconds": plan_pool.scale_down_stabilization.total_seconds(),
+        "warmup_seconds": warmup, "scored_from": float(times[start]), "scored_to": float(times[-1]),
+        "scored_minutes": int(times.size - start),
+        "refit_every_seconds": s.refit_every_seconds, "refits": wf.refits, "models": wf.models,
+        "fit_seconds": round(wf.fit_seconds, 2), "cores_per_node": s.cores_per_node,
+        "schedule_windows": "config" if plan_pool.schedules else f"default: daytime 08:00-20:00 UTC, {windows[0].desired_replicas} replicas",
+        "proportional_rule": "config" if plan_pool.proportional else "default: linear nodesPerReplica 1",
+    }
+    return result
+
+
+__all__ = ["BacktestResult", "BacktestSettings", "StrategyResult", "format_table", "headline", "run_backtest"]

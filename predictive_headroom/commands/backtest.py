@@ -1,0 +1,103 @@
+"""`predictive-headroom backtest`: replay a demand CSV through every strategy on a simulated cluster."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from predictive_headroom.backtest import BacktestSettings, format_table, headline, run_backtest
+from predictive_headroom.commands import CommandError, add_output_argument, duration_arg, iso, load_config, print_json
+from predictive_headroom.config import Pool
+from predictive_headroom.protocols import SourceError
+
+HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on a demand CSV"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", metavar="CSV", required=True, help="demand history CSV (timestamp,value)")
+    parser.add_argument("--config", "-c", help="policy YAML: the pool's windows, CPA rule, forecast spec and lead time are replayed")
+    parser.add_argument("--pool", help="pool to replay (default: the first pool with a forecast, else the first)")
+    parser.add_argument("--demand-per-replica", type=float, help="demand one placeholder slot serves (default: the pool's, else median demand / 20)")
+    parser.add_argument("--node-slots", type=int, default=8, help="placeholder-sized slots per node (default 8)")
+    parser.add_argument("--lag", type=duration_arg, default=180.0, help="node provisioning lag (default 3m)")
+    parser.add_argument("--scale-down-delay", type=duration_arg, default=600.0, help="a node unneeded this long is removed (default 10m)")
+    parser.add_argument("--warmup", type=duration_arg, help="unscored start of the series (default 14d; 7d for series under 28d)")
+    parser.add_argument("--refit-every", type=duration_arg, default=86400.0, help="walk-forward refit interval (default 24h)")
+    parser.add_argument("--quantile", type=float, help="burst quantile, the protection/cost dial (default: the pool's, 0.95)")
+    parser.add_argument("--lead-time", type=duration_arg, help="forecast lead time (default: the pool's leadTime, else lag + 1m)")
+    parser.add_argument("--cores-per-node", type=float, default=8.0, help="cores per simulated node for a CPA cores rule (default 8)")
+    parser.add_argument("--out", metavar="DIR", help="write backtest.html and backtest.png (cost/protection plot) here")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    add_output_argument(parser)
+
+
+def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
+    """Check the numeric flags (every problem at once) and build the settings."""
+    problems = []
+    if args.demand_per_replica is not None and not args.demand_per_replica > 0:
+        problems.append(f"--demand-per-replica must be positive, got {args.demand_per_replica:g}")
+    if args.node_slots < 1:
+        problems.append(f"--node-slots must be at least 1, got {args.node_slots}")
+    if args.refit_every < 60:
+        problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
+    if args.quantile is not None and not 0 < args.quantile < 1:
+        problems.append(f"--quantile must be between 0 and 1 (exclusive), got {args.quantile:g}")
+    if not args.cores_per_node > 0:
+        problems.append(f"--cores-per-node must be positive, got {args.cores_per_node:g}")
+    if problems:
+        raise CommandError("; ".join(problems))
+    return BacktestSettings(
+        demand_per_replica=args.demand_per_replica, node_slots=args.node_slots, lag_seconds=args.lag,
+        scale_down_delay_seconds=args.scale_down_delay, warmup_seconds=args.warmup,
+        refit_every_seconds=args.refit_every, quantile=args.quantile, lead_seconds=args.lead_time,
+        cores_per_node=args.cores_per_node,
+    )
+
+
+def pool_from_args(args: argparse.Namespace) -> Pool | None:
+    """The pool named by --pool (or the first forecasting pool) of --config; None without --config."""
+    if not args.config:
+        if args.pool:
+            raise CommandError("--pool needs --config")
+        return None
+    policy = load_config(args.config)
+    if args.pool:
+        try:
+            return policy.pool(args.pool)
+        except KeyError as exc:
+            raise CommandError(f"{args.config}: {exc.args[0]}") from None
+    return next((p for p in policy.pools if p.forecast is not None), policy.pools[0])
+
+
+def run(args: argparse.Namespace) -> int:
+    from predictive_headroom.csvsource import read_csv_history
+
+    settings = settings_from_args(args)
+    pool = pool_from_args(args)
+    try:
+        history = read_csv_history(args.data)
+    except SourceError as exc:
+        raise CommandError(str(exc)) from None
+    try:
+        result = run_backtest(history, pool, settings, progress=not args.quiet)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    s = result.settings
+    if not args.quiet:
+        print(
+            f"backtest: demand per replica {s['demand_per_replica']:g} ({s['demand_per_replica_source']}); "
+            f"median app pods {s['median_app_pods']:g}; scored {iso(s['scored_from'])} to {iso(s['scored_to'])}",
+            file=sys.stderr,
+        )
+    if args.out:
+        from predictive_headroom.backtest_plot import write_report
+
+        page, png = write_report(result, args.out)
+        print(f"backtest: wrote {page} and {png}", file=sys.stderr)
+    if args.output == "json":
+        print_json(result.to_dict())
+    else:
+        print(format_table(result))
+        print()
+        print(headline(result))
+    return 0

@@ -1,0 +1,145 @@
+"""The backtest: strategies, walk-forward without peeking, the yardstick and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from predictive_headroom.backtest import BacktestSettings, format_table, headline, run_backtest
+from predictive_headroom.cli import main
+from predictive_headroom.config import Pool
+from predictive_headroom.forecaster import seasonal_naive
+from predictive_headroom.series import History
+
+START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
+DAY = 86_400.0
+
+
+def series(days: float, step: float = 300.0, seed: int = 0) -> History:
+    """Daily-shaped demand (median about 100) with occasional bursts."""
+    rng = np.random.default_rng(seed)
+    t = START + step * np.arange(int(days * DAY / step))
+    daily = 100 + 60 * np.sin(2 * np.pi * (t % DAY) / DAY)
+    bursts = rng.gamma(1.0, 25.0, t.size) * (rng.random(t.size) < 0.04)
+    return History(t, daily + rng.normal(0, 3, t.size) + bursts, "synthetic")
+
+
+class SeasonalNaiveForecaster:
+    """A fast forecaster for tests: the package's seasonal-naive rule with its burst profile."""
+
+    def fit(self, history, spec, lead_seconds, now):
+        return seasonal_naive(history, spec, now, lead_seconds)
+
+
+POOL = Pool.model_validate({
+    "name": "web", "target": {"namespace": "ns", "name": "ph"}, "maxReplicas": 50, "leadTime": "4m",
+    "schedules": [{"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 2}],
+    "proportional": {"linear": {"nodesPerReplica": 4}},
+    "forecast": {"query": "q", "demandPerReplica": 5},
+})
+FAST = BacktestSettings(warmup_seconds=3 * DAY, refit_every_seconds=DAY)
+
+
+def fast_run(history: History, pool: Pool | None = POOL, settings: BacktestSettings = FAST):
+    return run_backtest(history, pool, settings, forecaster=SeasonalNaiveForecaster())
+
+
+def test_every_strategy_is_scored_and_the_yardstick_is_sane():
+    result = fast_run(series(6))
+    s = result.strategies
+    assert set(s) == {"reactive", "proportional", "schedule", "forecast", "naive", "oracle"}
+    assert s["reactive"].metrics.unserved_pod_minutes > 0
+    assert s["reactive"].x == pytest.approx(1.0)
+    assert s["oracle"].metrics.unserved_pod_minutes == 0
+    assert s["forecast"].metrics.unserved_pod_minutes < s["reactive"].metrics.unserved_pod_minutes
+    assert all(v.overhead_node_hours >= 0 for k, v in s.items() if k != "reactive")
+    unserved = [m.unserved_pod_minutes for _, m in result.static_curve]
+    assert [n for n, _ in result.static_curve] == list(range(len(unserved)))
+    assert all(b < a for a, b in zip(unserved, unserved[1:]))
+    assert "forecast leaves" in headline(result)
+    assert "oracle" in format_table(result)
+
+
+def test_only_the_period_after_warmup_is_scored():
+    result = fast_run(series(6))
+    assert result.settings["scored_minutes"] == pytest.approx(3 * 1440, abs=5)
+    assert result.settings["scored_from"] == pytest.approx(START + 3 * DAY)
+
+
+@pytest.mark.parametrize("strategy", ["reactive", "proportional", "schedule", "forecast", "naive"])
+def test_no_strategy_sees_the_future(strategy):
+    history = series(6)
+    cut = history.times[int(4.5 * DAY / 300)]  # a sample time in the scored period
+    changed = history.values.copy()
+    later = history.times > cut
+    changed[later] = changed[later] * 3 + 200
+    a = fast_run(history)
+    b = fast_run(History(history.times, changed, history.source))
+    upto = int(np.searchsorted(a.times, cut, side="right"))
+    pa, pb = a.strategies[strategy].run.placeholders, b.strategies[strategy].run.placeholders
+    assert pa[:upto].tolist() == pb[:upto].tolist()
+    if strategy in ("forecast", "naive"):
+        assert pa[upto:].tolist() != pb[upto:].tolist()  # the change is visible once known
+
+
+def test_demand_per_replica_is_chosen_for_about_twenty_pods():
+    result = fast_run(series(6), pool=None)
+    assert result.settings["demand_per_replica_source"].startswith("auto")
+    assert 17 <= result.settings["median_app_pods"] <= 23
+
+
+def test_too_short_series_says_how_long_it_is_and_what_is_needed():
+    with pytest.raises(ValueError, match=r"spans 3\.0 days.*warm-up \(3 days\).*4 days"):
+        fast_run(series(3))
+
+
+def write_csv(path: Path, history: History) -> Path:
+    rows = [
+        f"{datetime.fromtimestamp(t, tz=timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')},{v:.3f}"
+        for t, v in zip(history.times, history.values)
+    ]
+    path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_cli_json_shape_and_page_with_prophet(tmp_path, capsys):
+    csv = write_csv(tmp_path / "demand.csv", series(9, seed=2))
+    out = tmp_path / "page"
+    code = main(["backtest", "--data", str(csv), "--warmup", "7d", "--output", "json", "--quiet", "--out", str(out)])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"strategies", "static_curve", "settings", "headline"}
+    assert set(data["strategies"]) == {"reactive", "proportional", "schedule", "forecast", "naive", "oracle"}
+    for body in data["strategies"].values():
+        assert {"unserved_pod_minutes", "node_hours", "cold_starts", "overhead_node_hours", "x"} <= set(body)
+    assert set(data["static_curve"][0]) == {"replicas", "unserved_pod_minutes", "node_hours", "cold_starts"}
+    assert data["settings"]["refits"] == 2 and data["settings"]["models"] == {"prophet": 2}
+    assert "forecast leaves" in data["headline"]["text"]
+    page = (out / "backtest.html").read_text()
+    assert "data:image/png;base64," in page and "oracle" in page
+    assert (out / "backtest.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--quantile", "1.5"], "--quantile must be between 0 and 1"),
+        (["--node-slots", "0", "--demand-per-replica", "-1"], "--demand-per-replica must be positive.*--node-slots"),
+        (["--pool", "web"], "--pool needs --config"),
+        (["--warmup", "30d"], r"spans 4\.0 days.*31 days"),
+    ],
+)
+def test_cli_bad_input_exits_2_saying_what(tmp_path, capsys, extra, message):
+    csv = write_csv(tmp_path / "demand.csv", series(4))
+    assert main(["backtest", "--data", str(csv), "--quiet", *extra]) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_cli_missing_csv_exits_2(tmp_path, capsys):
+    assert main(["backtest", "--data", str(tmp_path / "nope.csv")]) == 2
+    assert "nope.csv" in capsys.readouterr().err

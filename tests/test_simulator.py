@@ -1,0 +1,100 @@
+"""The simulated cluster of the backtest: invariants on small hand-made series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from predictive_headroom.series import History
+from predictive_headroom.simulator import (
+    ClusterSpec, app_pods, minute_grid, oracle_placeholders, score, simulate,
+)
+
+
+def bursty(minutes: int = 3000, seed: int = 1) -> np.ndarray:
+    """App pods with a daily wave and random bursts."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(minutes)
+    demand = 20 + 8 * np.sin(2 * np.pi * t / 1440) + rng.gamma(1.0, 3.0, minutes) * (rng.random(minutes) < 0.05)
+    return app_pods(demand, 1.0)
+
+
+def test_app_pods_rise_at_once_and_fall_after_five_minutes():
+    demand = np.array([1, 1, 9, 1, 1, 1, 1, 1, 1], dtype=float)
+    assert app_pods(demand, 2.0).tolist() == [1, 1, 5, 5, 5, 5, 5, 1, 1]
+
+
+def test_minute_grid_interpolates_coarse_series():
+    h = History(np.array([0.0, 600.0]), np.array([0.0, 10.0]))
+    times, values = minute_grid(h)
+    assert times.tolist() == [60.0 * i for i in range(11)]
+    assert values.tolist() == pytest.approx(list(range(11)))
+
+
+@pytest.mark.parametrize("delay", [0, 10])
+def test_without_lag_reactive_serves_everything(delay):
+    pods = bursty()
+    run = simulate(pods, np.zeros(pods.size, dtype=int), ClusterSpec(lag_minutes=0, scale_down_minutes=delay))
+    assert score(run).unserved_pod_minutes == 0
+
+
+@pytest.mark.parametrize("lag", [1, 3, 7])
+def test_oracle_leaves_nothing_unserved_and_reactive_does(lag):
+    pods = bursty()
+    cluster = ClusterSpec(lag_minutes=lag, scale_down_minutes=10)
+    assert score(simulate(pods, np.zeros(pods.size, dtype=int), cluster)).unserved_pod_minutes > 0
+    assert score(simulate(pods, oracle_placeholders(pods, lag), cluster)).unserved_pod_minutes == 0
+
+
+def test_more_static_placeholders_never_increase_unserved_demand():
+    pods = bursty(seed=7)
+    cluster = ClusterSpec(node_slots=4, lag_minutes=3, scale_down_minutes=5)
+    unserved = [score(simulate(pods, np.full(pods.size, n), cluster)).unserved_pod_minutes for n in range(12)]
+    assert all(b <= a for a, b in zip(unserved, unserved[1:]))
+    assert unserved[0] > unserved[-1]
+
+
+def test_node_hours_with_scale_down_delay_hand_computed():
+    # 8 slots per node; W needs 2 nodes for minutes 0-9 and 1 node after. The second node is
+    # unneeded from minute 10, removed after 10 minutes: present through minute 19.
+    pods = np.array([16] * 10 + [8] * 50)
+    run = simulate(pods, np.zeros(60, dtype=int), ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10))
+    assert run.ready.tolist() == [2] * 20 + [1] * 40
+    m = score(run)
+    assert m.node_hours == pytest.approx((2 * 20 + 40) / 60)
+    assert m.unserved_pod_minutes == 0
+
+
+def test_scale_up_waits_for_the_lag_and_counts_cold_starts():
+    pods = np.array([8] * 5 + [20] * 10)
+    run = simulate(pods, np.zeros(15, dtype=int), ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10))
+    # 20 pods need 3 nodes; they arrive 3 minutes after minute 5: 12 pods short for 3 minutes.
+    assert run.ready.tolist() == [1] * 8 + [3] * 7
+    m = score(run)
+    assert (m.unserved_pod_minutes, m.cold_starts) == (36, 3)
+    assert score(run, start=8).unserved_pod_minutes == 0
+
+
+def test_placeholders_are_preempted_and_keep_nodes_warm():
+    pods = np.array([8] * 5 + [14] * 5)
+    cluster = ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10)
+    run = simulate(pods, np.full(10, 8), cluster)
+    assert run.ready.tolist() == [2] * 5 + [2] * 3 + [3] * 2  # placeholders refill after preemption
+    assert score(run).unserved_pod_minutes == 0
+
+
+def test_feedback_strategy_matches_the_same_array():
+    pods = bursty(seed=3)
+    cluster = ClusterSpec(lag_minutes=3, scale_down_minutes=10)
+    p = (np.arange(pods.size) // 37) % 5
+    fixed = simulate(pods, p, cluster)
+    fed = simulate(pods, lambda i, nodes: int(p[i]), cluster)
+    assert fixed.ready.tolist() == fed.ready.tolist()
+    assert fixed.unserved.tolist() == fed.unserved.tolist()
+
+
+def test_bad_cluster_settings_say_which():
+    with pytest.raises(ValueError, match="node_slots"):
+        ClusterSpec(node_slots=0)
+    with pytest.raises(ValueError, match="lag_minutes"):
+        ClusterSpec(lag_minutes=-1)

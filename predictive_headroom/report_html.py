@@ -128,7 +128,7 @@ def demand_svg(r: PoolReport, at: float) -> str:
         shown = [a for a in (r.recent.values if r.recent is not None else [], f.lower if f is not None else []) if len(a)]
         if shown and min(float(np.min(a)) for a in shown) < 0.3 * max(float(np.max(a)) for a in shown):
             ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left", ncols=4, frameon=False, fontsize=9)
+        fig.legend(loc="outside upper left", ncols=5, frameon=False, fontsize=9)
         return _svg(fig, f"demand-{r.pool.name}", f"demand and forecast for pool {r.pool.name}")
 
 
@@ -195,14 +195,16 @@ def past_svg(r: PoolReport) -> str:
     with matplotlib.rc_context(_RC):
         fig = Figure(figsize=(11.2, 2.9), layout="constrained")
         ax = _axes(fig)
-        longest = max(r.past, key=lambda p: p.times.size)
-        ax.plot(_dates(longest.times), longest.actual, color="#334155", linewidth=1, label="actual")
+        times = np.concatenate([p.times for p in r.past])
+        actual = np.concatenate([p.actual for p in r.past])
+        order = np.unique(times, return_index=True)[1]
+        ax.plot(_dates(times[order]), actual[order], color="#334155", linewidth=1, label="actual")
         shades = ["#bfdbfe", "#93c5fd", "#60a5fa", "#3b82f6", "#1d4ed8"][-len(r.past) :]
         for p, colour in zip(r.past, shades):
             ax.plot(_dates(p.times), p.yhat, color=colour, linewidth=1.4, label=f"made {fmt_time(p.made_at)}")
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(_compact))
         ax.set_ylabel("demand")
-        ax.legend(loc="upper left", ncols=3, frameon=False, fontsize=8)
+        fig.legend(loc="outside lower left", ncols=len(r.past) + 1, frameon=False, fontsize=8)
         return _svg(fig, f"past-{r.pool.name}", f"past forecasts against actual demand for pool {r.pool.name}")
 
 
@@ -265,7 +267,7 @@ def _pool_html(r: PoolReport, report: Report) -> str:
     accuracy = _table(
         ["model", "MAPE", "sMAPE", "MASE (vs seasonal naive)", "coverage", "band", "held back"],
         [[str(acc.get("model", "")), fmt_percent(acc.get("mape")), fmt_percent(acc.get("smape")), fmt_ratio(acc.get("mase")),
-          fmt_share(acc.get("coverage")), fmt_share(acc.get("interval_width")), f"{acc.get('points', '')} points from {_when(acc.get('holdout_start'))}"]],
+          fmt_share(acc.get("coverage")), fmt_share(acc.get("interval_width")), f"{acc['points']} points from {_when(acc['holdout_start'])}" if "points" in acc and "holdout_start" in acc else ""]],
         "accuracy",
     ) if acc else "<p>No hold-out accuracy (too little history or no forecast).</p>"
     cost_rows = [["placeholder pod requests", f"{pool.placeholder.cpu} CPU, {pool.placeholder.memory}"], ["horizon", f"{c.hours:.0f} h"],

@@ -243,3 +243,20 @@ def test_cli_bad_input_is_a_clear_error_and_leaves_no_half_report(tmp_path, caps
     err = capsys.readouterr().err
     assert err.startswith("predictive-headroom: error:") and message in err, err
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, nothing removed
+
+
+def test_the_page_shows_past_forecasts_next_to_what_happened(taxi):
+    from predictive_headroom.report_html import fmt_percent, fmt_share, fmt_time, render_html
+
+    p = policy()
+    past = []
+    for days in (2, 1):
+        at = MONDAY - days * DAY_SECONDS
+        made = build_report(p, {"taxi": taxi.until(at)}, {"taxi": seasonal_forecast(taxi, at)}, {}, at)
+        past.append(report_to_json(made))
+    report = build_report(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY, past=past)
+    page = render_html(report)
+    assert "Past forecasts against what happened" in page and page.count("<svg") == 3
+    for judged in report.pools[0].past:
+        assert f"<td>{fmt_time(judged.made_at)}</td><td>{judged.times.size}</td><td>{fmt_percent(judged.mape)}</td><td>{fmt_share(judged.coverage)}</td>" in page
+    assert [j.times.size for j in report.pools[0].past] == [96, 48]

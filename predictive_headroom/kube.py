@@ -98,7 +98,7 @@ class CallOptions:
                                          jitter=self.backoff_initial),
             before_sleep=lambda state: logger.info(
                 "retrying Kubernetes call (attempt %d failed: %s)", state.attempt_number,
-                _short(state.outcome.exception()) if state.outcome else "?"),
+                _short(state.outcome.exception() or RuntimeError("?")) if state.outcome else "?"),
             reraise=True,
         )
 
@@ -185,6 +185,7 @@ class _Current:
     replicas: int
     resource_version: str
     uid: str | None
+    paused: bool = False
 
 
 class _ReplicaTarget:
@@ -203,6 +204,9 @@ class _ReplicaTarget:
         return _Op(verb, resource or self.resource, self.group, self.kind,
                    pool.target.namespace, pool.target.name, pool.name)
 
+    def read(self, pool: Pool) -> TargetState:
+        raise NotImplementedError
+
     def _current(self, pool: Pool) -> _Current:
         raise NotImplementedError
 
@@ -210,7 +214,11 @@ class _ReplicaTarget:
         raise NotImplementedError
 
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
-        """Set the target's replicas (no write when it already has them); raise ActuatorError on failure."""
+        """Set the target's replicas (no write when it already has them); raise ActuatorError on failure.
+
+        The kill switch is not looked at here: the caller reads `TargetState.paused` first and
+        leaves a paused target alone.
+        """
         if replicas < 0:
             raise ValueError(f"pool {pool.name}: replicas must be >= 0, got {replicas}")
         target = f"{pool.target.namespace}/{pool.target.name}"
@@ -277,13 +285,14 @@ class DeploymentScaleActuator(_ReplicaTarget):
         deployment = _call(self._op(pool, "get", "deployments"), self.options, self._apps.read_namespaced_deployment,
                            name=pool.target.name, namespace=pool.target.namespace)
         current = self._current(pool)
-        return TargetState(current.replicas, current.resource_version, _paused(deployment.metadata.annotations))
+        meta = deployment.metadata or kubernetes.client.V1ObjectMeta()
+        return TargetState(current.replicas, current.resource_version, _paused(meta.annotations))
 
     def _current(self, pool: Pool) -> _Current:
         scale = _call(self._op(pool, "get"), self.options, self._apps.read_namespaced_deployment_scale,
                       name=pool.target.name, namespace=pool.target.namespace)
-        return _Current((scale.spec.replicas or 0) if scale.spec else 0,
-                        scale.metadata.resource_version or "", scale.metadata.uid)
+        meta = scale.metadata or kubernetes.client.V1ObjectMeta()
+        return _Current((scale.spec.replicas or 0) if scale.spec else 0, meta.resource_version or "", meta.uid)
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
         body = {"metadata": {"resourceVersion": current.resource_version}, "spec": {"replicas": replicas}}
@@ -302,22 +311,19 @@ class CapacityBufferActuator(_ReplicaTarget):
         super().__init__(api_client, options)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
 
-    def _get(self, pool: Pool) -> dict[str, Any]:
-        return _call(self._op(pool, "get"), self.options, self._custom.get_namespaced_custom_object,
-                     group=CAPACITY_BUFFER_GROUP, version=CAPACITY_BUFFER_VERSION, plural=CAPACITY_BUFFER_PLURAL,
-                     namespace=pool.target.namespace, name=pool.target.name)
-
     def read(self, pool: Pool) -> TargetState:
         """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
-        obj = self._get(pool)
-        meta = obj.get("metadata") or {}
-        return TargetState(int((obj.get("spec") or {}).get("replicas") or 0), meta.get("resourceVersion", ""),
-                           _paused(meta.get("annotations")))
+        current = self._current(pool)
+        return TargetState(current.replicas, current.resource_version, current.paused)
 
     def _current(self, pool: Pool) -> _Current:
-        obj = self._get(pool)
+        found = _call(self._op(pool, "get"), self.options, self._custom.get_namespaced_custom_object,
+                      group=CAPACITY_BUFFER_GROUP, version=CAPACITY_BUFFER_VERSION, plural=CAPACITY_BUFFER_PLURAL,
+                      namespace=pool.target.namespace, name=pool.target.name)
+        obj: dict[str, Any] = found if isinstance(found, dict) else {}
         meta = obj.get("metadata") or {}
-        return _Current(int((obj.get("spec") or {}).get("replicas") or 0), meta.get("resourceVersion", ""), meta.get("uid"))
+        return _Current(int((obj.get("spec") or {}).get("replicas") or 0), meta.get("resourceVersion", ""),
+                        meta.get("uid"), _paused(meta.get("annotations")))
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
         body = {"metadata": {"resourceVersion": current.resource_version}, "spec": {"replicas": replicas}}
@@ -338,7 +344,7 @@ class TargetActuator:
 
     def read(self, pool: Pool) -> TargetState:
         """Current replicas and kill-switch state of the pool's target."""
-        return self._by_kind[pool.target.kind].read(pool)  # type: ignore[attr-defined,no-any-return]
+        return self._by_kind[pool.target.kind].read(pool)
 
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
         """Set the pool's target to `replicas` (server-side dry run when `dry_run`)."""

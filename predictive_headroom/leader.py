@@ -165,7 +165,7 @@ class LeaderElector:
             return
         spec = lease.spec or V1LeaseSpec()
         holder = spec.holder_identity or ""
-        record = (holder, lease.metadata.resource_version or "")
+        record = (holder, (lease.metadata.resource_version if lease.metadata else None) or "")
         if record != self._observed:
             self._observed, self._observed_at = record, started
         if holder and holder != self.identity:

@@ -331,6 +331,10 @@ class FakeApiServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, like the real apiserver
+            timeout = 5  # idle keep-alive connections end on their own
+            disable_nagle_algorithm = True  # headers and body go out as separate writes
+
             def log_message(self, *args: Any) -> None:  # keep pytest output clean
                 pass
 

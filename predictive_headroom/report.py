@@ -1,6 +1,6 @@
 """The forecast report's facts: what a reviewer needs to trust (or question) the planned headroom.
 
-`build_report` is pure (no clock, no I/O): per pool it plans the placeholder count at every step
+`build_report` is pure (no clock, no I/O): per pool it plans the placeholder pod count at every step
 of the forecast horizon with the real planner (carrying recent plans for scale-down
 stabilisation, like the daemon), finds the next peaks, prices the headroom, compares past
 forecasts with what happened and collects the warnings a reviewer must see. `report_to_json`
@@ -200,7 +200,7 @@ def _pool_report(
         pool=pool,
         recent=recent,
         history_points=len(known) if known is not None else 0,
-        history_seconds=known.span_seconds if known is not None else 0.0,
+        history_seconds=known.span_seconds + known.step_seconds if known is not None and len(known) > 1 else 0.0,
         forecast=usable,
         forecast_status=status,
         forecast_detail=detail,
@@ -326,7 +326,7 @@ def _hours(seconds: float) -> str:
 def _with_notices(r: PoolReport, plans: list[Plan]) -> PoolReport:
     """Attach the warnings a reviewer must see."""
     pool, spec, found = r.pool, r.pool.forecast, []
-    if spec is not None and spec.enabled:
+    if spec is not None and spec.enabled and r.forecast_status != "source-error":
         needed = spec.min_history.total_seconds()
         if r.history_seconds < needed:
             found.append(Notice("too-little-history", f"only {_hours(r.history_seconds)} of history; the forecast needs {_hours(needed)} (minHistory) to fit Prophet"))

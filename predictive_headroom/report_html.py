@@ -253,8 +253,10 @@ def _pool_html(r: PoolReport, report: Report) -> str:
         '<div class="warnings"><h3>Warnings</h3><ul>' + "".join(f'<li data-code="{n.code}">{html.escape(n.message)}</li>' for n in r.notices) + "</ul></div>"
         if r.notices else '<div class="ok">No warnings.</div>'
     )
+    has_demand = r.forecast is not None or (r.recent is not None and len(r.recent) > 0)
     figures = [
-        f'<figure>{demand_svg(r, report.at)}<figcaption>Demand: the last {min(r.history_seconds, 7 * 86400) / 86400:.0f} days of history, the forecast ({r.forecast.model if r.forecast else r.forecast_status}) with its band, and the next peaks.</figcaption></figure>',
+        f'<figure>{demand_svg(r, report.at)}<figcaption>Demand: the last {min(r.history_seconds, 7 * 86400) / 86400:.1f} days of history, the forecast ({r.forecast.model if r.forecast else r.forecast_status}) with its band, and the next peaks.</figcaption></figure>'
+        if has_demand else f'<p class="nodemand">No demand to show (forecast: {html.escape(r.forecast_status)}); schedules, the proportional rule and minReplicas size this pool.</p>',
         f'<figure>{plan_svg(r)}<figcaption>Planned placeholder pods at every {r.step_seconds / 60:.0f} min over the horizon; the ribbon below shows the rule that set them, shaded spans are open schedule windows (lead time included), dotted red lines the next peaks.</figcaption></figure>',
     ]
     if r.past:
@@ -303,7 +305,7 @@ figure{margin:14px 0;background:#fff;border:1px solid #e2e8f0;border-radius:8px;
 figcaption{font-size:13px;color:#475569;padding:4px 8px}.grid{display:grid;grid-template-columns:3fr 2fr;gap:20px}
 table{border-collapse:collapse;background:#fff;width:100%;font-size:14px}th,td{border:1px solid #e2e8f0;padding:5px 9px;text-align:left}
 th{background:#f1f5f9;font-weight:600}td{font-variant-numeric:tabular-nums}details{margin:16px 0}summary{cursor:pointer;font-weight:600}
-nav a{margin-right:14px}footer{color:#64748b;font-size:12px;margin-top:32px}
+.cost td:last-child,.peaks td:nth-child(n+3):not(:nth-child(6)){white-space:nowrap}nav a{margin-right:14px}.nodemand{color:#475569;font-style:italic}footer{color:#64748b;font-size:12px;margin-top:32px}
 """
 
 

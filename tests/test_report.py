@@ -122,7 +122,7 @@ GOOD_ACCURACY = {"model": "test", "mape": 9.0, "smape": 9.0, "mase": 0.8, "cover
         ("coverage just inside the margin", None, "", 21, "fit", {**GOOD_ACCURACY, "coverage": 0.71}, set()),
         ("disabled", "{enabled: false, query: taxi, demandPerReplica: 1000}", "", 21, NoForecast("disabled"), None,
          {"forecast-disabled"}),
-        ("prometheus down", None, "", 21, NoForecast("source-error", "connection refused"), None, {"forecast-unavailable"}),
+        ("prometheus down", None, "", None, NoForecast("source-error", "connection refused"), None, {"forecast-unavailable"}),
         ("hits maxReplicas", "{query: taxi, demandPerReplica: 10}", "", 21, "fit", GOOD_ACCURACY, {"max-replicas"}),
         ("proportional without cluster state", None,
          "    proportional: {linear: {nodesPerReplica: 4}}", 21, "fit", GOOD_ACCURACY, {"no-cluster-state"}),
@@ -130,9 +130,9 @@ GOOD_ACCURACY = {"model": "test", "mape": 9.0, "smape": 9.0, "mase": 0.8, "cover
 )
 def test_warnings_a_reviewer_must_see(taxi, name, forecast_yaml, extra, history_days, forecast_kind, accuracy, expected):
     p = policy(extra, forecast_yaml) if forecast_yaml else policy(extra)
-    history = taxi.until(MONDAY).since(MONDAY - history_days * DAY_SECONDS)
+    histories = {} if history_days is None else {"taxi": taxi.until(MONDAY).since(MONDAY - history_days * DAY_SECONDS)}
     forecast = seasonal_forecast(taxi, MONDAY) if forecast_kind == "fit" else forecast_kind
-    [r] = build_report(p, {"taxi": history}, {"taxi": forecast}, {"taxi": accuracy}, MONDAY).pools
+    [r] = build_report(p, histories, {"taxi": forecast}, {"taxi": accuracy}, MONDAY).pools
     codes = {n.code for n in r.notices}
     assert codes == expected, [n.message for n in r.notices]
     if "max-replicas" in expected:

@@ -205,7 +205,8 @@ class Daemon:
         for name, fc in fresh.items():
             if isinstance(fc, Forecast):
                 self.metrics.fit_seconds.labels(pool=name).set(fc.fit_seconds)
-        self.metrics.last_refit.set(self.clock())
+        if any(isinstance(fc, Forecast) for fc in fresh.values()):
+            self.metrics.last_refit.set(self.clock())
         self.last_refit = {"at": at, "seconds": round(time.perf_counter() - started, 3),
                            "pools": {n: describe(merged[n]) for n in fresh if n in merged}}
         self._write_report(policy, merged, histories, at)
@@ -270,6 +271,8 @@ class Daemon:
             if not leader:
                 return PoolOutcome(pool.name, "follower", plan)
             outcome = self._apply(pool, plan, _missing_input(pool, forecast, cluster))
+            if outcome.plan is not None and outcome.plan is not plan:  # held up for a missing input
+                self.metrics.record_plan(outcome.plan)
             if outcome.current is not None:
                 applied = outcome.plan.desired if outcome.action == "scaled" and outcome.plan else outcome.current
                 self.metrics.applied.labels(pool=pool.name).set(applied)

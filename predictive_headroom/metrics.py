@@ -45,7 +45,7 @@ class Metrics:
             f"{PREFIX}_observed_demand", "The latest demand sample read at the last refit.", ["pool"], registry=r
         )
         self.last_refit = Gauge(
-            f"{PREFIX}_last_refit_timestamp_seconds", "When the last refit completed (POSIX seconds).", registry=r
+            f"{PREFIX}_last_refit_timestamp_seconds", "When the last refit that fitted a forecast completed (POSIX seconds).", registry=r
         )
         self.last_reconcile = Gauge(
             f"{PREFIX}_last_reconcile_timestamp_seconds",

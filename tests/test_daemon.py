@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from fake_apiserver import FakeApiServer
 from predictive_headroom import cli
@@ -282,6 +283,13 @@ def test_no_scale_down_before_the_first_refit_or_without_node_counts(tmp_path, s
     assert server.writes() == []
 
 
+def forecast_bounds(daemon: Daemon) -> dict[str, float]:
+    """The predictive_headroom_forecast_demand samples of pool web, by bound."""
+    text = daemon.metrics.exposition().decode()
+    return {s.labels["bound"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == "predictive_headroom_forecast_demand" and s.labels["pool"] == "web"}
+
+
 def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(tmp_path, server) -> None:
     source = FakeSource()
     config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=2, leadTime="10m",
@@ -292,6 +300,8 @@ def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(tmp
     daemon.refit()
     assert daemon.reconcile().pools[0].plan.reason == "forecast"  # type: ignore[union-attr]
     assert server.replicas(NS, "web-placeholder") == 5
+    bounds = forecast_bounds(daemon)
+    assert bounds["lower"] < bounds["yhat"] < bounds["upper"] and bounds["yhat"] == pytest.approx(15.0)  # at now+lead
 
     source.down = True
     clock.now += 600
@@ -305,6 +315,7 @@ def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(tmp
     plan = daemon.reconcile().pools[0].plan
     assert plan.components["forecast"] is None and plan.desired == 2  # type: ignore[union-attr]
     assert plan.reason == "hold:forecast-expired"  # type: ignore[union-attr]
+    assert forecast_bounds(daemon) == {}  # no forecast, no forecast series
     assert "expired" in daemon.status()["forecasts"]["web"]
 
 

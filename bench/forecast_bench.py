@@ -1,0 +1,113 @@
+"""Forecaster benchmark on the six shared series: speed, memory and hold-out accuracy.
+
+For each series it takes the last `--days` days (default 28, or all there is) at the native
+step, times `ProphetForecaster.fit` (fit + predict + burst profile) over `--runs` runs, and
+scores a 2-day hold-out with `predictive_headroom.accuracy.evaluate`. Targets (printed, not
+asserted): median fit under 1.5 s, peak RSS under 400 MiB, MASE under 1 on nab_nyc_taxi_30min
+and azure_v2_vm_cpu_total_5min, coverage within 5 points of the interval width.
+
+    .venv/bin/python bench/forecast_bench.py [--runs 5] [--days 28] [--mode additive]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import resource
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from predictive_headroom.accuracy import evaluate  # noqa: E402
+from predictive_headroom.config import ForecastSpec  # noqa: E402
+from predictive_headroom.forecaster import ProphetForecaster  # noqa: E402
+from predictive_headroom.series import DAY_SECONDS, History  # noqa: E402
+
+DATASETS = REPO.parent / "shared" / "datasets"
+SERIES = [
+    "nab_nyc_taxi_30min",
+    "azure_v2_vm_cpu_total_5min",
+    "google2019_cluster_cpu_5min",
+    "nab_aws_asg_cpu_5min",
+    "nab_aws_elb_requests_5min",
+    "nab_twitter_fb_5min",
+]
+TARGET_MASE = {"nab_nyc_taxi_30min", "azure_v2_vm_cpu_total_5min"}
+
+
+def load(name: str) -> History:
+    """Read a shared `timestamp,value` CSV into a History."""
+    frame = pd.read_csv(DATASETS / f"{name}.csv")
+    times = pd.to_datetime(frame["timestamp"], utc=True).astype("int64").to_numpy() / 1e9
+    return History(times, frame["value"].to_numpy(dtype=float), name)
+
+
+def peak_rss_mib() -> tuple[float, float]:
+    """Peak resident memory of this process and of its largest finished child (cmdstan), MiB."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return own, child
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--days", type=float, default=28.0)
+    parser.add_argument("--mode", choices=["additive", "multiplicative"], default="additive")
+    parser.add_argument("--changepoint-prior", type=float, default=0.05)
+    parser.add_argument("--max-fit-points", type=int, default=3000)
+    parser.add_argument("--interval-width", type=float, default=0.8)
+    parser.add_argument("--lead", type=float, default=300.0, help="lead time in seconds")
+    parser.add_argument("--series", nargs="*", default=SERIES)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    forecaster = ProphetForecaster(
+        seasonality_mode=args.mode,
+        changepoint_prior_scale=args.changepoint_prior,
+        max_fit_points=args.max_fit_points,
+    )
+    header = (
+        f"{'series':30} {'points':>6} {'step':>5} {'model':>8} {'median s':>8} {'max s':>6} "
+        f"{'MASE':>6} {'sMAPE%':>7} {'MAPE%':>7} {'cover':>6} {'burst p50/max':>15}"
+    )
+    print(f"mode={args.mode} changepoint_prior={args.changepoint_prior} max_fit_points={args.max_fit_points} "
+          f"interval_width={args.interval_width} lead={args.lead:g}s runs={args.runs}")
+    print(header)
+    print("-" * len(header))
+    for name in args.series:
+        full = load(name)
+        history = full.since(full.end - args.days * DAY_SECONDS)
+        native = timedelta(seconds=round(history.step_seconds))
+        spec = ForecastSpec(query=name, demand_per_replica=1.0, step=native, interval_width=args.interval_width)
+        durations = []
+        for _ in range(args.runs):
+            started = time.perf_counter()
+            forecast = forecaster.fit(history, spec, args.lead, history.end)
+            durations.append(time.perf_counter() - started)
+        acc = evaluate(history, spec, forecaster, args.lead)
+        burst = forecast.burst.values if forecast.burst is not None else np.zeros(1)
+        mark = "*" if name in TARGET_MASE and (acc.mase is None or acc.mase >= 1) else " "
+        mape = f"{acc.mape:7.1f}" if acc.mape is not None else f"{'-':>7}"
+        mase = f"{acc.mase:6.3f}" if acc.mase is not None else f"{'-':>6}"
+        print(
+            f"{name:30} {len(history):6d} {int(native.total_seconds() // 60):4d}m {forecast.model:>8} "
+            f"{statistics.median(durations):8.3f} {max(durations):6.2f} {mase}{mark}{acc.smape:7.1f} "
+            f"{mape} {acc.coverage:6.3f} {np.median(burst):7.3g}/{burst.max():<7.3g}"
+        )
+    own, child = peak_rss_mib()
+    print(f"peak RSS: python {own:.0f} MiB, largest child (cmdstan) {child:.0f} MiB; target < 400 MiB")
+    print("* = misses the MASE < 1 target")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,298 @@
+"""Forecasters: Prophet, and the seasonal-naive fallback used on cold start or when Prophet fails.
+
+Both take a `History`, use only the samples at or before `now`, and forecast `spec.horizon` ahead
+of `now` at `spec.step`, starting at the last step boundary at or before `now` so the planner can
+read the forecast at `now` itself. Output is clipped at zero; the interval is `[lower, upper]` at
+`spec.interval_width`, and `burst` is the profile of `predictive_headroom.burst`.
+
+Cold start, measured as `end - start + step` of the history known at `now`:
+- under one day: `NoForecast("insufficient-history")`;
+- from one day up to `spec.min_history`: seasonal naive (model `seasonal-naive`) with a warning;
+- from `spec.min_history`: Prophet (model `prophet`), falling back to seasonal naive if it fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from predictive_headroom.burst import DEFAULT_BIN_SECONDS, burst_profile, regular_grid
+from predictive_headroom.config import ForecastSpec
+from predictive_headroom.series import DAY_SECONDS, WEEK_SECONDS, BurstProfile, Forecast, History, NoForecast
+
+logger = logging.getLogger(__name__)
+
+WEEKLY_MIN_DAYS = 7.0
+"""Fit weekly seasonality from one full week of history on (Prophet's own default needs two)."""
+BAND_WINDOW_SECONDS = WEEK_SECONDS
+"""Residuals from the most recent week size the interval (recent behaviour, not last month's)."""
+
+
+def _silence_prophet_logs() -> None:
+    """Keep Prophet and cmdstanpy to warnings: no per-fit 'Chain [1] start processing' lines."""
+    logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)  # "Importing plotly failed"
+    logging.getLogger("prophet").setLevel(logging.WARNING)
+    stan = logging.getLogger("cmdstanpy")
+    if not stan.handlers:
+        # cmdstanpy installs its own INFO stream handler unless the logger already has one.
+        stan.addHandler(logging.NullHandler())
+    stan.setLevel(logging.WARNING)
+
+
+_silence_prophet_logs()
+
+
+def history_length(history: History) -> float:
+    """Seconds of demand the history covers: first to last sample plus one step (288 x 5 min = 1 day)."""
+    return history.span_seconds + history.step_seconds if len(history) > 1 else 0.0
+
+
+def forecast_times(spec: ForecastSpec, now: float) -> np.ndarray:
+    """The instants to forecast: from the step boundary at or before `now` to `now + horizon`."""
+    step = spec.step.total_seconds()
+    first = math.floor(now / step) * step
+    count = int(math.ceil((now + spec.horizon.total_seconds() - first) / step - 1e-9)) + 1
+    return first + step * np.arange(count, dtype=float)
+
+
+def working_step(history: History, spec: ForecastSpec) -> float:
+    """The grid the actuals are judged on: the configured step, or the data's own step if coarser."""
+    return max(spec.step.total_seconds(), round(history.step_seconds, 3))
+
+
+def _band(residuals: np.ndarray, width: float) -> tuple[float, float]:
+    """Residual quantiles that hold `width` of the mass in the middle (0, 0 when there are none)."""
+    r = residuals[np.isfinite(residuals)]
+    if r.size == 0:
+        return 0.0, 0.0
+    lo, hi = np.quantile(r, [(1 - width) / 2, (1 + width) / 2])
+    return float(min(lo, 0.0)), float(max(hi, 0.0))
+
+
+def _wider(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    return min(a[0], b[0]), max(a[1], b[1])
+
+
+def _naive_errors(times: np.ndarray, values: np.ndarray, length: float) -> np.ndarray:
+    """Errors of 'same time last week' (last day under a week of history) over the most recent week."""
+    period = float(WEEK_SECONDS if length >= WEEK_SECONDS else DAY_SECONDS)
+    return _recent(times, values - _lagged(times, values, times - period), times[-1])
+
+
+def _recent(times: np.ndarray, values: np.ndarray, end: float) -> np.ndarray:
+    return values[times > end - BAND_WINDOW_SECONDS]
+
+
+def _lagged(times: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Observed value at each of `at` (linear between neighbours, NaN before the first sample)."""
+    ok = np.isfinite(values)
+    out = np.interp(at, times[ok], values[ok])
+    return np.where(at >= times[ok][0] - 1e-6, out, np.nan)
+
+
+def seasonal_naive(
+    history: History, spec: ForecastSpec, now: float, lead_seconds: float | None = None
+) -> Forecast:
+    """Forecast each instant as the same time one period earlier, repeated as often as needed.
+
+    The period is a week when at least a week of history is known at `now`, else a day. The interval
+    is the spread of the same rule's errors over the most recent week (or, with too few of those,
+    of the local noise around a one-hour rolling median). `burst` is set when `lead_seconds` is.
+    Raises ValueError when under one day of history is known.
+    """
+    started = time.perf_counter()
+    known = history.until(now)
+    length = history_length(known)
+    if length < DAY_SECONDS:
+        raise ValueError(f"seasonal naive needs one day of history, got {length / 3600:.1f} h")
+    period = float(WEEK_SECONDS if length >= WEEK_SECONDS else DAY_SECONDS)
+    step = working_step(known, spec)
+    times, values = regular_grid(known, step)
+    end = known.end
+
+    out = forecast_times(spec, now)
+    back = np.maximum(1, np.ceil((out - end) / period - 1e-9)) * period
+    yhat = _lagged(times, values, out - back)
+
+    fitted = _lagged(times, values, times - period)
+    errors = _naive_errors(times, values, length)
+    if np.isfinite(errors).sum() < 24:
+        local = pd.Series(values).rolling(max(3, int(3600 // step)), center=True, min_periods=1).median()
+        errors = _recent(times, values - local.to_numpy(), end)
+    lo, hi = _band(errors, spec.interval_width)
+
+    burst = None
+    if lead_seconds is not None:
+        grid = History(times, values, known.source)
+        usable = np.isfinite(fitted).sum() * step >= DAY_SECONDS
+        burst = burst_profile(grid, fitted if usable else None, lead_seconds, spec.burst_quantile, step_seconds=step)
+    yhat = np.maximum(yhat, 0.0)
+    return Forecast(
+        times=out,
+        yhat=yhat,
+        lower=np.maximum(yhat + lo, 0.0),
+        upper=np.maximum(yhat + hi, 0.0),
+        model="seasonal-naive",
+        history_end=end,
+        fit_seconds=time.perf_counter() - started,
+        burst=burst,
+        warnings=(f"seasonal naive: same time last {'week' if period == WEEK_SECONDS else 'day'}",),
+    )
+
+
+class ProphetForecaster:
+    """Prophet with explicit daily and weekly seasonality, residual-based intervals and a burst profile.
+
+    Defaults were chosen on the shared datasets (bench/forecast_bench.py): a flat trend (a linear
+    trend extrapolated 48 h ahead was dragged down by anomalies near the end of the history, e.g.
+    a blizzard or Thanksgiving, and lost to seasonal naive), and high Fourier orders (daily 12,
+    weekly 40) so the weekly term can give each weekday its own daily shape. Weekly seasonality is
+    on from one week of history. Prophet is fitted on bucket means of at most `max_fit_points`
+    points (28 days at 5 min fit on 15-min means) for speed; the interval and burst profile are
+    judged on the working step. The interval is the wider of the in-sample residual quantiles
+    and the last week's seasonal-naive error quantiles (in-sample residuals alone understate
+    out-of-sample error). Other arguments go to Prophet unchanged.
+    """
+
+    def __init__(
+        self,
+        *,
+        growth: str = "flat",
+        daily_order: int = 12,
+        weekly_order: int = 40,
+        seasonality_mode: str = "additive",
+        changepoint_prior_scale: float = 0.05,
+        changepoint_range: float = 0.8,
+        max_fit_points: int = 3000,
+        burst_bin_seconds: float = DEFAULT_BIN_SECONDS,
+    ) -> None:
+        self.growth = growth
+        self.daily_order = daily_order
+        self.weekly_order = weekly_order
+        self.seasonality_mode = seasonality_mode
+        self.changepoint_prior_scale = changepoint_prior_scale
+        self.changepoint_range = changepoint_range
+        self.max_fit_points = max_fit_points
+        self.burst_bin_seconds = burst_bin_seconds
+
+    def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
+        """Fit on the history known at `now` and forecast `spec.horizon` ahead (see the module docstring)."""
+        started = time.perf_counter()
+        known = history.until(now)
+        length = history_length(known)
+        if length < DAY_SECONDS:
+            return NoForecast(
+                "insufficient-history",
+                f"{length / 3600:.1f} h of history up to now; at least 24 h is needed for any forecast",
+            )
+        notes: list[str] = []
+        if now - known.end > DAY_SECONDS:
+            notes.append(f"history ends {(now - known.end) / 3600:.1f} h before now")
+        if length < spec.min_history.total_seconds():
+            notes.append(
+                f"cold start: {length / 86400:.1f} d of history is under minHistory "
+                f"{spec.min_history.total_seconds() / 86400:g} d; using seasonal naive"
+            )
+            return self._fallback(known, spec, lead_seconds, now, notes, started)
+        try:
+            return self._prophet(known, spec, lead_seconds, now, notes, started)
+        except Exception as exc:  # Prophet/Stan failures are many and varied; the fallback still serves.
+            logger.warning("Prophet fit failed for %s, using seasonal naive: %s", known.source or "series", exc)
+            notes.append(f"prophet failed ({type(exc).__name__}: {exc}); using seasonal naive")
+            return self._fallback(known, spec, lead_seconds, now, notes, started)
+
+    @staticmethod
+    def _fallback(
+        known: History, spec: ForecastSpec, lead: float, now: float, notes: list[str], started: float
+    ) -> Forecast:
+        naive = seasonal_naive(known, spec, now, lead)
+        return Forecast(
+            naive.times, naive.yhat, naive.lower, naive.upper, naive.model, naive.history_end,
+            time.perf_counter() - started, naive.burst, tuple(notes) + naive.warnings,
+        )
+
+    def _prophet(
+        self, known: History, spec: ForecastSpec, lead: float, now: float, notes: list[str], started: float
+    ) -> Forecast:
+        from prophet import Prophet  # imported late: it is slow to import and needs a writable TMPDIR
+
+        step = working_step(known, spec)
+        times, values = regular_grid(known, step)
+        missing = int(np.isnan(values).sum())
+        if missing:
+            notes.append(f"{missing} of {values.size} points missing in history (gaps are skipped)")
+        weekly = history_length(known) >= WEEKLY_MIN_DAYS * DAY_SECONDS
+        if not weekly:
+            notes.append(f"weekly seasonality off: under {WEEKLY_MIN_DAYS:g} days of history")
+
+        model = Prophet(
+            growth=self.growth,
+            daily_seasonality=self.daily_order,
+            weekly_seasonality=self.weekly_order if weekly else False,
+            changepoint_range=self.changepoint_range,
+            yearly_seasonality=False,
+            seasonality_mode=self.seasonality_mode,
+            changepoint_prior_scale=self.changepoint_prior_scale,
+            interval_width=spec.interval_width,
+            uncertainty_samples=0,
+        )
+        if spec.holidays:
+            model.add_country_holidays(country_name=spec.holidays)
+        model.fit(self._training_frame(times, values, step))
+
+        fitted = self._predict(model, times)
+        yhat = self._predict(model, forecast_times(spec, now))
+        if not (np.all(np.isfinite(fitted)) and np.all(np.isfinite(yhat))):
+            raise ValueError("Prophet produced non-finite values")
+        lo, hi = _wider(
+            _band(values - fitted, spec.interval_width),
+            _band(_naive_errors(times, values, history_length(known)), spec.interval_width),
+        )
+        grid = History(times, values, known.source)
+        burst: BurstProfile = burst_profile(
+            grid, fitted, lead, spec.burst_quantile, step_seconds=step, bin_seconds=self.burst_bin_seconds
+        )
+        yhat = np.maximum(yhat, 0.0)
+        return Forecast(
+            times=forecast_times(spec, now),
+            yhat=yhat,
+            lower=np.maximum(yhat + lo, 0.0),
+            upper=np.maximum(yhat + hi, 0.0),
+            model="prophet",
+            history_end=known.end,
+            fit_seconds=time.perf_counter() - started,
+            burst=burst,
+            warnings=tuple(notes),
+        )
+
+    def _training_frame(self, times: np.ndarray, values: np.ndarray, step: float) -> pd.DataFrame:
+        """Bucket means on the coarsest grid that is a divisor of a day and keeps under max_fit_points."""
+        factor = max(1, math.ceil(values.size / self.max_fit_points))
+        while factor < values.size and DAY_SECONDS % (step * factor):
+            factor += 1
+        if factor > 1:
+            usable = values.size - values.size % factor
+            blocks = values[:usable].reshape(-1, factor)
+            counts = np.isfinite(blocks).sum(axis=1)
+            sums = np.nansum(blocks, axis=1)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+            # Each mean sits at the centre of its bucket so the fitted shape is not shifted in time.
+            mids = times[:usable].reshape(-1, factor).mean(axis=1)
+            times, values = mids, means
+        ok = np.isfinite(values)
+        return pd.DataFrame({"ds": _naive_utc(times[ok]), "y": values[ok]})
+
+    @staticmethod
+    def _predict(model: object, times: np.ndarray) -> np.ndarray:
+        frame = model.predict(pd.DataFrame({"ds": _naive_utc(times)}))  # type: ignore[attr-defined]
+        return frame["yhat"].to_numpy(dtype=float)
+
+
+def _naive_utc(times: np.ndarray) -> pd.DatetimeIndex:
+    """Prophet wants time-zone-naive datetimes; ours are POSIX seconds, so naive UTC."""
+    return pd.to_datetime(np.round(times * 1e3).astype(np.int64), unit="ms")

@@ -248,7 +248,12 @@ class Daemon:
             self._planned.clear()
             self._overridden.clear()
         policy, forecasts = self.policy, self._forecasts
-        outcomes = [self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)) for pool in policy.pools]
+        outcomes = []
+        for pool in policy.pools:
+            if self.stopping.is_set():  # leave the remaining pools as they are
+                outcomes.append(PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping"))
+                continue
+            outcomes.append(self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)))
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
         if result.served:
@@ -448,8 +453,9 @@ class Runner:
 
     Jobs: `reconcile` every `interval` seconds (first run at once) and one `refit:<cron>` job per
     distinct refit cron (UTC), plus a refit at start and after a config change. Refits run one at
-    a time in their own executor, in a daemon thread that is abandoned on stop, so SIGTERM never
-    waits for a Prophet fit; an abandoned refit swaps nothing in.
+    a time in their own executor. Each job's work runs in a daemon thread that is abandoned on
+    stop, so SIGTERM never waits for a Prophet fit or a slow API call: an abandoned refit swaps
+    nothing in, and a scale write is a single PATCH that the apiserver applies whole or not at all.
     """
 
     def __init__(self, daemon: Daemon, interval: float) -> None:
@@ -497,32 +503,35 @@ class Runner:
         while True:
             with self._gate:
                 self._again = False
-            try:
-                self.daemon.reconcile()
-            except Exception:  # a failed cycle never kills the daemon
-                logger.exception("reconcile failed")
-                self.daemon.metrics.error("internal")
+            self._abandonable("reconcile", self.daemon.reconcile)
             with self._gate:
                 if not self._again or self.daemon.stopping.is_set():
                     self._busy = False
                     return
 
     def _refit(self, pools: list[str] | None) -> None:
+        self._abandonable("refit", self.daemon.refit, pools)
+
+    def _abandonable(self, what: str, work: Callable[..., Any], *args: Any) -> None:
+        """Run `work` in a daemon thread and wait for it, or give up on it when the daemon stops.
+
+        A failure is logged and counted; it never ends the scheduler.
+        """
         done = threading.Event()
 
-        def work() -> None:
+        def run() -> None:
             try:
-                self.daemon.refit(pools)
-            except Exception:
-                logger.exception("refit failed")
-                self.daemon.metrics.error("fit")
+                work(*args)
+            except Exception:  # a failed cycle never kills the daemon
+                logger.exception("%s failed", what)
+                self.daemon.metrics.error("fit" if what == "refit" else "internal")
             finally:
                 done.set()
 
-        threading.Thread(target=work, name="refit", daemon=True).start()
-        while not done.wait(0.2):
+        threading.Thread(target=run, name=what, daemon=True).start()
+        while not done.wait(0.1):
             if self.daemon.stopping.is_set():
-                logger.info("stopping: the refit in progress is abandoned")
+                logger.info("stopping: the %s in progress is abandoned", what)
                 return
 
     def _refit_now(self, pools: list[str] | None) -> None:

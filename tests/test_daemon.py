@@ -469,3 +469,29 @@ def test_runner_refits_at_start_and_stops_at_once_while_a_refit_runs(tmp_path, s
     time.sleep(3.2)  # the abandoned fit finishes in the background and must not be swapped in
     assert isinstance(daemon.forecasts()["web"], NoForecast)
     assert server.replicas(NS, "web-placeholder") == 2
+
+
+def test_runner_reschedules_and_refits_after_a_config_change(tmp_path, server) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1))
+    server.add_deployment(NS, "web-placeholder", 0)
+    daemon = make_daemon(config, server, time.time)
+    runner = Runner(daemon, interval=0.2)
+    runner.start()
+
+    def wait_for(replicas: int) -> int:
+        deadline = time.time() + 5
+        while server.replicas(NS, "web-placeholder") != replicas and time.time() < deadline:
+            time.sleep(0.05)
+        return server.replicas(NS, "web-placeholder")
+
+    try:
+        assert wait_for(1) == 1
+        assert not [job.id for job in runner.scheduler.get_jobs() if job.id.startswith("refit:")]
+        write_config(config, pool_yaml("web", minReplicas=1, leadTime="10m",
+                                       forecast={**FORECAST, "demandPerReplica": 1, "refit": "15 */2 * * *"}))
+        assert wait_for(5) == 5  # reloaded, refitted at once, forecast rise 5 / demandPerReplica 1
+        refits = [job for job in runner.scheduler.get_jobs() if job.id.startswith("refit:")]
+        assert [job.id for job in refits] == ["refit:15 */2 * * *"]
+        assert refits[0].next_run_time.minute == 15
+    finally:
+        runner.stop()

@@ -22,7 +22,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.desired = Gauge(f"{PREFIX}_desired_replicas", "Placeholder replicas the plan asks for.", ["pool"], registry=r)
+        self.desired = Gauge(f"{PREFIX}_desired_replicas", "Placeholder pod replicas the plan asks for.", ["pool"], registry=r)
         self.applied = Gauge(
             f"{PREFIX}_applied_replicas", "Replicas the target had after the last reconcile.", ["pool"], registry=r
         )

@@ -26,7 +26,7 @@ from predictive_headroom.series import Forecast, History, NoForecast
 
 logger = logging.getLogger(__name__)
 
-HELP = "run the daemon: refit forecasts on schedule and keep each pool's placeholder count at its plan"
+HELP = "run the daemon: refit forecasts on schedule and keep each pool's placeholder pod count at its plan"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -115,8 +115,11 @@ def seasonal_naive(
     end = known.end
 
     out = forecast_times(spec, now)
-    back = np.maximum(1, np.ceil((out - end) / period - 1e-9)) * period
-    yhat = _lagged(times, values, out - back)
+    # The latest known instant at the same phase: the actual itself up to the end of the history,
+    # then one or more periods back (edges within one step are clamped to the nearest sample).
+    back = np.maximum(0, np.ceil((out - end) / period - 1e-9)) * period
+    ok = np.isfinite(values)
+    yhat = np.interp(out - back, times[ok], values[ok])
 
     fitted = _lagged(times, values, times - period)
     errors = _naive_errors(times, values, length)
@@ -241,7 +244,11 @@ class ProphetForecaster:
             uncertainty_samples=0,
         )
         if spec.holidays:
-            model.add_country_holidays(country_name=spec.holidays)
+            problem = _holiday_problem(spec.holidays)
+            if problem:
+                notes.append(f"holidays {spec.holidays!r} ignored: {problem}")
+            else:
+                model.add_country_holidays(country_name=spec.holidays)
         model.fit(self._training_frame(times, values, step))
 
         fitted = self._predict(model, times)
@@ -291,6 +298,17 @@ class ProphetForecaster:
     def _predict(model: object, times: np.ndarray) -> np.ndarray:
         frame = model.predict(pd.DataFrame({"ds": _naive_utc(times)}))  # type: ignore[attr-defined]
         return frame["yhat"].to_numpy(dtype=float)
+
+
+def _holiday_problem(country: str) -> str | None:
+    """Why Prophet cannot use holidays for `country` (None when it can)."""
+    from prophet.make_holidays import make_holidays_df
+
+    try:
+        make_holidays_df(year_list=[2024], country=country)
+    except (AttributeError, KeyError, NotImplementedError) as exc:
+        return str(exc).strip("'\"")
+    return None
 
 
 def _naive_utc(times: np.ndarray) -> pd.DatetimeIndex:

@@ -1,0 +1,125 @@
+"""The forecaster on real series: shape, cold start, weekly seasonality, no peeking, fallbacks."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from predictive_headroom.config import ForecastSpec
+from predictive_headroom.csvsource import read_csv_history
+from predictive_headroom.forecaster import ProphetForecaster, seasonal_naive
+from predictive_headroom.series import DAY_SECONDS, Forecast, History, NoForecast
+
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+LEAD = 300.0
+
+
+def dataset(name: str, days: float) -> History:
+    """The first `days` days of a shared series."""
+    full = read_csv_history(DATASETS / f"{name}.csv")
+    return full.until(full.start + days * DAY_SECONDS - 1)
+
+
+def spec(**kw) -> ForecastSpec:
+    return ForecastSpec(query="demand", demand_per_replica=1.0, **kw)
+
+
+def synthetic(days: float, weekend_factor: float = 1.0, step: float = 300.0) -> History:
+    """Exactly periodic demand: a daily wave, scaled by `weekend_factor` on Saturdays and Sundays."""
+    t0 = 1_700_006_400.0  # 2023-11-15, a Wednesday
+    t = t0 + step * np.arange(int(days * DAY_SECONDS / step))
+    daily = 100 + 50 * np.sin(2 * np.pi * t / DAY_SECONDS)
+    weekday = (np.floor(t / DAY_SECONDS).astype(int) + 3) % 7
+    return History(t, daily * np.where(weekday >= 5, weekend_factor, 1.0), "synthetic")
+
+
+@pytest.mark.parametrize(
+    "name, days, step",
+    [
+        ("azure_v2_vm_cpu_total_5min", 28, timedelta(minutes=5)),
+        ("nab_aws_elb_requests_5min", 12, timedelta(minutes=5)),  # jittered timestamps, missing slots
+        ("nab_nyc_taxi_30min", 20, timedelta(minutes=30)),
+        ("nab_twitter_fb_5min", 10, timedelta(minutes=10)),  # spiky counts near zero, coarser output step
+    ],
+)
+def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, step, capfd):
+    history = dataset(name, days)
+    now = history.end + 60
+    forecast = ProphetForecaster().fit(history, spec(step=step, horizon=timedelta(hours=48)), LEAD, now)
+    assert isinstance(forecast, Forecast) and forecast.model == "prophet"
+    assert np.allclose(np.diff(forecast.times), step.total_seconds())
+    assert forecast.times[0] <= now < forecast.times[0] + step.total_seconds()
+    assert forecast.times[-1] >= now + 48 * 3600
+    assert np.all(forecast.lower >= 0) and np.all(forecast.yhat >= 0)
+    assert np.all(forecast.lower <= forecast.yhat) and np.all(forecast.yhat <= forecast.upper)
+    assert forecast.history_end == history.end and forecast.fit_seconds > 0
+    assert forecast.burst is not None and np.all(forecast.burst.values >= 0)
+    noise = capfd.readouterr()
+    assert "Chain [1]" not in noise.err + noise.out and "cmdstanpy" not in noise.err
+
+
+def test_weekly_shape_is_learned_from_13_days():
+    history = synthetic(13, weekend_factor=0.5)  # ends on a Monday
+    forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    assert not any("weekly" in w for w in forecast.warnings)
+    weekday = (np.floor(forecast.times / DAY_SECONDS).astype(int) + 3) % 7
+    # Tuesday and Wednesday follow; the model must not smear last weekend's dip over them.
+    truth = 100 + 50 * np.sin(2 * np.pi * forecast.times / DAY_SECONDS)
+    assert np.all(weekday < 5)
+    assert np.mean(np.abs(forecast.yhat - truth)) < 5
+
+
+def test_weekly_seasonality_is_off_under_a_week_and_says_so():
+    history = synthetic(5)
+    forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    assert forecast.model == "prophet"
+    assert any("weekly seasonality off" in w for w in forecast.warnings)
+
+
+@pytest.mark.parametrize("hours", [0.5, 6, 23.9])
+def test_under_a_day_of_history_gives_no_forecast(hours):
+    history = synthetic(hours / 24)
+    result = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    assert isinstance(result, NoForecast) and result.why == "insufficient-history"
+
+
+@pytest.mark.parametrize("days", [1, 3, 6.5])
+def test_between_a_day_and_min_history_seasonal_naive_repeats_last_day(days):
+    history = synthetic(days)
+    forecast = ProphetForecaster().fit(history, spec(min_history=timedelta(days=7)), LEAD, history.end)
+    assert forecast.model == "seasonal-naive"
+    assert any("cold start" in w for w in forecast.warnings)
+    truth = 100 + 50 * np.sin(2 * np.pi * forecast.times / DAY_SECONDS)
+    assert np.max(np.abs(forecast.yhat - truth)) < 1e-6
+    assert forecast.burst is not None
+
+
+def test_seasonal_naive_uses_last_week_when_there_is_one():
+    history = synthetic(9, weekend_factor=0.5)
+    forecast = seasonal_naive(history, spec(horizon=timedelta(days=7)), history.end)
+    expected = np.interp(forecast.times - 7 * DAY_SECONDS, history.times, history.values)
+    assert np.max(np.abs(forecast.yhat - expected)) < 1e-6
+    assert forecast.warnings == ("seasonal naive: same time last week",)
+
+
+def test_data_after_now_changes_nothing():
+    history = dataset("azure_v2_vm_cpu_total_5min", 16)
+    now = history.start + 12 * DAY_SECONDS + 123
+    seen = ProphetForecaster().fit(history.until(now), spec(), LEAD, now)
+    with_future = ProphetForecaster().fit(history, spec(), LEAD, now)
+    assert np.array_equal(seen.times, with_future.times)
+    assert np.allclose(seen.yhat, with_future.yhat) and np.allclose(seen.upper, with_future.upper)
+    assert np.array_equal(seen.burst.values, with_future.burst.values)
+
+
+def test_prophet_failure_falls_back_to_seasonal_naive_and_says_why(caplog):
+    history = synthetic(3)
+    with caplog.at_level(logging.WARNING, logger="predictive_headroom.forecaster"):
+        forecast = ProphetForecaster(growth="sideways").fit(history, spec(), LEAD, history.end)
+    assert forecast.model == "seasonal-naive"
+    assert any("prophet failed" in w for w in forecast.warnings)
+    assert "Prophet fit failed" in caplog.text

@@ -6,7 +6,7 @@ scores a 2-day hold-out with `predictive_headroom.accuracy.evaluate`. Targets (p
 asserted): median fit under 1.5 s, peak RSS under 400 MiB, MASE under 1 on nab_nyc_taxi_30min
 and azure_v2_vm_cpu_total_5min, coverage within 5 points of the interval width.
 
-    .venv/bin/python bench/forecast_bench.py [--runs 5] [--days 28] [--mode additive]
+    .venv/bin/python bench/forecast_bench.py [--runs 5] [--days 28] [--growth flat|linear] [--mode additive]
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from predictive_headroom.accuracy import evaluate  # noqa: E402
 from predictive_headroom.config import ForecastSpec  # noqa: E402
+from predictive_headroom.csvsource import read_csv_history  # noqa: E402
 from predictive_headroom.forecaster import ProphetForecaster  # noqa: E402
 from predictive_headroom.series import DAY_SECONDS, History  # noqa: E402
 
@@ -45,9 +45,7 @@ TARGET_MASE = {"nab_nyc_taxi_30min", "azure_v2_vm_cpu_total_5min"}
 
 def load(name: str) -> History:
     """Read a shared `timestamp,value` CSV into a History."""
-    frame = pd.read_csv(DATASETS / f"{name}.csv")
-    times = pd.to_datetime(frame["timestamp"], utc=True).astype("int64").to_numpy() / 1e9
-    return History(times, frame["value"].to_numpy(dtype=float), name)
+    return read_csv_history(DATASETS / f"{name}.csv")
 
 
 def peak_rss_mib() -> tuple[float, float]:
@@ -61,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--days", type=float, default=28.0)
+    parser.add_argument("--growth", choices=["flat", "linear"], default="flat")
+    parser.add_argument("--daily-order", type=int, default=12)
+    parser.add_argument("--weekly-order", type=int, default=40)
     parser.add_argument("--mode", choices=["additive", "multiplicative"], default="additive")
     parser.add_argument("--changepoint-prior", type=float, default=0.05)
     parser.add_argument("--max-fit-points", type=int, default=3000)
@@ -71,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     forecaster = ProphetForecaster(
+        growth=args.growth,
+        daily_order=args.daily_order,
+        weekly_order=args.weekly_order,
         seasonality_mode=args.mode,
         changepoint_prior_scale=args.changepoint_prior,
         max_fit_points=args.max_fit_points,
@@ -79,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'series':30} {'points':>6} {'step':>5} {'model':>8} {'median s':>8} {'max s':>6} "
         f"{'MASE':>6} {'sMAPE%':>7} {'MAPE%':>7} {'cover':>6} {'burst p50/max':>15}"
     )
-    print(f"mode={args.mode} changepoint_prior={args.changepoint_prior} max_fit_points={args.max_fit_points} "
+    print(f"growth={args.growth} daily_order={args.daily_order} weekly_order={args.weekly_order} mode={args.mode} changepoint_prior={args.changepoint_prior} max_fit_points={args.max_fit_points} "
           f"interval_width={args.interval_width} lead={args.lead:g}s runs={args.runs}")
     print(header)
     print("-" * len(header))

@@ -256,6 +256,17 @@ class ForecastSpec(_Model):
         cron_trigger(value)
         return value
 
+    @field_validator("holidays")
+    @classmethod
+    def _known_country(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from holidays import list_supported_countries
+
+        if value not in list_supported_countries():
+            raise ValueError(f"no holiday calendar for country code {value!r}; use an ISO 3166 code such as US, DE, GB")
+        return value
+
     @field_validator("step")
     @classmethod
     def _positive_step(cls, value: timedelta) -> timedelta:

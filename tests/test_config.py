@@ -121,3 +121,8 @@ def test_example_covers_every_policy_field():
     assert web.proportional and web.proportional.linear and web.forecast and web.schedules
     assert policy.pool("batch").target.kind == "CapacityBuffer"
     assert policy.cost and policy.cost.cost_per_gib_hour > 0
+
+
+def test_unknown_holiday_country_is_rejected():
+    found = problems(GOOD_POOL + "    forecast: {query: up, demandPerReplica: 1, holidays: XX}\n")
+    assert any("pools[0].forecast.holidays: no holiday calendar for country code 'XX'" in p for p in found), found

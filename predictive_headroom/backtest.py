@@ -143,6 +143,9 @@ def headline(result: BacktestResult) -> str:
     x = f.x
     if x is None:
         return "at the same node-hours as static headroom, forecast leaves no unserved demand at all"
+    if x == 0:
+        return (f"at the same node-hours as static headroom, forecast leaves {f.metrics.unserved_pod_minutes:.0f} "
+                "unserved pod-minutes where static headroom leaves none")
     if x >= 1:
         return f"at the same node-hours as static headroom, forecast leaves {100 * (1 - 1 / x):.0f}% less unserved demand ({x:.1f}x less)"
     return f"at the same node-hours as static headroom, forecast leaves {100 * (1 / x - 1):.0f}% more unserved demand"

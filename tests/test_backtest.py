@@ -71,15 +71,20 @@ def test_only_the_period_after_warmup_is_scored():
     assert result.settings["scored_from"] == pytest.approx(START + 3 * DAY)
 
 
-@pytest.mark.parametrize("strategy", ["reactive", "proportional", "schedule", "forecast", "naive"])
-def test_no_strategy_sees_the_future(strategy):
+@pytest.fixture(scope="module")
+def before_and_after_change():
+    """Two runs whose data differ only after `cut`, a sample time in the scored period."""
     history = series(6)
-    cut = history.times[int(4.5 * DAY / 300)]  # a sample time in the scored period
+    cut = float(history.times[int(4.5 * DAY / 300)])
     changed = history.values.copy()
     later = history.times > cut
     changed[later] = changed[later] * 3 + 200
-    a = fast_run(history)
-    b = fast_run(History(history.times, changed, history.source))
+    return cut, fast_run(history), fast_run(History(history.times, changed, history.source))
+
+
+@pytest.mark.parametrize("strategy", ["reactive", "proportional", "schedule", "forecast", "naive"])
+def test_no_strategy_sees_the_future(before_and_after_change, strategy):
+    cut, a, b = before_and_after_change
     upto = int(np.searchsorted(a.times, cut, side="right"))
     pa, pb = a.strategies[strategy].run.placeholders, b.strategies[strategy].run.placeholders
     assert pa[:upto].tolist() == pb[:upto].tolist()

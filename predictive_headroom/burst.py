@@ -126,9 +126,11 @@ def burst_profile(
         if fitted is not None:
             fitted = np.interp(times, history.times, fitted)
     window = max(1, int(round(lead_seconds / step)))
-    if lead_seconds < step:
-        logger.debug("lead time %.0fs is shorter than the data step %.0fs; using one step", lead_seconds, step)
     g = residual_growth(values, fitted, window)
+    if lead_seconds < step:
+        # Growth is only seen per data step; within a shorter lead time, count the share of it
+        # that arrives in the lead time (demand taken as linear between samples).
+        g = g * (lead_seconds / step)
 
     ok = np.isfinite(g)
     tod = ((np.mod(times, DAY_SECONDS)) // bin_seconds).astype(int)[ok]

@@ -89,3 +89,18 @@ def test_naive_baseline_uses_only_the_14_days_before_now():
 def test_bin_width_must_divide_a_day():
     with pytest.raises(ValueError, match="divide a day"):
         burst_profile(spiky(2), None, 300, 0.95, bin_seconds=7 * 60 * 60)
+
+
+def test_lead_shorter_than_the_data_step_counts_only_its_share_of_the_growth():
+    # Demand rises by 30 every 30-minute step; within a 6-minute lead only a fifth of that arrives.
+    import numpy as np
+
+    from predictive_headroom.burst import burst_profile
+    from predictive_headroom.series import History
+
+    times = np.arange(0, 3 * 86_400, 1800, dtype=float)
+    values = 30.0 * np.arange(times.size)
+    whole_step = burst_profile(History(times, values), None, 1800, 0.5)
+    short_lead = burst_profile(History(times, values), None, 360, 0.5)
+    assert np.allclose(whole_step.values, 30.0)
+    assert np.allclose(short_lead.values, 6.0)

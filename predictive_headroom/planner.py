@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from predictive_headroom.config import Policy, Pool
 from predictive_headroom.proportional import proportional_floor
 from predictive_headroom.protocols import ClusterState
@@ -67,7 +69,7 @@ def forecast_part(
     """Size the growth expected within the lead time: ceil((ramp + burst) / demandPerReplica).
 
     ramp  = max(0, max yhat over [at, at+lead] - yhat(at))   (predictable rise)
-    burst = the burst profile's quantile of past unpredicted growth at this time of day/week
+    burst = the burst profile's quantile of past unpredicted growth, the largest over [at, at+lead]
     """
     if forecast is None:
         return ForecastPart(None, "no-history")
@@ -78,7 +80,12 @@ def forecast_part(
     now_value = float(forecast.value_at(at))
     peak = forecast.peak_between(at, min(at + lead_seconds, forecast.expires_at))
     ramp = max(0.0, peak - now_value)
-    burst = float(forecast.burst.at(at)) if forecast.burst is not None else 0.0
+    burst = 0.0
+    if forecast.burst is not None:
+        # Placeholders asked for now must cover bursts that start anywhere within the lead time,
+        # so take the largest allowance of every time-of-day bin the lead window touches.
+        edges = np.append(np.arange(at, at + lead_seconds, forecast.burst.bin_seconds), at + lead_seconds)
+        burst = float(np.max(forecast.burst.at(edges)))
     replicas = math.ceil(max(0.0, ramp + burst) / demand_per_replica - 1e-9)
     return ForecastPart(max(0, replicas), "ok", ramp, burst, now_value)
 

@@ -166,3 +166,15 @@ def test_adding_a_window_never_lowers_the_plan(base, added, hour):
     before = plan_pool(pool(maxReplicas=12, schedules=windows(base)), at).desired
     after = plan_pool(pool(maxReplicas=12, schedules=windows(base + [added])), at).desired
     assert after >= before
+
+
+def test_burst_allowance_covers_the_whole_lead_window():
+    # A burst-prone bin starting at 12:30 is seen from 12:20 with a 10-minute lead time, and the
+    # allowance does not dip between two burst-prone bins.
+    values = np.zeros((1, 48))
+    values[0, 25] = 30.0  # 12:30-13:00 UTC
+    burst = BurstProfile(quantile=0.95, lead_seconds=600, bin_seconds=1800, values=values, by_weekday=False)
+    fc = forecast(lambda t: 100.0)
+    fc = Forecast(fc.times, fc.yhat, fc.lower, fc.upper, "test", fc.history_end, burst=burst)
+    parts = {minute: forecast_part(fc, T0 + minute * 60, 600, 10).replicas for minute in (0, 19, 20, 45, 59, 60)}
+    assert parts == {0: 0, 19: 0, 20: 3, 45: 3, 59: 3, 60: 0}

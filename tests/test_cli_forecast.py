@@ -59,3 +59,29 @@ def test_forecast_needs_a_pool_with_a_forecast(config, capsys):
 def test_forecast_with_missing_csv(config, capsys, tmp_path):
     assert main(["forecast", "-c", config, "--data", str(tmp_path / "none.csv")]) == 2
     assert "none.csv" in capsys.readouterr().err
+
+
+def test_forecast_and_plan_against_a_real_prometheus(prometheus_server, tmp_path, capsys):
+    from promfixture import DEMAND
+
+    from predictive_headroom.commands import iso
+
+    config = tmp_path / "policy.yaml"
+    config.write_text(
+        "pools:\n  - name: web\n    target: {namespace: ns, name: web-placeholder}\n    maxReplicas: 20\n"
+        f"    forecast: {{query: '{DEMAND}', demandPerReplica: 5, history: 14d}}\n"
+    )
+    at = iso(prometheus_server.end)
+    assert main(["forecast", "-c", str(config), "--prometheus-url", prometheus_server.url, "--at", at, "--no-accuracy", "-o", "json"]) == 0
+    [pool] = json.loads(capsys.readouterr().out)["pools"]
+    assert pool["status"] == "ok" and pool["model"] == "prophet"
+    assert pool["history_points"] == 14 * 288 + 1  # 14 days at 5 minutes, both ends included
+    assert pool["history_end"] == at
+    assert main(["plan", "-c", str(config), "--prometheus-url", prometheus_server.url, "--at", at, "-o", "json"]) == 0
+    [plan] = json.loads(capsys.readouterr().out)["pools"]
+    assert plan["details"]["forecast_status"] == "ok" and plan["components"]["forecast"] is not None
+
+
+def test_forecast_with_unreachable_prometheus_exits_2(config, capsys):
+    assert main(["forecast", "-c", config, "--prometheus-url", "http://127.0.0.1:9", "--at", "2026-11-20T00:00:00Z"]) == 2
+    assert "127.0.0.1:9" in capsys.readouterr().err

@@ -138,7 +138,29 @@ class BacktestResult:
 
 
 def headline(result: BacktestResult) -> str:
-    """One sentence: how much less unserved demand forecast leaves than static headroom at equal cost."""
+    """How much less unserved demand forecast leaves than static headroom at equal cost, and
+    what static headroom costs to protect as well as forecast does."""
+    return f"{_equal_cost(result)}; {_equal_protection(result)}"
+
+
+def _equal_protection(result: BacktestResult) -> str:
+    f = result.strategies["forecast"]
+    reactive_nh = result.strategies["reactive"].metrics.node_hours
+    unserved = f.metrics.unserved_pod_minutes
+    match = next(((n, m) for n, m in result.static_curve if m.unserved_pod_minutes <= unserved), None)
+    if match is None:
+        return f"no static headroom up to {result.static_curve[-1][0]} placeholders leaves as little unserved demand"
+    n, m = match
+    static_overhead = m.node_hours - reactive_nh
+    if static_overhead <= 0:
+        return "static headroom of 0 placeholders protects as well"
+    return (
+        f"static headroom needs {n} placeholder(s), {static_overhead:.1f} overhead node-hours, to leave as little "
+        f"unserved demand; forecast spends {f.overhead_node_hours:.1f} ({100 * f.overhead_node_hours / static_overhead:.0f}% of that)"
+    )
+
+
+def _equal_cost(result: BacktestResult) -> str:
     f = result.strategies["forecast"]
     x = f.x
     if x is None:

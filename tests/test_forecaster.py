@@ -11,7 +11,8 @@ import pytest
 
 from predictive_headroom.config import ForecastSpec
 from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.forecaster import ProphetForecaster, seasonal_naive
+from predictive_headroom.accuracy import evaluate
+from predictive_headroom.forecaster import ProphetForecaster, _choose, seasonal_naive
 from predictive_headroom.series import DAY_SECONDS, Forecast, History, NoForecast
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -123,3 +124,45 @@ def test_prophet_failure_falls_back_to_seasonal_naive_and_says_why(caplog):
     assert forecast.model == "seasonal-naive"
     assert any("prophet failed" in w for w in forecast.warnings)
     assert "Prophet fit failed" in caplog.text
+
+
+def _last_two_days(name: str) -> np.ndarray:
+    full = read_csv_history(DATASETS / f"{name}.csv")
+    return full.since(full.end - 2 * DAY_SECONDS).values
+
+
+@pytest.mark.parametrize(
+    "case, prophet_off, level, naive_off, weight, share",
+    [
+        ("naive exact, Prophet biased", 0.05, 0.0, 0.0, 0.0, 0.0),
+        ("Prophet exact, naive biased", 0.0, 0.0, 0.05, 1.0, 0.0),
+        ("Prophet low by its recent level", -0.05, 0.05, 0.08, 1.0, 1.0),
+        ("both off by opposite halves", 0.05, 0.0, -0.05, 0.5, 0.0),
+    ],
+)
+def test_validation_picks_the_candidate_that_forecast_best(case, prophet_off, level, naive_off, weight, share):
+    actual = _last_two_days("azure_v2_vm_cpu_total_5min")
+    scale = float(np.mean(actual))
+    choice = _choose(
+        actual, actual + prophet_off * scale, np.full(actual.size, level * scale), actual + naive_off * scale
+    )
+    assert (choice.weight, choice.level_share) == (weight, share), case
+    assert np.allclose(choice.errors, 0.0, atol=1e-6 * scale)
+
+
+def test_validation_beats_plain_prophet_on_a_drifting_series_and_keeps_coverage():
+    # Azure CPU grows week over week: Prophet's flat trend lags the level, seasonal naive does not.
+    full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
+    history = full.since(full.end - 28 * DAY_SECONDS)
+    validated = evaluate(history, spec(), ProphetForecaster(), LEAD)
+    plain = evaluate(history, spec(), ProphetForecaster(validation_seconds=0), LEAD)
+    assert validated.model == plain.model == "prophet"
+    assert validated.mase < min(1.0, plain.mase)
+    assert abs(validated.coverage - 0.8) <= 0.1
+
+
+def test_under_nine_days_there_is_no_validation_window():
+    history = dataset("google2019_cluster_cpu_5min", 8.5)
+    default = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    plain = ProphetForecaster(validation_seconds=0).fit(history, spec(), LEAD, history.end)
+    assert np.allclose(default.yhat, plain.yhat) and np.allclose(default.upper, plain.upper)

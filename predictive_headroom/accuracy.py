@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.config import ForecastSpec
-from predictive_headroom.forecaster import history_length, seasonal_naive
+from predictive_headroom.naive import history_length, seasonal_naive
 from predictive_headroom.protocols import Forecaster
 from predictive_headroom.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History, NoForecast, from_epoch
 

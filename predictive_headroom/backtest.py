@@ -42,7 +42,7 @@ from predictive_headroom.planner import ForecastPart, PlanRecord, combine, forec
 from predictive_headroom.proportional import proportional_floor
 from predictive_headroom.protocols import ClusterState, Forecaster
 from predictive_headroom.schedules import open_intervals
-from predictive_headroom.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.series import DAY_SECONDS, Forecast, History
 from predictive_headroom.simulator import (
     ClusterSpec, Metrics, Run, app_pods, minute_grid, oracle_placeholders, score, simulate,
 )

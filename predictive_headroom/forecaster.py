@@ -25,15 +25,14 @@ import numpy as np
 import pandas as pd
 
 from predictive_headroom.burst import DEFAULT_BIN_SECONDS, burst_profile, regular_grid
+from predictive_headroom.naive import band, forecast_times, history_length, naive_errors, seasonal_naive, wider, working_step
 from predictive_headroom.config import ForecastSpec
-from predictive_headroom.series import DAY_SECONDS, WEEK_SECONDS, BurstProfile, Forecast, History, NoForecast
+from predictive_headroom.series import DAY_SECONDS, BurstProfile, Forecast, History, NoForecast
 
 logger = logging.getLogger(__name__)
 
 WEEKLY_MIN_DAYS = 7.0
 """Fit weekly seasonality from one full week of history on (Prophet's own default needs two)."""
-BAND_WINDOW_SECONDS = WEEK_SECONDS
-"""Residuals from the most recent week size the interval (recent behaviour, not last month's)."""
 VALIDATION_MIN_TRAIN_DAYS = 7.0
 """Validate only when a full week of training is left before the validation window."""
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -54,107 +53,6 @@ def _silence_prophet_logs() -> None:
 
 
 _silence_prophet_logs()
-
-
-def history_length(history: History) -> float:
-    """Seconds of demand the history covers: first to last sample plus one step (288 x 5 min = 1 day)."""
-    return history.span_seconds + history.step_seconds if len(history) > 1 else 0.0
-
-
-def forecast_times(spec: ForecastSpec, now: float) -> np.ndarray:
-    """The instants to forecast: from the step boundary at or before `now` to `now + horizon`."""
-    step = spec.step.total_seconds()
-    first = math.floor(now / step) * step
-    count = int(math.ceil((now + spec.horizon.total_seconds() - first) / step - 1e-9)) + 1
-    return first + step * np.arange(count, dtype=float)
-
-
-def working_step(history: History, spec: ForecastSpec) -> float:
-    """The grid the actuals are judged on: the configured step, or the data's own step if coarser."""
-    return max(spec.step.total_seconds(), round(history.step_seconds, 3))
-
-
-def _band(residuals: np.ndarray, width: float) -> tuple[float, float]:
-    """Residual quantiles that hold `width` of the mass in the middle (0, 0 when there are none)."""
-    r = residuals[np.isfinite(residuals)]
-    if r.size == 0:
-        return 0.0, 0.0
-    lo, hi = np.quantile(r, [(1 - width) / 2, (1 + width) / 2])
-    return float(min(lo, 0.0)), float(max(hi, 0.0))
-
-
-def _wider(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
-    return min(a[0], b[0]), max(a[1], b[1])
-
-
-def _naive_errors(times: np.ndarray, values: np.ndarray, length: float) -> np.ndarray:
-    """Errors of 'same time last week' (last day under a week of history) over the most recent week."""
-    period = float(WEEK_SECONDS if length >= WEEK_SECONDS else DAY_SECONDS)
-    return _recent(times, values - _lagged(times, values, times - period), times[-1])
-
-
-def _recent(times: np.ndarray, values: np.ndarray, end: float) -> np.ndarray:
-    return values[times > end - BAND_WINDOW_SECONDS]
-
-
-def _lagged(times: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Observed value at each of `at` (linear between neighbours, NaN before the first sample)."""
-    ok = np.isfinite(values)
-    out = np.interp(at, times[ok], values[ok])
-    return np.where(at >= times[ok][0] - 1e-6, out, np.nan)
-
-
-def seasonal_naive(
-    history: History, spec: ForecastSpec, now: float, lead_seconds: float | None = None
-) -> Forecast:
-    """Forecast each instant as the same time one period earlier, repeated as often as needed.
-
-    The period is a week when at least a week of history is known at `now`, else a day. The interval
-    is the spread of the same rule's errors over the most recent week (or, with too few of those,
-    of the local noise around a one-hour rolling median). `burst` is set when `lead_seconds` is.
-    Raises ValueError when under one day of history is known.
-    """
-    started = time.perf_counter()
-    known = history.until(now)
-    length = history_length(known)
-    if length < DAY_SECONDS:
-        raise ValueError(f"seasonal naive needs one day of history, got {length / 3600:.1f} h")
-    period = float(WEEK_SECONDS if length >= WEEK_SECONDS else DAY_SECONDS)
-    step = working_step(known, spec)
-    times, values = regular_grid(known, step)
-    end = known.end
-
-    out = forecast_times(spec, now)
-    # The latest known instant at the same phase: the actual itself up to the end of the history,
-    # then one or more periods back (edges within one step are clamped to the nearest sample).
-    back = np.maximum(0, np.ceil((out - end) / period - 1e-9)) * period
-    ok = np.isfinite(values)
-    yhat = np.interp(out - back, times[ok], values[ok])
-
-    fitted = _lagged(times, values, times - period)
-    errors = _naive_errors(times, values, length)
-    if np.isfinite(errors).sum() < 24:
-        local = pd.Series(values).rolling(max(3, int(3600 // step)), center=True, min_periods=1).median()
-        errors = _recent(times, values - local.to_numpy(), end)
-    lo, hi = _band(errors, spec.interval_width)
-
-    burst = None
-    if lead_seconds is not None:
-        grid = History(times, values, known.source)
-        usable = np.isfinite(fitted).sum() * step >= DAY_SECONDS
-        burst = burst_profile(grid, fitted if usable else None, lead_seconds, spec.burst_quantile, step_seconds=step)
-    yhat = np.maximum(yhat, 0.0)
-    return Forecast(
-        times=out,
-        yhat=yhat,
-        lower=np.maximum(yhat + lo, 0.0),
-        upper=np.maximum(yhat + hi, 0.0),
-        model="seasonal-naive",
-        history_end=end,
-        fit_seconds=time.perf_counter() - started,
-        burst=burst,
-        warnings=(f"seasonal naive: same time last {'week' if period == WEEK_SECONDS else 'day'}",),
-    )
 
 
 class ProphetForecaster:
@@ -272,17 +170,17 @@ class ProphetForecaster:
             raise ValueError("Prophet produced non-finite values")
         choice = self._validate(known, spec)
         if choice is None:
-            lo, hi = _wider(
-                _band(values - fitted, spec.interval_width),
-                _band(_naive_errors(times, values, history_length(known)), spec.interval_width),
+            lo, hi = wider(
+                band(values - fitted, spec.interval_width),
+                band(naive_errors(times, values, history_length(known)), spec.interval_width),
             )
         else:
             naive = seasonal_naive(known, spec, now).yhat
             yhat = choice.combine(yhat, _recent_level(times, values - fitted, self.level_seconds), naive)
             # Out-of-sample errors at the horizon (validation) pooled with last week's seasonal-naive
             # errors: the validation window alone is one stretch of days and undercovers.
-            naive_errors = _naive_errors(times, values, history_length(known))
-            lo, hi = _band(np.concatenate([choice.errors, naive_errors]), spec.interval_width)
+            recent_naive = naive_errors(times, values, history_length(known))
+            lo, hi = band(np.concatenate([choice.errors, recent_naive]), spec.interval_width)
             if choice.weight < 0.5:
                 notes.append(
                     f"seasonal naive forecast the last {self.validation_seconds / 3600:g} h better than "

@@ -12,7 +12,8 @@ import pytest
 from predictive_headroom.accuracy import evaluate, scores
 from predictive_headroom.config import ForecastSpec
 from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.forecaster import ProphetForecaster, forecast_times
+from predictive_headroom.forecaster import ProphetForecaster
+from predictive_headroom.naive import forecast_times
 from predictive_headroom.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

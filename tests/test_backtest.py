@@ -13,7 +13,7 @@ import pytest
 from predictive_headroom.backtest import BacktestSettings, format_table, headline, run_backtest
 from predictive_headroom.cli import main
 from predictive_headroom.config import Pool
-from predictive_headroom.forecaster import seasonal_naive
+from predictive_headroom.naive import seasonal_naive
 from predictive_headroom.series import History
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()

@@ -11,7 +11,6 @@ import json
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest

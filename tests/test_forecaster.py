@@ -12,7 +12,8 @@ import pytest
 from predictive_headroom.config import ForecastSpec
 from predictive_headroom.csvsource import read_csv_history
 from predictive_headroom.accuracy import evaluate
-from predictive_headroom.forecaster import ProphetForecaster, _choose, seasonal_naive
+from predictive_headroom.forecaster import ProphetForecaster, _choose
+from predictive_headroom.naive import seasonal_naive
 from predictive_headroom.series import DAY_SECONDS, Forecast, History, NoForecast
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

@@ -1,7 +1,7 @@
 """KEDA-cron window semantics: open from a start firing to the next end firing, wall-clock in the
 window's time zone, overlaps take the max, lead time opens early, DST in both directions."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 import pytest

@@ -51,15 +51,16 @@ def test_growth_the_model_predicted_is_not_counted_again():
     assert allowance(burst_profile(history, np.full(len(history), 10.0), 300, 0.95), "08:55") > 80
 
 
-def test_weekday_profile_learns_monday_only_spikes_with_three_weeks():
-    mondays = {d for d in range(28) if (d + 2) % 7 == 0}  # T0 is a Wednesday
-    history = spiky(28, mondays)
+def test_weekday_profile_learns_monday_only_spikes_with_eight_weeks():
+    mondays = {d for d in range(56) if (d + 2) % 7 == 0}  # T0 is a Wednesday
+    history = spiky(56, mondays)
     profile = burst_profile(history, None, 300, 0.95)
     monday = min(mondays)
     assert profile.by_weekday and profile.values.shape == (7, 48)
     assert allowance(profile, "08:55", monday) > 80
     assert allowance(profile, "08:55", monday + 1) < 2
-    short = burst_profile(history.until(T0 + 14 * DAY_SECONDS), None, 300, 0.95)
+    # Four weeks (the default history) is too few days per weekday: one profile for every day.
+    short = burst_profile(history.until(T0 + 28 * DAY_SECONDS), None, 300, 0.95)
     assert not short.by_weekday and short.values.shape == (1, 48)
 
 

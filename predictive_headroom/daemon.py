@@ -2,8 +2,9 @@
 
 `Daemon` holds the loop logic and takes every collaborator (source, forecaster, actuator,
 cluster reader, leader elector, clock) from its caller, so tests drive it with fakes or with
-real clients. `serve()` wires it to an APScheduler BackgroundScheduler and waits for a stop
-signal. Decisions stay in the pure planner; this module reads, plans, and writes on change.
+real clients. `scheduling.Runner` runs it on APScheduler until stopped; what one reconcile did is
+an `outcomes.ReconcileResult`. Decisions stay in the pure planner; this module reads, plans, and
+writes on change.
 
 Safety rules:
 - only the leader writes; followers still refit and plan, so a takeover starts with warm
@@ -28,8 +29,9 @@ from typing import Any, Protocol
 
 from predictive_headroom.config import ConfigError, Policy, Pool, parse_policy
 from predictive_headroom.metrics import Metrics
+from predictive_headroom.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.pipeline import describe, fit_policy, keep_usable
-from predictive_headroom.planner import Plan, PlanRecord, plan_pool, plan_to_dict
+from predictive_headroom.planner import Plan, PlanRecord, plan_pool
 from predictive_headroom.protocols import ActuatorError, Actuator, ClusterReader, ClusterState, Forecaster, Source
 from predictive_headroom.series import Forecast, History, NoForecast
 
@@ -61,64 +63,6 @@ class AlwaysLeader:
 
     def stop(self) -> None:
         """Nothing to release."""
-
-
-@dataclasses.dataclass
-class PoolOutcome:
-    """What one reconcile did for one pool."""
-
-    pool: str
-    action: str  # scaled | unchanged | paused | manual-override | dry-run | follower | error
-    plan: Plan | None = None
-    current: int | None = None
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.pool, "action": self.action, "current_replicas": self.current}
-        if self.plan is not None:
-            out.update({k: v for k, v in plan_to_dict(self.plan).items() if k != "name"})
-        if self.error:
-            out["error"] = self.error
-        return out
-
-    def summary(self) -> str:
-        if self.plan is None:
-            return f"{self.pool}=? ({self.action}: {self.error})"
-        change = f"{self.current}->{self.plan.desired}" if self.action in ("scaled", "dry-run") else self.action
-        if self.action == "error":
-            change = f"error: {self.error}"
-        return f"{self.pool}={self.plan.desired} ({self.plan.reason}, {change})"
-
-
-@dataclasses.dataclass
-class ReconcileResult:
-    """One reconcile over every pool."""
-
-    at: float
-    seconds: float
-    leader: bool
-    dry_run: bool
-    pools: list[PoolOutcome]
-
-    @property
-    def ok(self) -> bool:
-        """True when no pool failed."""
-        return all(o.error is None for o in self.pools)
-
-    @property
-    def served(self) -> bool:
-        """True when at least one pool was served (or there was nothing to serve)."""
-        return not self.pools or any(o.error is None for o in self.pools)
-
-    def summary(self) -> str:
-        role = ("DRY-RUN " if self.dry_run else "") + ("leader" if self.leader else "follower")
-        return (f"reconcile ({role}, {self.seconds * 1000:.0f} ms): "
-                + "; ".join(o.summary() for o in self.pools))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "seconds": round(self.seconds, 4), "ok": self.ok, "leader": self.leader,
-                "dry_run": self.dry_run, "pools": [o.to_dict() for o in self.pools],
-                "errors": [o.error for o in self.pools if o.error]}
 
 
 class Daemon:
@@ -434,127 +378,3 @@ def _missing_input(pool: Pool, forecast: Forecast | NoForecast | None, cluster: 
     if pool.proportional is not None and cluster is None:
         return "no-cluster-state"
     return None
-
-
-# -- scheduling ---------------------------------------------------------------------------------
-
-
-def _refit_groups(policy: Policy) -> dict[str, list[str]]:
-    """Forecasting pools grouped by their refit cron expression (UTC)."""
-    groups: dict[str, list[str]] = {}
-    for pool in policy.pools:
-        if pool.forecast is not None and pool.forecast.enabled:
-            groups.setdefault(" ".join(pool.forecast.refit.split()), []).append(pool.name)
-    return groups
-
-
-class Runner:
-    """Runs a Daemon on an APScheduler BackgroundScheduler until `stop()`.
-
-    Jobs: `reconcile` every `interval` seconds (first run at once) and one `refit:<cron>` job per
-    distinct refit cron (UTC), plus a refit at start and after a config change. Refits run one at
-    a time in their own executor. Each job's work runs in a daemon thread that is abandoned on
-    stop, so SIGTERM never waits for a Prophet fit or a slow API call: an abandoned refit swaps
-    nothing in, and a scale write is a single PATCH that the apiserver applies whole or not at all.
-    """
-
-    def __init__(self, daemon: Daemon, interval: float) -> None:
-        from apscheduler.executors.pool import ThreadPoolExecutor
-        from apscheduler.schedulers.background import BackgroundScheduler
-
-        self.daemon, self.interval = daemon, interval
-        self.scheduler = BackgroundScheduler(
-            timezone="UTC",
-            executors={"default": ThreadPoolExecutor(1), "refit": ThreadPoolExecutor(1)},
-            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": max(30, int(interval))},
-        )
-        daemon.on_reload = self._reloaded
-        self._gate = threading.Lock()
-        self._busy = self._again = False
-
-    def start(self) -> None:
-        """Schedule the jobs, then run a refit and a reconcile at once."""
-        from apscheduler.triggers.interval import IntervalTrigger
-
-        self.scheduler.add_job(self._reconcile, IntervalTrigger(seconds=self.interval, timezone="UTC"),
-                               id="reconcile", next_run_time=_utc_now())
-        self._schedule_refits(self.daemon.policy)
-        self._refit_now(None)
-        self.scheduler.start()
-
-    def stop(self) -> None:
-        """Stop at once: no new jobs, a refit in progress is abandoned, the reconcile running ends."""
-        self.daemon.stopping.set()
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
-
-    def reconcile_now(self) -> None:
-        """Reconcile at once (e.g. on becoming leader), or once more right after the one running."""
-        with self._gate:
-            self._again = True
-            if self._busy:
-                return
-        if self.scheduler.running and not self.daemon.stopping.is_set():
-            self.scheduler.modify_job("reconcile", next_run_time=_utc_now())
-
-    def _reconcile(self) -> None:
-        with self._gate:
-            self._busy = True
-        while True:
-            with self._gate:
-                self._again = False
-            self._abandonable("reconcile", self.daemon.reconcile)
-            with self._gate:
-                if not self._again or self.daemon.stopping.is_set():
-                    self._busy = False
-                    return
-
-    def _refit(self, pools: list[str] | None) -> None:
-        self._abandonable("refit", self.daemon.refit, pools)
-
-    def _abandonable(self, what: str, work: Callable[..., Any], *args: Any) -> None:
-        """Run `work` in a daemon thread and wait for it, or give up on it when the daemon stops.
-
-        A failure is logged and counted; it never ends the scheduler.
-        """
-        done = threading.Event()
-
-        def run() -> None:
-            try:
-                work(*args)
-            except Exception:  # a failed cycle never kills the daemon
-                logger.exception("%s failed", what)
-                self.daemon.metrics.error("fit" if what == "refit" else "internal")
-            finally:
-                done.set()
-
-        threading.Thread(target=run, name=what, daemon=True).start()
-        while not done.wait(0.1):
-            if self.daemon.stopping.is_set():
-                logger.info("stopping: the %s in progress is abandoned", what)
-                return
-
-    def _refit_now(self, pools: list[str] | None) -> None:
-        self.scheduler.add_job(self._refit, args=[pools], executor="refit", next_run_time=_utc_now(),
-                               misfire_grace_time=None)
-
-    def _schedule_refits(self, policy: Policy) -> None:
-        from predictive_headroom.config import cron_trigger
-
-        for job in self.scheduler.get_jobs():
-            if job.id.startswith("refit:"):
-                job.remove()
-        for cron, pools in _refit_groups(policy).items():
-            self.scheduler.add_job(self._refit, cron_trigger(cron, "UTC"), args=[pools], id=f"refit:{cron}",
-                                   executor="refit", misfire_grace_time=600)
-
-    def _reloaded(self, refit: set[str]) -> None:
-        self._schedule_refits(self.daemon.policy)
-        if refit:
-            self._refit_now(sorted(refit))
-
-
-def _utc_now() -> Any:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc)

@@ -23,11 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from fake_apiserver import FakeApiServer
 from predictive_headroom import cli
 from predictive_headroom.config import ForecastSpec, Settings, load_policy
-from predictive_headroom.daemon import Daemon, Runner
+from predictive_headroom.daemon import Daemon
 from predictive_headroom.kube import PAUSED_ANNOTATION, CallOptions, KubeClusterReader, TargetActuator
 from predictive_headroom.leader import LeaderElector, LeaseTiming
 from predictive_headroom.prometheus import PrometheusSource
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.scheduling import Runner
 from predictive_headroom.series import Forecast, History, NoForecast
 
 NS = "apps"

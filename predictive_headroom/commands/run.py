@@ -19,9 +19,10 @@ from pydantic import ValidationError
 
 from predictive_headroom.commands import CommandError, load_config
 from predictive_headroom.config import Policy, Settings
-from predictive_headroom.daemon import Daemon, Runner
+from predictive_headroom.daemon import Daemon
 from predictive_headroom.logs import setup_logging
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
+from predictive_headroom.scheduling import Runner
 from predictive_headroom.series import Forecast, History, NoForecast
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ def report_writer(settings: Settings, source_name: str) -> Any:
     """The after-refit hook writing the report into PH_REPORT_DIR, keeping PH_REPORT_KEEP of them."""
 
     def write(policy: Policy, forecasts: Mapping[str, Forecast | NoForecast], histories: Mapping[str, History], at: float) -> Path:
-        from predictive_headroom.report import build_report, load_past_reports, write_report
+        from predictive_headroom.report import build_report
+        from predictive_headroom.report_store import load_past_reports, write_report
 
         past = load_past_reports(settings.report_dir)
         report = build_report(policy, histories, forecasts, {}, at, past=past, source=source_name)

@@ -34,7 +34,7 @@ def latest_report(report_dir: Path | None) -> Path | None:
     if report_dir is None:
         return None
     try:
-        from predictive_headroom.report import latest_report_dir
+        from predictive_headroom.report_store import latest_report_dir
     except ImportError:
         return None
     found = latest_report_dir(report_dir)

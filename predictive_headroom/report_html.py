@@ -20,7 +20,8 @@ from matplotlib import ticker
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from predictive_headroom.report import Peak, PoolReport, Report
+from predictive_headroom.report import PoolReport, Report
+from predictive_headroom.report_analysis import Peak
 from predictive_headroom.series import from_epoch
 
 # Reason groups of the plan and their colours (schedule windows share the schedule colour).

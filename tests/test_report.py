@@ -13,13 +13,8 @@ import pytest
 from predictive_headroom.cli import main
 from predictive_headroom.config import parse_policy
 from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.report import (
-    build_report,
-    latest_report_dir,
-    load_past_reports,
-    report_to_json,
-    write_report,
-)
+from predictive_headroom.report import build_report, report_to_json
+from predictive_headroom.report_store import latest_report_dir, load_past_reports, write_report
 from predictive_headroom.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History, NoForecast
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

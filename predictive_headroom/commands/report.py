@@ -22,7 +22,8 @@ from predictive_headroom.commands import CommandError, load_config, parse_time
 from predictive_headroom.commands.plan import cluster_from_args
 from predictive_headroom.config import ForecastSpec, Policy, Pool, Target
 from predictive_headroom.protocols import Source, SourceError
-from predictive_headroom.report import Report, build_report, write_report_files
+from predictive_headroom.report import Report, build_report
+from predictive_headroom.report_store import write_report_files
 from predictive_headroom.series import Forecast, History, NoForecast
 
 logger = logging.getLogger(__name__)

@@ -68,7 +68,8 @@ def forecast_part(
 ) -> ForecastPart:
     """Size the growth expected within the lead time: ceil((ramp + burst) / demandPerReplica).
 
-    ramp  = max(0, max yhat over [at, at+lead] - yhat(at))   (predictable rise)
+    ramp  = max(0, max yhat over [at, at+lead] - yhat(at))   (predictable rise, read from the
+            model's own curve, the one the burst profile was measured against)
     burst = the burst profile's quantile of past unpredicted growth, the largest over [at, at+lead]
     """
     if forecast is None:
@@ -78,8 +79,7 @@ def forecast_part(
     if not forecast.covers(at):
         return ForecastPart(None, "forecast-expired")
     now_value = float(forecast.value_at(at))
-    peak = forecast.peak_between(at, min(at + lead_seconds, forecast.expires_at))
-    ramp = max(0.0, peak - now_value)
+    ramp = forecast.ramp_between(at, min(at + lead_seconds, forecast.expires_at))
     burst = 0.0
     if forecast.burst is not None:
         # Placeholders asked for now must cover bursts that start anywhere within the lead time,

@@ -113,9 +113,13 @@ class Forecast:
     fit_seconds: float = 0.0
     burst: BurstProfile | None = None
     warnings: tuple[str, ...] = field(default=())
+    shape: np.ndarray | None = None
+    """The curve the planner reads the predictable ramp from, at `times`: the model's own fit, the
+    one the burst profile's residuals were measured against. None means `yhat` itself."""
 
     def __post_init__(self) -> None:
-        for name in ("times", "yhat", "lower", "upper"):
+        names = ("times", "yhat", "lower", "upper") + (("shape",) if self.shape is not None else ())
+        for name in names:
             arr = np.asarray(getattr(self, name), dtype=float)
             if not np.all(np.isfinite(arr)):
                 raise ValueError(f"forecast {name} contains NaN or infinite values")
@@ -151,10 +155,20 @@ class Forecast:
 
     def peak_between(self, start: float, end: float) -> float:
         """The highest yhat in [start, end], including the interpolated end points."""
-        i, j = np.searchsorted(self.times, [start, end], side="left")
-        inside = self.yhat[i:j]
-        ends = np.interp([start, end], self.times, self.yhat)
-        return float(max(ends.max(), inside.max() if inside.size else -math.inf))
+        return _peak(self.times, self.yhat, start, end)
+
+    def ramp_between(self, start: float, end: float) -> float:
+        """The predictable rise from `start` to the highest point of `shape` (else yhat) in [start, end]."""
+        curve = self.yhat if self.shape is None else self.shape
+        return max(0.0, _peak(self.times, curve, start, end) - float(np.interp(start, self.times, curve)))
+
+
+def _peak(times: np.ndarray, curve: np.ndarray, start: float, end: float) -> float:
+    """The highest value of `curve` in [start, end], including the interpolated end points."""
+    i, j = np.searchsorted(times, [start, end], side="left")
+    inside = curve[i:j]
+    ends = np.interp([start, end], times, curve)
+    return float(max(ends.max(), inside.max() if inside.size else -math.inf))
 
 
 @dataclass(frozen=True)

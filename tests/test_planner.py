@@ -178,3 +178,14 @@ def test_burst_allowance_covers_the_whole_lead_window():
     fc = Forecast(fc.times, fc.yhat, fc.lower, fc.upper, "test", fc.history_end, burst=burst)
     parts = {minute: forecast_part(fc, T0 + minute * 60, 600, 10).replicas for minute in (0, 19, 20, 45, 59, 60)}
     assert parts == {0: 0, 19: 0, 20: 3, 45: 3, 59: 3, 60: 0}
+
+
+def test_ramp_is_read_from_the_models_own_curve_not_the_blend():
+    # The shown yhat copies a spike of last week's (seasonal naive in the blend); the model's own
+    # curve, which the burst profile was measured against, is flat: no predictable rise.
+    fc = forecast(lambda t: 100.0 + (60.0 if T0 + 300 <= t <= T0 + 600 else 0.0))
+    smooth = Forecast(fc.times, fc.yhat, fc.lower, fc.upper, "test", fc.history_end, burst=flat_burst(0.0),
+                      shape=np.full(fc.times.size, 100.0))
+    assert forecast_part(fc, T0, 600, 10).replicas == 6
+    part = forecast_part(smooth, T0, 600, 10)
+    assert (part.replicas, part.ramp, part.yhat) == (0, 0.0, 100.0)

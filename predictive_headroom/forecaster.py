@@ -78,10 +78,15 @@ class ProphetForecaster:
       rolling-origin mean MASE over the six series 1.10 -> 0.88 (azure 1.25 -> 0.76, asg
       1.85 -> 0.99, taxi 0.93 -> 1.01: a single 2-day window after the blizzard misleads it).
       Two validation folds were no better and cost a third fit.
-    - The interval is the blend's validation errors (out of sample, at the forecast horizon)
-      pooled with last week's seasonal-naive errors; the validation window alone undercovered
-      (rolling coverage 0.52 on taxi, 0.71 on google). Without validation (under 9 days of
-      history) it is the wider of the in-sample residual and seasonal-naive error quantiles.
+    - The interval is symmetric around yhat. Its half-width is the mean of the `interval_width`
+      quantiles of |error| of the blend on the validation window (out of sample, at the forecast
+      horizon) and of last week's seasonal naive. Measured over 8 rolling origins per series
+      (coverage of the 80% band): taxi 0.71 -> 0.78, azure 0.79 -> 0.81, mean |coverage - 0.8|
+      over the six series 0.073 -> 0.055. Pooling both error sets and taking their own quantiles
+      let one event in the validation window (the taxi blizzard) shrink one side of the band to
+      nothing; the validation errors alone undercovered (0.61 on taxi). Without validation (under
+      9 days of history) it is the wider of the in-sample residual and seasonal-naive error
+      quantiles.
 
     - The planner reads the predictable ramp from Prophet's own curve (`Forecast.shape`), not from
       the blend: the burst profile is measured against Prophet's in-sample fit, and seasonal naive
@@ -184,10 +189,12 @@ class ProphetForecaster:
         else:
             naive = seasonal_naive(known, spec, now).yhat
             yhat = choice.combine(yhat, _recent_level(times, values - fitted, self.level_seconds), naive)
-            # Out-of-sample errors at the horizon (validation) pooled with last week's seasonal-naive
-            # errors: the validation window alone is one stretch of days and undercovers.
+            # Half-width: the mean of two error sizes, out of sample at the horizon (validation) and
+            # last week's seasonal naive; symmetric, so one event in either window (a blizzard)
+            # cannot collapse one side of the band.
             recent_naive = naive_errors(times, values, history_length(known))
-            lo, hi = band(np.concatenate([choice.errors, recent_naive]), spec.interval_width)
+            half = (_abs_quantile(choice.errors, spec.interval_width) + _abs_quantile(recent_naive, spec.interval_width)) / 2
+            lo, hi = -half, half
             if choice.weight < 0.5:
                 notes.append(
                     f"seasonal naive forecast the last {self.validation_seconds / 3600:g} h better than "
@@ -316,6 +323,12 @@ def _choose(actual: np.ndarray, prophet: np.ndarray, level: np.ndarray, naive: n
     maes = [float(np.mean(np.abs(actual - c.combine(prophet, level, naive)))) for c in candidates]
     best = candidates[int(np.argmin(maes))]
     return _Choice(best.weight, best.level_share, actual - best.combine(prophet, level, naive))
+
+
+def _abs_quantile(errors: np.ndarray, width: float) -> float:
+    """The `width` quantile of |errors| (0 when there are none)."""
+    ok = np.abs(errors[np.isfinite(errors)])
+    return float(np.quantile(ok, width)) if ok.size else 0.0
 
 
 def _recent_level(times: np.ndarray, residuals: np.ndarray, seconds: float) -> float:

@@ -1,6 +1,7 @@
 """Backtest every series in ../shared/datasets and print one table (measured, not asserted).
 
 Usage: python bench/backtest_bench.py [--datasets DIR] [--only NAME ...] [--quantile Q] [--lead-time D]
+                                     [--stabilization D]
 
 Columns: x of forecast and of the naive baseline (static headroom's unserved pod-minutes at the
 same node-hours divided by the strategy's own; "inf" when the strategy leaves none), forecast
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="dataset names (file stems) to run")
     parser.add_argument("--quantile", type=float)
     parser.add_argument("--lead-time", type=duration_arg)
+    parser.add_argument("--stabilization", type=duration_arg, help="scale-down stabilisation (default: the pool's 30m)")
     args = parser.parse_args(argv)
     files = sorted(args.datasets.glob("*.csv"))
     if args.only:
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print(f"no CSV files in {args.datasets}", file=sys.stderr)
         return 2
-    settings = BacktestSettings(quantile=args.quantile, lead_seconds=args.lead_time)
+    settings = BacktestSettings(quantile=args.quantile, lead_seconds=args.lead_time, stabilization_seconds=args.stabilization)
     rows = []
     for path in files:
         started = time.perf_counter()

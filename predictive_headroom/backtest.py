@@ -66,6 +66,7 @@ class BacktestSettings:
     refit_every_seconds: float = DAY_SECONDS
     quantile: float | None = None  # None: the pool's burstQuantile (0.95)
     lead_seconds: float | None = None  # None: the pool's leadTime with a config, else lag + 1 min
+    stabilization_seconds: float | None = None  # None: the pool's scaleDownStabilization (30 min)
     cores_per_node: float = 8.0
     progress_every: int = 10  # without a terminal, one stderr line per this many refits
 
@@ -206,15 +207,20 @@ def auto_demand_per_replica(history: History) -> float:
     return float(round(raw, digits))
 
 
-def backtest_pool(pool: Pool | None, history: History, dpr: float, lead: float, quantile: float | None) -> Pool:
-    """The pool to replay: the given one (with dpr/quantile/lead applied), or a forecast-only default."""
+def backtest_pool(
+    pool: Pool | None, history: History, dpr: float, lead: float, quantile: float | None, stabilization: float | None = None,
+) -> Pool:
+    """The pool to replay: the given one (with dpr/quantile/lead/stabilisation applied), or a forecast-only default."""
     if pool is None:
         step = timedelta(seconds=max(300.0, round(history.step_seconds)))
         spec = ForecastSpec(query=history.source or "csv", demand_per_replica=dpr, step=step)
         pool = Pool(name="backtest", target=Target(namespace="backtest", name="placeholder"), max_replicas=100_000, forecast=spec)
     spec = pool.forecast or ForecastSpec(query=history.source or "csv", demand_per_replica=dpr)
     spec = spec.model_copy(update={"demand_per_replica": dpr, "enabled": True, **({"burst_quantile": quantile} if quantile else {})})
-    return pool.model_copy(update={"forecast": spec, "lead_time": timedelta(seconds=lead)})
+    update = {"forecast": spec, "lead_time": timedelta(seconds=lead)}
+    if stabilization is not None:
+        update["scale_down_stabilization"] = timedelta(seconds=stabilization)
+    return pool.model_copy(update=update)
 
 
 def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]:
@@ -383,7 +389,7 @@ def run_backtest(
     else:
         lead = pool.lead_time.total_seconds() if pool is not None else s.lag_seconds + 60.0
     cluster = ClusterSpec(s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60))
-    plan_pool = backtest_pool(pool, history, dpr, lead, s.quantile)
+    plan_pool = backtest_pool(pool, history, dpr, lead, s.quantile, s.stabilization_seconds)
 
     times, demand = minute_grid(history)
     pods = app_pods(demand, dpr, cluster.hpa_hold_minutes)

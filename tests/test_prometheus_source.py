@@ -24,15 +24,9 @@ from promfixture import (
 
 from predictive_headroom.config import ForecastSpec, Settings
 from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.prometheus import (
-    MAX_POINTS_PER_REQUEST,
-    PrometheusSource,
-    chunk_ranges,
-    differing_labels,
-    from_settings,
-    query_window,
-    redact_url,
-)
+from predictive_headroom.prometheus import PrometheusSource, from_settings
+from predictive_headroom.prometheus_http import redact_url
+from predictive_headroom.prometheus_query import MAX_POINTS_PER_REQUEST, chunk_ranges, differing_labels, query_window
 from predictive_headroom.protocols import SourceError
 
 DAY = 86_400.0

@@ -1,5 +1,6 @@
-"""Kubernetes edge: the replica actuators (Deployment /scale, CapacityBuffer), the node counter
-for the proportional rule, and Events recording each change.
+"""Kubernetes edge: credentials (`load_kube_config`), the timeout and retry budget of every call
+(`CallOptions`), what both replica actuators share (`_ReplicaTarget`: scale with 409 retries, log,
+record an Event), and the node counter for the proportional rule (`KubeClusterReader`).
 
 Every call has a timeout; 5xx, 429 and connection errors are retried with exponential backoff
 (tenacity), a 409 Conflict re-reads the object and applies again, and 403/404 become an
@@ -9,30 +10,30 @@ they were computed from, so a concurrent change by a person is never silently ov
 Dry run: the write is sent with `dryRun=All` (the apiserver validates it and stores nothing),
 the log line starts with `DRY-RUN would scale`, and no Event is created, because an Event is a
 write too and a dry run writes nothing.
+
+The two target kinds (Deployment /scale, CapacityBuffer) and the dispatcher on `target.kind` are
+in `kube_targets`; running one API call with retries and explaining its failure is in `kube_api`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, TypeVar
 
 import kubernetes.client
 import kubernetes.config
-import urllib3
-from kubernetes.client import ApiClient, ApiException
+from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ConflictException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.utils import parse_quantity
 from tenacity import Retrying, retry_if_exception, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from predictive_headroom.config import Pool
+from predictive_headroom.kube_api import _call, _Op, _short, _status_message, _transient
 from predictive_headroom.protocols import ActuatorError, ClusterState, TargetState
 
 logger = logging.getLogger(__name__)
@@ -40,11 +41,6 @@ logger = logging.getLogger(__name__)
 PAUSED_ANNOTATION = "predictive-headroom.io/paused"
 EVENT_COMPONENT = "predictive-headroom"
 EVENT_REASON = "Scaled"
-CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
-CAPACITY_BUFFER_VERSION = "v1alpha1"
-CAPACITY_BUFFER_PLURAL = "capacitybuffers"
-
-T = TypeVar("T")
 
 
 class ClusterReadError(ActuatorError):
@@ -101,83 +97,6 @@ class CallOptions:
                 _short(state.outcome.exception() or RuntimeError("?")) if state.outcome else "?"),
             reraise=True,
         )
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiException):
-        return exc.status == 429 or (exc.status or 0) >= 500
-    return isinstance(exc, urllib3.exceptions.HTTPError)
-
-
-def _status_message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "")["message"])
-    except (ValueError, KeyError, TypeError):
-        return str(exc.reason or "").strip()
-
-
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"{exc.status} {_status_message(exc)}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-@dataclass(frozen=True)
-class _Op:
-    """One API operation on a pool's target, for messages that say what failed."""
-
-    verb: str
-    resource: str
-    group: str
-    kind: str
-    namespace: str
-    name: str
-    pool: str
-
-    def explain(self, exc: BaseException, options: CallOptions) -> str:
-        if not self.namespace:  # cluster-scoped: listing nodes
-            where = f"{self.verb} {self.resource} (label selector {self.name!r})"
-            if isinstance(exc, ApiException) and exc.status == 403:
-                return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
-                        f"cluster-wide (a ClusterRole) — see deploy/ (server said: {_status_message(exc)})")
-        else:
-            where = f"pool {self.pool}: {self.verb} {self.resource} {self.namespace}/{self.name}"
-        if isinstance(exc, ApiException) and exc.status == 403:
-            return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
-                    f"(API group '{self.group}') named {self.name} in namespace {self.namespace} — see the Role "
-                    f"in deploy/ (server said: {_status_message(exc)})")
-        if isinstance(exc, ApiException) and exc.status == 404:
-            details = _status_details(exc)
-            if self.kind == "CapacityBuffer" and not details.get("name"):
-                return (f"{where}: the API {CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_VERSION} capacitybuffers is not "
-                        "served by this cluster: install the CapacityBuffer CRD (Cluster Autoscaler or Karpenter) "
-                        f"or set target.kind: Deployment for pool {self.pool}")
-            return (f"{where}: {self.kind} {self.namespace}/{self.name} not found: create the placeholder "
-                    f"{self.kind} or fix the target of pool {self.pool}")
-        if _transient(exc):
-            return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {_short(exc)}"
-        return f"{where}: {_short(exc)}"
-
-
-def _status_details(exc: ApiException) -> dict[str, Any]:
-    try:
-        details = json.loads(exc.body or "").get("details")
-    except (ValueError, AttributeError):
-        return {}
-    return details if isinstance(details, dict) else {}
-
-
-def _call(op: _Op, options: CallOptions, fn: Callable[..., T], error: type[ActuatorError] = ActuatorError, **kwargs: Any) -> T:
-    """Run one API call with timeout and retries; turn failures into `error` (409 passes through)."""
-    try:
-        for attempt in options.retrying():
-            with attempt:
-                return fn(**kwargs, _request_timeout=options.timeout)
-    except ConflictException:
-        raise
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:
-        raise error(op.explain(exc, options)) from exc
-    raise AssertionError("unreachable: tenacity either returns or raises")
 
 
 @dataclass(frozen=True)
@@ -265,90 +184,6 @@ class _ReplicaTarget:
                   namespace=ns, body=event)
         except (ActuatorError, ConflictException) as exc:
             logger.warning("pool %s: could not record the Event on %s %s/%s: %s", pool.name, self.kind, ns, name, exc)
-
-
-def _paused(annotations: dict[str, str] | None) -> bool:
-    return (annotations or {}).get(PAUSED_ANNOTATION, "").strip().lower() == "true"
-
-
-class DeploymentScaleActuator(_ReplicaTarget):
-    """Reads and writes a Deployment's replicas through its /scale subresource only."""
-
-    kind, api_version, resource, group = "Deployment", "apps/v1", "deployments/scale", "apps"
-
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
-        super().__init__(api_client, options)
-        self._apps = kubernetes.client.AppsV1Api(api_client)
-
-    def read(self, pool: Pool) -> TargetState:
-        """Current replicas from /scale, and `paused` from the Deployment's kill-switch annotation."""
-        deployment = _call(self._op(pool, "get", "deployments"), self.options, self._apps.read_namespaced_deployment,
-                           name=pool.target.name, namespace=pool.target.namespace)
-        current = self._current(pool)
-        meta = deployment.metadata or kubernetes.client.V1ObjectMeta()
-        return TargetState(current.replicas, current.resource_version, _paused(meta.annotations))
-
-    def _current(self, pool: Pool) -> _Current:
-        scale = _call(self._op(pool, "get"), self.options, self._apps.read_namespaced_deployment_scale,
-                      name=pool.target.name, namespace=pool.target.namespace)
-        meta = scale.metadata or kubernetes.client.V1ObjectMeta()
-        return _Current((scale.spec.replicas or 0) if scale.spec else 0, meta.resource_version or "", meta.uid)
-
-    def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
-        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": {"replicas": replicas}}
-        _call(self._op(pool, "patch"), self.options, self._apps.patch_namespaced_deployment_scale,
-              name=pool.target.name, namespace=pool.target.namespace, body=body,
-              dry_run="All" if dry_run else None)
-
-
-class CapacityBufferActuator(_ReplicaTarget):
-    """Reads and writes `spec.replicas` of a CapacityBuffer (autoscaling.x-k8s.io, alpha)."""
-
-    kind, api_version = "CapacityBuffer", f"{CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_VERSION}"
-    resource, group = CAPACITY_BUFFER_PLURAL, CAPACITY_BUFFER_GROUP
-
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
-        super().__init__(api_client, options)
-        self._custom = kubernetes.client.CustomObjectsApi(api_client)
-
-    def read(self, pool: Pool) -> TargetState:
-        """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
-        current = self._current(pool)
-        return TargetState(current.replicas, current.resource_version, current.paused)
-
-    def _current(self, pool: Pool) -> _Current:
-        found = _call(self._op(pool, "get"), self.options, self._custom.get_namespaced_custom_object,
-                      group=CAPACITY_BUFFER_GROUP, version=CAPACITY_BUFFER_VERSION, plural=CAPACITY_BUFFER_PLURAL,
-                      namespace=pool.target.namespace, name=pool.target.name)
-        obj: dict[str, Any] = found if isinstance(found, dict) else {}
-        meta = obj.get("metadata") or {}
-        return _Current(int((obj.get("spec") or {}).get("replicas") or 0), meta.get("resourceVersion", ""),
-                        meta.get("uid"), _paused(meta.get("annotations")))
-
-    def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
-        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": {"replicas": replicas}}
-        _call(self._op(pool, "patch"), self.options, self._custom.patch_namespaced_custom_object,
-              group=CAPACITY_BUFFER_GROUP, version=CAPACITY_BUFFER_VERSION, plural=CAPACITY_BUFFER_PLURAL,
-              namespace=pool.target.namespace, name=pool.target.name, body=body,
-              dry_run="All" if dry_run else None, _content_type="application/merge-patch+json")
-
-
-class TargetActuator:
-    """The Actuator the daemon uses: dispatches on `pool.target.kind`."""
-
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
-        self._by_kind: dict[str, _ReplicaTarget] = {
-            "Deployment": DeploymentScaleActuator(api_client, options),
-            "CapacityBuffer": CapacityBufferActuator(api_client, options),
-        }
-
-    def read(self, pool: Pool) -> TargetState:
-        """Current replicas and kill-switch state of the pool's target."""
-        return self._by_kind[pool.target.kind].read(pool)
-
-    def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
-        """Set the pool's target to `replicas` (server-side dry run when `dry_run`)."""
-        self._by_kind[pool.target.kind].scale(pool, replicas, reason, dry_run)
 
 
 class KubeClusterReader:

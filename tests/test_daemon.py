@@ -24,7 +24,8 @@ from fake_apiserver import FakeApiServer
 from predictive_headroom import cli
 from predictive_headroom.config import ForecastSpec, Settings, load_policy
 from predictive_headroom.daemon import Daemon
-from predictive_headroom.kube import PAUSED_ANNOTATION, CallOptions, KubeClusterReader, TargetActuator
+from predictive_headroom.kube import PAUSED_ANNOTATION, CallOptions, KubeClusterReader
+from predictive_headroom.kube_targets import TargetActuator
 from predictive_headroom.leader import LeaderElector, LeaseTiming
 from predictive_headroom.prometheus import PrometheusSource
 from predictive_headroom.protocols import SourceError

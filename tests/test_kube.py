@@ -18,9 +18,9 @@ from predictive_headroom.kube import (
     CallOptions,
     ClusterReadError,
     KubeClusterReader,
-    TargetActuator,
     load_kube_config,
 )
+from predictive_headroom.kube_targets import TargetActuator
 from predictive_headroom.protocols import ActuatorError, ClusterState
 
 NS = "apps"

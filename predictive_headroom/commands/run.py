@@ -54,7 +54,8 @@ def report_writer(settings: Settings, source_name: str) -> Any:
 
 def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -> tuple[Daemon, ApiClient]:
     """The daemon with its real collaborators (Prometheus, Prophet, the Kubernetes API) and its API client."""
-    from predictive_headroom.kube import KubeClusterReader, TargetActuator, load_kube_config
+    from predictive_headroom.kube import KubeClusterReader, load_kube_config
+    from predictive_headroom.kube_targets import TargetActuator
     from predictive_headroom.pipeline import default_forecaster
 
     source: Source | None = None

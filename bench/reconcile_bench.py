@@ -27,7 +27,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from fake_apiserver import FakeApiServer  # noqa: E402
-from predictive_headroom.config import ForecastSpec, load_policy  # noqa: E402
+from predictive_headroom.config import ForecastSpec  # noqa: E402
+from predictive_headroom.config_load import load_policy  # noqa: E402
 from predictive_headroom.daemon import Daemon  # noqa: E402
 from predictive_headroom.kube import CallOptions, KubeClusterReader  # noqa: E402
 from predictive_headroom.kube_targets import TargetActuator  # noqa: E402

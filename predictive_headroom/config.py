@@ -1,34 +1,23 @@
-"""Configuration: the headroom policy (YAML, edited by users) and runtime settings (env `PH_*`).
+"""The headroom policy: pydantic models for the YAML file users edit (Policy, Pool, Target, ...).
 
-Everything is validated at load time; `load_policy` reports every problem at once, each with the
-field path, the line in the file, the bad value and what is expected.
+Each model checks its own fields and the rules that relate them; a rule that knows which
+sub-field is wrong raises FieldProblem so the message can name it. Reading a file and reporting
+every problem with its line lives in `config_load`; the cron syntax in `config_cron`.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-import yaml
-from apscheduler.triggers.cron import CronTrigger
 from kubernetes.utils import parse_quantity
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from predictive_headroom.config_cron import cron_trigger
 from predictive_headroom.durations import Duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -41,70 +30,6 @@ class FieldProblem(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
-
-
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-
-
-def _weekday_number(token: str) -> int:
-    token = token.strip().lower()
-    if token[:3] in _WEEKDAYS and not token.isdigit():
-        return _WEEKDAYS.index(token[:3])
-    day = int(token)
-    if not 0 <= day <= 7:
-        raise ValueError(f"day of week {day} is out of range 0-7")
-    return day % 7
-
-
-def _standard_day_of_week(field: str) -> str:
-    """Cron's day-of-week field (0 or 7 = Sunday) as APScheduler 3 day names.
-
-    APScheduler 3 numbers days from Monday = 0, so `1-5` would mean Tuesday to Saturday there;
-    naming the days keeps the standard cron meaning users copy from KEDA.
-    """
-    days: set[int] = set()
-    for part in field.split(","):
-        rng, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if step < 1:
-            raise ValueError(f"step {step} in day of week must be at least 1")
-        if rng == "*":
-            lo, hi = 0, 6
-        elif "-" in rng:
-            a, b = rng.split("-", 1)
-            lo, hi = _weekday_number(a), _weekday_number(b)
-            if b.strip() == "7":
-                hi = 7
-            if hi < lo:
-                raise ValueError(f"day-of-week range {rng!r} runs backwards")
-        else:
-            lo = hi = _weekday_number(rng)
-            if step_text:
-                hi = 6
-        days.update(d % 7 for d in range(lo, hi + 1, step))
-    return ",".join(_WEEKDAYS[d] for d in sorted(days))
-
-
-def cron_trigger(expression: str, tz: str = "UTC") -> CronTrigger:
-    """Return APScheduler's trigger for a standard 5-field cron expression in time zone `tz`."""
-    fields = expression.split()
-    if len(fields) != 5:
-        raise ValueError(
-            f"cron expression {expression!r} has {len(fields)} fields; expected 5 "
-            "(minute hour day-of-month month day-of-week), e.g. '0 8 * * 1-5'"
-        )
-    minute, hour, day, month, day_of_week = fields
-    try:
-        return CronTrigger(
-            minute=minute,
-            hour=hour,
-            day=day,
-            month=month,
-            day_of_week=_standard_day_of_week(day_of_week),
-            timezone=ZoneInfo(tz),
-        )
-    except ValueError as exc:
-        raise ValueError(f"invalid cron expression {expression!r}: {exc}") from None
 
 
 def _same_start_end_message(end: str) -> str:
@@ -360,213 +285,3 @@ class Policy(_Model):
             if pool.name == name:
                 return pool
         raise KeyError(f"no pool named {name!r}; pools: {', '.join(p.name for p in self.pools)}")
-
-
-class Settings(BaseSettings):
-    """Runtime settings from environment variables with the prefix `PH_` (e.g. `PH_PROMETHEUS_URL`)."""
-
-    model_config = SettingsConfigDict(env_prefix="PH_", extra="ignore")
-
-    prometheus_url: str | None = None
-    prometheus_bearer_token_file: Path | None = None
-    prometheus_username: str | None = None
-    prometheus_password: SecretStr | None = None
-    prometheus_headers: dict[str, str] = Field(default_factory=dict)
-    prometheus_ca_file: Path | None = None
-    prometheus_verify_tls: bool = True
-    prometheus_timeout: float = Field(default=30.0, gt=0)
-    prometheus_retries: int = Field(default=3, ge=0)
-    namespace: str = "predictive-headroom"
-    dry_run: bool = False
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["text", "json"] = "text"
-    listen_host: str = "0.0.0.0"
-    listen_port: int = Field(default=8080, ge=0, le=65535)
-    reconcile_interval: float = Field(default=60.0, gt=0)
-    lease_name: str = "predictive-headroom"
-    lease_duration: float = Field(default=15.0, gt=0)
-    leader_election: bool = True
-    report_dir: Path = Path("/tmp/predictive-headroom/reports")
-    report_keep: int = Field(default=5, ge=1)
-
-
-# ---------------------------------------------------------------------------------------------
-# Loading with errors that say where.
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a config file."""
-
-    path: str
-    message: str
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = f"line {self.line}: " if self.line else ""
-        return f"{where}{self.path or '(top level)'}: {self.message}"
-
-
-class ConfigError(Exception):
-    """A config file that cannot be used; `problems` lists every problem found."""
-
-    def __init__(self, source: str, problems: list[Problem]) -> None:
-        self.source = source
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}")
-
-
-def _format_path(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
-def _line_index(node: yaml.Node | None, prefix: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
-    """Map each path in a composed YAML document to its 1-based line number."""
-    index: dict[tuple[Any, ...], int] = {}
-    if node is None:
-        return index
-    index[prefix] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            path = prefix + (key.value,)
-            index.update(_line_index(value, path))
-            index[path] = key.start_mark.line + 1
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            index.update(_line_index(item, prefix + (i,)))
-    return index
-
-
-def _nearest_line(index: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
-    for n in range(len(loc), -1, -1):
-        if loc[:n] in index:
-            return index[loc[:n]]
-    return None
-
-
-def _known_keys(model: type[BaseModel]) -> list[str]:
-    return sorted(f.alias or name for name, f in model.model_fields.items())
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model class that validates the mapping at `loc` (for 'did you mean' hints)."""
-    model: Any = Policy
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
-        field = fields.get(part)
-        if field is None:
-            return None
-        ann = field.annotation
-        candidates = [ann, *getattr(ann, "__args__", ())]
-        nxt = None
-        for c in candidates:
-            for inner in (c, *getattr(c, "__args__", ())):
-                if isinstance(inner, type) and issubclass(inner, BaseModel):
-                    nxt = inner
-        if nxt is None:
-            return None
-        model = nxt
-    return model
-
-
-def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> list[Problem]:
-    problems = []
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        message = err["msg"].removeprefix("Value error, ")
-        cause = (err.get("ctx") or {}).get("error")
-        if isinstance(cause, FieldProblem):
-            sub = tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", cause.field) if p)
-            loc = loc + sub
-            message = str(cause)
-        elif err["type"] == "extra_forbidden":
-            model = _model_at(loc[:-1])
-            known = _known_keys(model) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            message = f"unknown key {loc[-1]!r}{hint} (allowed: {', '.join(known)})" if known else "unknown key"
-        elif err["type"] == "missing":
-            message = "required field is missing"
-        elif "input" in err and not isinstance(err["input"], (dict, list)) and repr(err["input"]) not in message:
-            message = f"{message} (got {err['input']!r})"
-        problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
-    return problems
-
-
-def parse_policy(text: str, source: str = "<config>") -> Policy:
-    """Parse and validate policy YAML text; raise ConfigError listing every problem."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark else None
-        what = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(source, [Problem("", f"not valid YAML: {what}", line)]) from None
-    if not isinstance(data, dict):
-        raise ConfigError(source, [Problem("", "expected a mapping with a 'pools' list at the top level")])
-    try:
-        return Policy.model_validate(data)
-    except ValidationError as exc:
-        index = _line_index(root)
-        problems = _problems_from(exc, index)
-        # Cross-field rules of parts that failed other checks did not run in pydantic; check them
-        # on the raw data as well so one run reports every problem.
-        for loc, message in _cross_field_problems(data):
-            problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
-        unique = list({(p.path, p.message): p for p in problems}.values())
-        raise ConfigError(source, sorted(unique, key=lambda p: (p.line or 0, p.path))) from None
-
-
-def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
-    """The rules that relate fields to each other, checked on raw YAML data (best effort)."""
-    found: list[tuple[tuple[Any, ...], str]] = []
-    pools = data.get("pools")
-    if not isinstance(pools, list):
-        return found
-    names: dict[Any, int] = {}
-    for i, pool in enumerate(pools):
-        if not isinstance(pool, dict):
-            continue
-        name = pool.get("name")
-        if isinstance(name, str) and name in names:
-            found.append((("pools", i, "name"), f"duplicate pool name {name!r}"))
-        names.setdefault(name, i)
-        lo, hi = pool.get("minReplicas", 0), pool.get("maxReplicas")
-        if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
-            found.append((("pools", i, "minReplicas"), _min_max_message(lo, hi)))
-        windows = pool.get("schedules")
-        if not isinstance(windows, list):
-            continue
-        seen: set[str] = set()
-        for j, window in enumerate(windows):
-            if not isinstance(window, dict):
-                continue
-            start, end, wname = window.get("start"), window.get("end"), window.get("name")
-            if isinstance(start, str) and isinstance(end, str) and start.split() == end.split():
-                found.append((("pools", i, "schedules", j, "end"), _same_start_end_message(end)))
-            if isinstance(wname, str) and wname in seen:
-                found.append((("pools", i, "schedules", j, "name"), f"duplicate window name {wname!r}"))
-            seen.add(wname) if isinstance(wname, str) else None
-    return found
-
-
-def load_policy(path: str | Path) -> Policy:
-    """Read and validate a policy file; raise ConfigError (with every problem) when it is unusable."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(str(p), [Problem("", "file not found; pass the path of a policy YAML file")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(p), [Problem("", f"cannot read file: {exc}")]) from None
-    return parse_policy(text, str(p))

@@ -27,7 +27,8 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from predictive_headroom.config import ConfigError, Policy, Pool, parse_policy
+from predictive_headroom.config import Policy, Pool
+from predictive_headroom.config_load import ConfigError, parse_policy
 from predictive_headroom.metrics import Metrics
 from predictive_headroom.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.pipeline import describe, fit_policy, keep_usable

@@ -34,7 +34,7 @@ import kubernetes.client
 import urllib3
 from kubernetes.client import ApiClient, ApiException, V1Lease, V1LeaseSpec, V1ObjectMeta
 
-from predictive_headroom.config import Settings
+from predictive_headroom.settings import Settings
 
 logger = logging.getLogger(__name__)
 

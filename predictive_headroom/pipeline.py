@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from predictive_headroom.config import Policy, Pool, Settings
+from predictive_headroom.config import Policy, Pool
 from predictive_headroom.protocols import Forecaster, Source, SourceError
 from predictive_headroom.series import Forecast, History, NoForecast
+from predictive_headroom.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import numpy as np
 import requests
 from prometheus_api_client import PrometheusConnect
 
-from predictive_headroom.config import ForecastSpec, Settings
+from predictive_headroom.config import ForecastSpec
 from predictive_headroom.prometheus_http import (
     _auth,
     _connection_reason,
@@ -39,6 +39,7 @@ from predictive_headroom.prometheus_query import (
 )
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.series import History, from_epoch
+from predictive_headroom.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 import requests
 from urllib3.util.retry import Retry
 
-from predictive_headroom.config import Settings
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.settings import Settings
 
 RETRY_STATUSES = (500, 502, 503, 504)
 

@@ -14,7 +14,8 @@ from functools import lru_cache
 
 from apscheduler.triggers.cron import CronTrigger
 
-from predictive_headroom.config import ScheduleWindow, cron_trigger
+from predictive_headroom.config import ScheduleWindow
+from predictive_headroom.config_cron import cron_trigger
 
 # How far back to look for the last firing, shortest first (a yearly cron needs the last).
 _LOOKBACKS = (3600.0, 86_400.0, 8 * 86_400.0, 32 * 86_400.0, 367 * 86_400.0, 4 * 367 * 86_400.0)

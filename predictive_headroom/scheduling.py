@@ -11,7 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from predictive_headroom.config import Policy, cron_trigger
+from predictive_headroom.config import Policy
+from predictive_headroom.config_cron import cron_trigger
 from predictive_headroom.daemon import Daemon
 
 logger = logging.getLogger(__name__)

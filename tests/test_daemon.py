@@ -22,7 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fake_apiserver import FakeApiServer
 from predictive_headroom import cli
-from predictive_headroom.config import ForecastSpec, Settings, load_policy
+from predictive_headroom.config import ForecastSpec
+from predictive_headroom.config_load import load_policy
 from predictive_headroom.daemon import Daemon
 from predictive_headroom.kube import PAUSED_ANNOTATION, CallOptions, KubeClusterReader
 from predictive_headroom.kube_targets import TargetActuator
@@ -31,6 +32,7 @@ from predictive_headroom.prometheus import PrometheusSource
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.scheduling import Runner
 from predictive_headroom.series import Forecast, History, NoForecast
+from predictive_headroom.settings import Settings
 
 NS = "apps"
 FAST = CallOptions(timeout=2.0, attempts=3, backoff_initial=0.01, backoff_max=0.05, instance="test")

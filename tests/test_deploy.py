@@ -309,7 +309,7 @@ def test_daemon_deployment_matches_what_the_daemon_expects(renderings, rendering
 
 @pytest.mark.parametrize("rendering", RENDERINGS)
 def test_the_configmap_holds_a_valid_policy(renderings, rendering):
-    from predictive_headroom.config import parse_policy
+    from predictive_headroom.config_load import parse_policy
 
     policy = parse_policy(_policy(renderings[rendering])["data"]["config.yaml"], f"{rendering} config.yaml")
     assert policy.pools

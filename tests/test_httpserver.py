@@ -15,7 +15,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from predictive_headroom.config import Pool, load_policy
+from predictive_headroom.config import Pool
+from predictive_headroom.config_load import load_policy
 from predictive_headroom.daemon import Daemon
 from predictive_headroom.httpserver import HttpServer
 from predictive_headroom.logs import setup_logging

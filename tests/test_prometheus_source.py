@@ -22,12 +22,13 @@ from promfixture import (
     free_port,
 )
 
-from predictive_headroom.config import ForecastSpec, Settings
+from predictive_headroom.config import ForecastSpec
 from predictive_headroom.csvsource import read_csv_history
 from predictive_headroom.prometheus import PrometheusSource, from_settings
 from predictive_headroom.prometheus_http import redact_url
 from predictive_headroom.prometheus_query import MAX_POINTS_PER_REQUEST, chunk_ranges, differing_labels, query_window
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.settings import Settings
 
 DAY = 86_400.0
 

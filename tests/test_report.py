@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from predictive_headroom.cli import main
-from predictive_headroom.config import parse_policy
+from predictive_headroom.config_load import parse_policy
 from predictive_headroom.csvsource import read_csv_history
 from predictive_headroom.report import build_report, report_to_json
 from predictive_headroom.report_store import latest_report_dir, load_past_reports, write_report

@@ -8,7 +8,8 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from predictive_headroom.config import ConfigError, Policy, load_policy
+from predictive_headroom.config import Policy
+from predictive_headroom.config_load import ConfigError, load_policy
 from predictive_headroom.durations import parse_duration
 
 

@@ -18,12 +18,13 @@ from kubernetes.client import ApiClient
 from pydantic import ValidationError
 
 from predictive_headroom.commands import CommandError, load_config
-from predictive_headroom.config import Policy, Settings
+from predictive_headroom.config import Policy
 from predictive_headroom.daemon import Daemon
 from predictive_headroom.logs import setup_logging
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
 from predictive_headroom.scheduling import Runner
 from predictive_headroom.series import Forecast, History, NoForecast
+from predictive_headroom.settings import Settings
 
 logger = logging.getLogger(__name__)
 

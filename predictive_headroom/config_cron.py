@@ -1,0 +1,73 @@
+"""Standard 5-field cron expressions (as in KEDA's cron scaler) turned into APScheduler triggers.
+
+Used to validate the policy's schedule windows and refit times, and to evaluate them.
+"""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo
+
+from apscheduler.triggers.cron import CronTrigger
+
+_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+
+
+def _weekday_number(token: str) -> int:
+    token = token.strip().lower()
+    if token[:3] in _WEEKDAYS and not token.isdigit():
+        return _WEEKDAYS.index(token[:3])
+    day = int(token)
+    if not 0 <= day <= 7:
+        raise ValueError(f"day of week {day} is out of range 0-7")
+    return day % 7
+
+
+def _standard_day_of_week(field: str) -> str:
+    """Cron's day-of-week field (0 or 7 = Sunday) as APScheduler 3 day names.
+
+    APScheduler 3 numbers days from Monday = 0, so `1-5` would mean Tuesday to Saturday there;
+    naming the days keeps the standard cron meaning users copy from KEDA.
+    """
+    days: set[int] = set()
+    for part in field.split(","):
+        rng, _, step_text = part.partition("/")
+        step = int(step_text) if step_text else 1
+        if step < 1:
+            raise ValueError(f"step {step} in day of week must be at least 1")
+        if rng == "*":
+            lo, hi = 0, 6
+        elif "-" in rng:
+            a, b = rng.split("-", 1)
+            lo, hi = _weekday_number(a), _weekday_number(b)
+            if b.strip() == "7":
+                hi = 7
+            if hi < lo:
+                raise ValueError(f"day-of-week range {rng!r} runs backwards")
+        else:
+            lo = hi = _weekday_number(rng)
+            if step_text:
+                hi = 6
+        days.update(d % 7 for d in range(lo, hi + 1, step))
+    return ",".join(_WEEKDAYS[d] for d in sorted(days))
+
+
+def cron_trigger(expression: str, tz: str = "UTC") -> CronTrigger:
+    """Return APScheduler's trigger for a standard 5-field cron expression in time zone `tz`."""
+    fields = expression.split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"cron expression {expression!r} has {len(fields)} fields; expected 5 "
+            "(minute hour day-of-month month day-of-week), e.g. '0 8 * * 1-5'"
+        )
+    minute, hour, day, month, day_of_week = fields
+    try:
+        return CronTrigger(
+            minute=minute,
+            hour=hour,
+            day=day,
+            month=month,
+            day_of_week=_standard_day_of_week(day_of_week),
+            timezone=ZoneInfo(tz),
+        )
+    except ValueError as exc:
+        raise ValueError(f"invalid cron expression {expression!r}: {exc}") from None

@@ -1,0 +1,37 @@
+"""Runtime settings of the daemon, read from environment variables with the prefix `PH_`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Runtime settings from environment variables with the prefix `PH_` (e.g. `PH_PROMETHEUS_URL`)."""
+
+    model_config = SettingsConfigDict(env_prefix="PH_", extra="ignore")
+
+    prometheus_url: str | None = None
+    prometheus_bearer_token_file: Path | None = None
+    prometheus_username: str | None = None
+    prometheus_password: SecretStr | None = None
+    prometheus_headers: dict[str, str] = Field(default_factory=dict)
+    prometheus_ca_file: Path | None = None
+    prometheus_verify_tls: bool = True
+    prometheus_timeout: float = Field(default=30.0, gt=0)
+    prometheus_retries: int = Field(default=3, ge=0)
+    namespace: str = "predictive-headroom"
+    dry_run: bool = False
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    listen_host: str = "0.0.0.0"
+    listen_port: int = Field(default=8080, ge=0, le=65535)
+    reconcile_interval: float = Field(default=60.0, gt=0)
+    lease_name: str = "predictive-headroom"
+    lease_duration: float = Field(default=15.0, gt=0)
+    leader_election: bool = True
+    report_dir: Path = Path("/tmp/predictive-headroom/reports")
+    report_keep: int = Field(default=5, ge=1)

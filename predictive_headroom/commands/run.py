@@ -1,6 +1,6 @@
 """`predictive-headroom run`: the daemon (or one refit and one reconcile with `--once`).
 
-Settings come from the environment (`PH_*`, see config.Settings); the Kubernetes credentials
+Settings come from the environment (`PH_*`, see settings.Settings); the Kubernetes credentials
 from the pod's ServiceAccount, else KUBECONFIG / ~/.kube/config.
 """
 

@@ -1,12 +1,14 @@
 """Backtest every series in ../shared/datasets and print one table (measured, not asserted).
 
 Usage: python bench/backtest_bench.py [--datasets DIR] [--only NAME ...] [--quantile Q] [--lead-time D]
-                                     [--stabilization D]
+                                     [--stabilization D] [--dial Q,Q,...]
 
 Columns: x of forecast and of the naive baseline (static headroom's unserved pod-minutes at the
 same node-hours divided by the strategy's own; "inf" when the strategy leaves none), forecast
 overhead node-hours next to the oracle's, forecast unserved as % of reactive, Prophet fit
 seconds and wall time. Warm-up: 14 days, 7 days for series shorter than four weeks.
+With `--dial 0.8,0.9,0.95,0.99` a second table gives x of forecast and naive at each burst
+quantile, replayed from the same refits.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from predictive_headroom.backtest import BacktestSettings, run_backtest
 from predictive_headroom.commands import duration_arg, print_table
+from predictive_headroom.commands.backtest import parse_quantiles
 from predictive_headroom.csvsource import read_csv_history
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -34,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quantile", type=float)
     parser.add_argument("--lead-time", type=duration_arg)
     parser.add_argument("--stabilization", type=duration_arg, help="scale-down stabilisation (default: the pool's 30m)")
+    parser.add_argument("--dial", type=parse_quantiles, default=(), help="burst quantiles to sweep, e.g. 0.8,0.9,0.95,0.99")
     args = parser.parse_args(argv)
     files = sorted(args.datasets.glob("*.csv"))
     if args.only:
@@ -41,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print(f"no CSV files in {args.datasets}", file=sys.stderr)
         return 2
-    settings = BacktestSettings(quantile=args.quantile, lead_seconds=args.lead_time, stabilization_seconds=args.stabilization)
-    rows = []
+    settings = BacktestSettings(quantile=args.quantile, lead_seconds=args.lead_time, stabilization_seconds=args.stabilization, dial=args.dial)
+    rows, dial_rows = [], []
     for path in files:
         started = time.perf_counter()
         result = run_backtest(read_csv_history(path), None, settings, progress=True)
@@ -55,12 +59,23 @@ def main(argv: list[str] | None = None) -> int:
             "-" if pct is None else f"{pct:.1f}%", f"{s['reactive'].metrics.unserved_pod_minutes:.0f}",
             result.settings["refits"], f"{result.fit_seconds:.1f}", f"{wall:.1f}",
         ])
+        for p in result.dial:
+            dial_rows.append([
+                path.stem, f"{p.quantile:g}", _x(p.forecast.x), _x(p.naive.x), f"{p.forecast.overhead_node_hours:.1f}",
+                f"{p.naive.overhead_node_hours:.1f}", f"{p.forecast.metrics.unserved_pod_minutes:.0f}", f"{p.naive.metrics.unserved_pod_minutes:.0f}",
+            ])
         print(f"done {path.stem} in {wall:.1f}s", file=sys.stderr, flush=True)
     print_table(
         ["dataset", "warmup", "x forecast", "x naive", "overhead forecast", "overhead naive", "overhead oracle",
          "forecast unserved % of reactive", "reactive unserved", "refits", "fit s", "wall s"],
         rows,
     )
+    if dial_rows:
+        print()
+        print_table(
+            ["dataset", "quantile", "x forecast", "x naive", "overhead forecast", "overhead naive", "unserved forecast", "unserved naive"],
+            dial_rows,
+        )
     return 0
 
 

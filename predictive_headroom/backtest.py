@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,20 +36,20 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.config import ForecastSpec, Linear, Pool, Proportional, ScheduleWindow, Target
-from predictive_headroom.planner import ForecastPart, PlanRecord, combine, forecast_part
+from predictive_headroom.planner import ForecastPart, PlanRecord, combine
 from predictive_headroom.proportional import proportional_floor
 from predictive_headroom.protocols import ClusterState, Forecaster
 from predictive_headroom.schedules import open_intervals
-from predictive_headroom.series import DAY_SECONDS, Forecast, History
+from predictive_headroom.series import DAY_SECONDS, History
 from predictive_headroom.simulator import (
     ClusterSpec, Metrics, Run, app_pods, minute_grid, oracle_placeholders, score, simulate,
 )
+from predictive_headroom.walkforward import NaiveFit, walk_forward
 
 logger = logging.getLogger(__name__)
 
 TARGET_MEDIAN_PODS = 20.0
 STRATEGIES = ("reactive", "proportional", "schedule", "forecast", "naive", "oracle")
-NaiveFit = Callable[[History, float, float, float], Any]  # (history, lead, quantile, now) -> BurstProfile
 
 
 @dataclass(frozen=True)
@@ -67,6 +65,7 @@ class BacktestSettings:
     quantile: float | None = None  # None: the pool's burstQuantile (0.95)
     lead_seconds: float | None = None  # None: the pool's leadTime with a config, else lag + 1 min
     stabilization_seconds: float | None = None  # None: the pool's scaleDownStabilization (30 min)
+    dial: tuple[float, ...] = ()  # burst quantiles to sweep: forecast and naive at each (the dial's price)
     cores_per_node: float = 8.0
     progress_every: int = 10  # without a terminal, one stderr line per this many refits
 
@@ -93,6 +92,18 @@ class StrategyResult:
 
 
 @dataclass
+class DialPoint:
+    """The forecast and the naive baseline replayed at one burst quantile of the sweep."""
+
+    quantile: float
+    forecast: StrategyResult
+    naive: StrategyResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quantile": self.quantile, "forecast": self.forecast.to_dict(), "naive": self.naive.to_dict()}
+
+
+@dataclass
 class BacktestResult:
     """Every strategy, the static curve, the settings used and the minute grid."""
 
@@ -104,6 +115,7 @@ class BacktestResult:
     scored_from: int
     fit_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    dial: list[DialPoint] = field(default_factory=list)
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """The yardstick: static unserved at `node_hours` over `unserved` (see the module docstring)."""
@@ -126,8 +138,8 @@ class BacktestResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the `backtest` command."""
-        return {
+        """The JSON shape of the `backtest` command (with `dial` only when a sweep was asked for)."""
+        out = {
             "strategies": {name: s.to_dict() for name, s in self.strategies.items()},
             "static_curve": [
                 {"replicas": n, "unserved_pod_minutes": m.unserved_pod_minutes, "node_hours": round(m.node_hours, 3), "cold_starts": m.cold_starts}
@@ -136,6 +148,9 @@ class BacktestResult:
             "settings": self.settings,
             "headline": self.headline(),
         }
+        if self.dial:
+            out["dial"] = [p.to_dict() for p in self.dial]
+        return out
 
 
 def headline(result: BacktestResult) -> str:
@@ -184,6 +199,22 @@ def format_table(result: BacktestResult) -> str:
         rows.append([name, f"{d['unserved_pod_minutes']:.0f}", f"{d['node_hours']:.1f}", str(d["cold_starts"]), f"{d['overhead_node_hours']:+.1f}", x])
     widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_dial(result: BacktestResult) -> str:
+    """The quantile sweep as aligned text: what each burst quantile buys and costs."""
+    headers = ["quantile", "forecast unserved", "overhead node-h", "x", "naive unserved", "overhead node-h", "x"]
+    rows = [headers]
+    for p in result.dial:
+        row = [f"{p.quantile:g}"]
+        for s in (p.forecast, p.naive):
+            d = s.to_dict()
+            row += [f"{d['unserved_pod_minutes']:.0f}", f"{d['overhead_node_hours']:+.1f}", "inf" if d["x"] is None else f"{d['x']:.2f}"]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -250,63 +281,6 @@ def schedule_series(windows: Sequence[ScheduleWindow], times: np.ndarray, lead: 
     return best, which
 
 
-def _naive_forecast(profile: Any, now: float, horizon: float) -> Forecast:
-    """A flat zero forecast carrying the naive burst profile, so the planner's ramp is 0."""
-    times = np.array([now, now + horizon])
-    zero = np.zeros(2)
-    return Forecast(times, zero, zero, zero, "naive-burst", now, 0.0, profile)
-
-
-@dataclass
-class WalkForward:
-    """Per-minute forecast parts of the model and of the naive baseline, and what fitting cost."""
-
-    model: list[ForecastPart]
-    naive: list[ForecastPart]
-    refits: int
-    fit_seconds: float
-    models: dict[str, int]
-
-
-def walk_forward(
-    history: History, pool: Pool, times: np.ndarray, first: int, every: float,
-    forecaster: Forecaster, naive_fit: NaiveFit, progress: bool, every_line: int,
-) -> WalkForward:
-    """Refit at times[first] and every `every` seconds after on the history known then; size each minute."""
-    spec = pool.forecast
-    assert spec is not None
-    lead, dpr = pool.lead_time.total_seconds(), spec.demand_per_replica
-    refit_at = np.arange(times[first], times[-1] + 1, every)
-    none = ForecastPart(None, "warmup")
-    model_parts, naive_parts = [none] * first, [none] * first
-    bounds = np.searchsorted(times, np.append(refit_at, times[-1] + 1), side="left")
-    fit_seconds, models = 0.0, {}
-    bar = _progress_bar(len(refit_at), progress)
-    for k, at in enumerate(refit_at):
-        known = history.until(float(at)).since(float(at) - spec.history.total_seconds())
-        started = time.perf_counter()
-        fitted = forecaster.fit(known, spec, lead, float(at))
-        fit_seconds += time.perf_counter() - started
-        key = fitted.model if isinstance(fitted, Forecast) else f"none:{fitted.why}"
-        models[key] = models.get(key, 0) + 1
-        naive = _naive_forecast(naive_fit(known, lead, spec.burst_quantile, float(at)), float(at), spec.horizon.total_seconds())
-        for i in range(int(bounds[k]), int(bounds[k + 1])):
-            t = float(times[i])
-            model_parts.append(forecast_part(fitted, t, lead, dpr))
-            naive_parts.append(forecast_part(naive, t, lead, dpr))
-        bar.update(1)
-        if progress and bar.disable and ((k + 1) % every_line == 0 or k + 1 == len(refit_at)):
-            print(f"backtest: refit {k + 1}/{len(refit_at)} ({fit_seconds:.0f}s fitting)", file=sys.stderr, flush=True)
-    bar.close()
-    return WalkForward(model_parts, naive_parts, len(refit_at), fit_seconds, models)
-
-
-def _progress_bar(total: int, progress: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="refits", unit="fit", file=sys.stderr, disable=not (progress and sys.stderr.isatty()))
-
-
 def planner_strategy(
     pool: Pool, times: np.ndarray, schedule: tuple[np.ndarray, np.ndarray], parts: Sequence[ForecastPart],
     rule: Proportional | None, cores_per_node: float,
@@ -346,17 +320,29 @@ def planner_strategy(
 # The run.
 
 
+STATIC_PLATEAU_NODES = 2
+"""The static curve ends when unserved demand has not fallen for this many nodes' worth of
+placeholders (2 x nodeSlots). Unserved demand falls only when the extra placeholders add a node,
+so single steps are often flat: nab_aws_elb_requests_5min leaves 343 unserved pod-minutes at both
+56 and 57 placeholders and 54 from 96 to 101, but 0 at 120. Ending at the first flat step made
+strategies costing more than the curve's end look better than static headroom at equal cost."""
+
+
 def static_curve(pods: np.ndarray, cluster: ClusterSpec, start: int, cap: int) -> list[tuple[int, Metrics]]:
-    """Static N from 0 up until unserved demand stops falling (or reaches 0, or N reaches `cap`)."""
+    """Static N = 0, 1, ... until unserved demand reaches 0, stops falling (`STATIC_PLATEAU_NODES`) or N reaches `cap`."""
+    plateau = STATIC_PLATEAU_NODES * cluster.node_slots
     curve: list[tuple[int, Metrics]] = []
+    best, since_best = math.inf, 0
     for n in range(cap + 1):
         m = score(simulate(pods, np.full(pods.size, n), cluster), start)
-        if curve and m.unserved_pod_minutes >= curve[-1][1].unserved_pod_minutes:
-            break
         curve.append((n, m))
-        if m.unserved_pod_minutes == 0:
+        if m.unserved_pod_minutes < best:
+            best, since_best = m.unserved_pod_minutes, 0
+        else:
+            since_best += 1
+        if m.unserved_pod_minutes == 0 or since_best >= plateau:
             break
-    return curve
+    return curve[: len(curve) - since_best] if since_best >= plateau else curve
 
 
 def run_backtest(
@@ -398,7 +384,9 @@ def run_backtest(
     sched_windows = list(plan_pool.schedules) or windows
     prop_rule = plan_pool.proportional or cpa_rule
 
-    wf = walk_forward(history, plan_pool, times, start, s.refit_every_seconds, forecaster, naive_fit, progress, s.progress_every)
+    wf = walk_forward(
+        history, plan_pool, times, start, s.refit_every_seconds, forecaster, naive_fit, progress, s.progress_every, s.dial,
+    )
     own_schedule = schedule_series(plan_pool.schedules, times, lead)
     runs: dict[str, Run] = {}
     runs["reactive"] = simulate(pods, np.zeros(pods.size, dtype=np.int64), cluster)
@@ -419,6 +407,13 @@ def run_backtest(
     for name in STRATEGIES:
         m = scored[name]
         result.strategies[name] = StrategyResult(m, runs[name], m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes))
+
+    def replay(parts: Sequence[ForecastPart]) -> StrategyResult:
+        run = simulate(pods, planner_strategy(plan_pool, times, own_schedule, parts, plan_pool.proportional, s.cores_per_node), cluster)
+        m = score(run, start)
+        return StrategyResult(m, run, m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes))
+
+    result.dial = [DialPoint(q, replay(model), replay(naive)) for q, (model, naive) in sorted(wf.dial.items())]
     result.settings = {
         "data": history.source, "points": len(history), "data_step_seconds": history.step_seconds,
         "pool": plan_pool.name if pool is not None else None,
@@ -438,4 +433,4 @@ def run_backtest(
     return result
 
 
-__all__ = ["BacktestResult", "BacktestSettings", "StrategyResult", "format_table", "headline", "run_backtest"]
+__all__ = ["BacktestResult", "BacktestSettings", "DialPoint", "StrategyResult", "format_dial", "format_table", "headline", "run_backtest"]

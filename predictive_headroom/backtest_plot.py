@@ -8,7 +8,7 @@ import io
 import logging
 from pathlib import Path
 
-from predictive_headroom.backtest import BacktestResult, format_table, headline
+from predictive_headroom.backtest import BacktestResult, format_dial, format_table, headline
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,15 @@ def plot_png(result: BacktestResult) -> bytes:
             size = 160 if name in ("oracle", "forecast") else 60
             ax.scatter([s.metrics.node_hours], [s.metrics.unserved_pod_minutes], s=size, marker=marker,
                        color=_COLOURS.get(name, "black"), label=name, zorder=3, edgecolors="black", linewidths=0.5)
+        for name, style in (("forecast", "-"), ("naive", "--")):
+            points = [(p.quantile, getattr(p, name).metrics) for p in result.dial]
+            if not points:
+                continue
+            ax.plot([m.node_hours for _, m in points], [m.unserved_pod_minutes for _, m in points], style, marker="d",
+                    markersize=4, color=_COLOURS[name], alpha=0.8, label=f"{name}, burst quantile dial")
+            for q, m in points:
+                ax.annotate(f"q={q:g}", (m.node_hours, m.unserved_pod_minutes), fontsize=7, color=_COLOURS[name],
+                            xytext=(3, -9), textcoords="offset points")
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_xlabel("node-hours (cost)")
         ax.set_ylabel("unserved pod-minutes (lower is better)")
@@ -67,9 +76,19 @@ pre{{background:#f6f6f6;padding:1rem;overflow:auto}}th{{text-align:left;padding-
 <pre id="table">{html.escape(format_table(result))}</pre>
 <p>x = unserved pod-minutes of static headroom at the same node-hours (linear between static points)
 divided by the strategy's own; higher is better.</p>
-<h2>Settings</h2>
+{_dial_section(result)}<h2>Settings</h2>
 <table id="settings">{settings}</table>
 </body></html>
+"""
+
+
+def _dial_section(result: BacktestResult) -> str:
+    if not result.dial:
+        return ""
+    return f"""<h2>Burst quantile dial</h2>
+<p>The forecast and the naive baseline replayed at each burst quantile, from the same refits: what more
+protection costs.</p>
+<pre id="dial">{html.escape(format_dial(result))}</pre>
 """
 
 

@@ -20,6 +20,7 @@ import math
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -158,7 +159,7 @@ class ProphetForecaster:
         naive = seasonal_naive(known, spec, now, lead)
         return Forecast(
             naive.times, naive.yhat, naive.lower, naive.upper, naive.model, naive.history_end,
-            time.perf_counter() - started, naive.burst, tuple(notes) + naive.warnings,
+            time.perf_counter() - started, naive.burst, tuple(notes) + naive.warnings, burst_for=naive.burst_for,
         )
 
     def _prophet(
@@ -201,9 +202,8 @@ class ProphetForecaster:
                     f"Prophet: weighted {1 - choice.weight:.0%} in the blend"
                 )
         grid = History(times, values, known.source)
-        burst: BurstProfile = burst_profile(
-            grid, fitted, lead, spec.burst_quantile, step_seconds=step, bin_seconds=self.burst_bin_seconds
-        )
+        burst_for = partial(burst_profile, grid, fitted, lead, step_seconds=step, bin_seconds=self.burst_bin_seconds)
+        burst: BurstProfile = burst_for(spec.burst_quantile)
         yhat = np.maximum(yhat, 0.0)
         return Forecast(
             times=out,
@@ -216,6 +216,7 @@ class ProphetForecaster:
             burst=burst,
             warnings=tuple(notes),
             shape=shape,
+            burst_for=burst_for,
         )
 
     def _validate(self, known: History, spec: ForecastSpec) -> _Choice | None:

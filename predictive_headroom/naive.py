@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -103,11 +104,12 @@ def seasonal_naive(
         errors = _recent(times, values - local.to_numpy(), end)
     lo, hi = band(errors, spec.interval_width)
 
-    burst = None
+    burst = burst_for = None
     if lead_seconds is not None:
         grid = History(times, values, known.source)
         usable = np.isfinite(fitted).sum() * step >= DAY_SECONDS
-        burst = burst_profile(grid, fitted if usable else None, lead_seconds, spec.burst_quantile, step_seconds=step)
+        burst_for = partial(burst_profile, grid, fitted if usable else None, lead_seconds, step_seconds=step)
+        burst = burst_for(spec.burst_quantile)
     yhat = np.maximum(yhat, 0.0)
     return Forecast(
         times=out,
@@ -118,5 +120,6 @@ def seasonal_naive(
         history_end=end,
         fit_seconds=time.perf_counter() - started,
         burst=burst,
+        burst_for=burst_for,
         warnings=(f"seasonal naive: same time last {'week' if period == WEEK_SECONDS else 'day'}",),
     )

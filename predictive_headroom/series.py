@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -116,6 +117,9 @@ class Forecast:
     shape: np.ndarray | None = None
     """The curve the planner reads the predictable ramp from, at `times`: the model's own fit, the
     one the burst profile's residuals were measured against. None means `yhat` itself."""
+    burst_for: Callable[[float], BurstProfile] | None = field(default=None, repr=False, compare=False)
+    """The burst profile at another quantile, from the same fit's residuals (None: not available).
+    The backtest's quantile sweep uses it to price the dial without refitting."""
 
     def __post_init__(self) -> None:
         names = ("times", "yhat", "lower", "upper") + (("shape",) if self.shape is not None else ())
@@ -124,6 +128,12 @@ class Forecast:
             if not np.all(np.isfinite(arr)):
                 raise ValueError(f"forecast {name} contains NaN or infinite values")
             object.__setattr__(self, name, arr)
+
+    def at_quantile(self, quantile: float) -> Forecast:
+        """This forecast with its burst profile at `quantile` (unchanged when that is unavailable)."""
+        if self.burst_for is None or (self.burst is not None and self.burst.quantile == quantile):
+            return self
+        return replace(self, burst=self.burst_for(quantile))
 
     @property
     def expires_at(self) -> float:

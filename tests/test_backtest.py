@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.backtest import BacktestSettings, format_table, headline, run_backtest
+from predictive_headroom.backtest import BacktestSettings, format_table, headline, run_backtest, static_curve
 from predictive_headroom.cli import main
 from predictive_headroom.config import Pool
 from predictive_headroom.naive import seasonal_naive
 from predictive_headroom.series import History
+from predictive_headroom.simulator import ClusterSpec
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
 DAY = 86_400.0
@@ -60,9 +61,47 @@ def test_every_strategy_is_scored_and_the_yardstick_is_sane():
     assert all(v.overhead_node_hours >= 0 for k, v in s.items() if k != "reactive")
     unserved = [m.unserved_pod_minutes for _, m in result.static_curve]
     assert [n for n, _ in result.static_curve] == list(range(len(unserved)))
-    assert all(b < a for a, b in zip(unserved, unserved[1:]))
+    assert all(b <= a for a, b in zip(unserved, unserved[1:])) and unserved[-1] < unserved[0]
     assert "forecast leaves" in headline(result)
     assert "oracle" in format_table(result)
+
+
+def test_static_curve_goes_past_flat_steps_until_a_node_is_added():
+    # 4 pods jump to 16: placeholders 1-4 still fit on the first node and change nothing; the
+    # 5th adds a node and serves the jump. Ending at the first flat step would miss that.
+    pods = np.array([4] * 30 + [16] * 30)
+    curve = static_curve(pods, ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10), 0, 50)
+    assert [(n, m.unserved_pod_minutes) for n, m in curve] == [(0, 24), (1, 24), (2, 24), (3, 24), (4, 24), (5, 0)]
+
+
+class CountingForecaster(SeasonalNaiveForecaster):
+    def __init__(self):
+        self.fits = 0
+
+    def fit(self, history, spec, lead_seconds, now):
+        self.fits += 1
+        return super().fit(history, spec, lead_seconds, now)
+
+
+def test_the_dial_replays_each_quantile_from_the_same_refits():
+    counting = CountingForecaster()
+    result = run_backtest(series(6), POOL, BacktestSettings(warmup_seconds=3 * DAY, dial=(0.5, 0.95, 0.995)), forecaster=counting)
+    assert counting.fits == result.settings["refits"] == 3
+    assert [p.quantile for p in result.dial] == [0.5, 0.95, 0.995]
+    # The pool's own quantile (0.95) replays exactly as the forecast and naive strategies do.
+    at_pool = result.dial[1]
+    assert at_pool.forecast.metrics == result.strategies["forecast"].metrics
+    assert at_pool.naive.metrics == result.strategies["naive"].metrics
+    # A higher quantile holds more placeholders and leaves less unserved demand.
+    for name in ("forecast", "naive"):
+        low, high = (getattr(result.dial[k], name) for k in (0, 2))
+        assert high.run.placeholders.mean() > low.run.placeholders.mean()
+        assert high.metrics.unserved_pod_minutes < low.metrics.unserved_pod_minutes
+    assert [p["quantile"] for p in result.to_dict()["dial"]] == [0.5, 0.95, 0.995]
+
+
+def test_without_a_dial_the_json_has_no_dial():
+    assert "dial" not in fast_run(series(6)).to_dict()
 
 
 def test_only_the_period_after_warmup_is_scored():
@@ -130,10 +169,23 @@ def test_cli_json_shape_and_page_with_prophet(tmp_path, capsys):
     assert (out / "backtest.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_cli_dial_prints_the_sweep_table_and_page_section(tmp_path, capsys):
+    csv = write_csv(tmp_path / "demand.csv", series(5, seed=3))
+    out = tmp_path / "page"
+    args = ["backtest", "--data", str(csv), "--warmup", "3d", "--quiet", "--dial", "0.99,0.8,0.8", "--out", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    dial = text[text.index("burst quantile dial"):]
+    assert re.search(r"^\s+0\.8\s+\d+", dial, re.M) and re.search(r"^\s+0\.99\s+\d+", dial, re.M)
+    assert 'id="dial"' in (out / "backtest.html").read_text()
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
         (["--quantile", "1.5"], "--quantile must be between 0 and 1"),
+        (["--dial", "0.8,abc"], "'abc' is not a number"),
+        (["--dial", "0.8,1"], "quantile 1 must be between 0 and 1"),
         (["--node-slots", "0", "--demand-per-replica", "-1"], "--demand-per-replica must be positive.*--node-slots"),
         (["--pool", "web"], "--pool needs --config"),
         (["--warmup", "30d"], r"spans 4\.0 days.*31 days"),

@@ -64,6 +64,19 @@ def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, s
     assert "Chain [1]" not in noise.err + noise.out and "cmdstanpy" not in noise.err
 
 
+@pytest.mark.parametrize("model", ["prophet", "seasonal-naive"])
+def test_burst_profile_at_another_quantile_comes_from_the_same_fit(model):
+    history = dataset("azure_v2_vm_cpu_total_5min", 14 if model == "prophet" else 2)
+    forecast = ProphetForecaster().fit(history, spec(min_history=timedelta(days=3)), LEAD, history.end + 60)
+    assert forecast.model == model and forecast.burst.quantile == 0.95
+    assert forecast.at_quantile(0.95) is forecast
+    low, high = forecast.at_quantile(0.5), forecast.at_quantile(0.99)
+    assert (low.burst.quantile, high.burst.quantile) == (0.5, 0.99)
+    assert np.all(low.burst.values <= forecast.burst.values) and np.all(forecast.burst.values <= high.burst.values)
+    assert high.burst.values.sum() > low.burst.values.sum()
+    assert np.array_equal(high.yhat, forecast.yhat) and np.array_equal(high.upper, forecast.upper)
+
+
 def test_weekly_shape_is_learned_from_13_days():
     history = synthetic(13, weekend_factor=0.5)  # ends on a Monday
     forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)

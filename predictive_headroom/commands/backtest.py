@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from predictive_headroom.backtest import BacktestSettings, format_table, headline, run_backtest
+from predictive_headroom.backtest import BacktestSettings, format_dial, format_table, headline, run_backtest
 from predictive_headroom.commands import CommandError, add_output_argument, duration_arg, iso, load_config, print_json
 from predictive_headroom.config import Pool
 from predictive_headroom.protocols import SourceError
@@ -24,11 +24,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=duration_arg, help="unscored start of the series (default 14d; 7d for series under 28d)")
     parser.add_argument("--refit-every", type=duration_arg, default=86400.0, help="walk-forward refit interval (default 24h)")
     parser.add_argument("--quantile", type=float, help="burst quantile, the protection/cost dial (default: the pool's, 0.95)")
+    parser.add_argument(
+        "--dial", metavar="Q[,Q...]",
+        help="also replay forecast and naive at each of these burst quantiles (e.g. 0.8,0.9,0.95,0.99): the dial's price, no extra fits",
+    )
     parser.add_argument("--lead-time", type=duration_arg, help="forecast lead time (default: the pool's leadTime, else lag + 1m)")
     parser.add_argument("--cores-per-node", type=float, default=8.0, help="cores per simulated node for a CPA cores rule (default 8)")
     parser.add_argument("--out", metavar="DIR", help="write backtest.html and backtest.png (cost/protection plot) here")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_output_argument(parser)
+
+
+def parse_quantiles(text: str) -> tuple[float, ...]:
+    """Parse `0.8,0.9,0.95` into sorted unique quantiles; ValueError says which item is wrong."""
+    values = []
+    for item in text.split(","):
+        try:
+            q = float(item)
+        except ValueError:
+            raise ValueError(f"{item.strip()!r} is not a number; give quantiles like 0.8,0.9,0.95") from None
+        if not 0 < q < 1:
+            raise ValueError(f"quantile {q:g} must be between 0 and 1 (exclusive)")
+        values.append(q)
+    return tuple(sorted(set(values)))
 
 
 def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
@@ -42,6 +60,12 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
     if args.quantile is not None and not 0 < args.quantile < 1:
         problems.append(f"--quantile must be between 0 and 1 (exclusive), got {args.quantile:g}")
+    dial: tuple[float, ...] = ()
+    if args.dial:
+        try:
+            dial = parse_quantiles(args.dial)
+        except ValueError as exc:
+            problems.append(f"--dial: {exc}")
     if not args.cores_per_node > 0:
         problems.append(f"--cores-per-node must be positive, got {args.cores_per_node:g}")
     if problems:
@@ -50,7 +74,7 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         demand_per_replica=args.demand_per_replica, node_slots=args.node_slots, lag_seconds=args.lag,
         scale_down_delay_seconds=args.scale_down_delay, warmup_seconds=args.warmup,
         refit_every_seconds=args.refit_every, quantile=args.quantile, lead_seconds=args.lead_time,
-        cores_per_node=args.cores_per_node,
+        cores_per_node=args.cores_per_node, dial=dial,
     )
 
 
@@ -98,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
         print_json(result.to_dict())
     else:
         print(format_table(result))
+        if result.dial:
+            print()
+            print("burst quantile dial (forecast and naive replayed at each; x vs static at equal node-hours):")
+            print(format_dial(result))
         print()
         print(headline(result))
     return 0

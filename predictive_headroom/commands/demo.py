@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
          ["forecast", "--config", str(config), "--data", str(data)]),
         ("2. The plan for the next 24 h (rows where it changes)",
          ["plan", "--config", str(config), "--data", str(data), "--at", now, "--horizon", "24h", "--step", "30m"]),
-        ("3. Backtest: replay four weeks through the planner on a simulated cluster",
-         ["backtest", "--config", str(config), "--data", str(data), "--out", str(out / "backtest")]),
+        ("3. Backtest: replay four weeks through the planner on a simulated cluster, and what the burst quantile dial buys",
+         ["backtest", "--config", str(config), "--data", str(data), "--dial", "0.8,0.9,0.95,0.99", "--out", str(out / "backtest")]),
         ("4. The forecast report",
          ["report", "--config", str(config), "--data", str(data), "--out", str(out / "report")]),
     ]

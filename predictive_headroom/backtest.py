@@ -20,26 +20,27 @@ strategy is `S(node_hours) / unserved`, where S interpolates the static curve's 
 pod-minutes linearly at the strategy's node-hours: how many times less unserved demand it leaves
 than static headroom costing the same. x is 1 when both are 0 and unbounded (None) when only the
 strategy's own unserved is 0.
+
+Neighbours: `walkforward` (the refits and the quantile sweep), `replay` (the planner minute by
+minute as a simulator strategy), `backtest_text` (headline and tables), `backtest_plot` (the page).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
+from predictive_headroom.backtest_text import headline
 from predictive_headroom.config import ForecastSpec, Linear, Pool, Proportional, ScheduleWindow, Target
-from predictive_headroom.planner import ForecastPart, PlanRecord, combine
-from predictive_headroom.proportional import proportional_floor
-from predictive_headroom.protocols import ClusterState, Forecaster
-from predictive_headroom.schedules import open_intervals
+from predictive_headroom.planner import ForecastPart
+from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay import planner_strategy, schedule_series
 from predictive_headroom.series import DAY_SECONDS, History
 from predictive_headroom.simulator import (
     ClusterSpec, Metrics, Run, app_pods, minute_grid, oracle_placeholders, score, simulate,
@@ -153,72 +154,6 @@ class BacktestResult:
         return out
 
 
-def headline(result: BacktestResult) -> str:
-    """How much less unserved demand forecast leaves than static headroom at equal cost, and
-    what static headroom costs to protect as well as forecast does."""
-    return f"{_equal_cost(result)}; {_equal_protection(result)}"
-
-
-def _equal_protection(result: BacktestResult) -> str:
-    f = result.strategies["forecast"]
-    reactive_nh = result.strategies["reactive"].metrics.node_hours
-    unserved = f.metrics.unserved_pod_minutes
-    match = next(((n, m) for n, m in result.static_curve if m.unserved_pod_minutes <= unserved), None)
-    if match is None:
-        return f"no static headroom up to {result.static_curve[-1][0]} placeholders leaves as little unserved demand"
-    n, m = match
-    static_overhead = m.node_hours - reactive_nh
-    if static_overhead <= 0:
-        return "static headroom of 0 placeholders protects as well"
-    return (
-        f"static headroom needs {n} placeholder(s), {static_overhead:.1f} overhead node-hours, to leave as little "
-        f"unserved demand; forecast spends {f.overhead_node_hours:.1f} ({100 * f.overhead_node_hours / static_overhead:.0f}% of that)"
-    )
-
-
-def _equal_cost(result: BacktestResult) -> str:
-    f = result.strategies["forecast"]
-    x = f.x
-    if x is None:
-        return "at the same node-hours as static headroom, forecast leaves no unserved demand at all"
-    if x == 0:
-        return (f"at the same node-hours as static headroom, forecast leaves {f.metrics.unserved_pod_minutes:.0f} "
-                "unserved pod-minutes where static headroom leaves none")
-    if x >= 1:
-        return f"at the same node-hours as static headroom, forecast leaves {100 * (1 - 1 / x):.0f}% less unserved demand ({x:.1f}x less)"
-    return f"at the same node-hours as static headroom, forecast leaves {100 * (1 / x - 1):.0f}% more unserved demand"
-
-
-def format_table(result: BacktestResult) -> str:
-    """The strategy table as aligned text."""
-    headers = ["strategy", "unserved pod-min", "node-hours", "cold starts", "overhead node-h", "x vs static"]
-    rows = [headers]
-    for name, s in result.strategies.items():
-        d = s.to_dict()
-        x = "inf" if d["x"] is None else f"{d['x']:.2f}"
-        rows.append([name, f"{d['unserved_pod_minutes']:.0f}", f"{d['node_hours']:.1f}", str(d["cold_starts"]), f"{d['overhead_node_hours']:+.1f}", x])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def format_dial(result: BacktestResult) -> str:
-    """The quantile sweep as aligned text: what each burst quantile buys and costs."""
-    headers = ["quantile", "forecast unserved", "overhead node-h", "x", "naive unserved", "overhead node-h", "x"]
-    rows = [headers]
-    for p in result.dial:
-        row = [f"{p.quantile:g}"]
-        for s in (p.forecast, p.naive):
-            d = s.to_dict()
-            row += [f"{d['unserved_pod_minutes']:.0f}", f"{d['overhead_node_hours']:+.1f}", "inf" if d["x"] is None else f"{d['x']:.2f}"]
-        rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 # ---------------------------------------------------------------------------------------------
 # Set-up: demand units, the pool, warm-up.
 
@@ -259,61 +194,6 @@ def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]
     replicas = max(1, round(0.15 * float(np.median(pods))))
     window = ScheduleWindow(name="daytime", start="0 8 * * *", end="0 20 * * *", desired_replicas=replicas)
     return [window], Proportional(linear=Linear(nodes_per_replica=1))
-
-
-# ---------------------------------------------------------------------------------------------
-# Per-minute component values.
-
-
-def schedule_series(windows: Sequence[ScheduleWindow], times: np.ndarray, lead: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per minute: the schedule floor and the index of the window setting it (-1: none open)."""
-    best = np.zeros(times.size, dtype=np.int64)
-    which = np.full(times.size, -1, dtype=np.int64)
-    if not times.size:
-        return best, which
-    for k, window in enumerate(windows):
-        for a, b in open_intervals(window, float(times[0]), float(times[-1]), lead):
-            i, j = np.searchsorted(times, [a, b], side="left")
-            seg = slice(int(i), int(j))
-            better = (which[seg] < 0) | (window.desired_replicas > best[seg])
-            best[seg] = np.where(better, window.desired_replicas, best[seg])
-            which[seg] = np.where(better, k, which[seg])
-    return best, which
-
-
-def planner_strategy(
-    pool: Pool, times: np.ndarray, schedule: tuple[np.ndarray, np.ndarray], parts: Sequence[ForecastPart],
-    rule: Proportional | None, cores_per_node: float,
-) -> np.ndarray | Callable[[int, int], int]:
-    """The planner as a simulator strategy: combine() each minute with scale-down stabilisation.
-
-    With a proportional rule the placeholder count depends on the simulated nodes, so a function
-    of (step, ready nodes) is returned; otherwise the per-minute array.
-    """
-    floor, which = schedule
-    names = [w.name for w in pool.schedules]
-    window = pool.scale_down_stabilization.total_seconds()
-    recent: deque[PlanRecord] = deque()
-
-    @lru_cache(maxsize=4096)
-    def cpa(nodes: int) -> int | None:
-        if rule is None:
-            return None
-        cores = nodes * cores_per_node
-        return proportional_floor(rule, ClusterState(nodes, cores, nodes, cores))
-
-    def decide(i: int, nodes: int) -> int:
-        at = float(times[i])
-        while recent and recent[0].at <= at - window:
-            recent.popleft()
-        sched = (int(floor[i]), names[which[i]]) if which[i] >= 0 else None
-        plan = combine(pool, at, sched, cpa(nodes), parts[i], recent)
-        recent.append(plan.record())
-        return plan.desired
-
-    if rule is not None:
-        return decide
-    return np.fromiter((decide(i, 0) for i in range(times.size)), dtype=np.int64, count=times.size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,4 +313,4 @@ def run_backtest(
     return result
 
 
-__all__ = ["BacktestResult", "BacktestSettings", "DialPoint", "StrategyResult", "format_dial", "format_table", "headline", "run_backtest"]
+__all__ = ["BacktestResult", "BacktestSettings", "DialPoint", "StrategyResult", "run_backtest"]

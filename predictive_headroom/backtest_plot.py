@@ -8,7 +8,8 @@ import io
 import logging
 from pathlib import Path
 
-from predictive_headroom.backtest import BacktestResult, format_dial, format_table, headline
+from predictive_headroom.backtest import BacktestResult
+from predictive_headroom.backtest_text import format_dial, format_table, headline
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.backtest import BacktestSettings, format_table, headline, run_backtest, static_curve
+from predictive_headroom.backtest import BacktestSettings, run_backtest, static_curve
+from predictive_headroom.backtest_text import format_table, headline
 from predictive_headroom.cli import main
 from predictive_headroom.config import Pool
 from predictive_headroom.naive import seasonal_naive

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from predictive_headroom.backtest import BacktestSettings, format_dial, format_table, headline, run_backtest
+from predictive_headroom.backtest import BacktestSettings, run_backtest
+from predictive_headroom.backtest_text import format_dial, format_table, headline
 from predictive_headroom.commands import CommandError, add_output_argument, duration_arg, iso, load_config, print_json
 from predictive_headroom.config import Pool
 from predictive_headroom.protocols import SourceError

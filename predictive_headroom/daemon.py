@@ -3,10 +3,10 @@
 `Daemon` holds the loop logic and takes every collaborator (source, forecaster, actuator,
 cluster reader, leader elector, clock) from its caller, so tests drive it with fakes or with
 real clients. `scheduling.Runner` runs it on APScheduler until stopped; what one reconcile did is
-an `outcomes.ReconcileResult`. Decisions stay in the pure planner; this module reads, plans, and
-writes on change.
+an `outcomes.ReconcileResult`. Decisions stay in the pure planner; this module reads and plans,
+and `writes.TargetWriter` writes on change and remembers what it wrote.
 
-Safety rules:
+Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 - only the leader writes; followers still refit and plan, so a takeover starts with warm
   forecasts and stabilisation history (no scale-down on failover);
 - a target paused with the kill-switch annotation is left alone;
@@ -18,7 +18,6 @@ Safety rules:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import threading
@@ -35,6 +34,7 @@ from predictive_headroom.pipeline import describe, fit_policy, keep_usable
 from predictive_headroom.planner import Plan, PlanRecord, plan_pool
 from predictive_headroom.protocols import ActuatorError, Actuator, ClusterReader, ClusterState, Forecaster, Source
 from predictive_headroom.series import Forecast, History, NoForecast
+from predictive_headroom.writes import TargetWriter
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +103,7 @@ class Daemon:
             p.name: NoForecast(NOT_FITTED) for p in policy.pools if p.forecast and p.forecast.enabled}
         self._recent: dict[str, list[PlanRecord]] = {}
         self._clusters: dict[str, ClusterState] = {}
-        self._applied: dict[str, int] = {}
-        self._planned: dict[str, int] = {}
-        self._overridden: set[str] = set()
-        self._dry_reported: dict[str, tuple[int, int]] = {}
+        self.writer = TargetWriter(actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader)
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
@@ -189,9 +186,7 @@ class Daemon:
         leader = bool(self.elector.is_leader)
         self.metrics.leader.set(1 if leader else 0)
         if not leader:  # whoever leads meanwhile owns the targets; start afresh on takeover
-            self._applied.clear()
-            self._planned.clear()
-            self._overridden.clear()
+            self.writer.step_down()
         policy, forecasts = self.policy, self._forecasts
         outcomes = []
         for pool in policy.pools:
@@ -220,7 +215,7 @@ class Daemon:
             self.metrics.record_forecast(pool.name, forecast, at + pool.lead_time.total_seconds())
             if not leader:
                 return PoolOutcome(pool.name, "follower", plan)
-            outcome = self._apply(pool, plan, _missing_input(pool, forecast, cluster))
+            outcome = self.writer.write(pool, plan, _missing_input(pool, forecast, cluster))
             if outcome.plan is not None and outcome.plan is not plan:  # held up for a missing input
                 self.metrics.record_plan(outcome.plan)
             if outcome.current is not None:
@@ -252,41 +247,6 @@ class Daemon:
             return last, None if last else note
         self._clusters[pool.name] = state
         return state, None
-
-    def _apply(self, pool: Pool, plan: Plan, missing: str | None) -> PoolOutcome:
-        target = f"{pool.target.namespace}/{pool.target.name}"
-        state = self.actuator.read(pool)
-        if state.paused:
-            self._applied.pop(pool.name, None)
-            logger.info("pool %s: %s is paused (annotation predictive-headroom.io/paused=true); leaving it at %d "
-                        "replicas (plan: %d, %s)", pool.name, target, state.replicas, plan.desired, plan.reason)
-            return PoolOutcome(pool.name, "paused", plan, state.replicas)
-        if missing and plan.desired < state.replicas:
-            plan = dataclasses.replace(plan, desired=state.replicas, reason=f"hold:{missing}")
-        planned_before = self._planned.get(pool.name)
-        self._planned[pool.name] = plan.desired
-        applied = self._applied.get(pool.name)
-        if state.replicas == plan.desired:
-            self._applied[pool.name] = plan.desired
-            self._overridden.discard(pool.name)
-            return PoolOutcome(pool.name, "unchanged", plan, state.replicas)
-        if applied is not None and state.replicas != applied and plan.desired == planned_before:
-            if pool.name not in self._overridden:
-                logger.warning("pool %s: %s was scaled to %d by someone else (we set %d); leaving it until the plan "
-                               "changes from %d", pool.name, target, state.replicas, applied, plan.desired)
-                self._overridden.add(pool.name)
-            return PoolOutcome(pool.name, "manual-override", plan, state.replicas)
-        if self.dry_run:
-            if self._dry_reported.get(pool.name) != (state.replicas, plan.desired):
-                self.actuator.scale(pool, plan.desired, plan.reason, dry_run=True)
-                self._dry_reported[pool.name] = (state.replicas, plan.desired)
-            return PoolOutcome(pool.name, "dry-run", plan, state.replicas)
-        if not self.elector.is_leader:  # lost the Lease during this cycle
-            return PoolOutcome(pool.name, "follower", plan, state.replicas)
-        self.actuator.scale(pool, plan.desired, plan.reason, dry_run=False)
-        self._applied[pool.name] = plan.desired
-        self._overridden.discard(pool.name)
-        return PoolOutcome(pool.name, "scaled", plan, state.replicas)
 
     # -- config reload -------------------------------------------------------------------------
 
@@ -328,7 +288,8 @@ class Daemon:
             refit = {p.name for p in policy.pools if p.forecast and p.forecast.enabled and p.name not in forecasts}
             forecasts.update({n: NoForecast(NOT_FITTED) for n in refit})
             self.policy, self._forecasts = policy, forecasts
-        for state in (self._recent, self._clusters, self._applied, self._planned, self._dry_reported):
+        self.writer.forget(removed)
+        for state in (self._recent, self._clusters):
             for name in removed:
                 state.pop(name, None)  # type: ignore[attr-defined]
         for name in removed:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from predictive_headroom.burst import DEFAULT_BIN_SECONDS, burst_profile, regular_grid
+from predictive_headroom.hourly import HourlyProfile, hourly_profile
 from predictive_headroom.naive import band, forecast_times, history_length, naive_errors, seasonal_naive, wider, working_step
 from predictive_headroom.config import ForecastSpec
 from predictive_headroom.series import DAY_SECONDS, BurstProfile, Forecast, History, NoForecast
@@ -95,6 +96,13 @@ class ProphetForecaster:
       bench/backtest_bench.py: x on nab_aws_asg_cpu_5min 0.00 -> 0.11 (overhead 4252 -> 3278
       node-hours), nab_nyc_taxi_30min 25.0 -> 27.6.
 
+    - Within-hour profile (`hourly`, on by default): the median residual at each phase of the hour,
+      shrunk towards zero when it is noise (`predictive_headroom.hourly`), is added to the fit, the
+      forecast and the ramp curve, and the forecast lands on the data's own grid. Measured with
+      bench/backtest_bench.py: x on nab_aws_asg_cpu_5min 0.11 -> 2.33 (its spike at minute 9 of
+      every hour is now a predicted ramp, not a burst held for half an hour), elb 1.04 -> 1.05,
+      twitter 0.99 -> 1.00; the 30-minute taxi series has no profile.
+
     The extra fit roughly doubles the time: median fit + predict 1.1-1.2 s for 28 days at 5 min
     on a 2-core machine. Other arguments go to Prophet unchanged.
     """
@@ -113,6 +121,7 @@ class ProphetForecaster:
         validation_seconds: float = 2 * DAY_SECONDS,
         level_seconds: float = 2 * DAY_SECONDS,
         validation_folds: int = 1,
+        hourly: bool = True,
     ) -> None:
         self.growth = growth
         self.daily_order = daily_order
@@ -125,6 +134,7 @@ class ProphetForecaster:
         self.validation_seconds = validation_seconds
         self.level_seconds = level_seconds
         self.validation_folds = validation_folds
+        self.hourly = hourly
 
     def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
         """Fit on the history known at `now` and forecast `spec.horizon` ahead (see the module docstring)."""
@@ -174,10 +184,10 @@ class ProphetForecaster:
         if not weekly:
             notes.append(f"weekly seasonality off: under {WEEKLY_MIN_DAYS:g} days of history")
 
-        out = forecast_times(spec, now)
-        model = self._fitted_model(times, values, step, weekly, spec, notes)
-        fitted = self._predict(model, times)
-        yhat = self._predict(model, out)
+        out = forecast_times(spec, now, known.start)
+        fit = self._fit(times, values, step, weekly, spec, notes)
+        fitted = fit.predict(times)
+        yhat = fit.predict(out)
         if not (np.all(np.isfinite(fitted)) and np.all(np.isfinite(yhat))):
             raise ValueError("Prophet produced non-finite values")
         choice = self._validate(known, spec)
@@ -240,17 +250,26 @@ class ProphetForecaster:
             step = working_step(train, spec)
             times, values = regular_grid(train, step)
             weekly = history_length(train) >= WEEKLY_MIN_DAYS * DAY_SECONDS
-            model = self._fitted_model(times, values, step, weekly, spec, [])
-            level = _recent_level(times, values - self._predict(model, times), self.level_seconds)
+            fit = self._fit(times, values, step, weekly, spec, [])
+            level = _recent_level(times, values - fit.predict(times), self.level_seconds)
             wide = spec.model_copy(update={"horizon": timedelta(seconds=span + step)})
             naive = seasonal_naive(train, wide, cut)
             at = held.times[ok]
             naive_at = np.interp(at, naive.times, naive.yhat)
-            parts.append((held.values[ok], self._predict(model, at), np.full(at.size, level), naive_at))
+            parts.append((held.values[ok], fit.predict(at), np.full(at.size, level), naive_at))
         if not parts:
             return None
         actual, prophet, level, naive = (np.concatenate(c) for c in zip(*parts))
         return _choose(actual, prophet, level, naive)
+
+    def _fit(
+        self, times: np.ndarray, values: np.ndarray, step: float, weekly: bool, spec: ForecastSpec, notes: list[str]
+    ) -> _Fit:
+        """Prophet on `values`, plus the within-hour profile of its residuals (see `predictive_headroom.hourly`)."""
+        model = self._fitted_model(times, values, step, weekly, spec, notes)
+        if not self.hourly:
+            return _Fit(model, None)
+        return _Fit(model, hourly_profile(times, values - self._predict(model, times), step))
 
     def _fitted_model(
         self, times: np.ndarray, values: np.ndarray, step: float, weekly: bool, spec: ForecastSpec, notes: list[str]
@@ -299,6 +318,18 @@ class ProphetForecaster:
     def _predict(model: object, times: np.ndarray) -> np.ndarray:
         frame = model.predict(pd.DataFrame({"ds": _naive_utc(times)}))  # type: ignore[attr-defined]
         return frame["yhat"].to_numpy(dtype=float)
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """A fitted Prophet model and the within-hour profile of its residuals (None: none found or off)."""
+
+    model: object
+    hourly: HourlyProfile | None
+
+    def predict(self, times: np.ndarray) -> np.ndarray:
+        yhat = ProphetForecaster._predict(self.model, times)
+        return yhat if self.hourly is None else yhat + self.hourly(times)
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,15 @@ def history_length(history: History) -> float:
     return history.span_seconds + history.step_seconds if len(history) > 1 else 0.0
 
 
-def forecast_times(spec: ForecastSpec, now: float) -> np.ndarray:
-    """The instants to forecast: from the step boundary at or before `now` to `now + horizon`."""
+def forecast_times(spec: ForecastSpec, now: float, anchor: float = 0.0) -> np.ndarray:
+    """The instants to forecast: from the step boundary at or before `now` to `now + horizon`.
+
+    Boundaries are `anchor` plus whole steps. Forecasters pass the history's first sample, so the
+    forecast lands on the data's own grid: a spike at minute 9 of a series sampled at 4, 9, 14..
+    is not smeared over the points at 5 and 10 before the planner reads ramps from it.
+    """
     step = spec.step.total_seconds()
-    first = math.floor(now / step) * step
+    first = anchor + math.floor((now - anchor) / step) * step
     count = int(math.ceil((now + spec.horizon.total_seconds() - first) / step - 1e-9)) + 1
     return first + step * np.arange(count, dtype=float)
 
@@ -90,7 +95,7 @@ def seasonal_naive(
     times, values = regular_grid(known, step)
     end = known.end
 
-    out = forecast_times(spec, now)
+    out = forecast_times(spec, now, known.start)
     # The latest known instant at the same phase: the actual itself up to the end of the history,
     # then one or more periods back (edges within one step are clamped to the nearest sample).
     back = np.maximum(0, np.ceil((out - end) / period - 1e-9)) * period

@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--validation-folds", type=int, default=1)
     parser.add_argument("--interval-width", type=float, default=0.8)
     parser.add_argument("--lead", type=float, default=300.0, help="lead time in seconds")
+    parser.add_argument("--hourly", action=argparse.BooleanOptionalAction, default=True, help="the within-hour profile")
     parser.add_argument("--series", nargs="*", default=SERIES)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         validation_seconds=args.validation_hours * 3600,
         level_seconds=args.level_hours * 3600,
         validation_folds=args.validation_folds,
+        hourly=args.hourly,
     )
     header = (
         f"{'series':30} {'points':>6} {'step':>5} {'model':>8} {'median s':>8} {'max s':>6} "
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         f"growth={args.growth} daily_order={args.daily_order} weekly_order={args.weekly_order} mode={args.mode} "
         f"changepoint_prior={args.changepoint_prior} max_fit_points={args.max_fit_points} "
         f"validation_hours={args.validation_hours:g} validation_folds={args.validation_folds} "
-        f"level_hours={args.level_hours:g} interval_width={args.interval_width} lead={args.lead:g}s runs={args.runs}"
+        f"level_hours={args.level_hours:g} hourly={args.hourly} interval_width={args.interval_width} lead={args.lead:g}s runs={args.runs}"
     )
     print(header)
     print("-" * len(header))

@@ -186,7 +186,7 @@ class ProphetForecaster:
 
         out = forecast_times(spec, now, known.start)
         fit = self._fit(times, values, step, weekly, spec, notes)
-        fitted = fit.predict(times)
+        fitted = fit.fitted
         yhat = fit.predict(out)
         if not (np.all(np.isfinite(fitted)) and np.all(np.isfinite(yhat))):
             raise ValueError("Prophet produced non-finite values")
@@ -251,7 +251,7 @@ class ProphetForecaster:
             times, values = regular_grid(train, step)
             weekly = history_length(train) >= WEEKLY_MIN_DAYS * DAY_SECONDS
             fit = self._fit(times, values, step, weekly, spec, [])
-            level = _recent_level(times, values - fit.predict(times), self.level_seconds)
+            level = _recent_level(times, values - fit.fitted, self.level_seconds)
             wide = spec.model_copy(update={"horizon": timedelta(seconds=span + step)})
             naive = seasonal_naive(train, wide, cut)
             at = held.times[ok]
@@ -267,9 +267,9 @@ class ProphetForecaster:
     ) -> _Fit:
         """Prophet on `values`, plus the within-hour profile of its residuals (see `predictive_headroom.hourly`)."""
         model = self._fitted_model(times, values, step, weekly, spec, notes)
-        if not self.hourly:
-            return _Fit(model, None)
-        return _Fit(model, hourly_profile(times, values - self._predict(model, times), step))
+        fitted = self._predict(model, times)
+        hourly = hourly_profile(times, values - fitted, step) if self.hourly else None
+        return _Fit(model, hourly, fitted if hourly is None else fitted + hourly(times))
 
     def _fitted_model(
         self, times: np.ndarray, values: np.ndarray, step: float, weekly: bool, spec: ForecastSpec, notes: list[str]
@@ -322,10 +322,12 @@ class ProphetForecaster:
 
 @dataclass(frozen=True)
 class _Fit:
-    """A fitted Prophet model and the within-hour profile of its residuals (None: none found or off)."""
+    """A fitted Prophet model, the within-hour profile of its residuals (None: none found or off),
+    and both together at the training times."""
 
     model: object
     hourly: HourlyProfile | None
+    fitted: np.ndarray
 
     def predict(self, times: np.ndarray) -> np.ndarray:
         yhat = ProphetForecaster._predict(self.model, times)

@@ -1,14 +1,15 @@
 """Backtest every series in ../shared/datasets and print one table (measured, not asserted).
 
 Usage: python bench/backtest_bench.py [--datasets DIR] [--only NAME ...] [--quantile Q] [--lead-time D]
-                                     [--stabilization D] [--dial Q,Q,...]
+                                     [--stabilization D] [--dial Q,Q,...] [--stabilization-dial D,D,...]
 
 Columns: x of forecast and of the naive baseline (static headroom's unserved pod-minutes at the
 same node-hours divided by the strategy's own; "inf" when the strategy leaves none), forecast
 overhead node-hours next to the oracle's, forecast unserved as % of reactive, Prophet fit
 seconds and wall time. Warm-up: 14 days, 7 days for series shorter than four weeks.
 With `--dial 0.8,0.9,0.95,0.99` a second table gives x of forecast and naive at each burst
-quantile, replayed from the same refits.
+quantile, replayed from the same refits; `--stabilization-dial 5m,15m,30m` does the same for the
+scale-down stabilisation window.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from predictive_headroom.backtest import BacktestSettings, run_backtest
 from predictive_headroom.commands import duration_arg, print_table
-from predictive_headroom.commands.backtest import parse_quantiles
+from predictive_headroom.commands.backtest import parse_quantiles, parse_windows
+from predictive_headroom.durations import format_duration
 from predictive_headroom.csvsource import read_csv_history
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -38,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lead-time", type=duration_arg)
     parser.add_argument("--stabilization", type=duration_arg, help="scale-down stabilisation (default: the pool's 30m)")
     parser.add_argument("--dial", type=parse_quantiles, default=(), help="burst quantiles to sweep, e.g. 0.8,0.9,0.95,0.99")
+    parser.add_argument("--stabilization-dial", type=parse_windows, default=(), help="stabilisation windows to sweep, e.g. 5m,15m,30m")
     args = parser.parse_args(argv)
     files = sorted(args.datasets.glob("*.csv"))
     if args.only:
@@ -45,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print(f"no CSV files in {args.datasets}", file=sys.stderr)
         return 2
-    settings = BacktestSettings(quantile=args.quantile, lead_seconds=args.lead_time, stabilization_seconds=args.stabilization, dial=args.dial)
-    rows, dial_rows = [], []
+    settings = BacktestSettings(quantile=args.quantile, lead_seconds=args.lead_time, stabilization_seconds=args.stabilization, dial=args.dial,
+                                stabilization_dial=args.stabilization_dial)
+    rows, dial_rows, window_rows = [], [], []
     for path in files:
         started = time.perf_counter()
         result = run_backtest(read_csv_history(path), None, settings, progress=True)
@@ -64,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
                 path.stem, f"{p.quantile:g}", _x(p.forecast.x), _x(p.naive.x), f"{p.forecast.overhead_node_hours:.1f}",
                 f"{p.naive.overhead_node_hours:.1f}", f"{p.forecast.metrics.unserved_pod_minutes:.0f}", f"{p.naive.metrics.unserved_pod_minutes:.0f}",
             ])
+        for w in result.stabilization_dial:
+            window_rows.append([
+                path.stem, format_duration(timedelta(seconds=w.stabilization_seconds)), _x(w.forecast.x), _x(w.naive.x),
+                f"{w.forecast.overhead_node_hours:.1f}", f"{w.naive.overhead_node_hours:.1f}",
+                f"{w.forecast.metrics.unserved_pod_minutes:.0f}", f"{w.naive.metrics.unserved_pod_minutes:.0f}",
+            ])
         print(f"done {path.stem} in {wall:.1f}s", file=sys.stderr, flush=True)
     print_table(
         ["dataset", "warmup", "x forecast", "x naive", "overhead forecast", "overhead naive", "overhead oracle",
@@ -75,6 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         print_table(
             ["dataset", "quantile", "x forecast", "x naive", "overhead forecast", "overhead naive", "unserved forecast", "unserved naive"],
             dial_rows,
+        )
+    if window_rows:
+        print()
+        print_table(
+            ["dataset", "window", "x forecast", "x naive", "overhead forecast", "overhead naive", "unserved forecast", "unserved naive"],
+            window_rows,
         )
     return 0
 

@@ -21,6 +21,9 @@ pod-minutes linearly at the strategy's node-hours: how many times less unserved 
 than static headroom costing the same. x is 1 when both are 0 and unbounded (None) when only the
 strategy's own unserved is 0.
 
+Two sweeps price the dials without extra fits: `dial` replays forecast and naive at other burst
+quantiles, `stabilization_dial` with other scale-down stabilisation windows.
+
 Neighbours: `walkforward` (the refits and the quantile sweep), `replay` (the planner minute by
 minute as a simulator strategy), `backtest_text` (headline and tables), `backtest_plot` (the page).
 """
@@ -67,6 +70,7 @@ class BacktestSettings:
     lead_seconds: float | None = None  # None: the pool's leadTime with a config, else lag + 1 min
     stabilization_seconds: float | None = None  # None: the pool's scaleDownStabilization (30 min)
     dial: tuple[float, ...] = ()  # burst quantiles to sweep: forecast and naive at each (the dial's price)
+    stabilization_dial: tuple[float, ...] = ()  # scale-down stabilisation windows (seconds) to sweep likewise
     cores_per_node: float = 8.0
     progress_every: int = 10  # without a terminal, one stderr line per this many refits
 
@@ -105,6 +109,18 @@ class DialPoint:
 
 
 @dataclass
+class WindowPoint:
+    """The forecast and the naive baseline replayed with one scale-down stabilisation window."""
+
+    stabilization_seconds: float
+    forecast: StrategyResult
+    naive: StrategyResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stabilization_seconds": self.stabilization_seconds, "forecast": self.forecast.to_dict(), "naive": self.naive.to_dict()}
+
+
+@dataclass
 class BacktestResult:
     """Every strategy, the static curve, the settings used and the minute grid."""
 
@@ -117,6 +133,7 @@ class BacktestResult:
     fit_seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     dial: list[DialPoint] = field(default_factory=list)
+    stabilization_dial: list[WindowPoint] = field(default_factory=list)
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """The yardstick: static unserved at `node_hours` over `unserved` (see the module docstring)."""
@@ -139,7 +156,7 @@ class BacktestResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of the `backtest` command (with `dial` only when a sweep was asked for)."""
+        """The JSON shape of the `backtest` command (`dial` and `stabilization_dial` only when asked for)."""
         out = {
             "strategies": {name: s.to_dict() for name, s in self.strategies.items()},
             "static_curve": [
@@ -151,6 +168,8 @@ class BacktestResult:
         }
         if self.dial:
             out["dial"] = [p.to_dict() for p in self.dial]
+        if self.stabilization_dial:
+            out["stabilization_dial"] = [p.to_dict() for p in self.stabilization_dial]
         return out
 
 
@@ -288,12 +307,15 @@ def run_backtest(
         m = scored[name]
         result.strategies[name] = StrategyResult(m, runs[name], m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes))
 
-    def replay(parts: Sequence[ForecastPart]) -> StrategyResult:
-        run = simulate(pods, planner_strategy(plan_pool, times, own_schedule, parts, plan_pool.proportional, s.cores_per_node), cluster)
+    def replay(parts: Sequence[ForecastPart], pool: Pool = plan_pool) -> StrategyResult:
+        run = simulate(pods, planner_strategy(pool, times, own_schedule, parts, pool.proportional, s.cores_per_node), cluster)
         m = score(run, start)
         return StrategyResult(m, run, m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes))
 
     result.dial = [DialPoint(q, replay(model), replay(naive)) for q, (model, naive) in sorted(wf.dial.items())]
+    for w in sorted(set(s.stabilization_dial)):
+        windowed = plan_pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=w)})
+        result.stabilization_dial.append(WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed)))
     result.settings = {
         "data": history.source, "points": len(history), "data_step_seconds": history.step_seconds,
         "pool": plan_pool.name if pool is not None else None,
@@ -313,4 +335,4 @@ def run_backtest(
     return result
 
 
-__all__ = ["BacktestResult", "BacktestSettings", "DialPoint", "StrategyResult", "run_backtest"]
+__all__ = ["BacktestResult", "BacktestSettings", "DialPoint", "StrategyResult", "WindowPoint", "run_backtest"]

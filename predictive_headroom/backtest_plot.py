@@ -6,10 +6,12 @@ import base64
 import html
 import io
 import logging
+from datetime import timedelta
 from pathlib import Path
 
 from predictive_headroom.backtest import BacktestResult
-from predictive_headroom.backtest_text import format_dial, format_table, headline
+from predictive_headroom.backtest_text import format_dial, format_stabilization_dial, format_table, headline
+from predictive_headroom.durations import format_duration
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,15 @@ def plot_png(result: BacktestResult) -> bytes:
             for q, m in points:
                 ax.annotate(f"q={q:g}", (m.node_hours, m.unserved_pod_minutes), fontsize=7, color=_COLOURS[name],
                             xytext=(3, -9), textcoords="offset points")
+        for name, style in (("forecast", ":"), ("naive", ":")):
+            windows = [(w.stabilization_seconds, getattr(w, name).metrics) for w in result.stabilization_dial]
+            if not windows:
+                continue
+            ax.plot([m.node_hours for _, m in windows], [m.unserved_pod_minutes for _, m in windows], style, marker="s",
+                    markersize=4, color=_COLOURS[name], alpha=0.8, label=f"{name}, stabilisation window dial")
+            for w, m in windows:
+                ax.annotate(f"w={format_duration(timedelta(seconds=w))}", (m.node_hours, m.unserved_pod_minutes), fontsize=7,
+                            color=_COLOURS[name], xytext=(3, 4), textcoords="offset points")
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_xlabel("node-hours (cost)")
         ax.set_ylabel("unserved pod-minutes (lower is better)")
@@ -84,13 +95,20 @@ divided by the strategy's own; higher is better.</p>
 
 
 def _dial_section(result: BacktestResult) -> str:
-    if not result.dial:
-        return ""
-    return f"""<h2>Burst quantile dial</h2>
+    out = ""
+    if result.dial:
+        out += f"""<h2>Burst quantile dial</h2>
 <p>The forecast and the naive baseline replayed at each burst quantile, from the same refits: what more
 protection costs.</p>
 <pre id="dial">{html.escape(format_dial(result))}</pre>
 """
+    if result.stabilization_dial:
+        out += f"""<h2>Scale-down stabilisation dial</h2>
+<p>The same, replayed with each scale-down stabilisation window: how long placeholders stay up after the
+last plan that needed them, and what that costs.</p>
+<pre id="stabilization-dial">{html.escape(format_stabilization_dial(result))}</pre>
+"""
+    return out
 
 
 def write_report(result: BacktestResult, out_dir: str | Path) -> tuple[Path, Path]:

@@ -1,11 +1,14 @@
-"""The backtest as text: the headline sentence, the strategy table and the quantile dial table."""
+"""The backtest as text: the headline sentence, the strategy table and the two sweep tables."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from predictive_headroom.durations import format_duration
+
 if TYPE_CHECKING:
-    from predictive_headroom.backtest import BacktestResult
+    from predictive_headroom.backtest import BacktestResult, StrategyResult
 
 
 def headline(result: BacktestResult) -> str:
@@ -60,11 +63,21 @@ def format_table(result: BacktestResult) -> str:
 
 def format_dial(result: BacktestResult) -> str:
     """The quantile sweep as aligned text: what each burst quantile buys and costs."""
-    headers = ["quantile", "forecast unserved", "overhead node-h", "x", "naive unserved", "overhead node-h", "x"]
+    return _sweep_table("quantile", [(f"{p.quantile:g}", p.forecast, p.naive) for p in result.dial])
+
+
+def format_stabilization_dial(result: BacktestResult) -> str:
+    """The stabilisation-window sweep as aligned text: what holding placeholders longer buys and costs."""
+    rows = [(format_duration(timedelta(seconds=p.stabilization_seconds)), p.forecast, p.naive) for p in result.stabilization_dial]
+    return _sweep_table("window", rows)
+
+
+def _sweep_table(first: str, points: list[tuple[str, StrategyResult, StrategyResult]]) -> str:
+    headers = [first, "forecast unserved", "overhead node-h", "x", "naive unserved", "overhead node-h", "x"]
     rows = [headers]
-    for p in result.dial:
-        row = [f"{p.quantile:g}"]
-        for s in (p.forecast, p.naive):
+    for label, forecast, naive in points:
+        row = [label]
+        for s in (forecast, naive):
             d = s.to_dict()
             row += [f"{d['unserved_pod_minutes']:.0f}", f"{d['overhead_node_hours']:+.1f}", "inf" if d["x"] is None else f"{d['x']:.2f}"]
         rows.append(row)

@@ -102,7 +102,27 @@ def test_the_dial_replays_each_quantile_from_the_same_refits():
 
 
 def test_without_a_dial_the_json_has_no_dial():
-    assert "dial" not in fast_run(series(6)).to_dict()
+    data = fast_run(series(6)).to_dict()
+    assert "dial" not in data and "stabilization_dial" not in data
+
+
+def test_the_stabilization_dial_replays_each_window_from_the_same_refits():
+    counting = CountingForecaster()
+    settings = BacktestSettings(warmup_seconds=3 * DAY, stabilization_dial=(1800.0, 0.0, 300.0, 300.0))
+    result = run_backtest(series(6), POOL, settings, forecaster=counting)
+    assert counting.fits == result.settings["refits"] == 3
+    assert [w.stabilization_seconds for w in result.stabilization_dial] == [0.0, 300.0, 1800.0]
+    # The pool's own window (30m) replays exactly as the forecast and naive strategies do.
+    own = result.stabilization_dial[2]
+    assert result.settings["scale_down_stabilization_seconds"] == 1800.0
+    assert own.forecast.metrics == result.strategies["forecast"].metrics
+    assert own.naive.metrics == result.strategies["naive"].metrics
+    # A longer window holds at least as many placeholders every minute (the max over more plans).
+    for name in ("forecast", "naive"):
+        held = [getattr(w, name).run.placeholders for w in result.stabilization_dial]
+        assert all(np.all(longer >= shorter) for shorter, longer in zip(held, held[1:]))
+        assert held[2].sum() > held[0].sum()
+    assert [w["stabilization_seconds"] for w in result.to_dict()["stabilization_dial"]] == [0.0, 300.0, 1800.0]
 
 
 def test_only_the_period_after_warmup_is_scored():
@@ -181,12 +201,24 @@ def test_cli_dial_prints_the_sweep_table_and_page_section(tmp_path, capsys):
     assert 'id="dial"' in (out / "backtest.html").read_text()
 
 
+def test_cli_stabilization_dial_prints_the_window_table_and_page_section(tmp_path, capsys):
+    csv = write_csv(tmp_path / "demand.csv", series(5, seed=3))
+    out = tmp_path / "page"
+    args = ["backtest", "--data", str(csv), "--warmup", "3d", "--quiet", "--stabilization-dial", "30m,5m", "--out", str(out)]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    table = text[text.index("scale-down stabilisation dial"):]
+    assert re.search(r"^\s+5m\s+\d+", table, re.M) and re.search(r"^\s+30m\s+\d+", table, re.M)
+    assert 'id="stabilization-dial"' in (out / "backtest.html").read_text()
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
         (["--quantile", "1.5"], "--quantile must be between 0 and 1"),
         (["--dial", "0.8,abc"], "'abc' is not a number"),
         (["--dial", "0.8,1"], "quantile 1 must be between 0 and 1"),
+        (["--stabilization-dial", "5m,soon"], "--stabilization-dial: 'soon' is not a duration"),
         (["--node-slots", "0", "--demand-per-replica", "-1"], "--demand-per-replica must be positive.*--node-slots"),
         (["--pool", "web"], "--pool needs --config"),
         (["--warmup", "30d"], r"spans 4\.0 days.*31 days"),

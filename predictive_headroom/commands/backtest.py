@@ -6,9 +6,10 @@ import argparse
 import sys
 
 from predictive_headroom.backtest import BacktestSettings, run_backtest
-from predictive_headroom.backtest_text import format_dial, format_table, headline
+from predictive_headroom.backtest_text import format_dial, format_stabilization_dial, format_table, headline
 from predictive_headroom.commands import CommandError, add_output_argument, duration_arg, iso, load_config, print_json
 from predictive_headroom.config import Pool
+from predictive_headroom.durations import parse_duration
 from predictive_headroom.protocols import SourceError
 
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on a demand CSV"
@@ -28,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dial", metavar="Q[,Q...]",
         help="also replay forecast and naive at each of these burst quantiles (e.g. 0.8,0.9,0.95,0.99): the dial's price, no extra fits",
+    )
+    parser.add_argument(
+        "--stabilization-dial", metavar="D[,D...]",
+        help="also replay forecast and naive with each of these scale-down stabilisation windows (e.g. 5m,15m,30m), no extra fits",
     )
     parser.add_argument("--lead-time", type=duration_arg, help="forecast lead time (default: the pool's leadTime, else lag + 1m)")
     parser.add_argument("--cores-per-node", type=float, default=8.0, help="cores per simulated node for a CPA cores rule (default 8)")
@@ -50,6 +55,17 @@ def parse_quantiles(text: str) -> tuple[float, ...]:
     return tuple(sorted(set(values)))
 
 
+def parse_windows(text: str) -> tuple[float, ...]:
+    """Parse `5m,15m,30m` into sorted unique windows in seconds; ValueError says which item is wrong."""
+    values = []
+    for item in text.split(","):
+        try:
+            values.append(parse_duration(item.strip()).total_seconds())
+        except ValueError:
+            raise ValueError(f"{item.strip()!r} is not a duration; give windows like 5m,15m,30m") from None
+    return tuple(sorted(set(values)))
+
+
 def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
     """Check the numeric flags (every problem at once) and build the settings."""
     problems = []
@@ -67,6 +83,12 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
             dial = parse_quantiles(args.dial)
         except ValueError as exc:
             problems.append(f"--dial: {exc}")
+    windows: tuple[float, ...] = ()
+    if args.stabilization_dial:
+        try:
+            windows = parse_windows(args.stabilization_dial)
+        except ValueError as exc:
+            problems.append(f"--stabilization-dial: {exc}")
     if not args.cores_per_node > 0:
         problems.append(f"--cores-per-node must be positive, got {args.cores_per_node:g}")
     if problems:
@@ -75,7 +97,7 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         demand_per_replica=args.demand_per_replica, node_slots=args.node_slots, lag_seconds=args.lag,
         scale_down_delay_seconds=args.scale_down_delay, warmup_seconds=args.warmup,
         refit_every_seconds=args.refit_every, quantile=args.quantile, lead_seconds=args.lead_time,
-        cores_per_node=args.cores_per_node, dial=dial,
+        cores_per_node=args.cores_per_node, dial=dial, stabilization_dial=windows,
     )
 
 
@@ -127,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
             print()
             print("burst quantile dial (forecast and naive replayed at each; x vs static at equal node-hours):")
             print(format_dial(result))
+        if result.stabilization_dial:
+            print()
+            print("scale-down stabilisation dial (forecast and naive replayed with each window; x vs static at equal node-hours):")
+            print(format_stabilization_dial(result))
         print()
         print(headline(result))
     return 0

@@ -82,3 +82,16 @@ def test_prophet_foresees_the_hourly_spike_of_the_asg_series():
     ramp = with_hourly.ramp_between(spike - 300, spike)
     assert ramp > 20.0
     assert daily_only.ramp_between(spike - 300, spike) < ramp / 3
+
+
+def test_gaps_in_the_history_are_skipped_not_filled():
+    rng = np.random.default_rng(3)
+    t = grid(7)
+    minute = np.mod(t, 3600) // 60
+    residuals = rng.normal(0, 1, t.size) + np.where(minute == 34, 12.0, 0.0)
+    residuals[500:900] = np.nan  # a day and a half missing
+    residuals[::37] = np.nan  # and scattered points
+    profile = hourly_profile(t, residuals, 300.0)
+    assert profile is not None and np.all(np.isfinite(profile.offsets))
+    at = (T0 // 3600 + 2) * 3600 + np.arange(0, 3600, 60.0)
+    assert int(np.argmax(profile(at))) == 34

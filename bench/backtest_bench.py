@@ -20,11 +20,11 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from predictive_headroom.backtest import BacktestSettings, run_backtest
+from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.commands import duration_arg, print_table
 from predictive_headroom.commands.backtest import parse_quantiles, parse_windows
-from predictive_headroom.durations import format_duration
-from predictive_headroom.csvsource import read_csv_history
+from predictive_headroom.policy.durations import format_duration
+from predictive_headroom.sources.csvsource import read_csv_history
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 

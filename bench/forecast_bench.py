@@ -2,7 +2,7 @@
 
 For each series it takes the last `--days` days (default 28, or all there is) at the native
 step, times `ProphetForecaster.fit` (fit + predict + burst profile) over `--runs` runs, and
-scores a 2-day hold-out with `predictive_headroom.accuracy.evaluate`. One 2-day hold-out is a
+scores a 2-day hold-out with `predictive_headroom.forecast.accuracy.evaluate`. One 2-day hold-out is a
 noisy figure (azure's coverage of the 80% band ranges 0.55-0.99 from one window to the next), so
 it also scores `--origins` rolling origins (default 8, 16 days of hold-outs) spaced 2 days apart and
 ending at the last one: each cuts the series `2 k` days before its end, takes the `--days` days
@@ -30,11 +30,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from predictive_headroom.accuracy import evaluate  # noqa: E402
-from predictive_headroom.config import ForecastSpec  # noqa: E402
-from predictive_headroom.csvsource import read_csv_history  # noqa: E402
-from predictive_headroom.forecaster import ProphetForecaster  # noqa: E402
-from predictive_headroom.series import DAY_SECONDS, History  # noqa: E402
+from predictive_headroom.core.series import DAY_SECONDS, History  # noqa: E402
+from predictive_headroom.forecast.accuracy import evaluate  # noqa: E402
+from predictive_headroom.forecast.forecaster import ProphetForecaster  # noqa: E402
+from predictive_headroom.policy.config import ForecastSpec  # noqa: E402
+from predictive_headroom.sources.csvsource import read_csv_history  # noqa: E402
 
 DATASETS = REPO.parent / "shared" / "datasets"
 SERIES = [

@@ -27,12 +27,13 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from fake_apiserver import FakeApiServer  # noqa: E402
-from predictive_headroom.config import ForecastSpec  # noqa: E402
-from predictive_headroom.config_load import load_policy  # noqa: E402
-from predictive_headroom.daemon import Daemon  # noqa: E402
-from predictive_headroom.kube import CallOptions, KubeClusterReader  # noqa: E402
-from predictive_headroom.kube_targets import TargetActuator  # noqa: E402
-from predictive_headroom.series import Forecast, History, NoForecast  # noqa: E402
+
+from predictive_headroom.core.series import Forecast, History, NoForecast  # noqa: E402
+from predictive_headroom.daemon.loop import Daemon  # noqa: E402
+from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader  # noqa: E402
+from predictive_headroom.kube.targets import TargetActuator  # noqa: E402
+from predictive_headroom.policy.config import ForecastSpec  # noqa: E402
+from predictive_headroom.policy.load import load_policy  # noqa: E402
 
 TARGET_MS = 200.0
 NS = "placeholders"

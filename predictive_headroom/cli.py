@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from predictive_headroom import __version__
 from predictive_headroom.commands import CommandError, print_error
-from predictive_headroom.config_load import ConfigError
+from predictive_headroom.policy.load import ConfigError
 from predictive_headroom.protocols import SourceError
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from predictive_headroom.config import ForecastSpec, Pool
-from predictive_headroom.series import Forecast, History, NoForecast
+from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.policy.config import ForecastSpec, Pool
 
 
 class Source(Protocol):

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from deploy_kustomize import render_kustomization
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.accuracy import evaluate, scores
-from predictive_headroom.config import ForecastSpec
-from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.forecaster import ProphetForecaster
-from predictive_headroom.naive import forecast_times
-from predictive_headroom.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History
+from predictive_headroom.core.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History
+from predictive_headroom.forecast.accuracy import evaluate, scores
+from predictive_headroom.forecast.forecaster import ProphetForecaster
+from predictive_headroom.forecast.naive import forecast_times
+from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.sources.csvsource import read_csv_history
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 SPEC = ForecastSpec(query="demand", demand_per_replica=1.0)

@@ -10,13 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.backtest import BacktestSettings, run_backtest, static_curve
-from predictive_headroom.backtest_text import format_table, headline
+from predictive_headroom.backtest.results import headline
+from predictive_headroom.backtest.run import (
+    BacktestSettings,
+    run_backtest,
+    static_curve,
+)
+from predictive_headroom.backtest.simulator import ClusterSpec
+from predictive_headroom.backtest.text import format_table
 from predictive_headroom.cli import main
-from predictive_headroom.config import Pool
-from predictive_headroom.naive import seasonal_naive
-from predictive_headroom.series import History
-from predictive_headroom.simulator import ClusterSpec
+from predictive_headroom.core.series import History
+from predictive_headroom.forecast.naive import seasonal_naive
+from predictive_headroom.policy.config import Pool
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
 DAY = 86_400.0

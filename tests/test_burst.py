@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from predictive_headroom.burst import burst_profile, naive_burst_profile
-from predictive_headroom.series import DAY_SECONDS, History
+from predictive_headroom.core.series import DAY_SECONDS, History
+from predictive_headroom.forecast.burst import burst_profile, naive_burst_profile
 
 STEP = 300.0
 T0 = 1_700_006_400.0  # 2023-11-15T00:00:00Z, a Wednesday
@@ -96,8 +96,8 @@ def test_lead_shorter_than_the_data_step_counts_only_its_share_of_the_growth():
     # Demand rises by 30 every 30-minute step; within a 6-minute lead only a fifth of that arrives.
     import numpy as np
 
-    from predictive_headroom.burst import burst_profile
-    from predictive_headroom.series import History
+    from predictive_headroom.core.series import History
+    from predictive_headroom.forecast.burst import burst_profile
 
     times = np.arange(0, 3 * 86_400, 1800, dtype=float)
     values = 30.0 * np.arange(times.size)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from predictive_headroom.cli import main
-from predictive_headroom.config_load import ConfigError, load_policy, parse_policy
+from predictive_headroom.policy.load import ConfigError, load_policy, parse_policy
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.config import ForecastSpec
-from predictive_headroom.csvsource import CsvSource, read_csv_history
+from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.sources.csvsource import CsvSource, read_csv_history
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 DAY = 86_400.0

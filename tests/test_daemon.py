@@ -18,21 +18,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from fake_apiserver import FakeApiServer
 from predictive_headroom import cli
-from predictive_headroom.config import ForecastSpec
-from predictive_headroom.config_load import load_policy
-from predictive_headroom.daemon import Daemon
-from predictive_headroom.kube import PAUSED_ANNOTATION, CallOptions, KubeClusterReader
-from predictive_headroom.kube_targets import TargetActuator
-from predictive_headroom.leader import LeaderElector, LeaseTiming
-from predictive_headroom.prometheus import PrometheusSource
+from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.loop import Daemon
+from predictive_headroom.daemon.scheduling import Runner
+from predictive_headroom.kube.cluster import (
+    PAUSED_ANNOTATION,
+    CallOptions,
+    KubeClusterReader,
+)
+from predictive_headroom.kube.leader import LeaderElector, LeaseTiming
+from predictive_headroom.kube.targets import TargetActuator
+from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.policy.load import load_policy
+from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import SourceError
-from predictive_headroom.scheduling import Runner
-from predictive_headroom.series import Forecast, History, NoForecast
-from predictive_headroom.settings import Settings
+from predictive_headroom.sources.prometheus import PrometheusSource
 
 NS = "apps"
 FAST = CallOptions(timeout=2.0, attempts=3, backoff_initial=0.01, backoff_max=0.05, instance="test")
@@ -368,9 +372,9 @@ def test_one_summary_line_per_reconcile(tmp_path, server, caplog) -> None:
     config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=3), pool_yaml("batch", minReplicas=1))
     server.add_deployment(NS, "web-placeholder", 0)
     server.add_deployment(NS, "batch-placeholder", 1)
-    caplog.set_level(logging.INFO, logger="predictive_headroom.daemon")
+    caplog.set_level(logging.INFO, logger="predictive_headroom.daemon.loop")
     make_daemon(config, server, Clock()).reconcile()
-    lines = [r.getMessage() for r in caplog.records if r.name == "predictive_headroom.daemon"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "predictive_headroom.daemon.loop"]
     assert len(lines) == 1
     assert "web=3 (min, 0->3)" in lines[0] and "batch=1 (min, unchanged)" in lines[0]
 

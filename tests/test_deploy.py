@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from deploy_render import NAMESPACE, REPO, render_chart, render_kustomize
 
 helm = pytest.importorskip("helm_python", reason="needs helm-python-sdk (pip install helm-python-sdk)")
@@ -309,7 +308,7 @@ def test_daemon_deployment_matches_what_the_daemon_expects(renderings, rendering
 
 @pytest.mark.parametrize("rendering", RENDERINGS)
 def test_the_configmap_holds_a_valid_policy(renderings, rendering):
-    from predictive_headroom.config_load import parse_policy
+    from predictive_headroom.policy.load import parse_policy
 
     policy = parse_policy(_policy(renderings[rendering])["data"]["config.yaml"], f"{rendering} config.yaml")
     assert policy.pools
@@ -525,7 +524,7 @@ def _exprs(dashboard: Object) -> list[str]:
 
 
 def test_dashboard_uses_only_metrics_the_daemon_exports():
-    from predictive_headroom.metrics import Metrics
+    from predictive_headroom.daemon.metrics import Metrics
 
     exported = set()
     for family in Metrics().registry.collect():

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.config import ForecastSpec
-from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.accuracy import evaluate
-from predictive_headroom.forecaster import ProphetForecaster, _choose
-from predictive_headroom.naive import seasonal_naive
-from predictive_headroom.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.forecast.accuracy import evaluate
+from predictive_headroom.forecast.forecaster import ProphetForecaster, _choose
+from predictive_headroom.forecast.naive import seasonal_naive
+from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.sources.csvsource import read_csv_history
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 LEAD = 300.0
@@ -133,7 +133,7 @@ def test_data_after_now_changes_nothing():
 
 def test_prophet_failure_falls_back_to_seasonal_naive_and_says_why(caplog):
     history = synthetic(3)
-    with caplog.at_level(logging.WARNING, logger="predictive_headroom.forecaster"):
+    with caplog.at_level(logging.WARNING, logger="predictive_headroom.forecast.forecaster"):
         forecast = ProphetForecaster(growth="sideways").fit(history, spec(), LEAD, history.end)
     assert forecast.model == "seasonal-naive"
     assert any("prophet failed" in w for w in forecast.warnings)

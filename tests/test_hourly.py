@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.config import ForecastSpec
-from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.forecaster import ProphetForecaster
-from predictive_headroom.hourly import hourly_profile
-from predictive_headroom.naive import forecast_times
-from predictive_headroom.series import DAY_SECONDS, Forecast
+from predictive_headroom.core.series import DAY_SECONDS, Forecast
+from predictive_headroom.forecast.forecaster import ProphetForecaster
+from predictive_headroom.forecast.hourly import hourly_profile
+from predictive_headroom.forecast.naive import forecast_times
+from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.sources.csvsource import read_csv_history
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 T0 = 1_700_000_040.0  # minute 14 of an hour: samples at 4, 9, 14.. past the hour, like nab_aws_asg_cpu_5min

@@ -15,11 +15,11 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from predictive_headroom.config import Pool
-from predictive_headroom.config_load import load_policy
-from predictive_headroom.daemon import Daemon
-from predictive_headroom.httpserver import HttpServer
-from predictive_headroom.logs import setup_logging
+from predictive_headroom.daemon.httpserver import HttpServer
+from predictive_headroom.daemon.logs import setup_logging
+from predictive_headroom.daemon.loop import Daemon
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.load import load_policy
 from predictive_headroom.protocols import ActuatorError, ClusterState, TargetState
 
 T0 = 1_790_000_000.0
@@ -180,12 +180,12 @@ def test_json_logs_are_one_object_per_line_with_extra_fields() -> None:
     stream = io.StringIO()
     setup_logging("INFO", "json", stream)
     try:
-        logging.getLogger("predictive_headroom.daemon").info("reconcile: %s", "web=3", extra={"pools": [{"name": "web"}]})
+        logging.getLogger("predictive_headroom.daemon.loop").info("reconcile: %s", "web=3", extra={"pools": [{"name": "web"}]})
     finally:
         root = logging.getLogger()
         for handler in [h for h in root.handlers if h.get_name() == "predictive-headroom"]:
             root.removeHandler(handler)
     record = json.loads(stream.getvalue().strip())
     assert record["message"] == "reconcile: web=3" and record["level"] == "INFO"
-    assert record["logger"] == "predictive_headroom.daemon" and record["pools"] == [{"name": "web"}]
+    assert record["logger"] == "predictive_headroom.daemon.loop" and record["pools"] == [{"name": "web"}]
     assert record["time"].endswith("Z")

@@ -10,17 +10,17 @@ from collections.abc import Iterator
 import kubernetes.client
 import pytest
 import yaml
-
 from fake_apiserver import FakeApiServer
-from predictive_headroom.config import Pool
-from predictive_headroom.kube import (
+
+from predictive_headroom.kube.cluster import (
     PAUSED_ANNOTATION,
     CallOptions,
     ClusterReadError,
     KubeClusterReader,
     load_kube_config,
 )
-from predictive_headroom.kube_targets import TargetActuator
+from predictive_headroom.kube.targets import TargetActuator
+from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ActuatorError, ClusterState
 
 NS = "apps"
@@ -47,7 +47,7 @@ def actuator(server: FakeApiServer) -> TargetActuator:
 
 @pytest.fixture
 def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.INFO, logger="predictive_headroom.kube")
+    caplog.set_level(logging.INFO, logger="predictive_headroom.kube.cluster")
     return caplog
 
 

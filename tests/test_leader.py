@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-
 from fake_apiserver import FakeApiServer
-from predictive_headroom.leader import LeaderElector, LeaseTiming
-from predictive_headroom.settings import Settings
+
+from predictive_headroom.kube.leader import LeaderElector, LeaseTiming
+from predictive_headroom.policy.settings import Settings
 
 NS = "predictive-headroom"
 LEASE = "predictive-headroom"

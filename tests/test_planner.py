@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from predictive_headroom.config import Pool
-from predictive_headroom.planner import PlanRecord, forecast_part, plan_pool
+from predictive_headroom.core.planner import PlanRecord, forecast_part, plan_pool
+from predictive_headroom.core.series import BurstProfile, Forecast, NoForecast
+from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ClusterState
-from predictive_headroom.series import BurstProfile, Forecast, NoForecast
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc).timestamp()  # Monday noon UTC
 

@@ -22,13 +22,18 @@ from promfixture import (
     free_port,
 )
 
-from predictive_headroom.config import ForecastSpec
-from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.prometheus import PrometheusSource, from_settings
-from predictive_headroom.prometheus_http import redact_url
-from predictive_headroom.prometheus_query import MAX_POINTS_PER_REQUEST, chunk_ranges, differing_labels, query_window
+from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import SourceError
-from predictive_headroom.settings import Settings
+from predictive_headroom.sources.csvsource import read_csv_history
+from predictive_headroom.sources.prometheus import PrometheusSource, from_settings
+from predictive_headroom.sources.prometheus_http import redact_url
+from predictive_headroom.sources.prometheus_query import (
+    MAX_POINTS_PER_REQUEST,
+    chunk_ranges,
+    differing_labels,
+    query_window,
+)
 
 DAY = 86_400.0
 

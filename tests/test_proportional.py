@@ -2,8 +2,12 @@
 
 import pytest
 
-from predictive_headroom.config import Ladder, Linear, Proportional
-from predictive_headroom.proportional import ladder_replicas, linear_replicas, proportional_floor
+from predictive_headroom.core.proportional import (
+    ladder_replicas,
+    linear_replicas,
+    proportional_floor,
+)
+from predictive_headroom.policy.config import Ladder, Linear, Proportional
 from predictive_headroom.protocols import ClusterState
 
 

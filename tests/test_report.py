@@ -11,11 +11,21 @@ import numpy as np
 import pytest
 
 from predictive_headroom.cli import main
-from predictive_headroom.config_load import parse_policy
-from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.report import build_report, report_to_json
-from predictive_headroom.report_store import latest_report_dir, load_past_reports, write_report
-from predictive_headroom.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.core.series import (
+    DAY_SECONDS,
+    WEEK_SECONDS,
+    Forecast,
+    History,
+    NoForecast,
+)
+from predictive_headroom.policy.load import parse_policy
+from predictive_headroom.report.build import build_report, report_to_json
+from predictive_headroom.report.store import (
+    latest_report_dir,
+    load_past_reports,
+    write_report,
+)
+from predictive_headroom.sources.csvsource import read_csv_history
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 TAXI = DATASETS / "nab_nyc_taxi_30min.csv"
@@ -241,7 +251,12 @@ def test_cli_bad_input_is_a_clear_error_and_leaves_no_half_report(tmp_path, caps
 
 
 def test_the_page_shows_past_forecasts_next_to_what_happened(taxi):
-    from predictive_headroom.report_html import fmt_percent, fmt_share, fmt_time, render_html
+    from predictive_headroom.report.html import (
+        fmt_percent,
+        fmt_share,
+        fmt_time,
+        render_html,
+    )
 
     p = policy()
     past = []

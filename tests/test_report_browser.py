@@ -14,7 +14,15 @@ from browser_cdp import chromium_available, visit
 from PIL import Image
 
 from predictive_headroom.cli import main
-from predictive_headroom.report_html import fmt_lead, fmt_money, fmt_number, fmt_percent, fmt_ratio, fmt_share, fmt_time
+from predictive_headroom.report.html import (
+    fmt_lead,
+    fmt_money,
+    fmt_number,
+    fmt_percent,
+    fmt_ratio,
+    fmt_share,
+    fmt_time,
+)
 
 pytestmark = [
     pytest.mark.browser,

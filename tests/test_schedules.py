@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from predictive_headroom.config import ScheduleWindow
-from predictive_headroom.schedules import is_open, open_intervals, schedule_floor
+from predictive_headroom.core.schedules import is_open, open_intervals, schedule_floor
+from predictive_headroom.policy.config import ScheduleWindow
 
 NY = ZoneInfo("America/New_York")
 BERLIN = ZoneInfo("Europe/Berlin")

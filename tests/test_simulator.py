@@ -5,10 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from predictive_headroom.series import History
-from predictive_headroom.simulator import (
-    ClusterSpec, app_pods, minute_grid, oracle_placeholders, score, simulate,
+from predictive_headroom.backtest.simulator import (
+    ClusterSpec,
+    app_pods,
+    minute_grid,
+    oracle_placeholders,
+    score,
+    simulate,
 )
+from predictive_headroom.core.series import History
 
 
 def bursty(minutes: int = 3000, seed: int = 1) -> np.ndarray:

@@ -8,9 +8,9 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-from predictive_headroom.config import Policy
-from predictive_headroom.config_load import ConfigError, load_policy
-from predictive_headroom.durations import parse_duration
+from predictive_headroom.policy.config import Policy
+from predictive_headroom.policy.durations import parse_duration
+from predictive_headroom.policy.load import ConfigError, load_policy
 
 
 class CommandError(Exception):

@@ -5,11 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from predictive_headroom.backtest import BacktestSettings, run_backtest
-from predictive_headroom.backtest_text import format_dial, format_stabilization_dial, format_table, headline
-from predictive_headroom.commands import CommandError, add_output_argument, duration_arg, iso, load_config, print_json
-from predictive_headroom.config import Pool
-from predictive_headroom.durations import parse_duration
+from predictive_headroom.backtest.results import headline
+from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.text import (
+    format_dial,
+    format_stabilization_dial,
+    format_table,
+)
+from predictive_headroom.commands import (
+    CommandError,
+    add_output_argument,
+    duration_arg,
+    iso,
+    load_config,
+    print_json,
+)
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.protocols import SourceError
 
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on a demand CSV"
@@ -117,7 +129,7 @@ def pool_from_args(args: argparse.Namespace) -> Pool | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from predictive_headroom.csvsource import read_csv_history
+    from predictive_headroom.sources.csvsource import read_csv_history
 
     settings = settings_from_args(args)
     pool = pool_from_args(args)
@@ -137,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.out:
-        from predictive_headroom.backtest_plot import write_report
+        from predictive_headroom.backtest.plot import write_report
 
         page, png = write_report(result, args.out)
         print(f"backtest: wrote {page} and {png}", file=sys.stderr)

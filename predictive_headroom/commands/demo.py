@@ -13,8 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from predictive_headroom.commands import CommandError, iso
-from predictive_headroom.csvsource import read_csv_history
-from predictive_headroom.series import DAY_SECONDS, History
+from predictive_headroom.core.series import DAY_SECONDS, History
+from predictive_headroom.sources.csvsource import read_csv_history
 
 HELP = "run forecast, plan, backtest and report on bundled real traffic (no cluster, no Prometheus)"
 DATA = "nab_nyc_taxi_30min.csv"

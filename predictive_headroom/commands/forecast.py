@@ -5,11 +5,24 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from predictive_headroom.accuracy import Accuracy, evaluate
-from predictive_headroom.commands import CommandError, add_output_argument, iso, load_config, parse_time, print_json, print_table
-from predictive_headroom.config import Pool
-from predictive_headroom.pipeline import default_forecaster, fetch_history, fit_pool, source_from_args
-from predictive_headroom.series import Forecast, History, NoForecast
+from predictive_headroom.commands import (
+    CommandError,
+    add_output_argument,
+    iso,
+    load_config,
+    parse_time,
+    print_json,
+    print_table,
+)
+from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.pipeline import (
+    default_forecaster,
+    fetch_history,
+    fit_pool,
+    source_from_args,
+)
+from predictive_headroom.forecast.accuracy import Accuracy, evaluate
+from predictive_headroom.policy.config import Pool
 
 HELP = "fit the forecast of each pool and show its next peaks and accuracy on held-back recent days"
 

@@ -15,10 +15,10 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
-from predictive_headroom.config import Policy
-from predictive_headroom.planner import Plan, PlanRecord, plan_pool, plan_to_dict
+from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool, plan_to_dict
+from predictive_headroom.core.series import Forecast, NoForecast
+from predictive_headroom.policy.config import Policy
 from predictive_headroom.protocols import ClusterState
-from predictive_headroom.series import Forecast, NoForecast
 
 HELP = "show the plan at one instant (or a timeline with --horizon): desired placeholder replicas and why"
 
@@ -63,7 +63,7 @@ def forecasts_from_args(args: argparse.Namespace, policy: Policy, at: float) -> 
     """Fit each forecasting pool on --data or --prometheus-url history up to `at` (empty without either)."""
     if not (args.data or args.prometheus_url):
         return {}
-    from predictive_headroom.pipeline import fit_policy, source_from_args
+    from predictive_headroom.daemon.pipeline import fit_policy, source_from_args
 
     source = source_from_args(args.data, args.prometheus_url)
     return fit_policy(policy, source, at)

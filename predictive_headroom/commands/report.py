@@ -20,11 +20,11 @@ import numpy as np
 
 from predictive_headroom.commands import CommandError, load_config, parse_time
 from predictive_headroom.commands.plan import cluster_from_args
-from predictive_headroom.config import ForecastSpec, Policy, Pool, Target
+from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
 from predictive_headroom.protocols import Source, SourceError
-from predictive_headroom.report import Report, build_report
-from predictive_headroom.report_store import write_report_files
-from predictive_headroom.series import Forecast, History, NoForecast
+from predictive_headroom.report.build import Report, build_report
+from predictive_headroom.report.store import write_report_files
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
 def make_report(args: argparse.Namespace) -> Report:
     """Read history, fit and score each pool's forecast, and build the report the arguments ask for."""
-    from predictive_headroom.pipeline import default_forecaster, source_from_args
+    from predictive_headroom.daemon.pipeline import default_forecaster, source_from_args
 
     if args.config is None and args.prometheus_url:
         raise CommandError("--prometheus-url needs --config: the pool's forecast.query names the series to read")
@@ -111,7 +111,7 @@ def fit_all(policy: Policy, source: Source, at: float, forecaster: Any) -> tuple
     A pool whose history cannot be read gets NoForecast('source-error') and a warning in the
     report; when no pool can read any history at all, that is an error for the user.
     """
-    from predictive_headroom.accuracy import evaluate
+    from predictive_headroom.forecast.accuracy import evaluate
 
     histories: dict[str, History] = {}
     forecasts: dict[str, Forecast | NoForecast] = {}

@@ -18,13 +18,13 @@ from kubernetes.client import ApiClient
 from pydantic import ValidationError
 
 from predictive_headroom.commands import CommandError, load_config
-from predictive_headroom.config import Policy
-from predictive_headroom.daemon import Daemon
-from predictive_headroom.logs import setup_logging
+from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.logs import setup_logging
+from predictive_headroom.daemon.loop import Daemon
+from predictive_headroom.daemon.scheduling import Runner
+from predictive_headroom.policy.config import Policy
+from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
-from predictive_headroom.scheduling import Runner
-from predictive_headroom.series import Forecast, History, NoForecast
-from predictive_headroom.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +43,8 @@ def report_writer(settings: Settings, source_name: str) -> Any:
     """The after-refit hook writing the report into PH_REPORT_DIR, keeping PH_REPORT_KEEP of them."""
 
     def write(policy: Policy, forecasts: Mapping[str, Forecast | NoForecast], histories: Mapping[str, History], at: float) -> Path:
-        from predictive_headroom.report import build_report
-        from predictive_headroom.report_store import load_past_reports, write_report
+        from predictive_headroom.report.build import build_report
+        from predictive_headroom.report.store import load_past_reports, write_report
 
         past = load_past_reports(settings.report_dir)
         report = build_report(policy, histories, forecasts, {}, at, past=past, source=source_name)
@@ -55,15 +55,15 @@ def report_writer(settings: Settings, source_name: str) -> Any:
 
 def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -> tuple[Daemon, ApiClient]:
     """The daemon with its real collaborators (Prometheus, Prophet, the Kubernetes API) and its API client."""
-    from predictive_headroom.kube import KubeClusterReader, load_kube_config
-    from predictive_headroom.kube_targets import TargetActuator
-    from predictive_headroom.pipeline import default_forecaster
+    from predictive_headroom.daemon.pipeline import default_forecaster
+    from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
+    from predictive_headroom.kube.targets import TargetActuator
 
     source: Source | None = None
     if any(p.forecast and p.forecast.enabled for p in policy.pools):
         if not settings.prometheus_url:
             raise CommandError("the config has forecasting pools: set PH_PROMETHEUS_URL to the Prometheus holding their history")
-        from predictive_headroom.prometheus import PrometheusSource
+        from predictive_headroom.sources.prometheus import PrometheusSource
 
         try:
             source = PrometheusSource(settings.prometheus_url, settings)
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if daemon.reconcile().ok else 1
     runner = Runner(daemon, settings.reconcile_interval)
     if settings.leader_election:
-        from predictive_headroom.leader import LeaderElector
+        from predictive_headroom.kube.leader import LeaderElector
 
         # Followers refit and plan too (warm forecasts on failover); a new leader reconciles at once.
         daemon.elector = LeaderElector.from_settings(api, settings, on_started_leading=runner.reconcile_now)
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
 def serve(daemon: Daemon, runner: Runner, settings: Settings) -> int:
     """Run until SIGTERM or SIGINT; returns 0 after a clean stop."""
-    from predictive_headroom.httpserver import HttpServer
+    from predictive_headroom.daemon.httpserver import HttpServer
 
     stop = threading.Event()
 

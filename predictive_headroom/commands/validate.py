@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from predictive_headroom.config_load import ConfigError, load_policy
+from predictive_headroom.policy.load import ConfigError, load_policy
 
 HELP = "check policy files; exit 2 with every problem (field path, line, bad value, what is expected)"
 

@@ -1,0 +1,1 @@
+"""The backtest: simulated cluster, walk-forward refits, planner replay, results, text and page."""

@@ -1,0 +1,168 @@
+"""The backtest's results: settings, per-strategy scores, the two sweeps, and the headline sentence.
+
+Kept apart from `run` (which computes them) and `text`/`plot` (which show them), so all three
+import these dataclasses without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from predictive_headroom.backtest.simulator import Metrics, Run
+from predictive_headroom.core.series import DAY_SECONDS
+
+
+@dataclass(frozen=True)
+class BacktestSettings:
+    """Backtest knobs (seconds for durations). None means: choose from the data or the pool."""
+
+    demand_per_replica: float | None = None  # None: the pool's, else median demand / 20
+    node_slots: int = 8
+    lag_seconds: float = 180.0
+    scale_down_delay_seconds: float = 600.0
+    warmup_seconds: float | None = None  # None: 14 d, or 7 d for series shorter than 28 d
+    refit_every_seconds: float = DAY_SECONDS
+    quantile: float | None = None  # None: the pool's burstQuantile (0.95)
+    lead_seconds: float | None = None  # None: the pool's leadTime with a config, else lag + 1 min
+    stabilization_seconds: float | None = None  # None: the pool's scaleDownStabilization (30 min)
+    dial: tuple[float, ...] = ()  # burst quantiles to sweep: forecast and naive at each (the dial's price)
+    stabilization_dial: tuple[float, ...] = ()  # scale-down stabilisation windows (seconds) to sweep likewise
+    cores_per_node: float = 8.0
+    progress_every: int = 10  # without a terminal, one stderr line per this many refits
+
+
+@dataclass
+class StrategyResult:
+    """One strategy's scored metrics, its yardstick and its simulated run."""
+
+    metrics: Metrics
+    run: Run
+    overhead_node_hours: float = 0.0
+    x: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.metrics
+        return {
+            "unserved_pod_minutes": m.unserved_pod_minutes,
+            "node_hours": round(m.node_hours, 3),
+            "cold_starts": m.cold_starts,
+            "overhead_node_hours": round(self.overhead_node_hours, 3),
+            "x": None if self.x is None else round(self.x, 3),
+            "mean_placeholders": round(float(self.run.placeholders.mean()), 3),
+        }
+
+
+@dataclass
+class DialPoint:
+    """The forecast and the naive baseline replayed at one burst quantile of the sweep."""
+
+    quantile: float
+    forecast: StrategyResult
+    naive: StrategyResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"quantile": self.quantile, "forecast": self.forecast.to_dict(), "naive": self.naive.to_dict()}
+
+
+@dataclass
+class WindowPoint:
+    """The forecast and the naive baseline replayed with one scale-down stabilisation window."""
+
+    stabilization_seconds: float
+    forecast: StrategyResult
+    naive: StrategyResult
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stabilization_seconds": self.stabilization_seconds, "forecast": self.forecast.to_dict(), "naive": self.naive.to_dict()}
+
+
+@dataclass
+class BacktestResult:
+    """Every strategy, the static curve, the settings used and the minute grid."""
+
+    strategies: dict[str, StrategyResult]
+    static_curve: list[tuple[int, Metrics]]
+    settings: dict[str, Any]
+    times: np.ndarray
+    pods: np.ndarray
+    scored_from: int
+    fit_seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    dial: list[DialPoint] = field(default_factory=list)
+    stabilization_dial: list[WindowPoint] = field(default_factory=list)
+
+    def x_of(self, node_hours: float, unserved: float) -> float | None:
+        """The yardstick: static unserved at `node_hours` over `unserved` (see the module docstring)."""
+        nh = np.maximum.accumulate([m.node_hours for _, m in self.static_curve])
+        static_unserved = float(np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in self.static_curve]))
+        if unserved > 0:
+            return static_unserved / unserved
+        return 1.0 if static_unserved == 0 else None
+
+    def headline(self) -> dict[str, Any]:
+        """The numbers the product claims, with the sentence."""
+        f, o, r = (self.strategies[k] for k in ("forecast", "oracle", "reactive"))
+        reactive_u = r.metrics.unserved_pod_minutes
+        return {
+            "x_forecast": self.strategies["forecast"].to_dict()["x"],
+            "x_naive": self.strategies["naive"].to_dict()["x"],
+            "forecast_unserved_pct_of_reactive": round(100 * f.metrics.unserved_pod_minutes / reactive_u, 2) if reactive_u else None,
+            "forecast_overhead_vs_oracle": round(f.overhead_node_hours / o.overhead_node_hours, 3) if o.overhead_node_hours > 0 else None,
+            "text": headline(self),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of the `backtest` command (`dial` and `stabilization_dial` only when asked for)."""
+        out = {
+            "strategies": {name: s.to_dict() for name, s in self.strategies.items()},
+            "static_curve": [
+                {"replicas": n, "unserved_pod_minutes": m.unserved_pod_minutes, "node_hours": round(m.node_hours, 3), "cold_starts": m.cold_starts}
+                for n, m in self.static_curve
+            ],
+            "settings": self.settings,
+            "headline": self.headline(),
+        }
+        if self.dial:
+            out["dial"] = [p.to_dict() for p in self.dial]
+        if self.stabilization_dial:
+            out["stabilization_dial"] = [p.to_dict() for p in self.stabilization_dial]
+        return out
+
+
+def headline(result: BacktestResult) -> str:
+    """How much less unserved demand forecast leaves than static headroom at equal cost, and
+    what static headroom costs to protect as well as forecast does."""
+    return f"{_equal_cost(result)}; {_equal_protection(result)}"
+
+
+def _equal_protection(result: BacktestResult) -> str:
+    f = result.strategies["forecast"]
+    reactive_nh = result.strategies["reactive"].metrics.node_hours
+    unserved = f.metrics.unserved_pod_minutes
+    match = next(((n, m) for n, m in result.static_curve if m.unserved_pod_minutes <= unserved), None)
+    if match is None:
+        return f"no static headroom up to {result.static_curve[-1][0]} placeholders leaves as little unserved demand"
+    n, m = match
+    static_overhead = m.node_hours - reactive_nh
+    if static_overhead <= 0:
+        return "static headroom of 0 placeholders protects as well"
+    return (
+        f"static headroom needs {n} placeholder(s), {static_overhead:.1f} overhead node-hours, to leave as little "
+        f"unserved demand; forecast spends {f.overhead_node_hours:.1f} ({100 * f.overhead_node_hours / static_overhead:.0f}% of that)"
+    )
+
+
+def _equal_cost(result: BacktestResult) -> str:
+    f = result.strategies["forecast"]
+    x = f.x
+    if x is None:
+        return "at the same node-hours as static headroom, forecast leaves no unserved demand at all"
+    if x == 0:
+        return (f"at the same node-hours as static headroom, forecast leaves {f.metrics.unserved_pod_minutes:.0f} "
+                "unserved pod-minutes where static headroom leaves none")
+    if x >= 1:
+        return f"at the same node-hours as static headroom, forecast leaves {100 * (1 - 1 / x):.0f}% less unserved demand ({x:.1f}x less)"
+    return f"at the same node-hours as static headroom, forecast leaves {100 * (1 / x - 1):.0f}% more unserved demand"

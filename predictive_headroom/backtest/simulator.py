@@ -1,0 +1,198 @@
+"""A simulated cluster for the backtest (DESIGN.md section 5): pure numpy, 1-minute steps.
+
+Everything is counted in placeholder-sized slots:
+
+- App pods follow demand like an HPA, up at once and down only after a 5-minute hold:
+  `W(t) = max over the last 5 minutes of ceil(demand / demandPerReplica)`.
+- A node holds `node_slots` slots. The node autoscaler wants `ceil((W + P) / node_slots)` nodes,
+  where `P` is the placeholder count. Nodes asked for arrive `lag` minutes later; a ready node is
+  removed once it has not been needed for `scale_down_delay` whole minutes (the cluster keeps the
+  most nodes wanted at any step of the last `scale_down_delay + 1` steps).
+- App pods preempt placeholders, so only app pods can go unserved:
+  `U(t) = max(0, W(t) - node_slots * ready(t))`.
+
+The cluster starts warm: before the first step it has the nodes the first step wants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from predictive_headroom.core.series import History
+
+MINUTE = 60.0
+
+# Decides the placeholder count at step i given the ready nodes at the end of step i - 1.
+Decide = Callable[[int, int], int]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """The simulated node pool: slots per node, node boot lag and scale-down delay (minutes)."""
+
+    node_slots: int = 8
+    lag_minutes: int = 3
+    scale_down_minutes: int = 10
+    hpa_hold_minutes: int = 5
+
+    def __post_init__(self) -> None:
+        if self.node_slots < 1:
+            raise ValueError(f"node_slots must be at least 1, got {self.node_slots}")
+        for name in ("lag_minutes", "scale_down_minutes", "hpa_hold_minutes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} cannot be negative, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One simulated strategy: per-minute placeholders, ready nodes and unserved app pods."""
+
+    placeholders: np.ndarray
+    ready: np.ndarray
+    unserved: np.ndarray
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The scored totals of a run (DESIGN.md section 5)."""
+
+    unserved_pod_minutes: float
+    node_hours: float
+    cold_starts: int
+
+
+def minute_grid(history: History) -> tuple[np.ndarray, np.ndarray]:
+    """The series on a 1-minute grid (whole minutes within its span), linearly interpolated."""
+    if len(history) < 2:
+        raise ValueError(f"series {history.source!r} needs at least two points, has {len(history)}")
+    first = math.ceil(history.start / MINUTE) * MINUTE
+    last = math.floor(history.end / MINUTE) * MINUTE
+    times = np.arange(first, last + MINUTE / 2, MINUTE)
+    return times, np.interp(times, history.times, history.values)
+
+
+def rolling_max(values: np.ndarray, window: int) -> np.ndarray:
+    """out[i] = max(values[max(0, i - window + 1) : i + 1]) (trailing window of `window` steps)."""
+    if window <= 1 or values.size == 0:
+        return values.copy()
+    padded = np.concatenate([np.full(window - 1, values[0]), values])
+    return sliding_window_view(padded, window).max(axis=1)
+
+
+def forward_max(values: np.ndarray, window: int) -> np.ndarray:
+    """out[i] = max(values[i : i + window + 1]) (the next `window` steps included, clipped at the end)."""
+    if window <= 0 or values.size == 0:
+        return values.copy()
+    padded = np.concatenate([values, np.full(window, values[-1])])
+    return sliding_window_view(padded, window + 1).max(axis=1)
+
+
+def app_pods(demand: np.ndarray, demand_per_replica: float, hold_minutes: int = 5) -> np.ndarray:
+    """W(t): app pods an HPA would run, in slots: ceil(demand / demandPerReplica) held up for `hold_minutes`."""
+    if demand_per_replica <= 0:
+        raise ValueError(f"demand_per_replica must be positive, got {demand_per_replica}")
+    pods = np.ceil(np.maximum(demand, 0.0) / demand_per_replica - 1e-9).astype(np.int64)
+    return rolling_max(pods, hold_minutes)
+
+
+def oracle_placeholders(pods: np.ndarray, lag_minutes: int) -> np.ndarray:
+    """Perfect foresight: P(t) = max over [t, t + lag] of W - W(t)."""
+    return forward_max(pods, lag_minutes) - pods
+
+
+def simulate(pods: np.ndarray, placeholders: np.ndarray | Decide, cluster: ClusterSpec) -> Run:
+    """Run the cluster through the app pods `pods` (W) with the given placeholders.
+
+    `placeholders` is either a per-minute array or a function `(step, ready nodes) -> count`
+    for strategies that look at the cluster (CPA, the full planner).
+    """
+    if callable(placeholders):
+        return _simulate_feedback(pods, placeholders, cluster)
+    p = np.maximum(np.asarray(placeholders, dtype=np.int64), 0)
+    if p.shape != pods.shape:
+        raise ValueError(f"placeholders has {p.size} steps but app pods has {pods.size}")
+    slots = cluster.node_slots
+    wanted = -(-(pods + p) // slots)
+    keep = rolling_max(wanted, cluster.scale_down_minutes + 1)
+    ready = _run_nodes(wanted.tolist(), keep.tolist(), cluster.lag_minutes)
+    return Run(p, ready, np.maximum(0, pods - slots * ready))
+
+
+def _run_nodes(wanted: list[int], keep: list[int], lag: int) -> np.ndarray:
+    """Ready nodes per step for precomputed wanted and kept node counts (plain loop over ints)."""
+    n = len(wanted)
+    arrive = [0] * (n + lag + 1)
+    out = [0] * n
+    ready = wanted[0] if n else 0
+    pending = 0
+    for i in range(n):
+        got = arrive[i]
+        if got:
+            ready += got
+            pending -= got
+        short = wanted[i] - ready - pending
+        if short > 0:
+            if lag == 0:
+                ready += short
+            else:
+                arrive[i + lag] += short
+                pending += short
+        if ready > keep[i]:
+            ready = keep[i]
+        out[i] = ready
+    return np.asarray(out, dtype=np.int64)
+
+
+def _simulate_feedback(pods: np.ndarray, decide: Decide, cluster: ClusterSpec) -> Run:
+    """Like `simulate`, asking `decide(step, ready nodes before the step)` for each step's placeholders."""
+    n = pods.size
+    slots, lag, delay = cluster.node_slots, cluster.lag_minutes, cluster.scale_down_minutes
+    w = pods.tolist()
+    arrive = [0] * (n + lag + 1)
+    ready_out = [0] * n
+    p_out = [0] * n
+    window: deque[tuple[int, int]] = deque()  # (step, wanted) with decreasing wanted: rolling max
+    ready, pending = (-(-w[0] // slots) if n else 0), 0
+    for i in range(n):
+        p = max(0, int(decide(i, ready)))
+        wanted = -(-(w[i] + p) // slots)
+        if i == 0:
+            ready = wanted
+        got = arrive[i]
+        if got:
+            ready += got
+            pending -= got
+        short = wanted - ready - pending
+        if short > 0:
+            if lag == 0:
+                ready += short
+            else:
+                arrive[i + lag] += short
+                pending += short
+        while window and window[-1][1] <= wanted:
+            window.pop()
+        window.append((i, wanted))
+        while window[0][0] < i - delay:
+            window.popleft()
+        if ready > window[0][1]:
+            ready = window[0][1]
+        ready_out[i] = ready
+        p_out[i] = p
+    ready_arr = np.asarray(ready_out, dtype=np.int64)
+    return Run(np.asarray(p_out, dtype=np.int64), ready_arr, np.maximum(0, pods - slots * ready_arr))
+
+
+def score(run: Run, start: int = 0) -> Metrics:
+    """Totals from step `start` on: unserved pod-minutes, node-hours and steps with unserved pods."""
+    unserved = run.unserved[start:]
+    return Metrics(
+        unserved_pod_minutes=float(unserved.sum()),
+        node_hours=float(run.ready[start:].sum()) / 60.0,
+        cold_starts=int(np.count_nonzero(unserved)),
+    )

@@ -1,0 +1,48 @@
+"""The backtest as text: the strategy table and the two sweep tables (the headline sentence is in `results`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from predictive_headroom.backtest.results import BacktestResult, StrategyResult
+from predictive_headroom.policy.durations import format_duration
+
+
+def format_table(result: BacktestResult) -> str:
+    """The strategy table as aligned text."""
+    headers = ["strategy", "unserved pod-min", "node-hours", "cold starts", "overhead node-h", "x vs static"]
+    rows = [headers]
+    for name, s in result.strategies.items():
+        d = s.to_dict()
+        x = "inf" if d["x"] is None else f"{d['x']:.2f}"
+        rows.append([name, f"{d['unserved_pod_minutes']:.0f}", f"{d['node_hours']:.1f}", str(d["cold_starts"]), f"{d['overhead_node_hours']:+.1f}", x])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_dial(result: BacktestResult) -> str:
+    """The quantile sweep as aligned text: what each burst quantile buys and costs."""
+    return _sweep_table("quantile", [(f"{p.quantile:g}", p.forecast, p.naive) for p in result.dial])
+
+
+def format_stabilization_dial(result: BacktestResult) -> str:
+    """The stabilisation-window sweep as aligned text: what holding placeholders longer buys and costs."""
+    rows = [(format_duration(timedelta(seconds=p.stabilization_seconds)), p.forecast, p.naive) for p in result.stabilization_dial]
+    return _sweep_table("window", rows)
+
+
+def _sweep_table(first: str, points: list[tuple[str, StrategyResult, StrategyResult]]) -> str:
+    headers = [first, "forecast unserved", "overhead node-h", "x", "naive unserved", "overhead node-h", "x"]
+    rows = [headers]
+    for label, forecast, naive in points:
+        row = [label]
+        for s in (forecast, naive):
+            d = s.to_dict()
+            row += [f"{d['unserved_pod_minutes']:.0f}", f"{d['overhead_node_hours']:+.1f}", "inf" if d["x"] is None else f"{d['x']:.2f}"]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,113 @@
+"""KEDA-cron style schedule windows, evaluated with APScheduler's CronTrigger.
+
+A window is open from a `start` firing until the next `end` firing, in the window's own time
+zone (so daylight-saving changes never shift it), and `lead` seconds early. Pure functions: the
+time is always passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+
+from apscheduler.triggers.cron import CronTrigger
+
+from predictive_headroom.policy.config import ScheduleWindow
+from predictive_headroom.policy.cron import cron_trigger
+
+# How far back to look for the last firing, shortest first (a yearly cron needs the last).
+_LOOKBACKS = (3600.0, 86_400.0, 8 * 86_400.0, 32 * 86_400.0, 367 * 86_400.0, 4 * 367 * 86_400.0)
+
+
+@lru_cache(maxsize=1024)
+def _trigger(expression: str, tz: str) -> CronTrigger:
+    return cron_trigger(expression, tz)
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+
+
+def firings(trigger: CronTrigger, start: float, end: float) -> Iterator[float]:
+    """Yield the trigger's firing times in [start, end] as POSIX seconds, ascending."""
+    now = _utc(start)
+    previous = None
+    while True:
+        fire = trigger.get_next_fire_time(previous, now)
+        if fire is None:
+            return
+        ts = fire.timestamp()
+        if previous is not None and ts <= previous.timestamp():
+            # APScheduler may return the same instant again around a DST fall-back; step past it.
+            now = now + timedelta(minutes=1)
+            continue
+        if ts > end:
+            return
+        yield ts
+        previous = fire
+        now = _utc(ts + 1)
+
+
+def last_firing(trigger: CronTrigger, at: float) -> float | None:
+    """The latest firing at or before `at` (POSIX seconds), or None if it never fired."""
+    for lookback in _LOOKBACKS:
+        last = None
+        for ts in firings(trigger, at - lookback, at):
+            last = ts
+        if last is not None:
+            return last
+    return None
+
+
+def is_open(window: ScheduleWindow, at: float, lead_seconds: float = 0.0) -> bool:
+    """True when `window` is open at `at`, opening `lead_seconds` before its start firing."""
+    start = last_firing(_trigger(window.start, window.timezone), at + lead_seconds)
+    if start is None:
+        return False
+    end = last_firing(_trigger(window.end, window.timezone), at)
+    return end is None or start > end
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The schedule floor at one instant: the replicas and the window that sets them."""
+
+    replicas: int
+    window: str | None
+    open_windows: tuple[str, ...]
+
+
+def schedule_floor(windows: Sequence[ScheduleWindow], at: float, lead_seconds: float = 0.0) -> Floor:
+    """The highest `desiredReplicas` among the windows open at `at` (overlaps take the maximum)."""
+    best, name, names = 0, None, []
+    for window in windows:
+        if is_open(window, at, lead_seconds):
+            names.append(window.name)
+            if name is None or window.desired_replicas > best:
+                best, name = window.desired_replicas, window.name
+    return Floor(best, name, tuple(names))
+
+
+def open_intervals(window: ScheduleWindow, start: float, end: float, lead_seconds: float = 0.0) -> list[tuple[float, float]]:
+    """The [open, close) intervals of `window` that overlap [start, end], lead time included.
+
+    Equivalent to calling `is_open` at every instant, but fast enough for a backtest.
+    """
+    t_start = _trigger(window.start, window.timezone)
+    t_end = _trigger(window.end, window.timezone)
+    first_start = last_firing(t_start, start + lead_seconds)
+    scan_from = first_start if first_start is not None else start
+    starts = list(firings(t_start, scan_from, end + lead_seconds))
+    intervals: list[tuple[float, float]] = []
+    for s in starts:
+        if intervals and s < intervals[-1][1]:
+            continue  # a start while already open changes nothing
+        close = next(firings(t_end, s + 1, float("inf")), float("inf"))
+        opened = s - lead_seconds
+        if intervals and opened <= intervals[-1][1]:
+            intervals[-1] = (intervals[-1][0], close)
+        else:
+            intervals.append((opened, close))
+    return [(a, b) for a, b in intervals if b > start and a <= end]

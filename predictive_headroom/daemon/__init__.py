@@ -1,0 +1,1 @@
+"""The daemon shell: reconcile loop, scheduling, target writes, outcomes, wiring, metrics, HTTP server, logging."""

@@ -1,0 +1,349 @@
+"""The daemon: refit forecasts on a schedule and reconcile every pool's target to its plan.
+
+`Daemon` holds the loop logic and takes every collaborator (source, forecaster, actuator,
+cluster reader, leader elector, clock) from its caller, so tests drive it with fakes or with
+real clients. `scheduling.Runner` runs it on APScheduler until stopped; what one reconcile did is
+an `outcomes.ReconcileResult`. Decisions stay in the pure planner; this module reads and plans,
+and `writes.TargetWriter` writes on change and remembers what it wrote.
+
+Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
+- only the leader writes; followers still refit and plan, so a takeover starts with warm
+  forecasts and stabilisation history (no scale-down on failover);
+- a target paused with the kill-switch annotation is left alone;
+- a replica count changed by a person is left alone until the plan's desired value changes;
+- missing inputs never lower the count: until the first refit, or when a proportional pool's
+  nodes were never read, the target is not scaled below what it has;
+- a failed pool is reported and the others are still served; a failed cycle is counted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
+from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.metrics import Metrics
+from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
+from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable
+from predictive_headroom.daemon.writes import TargetWriter
+from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.policy.load import ConfigError, parse_policy
+from predictive_headroom.protocols import (
+    Actuator,
+    ActuatorError,
+    ClusterReader,
+    ClusterState,
+    Forecaster,
+    Source,
+)
+
+logger = logging.getLogger(__name__)
+
+NOT_FITTED = "not-fitted-yet"
+ReportWriter = Callable[[Policy, Mapping[str, Forecast | NoForecast], Mapping[str, History], float], Any]
+"""Writes the report after a refit: (policy, forecasts, histories, at) -> anything (e.g. its path)."""
+
+
+class Elector(Protocol):
+    """Leader election: only the leader writes."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class AlwaysLeader:
+    """The elector for a single replica (leader election off, or `--once`)."""
+
+    is_leader = True
+
+    def start(self) -> None:
+        """Nothing to campaign for."""
+
+    def stop(self) -> None:
+        """Nothing to release."""
+
+
+class Daemon:
+    """Refits forecasts and reconciles targets for the policy in `config_path` (reloaded on change)."""
+
+    def __init__(
+        self,
+        config_path: str | Path,
+        policy: Policy,
+        *,
+        source: Source | None,
+        forecaster: Forecaster,
+        actuator: Actuator,
+        cluster: ClusterReader,
+        elector: Elector | None = None,
+        clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
+        dry_run: bool = False,
+        interval: float = 60.0,
+        report_writer: ReportWriter | None = None,
+    ) -> None:
+        self.config_path = Path(config_path)
+        self.policy = policy
+        self.source, self.forecaster, self.actuator, self.cluster = source, forecaster, actuator, cluster
+        self.elector: Elector = elector or AlwaysLeader()
+        self.clock, self.dry_run, self.interval = clock, dry_run, interval
+        self.metrics = metrics or Metrics()
+        self.report_writer = report_writer
+        self.on_reload: Callable[[set[str]], None] | None = None
+        """Called after a config switch with the pools whose forecast must be refitted now."""
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._config_hash = self._hash_file()
+        self._rejected_hash: str | None = None
+        self.config_error: str | None = None
+        self._forecasts: dict[str, Forecast | NoForecast] = {
+            p.name: NoForecast(NOT_FITTED) for p in policy.pools if p.forecast and p.forecast.enabled}
+        self._recent: dict[str, list[PlanRecord]] = {}
+        self._clusters: dict[str, ClusterState] = {}
+        self.writer = TargetWriter(actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader)
+        self.last_reconcile: ReconcileResult | None = None
+        self.last_success_at: float | None = None
+        self.last_refit: dict[str, Any] | None = None
+
+    # -- refit ---------------------------------------------------------------------------------
+
+    def forecasts(self) -> dict[str, Forecast | NoForecast]:
+        """The forecasts in use (a snapshot; refits swap in a new mapping when complete)."""
+        return self._forecasts
+
+    def refit(self, pools: Collection[str] | None = None) -> bool:
+        """Fit the forecast of `pools` (default every forecasting pool) and swap them in when done.
+
+        Returns False when the refit was abandoned because the daemon is stopping; nothing is
+        swapped in then. A failed fit keeps the last good forecast until it expires.
+        """
+        policy, at, started = self.policy, self.clock(), time.perf_counter()
+        chosen = [p for p in policy.pools if p.forecast is not None and (pools is None or p.name in pools)]
+        if not chosen:
+            return True
+        if self.source is None:
+            raise RuntimeError("pools forecast but no demand source is configured (set PH_PROMETHEUS_URL)")
+        fresh: dict[str, Forecast | NoForecast] = {}
+        histories: dict[str, History] = {}
+        for pool in chosen:
+            if self.stopping.is_set():
+                logger.info("refit abandoned: the daemon is stopping")
+                return False
+            fresh.update(self._fit_one(policy, pool, at, histories))
+        if self.stopping.is_set():
+            logger.info("refit abandoned: the daemon is stopping; its forecasts are discarded")
+            return False
+        with self._lock:
+            if self.policy is not policy:  # reloaded meanwhile: keep results whose spec did not change
+                fresh = {n: f for n, f in fresh.items() if _same_forecast(policy, self.policy, n)}
+            merged = {**self._forecasts, **keep_usable(self._forecasts, fresh, at)}
+            self._forecasts = merged
+        for name, history in histories.items():
+            if len(history):
+                self.metrics.observed_demand.labels(pool=name).set(float(history.values[-1]))
+        for name, fc in fresh.items():
+            if isinstance(fc, Forecast):
+                self.metrics.fit_seconds.labels(pool=name).set(fc.fit_seconds)
+        if any(isinstance(fc, Forecast) for fc in fresh.values()):
+            self.metrics.last_refit.set(self.clock())
+        self.last_refit = {"at": at, "seconds": round(time.perf_counter() - started, 3),
+                           "pools": {n: describe(merged[n]) for n in fresh if n in merged}}
+        self._write_report(policy, merged, histories, at)
+        return True
+
+    def _fit_one(self, policy: Policy, pool: Pool, at: float, histories: dict[str, History]) -> dict[str, Forecast | NoForecast]:
+        assert self.source is not None
+        try:
+            result = fit_policy(policy.model_copy(update={"pools": [pool]}), self.source, at, self.forecaster, histories)
+        except Exception as exc:  # a broken fit of one pool must not stop the others
+            logger.exception("pool %s: forecast fit failed", pool.name)
+            self.metrics.error("fit")
+            return {pool.name: NoForecast("fit-error", str(exc))}
+        if isinstance(result.get(pool.name), NoForecast) and result[pool.name].why == "source-error":
+            self.metrics.error("source")
+        return result
+
+    def _write_report(self, policy: Policy, forecasts: Mapping[str, Forecast | NoForecast],
+                      histories: Mapping[str, History], at: float) -> None:
+        if self.report_writer is None or not histories:
+            return
+        try:
+            self.report_writer(policy, forecasts, histories, at)
+        except Exception:
+            logger.exception("could not write the report after the refit (the daemon carries on)")
+            self.metrics.error("report")
+
+    # -- reconcile -----------------------------------------------------------------------------
+
+    def reconcile(self) -> ReconcileResult:
+        """Plan every pool and, when leader, bring its target to the plan; never raises for a pool."""
+        started = time.perf_counter()
+        self.reload_if_changed()
+        at = self.clock()
+        leader = bool(self.elector.is_leader)
+        self.metrics.leader.set(1 if leader else 0)
+        if not leader:  # whoever leads meanwhile owns the targets; start afresh on takeover
+            self.writer.step_down()
+        policy, forecasts = self.policy, self._forecasts
+        outcomes = []
+        for pool in policy.pools:
+            if self.stopping.is_set():  # leave the remaining pools as they are
+                outcomes.append(PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping"))
+                continue
+            outcomes.append(self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)))
+        result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
+        self.last_reconcile = result
+        if result.served:
+            self.last_success_at = at
+            self.metrics.last_reconcile.set(at)
+        log = logger.info if result.ok else logger.warning
+        log(result.summary(), extra={"pools": [o.to_dict() for o in outcomes], "leader": leader, "dry_run": self.dry_run})
+        return result
+
+    def _reconcile_pool(self, pool: Pool, at: float, leader: bool, forecast: Forecast | NoForecast | None) -> PoolOutcome:
+        plan: Plan | None = None
+        try:
+            cluster, cluster_note = self._cluster_state(pool)
+            recent = self._recent.setdefault(pool.name, [])
+            plan = plan_pool(pool, at, cluster, forecast, recent)
+            window = pool.scale_down_stabilization.total_seconds()
+            recent[:] = [r for r in recent if r.at > at - window] + [plan.record()]
+            self.metrics.record_plan(plan)
+            self.metrics.record_forecast(pool.name, forecast, at + pool.lead_time.total_seconds())
+            if not leader:
+                return PoolOutcome(pool.name, "follower", plan)
+            outcome = self.writer.write(pool, plan, _missing_input(pool, forecast, cluster))
+            if outcome.plan is not None and outcome.plan is not plan:  # held up for a missing input
+                self.metrics.record_plan(outcome.plan)
+            if outcome.current is not None:
+                applied = outcome.plan.desired if outcome.action == "scaled" and outcome.plan else outcome.current
+                self.metrics.applied.labels(pool=pool.name).set(applied)
+            if cluster_note and outcome.error is None:
+                outcome.error = cluster_note
+            return outcome
+        except ActuatorError as exc:
+            logger.error("%s", exc)
+            self.metrics.error("actuator")
+            return PoolOutcome(pool.name, "error", plan, error=str(exc))
+        except Exception as exc:
+            logger.exception("pool %s: reconcile failed", pool.name)
+            self.metrics.error("internal")
+            return PoolOutcome(pool.name, "error", plan, error=f"pool {pool.name}: {type(exc).__name__}: {exc}")
+
+    def _cluster_state(self, pool: Pool) -> tuple[ClusterState | None, str | None]:
+        """Nodes for the proportional rule; on failure the last good count (and a note saying so)."""
+        if pool.proportional is None:
+            return None, None
+        try:
+            state = self.cluster.cluster_state(pool.proportional.label_selector)
+        except Exception as exc:
+            self.metrics.error("cluster")
+            last = self._clusters.get(pool.name)
+            note = f"pool {pool.name}: cannot count nodes: {exc}"
+            logger.error("%s; %s", note, "using the last count" if last else "not scaling below the current replicas")
+            return last, None if last else note
+        self._clusters[pool.name] = state
+        return state, None
+
+    # -- config reload -------------------------------------------------------------------------
+
+    def _hash_file(self) -> str | None:
+        try:
+            return hashlib.sha256(self.config_path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+
+    def reload_if_changed(self) -> bool:
+        """Switch to the config file's new content when it changed and is valid; True when switched.
+
+        ConfigMap mounts change by a symlink swap, so the content is compared, not the mtime.
+        An invalid file is logged with every problem once, and the config in force stays.
+        """
+        digest = self._hash_file()
+        if digest is None or digest in (self._config_hash, self._rejected_hash):
+            return False
+        try:
+            policy = parse_policy(self.config_path.read_text(encoding="utf-8"), str(self.config_path))
+        except (ConfigError, OSError, UnicodeDecodeError) as exc:
+            self._rejected_hash, self.config_error = digest, str(exc)
+            self.metrics.error("config")
+            logger.error("config changed but cannot be used; the previous config stays in force: %s", exc)
+            return False
+        refit = self._switch(policy)
+        self._config_hash, self._rejected_hash, self.config_error = digest, None, None
+        if self.on_reload is not None:
+            self.on_reload(refit)
+        return True
+
+    def _switch(self, policy: Policy) -> set[str]:
+        """Make `policy` the config in force; return the pools whose forecast must be fitted anew."""
+        old = self.policy
+        names = {p.name for p in policy.pools}
+        removed = {p.name for p in old.pools} - names
+        with self._lock:
+            forecasts = {n: f for n, f in self._forecasts.items() if n in names and _same_forecast(old, policy, n)}
+            refit = {p.name for p in policy.pools if p.forecast and p.forecast.enabled and p.name not in forecasts}
+            forecasts.update({n: NoForecast(NOT_FITTED) for n in refit})
+            self.policy, self._forecasts = policy, forecasts
+        self.writer.forget(removed)
+        for state in (self._recent, self._clusters):
+            for name in removed:
+                state.pop(name, None)  # type: ignore[attr-defined]
+        for name in removed:
+            self.metrics.forget_pool(name)
+        logger.info("config reloaded from %s: %d pool(s)%s%s", self.config_path, len(policy.pools),
+                    f"; removed {', '.join(sorted(removed))}" if removed else "",
+                    f"; refitting {', '.join(sorted(refit))}" if refit else "")
+        return refit
+
+    # -- health --------------------------------------------------------------------------------
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals."""
+        if not self.elector.is_leader:
+            return True, "config loaded; follower (not leader)"
+        if self.last_success_at is None:
+            return False, "leader, but no reconcile has succeeded yet"
+        age = self.clock() - self.last_success_at
+        if age > 3 * self.interval:
+            return False, f"leader, but the last successful reconcile was {age:.0f}s ago (limit {3 * self.interval:.0f}s)"
+        return True, f"config loaded; leader; last successful reconcile {age:.0f}s ago"
+
+    def status(self) -> dict[str, Any]:
+        """The JSON of /last-run: the last reconcile (plans, actions, errors), the last refit, the config."""
+        return {
+            "config": {"path": str(self.config_path), "sha256": self._config_hash, "pools": [p.name for p in self.policy.pools],
+                       "rejected_change": self.config_error},
+            "leader": bool(self.elector.is_leader),
+            "dry_run": self.dry_run,
+            "reconcile": self.last_reconcile.to_dict() if self.last_reconcile else None,
+            "last_successful_reconcile_at": self.last_success_at,
+            "refit": self.last_refit,
+            "forecasts": {n: describe(f) for n, f in self._forecasts.items()},
+        }
+
+
+def _same_forecast(a: Policy, b: Policy, name: str) -> bool:
+    """True when pool `name` exists in both policies with the same forecast spec and lead time."""
+    pa = next((p for p in a.pools if p.name == name), None)
+    pb = next((p for p in b.pools if p.name == name), None)
+    return pa is not None and pb is not None and pa.forecast == pb.forecast and pa.lead_time == pb.lead_time
+
+
+def _missing_input(pool: Pool, forecast: Forecast | NoForecast | None, cluster: ClusterState | None) -> str | None:
+    """Why the plan lacks an input it will have later (then the target is not scaled down)."""
+    if isinstance(forecast, NoForecast) and forecast.why == NOT_FITTED:
+        return NOT_FITTED
+    if pool.proportional is not None and cluster is None:
+        return "no-cluster-state"
+    return None

@@ -1,0 +1,110 @@
+"""Prometheus metrics of the daemon, held in one registry per daemon (no global registry).
+
+Each daemon (and each test) owns a `Metrics`; the HTTP server exposes its `registry`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from predictive_headroom.core.planner import Plan
+from predictive_headroom.core.series import Forecast, NoForecast
+
+PREFIX = "predictive_headroom"
+ERROR_KINDS = ("source", "fit", "cluster", "actuator", "config", "report", "internal")
+"""Every kind of error the daemon counts; each starts at 0 so rates work from the first scrape."""
+
+
+class Metrics:
+    """The daemon's gauges and counters, registered in their own CollectorRegistry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.desired = Gauge(f"{PREFIX}_desired_replicas", "Placeholder pod replicas the plan asks for.", ["pool"], registry=r)
+        self.applied = Gauge(
+            f"{PREFIX}_applied_replicas", "Replicas the target had after the last reconcile.", ["pool"], registry=r
+        )
+        self.component = Gauge(
+            f"{PREFIX}_component_replicas",
+            "Replicas each plan component asks for (min, max, schedule, proportional, forecast).",
+            ["pool", "component"],
+            registry=r,
+        )
+        self.reason = Gauge(
+            f"{PREFIX}_plan_reason_info", "The reason of the current plan (value 1).", ["pool", "reason"], registry=r
+        )
+        self.forecast_demand = Gauge(
+            f"{PREFIX}_forecast_demand",
+            "Forecast demand at now + leadTime: yhat and the interval bounds lower/upper.",
+            ["pool", "bound"],
+            registry=r,
+        )
+        self.observed_demand = Gauge(
+            f"{PREFIX}_observed_demand", "The latest demand sample read at the last refit.", ["pool"], registry=r
+        )
+        self.last_refit = Gauge(
+            f"{PREFIX}_last_refit_timestamp_seconds", "When the last refit that fitted a forecast completed (POSIX seconds).", registry=r
+        )
+        self.last_reconcile = Gauge(
+            f"{PREFIX}_last_reconcile_timestamp_seconds",
+            "When the last successful reconcile completed (POSIX seconds).",
+            registry=r,
+        )
+        self.fit_seconds = Gauge(f"{PREFIX}_fit_seconds", "Seconds the last forecast fit took.", ["pool"], registry=r)
+        self.errors = Counter(f"{PREFIX}_errors", "Errors by kind.", ["kind"], registry=r)
+        self.leader = Gauge(f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r)
+        for kind in ERROR_KINDS:
+            self.errors.labels(kind=kind)
+        self._reasons: dict[str, str] = {}
+
+    def error(self, kind: str) -> None:
+        """Count one error of `kind` (one of ERROR_KINDS)."""
+        self.errors.labels(kind=kind).inc()
+
+    def record_plan(self, plan: Plan) -> None:
+        """Desired replicas, components and reason of one pool's plan."""
+        self.desired.labels(pool=plan.pool).set(plan.desired)
+        for name, value in plan.components.items():
+            if value is None:
+                self._drop(self.component, plan.pool, name)
+            else:
+                self.component.labels(pool=plan.pool, component=name).set(value)
+        old = self._reasons.get(plan.pool)
+        if old is not None and old != plan.reason:
+            self.reason.remove(plan.pool, old)
+        self.reason.labels(pool=plan.pool, reason=plan.reason).set(1)
+        self._reasons[plan.pool] = plan.reason
+
+    def record_forecast(self, pool: str, forecast: Forecast | NoForecast | None, at: float) -> None:
+        """Forecast yhat/lower/upper at `at` (now + leadTime); removed when there is no usable forecast."""
+        if isinstance(forecast, Forecast) and forecast.covers(at):
+            for bound, values in (("yhat", forecast.yhat), ("lower", forecast.lower), ("upper", forecast.upper)):
+                self.forecast_demand.labels(pool=pool, bound=bound).set(float(np.interp(at, forecast.times, values)))
+        else:
+            for bound in ("yhat", "lower", "upper"):
+                self._drop(self.forecast_demand, pool, bound)
+
+    def forget_pool(self, pool: str) -> None:
+        """Remove every series of a pool that left the config."""
+        for gauge in (self.desired, self.applied, self.observed_demand, self.fit_seconds):
+            self._drop(gauge, pool)
+        for name in ("min", "max", "schedule", "proportional", "forecast"):
+            self._drop(self.component, pool, name)
+        for bound in ("yhat", "lower", "upper"):
+            self._drop(self.forecast_demand, pool, bound)
+        reason = self._reasons.pop(pool, None)
+        if reason is not None:
+            self._drop(self.reason, pool, reason)
+
+    @staticmethod
+    def _drop(metric: Gauge, *labels: str) -> None:
+        try:
+            metric.remove(*labels)
+        except KeyError:
+            pass
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,137 @@
+"""Scheduling: run a Daemon's reconcile, refits and config reloads on APScheduler until stopped.
+
+`Runner` owns the timing only; what a reconcile or a refit does lives in `daemon.Daemon`.
+Work runs in threads that are abandoned on stop, so SIGTERM never waits for a slow fit or call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from predictive_headroom.daemon.loop import Daemon
+from predictive_headroom.policy.config import Policy
+from predictive_headroom.policy.cron import cron_trigger
+
+logger = logging.getLogger(__name__)
+
+
+def _refit_groups(policy: Policy) -> dict[str, list[str]]:
+    """Forecasting pools grouped by their refit cron expression (UTC)."""
+    groups: dict[str, list[str]] = {}
+    for pool in policy.pools:
+        if pool.forecast is not None and pool.forecast.enabled:
+            groups.setdefault(" ".join(pool.forecast.refit.split()), []).append(pool.name)
+    return groups
+
+
+class Runner:
+    """Runs a Daemon on an APScheduler BackgroundScheduler until `stop()`.
+
+    Jobs: `reconcile` every `interval` seconds (first run at once) and one `refit:<cron>` job per
+    distinct refit cron (UTC), plus a refit at start and after a config change. Refits run one at
+    a time in their own executor. Each job's work runs in a daemon thread that is abandoned on
+    stop, so SIGTERM never waits for a Prophet fit or a slow API call: an abandoned refit swaps
+    nothing in, and a scale write is a single PATCH that the apiserver applies whole or not at all.
+    """
+
+    def __init__(self, daemon: Daemon, interval: float) -> None:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self.daemon, self.interval = daemon, interval
+        self.scheduler = BackgroundScheduler(
+            timezone="UTC",
+            executors={"default": ThreadPoolExecutor(1), "refit": ThreadPoolExecutor(1)},
+            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": max(30, int(interval))},
+        )
+        daemon.on_reload = self._reloaded
+        self._gate = threading.Lock()
+        self._busy = self._again = False
+
+    def start(self) -> None:
+        """Schedule the jobs, then run a refit and a reconcile at once."""
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        self.scheduler.add_job(self._reconcile, IntervalTrigger(seconds=self.interval, timezone="UTC"),
+                               id="reconcile", next_run_time=_utc_now())
+        self._schedule_refits(self.daemon.policy)
+        self._refit_now(None)
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        """Stop at once: no new jobs, a refit in progress is abandoned, the reconcile running ends."""
+        self.daemon.stopping.set()
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+    def reconcile_now(self) -> None:
+        """Reconcile at once (e.g. on becoming leader), or once more right after the one running."""
+        with self._gate:
+            self._again = True
+            if self._busy:
+                return
+        if self.scheduler.running and not self.daemon.stopping.is_set():
+            self.scheduler.modify_job("reconcile", next_run_time=_utc_now())
+
+    def _reconcile(self) -> None:
+        with self._gate:
+            self._busy = True
+        while True:
+            with self._gate:
+                self._again = False
+            self._abandonable("reconcile", self.daemon.reconcile)
+            with self._gate:
+                if not self._again or self.daemon.stopping.is_set():
+                    self._busy = False
+                    return
+
+    def _refit(self, pools: list[str] | None) -> None:
+        self._abandonable("refit", self.daemon.refit, pools)
+
+    def _abandonable(self, what: str, work: Callable[..., Any], *args: Any) -> None:
+        """Run `work` in a daemon thread and wait for it, or give up on it when the daemon stops.
+
+        A failure is logged and counted; it never ends the scheduler.
+        """
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                work(*args)
+            except Exception:  # a failed cycle never kills the daemon
+                logger.exception("%s failed", what)
+                self.daemon.metrics.error("fit" if what == "refit" else "internal")
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=what, daemon=True).start()
+        while not done.wait(0.1):
+            if self.daemon.stopping.is_set():
+                logger.info("stopping: the %s in progress is abandoned", what)
+                return
+
+    def _refit_now(self, pools: list[str] | None) -> None:
+        self.scheduler.add_job(self._refit, args=[pools], executor="refit", next_run_time=_utc_now(),
+                               misfire_grace_time=None)
+
+    def _schedule_refits(self, policy: Policy) -> None:
+        for job in self.scheduler.get_jobs():
+            if job.id.startswith("refit:"):
+                job.remove()
+        for cron, pools in _refit_groups(policy).items():
+            self.scheduler.add_job(self._refit, cron_trigger(cron, "UTC"), args=[pools], id=f"refit:{cron}",
+                                   executor="refit", misfire_grace_time=600)
+
+    def _reloaded(self, refit: set[str]) -> None:
+        self._schedule_refits(self.daemon.policy)
+        if refit:
+            self._refit_now(sorted(refit))
+
+
+def _utc_now() -> Any:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)

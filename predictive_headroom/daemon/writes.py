@@ -1,0 +1,101 @@
+"""Writing a pool's plan to its target, and remembering what was written.
+
+`TargetWriter` is the last step of a reconcile on the leader: it reads the target (the placeholder
+Deployment's /scale, or a CapacityBuffer) through the actuator, decides whether the plan may be
+written, and writes it. Per pool it remembers the count it last wrote and the count it last
+planned; that is how a change made by a person is told apart from its own.
+
+Safety rules:
+- a target paused with the kill-switch annotation is left alone, and what was written to it is
+  forgotten;
+- missing inputs never lower the count: with a missing input, a plan below the current replicas
+  is held at the current replicas (reason `hold:<what is missing>`);
+- a replica count changed by a person (not what was last written, while the plan's desired value
+  is the same as last time) is left alone, with one warning, until the plan's desired value
+  changes;
+- in dry-run nothing is written: each change is sent once as a server-side dry run;
+- it writes only while still leader, checked again right before the write; the daemon calls
+  `step_down()` while a follower, so a takeover starts afresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
+
+from predictive_headroom.core.planner import Plan
+from predictive_headroom.daemon.outcomes import PoolOutcome
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.protocols import Actuator
+
+logger = logging.getLogger(__name__)
+
+
+class TargetWriter:
+    """Brings each pool's target to its plan on change, and keeps the per-pool write bookkeeping."""
+
+    def __init__(self, actuator: Actuator, *, dry_run: bool, is_leader: Callable[[], bool]) -> None:
+        self.actuator, self.dry_run, self.is_leader = actuator, dry_run, is_leader
+        self._applied: dict[str, int] = {}
+        """Replicas last written to (or found on) each pool's target."""
+        self._planned: dict[str, int] = {}
+        """Desired replicas of each pool's last plan."""
+        self._overridden: set[str] = set()
+        """Pools whose manual change has been warned about."""
+        self._dry_reported: dict[str, tuple[int, int]] = {}
+        """Per pool, the (current, desired) last sent as a dry run."""
+
+    def step_down(self) -> None:
+        """Forget what was written and planned: whoever leads meanwhile owns the targets."""
+        self._applied.clear()
+        self._planned.clear()
+        self._overridden.clear()
+
+    def forget(self, pools: Iterable[str]) -> None:
+        """Drop everything remembered about `pools` (removed from the config)."""
+        for name in pools:
+            self._applied.pop(name, None)
+            self._planned.pop(name, None)
+            self._dry_reported.pop(name, None)
+            self._overridden.discard(name)
+
+    def write(self, pool: Pool, plan: Plan, missing: str | None) -> PoolOutcome:
+        """Bring `pool`'s target to `plan` unless a rule above says not to; return what was done.
+
+        `missing` names an input the plan lacks (then the count is not lowered). Raises
+        ActuatorError when the target cannot be read or written.
+        """
+        target = f"{pool.target.namespace}/{pool.target.name}"
+        state = self.actuator.read(pool)
+        if state.paused:
+            self._applied.pop(pool.name, None)
+            logger.info("pool %s: %s is paused (annotation predictive-headroom.io/paused=true); leaving it at %d "
+                        "replicas (plan: %d, %s)", pool.name, target, state.replicas, plan.desired, plan.reason)
+            return PoolOutcome(pool.name, "paused", plan, state.replicas)
+        if missing and plan.desired < state.replicas:
+            plan = dataclasses.replace(plan, desired=state.replicas, reason=f"hold:{missing}")
+        planned_before = self._planned.get(pool.name)
+        self._planned[pool.name] = plan.desired
+        applied = self._applied.get(pool.name)
+        if state.replicas == plan.desired:
+            self._applied[pool.name] = plan.desired
+            self._overridden.discard(pool.name)
+            return PoolOutcome(pool.name, "unchanged", plan, state.replicas)
+        if applied is not None and state.replicas != applied and plan.desired == planned_before:
+            if pool.name not in self._overridden:
+                logger.warning("pool %s: %s was scaled to %d by someone else (we set %d); leaving it until the plan "
+                               "changes from %d", pool.name, target, state.replicas, applied, plan.desired)
+                self._overridden.add(pool.name)
+            return PoolOutcome(pool.name, "manual-override", plan, state.replicas)
+        if self.dry_run:
+            if self._dry_reported.get(pool.name) != (state.replicas, plan.desired):
+                self.actuator.scale(pool, plan.desired, plan.reason, dry_run=True)
+                self._dry_reported[pool.name] = (state.replicas, plan.desired)
+            return PoolOutcome(pool.name, "dry-run", plan, state.replicas)
+        if not self.is_leader():  # lost the Lease during this cycle
+            return PoolOutcome(pool.name, "follower", plan, state.replicas)
+        self.actuator.scale(pool, plan.desired, plan.reason, dry_run=False)
+        self._applied[pool.name] = plan.desired
+        self._overridden.discard(pool.name)
+        return PoolOutcome(pool.name, "scaled", plan, state.replicas)

@@ -1,0 +1,138 @@
+"""Calls to the Kubernetes API and what their failures mean: `_call` runs one call with the
+timeout and retries of `CallOptions`, and `_Op` turns a failure into a message that names the
+pool, the object and the missing permission or CRD.
+
+The CapacityBuffer API coordinates live here because the 404 message names them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import urllib3
+from kubernetes.client import ApiException
+from kubernetes.client.exceptions import ConflictException
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from predictive_headroom.protocols import ActuatorError
+
+CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
+CAPACITY_BUFFER_VERSION = "v1alpha1"
+CAPACITY_BUFFER_PLURAL = "capacitybuffers"
+
+T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """Timeout and retry budget for every API call (tests use small values)."""
+
+    timeout: float = 10.0
+    attempts: int = 4
+    backoff_initial: float = 0.5
+    backoff_max: float = 5.0
+    conflict_attempts: int = 5
+    events: bool = True
+    instance: str = field(default_factory=socket.gethostname)
+
+    def retrying(self) -> Retrying:
+        """Retry 5xx, 429 and connection/timeout errors with exponential backoff and jitter."""
+        return Retrying(
+            retry=retry_if_exception(_transient),
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential_jitter(multiplier=self.backoff_initial, max=self.backoff_max,
+                                         jitter=self.backoff_initial),
+            before_sleep=lambda state: logger.info(
+                "retrying Kubernetes call (attempt %d failed: %s)", state.attempt_number,
+                _short(state.outcome.exception() or RuntimeError("?")) if state.outcome else "?"),
+            reraise=True,
+        )
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status == 429 or (exc.status or 0) >= 500
+    return isinstance(exc, urllib3.exceptions.HTTPError)
+
+
+def _status_message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body or "")["message"])
+    except (ValueError, KeyError, TypeError):
+        return str(exc.reason or "").strip()
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"{exc.status} {_status_message(exc)}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One API operation on a pool's target, for messages that say what failed."""
+
+    verb: str
+    resource: str
+    group: str
+    kind: str
+    namespace: str
+    name: str
+    pool: str
+
+    def explain(self, exc: BaseException, options: CallOptions) -> str:
+        if not self.namespace:  # cluster-scoped: listing nodes
+            where = f"{self.verb} {self.resource} (label selector {self.name!r})"
+            if isinstance(exc, ApiException) and exc.status == 403:
+                return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
+                        f"cluster-wide (a ClusterRole) — see deploy/ (server said: {_status_message(exc)})")
+        else:
+            where = f"pool {self.pool}: {self.verb} {self.resource} {self.namespace}/{self.name}"
+        if isinstance(exc, ApiException) and exc.status == 403:
+            return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
+                    f"(API group '{self.group}') named {self.name} in namespace {self.namespace} — see the Role "
+                    f"in deploy/ (server said: {_status_message(exc)})")
+        if isinstance(exc, ApiException) and exc.status == 404:
+            details = _status_details(exc)
+            if self.kind == "CapacityBuffer" and not details.get("name"):
+                return (f"{where}: the API {CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_VERSION} capacitybuffers is not "
+                        "served by this cluster: install the CapacityBuffer CRD (Cluster Autoscaler or Karpenter) "
+                        f"or set target.kind: Deployment for pool {self.pool}")
+            return (f"{where}: {self.kind} {self.namespace}/{self.name} not found: create the placeholder "
+                    f"{self.kind} or fix the target of pool {self.pool}")
+        if _transient(exc):
+            return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {_short(exc)}"
+        return f"{where}: {_short(exc)}"
+
+
+def _status_details(exc: ApiException) -> dict[str, Any]:
+    try:
+        details = json.loads(exc.body or "").get("details")
+    except (ValueError, AttributeError):
+        return {}
+    return details if isinstance(details, dict) else {}
+
+
+def _call(op: _Op, options: CallOptions, fn: Callable[..., T], error: type[ActuatorError] = ActuatorError, **kwargs: Any) -> T:
+    """Run one API call with timeout and retries; turn failures into `error` (409 passes through)."""
+    try:
+        for attempt in options.retrying():
+            with attempt:
+                return fn(**kwargs, _request_timeout=options.timeout)
+    except ConflictException:
+        raise
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        raise error(op.explain(exc, options)) from exc
+    raise AssertionError("unreachable: tenacity either returns or raises")

@@ -1,0 +1,202 @@
+"""Kubernetes edge: credentials (`load_kube_config`), what both replica actuators share (`_ReplicaTarget`: scale with 409 retries, log,
+record an Event), and the node counter for the proportional rule (`KubeClusterReader`).
+
+Every call has a timeout; 5xx, 429 and connection errors are retried with exponential backoff
+(tenacity), a 409 Conflict re-reads the object and applies again, and 403/404 become an
+`ActuatorError` that names the missing permission or object. Writes carry the resourceVersion
+they were computed from, so a concurrent change by a person is never silently overwritten.
+
+Dry run: the write is sent with `dryRun=All` (the apiserver validates it and stores nothing),
+the log line starts with `DRY-RUN would scale`, and no Event is created, because an Event is a
+write too and a dry run writes nothing.
+
+The two target kinds (Deployment /scale, CapacityBuffer) and the dispatcher on `target.kind` are
+in `kube.targets`; running one API call with retries (`CallOptions`) and explaining its failure is in `kube.api`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import kubernetes.client
+import kubernetes.config
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ConflictException
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.utils import parse_quantity
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+)
+
+from predictive_headroom.kube.api import (
+    CallOptions,
+    _call,
+    _Op,
+    _status_message,
+)
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.protocols import ActuatorError, ClusterState, TargetState
+
+logger = logging.getLogger(__name__)
+
+PAUSED_ANNOTATION = "predictive-headroom.io/paused"
+EVENT_COMPONENT = "predictive-headroom"
+EVENT_REASON = "Scaled"
+
+
+class ClusterReadError(ActuatorError):
+    """Nodes could not be listed; the message names the permission or the failure."""
+
+
+def load_kube_config(context: str | None = None) -> ApiClient:
+    """Return an ApiClient from the in-cluster ServiceAccount, else from KUBECONFIG / ~/.kube/config.
+
+    urllib3's own retries are switched off: this module retries with backoff itself, and a
+    timed-out GET must not silently take four timeouts.
+    """
+    configuration = kubernetes.client.Configuration()
+    try:
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+        source = "in-cluster ServiceAccount"
+    except ConfigException as in_cluster:
+        try:
+            config_file = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+            kubernetes.config.load_kube_config(config_file=config_file, context=context,
+                                               client_configuration=configuration)
+            source = "kubeconfig"
+        except (ConfigException, OSError, TypeError) as kubeconfig:
+            raise ActuatorError(
+                "no Kubernetes credentials: not running in a pod with a ServiceAccount "
+                f"({in_cluster}) and no usable kubeconfig ({kubeconfig}); set KUBECONFIG or run in-cluster"
+            ) from None
+    configuration.retries = False
+    logger.info("Kubernetes API %s (credentials from %s)", configuration.host, source)
+    return ApiClient(configuration)
+
+
+@dataclass(frozen=True)
+class _Current:
+    replicas: int
+    resource_version: str
+    uid: str | None
+    paused: bool = False
+
+
+class _ReplicaTarget:
+    """What both target kinds share: re-read, write with resourceVersion, retry 409, log, record."""
+
+    kind = ""
+    api_version = ""
+    resource = ""
+    group = ""
+
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+        self.options = options or CallOptions()
+        self._events = kubernetes.client.CoreV1Api(api_client)
+
+    def _op(self, pool: Pool, verb: str, resource: str | None = None) -> _Op:
+        return _Op(verb, resource or self.resource, self.group, self.kind,
+                   pool.target.namespace, pool.target.name, pool.name)
+
+    def read(self, pool: Pool) -> TargetState:
+        raise NotImplementedError
+
+    def _current(self, pool: Pool) -> _Current:
+        raise NotImplementedError
+
+    def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
+        raise NotImplementedError
+
+    def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
+        """Set the target's replicas (no write when it already has them); raise ActuatorError on failure.
+
+        The kill switch is not looked at here: the caller reads `TargetState.paused` first and
+        leaves a paused target alone.
+        """
+        if replicas < 0:
+            raise ValueError(f"pool {pool.name}: replicas must be >= 0, got {replicas}")
+        target = f"{pool.target.namespace}/{pool.target.name}"
+        try:
+            for attempt in Retrying(retry=retry_if_exception_type(ConflictException),
+                                    stop=stop_after_attempt(self.options.conflict_attempts), reraise=True):
+                with attempt:
+                    current = self._current(pool)
+                    if current.replicas == replicas:
+                        logger.debug("pool %s: %s already has %d replicas", pool.name, target, replicas)
+                        return
+                    if attempt.retry_state.attempt_number > 1:
+                        logger.info("pool %s: %s changed meanwhile (409 Conflict), applying again", pool.name, target)
+                    self._write(pool, current, replicas, dry_run)
+        except ConflictException as exc:
+            raise ActuatorError(
+                f"pool {pool.name}: {self.kind} {target} kept changing while scaling "
+                f"({self.options.conflict_attempts} x 409 Conflict: {_status_message(exc)}); will try again next reconcile"
+            ) from exc
+        change = f"{target} replicas {current.replicas} -> {replicas} ({reason})"
+        if dry_run:
+            logger.info("DRY-RUN would scale pool %s: %s", pool.name, change)
+            return
+        logger.info("pool %s: %s", pool.name, change)
+        self._record(pool, current, f"pool {pool.name}: replicas {current.replicas} -> {replicas} ({reason})")
+
+    def _record(self, pool: Pool, current: _Current, message: str) -> None:
+        """Create a Normal Event on the target; failures are logged, never raised."""
+        if not self.options.events:
+            return
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        ns, name = pool.target.namespace, pool.target.name
+        event = kubernetes.client.CoreV1Event(
+            metadata=kubernetes.client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
+            involved_object=kubernetes.client.V1ObjectReference(
+                api_version=self.api_version, kind=self.kind, name=name, namespace=ns, uid=current.uid),
+            reason=EVENT_REASON, message=message[:1024], type="Normal",
+            source=kubernetes.client.V1EventSource(component=EVENT_COMPONENT),
+            first_timestamp=now, last_timestamp=now, count=1,
+            reporting_component=EVENT_COMPONENT, reporting_instance=self.options.instance,
+        )
+        try:
+            _call(self._op(pool, "create", "events"), self.options, self._events.create_namespaced_event,
+                  namespace=ns, body=event)
+        except (ActuatorError, ConflictException) as exc:
+            logger.warning("pool %s: could not record the Event on %s %s/%s: %s", pool.name, self.kind, ns, name, exc)
+
+
+class KubeClusterReader:
+    """Counts nodes and allocatable cores like cluster-proportional-autoscaler.
+
+    Schedulable means `spec.unschedulable` is not set (cordoned nodes are excluded); like CPA,
+    the Ready condition is not looked at, so a node that is briefly NotReady does not shrink
+    the floor.
+    """
+
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None, page_size: int = 500) -> None:
+        self.options = options or CallOptions()
+        self.page_size = page_size
+        self._core = kubernetes.client.CoreV1Api(api_client)
+
+    def cluster_state(self, label_selector: str) -> ClusterState:
+        """Node and core counts (all, and schedulable) for nodes matching `label_selector` ('' = all)."""
+        op = _Op("list", "nodes", "", "Node", "", label_selector, "")
+        nodes = schedulable = 0
+        cores = schedulable_cores = 0.0
+        token: str | None = None
+        while True:
+            page = _call(op, self.options, self._core.list_node, error=ClusterReadError,
+                         label_selector=label_selector or None, limit=self.page_size, _continue=token)
+            for node in page.items:
+                allocatable = (node.status.allocatable if node.status else None) or {}
+                cpu = float(parse_quantity(allocatable.get("cpu", "0")))
+                nodes += 1
+                cores += cpu
+                if not (node.spec and node.spec.unschedulable):
+                    schedulable += 1
+                    schedulable_cores += cpu
+            token = page.metadata.var_continue if page.metadata else None
+            if not token:
+                return ClusterState(nodes, cores, schedulable, schedulable_cores)

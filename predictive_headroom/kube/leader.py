@@ -1,0 +1,255 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, so two daemon replicas never both scale.
+
+Implemented directly on the Lease API (read, create, replace with resourceVersion) with the
+rules of client-go's leaderelection, because the `kubernetes` client's own helper runs a
+blocking loop with no way to stop it or release the Lease, builds its own global API client,
+sets no request timeouts and only accepts whole-second periods.
+
+Rules:
+- A candidate takes the Lease when it does not exist, when its holder is empty (released), or
+  when the record (holder, resourceVersion) has not changed for `leaseDurationSeconds` as seen
+  by this candidate's own monotonic clock (no comparison of clocks between machines).
+- The leader renews every `retry_period`. It is leader only until `renew_deadline` after the
+  start of its last successful renewal, which is shorter than the lease duration a follower
+  waits, so a leader that cannot renew (API errors, slow answers) stops being leader before
+  anyone else can start: `is_leader` is computed from that deadline at the moment it is read.
+- `stop()` first stops leading, then releases the Lease (empty holder) so a follower takes
+  over on its next try instead of waiting for the lease to expire.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import kubernetes.client
+import urllib3
+from kubernetes.client import (
+    ApiClient,
+    ApiException,
+    V1Lease,
+    V1LeaseSpec,
+    V1ObjectMeta,
+)
+
+from predictive_headroom.policy.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseTiming:
+    """Seconds: how long a lease is valid, how long a leader may fail to renew, how often to try."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError(
+                f"need 0 < retry_period ({self.retry_period:g}s) < renew_deadline ({self.renew_deadline:g}s) "
+                f"< lease_duration ({self.lease_duration:g}s)"
+            )
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "LeaseTiming":
+        """Timing from `PH_LEASE_DURATION`, with client-go's proportions (15 s / 10 s / 2 s)."""
+        duration = settings.lease_duration
+        return cls(duration, duration * 2 / 3, duration * 2 / 15)
+
+
+def default_identity() -> str:
+    """`<hostname>_<random>`: the pod name in a cluster, unique even for two processes on one host."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class LeaderElector:
+    """Campaigns for a Lease in a background thread; `is_leader` says whether this process may write."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        namespace: str,
+        name: str,
+        identity: str | None = None,
+        timing: LeaseTiming | None = None,
+        on_started_leading: Callable[[], None] | None = None,
+        on_stopped_leading: Callable[[], None] | None = None,
+    ) -> None:
+        self.namespace, self.name = namespace, name
+        self.identity = identity or default_identity()
+        self.timing = timing or LeaseTiming()
+        self._api = kubernetes.client.CoordinationV1Api(api_client)
+        self._on_started = on_started_leading
+        self._on_stopped = on_stopped_leading
+        self._lock = threading.Lock()
+        self._leading = False
+        self._valid_until = 0.0
+        self._observed: tuple[str, str] | None = None
+        self._observed_at = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_settings(cls, api_client: ApiClient, settings: Settings, **kwargs: object) -> "LeaderElector":
+        """An elector for the Lease `settings.lease_name` in `settings.namespace`."""
+        return cls(api_client, settings.namespace, settings.lease_name,
+                   timing=LeaseTiming.from_settings(settings), **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this process holds the Lease and renewed it within the renew deadline."""
+        with self._lock:
+            return self._leading and time.monotonic() < self._valid_until
+
+    def start(self) -> None:
+        """Start campaigning in a daemon thread."""
+        if self._thread is not None:
+            raise RuntimeError("LeaderElector.start() called twice")
+        logger.info("leader election: %s campaigning for Lease %s/%s", self.identity, self.namespace, self.name)
+        self._thread = threading.Thread(target=self._run, name=f"leader-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, release: bool = True) -> None:
+        """Stop campaigning; stop leading at once and (by default) release the Lease for a fast handover."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        was_leading = self._step_down("stopping")
+        if release and was_leading:
+            self._release()
+
+    def wait_until_leader(self, timeout: float) -> bool:
+        """Block until this process leads or `timeout` seconds pass; return `is_leader`."""
+        deadline = time.monotonic() + timeout
+        while not self.is_leader and time.monotonic() < deadline and not self._stop.is_set():
+            time.sleep(min(0.05, self.timing.retry_period / 4))
+        return self.is_leader
+
+    # -- the campaign loop ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._tick()
+            except Exception:  # one bad round must not end the campaign
+                logger.exception("leader election: unexpected error for Lease %s/%s", self.namespace, self.name)
+            if self._leading and time.monotonic() >= self._valid_until:
+                self._step_down(f"could not renew the Lease within {self.timing.renew_deadline:g}s")
+            period = self.timing.retry_period
+            self._stop.wait(period if self._leading else random.uniform(period, period * 1.2))
+
+    @property
+    def _request_timeout(self) -> float:
+        return self.timing.renew_deadline / 2
+
+    def _tick(self) -> None:
+        started = time.monotonic()
+        try:
+            lease = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._request_timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                self._create(started)
+            else:
+                self._failed("read", exc)
+            return
+        except urllib3.exceptions.HTTPError as exc:
+            self._failed("read", exc)
+            return
+        spec = lease.spec or V1LeaseSpec()
+        holder = spec.holder_identity or ""
+        record = (holder, (lease.metadata.resource_version if lease.metadata else None) or "")
+        if record != self._observed:
+            self._observed, self._observed_at = record, started
+        if holder and holder != self.identity:
+            duration = spec.lease_duration_seconds or math.ceil(self.timing.lease_duration)
+            if started < self._observed_at + duration:
+                return  # someone else leads and their lease has not expired
+            logger.info("leader election: Lease %s/%s held by %s expired, taking it", self.namespace, self.name, holder)
+        now = _now()
+        renewing = holder == self.identity
+        lease.spec = V1LeaseSpec(
+            holder_identity=self.identity,
+            lease_duration_seconds=math.ceil(self.timing.lease_duration),
+            acquire_time=spec.acquire_time if renewing and spec.acquire_time else now,
+            renew_time=now,
+            lease_transitions=(spec.lease_transitions or 0) + (0 if renewing or not holder else 1),
+        )
+        try:
+            self._api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self._request_timeout)
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            self._failed("renew" if renewing else "acquire", exc)
+            return
+        self._renewed(started)
+
+    def _create(self, started: float) -> None:
+        now = _now()
+        lease = V1Lease(
+            metadata=V1ObjectMeta(name=self.name, namespace=self.namespace),
+            spec=V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=math.ceil(self.timing.lease_duration),
+                             acquire_time=now, renew_time=now, lease_transitions=0),
+        )
+        try:
+            self._api.create_namespaced_lease(self.namespace, lease, _request_timeout=self._request_timeout)
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            self._failed("create", exc)
+            return
+        self._renewed(started)
+
+    def _renewed(self, started: float) -> None:
+        with self._lock:
+            newly = not self._leading
+            self._leading = True
+            self._valid_until = started + self.timing.renew_deadline
+        if newly:
+            logger.info("leader election: %s is now the leader (Lease %s/%s)", self.identity, self.namespace, self.name)
+            if self._on_started:
+                self._on_started()
+
+    def _failed(self, action: str, exc: BaseException) -> None:
+        if isinstance(exc, ApiException) and exc.status == 409:
+            logger.debug("leader election: %s lost a race to %s the Lease", self.identity, action)
+            return
+        what = f"{exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, ApiException) and exc.status == 403:
+            what += (f" (the daemon's ServiceAccount needs get, create and update on leases in API group "
+                     f"coordination.k8s.io in namespace {self.namespace}; see deploy/)")
+        log = logger.warning if self._leading else logger.info
+        log("leader election: could not %s Lease %s/%s: %s", action, self.namespace, self.name, what)
+
+    def _step_down(self, why: str) -> bool:
+        with self._lock:
+            was = self._leading
+            self._leading = False
+        if was:
+            logger.warning("leader election: %s stopped leading: %s", self.identity, why)
+            if self._on_stopped:
+                self._on_stopped()
+        return was
+
+    def _release(self) -> None:
+        """Empty the holder so a follower can take the Lease at once (only if we still hold it)."""
+        try:
+            lease = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._request_timeout)
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return
+            lease.spec = V1LeaseSpec(holder_identity=None, lease_duration_seconds=1, renew_time=_now(),
+                                     acquire_time=lease.spec.acquire_time, lease_transitions=lease.spec.lease_transitions)
+            self._api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self._request_timeout)
+            logger.info("leader election: %s released Lease %s/%s", self.identity, self.namespace, self.name)
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            logger.warning("leader election: could not release Lease %s/%s (a follower takes over when it expires): %s",
+                           self.namespace, self.name, exc)

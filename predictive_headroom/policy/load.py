@@ -1,0 +1,203 @@
+"""Loading the policy file with errors that say where.
+
+`load_policy` / `parse_policy` report every problem at once, each with the line in the file, the
+field path, the bad value and what is expected, with a "did you mean" hint for misspelt keys.
+Cross-field rules are also checked on the raw YAML, so parts that failed other checks still
+get them reported in the same run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from predictive_headroom.policy.config import (
+    FieldProblem,
+    Policy,
+    _min_max_message,
+    _same_start_end_message,
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config file."""
+
+    path: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line else ""
+        return f"{where}{self.path or '(top level)'}: {self.message}"
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; `problems` lists every problem found."""
+
+    def __init__(self, source: str, problems: list[Problem]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{source}: {len(problems)} problem(s):\n{lines}")
+
+
+def _format_path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+def _line_index(node: yaml.Node | None, prefix: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
+    """Map each path in a composed YAML document to its 1-based line number."""
+    index: dict[tuple[Any, ...], int] = {}
+    if node is None:
+        return index
+    index[prefix] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            path = prefix + (key.value,)
+            index.update(_line_index(value, path))
+            index[path] = key.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            index.update(_line_index(item, prefix + (i,)))
+    return index
+
+
+def _nearest_line(index: dict[tuple[Any, ...], int], loc: tuple[Any, ...]) -> int | None:
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in index:
+            return index[loc[:n]]
+    return None
+
+
+def _known_keys(model: type[BaseModel]) -> list[str]:
+    return sorted(f.alias or name for name, f in model.model_fields.items())
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model class that validates the mapping at `loc` (for 'did you mean' hints)."""
+    model: Any = Policy
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = {(f.alias or n): f for n, f in model.model_fields.items()}
+        field = fields.get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        candidates = [ann, *getattr(ann, "__args__", ())]
+        nxt = None
+        for c in candidates:
+            for inner in (c, *getattr(c, "__args__", ())):
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    nxt = inner
+        if nxt is None:
+            return None
+        model = nxt
+    return model
+
+
+def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> list[Problem]:
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldProblem):
+            sub = tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", cause.field) if p)
+            loc = loc + sub
+            message = str(cause)
+        elif err["type"] == "extra_forbidden":
+            model = _model_at(loc[:-1])
+            known = _known_keys(model) if model else []
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            message = f"unknown key {loc[-1]!r}{hint} (allowed: {', '.join(known)})" if known else "unknown key"
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        elif "input" in err and not isinstance(err["input"], (dict, list)) and repr(err["input"]) not in message:
+            message = f"{message} (got {err['input']!r})"
+        problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+    return problems
+
+
+def parse_policy(text: str, source: str = "<config>") -> Policy:
+    """Parse and validate policy YAML text; raise ConfigError listing every problem."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else None
+        what = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(source, [Problem("", f"not valid YAML: {what}", line)]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(source, [Problem("", "expected a mapping with a 'pools' list at the top level")])
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        index = _line_index(root)
+        problems = _problems_from(exc, index)
+        # Cross-field rules of parts that failed other checks did not run in pydantic; check them
+        # on the raw data as well so one run reports every problem.
+        for loc, message in _cross_field_problems(data):
+            problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+        unique = list({(p.path, p.message): p for p in problems}.values())
+        raise ConfigError(source, sorted(unique, key=lambda p: (p.line or 0, p.path))) from None
+
+
+def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    """The rules that relate fields to each other, checked on raw YAML data (best effort)."""
+    found: list[tuple[tuple[Any, ...], str]] = []
+    pools = data.get("pools")
+    if not isinstance(pools, list):
+        return found
+    names: dict[Any, int] = {}
+    for i, pool in enumerate(pools):
+        if not isinstance(pool, dict):
+            continue
+        name = pool.get("name")
+        if isinstance(name, str) and name in names:
+            found.append((("pools", i, "name"), f"duplicate pool name {name!r}"))
+        names.setdefault(name, i)
+        lo, hi = pool.get("minReplicas", 0), pool.get("maxReplicas")
+        if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
+            found.append((("pools", i, "minReplicas"), _min_max_message(lo, hi)))
+        windows = pool.get("schedules")
+        if not isinstance(windows, list):
+            continue
+        seen: set[str] = set()
+        for j, window in enumerate(windows):
+            if not isinstance(window, dict):
+                continue
+            start, end, wname = window.get("start"), window.get("end"), window.get("name")
+            if isinstance(start, str) and isinstance(end, str) and start.split() == end.split():
+                found.append((("pools", i, "schedules", j, "end"), _same_start_end_message(end)))
+            if isinstance(wname, str) and wname in seen:
+                found.append((("pools", i, "schedules", j, "name"), f"duplicate window name {wname!r}"))
+            seen.add(wname) if isinstance(wname, str) else None
+    return found
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file; raise ConfigError (with every problem) when it is unusable."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(p), [Problem("", "file not found; pass the path of a policy YAML file")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(p), [Problem("", f"cannot read file: {exc}")]) from None
+    return parse_policy(text, str(p))

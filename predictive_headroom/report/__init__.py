@@ -1,0 +1,1 @@
+"""The forecast report: building, per-pool analysis, HTML rendering, reports on disk."""

@@ -1,0 +1,268 @@
+"""The forecast report's facts: what a reviewer needs to trust (or question) the planned headroom.
+
+`build_report` is pure (no clock, no I/O): per pool it plans the placeholder pod count at every step
+of the forecast horizon with the real planner (carrying recent plans for scale-down
+stabilisation, like the daemon), finds the next peaks, prices the headroom, compares past
+forecasts with what happened (those figures come from `report.analysis`) and collects the
+warnings a reviewer must see. `report_to_json` turns it into the machine-readable `report.json`;
+`report.store` writes reports to disk and keeps the daemon's last N.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from predictive_headroom.core.planner import Plan, plan_to_dict
+from predictive_headroom.core.schedules import open_intervals
+from predictive_headroom.core.series import (
+    DAY_SECONDS,
+    Forecast,
+    History,
+    NoForecast,
+    from_epoch,
+)
+from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.protocols import ClusterState
+from predictive_headroom.report.analysis import (
+    HeadroomCost,
+    PastForecast,
+    Peak,
+    find_peaks,
+    headroom_cost,
+    judge_past,
+    plan_horizon,
+)
+
+SCHEMA = "predictive-headroom/report/v1"
+RECENT_SECONDS = 7 * DAY_SECONDS
+"""How much history the demand plot shows before now."""
+PREFERRED_HISTORY_SECONDS = 14 * DAY_SECONDS
+"""Less history than this is flagged: the weekly pattern is learned from one week or less."""
+DEFAULT_HORIZON_SECONDS = 2 * DAY_SECONDS
+LOW_COVERAGE_MARGIN = 0.1
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A warning a reviewer must see: `code` is stable for machines, `message` is for people."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PoolReport:
+    """Everything the report shows for one pool."""
+
+    pool: Pool
+    recent: History | None
+    history_points: int
+    history_seconds: float
+    forecast: Forecast | None
+    forecast_status: str
+    forecast_detail: str
+    now: Plan
+    plan_times: np.ndarray
+    plan_desired: np.ndarray
+    plan_reasons: tuple[str, ...]
+    windows: tuple[tuple[str, float, float], ...]
+    peaks: tuple[Peak, ...]
+    accuracy: dict[str, Any] | None
+    past: tuple[PastForecast, ...]
+    cost: HeadroomCost
+    notices: tuple[Notice, ...]
+
+    @property
+    def step_seconds(self) -> float:
+        return float(self.plan_times[1] - self.plan_times[0]) if self.plan_times.size > 1 else 0.0
+
+
+@dataclass(frozen=True)
+class Report:
+    """The whole report: one PoolReport per pool, made at `at` (POSIX seconds)."""
+
+    at: float
+    pools: tuple[PoolReport, ...]
+    source: str = ""
+
+
+def iso(seconds: float) -> str:
+    """ISO-8601 UTC text, e.g. 2014-07-15T18:00:00Z."""
+    return from_epoch(seconds).isoformat().replace("+00:00", "Z")
+
+
+def build_report(
+    policy: Policy,
+    histories: Mapping[str, History],
+    forecasts: Mapping[str, Forecast | NoForecast],
+    accuracies: Mapping[str, Any],
+    at: float,
+    cluster: ClusterState | None = None,
+    past: Sequence[Mapping[str, Any]] | None = None,
+    source: str = "",
+) -> Report:
+    """The report for every pool of `policy` at `at`; maps are keyed by pool name (missing = none).
+
+    `accuracies` values are `accuracy.Accuracy` objects (or their `to_dict()`), or None;
+    `past` holds earlier `report_to_json` outputs, whose forecasts are judged against `histories`.
+    """
+    pools = tuple(
+        _pool_report(
+            pool, histories.get(pool.name), forecasts.get(pool.name), accuracies.get(pool.name), at, cluster, past or (), policy
+        )
+        for pool in policy.pools
+    )
+    return Report(at, pools, source)
+
+
+def _pool_report(
+    pool: Pool,
+    history: History | None,
+    forecast: Forecast | NoForecast | None,
+    accuracy: Any,
+    at: float,
+    cluster: ClusterState | None,
+    past: Sequence[Mapping[str, Any]],
+    policy: Policy,
+) -> PoolReport:
+    spec = pool.forecast
+    usable = forecast if isinstance(forecast, Forecast) and forecast.expires_at > at else None
+    if usable is not None:
+        status, detail = "ok", ""
+    elif isinstance(forecast, NoForecast):
+        status, detail = forecast.why, forecast.detail
+    elif isinstance(forecast, Forecast):
+        status, detail = "forecast-expired", f"the forecast ended at {iso(forecast.expires_at)}, before {iso(at)}"
+    elif spec is None:
+        status, detail = "not-configured", ""
+    else:
+        status, detail = ("disabled", "") if not spec.enabled else ("not-fitted", "no forecast was fitted for this pool")
+    horizon_end = usable.expires_at if usable else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
+    step = usable.step_seconds if usable else (spec.step.total_seconds() if spec else 300.0)
+    times, plans = plan_horizon(pool, at, horizon_end, min(max(step, 60.0), 900.0), cluster, forecast)
+    desired = np.array([p.desired for p in plans], dtype=float)
+    windows = tuple(
+        (w.name, max(a, at), min(b, horizon_end))
+        for w in pool.schedules
+        for a, b in open_intervals(w, at, horizon_end, pool.lead_time.total_seconds())
+    )
+    acc = accuracy.to_dict() if hasattr(accuracy, "to_dict") else (dict(accuracy) if accuracy else None)
+    peaks = find_peaks(usable, at, times, desired, pool.lead_time.total_seconds()) if usable else ()
+    known = history.until(at) if history is not None else None
+    recent = known.since(at - RECENT_SECONDS) if known is not None else None
+    report = PoolReport(
+        pool=pool,
+        recent=recent,
+        history_points=len(known) if known is not None else 0,
+        history_seconds=known.span_seconds + known.step_seconds if known is not None and len(known) > 1 else 0.0,
+        forecast=usable,
+        forecast_status=status,
+        forecast_detail=detail,
+        now=plans[0],
+        plan_times=times,
+        plan_desired=desired,
+        plan_reasons=tuple(p.reason for p in plans),
+        windows=windows,
+        peaks=peaks,
+        accuracy=acc,
+        past=judge_past(pool.name, past, known, at) if known is not None else (),
+        cost=headroom_cost(pool, times, desired, policy),
+        notices=(),
+    )
+    return _with_notices(report, plans)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 86400:.1f} days" if seconds >= 2 * 86400 else f"{seconds / 3600:.1f} h"
+
+
+def _with_notices(r: PoolReport, plans: list[Plan]) -> PoolReport:
+    """Attach the warnings a reviewer must see."""
+    pool, spec, found = r.pool, r.pool.forecast, []
+    if spec is not None and spec.enabled and r.forecast_status != "source-error":
+        needed = spec.min_history.total_seconds()
+        if r.history_seconds < needed:
+            found.append(Notice("too-little-history", f"only {_hours(r.history_seconds)} of history; the forecast needs {_hours(needed)} (minHistory) to fit Prophet"))
+        elif r.history_seconds < PREFERRED_HISTORY_SECONDS:
+            found.append(Notice("short-history", f"only {_hours(r.history_seconds)} of history; 14 days or more let the model learn the weekly pattern"))
+    if r.forecast_status == "disabled":
+        found.append(Notice("forecast-disabled", "the forecast is disabled (forecast.enabled: false); only schedules, the proportional rule and minReplicas size this pool"))
+    elif r.forecast_status not in ("ok", "not-configured"):
+        found.append(Notice("forecast-unavailable", f"no forecast ({r.forecast_status}){': ' + r.forecast_detail if r.forecast_detail else ''}; the pool falls back to its floors"))
+    if r.forecast is not None:
+        found.extend(Notice("forecast-note", w) for w in r.forecast.warnings)
+    if r.accuracy and r.accuracy.get("coverage") is not None and spec is not None:
+        coverage, width = float(r.accuracy["coverage"]), spec.interval_width
+        if coverage < width - LOW_COVERAGE_MARGIN:
+            found.append(Notice("low-coverage", f"only {coverage:.0%} of recent actuals fell inside the {width:.0%} forecast band; the band is too narrow to trust"))
+    at_max = (r.plan_desired >= pool.max_replicas) & (pool.max_replicas > 0) | np.array([p.reason == "max" for p in plans])
+    if at_max.any():
+        asked = max(max((v for k, v in p.components.items() if k != "max" and v is not None), default=0) for p in plans)
+        first = float(r.plan_times[np.flatnonzero(at_max)[0]])
+        found.append(Notice("max-replicas", f"the plan reaches maxReplicas {pool.max_replicas} for {_hours(at_max.sum() * r.step_seconds)} of the horizon, first at {iso(first)}; up to {asked} were asked for"))
+    if r.now.details.get("proportional_status") == "no-cluster-state":
+        found.append(Notice("no-cluster-state", "the proportional rule was left out: no cluster state was given (the daemon reads it from the nodes)"))
+    return PoolReport(**{**r.__dict__, "notices": tuple(found)})
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON.
+
+
+def _num(x: float | None, digits: int = 6) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(f"{x:.{digits}g}")
+
+
+def report_to_json(report: Report) -> dict[str, Any]:
+    """The report's facts as JSON-ready data (the shape of report.json)."""
+    return {"schema": SCHEMA, "at": report.at, "generated_at": iso(report.at), "source": report.source, "pools": [_pool_json(p) for p in report.pools]}
+
+
+def _pool_json(r: PoolReport) -> dict[str, Any]:
+    pool, f, c = r.pool, r.forecast, r.cost
+    forecast: dict[str, Any] = {"status": r.forecast_status, "detail": r.forecast_detail}
+    if f is not None:
+        forecast.update(
+            model=f.model,
+            fit_seconds=round(f.fit_seconds, 3),
+            history_end=iso(f.history_end),
+            expires_at=iso(f.expires_at),
+            interval_width=pool.forecast.interval_width if pool.forecast else None,
+            series={"times": f.times.tolist(), **{k: [_num(x) for x in getattr(f, k)] for k in ("yhat", "lower", "upper")}},
+        )
+    changes = [
+        {"at": iso(t), "desired_replicas": int(d), "reason": why}
+        for k, (t, d, why) in enumerate(zip(r.plan_times, r.plan_desired, r.plan_reasons))
+        if k == 0 or (d, why) != (r.plan_desired[k - 1], r.plan_reasons[k - 1])
+    ]
+    return {
+        "name": pool.name,
+        "target": {"kind": pool.target.kind, "namespace": pool.target.namespace, "name": pool.target.name},
+        "min_replicas": pool.min_replicas,
+        "max_replicas": pool.max_replicas,
+        "lead_time_seconds": pool.lead_time.total_seconds(),
+        "history": {"points": r.history_points, "days": round(r.history_seconds / DAY_SECONDS, 2)},
+        "forecast": forecast,
+        "plan": {"now": plan_to_dict(r.now), "step_seconds": r.step_seconds, "changes": changes},
+        "schedule_windows": [{"name": n, "from": iso(a), "to": iso(b)} for n, a, b in r.windows],
+        "peaks": [
+            {"at": iso(p.at), "demand": p.demand, "upper": p.upper, "warm_replicas": p.warm_replicas,
+             "warm_from": iso(p.warm_from), "lead_seconds": p.lead_seconds}
+            for p in r.peaks
+        ],
+        "accuracy": r.accuracy,
+        "past_forecasts": [
+            {"made_at": iso(p.made_at), "points": int(p.times.size), "mape": p.mape, "coverage": p.coverage}
+            for p in r.past
+        ],
+        "cost": {
+            "hours": c.hours, "replica_hours": c.replica_hours, "cpu_hours": c.cpu_hours, "gib_hours": c.gib_hours,
+            "money": c.money, "currency": c.currency, "peak_replicas": c.peak_replicas, "static_replica_hours": c.static_replica_hours,
+        },
+        "warnings": [{"code": n.code, "message": n.message} for n in r.notices],
+    }

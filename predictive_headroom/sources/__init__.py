@@ -1,0 +1,1 @@
+"""Demand history sources: Prometheus (HTTP query API) and CSV files."""

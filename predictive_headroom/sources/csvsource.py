@@ -1,0 +1,177 @@
+"""Demand history from a `timestamp,value` CSV file (offline use, the demo and the backtest).
+
+Timestamps are ISO-8601 with a UTC offset (`2024-05-01T08:00:00Z`, `...+02:00`) or POSIX seconds;
+rows must be sorted oldest first, each timestamp once, each value a finite number.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from predictive_headroom.core.series import History, from_epoch
+from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.protocols import SourceError
+
+HEADER = ["timestamp", "value"]
+SHOWN_PROBLEMS = 5
+_ISO_EXAMPLE = "an ISO-8601 time with a UTC offset, e.g. 2024-05-01T08:00:00Z"
+_EPOCH_EXAMPLE = "POSIX seconds like the first row, e.g. 1714550400"
+
+
+class _BadRow(ValueError):
+    """One field that cannot be read; the message says what was expected."""
+
+
+def _iso_seconds(text: str) -> float:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise _BadRow(f"timestamp {text!r} is not {_ISO_EXAMPLE}") from None
+    if when.tzinfo is None:
+        raise _BadRow(f"timestamp {text!r} has no UTC offset; add 'Z' or an offset such as '+02:00'")
+    return when.timestamp()
+
+
+def _epoch_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _BadRow(f"timestamp {text!r} is not {_EPOCH_EXAMPLE}") from None
+    if not math.isfinite(value):
+        raise _BadRow(f"timestamp {text!r} is not {_EPOCH_EXAMPLE}")
+    return value
+
+
+def _value(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _BadRow(f"value {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise _BadRow(f"value {text!r} is not a finite number")
+    return value
+
+
+def _looks_like_epoch(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _fail(path: Path, problems: list[str], total: int) -> SourceError:
+    more = f"\n  ... and {total - len(problems)} more" if total > len(problems) else ""
+    lines = "\n".join(f"  {path}:{p}" for p in problems)
+    return SourceError(f"{path}: {total} bad row(s):\n{lines}{more}")
+
+
+def read_csv_history(path: str | Path) -> History:
+    """Read a whole `timestamp,value` file; raise SourceError naming the file, line and bad text."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise SourceError(f"{p}: file not found; pass a CSV file with a 'timestamp,value' header") from None
+    except IsADirectoryError:
+        raise SourceError(f"{p}: is a directory; pass a CSV file with a 'timestamp,value' header") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{p}: cannot read the file: {exc}") from None
+    reader = csv.reader(text.splitlines())
+    header = next(reader, None)
+    if header is None:
+        raise SourceError(f"{p}: the file is empty; expected a 'timestamp,value' header and data rows")
+    if [h.strip().lower() for h in header] != HEADER:
+        found = ",".join(header)
+        if len(header) == 2 and _looks_like_epoch(header[1].strip()):
+            raise SourceError(f"{p}:1: missing header; the first line must be 'timestamp,value', found data {found!r}")
+        raise SourceError(f"{p}:1: header is {found!r}; expected 'timestamp,value'")
+
+    parse_time: Callable[[str], float] | None = None
+    times: list[float] = []
+    values: list[float] = []
+    lines: list[int] = []
+    problems: list[str] = []
+    bad = 0
+    for row in reader:
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue  # blank lines carry nothing
+        try:
+            if len(row) != 2:
+                raise _BadRow(f"expected 2 fields 'timestamp,value', found {len(row)} in {','.join(row)!r}")
+            stamp = row[0].strip()
+            if parse_time is None:
+                parse_time = _epoch_seconds if _looks_like_epoch(stamp) else _iso_seconds
+            t, v = parse_time(stamp), _value(row[1].strip())
+        except _BadRow as exc:
+            bad += 1
+            if len(problems) < SHOWN_PROBLEMS:
+                problems.append(f"{reader.line_num}: {exc}")
+            continue
+        times.append(t)
+        values.append(v)
+        lines.append(reader.line_num)
+    if bad:
+        raise _fail(p, problems, bad)
+    if not times:
+        raise SourceError(f"{p}: no data rows after the 'timestamp,value' header")
+    return _ordered(p, np.array(times), np.array(values), np.array(lines))
+
+
+def _ordered(path: Path, times: np.ndarray, values: np.ndarray, lines: np.ndarray) -> History:
+    """Check that timestamps strictly ascend; report the lines where they do not."""
+    steps = np.diff(times)
+    wrong = np.flatnonzero(steps <= 0)
+    if wrong.size:
+        problems = []
+        for i in wrong[:SHOWN_PROBLEMS]:
+            before, here = lines[i], lines[i + 1]
+            stamp = from_epoch(times[i + 1]).isoformat().replace("+00:00", "Z")
+            if steps[i] == 0:
+                problems.append(f"{here}: duplicate timestamp {stamp} (also on line {before}); each time must appear once")
+            else:
+                problems.append(
+                    f"{here}: timestamp {stamp} is earlier than line {before}; rows must be sorted oldest first"
+                )
+        raise _fail(path, problems, int(wrong.size))
+    return History(times, values, source=str(path))
+
+
+class CsvSource:
+    """Demand history from a CSV file (implements `Source`); re-reads the file when it changes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._cached: tuple[tuple[int, int], History] | None = None
+
+    def full(self) -> History:
+        """Return the whole file as a History."""
+        try:
+            stat = self.path.stat()
+            key = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            return read_csv_history(self.path)  # raises the user-facing error
+        if self._cached is None or self._cached[0] != key:
+            self._cached = (key, read_csv_history(self.path))
+        return self._cached[1]
+
+    def history(self, spec: ForecastSpec, end: float) -> History:
+        """Return the rows in [end - spec.history, end]: what was known at `end`, nothing after it."""
+        full = self.full()
+        part = full.until(end).since(end - spec.history.total_seconds())
+        if not len(part):
+            raise SourceError(
+                f"{self.path}: no rows between {_utc(end - spec.history.total_seconds())} and {_utc(end)}; "
+                f"the file covers {_utc(full.start)} to {_utc(full.end)}"
+            )
+        return part
+
+
+def _utc(seconds: float) -> str:
+    return from_epoch(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")

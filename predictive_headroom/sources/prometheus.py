@@ -1,0 +1,202 @@
+"""Demand history from Prometheus (or an API-compatible server: Thanos, Cortex, Mimir, VictoriaMetrics).
+
+`PrometheusSource` does the HTTP calls (through prometheus-api-client, with urllib3's Retry for
+connection errors and 5xx answers): it fetches one series per query in chunks, drops NaN/Inf
+samples, notes gaps, and turns every failure into a `SourceError` that says what to check, with
+credentials scrubbed. The pure query-window, chunking and matrix helpers are in `prometheus_query`;
+auth, the retry policy, the error-answer hook and URL redaction are in `prometheus_http`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import requests
+from prometheus_api_client import PrometheusConnect
+
+from predictive_headroom.core.series import History, from_epoch
+from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.policy.settings import Settings
+from predictive_headroom.protocols import SourceError
+from predictive_headroom.sources.prometheus_http import (
+    _auth,
+    _connection_reason,
+    _HttpError,
+    _raise_for_status,
+    _retry,
+    redact_url,
+)
+from predictive_headroom.sources.prometheus_query import (
+    LabelSet,
+    _utc,
+    chunk_ranges,
+    many_series_message,
+    parse_matrix,
+    quality_warnings,
+    query_window,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class PrometheusSource:
+    """Reads one demand series per query from a Prometheus HTTP API (implements `Source`).
+
+    `warnings` holds the data-quality notes (dropped NaN/Inf samples, gaps) of the last fetch; they
+    are also logged.
+    """
+
+    def __init__(self, url: str, settings: Settings, *, backoff_factor: float = 0.5) -> None:
+        self.url = url.rstrip("/")
+        self.display_url = redact_url(self.url)
+        self.warnings: tuple[str, ...] = ()
+        self._settings = settings
+        password = settings.prometheus_password
+        self._secrets = [s for s in (urlsplit(self.url).password, password and password.get_secret_value()) if s]
+        auth = _auth(settings)
+        session = requests.Session()
+        ca_file = settings.prometheus_ca_file
+        if ca_file is not None and not Path(ca_file).is_file():
+            raise SourceError(f"the Prometheus CA bundle file {ca_file} does not exist (PH_PROMETHEUS_CA_FILE)")
+        session.verify = str(ca_file) if ca_file else settings.prometheus_verify_tls
+        if session.verify is False:
+            logger.warning("TLS certificate verification is off for Prometheus at %s", self.display_url)
+        session.hooks["response"].append(_raise_for_status)
+        self._attempts = settings.prometheus_retries + 1
+        self._client = PrometheusConnect(
+            url=self.url,
+            headers=dict(settings.prometheus_headers) or None,
+            retry=_retry(settings.prometheus_retries, backoff_factor),
+            auth=auth,
+            session=session,
+            timeout=settings.prometheus_timeout,  # type: ignore[arg-type]
+        )
+
+    def history(self, spec: ForecastSpec, end: float) -> History:
+        """Return `spec.query` over `spec.history` up to `end` at `spec.step` (grid-aligned, nothing after `end`)."""
+        step = spec.step.total_seconds()
+        start, stop = query_window(end, spec.history.total_seconds(), step)
+        return self.query_range(spec.query, start, stop, step)
+
+    def query_range(self, query: str, start: float, end: float, step_seconds: float) -> History:
+        """Return the single series `query` yields on the grid start, start+step, ... <= end.
+
+        Long ranges are fetched in pieces below Prometheus's per-request point limit. NaN/Inf samples
+        are dropped and gaps kept; both are noted in `warnings`. Raises SourceError when there is no
+        usable single series.
+        """
+        step = float(round(step_seconds))
+        if step < 1 or abs(step - step_seconds) > 1e-9:
+            raise SourceError(f"the query step must be a whole number of seconds, got {step_seconds:g}s")
+        start = float(math.ceil(start))
+        series: dict[LabelSet, list[tuple[np.ndarray, np.ndarray]]] = {}
+        for first, last in chunk_ranges(start, end, step):
+            for labels, arrays in parse_matrix(self._fetch(query, first, last, step)).items():
+                series.setdefault(labels, []).append(arrays)
+            if len(series) > 1:
+                raise SourceError(many_series_message(query, list(series)))
+        if not series:
+            raise SourceError(
+                f"query {query!r} returned no data between {_utc(start)} and {_utc(end)} from "
+                f"{self.display_url}; check the metric name, labels and time range in the Prometheus UI"
+            )
+        (parts,) = series.values()
+        times, first_index = np.unique(np.concatenate([t for t, _ in parts]), return_index=True)
+        values = np.concatenate([v for _, v in parts])[first_index]
+        return self._clean(query, times, values, start, end, step)
+
+    def _clean(self, query: str, times: np.ndarray, values: np.ndarray, start: float, end: float, step: float) -> History:
+        finite = np.isfinite(values)
+        warnings = []
+        if not finite.any():
+            raise SourceError(
+                f"query {query!r}: all {values.size} samples between {_utc(start)} and {_utc(end)} are "
+                "NaN or infinite; check for division by zero (e.g. a rate ratio with an idle denominator)"
+            )
+        if not finite.all():
+            dropped = int(values.size - finite.sum())
+            warnings.append(f"query {query!r}: dropped {dropped} NaN/infinite sample(s) of {values.size}")
+            times, values = times[finite], values[finite]
+        warnings += quality_warnings(times, start, end, step, query)
+        for line in warnings:
+            logger.warning("%s", line)
+        self.warnings = tuple(warnings)
+        logger.debug("query %r: %d points from %s", query, times.size, self.display_url)
+        return History(times, values, source=f"prometheus {self.display_url} {query}")
+
+    def _fetch(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """One range request; every failure becomes a SourceError that says what to check."""
+        where = f"Prometheus at {self.display_url}"
+        try:
+            result = self._client.custom_query_range(query, from_epoch(start), from_epoch(end), f"{step:.0f}")
+            if not isinstance(result, list):
+                raise TypeError("result is not a list")
+            return result
+        except _HttpError as exc:
+            message = self._http_message(exc, query)
+        except requests.exceptions.SSLError as exc:
+            message = (
+                f"TLS connection to {where} failed ({_connection_reason(exc)}); set PH_PROMETHEUS_CA_FILE "
+                "to the CA bundle that signed its certificate, or PH_PROMETHEUS_VERIFY_TLS=false to skip checks"
+            )
+        except requests.exceptions.ConnectTimeout as exc:
+            message = f"cannot reach {where}: {_connection_reason(exc)} after {self._attempts} attempt(s); check the URL and the network path"
+        except requests.exceptions.ReadTimeout:
+            message = (
+                f"{where} did not answer within {self._settings.prometheus_timeout:g}s; raise "
+                "PH_PROMETHEUS_TIMEOUT, or make the query cheaper (larger step, recording rule)"
+            )
+        except requests.exceptions.ConnectionError as exc:
+            message = (
+                f"cannot reach {where}: {_connection_reason(exc)} after {self._attempts} attempt(s); "
+                "check the URL and that Prometheus is running and reachable from here"
+            )
+        except (ValueError, KeyError, TypeError):
+            message = f"{where} sent an answer that is not a Prometheus query API response; check the URL"
+        except requests.exceptions.RequestException as exc:
+            message = f"request to {where} failed: {type(exc).__name__}"
+        raise SourceError(self._scrub(message))
+
+    def _http_message(self, exc: _HttpError, query: str) -> str:
+        where = f"Prometheus at {self.display_url}"
+        status = f"HTTP {exc.status} {exc.reason}".strip()
+        if exc.status in (400, 422):
+            return f"{where} rejected the query {query!r}: {exc.detail}"
+        if exc.status == 401:
+            return f"{where} refused the credentials ({status}); {self._credentials_hint()}"
+        if exc.status == 403:
+            return f"{where} denied access ({status}): the credentials are accepted but not allowed to query"
+        if exc.status == 404:
+            return (
+                f"{where} has no query API at /api/v1/query_range ({status}); check the URL, including any "
+                "path prefix such as /prometheus or /select/0/prometheus"
+            )
+        if exc.status >= 500:
+            return f"{where} failed ({status}) after {self._attempts} attempt(s): {exc.detail}"
+        return f"{where} answered {status}: {exc.detail}"
+
+    def _credentials_hint(self) -> str:
+        s = self._settings
+        if s.prometheus_bearer_token_file:
+            return f"check the token in the bearer token file {s.prometheus_bearer_token_file}"
+        if s.prometheus_username:
+            return f"check the username {s.prometheus_username!r} and the password (PH_PROMETHEUS_PASSWORD)"
+        if urlsplit(self.url).username:
+            return "check the user and password in the Prometheus URL"
+        return "no credentials are configured: set PH_PROMETHEUS_BEARER_TOKEN_FILE or PH_PROMETHEUS_USERNAME/PASSWORD"
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def from_settings(settings: Settings, url: str | None = None, **kwargs: Any) -> PrometheusSource | None:
+    """Build the source for `url` (e.g. `--prometheus-url`) or `settings.prometheus_url`; None when neither is set."""
+    chosen = url or settings.prometheus_url
+    return PrometheusSource(chosen, settings, **kwargs) if chosen else None

@@ -1,0 +1,115 @@
+"""HTTP pieces of the Prometheus source: credentials (bearer token file or basic auth), the retry
+policy, the response hook that turns error answers into `_HttpError`, short connection-failure
+reasons, and URL redaction for logs and messages.
+
+`predictive_headroom.sources.prometheus.PrometheusSource` puts these together into its session and turns
+each failure into a `SourceError` that says what to check.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import requests
+from urllib3.util.retry import Retry
+
+from predictive_headroom.policy.settings import Settings
+from predictive_headroom.protocols import SourceError
+
+RETRY_STATUSES = (500, 502, 503, 504)
+
+
+def redact_url(url: str) -> str:
+    """Return `url` without user:password and query string, fit for logs and error messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class _HttpError(Exception):
+    """A non-2xx answer, with Prometheus's own error text when it sent one."""
+
+    def __init__(self, status: int, reason: str, detail: str) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.reason, self.detail = status, reason, detail
+
+
+def _raise_for_status(response: requests.Response, *_args: Any, **_kwargs: Any) -> requests.Response:
+    """requests response hook: turn an error answer into _HttpError carrying Prometheus's message."""
+    if response.status_code < 400:
+        return response
+    try:
+        body = response.json()
+        detail = f"{body['error']} ({body.get('errorType', 'error')})"
+    except (ValueError, KeyError, TypeError):
+        detail = " ".join(response.text.split())[:300]
+    raise _HttpError(response.status_code, response.reason or "", detail)
+
+
+class _BearerTokenFile(requests.auth.AuthBase):
+    """Sends the token stored in a file, read at every request so a rotated mounted Secret is used."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        try:
+            token = self.path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SourceError(f"cannot read the Prometheus bearer token file {self.path}: {exc.strerror or exc}") from None
+        if not token:
+            raise SourceError(f"the Prometheus bearer token file {self.path} is empty")
+        request.headers["Authorization"] = f"Bearer {token}"
+        return request
+
+
+def _connection_reason(exc: BaseException) -> str:
+    """A short cause for a failed connection ('Connection refused'), without URLs or secrets."""
+    text = str(exc)
+    if match := re.search(r"certificate verify failed: (.+?)\.? \(_ssl", text):
+        return f"TLS certificate verify failed: {match.group(1).strip()}"
+    if match := re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text):
+        return match.group(1).strip()
+    if "timed out" in text.lower():
+        return "connection timed out"
+    return type(exc).__name__
+
+
+def _auth(settings: Settings) -> requests.auth.AuthBase | None:
+    token_file, user, password = (
+        settings.prometheus_bearer_token_file,
+        settings.prometheus_username,
+        settings.prometheus_password,
+    )
+    if token_file and (user or password):
+        raise SourceError(
+            "both a Prometheus bearer token file and a username/password are set; use only one "
+            "(PH_PROMETHEUS_BEARER_TOKEN_FILE or PH_PROMETHEUS_USERNAME with PH_PROMETHEUS_PASSWORD)"
+        )
+    if token_file:
+        return _BearerTokenFile(Path(token_file))
+    if user or password:
+        if not (user and password):
+            raise SourceError("Prometheus basic auth needs both PH_PROMETHEUS_USERNAME and PH_PROMETHEUS_PASSWORD")
+        return requests.auth.HTTPBasicAuth(user, password.get_secret_value())
+    return None
+
+
+def _retry(retries: int, backoff_factor: float) -> Retry:
+    """Retry connection errors and 5xx answers with exponential backoff; never 4xx, never read timeouts."""
+    return Retry(
+        total=retries,
+        connect=retries,
+        read=0,
+        other=0,
+        status=retries,
+        status_forcelist=RETRY_STATUSES,
+        backoff_factor=backoff_factor,
+        backoff_max=30,
+        raise_on_status=False,
+        respect_retry_after_header=False,  # a long Retry-After must not stall the daemon's loop
+    )

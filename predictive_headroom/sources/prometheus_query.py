@@ -1,0 +1,119 @@
+"""Pure helpers for Prometheus range queries: the query window on the step grid, chunking below
+the per-request point limit, reading the JSON matrix, and the messages about several series or
+holes in the data.
+
+No I/O here; `predictive_headroom.sources.prometheus.PrometheusSource` does the HTTP calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from predictive_headroom.core.series import from_epoch
+from predictive_headroom.policy.durations import format_duration
+
+MAX_POINTS_PER_REQUEST = 10_000
+"""Points per series per request; Prometheus refuses range queries of more than 11,000."""
+GAP_STEPS = 3
+"""Holes longer than this many steps are reported as gaps."""
+
+LabelSet = tuple[tuple[str, str], ...]
+
+
+def query_window(end: float, history_seconds: float, step: float) -> tuple[float, float]:
+    """Return (start, end) of a range query on the step grid: the last grid point at or before `end`
+    and the grid point `history_seconds` before it (whole steps)."""
+    stop = math.floor(end / step) * step
+    return stop - math.floor(history_seconds / step) * step, stop
+
+
+def chunk_ranges(start: float, end: float, step: float, max_points: int = MAX_POINTS_PER_REQUEST) -> list[tuple[float, float]]:
+    """Split the grid `start, start+step, ... <= end` into inclusive (first, last) pieces of at most
+    `max_points` points each; consecutive pieces share no point."""
+    total = math.floor((end - start) / step) + 1 if end >= start else 0
+    return [
+        (start + i * step, start + (min(i + max_points, total) - 1) * step)
+        for i in range(0, total, max_points)
+    ]
+
+
+def parse_matrix(result: Sequence[Mapping[str, Any]]) -> dict[LabelSet, tuple[np.ndarray, np.ndarray]]:
+    """Turn a range query's `data.result` into float arrays keyed by each series' sorted labels."""
+    out: dict[LabelSet, tuple[np.ndarray, np.ndarray]] = {}
+    for series in result:
+        labels = tuple(sorted(series.get("metric", {}).items()))
+        pairs = series.get("values", [])
+        times = np.array([float(t) for t, _ in pairs], dtype=float)
+        values = np.array([float(v) for _, v in pairs], dtype=float)
+        out[labels] = (times, values)
+    return out
+
+
+def differing_labels(label_sets: Sequence[LabelSet]) -> dict[str, list[str]]:
+    """Return the labels whose values differ between series, with the values seen ('' = absent)."""
+    dicts = [dict(labels) for labels in label_sets]
+    names = sorted({name for d in dicts for name in d})
+    return {
+        name: sorted({d.get(name, "") for d in dicts})
+        for name in names
+        if len({d.get(name, "") for d in dicts}) > 1
+    }
+
+
+def find_gaps(times: np.ndarray, step: float, min_steps: int = GAP_STEPS) -> list[tuple[float, float]]:
+    """Return (last point before, first point after) for every hole longer than `min_steps` steps."""
+    if times.size < 2:
+        return []
+    holes = np.flatnonzero(np.diff(times) > min_steps * step)
+    return [(float(times[i]), float(times[i + 1])) for i in holes]
+
+
+def _utc(seconds: float) -> str:
+    return from_epoch(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _span(seconds: float) -> str:
+    return format_duration(timedelta(seconds=round(seconds)))
+
+
+def many_series_message(query: str, label_sets: Sequence[LabelSet]) -> str:
+    """The error for a query that returns several series: which labels differ and how to fix it."""
+    diff = differing_labels(label_sets)
+    shown = "; ".join(
+        f"{name}: {', '.join(repr(v) for v in values[:4])}{', ...' if len(values) > 4 else ''}"
+        for name, values in diff.items()
+    )
+    return (
+        f"query {query!r} returned {len(label_sets)} series, which differ in label(s) {shown}; "
+        f"the demand query must return exactly one series: wrap it in an aggregation such as "
+        f"sum({query}), or select one series with a label matcher"
+    )
+
+
+def quality_warnings(times: np.ndarray, start: float, end: float, step: float, query: str) -> list[str]:
+    """Describe holes in a fetched series: inside it, before its first point and after its last."""
+    warnings = []
+    limit = GAP_STEPS * step
+    gaps = find_gaps(times, step)
+    if gaps:
+        listed = ", ".join(f"{_utc(a)} to {_utc(b)} ({_span(b - a)})" for a, b in gaps[:3])
+        more = f" and {len(gaps) - 3} more" if len(gaps) > 3 else ""
+        warnings.append(
+            f"query {query!r}: {len(gaps)} gap(s) longer than {_span(limit)} with no samples: {listed}{more}"
+        )
+    if times[0] - start > limit:
+        warnings.append(
+            f"query {query!r}: data starts at {_utc(times[0])}, {_span(times[0] - start)} after the "
+            f"requested start {_utc(start)}; the history is shorter than asked"
+        )
+    if end - times[-1] > limit:
+        warnings.append(
+            f"query {query!r}: the last sample is at {_utc(times[-1])}, {_span(end - times[-1])} before "
+            f"{_utc(end)}; is the metric still being collected?"
+        )
+    return warnings

@@ -1,0 +1,135 @@
+"""The package's shape: no import circles, modules of readable size, subpackages that keep their lanes."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "predictive_headroom"
+MAX_LINES = 300
+# Modules allowed past MAX_LINES; the README's module map says why for each.
+LONG_MODULES = {
+    "predictive_headroom.forecast.forecaster",  # split pending with the burst model (issue 15)
+    "predictive_headroom.daemon.loop",  # split pending with the fresh read at reconcile (issue 15)
+    "predictive_headroom.report.html",  # becomes Jinja2 templates (issue 14)
+}
+# The shell wires everything; the others import only core/, policy/, protocols and their own subpackage.
+SHELL = {"daemon", "commands", "cli", "__main__"}
+SHARED = {"core", "policy", "protocols", "__init__"}
+# Deliberate crossings outside the shell, each a default that a caller can replace.
+ALLOWED_CROSSINGS = {
+    ("backtest", "forecast"),  # the backtest's default forecaster and its model-free baseline
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """Every predictive_headroom module `path` imports, at any depth (lazy imports count too)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("predictive_headroom"))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            if not base.startswith("predictive_headroom"):
+                continue
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if candidate in MODULES else base)
+    return {m for m in found if m in MODULES and m != name}
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+GRAPH = {name: _imports(path, name) for name, path in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_cycle_finder_sees_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_modules_stay_readable() -> None:
+    long = {name: len(p.read_text().splitlines()) for name, p in MODULES.items()
+            if len(p.read_text().splitlines()) > MAX_LINES and name not in LONG_MODULES}
+    assert long == {}, f"modules over {MAX_LINES} lines (split them, or explain in the README and LONG_MODULES)"
+
+
+def _lane(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_subpackages_import_only_shared_modules_and_their_own() -> None:
+    crossings = set()
+    for name, deps in GRAPH.items():
+        lane = _lane(name)
+        if lane in SHELL:
+            continue
+        for dep in deps:
+            other = _lane(dep)
+            if other != lane and other not in SHARED and (lane, other) not in ALLOWED_CROSSINGS:
+                crossings.add(f"{name} -> {dep}")
+    assert sorted(crossings) == []
+
+
+@pytest.mark.parametrize("command", ["run", "validate", "plan", "forecast", "report", "backtest", "demo"])
+def test_every_command_has_help(command: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "predictive_headroom", command, "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "usage: predictive-headroom" in done.stdout

@@ -22,6 +22,11 @@ class Source(Protocol):
         """
         ...
 
+    def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
+        """Return `spec.query` over the last `span_seconds` up to `end`: the latest observations,
+        read at every reconcile for the burst model. Raises SourceError like `history`."""
+        ...
+
 
 class Forecaster(Protocol):
     """Turns history into a Forecast (or a NoForecast saying why not)."""

@@ -68,16 +68,46 @@ class RampForecaster:
 
 
 class FakeSource:
-    """Demand history, or SourceError while `down`."""
+    """Demand history at `level`, or SourceError while `down`; counts the reads of the latest observations."""
 
     def __init__(self) -> None:
         self.down = False
+        self.level = 10.0
+        self.recent_reads: list[tuple[float, float]] = []
 
     def history(self, spec: ForecastSpec, end: float) -> History:
         if self.down:
             raise SourceError("Prometheus at http://prometheus:9090 is unreachable: connection refused")
         times = end - np.arange(288)[::-1] * 300.0
-        return History(times, np.full(times.size, 10.0), "fake")
+        return History(times, np.full(times.size, self.level), "fake")
+
+    def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
+        self.recent_reads.append((end, span_seconds))
+        if self.down:
+            raise SourceError("Prometheus at http://prometheus:9090 is unreachable: connection refused")
+        times = end - np.arange(int(span_seconds // 300) + 1)[::-1] * 300.0
+        return History(times, np.full(times.size, self.level), "fake")
+
+
+class HalfLevelBurst:
+    """A burst model asking for half the latest observed level (a stand-in for the learned model)."""
+
+    quantile, lead_seconds, delay_seconds, lookback_seconds, max_age_seconds = 0.95, 600.0, 60.0, 7200.0, 900.0
+
+    def allowance(self, observed: History, at: np.ndarray, forecast: Forecast) -> np.ndarray:
+        return np.full(np.shape(at), 0.5 * float(observed.values[-1]))
+
+
+class BurstForecaster(RampForecaster):
+    """A flat forecast carrying `HalfLevelBurst` and a refit-time table of 2 demand units."""
+
+    def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
+        from predictive_headroom.core.series import BurstProfile
+
+        times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
+        flat = np.full(times.size, 10.0)
+        table = BurstProfile(0.95, lead_seconds, 1800.0, np.full((1, 48), 2.0), False)
+        return Forecast(times, flat, flat - 1, flat + 1, "flat", now, burst=table, burst_model=HalfLevelBurst())
 
 
 def pool_yaml(name: str, **extra: object) -> dict[str, object]:
@@ -325,6 +355,52 @@ def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(tmp
     assert plan.reason == "hold:forecast-expired"  # type: ignore[union-attr]
     assert forecast_bounds(daemon) == {}  # no forecast, no forecast series
     assert "expired" in daemon.status()["forecasts"]["web"]
+
+
+def burst_samples(daemon: Daemon) -> dict[tuple[str, str], float]:
+    text = daemon.metrics.exposition().decode()
+    return {(s.name, s.labels.get("source", "")): s.value for f in text_string_to_metric_families(text) for s in f.samples
+            if s.labels.get("pool") == "web" and s.name.startswith(("predictive_headroom_burst", "predictive_headroom_fresh"))}
+
+
+def test_reconcile_reads_the_latest_observations_and_falls_back_to_the_table_when_it_cannot(tmp_path, server) -> None:
+    source = FakeSource()
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, leadTime="10m",
+                                                         forecast={**FORECAST, "demandPerReplica": 1}))
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock = Clock()
+    daemon = make_daemon(config, server, clock, source=source, forecaster=BurstForecaster())
+    daemon.refit()
+
+    plan = daemon.reconcile().pools[0].plan
+    assert source.recent_reads and source.recent_reads[-1][0] == clock.now  # read at the reconcile's instant
+    assert plan.details["burst_source"] == "model" and plan.components["forecast"] == 5  # half of level 10
+    assert burst_samples(daemon)[("predictive_headroom_burst_allowance", "model")] == 5.0
+
+    source.level = 30.0  # demand rose since the refit: the next reconcile sees it without a refit
+    clock.now += 60
+    plan = daemon.reconcile().pools[0].plan
+    assert plan.components["forecast"] == 15 and server.replicas(NS, "web-placeholder") == 15
+
+    source.down = True  # the fresh read fails: the refit-time table (2) stands in, the floor (min 1) holds
+    clock.now += 60
+    result = daemon.reconcile()
+    plan = result.pools[0].plan
+    assert plan.details["burst_source"] == "profile"
+    assert plan.details["burst_fallback"].startswith("fresh-read-failed: Prometheus at http://prometheus:9090 is unreachable")
+    assert plan.components["forecast"] == 2 and plan.components["min"] == 1
+    assert plan.desired == 15 and plan.reason == "hold:scale-down-stabilization"  # no sudden drop either
+    assert result.ok  # the pool was served
+    last_run = daemon.status()["reconcile"]["pools"][0]
+    assert last_run["details"]["burst_source"] == "profile" and "fresh-read-failed" in last_run["details"]["burst_fallback"]
+    samples = burst_samples(daemon)
+    assert samples[("predictive_headroom_burst_allowance", "profile")] == 2.0
+    assert ("predictive_headroom_burst_allowance", "model") not in samples
+    assert samples[("predictive_headroom_fresh_read_failures_total", "")] == 1.0
+
+    source.down = False  # back: the model again
+    clock.now += 60
+    assert daemon.reconcile().pools[0].plan.details["burst_source"] == "model"
 
 
 @pytest.mark.prometheus

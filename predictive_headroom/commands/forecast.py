@@ -14,11 +14,13 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
+from predictive_headroom.core.planner import burst_allowance
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.daemon.pipeline import (
     default_forecaster,
     fetch_history,
     fit_pool,
+    observe_pool,
     source_from_args,
 )
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
@@ -56,7 +58,13 @@ def run(args: argparse.Namespace) -> int:
         accuracy = None
         if not args.no_accuracy and isinstance(forecast, Forecast):
             accuracy = evaluate(history, pool.forecast, forecaster, pool.lead_time.total_seconds())
-        results.append(summary(pool, history, forecast, accuracy))
+        out = summary(pool, history, forecast, accuracy)
+        if isinstance(forecast, Forecast):
+            allowance, used, fallback = burst_allowance(
+                forecast, at, pool.lead_time.total_seconds(), observe_pool(pool, forecast, source, at))
+            out["burst"] = {"at": iso(at), "allowance": round(allowance, 4), "source": used, "fallback": fallback or None,
+                            "quantile": pool.forecast.burst_quantile, "model": pool.forecast.burst_model}
+        results.append(out)
     if args.output == "json":
         print_json({"at": iso(at), "pools": results})
     else:
@@ -107,6 +115,11 @@ def _print_summary(result: dict[str, Any]) -> None:
     print(f"  model {result['model']}, fitted in {result['fit_seconds']:.2f} s, {len(result['points'])} points ahead")
     for warning in result["warnings"]:
         print(f"  warning: {warning}")
+    burst = result.get("burst")
+    if burst:
+        where = "the burst model on the latest observations" if burst["source"] == "model" else "the refit-time table"
+        why = f" ({burst['fallback']})" if burst["fallback"] else ""
+        print(f"  burst allowance at {burst['at']}: {burst['allowance']:.4g} demand units, q={burst['quantile']:g}, from {where}{why}")
     acc = result["accuracy"]
     if acc:
         print(

@@ -16,7 +16,7 @@ from predictive_headroom.commands import (
     print_table,
 )
 from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool, plan_to_dict
-from predictive_headroom.core.series import Forecast, NoForecast
+from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.protocols import ClusterState
 
@@ -59,14 +59,23 @@ def cluster_from_args(args: argparse.Namespace, policy: Policy) -> ClusterState 
     return ClusterState(args.nodes, cores, schedulable, cores * share)
 
 
-def forecasts_from_args(args: argparse.Namespace, policy: Policy, at: float) -> dict[str, Forecast | NoForecast]:
-    """Fit each forecasting pool on --data or --prometheus-url history up to `at` (empty without either)."""
+def forecasts_from_args(
+    args: argparse.Namespace, policy: Policy, at: float,
+) -> tuple[dict[str, Forecast | NoForecast], dict[str, History | Unobserved]]:
+    """Fit each forecasting pool on --data or --prometheus-url history up to `at`, and read its latest
+    observations at `at` for the burst model, as the daemon does at reconcile (empty without either)."""
     if not (args.data or args.prometheus_url):
-        return {}
-    from predictive_headroom.daemon.pipeline import fit_policy, source_from_args
+        return {}, {}
+    from predictive_headroom.daemon.pipeline import fit_policy, observe_pool, source_from_args
 
     source = source_from_args(args.data, args.prometheus_url)
-    return fit_policy(policy, source, at)
+    forecasts = fit_policy(policy, source, at)
+    observed = {}
+    for pool in policy.pools:
+        seen = observe_pool(pool, forecasts.get(pool.name), source, at)
+        if seen is not None:
+            observed[pool.name] = seen
+    return forecasts, observed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(exc.args[0])) from None
     at = parse_time(args.at)
     cluster = cluster_from_args(args, policy)
-    forecasts = forecasts_from_args(args, policy, at)
+    forecasts, observed = forecasts_from_args(args, policy, at)
     if args.horizon is None:
-        plans = [plan_pool(p, at, cluster, forecasts.get(p.name)) for p in policy.pools]
+        plans = [plan_pool(p, at, cluster, forecasts.get(p.name), (), observed.get(p.name)) for p in policy.pools]
         if args.output == "json":
             print_json({"at": iso(at), "pools": [plan_to_dict(p) for p in plans]})
         else:
@@ -88,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.step <= 0:
         raise CommandError("--step must be positive")
-    timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, forecasts)
+    timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, forecasts, observed)
     if args.output == "json":
         print_json({"from": iso(at), "step_seconds": args.step, "pools": timeline})
     else:
@@ -103,15 +112,20 @@ def plan_timeline(
     step: float,
     cluster: ClusterState | None,
     forecasts: dict[str, Forecast | NoForecast],
+    observed: dict[str, History | Unobserved] | None = None,
 ) -> list[dict[str, Any]]:
-    """Each pool's plan at every step from `start` over `horizon`, stabilised as the daemon would."""
+    """Each pool's plan at every step from `start` over `horizon`, stabilised as the daemon would.
+
+    The burst model reads the observations known at `start`; later steps, whose observations are
+    not known yet, use the refit-time table once those are too old (`burst_fallback`)."""
+    observed = observed or {}
     out = []
     for pool in policy.pools:
         recent: list[PlanRecord] = []
         steps = []
         for k in range(int(horizon // step) + 1):
             at = start + k * step
-            plan = plan_pool(pool, at, cluster, forecasts.get(pool.name), recent)
+            plan = plan_pool(pool, at, cluster, forecasts.get(pool.name), recent, observed.get(pool.name))
             recent.append(plan.record())
             steps.append({"at": iso(at), "desired_replicas": plan.desired, "reason": plan.reason, "components": plan.components})
         out.append({"name": pool.name, "steps": steps})
@@ -122,10 +136,20 @@ def _components_text(components: dict[str, int | None]) -> str:
     return " ".join(f"{k}={v}" for k, v in components.items() if v is not None)
 
 
+def _burst_text(plan: Plan) -> str:
+    """Where the forecast's burst allowance came from: the model, or the table and why."""
+    source = plan.details.get("burst_source")
+    if source is None:
+        return "-"
+    text = f"{source} {plan.details.get('burst', 0.0):.4g}"
+    fallback = plan.details.get("burst_fallback")
+    return f"{text} ({fallback})" if fallback else text
+
+
 def _print_plans(plans: list[Plan]) -> None:
     print_table(
-        ["pool", "desired", "reason", "components"],
-        [[p.pool, p.desired, p.reason, _components_text(p.components)] for p in plans],
+        ["pool", "desired", "reason", "components", "burst"],
+        [[p.pool, p.desired, p.reason, _components_text(p.components), _burst_text(p)] for p in plans],
     )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from predictive_headroom.core.proportional import proportional_floor
 from predictive_headroom.core.schedules import schedule_floor
-from predictive_headroom.core.series import Forecast, NoForecast
+from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import ClusterState
 
@@ -61,16 +61,21 @@ class ForecastPart:
     ramp: float = 0.0
     burst: float = 0.0
     yhat: float | None = None
+    burst_source: str = "profile"  # model: the conditional model on fresh observations; profile: the refit-time table
+    burst_fallback: str = ""  # why the model was not used although the forecast has one
 
 
 def forecast_part(
-    forecast: Forecast | NoForecast | None, at: float, lead_seconds: float, demand_per_replica: float
+    forecast: Forecast | NoForecast | None, at: float, lead_seconds: float, demand_per_replica: float,
+    observed: History | Unobserved | None = None,
 ) -> ForecastPart:
     """Size the growth expected within the lead time: ceil((ramp + burst) / demandPerReplica).
 
     ramp  = max(0, max yhat over [at, at+lead] - yhat(at))   (predictable rise, read from the
-            model's own curve, the one the burst profile was measured against)
-    burst = the burst profile's quantile of past unpredicted growth, the largest over [at, at+lead]
+            model's own curve, the one the burst was measured against)
+    burst = the burst model's quantile of growth given what `observed` shows at `at - delay`;
+            without a model, or when observations are missing or stale, the refit-time table's
+            quantile of past unpredicted growth, the largest over [at, at+lead]
     """
     if forecast is None:
         return ForecastPart(None, "no-history")
@@ -80,14 +85,43 @@ def forecast_part(
         return ForecastPart(None, "forecast-expired")
     now_value = float(forecast.value_at(at))
     ramp = forecast.ramp_between(at, min(at + lead_seconds, forecast.expires_at))
-    burst = 0.0
-    if forecast.burst is not None:
-        # Placeholders asked for now must cover bursts that start anywhere within the lead time,
-        # so take the largest allowance of every time-of-day bin the lead window touches.
-        edges = np.append(np.arange(at, at + lead_seconds, forecast.burst.bin_seconds), at + lead_seconds)
-        burst = float(np.max(forecast.burst.at(edges)))
+    burst, source, fallback = burst_allowance(forecast, at, lead_seconds, observed)
     replicas = math.ceil(max(0.0, ramp + burst) / demand_per_replica - 1e-9)
-    return ForecastPart(max(0, replicas), "ok", ramp, burst, now_value)
+    return ForecastPart(max(0, replicas), "ok", ramp, burst, now_value, source, fallback)
+
+
+def table_burst(forecast: Forecast, at: float, lead_seconds: float) -> float:
+    """The refit-time table's allowance: the largest of every time-of-day bin the lead window touches
+    (placeholders asked for now must cover bursts that start anywhere within the lead time)."""
+    if forecast.burst is None:
+        return 0.0
+    edges = np.append(np.arange(at, at + lead_seconds, forecast.burst.bin_seconds), at + lead_seconds)
+    return float(np.max(forecast.burst.at(edges)))
+
+
+def burst_allowance(
+    forecast: Forecast, at: float, lead_seconds: float, observed: History | Unobserved | None,
+) -> tuple[float, str, str]:
+    """(allowance, source, fallback): the model's answer on fresh observations, else the table's
+    with the reason the model could not be used."""
+    model = forecast.burst_model
+    if model is None:
+        return table_burst(forecast, at, lead_seconds), "profile", ""
+    if observed is None:
+        why = "not-observed"
+    elif isinstance(observed, Unobserved):
+        why = f"{observed.why}: {observed.detail}" if observed.detail else observed.why
+    else:
+        cutoff = at - model.delay_seconds
+        known = observed.until(cutoff)
+        if len(known) == 0:
+            why = "no-recent-samples"
+        elif cutoff - known.end > model.max_age_seconds:
+            why = "stale-observations"
+        else:
+            value = float(model.allowance(known, np.array([at], dtype=float), forecast)[0])
+            return max(0.0, value), "model", ""
+    return table_burst(forecast, at, lead_seconds), "profile", why
 
 
 def combine(
@@ -134,7 +168,10 @@ def combine(
 
     info: dict[str, Any] = {"forecast_status": forecast.status}
     if forecast.status == "ok":
-        info.update(ramp=round(forecast.ramp, 6), burst=round(forecast.burst, 6), yhat=round(forecast.yhat or 0.0, 6))
+        info.update(ramp=round(forecast.ramp, 6), burst=round(forecast.burst, 6), yhat=round(forecast.yhat or 0.0, 6),
+                    burst_source=forecast.burst_source)
+        if forecast.burst_fallback:
+            info["burst_fallback"] = forecast.burst_fallback
     if details:
         info.update(details)
     return Plan(pool.name, at, desired, raw, reason, components, info)
@@ -146,11 +183,13 @@ def plan_pool(
     cluster: ClusterState | None = None,
     forecast: Forecast | NoForecast | None = None,
     recent: Sequence[PlanRecord] = (),
+    observed: History | Unobserved | None = None,
 ) -> Plan:
     """The plan for one pool at `at` (POSIX seconds).
 
     `cluster` None leaves the proportional component out; `forecast` None means the pool
-    forecasts nothing (a NoForecast says why a configured forecast is missing).
+    forecasts nothing (a NoForecast says why a configured forecast is missing). `observed` is the
+    pool's latest demand samples (or why they are missing), which the burst model reads.
     """
     lead = pool.lead_time.total_seconds()
     floor = schedule_floor(pool.schedules, at, lead)
@@ -159,7 +198,7 @@ def plan_pool(
     if pool.proportional is not None and cluster is not None:
         proportional = proportional_floor(pool.proportional, cluster)
     if pool.forecast is not None and pool.forecast.enabled:
-        part = forecast_part(forecast, at, lead, pool.forecast.demand_per_replica)
+        part = forecast_part(forecast, at, lead, pool.forecast.demand_per_replica, observed)
     elif pool.forecast is not None:
         part = ForecastPart(None, "disabled")
     else:

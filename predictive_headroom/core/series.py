@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -101,6 +102,35 @@ class BurstProfile:
         return float(out) if np.ndim(times) == 0 else out
 
 
+class BurstModel(Protocol):
+    """A conditional quantile model of demand growth over the lead time (see `forecast.burst_model`).
+
+    It is evaluated on what is observed at each instant, so it answers "how much can demand still
+    grow within the lead time, given what it is doing now"."""
+
+    quantile: float
+    lead_seconds: float
+    delay_seconds: float
+    lookback_seconds: float
+    """How much recent history (before `t - delay_seconds`) the features at `t` read."""
+    max_age_seconds: float
+    """The oldest the latest observed sample may be (after the delay) for the model to be used."""
+
+    def allowance(self, observed: History, at: np.ndarray, forecast: "Forecast") -> np.ndarray:
+        """The burst allowance (demand units, >= 0) at each instant of `at`, from samples of
+        `observed` at or before `at - delay_seconds` only."""
+        ...
+
+
+@dataclass(frozen=True)
+class Unobserved:
+    """The latest observations could not be had at reconcile time, and why (the planner then
+    falls back to the refit-time burst table)."""
+
+    why: str
+    detail: str = ""
+
+
 @dataclass(frozen=True)
 class Forecast:
     """A fitted forecast over `times` (POSIX seconds, ascending) with its interval and burst profile."""
@@ -120,6 +150,11 @@ class Forecast:
     burst_for: Callable[[float], BurstProfile] | None = field(default=None, repr=False, compare=False)
     """The burst profile at another quantile, from the same fit's residuals (None: not available).
     The backtest's quantile sweep uses it to price the dial without refitting."""
+    burst_model: Any = field(default=None, repr=False, compare=False)
+    """The conditional burst model (a `BurstModel`) fitted with this forecast, or None: the planner
+    then uses the `burst` table alone. The table stays as the fallback when observations are missing."""
+    burst_model_for: Callable[[float], Any] | None = field(default=None, repr=False, compare=False)
+    """The burst model at another quantile (fitted on demand from the same refit), for the dial."""
 
     def __post_init__(self) -> None:
         names = ("times", "yhat", "lower", "upper") + (("shape",) if self.shape is not None else ())
@@ -131,9 +166,12 @@ class Forecast:
 
     def at_quantile(self, quantile: float) -> Forecast:
         """This forecast with its burst profile at `quantile` (unchanged when that is unavailable)."""
-        if self.burst_for is None or (self.burst is not None and self.burst.quantile == quantile):
-            return self
-        return replace(self, burst=self.burst_for(quantile))
+        out = self
+        if self.burst_for is not None and not (self.burst is not None and self.burst.quantile == quantile):
+            out = replace(out, burst=self.burst_for(quantile))
+        if self.burst_model_for is not None and not (self.burst_model is not None and self.burst_model.quantile == quantile):
+            out = replace(out, burst_model=self.burst_model_for(quantile))
+        return out
 
     @property
     def expires_at(self) -> float:

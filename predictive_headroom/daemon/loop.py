@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable
@@ -109,7 +110,7 @@ class Daemon:
         self._forecasts: dict[str, Forecast | NoForecast] = {
             p.name: NoForecast(NOT_FITTED) for p in policy.pools if p.forecast and p.forecast.enabled}
         self._recent: dict[str, list[PlanRecord]] = {}
-        self._clusters: dict[str, ClusterState] = {}
+        self.inputs = Inputs(source, cluster, self.metrics)
         self.writer = TargetWriter(actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader)
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
@@ -213,9 +214,10 @@ class Daemon:
     def _reconcile_pool(self, pool: Pool, at: float, leader: bool, forecast: Forecast | NoForecast | None) -> PoolOutcome:
         plan: Plan | None = None
         try:
-            cluster, cluster_note = self._cluster_state(pool)
+            cluster, cluster_note = self.inputs.cluster_state(pool)
+            observed = self.inputs.observed(pool, forecast, at)
             recent = self._recent.setdefault(pool.name, [])
-            plan = plan_pool(pool, at, cluster, forecast, recent)
+            plan = plan_pool(pool, at, cluster, forecast, recent, observed)
             window = pool.scale_down_stabilization.total_seconds()
             recent[:] = [r for r in recent if r.at > at - window] + [plan.record()]
             self.metrics.record_plan(plan)
@@ -239,21 +241,6 @@ class Daemon:
             logger.exception("pool %s: reconcile failed", pool.name)
             self.metrics.error("internal")
             return PoolOutcome(pool.name, "error", plan, error=f"pool {pool.name}: {type(exc).__name__}: {exc}")
-
-    def _cluster_state(self, pool: Pool) -> tuple[ClusterState | None, str | None]:
-        """Nodes for the proportional rule; on failure the last good count (and a note saying so)."""
-        if pool.proportional is None:
-            return None, None
-        try:
-            state = self.cluster.cluster_state(pool.proportional.label_selector)
-        except Exception as exc:
-            self.metrics.error("cluster")
-            last = self._clusters.get(pool.name)
-            note = f"pool {pool.name}: cannot count nodes: {exc}"
-            logger.error("%s; %s", note, "using the last count" if last else "not scaling below the current replicas")
-            return last, None if last else note
-        self._clusters[pool.name] = state
-        return state, None
 
     # -- config reload -------------------------------------------------------------------------
 
@@ -296,9 +283,9 @@ class Daemon:
             forecasts.update({n: NoForecast(NOT_FITTED) for n in refit})
             self.policy, self._forecasts = policy, forecasts
         self.writer.forget(removed)
-        for state in (self._recent, self._clusters):
-            for name in removed:
-                state.pop(name, None)  # type: ignore[attr-defined]
+        for name in removed:
+            self._recent.pop(name, None)
+        self.inputs.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)
         logger.info("config reloaded from %s: %d pool(s)%s%s", self.config_path, len(policy.pools),

@@ -12,7 +12,7 @@ from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, NoForecast
 
 PREFIX = "predictive_headroom"
-ERROR_KINDS = ("source", "fit", "cluster", "actuator", "config", "report", "internal")
+ERROR_KINDS = ("source", "fresh-read", "fit", "cluster", "actuator", "config", "report", "internal")
 """Every kind of error the daemon counts; each starts at 0 so rates work from the first scrape."""
 
 
@@ -42,7 +42,20 @@ class Metrics:
             registry=r,
         )
         self.observed_demand = Gauge(
-            f"{PREFIX}_observed_demand", "The latest demand sample read at the last refit.", ["pool"], registry=r
+            f"{PREFIX}_observed_demand", "The latest demand sample read (at the last refit or reconcile).", ["pool"], registry=r
+        )
+        self.burst_allowance = Gauge(
+            f"{PREFIX}_burst_allowance",
+            "Demand the forecast component keeps warm for bursts within the lead time, and where it came from "
+            "(source=model: the burst model on the latest observations; profile: the refit-time table).",
+            ["pool", "source"],
+            registry=r,
+        )
+        self.fresh_read_failures = Counter(
+            f"{PREFIX}_fresh_read_failures",
+            "Reconciles whose read of the latest observations failed (the burst table stood in).",
+            ["pool"],
+            registry=r,
         )
         self.last_refit = Gauge(
             f"{PREFIX}_last_refit_timestamp_seconds", "When the last refit that fitted a forecast completed (POSIX seconds).", registry=r
@@ -76,6 +89,12 @@ class Metrics:
             self.reason.remove(plan.pool, old)
         self.reason.labels(pool=plan.pool, reason=plan.reason).set(1)
         self._reasons[plan.pool] = plan.reason
+        source = plan.details.get("burst_source")
+        for other in ("model", "profile"):
+            if other != source:
+                self._drop(self.burst_allowance, plan.pool, other)
+        if source is not None:
+            self.burst_allowance.labels(pool=plan.pool, source=source).set(float(plan.details.get("burst", 0.0)))
 
     def record_forecast(self, pool: str, forecast: Forecast | NoForecast | None, at: float) -> None:
         """Forecast yhat/lower/upper at `at` (now + leadTime); removed when there is no usable forecast."""
@@ -94,6 +113,9 @@ class Metrics:
             self._drop(self.component, pool, name)
         for bound in ("yhat", "lower", "upper"):
             self._drop(self.forecast_demand, pool, bound)
+        for source in ("model", "profile"):
+            self._drop(self.burst_allowance, pool, source)
+        self._drop(self.fresh_read_failures, pool)
         reason = self._reasons.pop(pool, None)
         if reason is not None:
             self._drop(self.reason, pool, reason)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import Forecaster, Source, SourceError
@@ -84,6 +84,23 @@ def fit_policy(
         out[pool.name] = fit_pool(pool, history, forecaster, at)
         logger.info("pool %s: %s", pool.name, describe(out[pool.name]))
     return out
+
+
+def observe_pool(pool: Pool, forecast: Forecast | NoForecast | None, source: Source | None, at: float) -> History | Unobserved | None:
+    """The pool's latest observations up to `at` when its forecast carries a burst model: one short
+    range query covering what the model's features read. None when nothing needs them; an
+    `Unobserved` saying why when the read fails (the planner then uses the refit-time table)."""
+    if not isinstance(forecast, Forecast) or forecast.burst_model is None or pool.forecast is None:
+        return None
+    if source is None:
+        return Unobserved("no-source")
+    model = forecast.burst_model
+    span = model.lookback_seconds + model.delay_seconds + 2 * pool.forecast.step.total_seconds()
+    try:
+        return source.recent(pool.forecast, at, span)
+    except Exception as exc:  # any failure: the table stands in, the floors are untouched
+        logger.warning("pool %s: cannot read the latest observations, using the refit-time burst table: %s", pool.name, exc)
+        return Unobserved("fresh-read-failed", str(exc))
 
 
 def describe(forecast: Forecast | NoForecast) -> str:

@@ -172,6 +172,12 @@ class ForecastSpec(_Model):
     horizon: Duration = timedelta(hours=48)
     interval_width: float = Field(default=0.8, gt=0, lt=1)
     burst_quantile: float = Field(default=0.95, gt=0, lt=1)
+    burst_model: Literal["quantile", "profile"] = "quantile"
+    """quantile: a conditional quantile model of lead-time growth, evaluated at every reconcile on
+    the latest observations (the refit-time table is its fallback); profile: the table alone."""
+    observation_delay: Duration = timedelta(seconds=60)
+    """How late the newest sample is visible (scrape interval plus rule evaluation): the burst model
+    at time t reads only samples at or before t minus this."""
     refit: str = "0 */6 * * *"
     holidays: str | None = Field(default=None, pattern=r"^[A-Z]{2}$")
 

@@ -172,6 +172,14 @@ class CsvSource:
             )
         return part
 
+    def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
+        """Return the rows in [end - span_seconds, end]: the latest observations at `end`."""
+        full = self.full()
+        part = full.until(end).since(end - span_seconds)
+        if not len(part):
+            raise SourceError(f"{self.path}: no rows between {_utc(end - span_seconds)} and {_utc(end)}")
+        return part
+
 
 def _utc(seconds: float) -> str:
     return from_epoch(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -83,6 +83,12 @@ class PrometheusSource:
         start, stop = query_window(end, spec.history.total_seconds(), step)
         return self.query_range(spec.query, start, stop, step)
 
+    def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
+        """Return `spec.query` over the last `span_seconds` up to `end` at `spec.step` (one short range query)."""
+        step = spec.step.total_seconds()
+        start, stop = query_window(end, span_seconds, step)
+        return self.query_range(spec.query, start, stop, step)
+
     def query_range(self, query: str, start: float, end: float, step_seconds: float) -> History:
         """Return the single series `query` yields on the grid start, start+step, ... <= end.
 

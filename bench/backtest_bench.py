@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lead-time", type=duration_arg)
     parser.add_argument("--stabilization", type=duration_arg, help="scale-down stabilisation (default: the pool's 30m)")
     parser.add_argument("--dial", type=parse_quantiles, default=(), help="burst quantiles to sweep, e.g. 0.8,0.9,0.95,0.99")
+    parser.add_argument("--burst-model", choices=("quantile", "profile"), help="burst allowance (default: the pool's, quantile)")
+    parser.add_argument("--observation-delay", type=duration_arg, help="the burst model's observation delay (default 1m)")
     parser.add_argument("--stabilization-dial", type=parse_windows, default=(), help="stabilisation windows to sweep, e.g. 5m,15m,30m")
     args = parser.parse_args(argv)
     files = sorted(args.datasets.glob("*.csv"))
@@ -50,20 +52,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no CSV files in {args.datasets}", file=sys.stderr)
         return 2
     settings = BacktestSettings(quantile=args.quantile, lead_seconds=args.lead_time, stabilization_seconds=args.stabilization, dial=args.dial,
-                                stabilization_dial=args.stabilization_dial)
-    rows, dial_rows, window_rows = [], [], []
+                                stabilization_dial=args.stabilization_dial, burst_model=args.burst_model,
+                                observation_delay_seconds=args.observation_delay)
+    rows, dial_rows, window_rows, dominance = [], [], [], []
     for path in files:
         started = time.perf_counter()
         result = run_backtest(read_csv_history(path), None, settings, progress=True)
         wall = time.perf_counter() - started
         s, h = result.strategies, result.headline()
         pct = h["forecast_unserved_pct_of_reactive"]
+        f, n, pr, o, r = (s[k] for k in ("forecast", "naive", "proportional", "oracle", "reactive"))
         rows.append([
-            path.stem, f"{result.settings['warmup_seconds'] / 86400:g}d", _x(s["forecast"].x), _x(s["naive"].x),
-            f"{s['forecast'].overhead_node_hours:.1f}", f"{s['naive'].overhead_node_hours:.1f}", f"{s['oracle'].overhead_node_hours:.1f}",
-            "-" if pct is None else f"{pct:.1f}%", f"{s['reactive'].metrics.unserved_pod_minutes:.0f}",
+            path.stem, f"{result.settings['warmup_seconds'] / 86400:g}d", _x(f.x), _x(n.x), _x(pr.x),
+            f"{f.overhead_node_hours:.1f}", f"{n.overhead_node_hours:.1f}", f"{pr.overhead_node_hours:.1f}", f"{o.overhead_node_hours:.1f}",
+            f"{f.metrics.unserved_pod_minutes:.0f}", f"{n.metrics.unserved_pod_minutes:.0f}", f"{pr.metrics.unserved_pod_minutes:.0f}",
+            f"{r.metrics.unserved_pod_minutes:.0f}", "-" if pct is None else f"{pct:.1f}%",
             result.settings["refits"], f"{result.fit_seconds:.1f}", f"{wall:.1f}",
         ])
+        if result.dial:
+            beats = [p.quantile for p in result.dial
+                     if p.forecast.metrics.unserved_pod_minutes <= pr.metrics.unserved_pod_minutes and p.forecast.metrics.node_hours <= pr.metrics.node_hours]
+            dominance.append(f"{path.stem}: " + (f"dial dominates proportional at q = {', '.join(f'{q:g}' for q in beats)}" if beats else "no dial point dominates proportional"))
         for p in result.dial:
             dial_rows.append([
                 path.stem, f"{p.quantile:g}", _x(p.forecast.x), _x(p.naive.x), f"{p.forecast.overhead_node_hours:.1f}",
@@ -77,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             ])
         print(f"done {path.stem} in {wall:.1f}s", file=sys.stderr, flush=True)
     print_table(
-        ["dataset", "warmup", "x forecast", "x naive", "overhead forecast", "overhead naive", "overhead oracle",
-         "forecast unserved % of reactive", "reactive unserved", "refits", "fit s", "wall s"],
+        ["dataset", "warmup", "x forecast", "x naive", "x proportional", "overhead forecast", "overhead naive", "overhead proportional",
+         "overhead oracle", "unserved forecast", "unserved naive", "unserved proportional", "unserved reactive",
+         "forecast unserved % of reactive", "refits", "fit s", "wall s"],
         rows,
     )
     if dial_rows:
@@ -87,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             ["dataset", "quantile", "x forecast", "x naive", "overhead forecast", "overhead naive", "unserved forecast", "unserved naive"],
             dial_rows,
         )
+    if dominance:
+        print()
+        print("\n".join(dominance))
     if window_rows:
         print()
         print_table(

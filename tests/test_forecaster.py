@@ -11,7 +11,8 @@ import pytest
 
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
 from predictive_headroom.forecast.accuracy import evaluate
-from predictive_headroom.forecast.forecaster import ProphetForecaster, _choose
+from predictive_headroom.forecast.blend import choose as _choose
+from predictive_headroom.forecast.forecaster import ProphetForecaster
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.sources.csvsource import read_csv_history

@@ -30,6 +30,8 @@ class BacktestSettings:
     stabilization_seconds: float | None = None  # None: the pool's scaleDownStabilization (30 min)
     dial: tuple[float, ...] = ()  # burst quantiles to sweep: forecast and naive at each (the dial's price)
     stabilization_dial: tuple[float, ...] = ()  # scale-down stabilisation windows (seconds) to sweep likewise
+    observation_delay_seconds: float | None = None  # None: the pool's forecast.observationDelay (60 s)
+    burst_model: str | None = None  # None: the pool's forecast.burstModel (quantile); or "profile"
     cores_per_node: float = 8.0
     progress_every: int = 10  # without a terminal, one stderr line per this many refits
 

@@ -34,6 +34,7 @@ import logging
 import math
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 
@@ -95,6 +96,7 @@ def auto_demand_per_replica(history: History) -> float:
 
 def backtest_pool(
     pool: Pool | None, history: History, dpr: float, lead: float, quantile: float | None, stabilization: float | None = None,
+    forecast: dict[str, Any] | None = None,
 ) -> Pool:
     """The pool to replay: the given one (with dpr/quantile/lead/stabilisation applied), or a forecast-only default."""
     if pool is None:
@@ -102,7 +104,7 @@ def backtest_pool(
         spec = ForecastSpec(query=history.source or "csv", demand_per_replica=dpr, step=step)
         pool = Pool(name="backtest", target=Target(namespace="backtest", name="placeholder"), max_replicas=100_000, forecast=spec)
     spec = pool.forecast or ForecastSpec(query=history.source or "csv", demand_per_replica=dpr)
-    spec = spec.model_copy(update={"demand_per_replica": dpr, "enabled": True, **({"burst_quantile": quantile} if quantile else {})})
+    spec = spec.model_copy(update={"demand_per_replica": dpr, "enabled": True, **({"burst_quantile": quantile} if quantile else {}), **(forecast or {})})
     update = {"forecast": spec, "lead_time": timedelta(seconds=lead)}
     if stabilization is not None:
         update["scale_down_stabilization"] = timedelta(seconds=stabilization)
@@ -175,7 +177,12 @@ def run_backtest(
     else:
         lead = pool.lead_time.total_seconds() if pool is not None else s.lag_seconds + 60.0
     cluster = ClusterSpec(s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60))
-    plan_pool = backtest_pool(pool, history, dpr, lead, s.quantile, s.stabilization_seconds)
+    overrides: dict[str, Any] = {}
+    if s.observation_delay_seconds is not None:
+        overrides["observation_delay"] = timedelta(seconds=s.observation_delay_seconds)
+    if s.burst_model is not None:
+        overrides["burst_model"] = s.burst_model
+    plan_pool = backtest_pool(pool, history, dpr, lead, s.quantile, s.stabilization_seconds, overrides)
 
     times, demand = minute_grid(history)
     pods = app_pods(demand, dpr, cluster.hpa_hold_minutes)
@@ -225,6 +232,8 @@ def run_backtest(
         "node_slots": s.node_slots, "lag_seconds": cluster.lag_minutes * 60, "scale_down_delay_seconds": cluster.scale_down_minutes * 60,
         "hpa_hold_seconds": cluster.hpa_hold_minutes * 60, "lead_seconds": lead,
         "quantile": plan_pool.forecast.burst_quantile if plan_pool.forecast else None,
+        "burst_model": plan_pool.forecast.burst_model if plan_pool.forecast else None,
+        "observation_delay_seconds": plan_pool.forecast.observation_delay.total_seconds() if plan_pool.forecast else None,
         "scale_down_stabilization_seconds": plan_pool.scale_down_stabilization.total_seconds(),
         "warmup_seconds": warmup, "scored_from": float(times[start]), "scored_to": float(times[-1]),
         "scored_minutes": int(times.size - start),

@@ -12,6 +12,7 @@ model-free baseline is refitted at each, so the dial's price costs no extra Prop
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.planner import ForecastPart, forecast_part
+from predictive_headroom.core.planner import ForecastPart, forecast_part, table_burst
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
@@ -31,14 +32,19 @@ WARMUP = ForecastPart(None, "warmup")
 
 class RefitParts(Sequence[ForecastPart]):
     """The forecast part of every minute of `times`: `WARMUP` before `first`, then the part read from
-    the forecast made at the latest refit at or before that minute."""
+    the forecast made at the latest refit at or before that minute.
+
+    A forecast with a burst model is evaluated on `observed` (the whole series) over all the
+    minutes it is in force at once; each minute's features read only the samples at or before
+    that minute minus the observation delay (`predictive_headroom.forecast.burst_features`)."""
 
     def __init__(
         self, times: np.ndarray, first: int, starts: np.ndarray, forecasts: list[Forecast | NoForecast],
-        lead: float, dpr: float,
+        lead: float, dpr: float, observed: History | None = None,
     ) -> None:
         self.times, self.first, self.starts, self.forecasts = times, first, starts, forecasts
-        self.lead, self.dpr = lead, dpr
+        self.lead, self.dpr, self.observed = lead, dpr, observed
+        self._bursts: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
         return int(self.times.size)
@@ -50,7 +56,24 @@ class RefitParts(Sequence[ForecastPart]):
         if i < self.first:
             return WARMUP
         k = int(np.searchsorted(self.starts, i, side="right")) - 1
-        return forecast_part(self.forecasts[k], float(self.times[i]), self.lead, self.dpr)
+        forecast = self.forecasts[k]
+        at = float(self.times[i])
+        if self.observed is None or not isinstance(forecast, Forecast) or forecast.burst_model is None:
+            return forecast_part(forecast, at, self.lead, self.dpr)
+        value = float(self.allowances(k)[i - int(self.starts[k])])
+        if math.isfinite(value):
+            return forecast_part(forecast, at, self.lead, self.dpr, burst=(value, "model", ""))
+        return forecast_part(forecast, at, self.lead, self.dpr, burst=(table_burst(forecast, at, self.lead), "profile", "stale-observations"))
+
+    def allowances(self, k: int) -> np.ndarray:
+        """The burst model's allowance at every minute forecast `k` is in force (NaN: no fresh sample)."""
+        if k not in self._bursts:
+            forecast = self.forecasts[k]
+            assert isinstance(forecast, Forecast) and forecast.burst_model is not None and self.observed is not None
+            end = int(self.starts[k + 1]) if k + 1 < len(self.starts) else len(self)
+            minutes = self.times[int(self.starts[k]) : end]
+            self._bursts[k] = forecast.burst_model.allowance(self.observed, minutes, forecast)
+        return self._bursts[k]
 
 
 @dataclass
@@ -78,7 +101,8 @@ def walk_forward(
     forecaster: Forecaster, naive_fit: NaiveFit, progress: bool, every_line: int,
     quantiles: Sequence[float] = (),
 ) -> WalkForward:
-    """Refit at times[first] and every `every` seconds after on the history known then."""
+    """Refit at times[first] and every `every` seconds after on the history known then (up to the
+    observation delay before it)."""
     spec = pool.forecast
     assert spec is not None
     lead, dpr, horizon = pool.lead_time.total_seconds(), spec.demand_per_replica, spec.horizon.total_seconds()
@@ -90,7 +114,9 @@ def walk_forward(
     fit_seconds, models = 0.0, {}
     bar = _progress_bar(len(refit_at), progress)
     for k, at in enumerate(refit_at):
-        known = history.until(float(at)).since(float(at) - spec.history.total_seconds())
+        # Like every decision at `at`, the refit sees only the samples at or before `at - delay`.
+        seen = float(at) - spec.observation_delay.total_seconds()
+        known = history.until(seen).since(seen - spec.history.total_seconds())
         started = time.perf_counter()
         fitted = forecaster.fit(known, spec, lead, float(at))
         fit_seconds += time.perf_counter() - started
@@ -107,7 +133,7 @@ def walk_forward(
     bar.close()
 
     def parts(forecasts: list[Forecast | NoForecast]) -> RefitParts:
-        return RefitParts(times, first, starts, forecasts, lead, dpr)
+        return RefitParts(times, first, starts, forecasts, lead, dpr, history)
 
     dial = {q: (parts(mq), parts(nq)) for q, (mq, nq) in swept.items()}
     return WalkForward(parts(model), parts(naive), dial, len(refit_at), fit_seconds, models)

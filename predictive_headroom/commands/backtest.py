@@ -47,6 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also replay forecast and naive with each of these scale-down stabilisation windows (e.g. 5m,15m,30m), no extra fits",
     )
     parser.add_argument("--lead-time", type=duration_arg, help="forecast lead time (default: the pool's leadTime, else lag + 1m)")
+    parser.add_argument(
+        "--observation-delay", type=duration_arg,
+        help="how late the newest sample is seen: the burst model at t reads samples at or before t minus this (default: the pool's, 1m)",
+    )
+    parser.add_argument(
+        "--burst-model", choices=("quantile", "profile"),
+        help="burst allowance: the conditional quantile model on the latest observations, or the time-of-day table (default: the pool's, quantile)",
+    )
     parser.add_argument("--cores-per-node", type=float, default=8.0, help="cores per simulated node for a CPA cores rule (default 8)")
     parser.add_argument("--out", metavar="DIR", help="write backtest.html and backtest.png (cost/protection plot) here")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
@@ -101,6 +109,8 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
             windows = parse_windows(args.stabilization_dial)
         except ValueError as exc:
             problems.append(f"--stabilization-dial: {exc}")
+    if args.observation_delay is not None and args.observation_delay < 0:
+        problems.append(f"--observation-delay cannot be negative, got {args.observation_delay:g}s")
     if not args.cores_per_node > 0:
         problems.append(f"--cores-per-node must be positive, got {args.cores_per_node:g}")
     if problems:
@@ -110,6 +120,7 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         scale_down_delay_seconds=args.scale_down_delay, warmup_seconds=args.warmup,
         refit_every_seconds=args.refit_every, quantile=args.quantile, lead_seconds=args.lead_time,
         cores_per_node=args.cores_per_node, dial=dial, stabilization_dial=windows,
+        observation_delay_seconds=args.observation_delay, burst_model=args.burst_model,
     )
 
 

@@ -67,7 +67,7 @@ class ForecastPart:
 
 def forecast_part(
     forecast: Forecast | NoForecast | None, at: float, lead_seconds: float, demand_per_replica: float,
-    observed: History | Unobserved | None = None,
+    observed: History | Unobserved | None = None, burst: tuple[float, str, str] | None = None,
 ) -> ForecastPart:
     """Size the growth expected within the lead time: ceil((ramp + burst) / demandPerReplica).
 
@@ -76,6 +76,9 @@ def forecast_part(
     burst = the burst model's quantile of growth given what `observed` shows at `at - delay`;
             without a model, or when observations are missing or stale, the refit-time table's
             quantile of past unpredicted growth, the largest over [at, at+lead]
+
+    `burst` (value, source, fallback) is the allowance already computed by the caller (the backtest
+    evaluates the model over many minutes at once).
     """
     if forecast is None:
         return ForecastPart(None, "no-history")
@@ -85,9 +88,9 @@ def forecast_part(
         return ForecastPart(None, "forecast-expired")
     now_value = float(forecast.value_at(at))
     ramp = forecast.ramp_between(at, min(at + lead_seconds, forecast.expires_at))
-    burst, source, fallback = burst_allowance(forecast, at, lead_seconds, observed)
-    replicas = math.ceil(max(0.0, ramp + burst) / demand_per_replica - 1e-9)
-    return ForecastPart(max(0, replicas), "ok", ramp, burst, now_value, source, fallback)
+    value, source, fallback = burst if burst is not None else burst_allowance(forecast, at, lead_seconds, observed)
+    replicas = math.ceil(max(0.0, ramp + value) / demand_per_replica - 1e-9)
+    return ForecastPart(max(0, replicas), "ok", ramp, value, now_value, source, fallback)
 
 
 def table_burst(forecast: Forecast, at: float, lead_seconds: float) -> float:
@@ -120,7 +123,9 @@ def burst_allowance(
             why = "stale-observations"
         else:
             value = float(model.allowance(known, np.array([at], dtype=float), forecast)[0])
-            return max(0.0, value), "model", ""
+            if math.isfinite(value):
+                return max(0.0, value), "model", ""
+            why = "stale-observations"
     return table_burst(forecast, at, lead_seconds), "profile", why
 
 

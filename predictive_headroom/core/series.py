@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import Any, Protocol
 
 import numpy as np
 

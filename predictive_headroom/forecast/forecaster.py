@@ -3,7 +3,8 @@
 Both take a `History`, use only the samples at or before `now`, and forecast `spec.horizon` ahead
 of `now` at `spec.step`, starting at the last step boundary at or before `now` so the planner can
 read the forecast at `now` itself. Output is clipped at zero; the interval is `[lower, upper]` at
-`spec.interval_width`, and `burst` is the profile of `predictive_headroom.forecast.burst`.
+`spec.interval_width`, `burst` is the profile of `predictive_headroom.forecast.burst` and
+`burst_model` the conditional model of `predictive_headroom.forecast.burst_model`.
 
 Cold start, measured as `end - start + step` of the history known at `now`:
 - under one day: `NoForecast("insufficient-history")`;
@@ -16,14 +17,11 @@ Cold start, measured as `end - start + step` of the history known at `now`:
 from __future__ import annotations
 
 import logging
-import math
 import time
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 
 import numpy as np
-import pandas as pd
 
 from predictive_headroom.core.series import (
     DAY_SECONDS,
@@ -32,12 +30,19 @@ from predictive_headroom.core.series import (
     History,
     NoForecast,
 )
+from predictive_headroom.forecast.blend import (
+    Choice,
+    abs_quantile,
+    choose,
+    recent_level,
+)
 from predictive_headroom.forecast.burst import (
     DEFAULT_BIN_SECONDS,
     burst_profile,
     regular_grid,
 )
-from predictive_headroom.forecast.hourly import HourlyProfile, hourly_profile
+from predictive_headroom.forecast.burst_model import train as train_burst_model
+from predictive_headroom.forecast.hourly import hourly_profile
 from predictive_headroom.forecast.naive import (
     band,
     forecast_times,
@@ -47,6 +52,7 @@ from predictive_headroom.forecast.naive import (
     wider,
     working_step,
 )
+from predictive_headroom.forecast.prophet_model import Fit, fitted_model, predict
 from predictive_headroom.policy.config import ForecastSpec
 
 logger = logging.getLogger(__name__)
@@ -55,26 +61,6 @@ WEEKLY_MIN_DAYS = 7.0
 """Fit weekly seasonality from one full week of history on (Prophet's own default needs two)."""
 VALIDATION_MIN_TRAIN_DAYS = 7.0
 """Validate only when a full week of training is left before the validation window."""
-WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
-"""Candidate weights of Prophet against seasonal naive."""
-LEVELS = (0.0, 0.5, 1.0)
-"""Candidate shares of the recent residual level added to Prophet."""
-
-
-def _silence_prophet_logs() -> None:
-    """Keep Prophet and cmdstanpy to warnings: no per-fit 'Chain [1] start processing' lines."""
-    logging.getLogger("prophet.plot").setLevel(logging.CRITICAL)  # "Importing plotly failed"
-    logging.getLogger("prophet").setLevel(logging.WARNING)
-    stan = logging.getLogger("cmdstanpy")
-    if not stan.handlers:
-        # cmdstanpy installs its own INFO stream handler unless the logger already has one.
-        stan.addHandler(logging.NullHandler())
-    stan.setLevel(logging.WARNING)
-
-
-_silence_prophet_logs()
-
-
 class ProphetForecaster:
     """Prophet with explicit daily and weekly seasonality, validated against seasonal naive, and a burst profile.
 
@@ -120,6 +106,11 @@ class ProphetForecaster:
       bench/backtest_bench.py: x on nab_aws_asg_cpu_5min 0.11 -> 2.33 (its spike at minute 9 of
       every hour is now a predicted ramp, not a burst held for half an hour), elb 1.04 -> 1.05,
       twitter 0.99 -> 1.00; the 30-minute taxi series has no profile.
+
+    - The burst allowance: with `burstModel: quantile` (the default) the conditional quantile model
+      of `predictive_headroom.forecast.burst_model`, trained on the same history against the same
+      in-sample curve, is attached to the forecast (`burst_model`; other quantiles on demand through
+      `burst_model_for`); the time-of-day table stays as its fallback.
 
     The extra fit roughly doubles the time: median fit + predict 1.1-1.2 s for 28 days at 5 min
     on a 2-core machine. Other arguments go to Prophet unchanged.
@@ -217,12 +208,12 @@ class ProphetForecaster:
             )
         else:
             naive = seasonal_naive(known, spec, now).yhat
-            yhat = choice.combine(yhat, _recent_level(times, values - fitted, self.level_seconds), naive)
+            yhat = choice.combine(yhat, recent_level(times, values - fitted, self.level_seconds), naive)
             # Half-width: the mean of two error sizes, out of sample at the horizon (validation) and
             # last week's seasonal naive; symmetric, so one event in either window (a blizzard)
             # cannot collapse one side of the band.
             recent_naive = naive_errors(times, values, history_length(known))
-            half = (_abs_quantile(choice.errors, spec.interval_width) + _abs_quantile(recent_naive, spec.interval_width)) / 2
+            half = (abs_quantile(choice.errors, spec.interval_width) + abs_quantile(recent_naive, spec.interval_width)) / 2
             lo, hi = -half, half
             if choice.weight < 0.5:
                 notes.append(
@@ -232,6 +223,11 @@ class ProphetForecaster:
         grid = History(times, values, known.source)
         burst_for = partial(burst_profile, grid, fitted, lead, step_seconds=step, bin_seconds=self.burst_bin_seconds)
         burst: BurstProfile = burst_for(spec.burst_quantile)
+        trainer = None
+        if spec.burst_model == "quantile":
+            trainer = train_burst_model(known, lead, spec.observation_delay.total_seconds(), (times, fitted))
+        if trainer is None and spec.burst_model == "quantile":
+            notes.append("burst model: under a day of usable history; using the time-of-day table")
         yhat = np.maximum(yhat, 0.0)
         return Forecast(
             times=out,
@@ -245,9 +241,11 @@ class ProphetForecaster:
             warnings=tuple(notes),
             shape=shape,
             burst_for=burst_for,
+            burst_model=None if trainer is None else trainer.model(spec.burst_quantile),
+            burst_model_for=None if trainer is None else trainer.model,
         )
 
-    def _validate(self, known: History, spec: ForecastSpec) -> _Choice | None:
+    def _validate(self, known: History, spec: ForecastSpec) -> Choice | None:
         """Forecast each of the last `validation_folds` windows of `validation_seconds` from a fit on the
         history before it, and pick the blend that did best over them.
 
@@ -269,7 +267,7 @@ class ProphetForecaster:
             times, values = regular_grid(train, step)
             weekly = history_length(train) >= WEEKLY_MIN_DAYS * DAY_SECONDS
             fit = self._fit(times, values, step, weekly, spec, [])
-            level = _recent_level(times, values - fit.fitted, self.level_seconds)
+            level = recent_level(times, values - fit.fitted, self.level_seconds)
             wide = spec.model_copy(update={"horizon": timedelta(seconds=span + step)})
             naive = seasonal_naive(train, wide, cut)
             at = held.times[ok]
@@ -278,130 +276,14 @@ class ProphetForecaster:
         if not parts:
             return None
         actual, prophet, level, naive = (np.concatenate(c) for c in zip(*parts))
-        return _choose(actual, prophet, level, naive)
+        return choose(actual, prophet, level, naive)
 
     def _fit(
         self, times: np.ndarray, values: np.ndarray, step: float, weekly: bool, spec: ForecastSpec, notes: list[str]
-    ) -> _Fit:
+    ) -> Fit:
         """Prophet on `values`, plus the within-hour profile of its residuals (see `predictive_headroom.forecast.hourly`)."""
-        model = self._fitted_model(times, values, step, weekly, spec, notes)
-        fitted = self._predict(model, times)
+        model = fitted_model(self, times, values, step, weekly, spec, notes)
+        fitted = predict(model, times)
         hourly = hourly_profile(times, values - fitted, step) if self.hourly else None
-        return _Fit(model, hourly, fitted if hourly is None else fitted + hourly(times))
+        return Fit(model, hourly, fitted if hourly is None else fitted + hourly(times))
 
-    def _fitted_model(
-        self, times: np.ndarray, values: np.ndarray, step: float, weekly: bool, spec: ForecastSpec, notes: list[str]
-    ) -> object:
-        from prophet import (
-            Prophet,  # imported late: it is slow to import and needs a writable TMPDIR
-        )
-
-        model = Prophet(
-            growth=self.growth,
-            daily_seasonality=self.daily_order,
-            weekly_seasonality=self.weekly_order if weekly else False,
-            changepoint_range=self.changepoint_range,
-            yearly_seasonality=False,
-            seasonality_mode=self.seasonality_mode,
-            changepoint_prior_scale=self.changepoint_prior_scale,
-            interval_width=spec.interval_width,
-            uncertainty_samples=0,
-        )
-        if spec.holidays:
-            problem = _holiday_problem(spec.holidays)
-            if problem:
-                notes.append(f"holidays {spec.holidays!r} ignored: {problem}")
-            else:
-                model.add_country_holidays(country_name=spec.holidays)
-        model.fit(self._training_frame(times, values, step))
-        return model
-
-    def _training_frame(self, times: np.ndarray, values: np.ndarray, step: float) -> pd.DataFrame:
-        """Bucket means on the coarsest grid that is a divisor of a day and keeps under max_fit_points."""
-        factor = max(1, math.ceil(values.size / self.max_fit_points))
-        while factor < values.size and DAY_SECONDS % (step * factor):
-            factor += 1
-        if factor > 1:
-            usable = values.size - values.size % factor
-            blocks = values[:usable].reshape(-1, factor)
-            counts = np.isfinite(blocks).sum(axis=1)
-            sums = np.nansum(blocks, axis=1)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-            # Each mean sits at the centre of its bucket so the fitted shape is not shifted in time.
-            mids = times[:usable].reshape(-1, factor).mean(axis=1)
-            times, values = mids, means
-        ok = np.isfinite(values)
-        return pd.DataFrame({"ds": _naive_utc(times[ok]), "y": values[ok]})
-
-    @staticmethod
-    def _predict(model: object, times: np.ndarray) -> np.ndarray:
-        frame = model.predict(pd.DataFrame({"ds": _naive_utc(times)}))  # type: ignore[attr-defined]
-        return frame["yhat"].to_numpy(dtype=float)
-
-
-@dataclass(frozen=True)
-class _Fit:
-    """A fitted Prophet model, the within-hour profile of its residuals (None: none found or off),
-    and both together at the training times."""
-
-    model: object
-    hourly: HourlyProfile | None
-    fitted: np.ndarray
-
-    def predict(self, times: np.ndarray) -> np.ndarray:
-        yhat = ProphetForecaster._predict(self.model, times)
-        return yhat if self.hourly is None else yhat + self.hourly(times)
-
-
-@dataclass(frozen=True)
-class _Choice:
-    """What validation picked: Prophet's weight against seasonal naive, the share of the recent
-    residual level added to Prophet, and the blend's errors (actual - forecast) on the validation window."""
-
-    weight: float
-    level_share: float
-    errors: np.ndarray
-
-    def combine(self, prophet: np.ndarray, level: float | np.ndarray, naive: np.ndarray) -> np.ndarray:
-        """The blended forecast: weighted Prophet (plus its share of the level) and seasonal naive."""
-        return self.weight * (prophet + self.level_share * level) + (1 - self.weight) * naive
-
-
-def _choose(actual: np.ndarray, prophet: np.ndarray, level: np.ndarray, naive: np.ndarray) -> _Choice:
-    """The (weight, level share) whose blend has the lowest mean absolute error on `actual`.
-
-    Ties go to plain Prophet (weight 1, no level correction) first.
-    """
-    candidates = [_Choice(w, share, np.empty(0)) for w in reversed(WEIGHTS) for share in LEVELS]
-    maes = [float(np.mean(np.abs(actual - c.combine(prophet, level, naive)))) for c in candidates]
-    best = candidates[int(np.argmin(maes))]
-    return _Choice(best.weight, best.level_share, actual - best.combine(prophet, level, naive))
-
-
-def _abs_quantile(errors: np.ndarray, width: float) -> float:
-    """The `width` quantile of |errors| (0 when there are none)."""
-    ok = np.abs(errors[np.isfinite(errors)])
-    return float(np.quantile(ok, width)) if ok.size else 0.0
-
-
-def _recent_level(times: np.ndarray, residuals: np.ndarray, seconds: float) -> float:
-    """Mean residual over the last `seconds` of the history (0 when there is none)."""
-    recent = residuals[(times > times[-1] - seconds) & np.isfinite(residuals)]
-    return float(recent.mean()) if recent.size else 0.0
-
-
-def _holiday_problem(country: str) -> str | None:
-    """Why Prophet cannot use holidays for `country` (None when it can)."""
-    from prophet.make_holidays import make_holidays_df
-
-    try:
-        make_holidays_df(year_list=[2024], country=country)
-    except (AttributeError, KeyError, NotImplementedError) as exc:
-        return str(exc).strip("'\"")
-    return None
-
-
-def _naive_utc(times: np.ndarray) -> pd.DatetimeIndex:
-    """Prophet wants time-zone-naive datetimes; ours are POSIX seconds, so naive UTC."""
-    return pd.to_datetime(np.round(times * 1e3).astype(np.int64), unit="ms")

@@ -1,0 +1,169 @@
+"""The conditional burst model: how much can demand still grow within the lead time, given what it
+is doing now?
+
+The refit-time table (`predictive_headroom.forecast.burst`) answers by time of day alone, so it
+asks for as much in a calm hour as in a storm, and keeps last month's level after traffic has
+doubled. This model learns the same quantity conditionally. For each minute `t` of the training
+history, the target is
+
+    g(t) = max demand over (t, t + lead] - demand(t) - ramp(t)
+
+(demand linear between samples, read every minute, as the backtest's cluster sees it; `ramp` is
+the predictable rise of Prophet's own curve, which the planner adds separately), and the inputs
+are the features of `predictive_headroom.forecast.burst_features`, computed from the samples at or
+before `t - delay` only. One scikit-learn `HistGradientBoostingRegressor(loss="quantile")` per
+quantile asked for: small (150 iterations, 15 leaves, at least 50 rows a leaf), fitted at each
+refit on at most `MAX_ROWS` minutes of the history the forecast was fitted on.
+
+At every reconcile the planner feeds it the latest observations (`allowance`); when they cannot
+be had, or are stale, it falls back to the table.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History
+from predictive_headroom.forecast.burst_features import (
+    FEATURES,
+    feature_matrix,
+    growth_target,
+    lookback_seconds,
+    sample_columns,
+)
+
+MAX_ROWS = 20_000
+"""Training minutes, evenly strided (28 days of 1-minute data: every third minute)."""
+IMPORTANCE_ROWS = 1440
+"""Permutation importance is measured on the last day of training minutes."""
+PARAMS = {"max_iter": 150, "max_leaf_nodes": 15, "min_samples_leaf": 50, "learning_rate": 0.1}
+
+
+@dataclass
+class BurstTrainer:
+    """The training set of one refit, fitting a `QuantileBurstModel` per quantile on demand (cached)."""
+
+    lead_seconds: float
+    delay_seconds: float
+    step_seconds: float
+    scale: float
+    x: np.ndarray
+    y: np.ndarray
+    past_curve: tuple[np.ndarray, np.ndarray] | None
+    models: dict[float, QuantileBurstModel] = field(default_factory=dict)
+
+    def model(self, quantile: float) -> QuantileBurstModel:
+        """The model at `quantile`, fitted once."""
+        if quantile not in self.models:
+            from sklearn.ensemble import HistGradientBoostingRegressor
+
+            started = time.perf_counter()
+            regressor = HistGradientBoostingRegressor(loss="quantile", quantile=quantile, random_state=0, early_stopping=False, **PARAMS)
+            regressor.fit(self.x, self.y)
+            self.models[quantile] = QuantileBurstModel(self, quantile, regressor, time.perf_counter() - started)
+        return self.models[quantile]
+
+
+def train(
+    history: History, lead: float, delay: float, curve: tuple[np.ndarray, np.ndarray] | None, max_rows: int = MAX_ROWS,
+) -> BurstTrainer | None:
+    """The training set from `history` (what was known at refit time) and the model's in-sample curve
+    (`curve`: times and values; None fits without ramp and residual). None when under a day is usable."""
+    ok = np.isfinite(history.values)
+    times, values = history.times[ok], history.values[ok]
+    if times.size < 3:
+        return None
+    step = float(np.median(np.diff(times)))
+    first = times[0] + delay + lookback_seconds(step, lead)
+    last = times[-1] - lead
+    if last - first < DAY_SECONDS:
+        return None
+    minutes = np.arange(math.ceil(first / 60) * 60.0, last, 60.0)
+    minutes = minutes[:: max(1, math.ceil(minutes.size / max_rows))]
+    scale = float(np.median(np.abs(values))) or float(np.max(np.abs(values))) or 1.0
+    columns = sample_columns(times, values, step, lead)
+    x, _ = feature_matrix(times, values, columns, minutes, delay=delay, step=step, lead=lead, scale=scale, curve=curve)
+    ramp = x[:, 11] * scale
+    y = (growth_target(times, values, minutes, lead) - ramp) / scale
+    keep = np.isfinite(y) & np.isfinite(x[:, 5])
+    past = None if curve is None else (curve[0][-2000:], curve[1][-2000:])
+    return BurstTrainer(lead, delay, step, scale, x[keep], y[keep], past)
+
+
+@dataclass
+class QuantileBurstModel:
+    """A fitted quantile of lead-time growth (implements `core.series.BurstModel`)."""
+
+    trainer: BurstTrainer
+    quantile: float
+    regressor: Any
+    fit_seconds: float
+    _importance: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def lead_seconds(self) -> float:
+        return self.trainer.lead_seconds
+
+    @property
+    def delay_seconds(self) -> float:
+        return self.trainer.delay_seconds
+
+    @property
+    def lookback_seconds(self) -> float:
+        return lookback_seconds(self.trainer.step_seconds, self.trainer.lead_seconds)
+
+    @property
+    def max_age_seconds(self) -> float:
+        """Two data steps: one missed scrape is tolerated, a stopped series is not."""
+        return 2 * self.trainer.step_seconds
+
+    def allowance(self, observed: History, at: np.ndarray, forecast: Forecast | None) -> np.ndarray:
+        """The allowance at each instant of `at` from the samples of `observed` at or before
+        `t - delay` (NaN where there is none, or the newest is older than `max_age_seconds`)."""
+        t = self.trainer
+        at = np.asarray(at, dtype=float)
+        ok = np.isfinite(observed.values)
+        times, values = observed.times[ok], observed.values[ok]
+        if times.size == 0:
+            return np.full(at.size, np.nan)
+        columns = sample_columns(times, values, t.step_seconds, t.lead_seconds)
+        x, newest = feature_matrix(
+            times, values, columns, at, delay=t.delay_seconds, step=t.step_seconds, lead=t.lead_seconds,
+            scale=t.scale, curve=self._curve(forecast),
+        )
+        out = np.maximum(self.regressor.predict(x) * t.scale, 0.0)
+        stale = (newest < 0) | (at - t.delay_seconds - times[np.maximum(newest, 0)] > self.max_age_seconds)
+        out[stale] = np.nan
+        return out
+
+    def _curve(self, forecast: Forecast | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """The in-sample fit before the forecast's first point, then the forecast's own curve."""
+        past = self.trainer.past_curve
+        if past is None:
+            return None
+        if forecast is None:
+            return past
+        shape = forecast.yhat if forecast.shape is None else forecast.shape
+        before = past[0] < forecast.times[0]
+        return np.concatenate([past[0][before], forecast.times]), np.concatenate([past[1][before], shape])
+
+    def importance(self) -> list[dict[str, Any]]:
+        """Permutation importance on the last day of training minutes: how much the pinball loss
+        grows when one feature is shuffled (demand units), largest first."""
+        if self._importance is None:
+            from sklearn.inspection import permutation_importance
+            from sklearn.metrics import make_scorer, mean_pinball_loss
+
+            t = self.trainer
+            x, y = t.x[-IMPORTANCE_ROWS:], t.y[-IMPORTANCE_ROWS:]
+            scorer = make_scorer(mean_pinball_loss, alpha=self.quantile, greater_is_better=False)
+            result = permutation_importance(self.regressor, x, y, scoring=scorer, n_repeats=3, random_state=0)
+            drops = result.importances_mean * t.scale
+            order = np.argsort(-drops)
+            self._importance = [{"feature": FEATURES[i], "drop": round(float(drops[i]), 6)} for i in order]
+        return self._importance

@@ -1,0 +1,165 @@
+"""The conditional burst model: what it learns, that it reads only what was known, and the backtest's honest replay."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_backtest import DAY, START
+
+from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.simulator import minute_grid
+from predictive_headroom.backtest.walkforward import walk_forward
+from predictive_headroom.core.planner import burst_allowance
+from predictive_headroom.core.series import History, Unobserved
+from predictive_headroom.forecast.burst import naive_burst_profile
+from predictive_headroom.forecast.burst_features import (
+    FEATURES,
+    growth_target,
+    sample_columns,
+)
+from predictive_headroom.forecast.burst_model import train
+from predictive_headroom.forecast.naive import seasonal_naive
+from predictive_headroom.policy.config import Pool
+
+STEP = 300.0
+LEAD = 600.0
+DELAY = 60.0
+
+
+def level_scaled(days: float, seed: int = 0) -> History:
+    """Demand whose level doubles halfway and whose bursts scale with the level and cluster in time."""
+    rng = np.random.default_rng(seed)
+    t = START + STEP * np.arange(int(days * DAY / STEP))
+    level = np.where(t < START + days * DAY / 2, 100.0, 200.0) * (1 + 0.3 * np.sin(2 * np.pi * (t % DAY) / DAY))
+    storm = (np.floor((t - START) / 7200) % 5 == 0)  # one stormy 2-hour block in five
+    bursts = rng.gamma(1.0, 0.3, t.size) * level * (rng.random(t.size) < np.where(storm, 0.3, 0.02))
+    return History(t, level + bursts + rng.normal(0, 2, t.size), "synthetic")
+
+
+class BurstNaiveForecaster:
+    """Seasonal naive carrying a conditional burst model fitted on the same history (no Prophet: fast)."""
+
+    def fit(self, history, spec, lead_seconds, now):
+        forecast = seasonal_naive(history, spec, now, lead_seconds)
+        trainer = train(history, lead_seconds, spec.observation_delay.total_seconds(), None, max_rows=3000)
+        if trainer is None:
+            return forecast
+        return replace(forecast, burst_model=trainer.model(spec.burst_quantile), burst_model_for=trainer.model)
+
+
+def test_sample_columns_read_only_earlier_samples():
+    history = level_scaled(4)
+    full = sample_columns(history.times, history.values, STEP, LEAD)
+    m = 600
+    head = sample_columns(history.times[: m + 1], history.values[: m + 1], STEP, LEAD)
+    np.testing.assert_array_equal(np.nan_to_num(full[: m + 1], nan=-1), np.nan_to_num(head, nan=-1))
+
+
+def test_the_target_is_the_growth_over_the_lead_time_read_every_minute():
+    times = np.array([0.0, 300.0, 600.0])
+    values = np.array([10.0, 40.0, 0.0])
+    # From t=0 the next 10 minutes peak at 40 (t=300); from t=300 demand only falls (40 -> 32 a minute later).
+    assert growth_target(times, values, np.array([0.0, 300.0]), 600.0).tolist() == [30.0, -8.0]
+
+
+@pytest.fixture(scope="module")
+def trainer():
+    history = level_scaled(14)
+    return history, train(history.until(START + 12 * DAY), LEAD, DELAY, None, max_rows=5000)
+
+
+def test_the_allowance_scales_with_the_level_and_rises_in_a_storm(trainer):
+    history, t = trainer
+    model = t.model(0.95)
+    at = np.arange(START + 12 * DAY, START + 13 * DAY, 60.0)
+    block = np.floor((at - START) / 7200)
+    late_in_storm = (block % 5 == 0) & ((at - START) % 7200 > 2400)
+    calm = block % 5 == 2
+    allowance = model.allowance(history, at, None)
+    assert np.all(np.isfinite(allowance)) and np.all(allowance >= 0)
+    storm = np.median(allowance[late_in_storm])
+    assert storm > 1.5 * np.median(allowance[calm])
+    # The same storms a week earlier, at half the level, ask for clearly less.
+    assert storm > 1.5 * np.median(model.allowance(history, at[late_in_storm] - 7 * DAY, None))
+
+
+def test_the_quantile_holds_on_unseen_days(trainer):
+    history, t = trainer
+    at = np.arange(START + 12 * DAY, START + 14 * DAY - LEAD, 60.0)
+    need = growth_target(history.times, history.values, at, LEAD)
+    low, high = t.model(0.5).allowance(history, at, None), t.model(0.95).allowance(history, at, None)
+    assert np.mean(need <= high) > 0.85
+    assert np.mean(need <= low) < np.mean(need <= high)
+    assert t.model(0.95) is t.model(0.95)  # one fit per quantile
+
+
+def test_changing_data_after_t_minus_delay_moves_no_allowance_at_t(trainer):
+    history, t = trainer
+    model = t.model(0.95)
+    cut = float(history.times[3600])
+    changed = history.values.copy()
+    changed[history.times > cut] *= 7
+    other = History(history.times, changed)
+    at = np.arange(cut - 3600, cut + DELAY + 1, 60.0)  # up to t - delay = cut; t between samples included
+    np.testing.assert_array_equal(model.allowance(history, at, None), model.allowance(other, at, None))
+    later = np.arange(cut + DELAY + 60, cut + 3600, 60.0)
+    assert not np.array_equal(model.allowance(history, later, None), model.allowance(other, later, None))
+
+
+def test_stale_or_missing_observations_fall_back_to_the_table(trainer):
+    history, t = trainer
+    forecast = BurstNaiveForecaster().fit(history.until(START + 12 * DAY), POOL.forecast, LEAD, START + 12 * DAY)
+    at = START + 12 * DAY + 600
+    value, source, why = burst_allowance(forecast, at, LEAD, history.until(at - 3 * 3600))
+    assert (source, why) == ("profile", "stale-observations")
+    assert value == pytest.approx(burst_allowance(replace(forecast, burst_model=None), at, LEAD, None)[0])
+    assert burst_allowance(forecast, at, LEAD, Unobserved("fresh-read-failed", "timeout"))[1:] == ("profile", "fresh-read-failed: timeout")
+    assert burst_allowance(forecast, at, LEAD, history)[1:] == ("model", "")
+
+
+def test_importance_names_every_feature_largest_first(trainer):
+    _, t = trainer
+    ranked = t.model(0.95).importance()
+    assert sorted(r["feature"] for r in ranked) == sorted(FEATURES)
+    drops = [r["drop"] for r in ranked]
+    assert drops == sorted(drops, reverse=True) and drops[0] > 0
+
+
+POOL = Pool.model_validate({
+    "name": "web", "target": {"namespace": "ns", "name": "ph"}, "maxReplicas": 500, "leadTime": "10m",
+    "schedules": [{"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 2}],
+    "forecast": {"query": "q", "demandPerReplica": 5, "observationDelay": "1m"},
+})
+SETTINGS = BacktestSettings(warmup_seconds=3 * DAY, refit_every_seconds=DAY)
+
+
+def test_the_backtest_decision_at_t_reads_nothing_after_t_minus_the_observation_delay():
+    """Change every sample after `cut`; no placeholder decided at or before `cut + delay` moves."""
+    history = level_scaled(6, seed=3)
+    cut = float(history.times[int(4.5 * DAY / STEP)])
+    changed = history.values.copy()
+    later = history.times > cut
+    changed[later] = changed[later] * 3 + 200
+    runs = [run_backtest(h, POOL, SETTINGS, forecaster=BurstNaiveForecaster()) for h in (history, History(history.times, changed))]
+    assert runs[0].settings["burst_model"] == "quantile" and runs[0].settings["observation_delay_seconds"] == DELAY
+    upto = int(np.searchsorted(runs[0].times, cut + DELAY, side="right"))
+    a, b = (r.strategies["forecast"].run.placeholders for r in runs)
+    assert a[:upto].tolist() == b[:upto].tolist()
+    assert a[upto:].tolist() != b[upto:].tolist()  # the change shows once it is known
+
+
+def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop():
+    history = level_scaled(6, seed=4)
+    gap = (history.times > START + 4.2 * DAY) & (history.times < START + 4.4 * DAY)
+    holed = History(history.times[~gap], history.values[~gap])
+    times, _ = minute_grid(holed)
+    first = int(np.searchsorted(times, START + 3 * DAY))
+    wf = walk_forward(holed, POOL, times, first, DAY, BurstNaiveForecaster(), naive_burst_profile, False, 10)
+    minutes = times
+    sources = {i: wf.model[i].burst_source for i in range(first, minutes.size, 7)}
+    in_gap = [s for i, s in sources.items() if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY]
+    outside = [s for i, s in sources.items() if minutes[i] > START + 4.5 * DAY]
+    assert set(in_gap) == {"profile"} and set(outside) == {"model"}
+    assert {wf.model[i].burst_fallback for i in sources if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY} == {"stale-observations"}

@@ -95,6 +95,7 @@ class BacktestResult:
     notes: list[str] = field(default_factory=list)
     dial: list[DialPoint] = field(default_factory=list)
     stabilization_dial: list[WindowPoint] = field(default_factory=list)
+    burst: dict[str, Any] | None = None  # the burst model's allowance over the last scored day (core.series.burst_view)
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """The yardstick: static unserved at `node_hours` over `unserved` (see the module docstring)."""
@@ -131,6 +132,8 @@ class BacktestResult:
             out["dial"] = [p.to_dict() for p in self.dial]
         if self.stabilization_dial:
             out["stabilization_dial"] = [p.to_dict() for p in self.stabilization_dial]
+        if self.burst is not None:
+            out["burst"] = self.burst
         return out
 
 

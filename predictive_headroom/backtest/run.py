@@ -56,9 +56,9 @@ from predictive_headroom.backtest.simulator import (
     score,
     simulate,
 )
-from predictive_headroom.backtest.walkforward import NaiveFit, walk_forward
+from predictive_headroom.backtest.walkforward import NaiveFit, RefitParts, walk_forward
 from predictive_headroom.core.planner import ForecastPart
-from predictive_headroom.core.series import DAY_SECONDS, History
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_view
 from predictive_headroom.policy.config import (
     ForecastSpec,
     Linear,
@@ -224,6 +224,7 @@ def run_backtest(
     for w in sorted(set(s.stabilization_dial)):
         windowed = plan_pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=w)})
         result.stabilization_dial.append(WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed)))
+    result.burst = last_day_burst(wf.model, times, demand, plan_pool.name)
     result.settings = {
         "data": history.source, "points": len(history), "data_step_seconds": history.step_seconds,
         "pool": plan_pool.name if pool is not None else None,
@@ -243,6 +244,17 @@ def run_backtest(
         "proportional_rule": "config" if plan_pool.proportional else "default: linear nodesPerReplica 1",
     }
     return result
+
+
+def last_day_burst(parts: RefitParts, times: np.ndarray, demand: np.ndarray, pool: str, every: int = 5) -> dict[str, Any] | None:
+    """The burst allowance the forecast strategy used over the last scored day (every `every` minutes),
+    next to demand, with the last refit's feature importance; None when no burst model was in force."""
+    last = parts.forecasts[-1] if parts.forecasts else None
+    if not isinstance(last, Forecast) or last.burst_model is None:
+        return None
+    span = np.arange(max(parts.first, times.size - int(DAY_SECONDS // 60)), times.size, every)
+    allowance = np.array([parts[int(i)].burst for i in span])
+    return burst_view(pool, last.burst_model, times[span], demand[span], allowance)
 
 
 __all__ = ["BacktestResult", "BacktestSettings", "DialPoint", "StrategyResult", "WindowPoint", "run_backtest"]

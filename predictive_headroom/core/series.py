@@ -225,3 +225,23 @@ class NoForecast:
 
     why: str
     detail: str = ""
+
+
+def burst_view(
+    pool: str, model: BurstModel | None, times: np.ndarray, demand: np.ndarray, allowance: np.ndarray,
+) -> dict[str, Any] | None:
+    """What the burst model asked for over `times` next to demand, and which features moved it
+    (permutation importance, when the model can tell): the burst section of the report and the
+    backtest page. None without a model."""
+    if model is None:
+        return None
+    ranked = model.importance() if hasattr(model, "importance") else []
+
+    def num(x: float) -> float | None:
+        return round(float(x), 4) if math.isfinite(x) else None
+
+    return {
+        "pool": pool, "quantile": model.quantile, "lead_seconds": model.lead_seconds, "model": "quantile",
+        "times": [from_epoch(t).isoformat().replace("+00:00", "Z") for t in times],
+        "demand": [num(x) for x in demand], "allowance": [num(x) for x in allowance], "importance": list(ranked),
+    }

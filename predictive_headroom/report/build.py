@@ -24,6 +24,7 @@ from predictive_headroom.core.series import (
     Forecast,
     History,
     NoForecast,
+    burst_view,
     from_epoch,
 )
 from predictive_headroom.policy.config import Policy, Pool
@@ -76,6 +77,8 @@ class PoolReport:
     past: tuple[PastForecast, ...]
     cost: HeadroomCost
     notices: tuple[Notice, ...]
+    burst: dict[str, Any] | None = None
+    """The burst model's allowance over the last day before now, next to demand (`burst_view`)."""
 
     @property
     def step_seconds(self) -> float:
@@ -173,8 +176,21 @@ def _pool_report(
         past=judge_past(pool.name, past, known, at) if known is not None else (),
         cost=headroom_cost(pool, times, desired, policy),
         notices=(),
+        burst=_last_day_burst(pool.name, usable, known, at),
     )
     return _with_notices(report, plans)
+
+
+BURST_STEP_SECONDS = 300.0
+
+
+def _last_day_burst(pool: str, forecast: Forecast | None, known: History | None, at: float) -> dict[str, Any] | None:
+    """What the burst model asks for at every 5 minutes of the last day, from what was observed then."""
+    if forecast is None or forecast.burst_model is None or known is None or len(known) < 2:
+        return None
+    times = np.arange(at - DAY_SECONDS + BURST_STEP_SECONDS, at + 1, BURST_STEP_SECONDS)
+    allowance = forecast.burst_model.allowance(known, times, forecast)
+    return burst_view(pool, forecast.burst_model, times, np.interp(times, known.times, known.values), allowance)
 
 
 def _hours(seconds: float) -> str:
@@ -265,4 +281,5 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
             "money": c.money, "currency": c.currency, "peak_replicas": c.peak_replicas, "static_replica_hours": c.static_replica_hours,
         },
         "warnings": [{"code": n.code, "message": n.message} for n in r.notices],
+        "burst": r.burst,
     }

@@ -71,6 +71,8 @@ def fmt_duration(seconds: float | None) -> str:
     """A duration in its two largest units, e.g. 180 -> '3 min', 5400 -> '1 h 30 min', 1209600 -> '14 d'."""
     if seconds is None:
         return "n/a"
+    if 0 < abs(seconds) < 1:
+        return f"{seconds:.2g} s"
     left = round(float(seconds))
     if left == 0:
         return "0 s"

@@ -157,7 +157,8 @@ def _equal_protection(result: BacktestResult) -> str:
     unserved = f.metrics.unserved_pod_minutes
     match = next(((n, m) for n, m in result.static_curve if m.unserved_pod_minutes <= unserved), None)
     if match is None:
-        return (f"to protect as well, static headroom would need more than {result.static_curve[-1][0]} placeholders; "
+        most = result.static_curve[-1][0]
+        return (f"to protect as well, static headroom would need more than {most} placeholder{'s' if most != 1 else ''}; "
                 f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom")
     n, m = match
     static_overhead = m.node_hours - reactive_nh

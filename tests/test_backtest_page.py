@@ -9,7 +9,11 @@ import numpy as np
 import pytest
 
 from predictive_headroom.backtest.plot import page_html, settings_rows
-from predictive_headroom.backtest.results import BacktestResult, StrategyResult, headline
+from predictive_headroom.backtest.results import (
+    BacktestResult,
+    StrategyResult,
+    headline,
+)
 from predictive_headroom.backtest.simulator import Metrics, Run
 
 START = datetime(2014, 11, 24, tzinfo=timezone.utc).timestamp()
@@ -44,29 +48,29 @@ def make_result(forecast: tuple[float, float], curve: tuple[tuple[float, float],
 
 @pytest.mark.parametrize(("forecast", "curve", "expected"), [
     ((0, 12.5), ((50, 10.0), (0, 12.0), (0, 14.0)),
-     "Tie: at the same cost static headroom and the forecast both leave no demand unserved, so compare the cost to get there: "
-     "to protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.5 (125% of that)."),
+     ("Tie: at the same cost static headroom and the forecast both leave no demand unserved, so compare the cost to get there: "
+      "to protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.5 (125% of that).")),
     ((10, 12.0), CURVE,
-     "At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
-     "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that)."),
+     ("At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
+      "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that).")),
     ((80, 12.0), CURVE,
-     "At the same cost the forecast leaves 2.0x more unserved demand than static headroom (80 unserved pod-minutes against 40). "
-     "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that)."),
+     ("At the same cost the forecast leaves 2.0x more unserved demand than static headroom (80 unserved pod-minutes against 40). "
+      "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that).")),
     ((41, 12.0), CURVE,
-     "At the same cost the forecast leaves about as much unserved demand as static headroom (41 unserved pod-minutes against 40). "
-     "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that)."),
+     ("At the same cost the forecast leaves about as much unserved demand as static headroom (41 unserved pod-minutes against 40). "
+      "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that).")),
     ((0, 12.0), CURVE,
-     "At the same cost the forecast leaves no demand unserved, where static headroom leaves 40 pod-minutes. "
-     "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that)."),
+     ("At the same cost the forecast leaves no demand unserved, where static headroom leaves 40 pod-minutes. "
+      "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that).")),
     ((5, 14.5), CURVE,
-     "At the same cost the forecast leaves 5 unserved pod-minutes, where static headroom leaves none. "
-     "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 4.5 (112% of that)."),
+     ("At the same cost the forecast leaves 5 unserved pod-minutes, where static headroom leaves none. "
+      "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 4.5 (112% of that).")),
     ((100, 11.0), CURVE,
-     "At the same cost the forecast leaves 1.4x more unserved demand than static headroom (100 unserved pod-minutes against 70). "
-     "To protect as well, static headroom needs no placeholder at all; the forecast spends 1.0 node-hours over no headroom."),
+     ("At the same cost the forecast leaves 1.4x more unserved demand than static headroom (100 unserved pod-minutes against 70). "
+      "To protect as well, static headroom needs no placeholder at all; the forecast spends 1.0 node-hours over no headroom.")),
     ((10, 13.0), CURVE[:2],
-     "At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
-     "To protect as well, static headroom would need more than 1 placeholder; the forecast spends 3.0 node-hours over no headroom."),
+     ("At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
+      "To protect as well, static headroom would need more than 1 placeholder; the forecast spends 3.0 node-hours over no headroom.")),
 ], ids=["tie", "wins", "loses", "about-equal", "none-unserved", "static-none", "no-headroom-enough", "static-never"])
 def test_the_headline_gives_both_views_in_plain_words(forecast, curve, expected):
     assert headline(make_result(forecast, curve)) == expected

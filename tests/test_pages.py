@@ -14,7 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.pages.format import fmt_clock, fmt_duration, fmt_number, fmt_time, fmt_utc
+from predictive_headroom.pages.format import (
+    fmt_clock,
+    fmt_duration,
+    fmt_time,
+    fmt_utc,
+)
 from predictive_headroom.pages.render import environment
 
 DAY_START = datetime(2014, 12, 7, tzinfo=timezone.utc)

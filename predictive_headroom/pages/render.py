@@ -9,13 +9,19 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from jinja2 import ChoiceLoader, Environment, PackageLoader, StrictUndefined, select_autoescape
+from jinja2 import (
+    ChoiceLoader,
+    Environment,
+    PackageLoader,
+    StrictUndefined,
+    select_autoescape,
+)
 
 from predictive_headroom.pages.burst import burst_view
 from predictive_headroom.pages.format import FILTERS
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def environment(package: str) -> Environment:
     """The environment for pages of `package` (e.g. 'predictive_headroom.report'): its templates first, then the shared ones."""
     env = Environment(

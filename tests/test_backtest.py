@@ -191,7 +191,7 @@ def test_cli_json_shape_and_page_with_prophet(tmp_path, capsys):
     assert data["settings"]["refits"] == 2 and data["settings"]["models"] == {"prophet": 2}
     assert "forecast leaves" in data["headline"]["text"]
     page = (out / "backtest.html").read_text()
-    assert "data:image/png;base64," in page and "oracle" in page
+    assert 'aria-label="unserved pod-minutes against node-hours"' in page and "oracle" in page
     assert (out / "backtest.png").read_bytes()[:4] == b"\x89PNG"
 
 

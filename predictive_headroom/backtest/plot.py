@@ -1,21 +1,25 @@
-"""The backtest's cost/protection plot: a PNG and a self-contained HTML page embedding it."""
+"""The backtest page: the cost/protection plot (PNG and inline SVG) and `templates/backtest.html`.
+
+The page is rendered from the result's JSON (`BacktestResult.to_dict()`), so every number on it
+is one a reader of `backtest --output json` can find, formatted by `pages.format`.
+"""
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import logging
-from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
+import matplotlib
+from markupsafe import Markup
+from matplotlib import ticker
+from matplotlib.figure import Figure
 
 from predictive_headroom.backtest.results import BacktestResult, headline
-from predictive_headroom.backtest.text import (
-    format_dial,
-    format_stabilization_dial,
-    format_table,
-)
-from predictive_headroom.policy.durations import format_duration
+from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_utc
+from predictive_headroom.pages.render import render
+from predictive_headroom.pages.svg import RC, figure_svg
 
 logger = logging.getLogger(__name__)
 
@@ -23,105 +27,121 @@ _COLOURS = {
     "reactive": "#7f7f7f", "proportional": "#9467bd", "schedule": "#8c564b",
     "forecast": "#d62728", "naive": "#ff7f0e", "oracle": "#2ca02c",
 }
+STRATEGY_WORDS = {
+    "reactive": "no placeholders: nodes are added only when pods are already waiting",
+    "proportional": "the pool's cluster-proportional rule (one spare slot per node by default)",
+    "schedule": "the pool's cron windows (a daytime window by default)",
+    "forecast": "the whole planner with the forecast, refitted on only the past",
+    "naive": "the same planner with a model-free burst baseline instead of the forecast",
+    "oracle": "perfect foresight: exactly the growth of the next node lag",
+}
+# Settings shown with a label and a unit; any other key is shown by its name (`_seconds` as a duration).
+SETTING_LABELS = {
+    "data": "data", "points": "data points", "data_step_seconds": "data step", "pool": "pool replayed",
+    "demand_per_replica": "demand one placeholder serves", "median_app_pods": "median app pods",
+    "node_slots": "placeholder-sized slots per node", "lag_seconds": "node provisioning lag",
+    "scale_down_delay_seconds": "an unneeded node is removed after", "hpa_hold_seconds": "app pods scale down after",
+    "lead_seconds": "lead time", "quantile": "burst quantile", "burst_model": "burst model",
+    "observation_delay_seconds": "observation delay", "scale_down_stabilization_seconds": "scale-down stabilisation",
+    "warmup_seconds": "warm-up (not scored)", "scored_from": "scored from", "scored_to": "scored to",
+    "scored_minutes": "scored span", "refit_every_seconds": "refit every", "refits": "refits", "models": "models fitted",
+    "fit_seconds": "time spent fitting", "cores_per_node": "cores per simulated node",
+    "schedule_windows": "schedule windows", "proportional_rule": "proportional rule",
+}
 
 
-def plot_png(result: BacktestResult) -> bytes:
-    """PNG bytes: unserved pod-minutes against node-hours, the static curve as a line, strategies as points."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    try:
+def plot_figure(result: BacktestResult) -> Figure:
+    """Unserved pod-minutes against node-hours: the static curve as a line, strategies and dials as points."""
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(11.2, 5.6), layout="constrained")
+        ax = fig.add_subplot()
         nh = [m.node_hours for _, m in result.static_curve]
         un = [m.unserved_pod_minutes for _, m in result.static_curve]
         ax.plot(nh, un, "-o", color="#1f77b4", markersize=3, label="static N placeholders")
         for n, m in result.static_curve[:: max(1, len(result.static_curve) // 8)]:
             ax.annotate(f"N={n}", (m.node_hours, m.unserved_pod_minutes), fontsize=7, xytext=(3, 3), textcoords="offset points")
         for name, s in result.strategies.items():
-            marker = "*" if name == "oracle" else "o"
-            size = 160 if name in ("oracle", "forecast") else 60
-            ax.scatter([s.metrics.node_hours], [s.metrics.unserved_pod_minutes], s=size, marker=marker,
-                       color=_COLOURS.get(name, "black"), label=name, zorder=3, edgecolors="black", linewidths=0.5)
-        for name, style in (("forecast", "-"), ("naive", "--")):
-            points = [(p.quantile, getattr(p, name).metrics) for p in result.dial]
-            if not points:
-                continue
-            ax.plot([m.node_hours for _, m in points], [m.unserved_pod_minutes for _, m in points], style, marker="d",
-                    markersize=4, color=_COLOURS[name], alpha=0.8, label=f"{name}, burst quantile dial")
-            for q, m in points:
-                ax.annotate(f"q={q:g}", (m.node_hours, m.unserved_pod_minutes), fontsize=7, color=_COLOURS[name],
-                            xytext=(3, -9), textcoords="offset points")
-        for name, style in (("forecast", ":"), ("naive", ":")):
-            windows = [(w.stabilization_seconds, getattr(w, name).metrics) for w in result.stabilization_dial]
-            if not windows:
-                continue
-            ax.plot([m.node_hours for _, m in windows], [m.unserved_pod_minutes for _, m in windows], style, marker="s",
-                    markersize=4, color=_COLOURS[name], alpha=0.8, label=f"{name}, stabilisation window dial")
-            for w, m in windows:
-                ax.annotate(f"w={format_duration(timedelta(seconds=w))}", (m.node_hours, m.unserved_pod_minutes), fontsize=7,
-                            color=_COLOURS[name], xytext=(3, 4), textcoords="offset points")
+            ax.scatter([s.metrics.node_hours], [s.metrics.unserved_pod_minutes], s=160 if name in ("oracle", "forecast") else 60,
+                       marker="*" if name == "oracle" else "o", color=_COLOURS.get(name, "black"), label=name, zorder=3,
+                       edgecolors="black", linewidths=0.5)
+        sweeps = (("dial", "quantile", "d", "burst quantile dial", lambda q: f"q={q:g}"),
+                  ("stabilization_dial", "stabilization_seconds", "s", "stabilisation window dial", lambda w: f"w={fmt_duration(w)}"))
+        for attr, key, marker, what, label in sweeps:
+            for name, style in (("forecast", "-" if marker == "d" else ":"), ("naive", "--" if marker == "d" else ":")):
+                points = [(getattr(p, key), getattr(p, name).metrics) for p in getattr(result, attr)]
+                if not points:
+                    continue
+                ax.plot([m.node_hours for _, m in points], [m.unserved_pod_minutes for _, m in points], style, marker=marker,
+                        markersize=4, color=_COLOURS[name], alpha=0.8, label=f"{name}, {what}")
+                for value, m in points:
+                    ax.annotate(label(value), (m.node_hours, m.unserved_pod_minutes), fontsize=7, color=_COLOURS[name],
+                                xytext=(3, -9 if marker == "d" else 4), textcoords="offset points")
         ax.set_yscale("symlog", linthresh=1.0)
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _pos: fmt_number(value)))
         ax.set_xlabel("node-hours (cost)")
         ax.set_ylabel("unserved pod-minutes (lower is better)")
-        ax.set_title("Cost vs protection: each strategy against static headroom")
-        ax.grid(True, alpha=0.3)
+        ax.grid(True, color="#e2e8f0", linewidth=0.8)
+        ax.set_axisbelow(True)
         ax.legend(fontsize=8)
-        buf = io.BytesIO()
-        fig.tight_layout()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
-    finally:
-        plt.close(fig)
+        return fig
 
 
-def page_html(result: BacktestResult, png: bytes) -> str:
-    """A self-contained HTML page: headline, the plot (base64 PNG), the strategy table and settings."""
-    data = base64.b64encode(png).decode("ascii")
-    settings = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>" for k, v in result.settings.items())
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>predictive-headroom backtest</title>
-<style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}
-pre{{background:#f6f6f6;padding:1rem;overflow:auto}}th{{text-align:left;padding-right:1rem}}img{{max-width:100%}}</style>
-</head><body>
-<h1>Backtest: {html.escape(str(result.settings.get("data", "")))}</h1>
-<p id="headline"><strong>{html.escape(headline(result))}</strong></p>
-<img id="plot" alt="unserved pod-minutes against node-hours for static headroom and each strategy" src="data:image/png;base64,{data}">
-<h2>Strategies</h2>
-<pre id="table">{html.escape(format_table(result))}</pre>
-<p>x = unserved pod-minutes of static headroom at the same node-hours (linear between static points)
-divided by the strategy's own; higher is better.</p>
-{_dial_section(result)}<h2>Settings</h2>
-<table id="settings">{settings}</table>
-</body></html>
-"""
+def plot_png(result: BacktestResult) -> bytes:
+    """The plot as PNG bytes (`backtest.png`)."""
+    buf = io.BytesIO()
+    with matplotlib.rc_context(RC):
+        plot_figure(result).savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
 
 
-def _dial_section(result: BacktestResult) -> str:
-    out = ""
-    if result.dial:
-        out += f"""<h2>Burst quantile dial</h2>
-<p>The forecast and the naive baseline replayed at each burst quantile, from the same refits: what more
-protection costs.</p>
-<pre id="dial">{html.escape(format_dial(result))}</pre>
-"""
-    if result.stabilization_dial:
-        out += f"""<h2>Scale-down stabilisation dial</h2>
-<p>The same, replayed with each scale-down stabilisation window: how long placeholders stay up after the
-last plan that needed them, and what that costs.</p>
-<pre id="stabilization-dial">{html.escape(format_stabilization_dial(result))}</pre>
-"""
-    return out
+def _setting(key: str, value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if key in ("scored_from", "scored_to"):
+        return fmt_utc(value)
+    if key == "scored_minutes":
+        return fmt_duration(60 * value)
+    if key.endswith("_seconds"):
+        return fmt_duration(value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} ×{v}" for k, v in value.items()) or "none"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return fmt_number(value)
+
+
+def settings_rows(settings: dict[str, Any]) -> list[tuple[str, str]]:
+    """The settings as (label, value in human units) rows, known keys first in their order."""
+    known = [k for k in SETTING_LABELS if k in settings and k != "demand_per_replica_source"]
+    rows = [(SETTING_LABELS[k], _setting(k, settings[k])) for k in known]
+    rows += [(k.removesuffix("_seconds").replace("_", " "), _setting(k, v)) for k, v in settings.items()
+             if k not in SETTING_LABELS and k != "demand_per_replica_source"]
+    if "demand_per_replica_source" in settings:
+        rows = [(label, f"{value} ({settings['demand_per_replica_source']})" if label == SETTING_LABELS["demand_per_replica"] else value)
+                for label, value in rows]
+    return rows
+
+
+def fmt_x(x: float | None) -> str:
+    """The yardstick x for the tables: two decimals, '∞' when only static leaves demand unserved."""
+    return "∞" if x is None else f"{x:.2f}"
+
+
+def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
+    """The backtest as one self-contained HTML document (inline CSS and SVG, no scripts)."""
+    data = result.to_dict()
+    figure = svg if svg is not None else figure_svg(plot_figure(result), "backtest", "unserved pod-minutes against node-hours")
+    return render("predictive_headroom.backtest", "backtest.html", data=data, settings=data["settings"],
+                  headline=headline(result), plot=figure, settings_rows=settings_rows(data["settings"]),
+                  words=STRATEGY_WORDS, fmt_x=fmt_x, notes=result.notes, burst=data.get("burst"))
 
 
 def write_report(result: BacktestResult, out_dir: str | Path) -> tuple[Path, Path]:
     """Write `backtest.png` and `backtest.html` into `out_dir` (created if needed); return their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    png = plot_png(result)
     png_path, html_path = out / "backtest.png", out / "backtest.html"
-    png_path.write_bytes(png)
-    html_path.write_text(page_html(result, png), encoding="utf-8")
+    png_path.write_bytes(plot_png(result))
+    html_path.write_text(page_html(result), encoding="utf-8")
     logger.info("wrote %s and %s", html_path, png_path)
     return html_path, png_path

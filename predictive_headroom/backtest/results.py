@@ -138,9 +138,22 @@ class BacktestResult:
 
 
 def headline(result: BacktestResult) -> str:
-    """How much less unserved demand forecast leaves than static headroom at equal cost, and
-    what static headroom costs to protect as well as forecast does."""
-    return f"{_equal_cost(result)}; {_equal_protection(result)}"
+    """The result in plain words, both views: how much unserved demand the forecast leaves against
+    static headroom at equal cost, and what static headroom costs to protect as well. "Tie" when
+    both leave nothing unserved at equal cost: then the cost to get there is what to compare."""
+    f = result.strategies["forecast"]
+    unserved, static = f.metrics.unserved_pod_minutes, _static_unserved_at(result, f.metrics.node_hours)
+    if unserved == 0 and static == 0:
+        return ("Tie: at the same cost static headroom and the forecast both leave no demand unserved, so compare "
+                f"the cost to get there: {_equal_protection(result)}.")
+    protection = _equal_protection(result)
+    return f"{_equal_cost(unserved, static)}. {protection[0].upper()}{protection[1:]}."
+
+
+def _static_unserved_at(result: BacktestResult, node_hours: float) -> float:
+    """Unserved pod-minutes of static headroom costing `node_hours` (the static curve, linear between points)."""
+    nh = np.maximum.accumulate([m.node_hours for _, m in result.static_curve])
+    return float(np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in result.static_curve]))
 
 
 def _equal_protection(result: BacktestResult) -> str:
@@ -149,25 +162,29 @@ def _equal_protection(result: BacktestResult) -> str:
     unserved = f.metrics.unserved_pod_minutes
     match = next(((n, m) for n, m in result.static_curve if m.unserved_pod_minutes <= unserved), None)
     if match is None:
-        return f"no static headroom up to {result.static_curve[-1][0]} placeholders leaves as little unserved demand"
+        most = result.static_curve[-1][0]
+        return (f"to protect as well, static headroom would need more than {most} placeholder{'s' if most != 1 else ''}; "
+                f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom")
     n, m = match
     static_overhead = m.node_hours - reactive_nh
     if static_overhead <= 0:
-        return "static headroom of 0 placeholders protects as well"
+        return (f"to protect as well, static headroom needs no placeholder at all; "
+                f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom")
     return (
-        f"static headroom needs {n} placeholder(s), {static_overhead:.1f} overhead node-hours, to leave as little "
-        f"unserved demand; forecast spends {f.overhead_node_hours:.1f} ({100 * f.overhead_node_hours / static_overhead:.0f}% of that)"
+        f"to protect as well, static headroom needs {n} placeholder{'s' if n != 1 else ''}, {static_overhead:.1f} node-hours over "
+        f"no headroom; the forecast spends {f.overhead_node_hours:.1f} ({100 * f.overhead_node_hours / static_overhead:.0f}% of that)"
     )
 
 
-def _equal_cost(result: BacktestResult) -> str:
-    f = result.strategies["forecast"]
-    x = f.x
-    if x is None:
-        return "at the same node-hours as static headroom, forecast leaves no unserved demand at all"
-    if x == 0:
-        return (f"at the same node-hours as static headroom, forecast leaves {f.metrics.unserved_pod_minutes:.0f} "
-                "unserved pod-minutes where static headroom leaves none")
-    if x >= 1:
-        return f"at the same node-hours as static headroom, forecast leaves {100 * (1 - 1 / x):.0f}% less unserved demand ({x:.1f}x less)"
-    return f"at the same node-hours as static headroom, forecast leaves {100 * (1 / x - 1):.0f}% more unserved demand"
+def _equal_cost(unserved: float, static: float) -> str:
+    counts = f"({unserved:.0f} unserved pod-minutes against {static:.0f})"
+    if unserved == 0:
+        return f"At the same cost the forecast leaves no demand unserved, where static headroom leaves {static:.0f} pod-minutes"
+    if static == 0:
+        return f"At the same cost the forecast leaves {unserved:.0f} unserved pod-minutes, where static headroom leaves none"
+    x = static / unserved
+    if round(x, 1) == 1.0:
+        return f"At the same cost the forecast leaves about as much unserved demand as static headroom {counts}"
+    if x > 1:
+        return f"At the same cost the forecast leaves {x:.1f}x less unserved demand than static headroom {counts}"
+    return f"At the same cost the forecast leaves {1 / x:.1f}x more unserved demand than static headroom {counts}"

@@ -1,0 +1,93 @@
+"""Numbers, times and durations for people, the same on every page.
+
+A reader of report.json or the backtest JSON can apply these to find a figure on the page.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from predictive_headroom.core.series import from_epoch
+
+
+def fmt_number(x: float | None) -> str:
+    """A demand or cost figure for people: 16,778 / 123.4 / 0.48 ('n/a' when missing)."""
+    if x is None:
+        return "n/a"
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def fmt_share(x: float | None) -> str:
+    """A share 0..1 as a percentage, e.g. 0.83 -> '83 %'."""
+    return "n/a" if x is None else f"{100 * x:.0f} %"
+
+
+def fmt_percent(x: float | None) -> str:
+    """A figure already in percent, e.g. MAPE 8.123 -> '8.1 %'."""
+    return "n/a" if x is None else f"{x:.1f} %"
+
+
+def fmt_ratio(x: float | None) -> str:
+    """A ratio such as MASE, two decimals."""
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def fmt_money(x: float | None, currency: str | None) -> str:
+    """Money with two decimals and the currency code."""
+    return "n/a" if x is None else f"{x:,.2f} {currency or ''}".strip()
+
+
+def _instant(value: float | str) -> datetime:
+    if isinstance(value, str):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return from_epoch(value)
+
+
+def fmt_time(value: float | str) -> str:
+    """A UTC instant (POSIX seconds or ISO-8601 text) with its weekday, e.g. 'Tue 15 Jul 2014 18:00 UTC'."""
+    return _instant(value).strftime("%a %d %b %Y %H:%M UTC")
+
+
+def fmt_utc(value: float | str) -> str:
+    """A UTC instant (POSIX seconds or ISO-8601 text) as '2014-11-24 00:00 UTC'."""
+    return _instant(value).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def fmt_clock(value: float | str) -> str:
+    """The UTC time of day of an instant, e.g. '18:40'."""
+    return _instant(value).strftime("%H:%M")
+
+
+def fmt_lead(seconds: float) -> str:
+    """A lead time: '45 min' below two hours, else '14.8 h'."""
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A duration in its two largest units, e.g. 180 -> '3 min', 5400 -> '1 h 30 min', 1209600 -> '14 d'."""
+    if seconds is None:
+        return "n/a"
+    if 0 < abs(seconds) < 1:
+        return f"{seconds:.2g} s"
+    left = round(float(seconds))
+    if left == 0:
+        return "0 s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size} {unit}")
+            left %= size
+        elif parts:
+            parts.append("")
+    return " ".join(p for p in parts[:2] if p)
+
+
+FILTERS = {
+    "number": fmt_number, "share": fmt_share, "percent": fmt_percent, "ratio": fmt_ratio, "money": fmt_money,
+    "time": fmt_time, "utc": fmt_utc, "clock": fmt_clock, "lead": fmt_lead, "duration": fmt_duration,
+}
+"""The formatters as Jinja2 filters, e.g. `{{ cost.replica_hours|number }}`."""

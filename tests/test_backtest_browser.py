@@ -1,0 +1,95 @@
+"""The backtest page made by the real CLI from a real series, opened in real headless Chromium."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from browser_cdp import chromium_available, visit
+from PIL import Image
+
+from predictive_headroom.backtest.plot import fmt_x
+from predictive_headroom.cli import main
+from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_utc
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not chromium_available(), reason="needs Debian chromium at /usr/bin/chromium (`make test` installs it)"),
+]
+
+ASG = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_asg_cpu_5min.csv"  # bursty: the strategies differ
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    work = tmp_path_factory.mktemp("backtest-browser")
+    lines = ASG.read_text().splitlines()
+    (work / "asg.csv").write_text("\n".join(lines[: 1 + 9 * 288]) + "\n")  # nine days: seven of warm-up, two scored
+    out = work / "backtest"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["backtest", "--data", str(work / "asg.csv"), "--warmup", "7d", "--quiet", "--output", "json",
+                     "--dial", "0.8,0.99", "--stabilization-dial", "5m,30m", "--out", str(out)])
+    assert code == 0
+    seen = visit((out / "backtest.html").as_uri(), work / "profile")
+    (work / "backtest-page.png").write_bytes(seen.png)
+    return out, json.loads(printed.getvalue()), seen
+
+
+def test_the_screenshot_shows_a_page_not_a_blank(page):
+    _, _, seen = page
+    pixels = np.asarray(Image.open(io.BytesIO(seen.png)).convert("RGB"), dtype=float)
+    assert pixels.shape == (2400, 1280, 3)
+    inked = (pixels.min(axis=2) < 200).mean()
+    assert inked > 0.03, f"only {inked:.1%} of the screenshot is not near-white"
+    assert pixels.std() > 15
+    # Colour, not just text: the static curve's blue is on screen.
+    assert ((pixels[..., 2] > 150) & (pixels[..., 0] < 80)).mean() > 0.0005
+
+
+def test_the_page_loads_nothing_from_the_network_and_logs_no_errors(page):
+    out, _, seen = page
+    assert seen.console_errors == []
+    assert seen.requests == [(out / "backtest.html").as_uri()]
+    html = (out / "backtest.html").read_text()
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", html, re.I)
+    assert not re.search(r"url\(\s*['\"]?\s*(?:https?:)?//|@import", html, re.I)
+    assert "<script" not in html.lower() and "data:image" not in html
+
+
+def test_the_key_sections_are_on_the_page(page):
+    _, _, seen = page
+    for heading in ("Backtest: ", "How to read this", "Strategies", "Burst quantile dial", "Scale-down stabilisation dial", "Settings"):
+        assert heading in seen.text, heading
+    assert seen.dom.count("<svg") == 1 and 'aria-label="unserved pod-minutes against node-hours"' in seen.dom
+    assert seen.text.index("How to read this") < seen.text.index("Strategies")
+
+
+def test_the_json_numbers_are_the_ones_on_the_page(page):
+    _, data, seen = page
+    text = seen.text
+    assert data["headline"]["text"] in text
+    assert set(data["strategies"]) == {"reactive", "proportional", "schedule", "forecast", "naive", "oracle"}
+    for name, s in data["strategies"].items():
+        row = "\t".join([name, fmt_number(s["unserved_pod_minutes"]), fmt_number(s["node_hours"]), fmt_number(s["cold_starts"]),
+                         fmt_number(s["overhead_node_hours"]), fmt_x(s["x"])])
+        assert row in text, row
+    for p in data["dial"]:
+        row = "\t".join([f"{p['quantile']:g}", *(v for side in ("forecast", "naive") for v in (
+            fmt_number(p[side]["unserved_pod_minutes"]), fmt_number(p[side]["overhead_node_hours"]), fmt_x(p[side]["x"])))])
+        assert row in text, row
+    assert [fmt_duration(p["stabilization_seconds"]) for p in data["stabilization_dial"]] == ["5 min", "30 min"]
+    for p in data["stabilization_dial"]:
+        assert f"{fmt_duration(p['stabilization_seconds'])}\t{fmt_number(p['forecast']['unserved_pod_minutes'])}\t" in text
+    s = data["settings"]
+    for label, value in (("node provisioning lag", "3 min"), ("lead time", fmt_duration(s["lead_seconds"])),
+                         ("warm-up (not scored)", "7 d"), ("scored from", fmt_utc(s["scored_from"])),
+                         ("scored to", fmt_utc(s["scored_to"])), ("refit every", "1 d")):
+        assert f"{label}\t{value}" in text, label
+    assert f"Scored {fmt_utc(s['scored_from'])} to {fmt_utc(s['scored_to'])}" in text
+    assert str(s["scored_from"]) not in text and "lag_seconds" not in text

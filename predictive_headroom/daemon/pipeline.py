@@ -86,12 +86,18 @@ def fit_policy(
     return out
 
 
+def needs_observations(pool: Pool, forecast: Forecast | NoForecast | None) -> bool:
+    """True when the pool's forecast carries a burst model, which reads the latest observations."""
+    return isinstance(forecast, Forecast) and forecast.burst_model is not None and pool.forecast is not None
+
+
 def observe_pool(pool: Pool, forecast: Forecast | NoForecast | None, source: Source | None, at: float) -> History | Unobserved | None:
     """The pool's latest observations up to `at` when its forecast carries a burst model: one short
     range query covering what the model's features read. None when nothing needs them; an
     `Unobserved` saying why when the read fails (the planner then uses the refit-time table)."""
-    if not isinstance(forecast, Forecast) or forecast.burst_model is None or pool.forecast is None:
+    if not needs_observations(pool, forecast):
         return None
+    assert isinstance(forecast, Forecast) and pool.forecast is not None
     if source is None:
         return Unobserved("no-source")
     model = forecast.burst_model

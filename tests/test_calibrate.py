@@ -39,6 +39,8 @@ def scaled_day(times, values, day, factor):
         (10, 1.8, [10]),  # a surge
         (10, 0.97, []),  # within the noise
         (27, 0.3, []),  # on the last day: may be a lasting shift, kept
+        (26, 0.3, []),  # one normal day after it is not enough to tell
+        (25, 0.3, [25]),  # two are
     ],
 )
 def test_outlier_days(day, factor, expected):

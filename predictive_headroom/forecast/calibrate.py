@@ -2,11 +2,13 @@
 
 Both look only at the training history, so a forecaster can apply them at every refit.
 
-- `outlier_days`: days whose mean departs from the typical mean of the same weekday by more than
-  `threshold` scaled MADs (1.4826 x the median absolute deviation, the standard deviation of a
-  normal sample; at least 2% of the typical daily mean), such as the taxi blizzard or Christmas. A day is only called an outlier once a
-  normal day follows it: a departure at the end of the history may be a lasting shift (asg's fall
-  from 40% to 14% CPU), which the fit must see. At most `max_share` of the days are dropped (the
+- `outlier_days`: days that depart from the typical day of the same weekday (in level or in
+  shape) by more than `threshold` scaled MADs of all days' departures (1.4826 x the median
+  absolute deviation, the standard deviation of a normal sample; at least 2% of the typical
+  value), such as the taxi blizzard, Christmas or New Year's night. A day is only called an
+  outlier once `settle_days` (2) normal days follow it: a departure at the end of the history may
+  be a lasting shift (asg's fall from 40% to 14% CPU), which the fit must see, and the day after
+  a storm is not yet a normal day. At most `max_share` of the days are dropped (the
   largest departures first); more than that is the series' own behaviour, not an event.
 - `without_outlier_days`: the values with those days set to NaN, a gap the fit skips.
 - `band_scale`: the factor that makes a symmetric band of half-width `half` hold `width` of the
@@ -15,6 +17,8 @@ Both look only at the training history, so a forecaster can apply them at every 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from predictive_headroom.core.series import DAY_SECONDS
@@ -22,53 +26,57 @@ from predictive_headroom.core.series import DAY_SECONDS
 MAD_SCALE = 1.4826
 """MAD times this estimates the standard deviation of normally distributed values."""
 MIN_RELATIVE_MAD = 0.02
-"""The scaled MAD is at least this share of the typical daily mean: on a very regular series a
-day within 3 x 2% = 6% of its weekday is never an outlier, however small the day-to-day noise."""
+"""The scaled MAD is at least this share of the typical value: on a very regular series a day
+within 3 x 2% = 6% of its weekday's typical day is never an outlier, however small the noise."""
 
 
 def outlier_days(
-    times: np.ndarray, values: np.ndarray, threshold: float = 3.0, max_share: float = 0.15
+    times: np.ndarray, values: np.ndarray, threshold: float = 3.0, max_share: float = 0.15, settle_days: int = 2
 ) -> np.ndarray:
     """The UTC day numbers (`floor(t / 86400)`) of the outlier days in `values` (see the module docstring).
 
-    Needs two weeks of days with data to compare each day with its own weekday (else empty).
-    Days with under half their points present are not judged.
+    `values` are on a regular grid (`times` evenly spaced, NaN for gaps). A day's departure is
+    the mean absolute difference between its values and the median of the same weekday's
+    values at the same time of day, so both a changed level and a changed shape (New Year's
+    night) count. Needs three weeks of a weekday to judge it, and 14 judged days in all (else
+    nothing is an outlier); days with under half their points present are not judged.
     """
     ok = np.isfinite(values)
-    if not ok.any():
+    if values.size < 2 or not ok.any():
         return np.empty(0, dtype=np.int64)
+    step = float(np.median(np.diff(times)))
+    per_day = int(round(DAY_SECONDS / step))
     day = np.floor(times / DAY_SECONDS).astype(np.int64)
-    days, inverse = np.unique(day, return_inverse=True)
-    counts = np.bincount(inverse, weights=ok.astype(float), minlength=days.size)
-    sums = np.bincount(inverse, weights=np.where(ok, values, 0.0), minlength=days.size)
-    expected = np.median(np.bincount(inverse, minlength=days.size))
-    judged = counts >= expected / 2
-    if judged.sum() < 14:
-        return np.empty(0, dtype=np.int64)
-    means = np.where(judged, sums / np.maximum(counts, 1), np.nan)
-    typical = np.full(days.size, np.nan)
+    days = np.unique(day)
+    grid = np.full((days.size, per_day), np.nan)
+    slot = np.floor((times % DAY_SECONDS) / step + 1e-9).astype(np.int64) % per_day
+    grid[np.searchsorted(days, day), slot] = values
+    judged = np.isfinite(grid).sum(axis=1) >= per_day / 2
+    departure = np.full(days.size, np.nan)
     for weekday in range(7):
-        same = judged & (days % 7 == weekday)
-        if same.sum() >= 2:
-            typical[same] = np.median(means[same])
-    departure = means - typical
+        same = np.flatnonzero(judged & (days % 7 == weekday))
+        if same.size < 3:
+            continue
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a slot missing on every such day
+            typical = np.nanmedian(grid[same], axis=0)
+            departure[same] = np.nanmean(np.abs(grid[same] - typical), axis=1)
     scored = np.isfinite(departure)
     if scored.sum() < 14:
         return np.empty(0, dtype=np.int64)
-    centre = np.median(departure[scored])
-    mad = MAD_SCALE * np.median(np.abs(departure[scored] - centre))
-    mad = max(mad, MIN_RELATIVE_MAD * float(np.median(np.abs(means[scored]))))
+    centre = float(np.median(departure[scored]))
+    mad = MAD_SCALE * float(np.median(np.abs(departure[scored] - centre)))
+    mad = max(mad, MIN_RELATIVE_MAD * float(np.nanmedian(np.abs(values))))
     if mad <= 0:
         return np.empty(0, dtype=np.int64)
-    score = np.where(scored, np.abs(departure - centre) / mad, 0.0)
+    score = np.where(scored, (departure - centre) / mad, 0.0)
     flagged = score > threshold
-    # A trailing run of departures may be a lasting shift: only a normal day after it tells.
-    normal = np.flatnonzero(judged & ~flagged)
-    last_normal = days[normal[-1]] if normal.size else days[0] - 1
-    flagged &= days < last_normal
+    # A recent departure may be the start of a lasting shift: only normal days after it tell.
+    normal_days = days[judged & ~flagged]
+    normal_after = normal_days.size - np.searchsorted(normal_days, days, side="right")
+    flagged &= normal_after >= settle_days
     limit = int(max_share * judged.sum())
-    order = np.argsort(-score)
-    keep = [i for i in order[:limit] if flagged[i]]
+    keep = [i for i in np.argsort(-score)[:limit] if flagged[i]]
     return np.sort(days[keep])
 
 

@@ -1,6 +1,7 @@
 """`forecast` and `plan --data` through the real entry point on a real series."""
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,17 @@ def test_forecast_and_plan_against_a_real_prometheus(prometheus_server, tmp_path
     assert plan["details"]["forecast_status"] == "ok" and plan["components"]["forecast"] is not None
 
 
-def test_forecast_with_unreachable_prometheus_exits_2(config, capsys):
-    assert main(["forecast", "-c", config, "--prometheus-url", "http://127.0.0.1:9", "--at", "2026-11-20T00:00:00Z"]) == 2
-    assert "127.0.0.1:9" in capsys.readouterr().err
+def test_forecast_with_unreachable_prometheus_exits_2(config, capsys, caplog, monkeypatch):
+    monkeypatch.setenv("PH_PROMETHEUS_RETRIES", "2")
+    with caplog.at_level(logging.DEBUG):
+        assert main(["forecast", "-c", config, "--prometheus-url", "http://127.0.0.1:9", "--at", "2026-11-20T00:00:00Z"]) == 2
+    err = capsys.readouterr().err
+    assert "127.0.0.1:9" in err
+    # Each retried attempt is said once, in our words, at WARNING; urllib3's own lines are gone.
+    retries = [r.getMessage() for r in caplog.records if "attempt" in r.getMessage() and r.levelno == logging.WARNING]
+    assert retries == [
+        "Prometheus at http://127.0.0.1:9: attempt 1 of 3 failed (Connection refused); retrying",
+        "Prometheus at http://127.0.0.1:9: attempt 2 of 3 failed (Connection refused); retrying in 1.0s",
+    ]
+    assert "Retrying (Retry(" not in caplog.text + err
+    assert "after 3 attempt(s)" in err

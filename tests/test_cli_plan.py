@@ -87,3 +87,38 @@ def test_plan_with_bad_config_exits_2(tmp_path, capsys):
     assert main(["plan", "-c", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "pools[0].target: required field is missing" in err and "pools[0].maxReplicas" in err
+
+
+GAP_POLICY = """\
+pools:
+  - name: web
+    target: {namespace: ns, name: web-placeholder}
+    maxReplicas: 10
+    leadTime: 0s
+    schedules:
+      - {name: night, timezone: Europe/Berlin, start: "30 2 * * *", end: "0 4 * * *", desiredReplicas: 3}
+"""
+
+
+@pytest.mark.parametrize(
+    "at, desired, reason",
+    [
+        ("2026-03-29T01:59:00+01:00", 0, "min"),  # just before the clocks jump 02:00 -> 03:00
+        ("2026-03-29T03:00:00+02:00", 3, "schedule:night"),  # 02:30 does not exist: opens at 03:00
+        ("2026-03-29T03:15:00+02:00", 3, "schedule:night"),
+        ("2026-03-29T04:00:00+02:00", 0, "min"),
+    ],
+)
+def test_plan_opens_a_window_whose_start_is_in_the_spring_forward_gap(tmp_path, capsys, at, desired, reason):
+    path = tmp_path / "policy.yaml"
+    path.write_text(GAP_POLICY)
+    [pool] = run_json(capsys, "plan", "-c", str(path), "--at", at, "-o", "json")["pools"]
+    assert (pool["desired_replicas"], pool["reason"]) == (desired, reason)
+
+
+def test_timeline_on_the_gap_day_opens_at_three(tmp_path, capsys):
+    path = tmp_path / "policy.yaml"
+    path.write_text(GAP_POLICY)
+    out = run_json(capsys, "plan", "-c", str(path), "--at", "2026-03-29T00:00:00Z", "--horizon", "3h", "--step", "15m", "-o", "json")
+    opened = next(s for s in out["pools"][0]["steps"] if s["desired_replicas"] == 3)
+    assert opened["at"] == "2026-03-29T01:00:00Z"  # 03:00 CEST, the first instant after the gap

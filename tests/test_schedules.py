@@ -1,15 +1,16 @@
 """KEDA-cron window semantics: open from a start firing to the next end firing, wall-clock in the
 window's time zone, overlaps take the max, lead time opens early, DST in both directions."""
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from predictive_headroom.core.schedules import is_open, open_intervals, schedule_floor
+from predictive_headroom.core.schedules import firings, is_open, open_intervals, schedule_floor
 from predictive_headroom.policy.config import ScheduleWindow
+from predictive_headroom.policy.cron import cron_trigger
 
 NY = ZoneInfo("America/New_York")
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -80,30 +81,75 @@ def test_business_hours_follow_wall_clock_across_dst(tz, day, hour, minute, fold
     assert is_open(w, local(tz, 2026, month, day, hour, minute, fold=fold)) is expected
 
 
-def test_start_in_spring_forward_gap_still_opens_the_window():
-    # 02:30 does not exist in New York on 2026-03-08; the window must still open that day.
-    w = window("30 2 * * *", "0 5 * * *", tz="America/New_York")
-    assert is_open(w, local(NY, 2026, 3, 8, 4, 0))
-    assert not is_open(w, local(NY, 2026, 3, 8, 1, 59))
-    # and on normal days it opens at 02:30 local
-    assert is_open(w, local(NY, 2026, 3, 9, 2, 30))
-    assert not is_open(w, local(NY, 2026, 3, 9, 2, 29))
+# Daylight-saving days in the table below: Berlin springs forward on 2026-03-29 (02:00 CET ->
+# 03:00 CEST) and falls back on 2026-10-25 (03:00 CEST -> 02:00 CET); New York springs forward
+# on 2026-03-08 (02:00 EST -> 03:00 EDT) and falls back on 2026-11-01 (02:00 EDT -> 01:00 EST).
+@pytest.mark.parametrize(
+    "expression, tz, day, expected",
+    [
+        # A fixed time inside the gap fires once, at the first real instant after it (03:00).
+        ("30 2 * * *", BERLIN, (2026, 3, 29), [(3, 0, 0)]),
+        ("15 2 * * *", BERLIN, (2026, 3, 29), [(3, 0, 0)]),
+        ("0 2 * * *", BERLIN, (2026, 3, 29), [(3, 0, 0)]),
+        ("*/20 2 * * *", BERLIN, (2026, 3, 29), [(3, 0, 0)]),  # three gap times, one firing
+        ("30 2,3 * * *", BERLIN, (2026, 3, 29), [(3, 0, 0), (3, 30, 0)]),
+        ("30 2 * * *", NY, (2026, 3, 8), [(3, 0, 0)]),
+        ("59 2 * * *", NY, (2026, 3, 8), [(3, 0, 0)]),
+        ("30 2 * * *", BERLIN, (2026, 3, 30), [(2, 30, 0)]),  # the day after: back to 02:30
+        # A fixed time in the repeated hour fires once, in the first pass.
+        ("30 1 * * *", NY, (2026, 11, 1), [(1, 30, 0)]),
+        ("30 2 * * *", BERLIN, (2026, 10, 25), [(2, 30, 0)]),
+        ("0 1 * * *", NY, (2026, 11, 1), [(1, 0, 0)]),
+        # An hourly expression follows elapsed time: it skips the gap, repeats with the hour.
+        ("30 * * * *", BERLIN, (2026, 3, 29), [(h, 30, 0) for h in (0, 1, *range(3, 24))]),
+        ("30 * * * *", NY, (2026, 11, 1), [(0, 30, 0), (1, 30, 0), (1, 30, 1), *[(h, 30, 0) for h in range(2, 24)]]),
+    ],
+)
+def test_firings_on_daylight_saving_days(expression, tz, day, expected):
+    start = local(tz, *day, 0, 0)
+    next_day = date(*day) + timedelta(days=1)
+    end = local(tz, next_day.year, next_day.month, next_day.day, 0, 0) - 1  # gap and fall-back days are 23 h and 25 h
+    got = list(firings(cron_trigger(expression, str(tz)), start, end))
+    assert got == [local(tz, *day, h, m, fold=f) for h, m, f in expected]
 
 
-def test_start_in_spring_forward_gap_in_berlin():
-    # 02:15 does not exist in Berlin on 2026-03-29.
-    w = window("15 2 * * *", "0 6 * * *", tz="Europe/Berlin")
-    assert is_open(w, local(BERLIN, 2026, 3, 29, 4, 0))
-    assert not is_open(w, local(BERLIN, 2026, 3, 29, 6, 0))
-
-
-def test_repeated_hour_at_fall_back_does_not_close_or_shift_the_window():
-    # 01:30 happens twice in New York on 2026-11-01; a window 01:00-03:00 covers both.
-    w = window("0 1 * * *", "0 3 * * *", tz="America/New_York")
-    assert is_open(w, local(NY, 2026, 11, 1, 1, 30, fold=0))
-    assert is_open(w, local(NY, 2026, 11, 1, 1, 30, fold=1))
-    assert is_open(w, local(NY, 2026, 11, 1, 2, 30))
-    assert not is_open(w, local(NY, 2026, 11, 1, 3, 0))
+@pytest.mark.parametrize(
+    "start, end, tz, at, expected",
+    [
+        # The issue's case: Berlin 2026-03-29, window 02:30-04:00 opens at 03:00 CEST.
+        ("30 2 * * *", "0 4 * * *", BERLIN, (2026, 3, 29, 1, 59, 59), False),  # the last second before the gap
+        ("30 2 * * *", "0 4 * * *", BERLIN, (2026, 3, 29, 3, 0), True),
+        ("30 2 * * *", "0 4 * * *", BERLIN, (2026, 3, 29, 3, 15), True),
+        ("30 2 * * *", "0 4 * * *", BERLIN, (2026, 3, 29, 4, 0), False),
+        ("15 2 * * *", "0 6 * * *", BERLIN, (2026, 3, 29, 1, 59), False),
+        ("15 2 * * *", "0 6 * * *", BERLIN, (2026, 3, 29, 4, 0), True),
+        ("15 2 * * *", "0 6 * * *", BERLIN, (2026, 3, 29, 6, 0), False),
+        # New York 2026-03-08.
+        ("30 2 * * *", "0 5 * * *", NY, (2026, 3, 8, 1, 59), False),
+        ("30 2 * * *", "0 5 * * *", NY, (2026, 3, 8, 3, 0), True),
+        ("30 2 * * *", "0 5 * * *", NY, (2026, 3, 8, 4, 0), True),
+        ("30 2 * * *", "0 5 * * *", NY, (2026, 3, 9, 2, 29), False),  # normal days: 02:30 local
+        ("30 2 * * *", "0 5 * * *", NY, (2026, 3, 9, 2, 30), True),
+        # An end inside the gap closes the window at the first real instant after the gap.
+        ("0 1 * * *", "30 2 * * *", NY, (2026, 3, 8, 1, 59), True),
+        ("0 1 * * *", "30 2 * * *", NY, (2026, 3, 8, 3, 0), False),
+        # Fall back: 01:00-03:00 covers both passes of 01:30 in New York.
+        ("0 1 * * *", "0 3 * * *", NY, (2026, 11, 1, 1, 30), True),
+        ("0 1 * * *", "0 3 * * *", NY, (2026, 11, 1, 1, 30, 0, 1), True),
+        ("0 1 * * *", "0 3 * * *", NY, (2026, 11, 1, 2, 30), True),
+        ("0 1 * * *", "0 3 * * *", NY, (2026, 11, 1, 3, 0), False),
+        # A window 01:30-01:45 opens once: not again in the repeated hour.
+        ("30 1 * * *", "45 1 * * *", NY, (2026, 11, 1, 1, 40), True),
+        ("30 1 * * *", "45 1 * * *", NY, (2026, 11, 1, 1, 40, 0, 1), False),
+        ("30 2 * * *", "45 2 * * *", BERLIN, (2026, 10, 25, 2, 40), True),
+        ("30 2 * * *", "45 2 * * *", BERLIN, (2026, 10, 25, 2, 40, 0, 1), False),
+        # A window that opens before the repeated hour and closes in it closes in the first pass.
+        ("0 0 * * *", "30 1 * * *", NY, (2026, 11, 1, 1, 15, 0, 1), False),
+    ],
+)
+def test_windows_on_daylight_saving_days(start, end, tz, at, expected):
+    fields, fold = (at[:6], at[6]) if len(at) == 7 else (at, 0)  # a 7th field marks the second pass
+    assert is_open(window(start, end, tz=str(tz)), local(tz, *fields, fold=fold)) is expected
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from functools import lru_cache
 
 from apscheduler.triggers.cron import CronTrigger
 
 from predictive_headroom.policy.config import ScheduleWindow
-from predictive_headroom.policy.cron import cron_trigger
+from predictive_headroom.policy.cron import cron_trigger, fire_instant, gap_end, hour_is_wildcard
 
 # How far back to look for the last firing, shortest first (a yearly cron needs the last).
 _LOOKBACKS = (3600.0, 86_400.0, 8 * 86_400.0, 32 * 86_400.0, 367 * 86_400.0, 4 * 367 * 86_400.0)
@@ -31,22 +31,33 @@ def _utc(seconds: float) -> datetime:
 
 
 def firings(trigger: CronTrigger, start: float, end: float) -> Iterator[float]:
-    """Yield the trigger's firing times in [start, end] as POSIX seconds, ascending."""
+    """Yield the trigger's firing times in [start, end] as POSIX seconds, ascending.
+
+    Daylight-saving changes follow `policy.cron`'s rules: a fixed-hour time inside a
+    spring-forward gap fires at the first real instant after it, and once in a repeated hour.
+    """
+    wildcard = hour_is_wildcard(trigger)
     now = _utc(start)
     previous = None
+    last = float("-inf")
     while True:
         fire = trigger.get_next_fire_time(previous, now)
         if fire is None:
             return
-        ts = fire.timestamp()
-        if previous is not None and ts <= previous.timestamp():
-            # APScheduler may return the same instant again around a DST fall-back; step past it.
-            now = now + timedelta(minutes=1)
+        previous = fire
+        ts = fire_instant(fire, wildcard)
+        if ts is None or ts <= last or ts < start:
+            # Not a firing (skipped by the DST rules, or a repeat of one already given): scan on
+            # from the gap's end when inside a gap, else from just after this fire time.
+            resume = gap_end(fire)
+            if resume is None or resume <= now.timestamp():
+                resume = max(fire.timestamp(), now.timestamp()) + 1
+            now = _utc(resume)
             continue
         if ts > end:
             return
         yield ts
-        previous = fire
+        last = ts
         now = _utc(ts + 1)
 
 

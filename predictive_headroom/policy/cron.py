@@ -1,13 +1,21 @@
 """Standard 5-field cron expressions (as in KEDA's cron scaler) turned into APScheduler triggers.
 
 Used to validate the policy's schedule windows and refit times, and to evaluate them.
+
+Daylight-saving rules follow classic cron (Vixie cron, as most users know it): an expression with
+fixed hours fires once a day at wall-clock time, so a time inside a spring-forward gap fires at
+the first real instant after the gap, and a time in the repeated fall-back hour fires once (in the
+first pass). An expression whose hour field is a wildcard (`*` or `*/n`) follows elapsed time
+instead: it fires in both passes of the repeated hour and skips times that do not exist.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.cron.expressions import AllExpression
 
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 
@@ -71,3 +79,47 @@ def cron_trigger(expression: str, tz: str = "UTC") -> CronTrigger:
         )
     except ValueError as exc:
         raise ValueError(f"invalid cron expression {expression!r}: {exc}") from None
+
+
+def hour_is_wildcard(trigger: CronTrigger) -> bool:
+    """True when the trigger's hour field is `*` or `*/n` (it fires by elapsed time, not once a day)."""
+    hour = next(f for f in trigger.fields if f.name == "hour")
+    return all(type(e) is AllExpression for e in hour.expressions)  # subclasses are ranges
+
+
+def _offset(ts: int, tz) -> object:
+    return datetime.fromtimestamp(ts, timezone.utc).astimezone(tz).utcoffset()
+
+
+def gap_end(fire: datetime) -> float | None:
+    """The first real instant after the spring-forward gap that local time `fire` falls in.
+
+    None when `fire` is a real local time (no gap).
+    """
+    ts = fire.timestamp()
+    if datetime.fromtimestamp(ts, timezone.utc).astimezone(fire.tzinfo).replace(tzinfo=None) == fire.replace(tzinfo=None):
+        return None
+    lo = int(fire.replace(fold=1).timestamp())  # read at the offset after the change: before the gap
+    hi = int(fire.replace(fold=0).timestamp())  # read at the offset before the change: after it
+    after = _offset(hi, fire.tzinfo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _offset(mid, fire.tzinfo) == after:
+            hi = mid
+        else:
+            lo = mid
+    return float(hi)
+
+
+def fire_instant(fire: datetime, wildcard_hour: bool) -> float | None:
+    """The POSIX instant at which a firing at local wall time `fire` happens, or None if it does not.
+
+    `fire` is a trigger's next fire time (wall-clock fields in its time zone, `fold` set for the
+    second pass of a repeated hour). The daylight-saving rules are in the module docstring.
+    """
+    after_gap = gap_end(fire)
+    if after_gap is not None:
+        return None if wildcard_hour else after_gap
+    ts = fire.timestamp()
+    second_pass = fire.fold == 1 and fire.replace(fold=0).timestamp() != ts
+    return None if second_pass and not wildcard_hour else ts

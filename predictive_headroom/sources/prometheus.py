@@ -71,7 +71,7 @@ class PrometheusSource:
         self._client = PrometheusConnect(
             url=self.url,
             headers=dict(settings.prometheus_headers) or None,
-            retry=_retry(settings.prometheus_retries, backoff_factor),
+            retry=_retry(settings.prometheus_retries, backoff_factor, f"Prometheus at {self.display_url}"),
             auth=auth,
             session=session,
             timeout=settings.prometheus_timeout,  # type: ignore[arg-type]

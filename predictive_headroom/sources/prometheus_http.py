@@ -8,6 +8,7 @@ each failure into a `SourceError` that says what to check.
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from urllib3.util.retry import Retry
 
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import SourceError
+
+logger = logging.getLogger(__name__)
 
 RETRY_STATUSES = (500, 502, 503, 504)
 
@@ -99,9 +102,54 @@ def _auth(settings: Settings) -> requests.auth.AuthBase | None:
     return None
 
 
-def _retry(retries: int, backoff_factor: float) -> Retry:
-    """Retry connection errors and 5xx answers with exponential backoff; never 4xx, never read timeouts."""
-    return Retry(
+class _AnnouncedRetry(Retry):
+    """urllib3's Retry that says each retried attempt once, in our words, and names no query.
+
+    urllib3 itself logs `Retrying (Retry(total=2, ...)) after connection broken by ...` with the
+    full query URL; `_QuietRetries` drops those lines for this class only.
+    """
+
+    where: str = "Prometheus"
+
+    def new(self, **kw: Any) -> _AnnouncedRetry:
+        out = super().new(**kw)
+        out.where = self.where
+        return out
+
+    def increment(self, method: str | None = None, url: str | None = None, response: Any = None,
+                  error: Exception | None = None, _pool: Any = None, _stacktrace: Any = None) -> _AnnouncedRetry:
+        new = super().increment(method, url, response, error, _pool, _stacktrace)  # raises when no tries are left
+        failed = len(new.history)
+        cause = _connection_reason(error) if error is not None else f"HTTP {getattr(response, 'status', '?')}"
+        wait = new.get_backoff_time()
+        logger.warning(
+            "%s: attempt %d of %d failed (%s); %s",
+            self.where, failed, failed + (new.total or 0) + 1, cause,
+            f"retrying in {wait:.1f}s" if wait > 0 else "retrying",
+        )
+        return new
+
+
+class _QuietRetries(logging.Filter):
+    """Drops urllib3's own `Retrying (...)` warning when `_AnnouncedRetry` has said it already."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (args and isinstance(args[0], _AnnouncedRetry))
+
+
+_QUIET = _QuietRetries()
+
+
+def _retry(retries: int, backoff_factor: float, where: str = "Prometheus") -> Retry:
+    """Retry connection errors and 5xx answers with exponential backoff; never 4xx, never read timeouts.
+
+    Each retried attempt is logged once at WARNING as `<where>: attempt n of m failed (cause)`.
+    """
+    pool_logger = logging.getLogger("urllib3.connectionpool")
+    if _QUIET not in pool_logger.filters:
+        pool_logger.addFilter(_QUIET)
+    retry = _AnnouncedRetry(
         total=retries,
         connect=retries,
         read=0,
@@ -113,3 +161,5 @@ def _retry(retries: int, backoff_factor: float) -> Retry:
         raise_on_status=False,
         respect_retry_after_header=False,  # a long Retry-After must not stall the daemon's loop
     )
+    retry.where = where
+    return retry

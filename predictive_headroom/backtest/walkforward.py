@@ -72,7 +72,10 @@ class RefitParts(Sequence[ForecastPart]):
             assert isinstance(forecast, Forecast) and forecast.burst_model is not None and self.observed is not None
             end = int(self.starts[k + 1]) if k + 1 < len(self.starts) else len(self)
             minutes = self.times[int(self.starts[k]) : end]
-            self._bursts[k] = forecast.burst_model.allowance(self.observed, minutes, forecast)
+            model = forecast.burst_model
+            # Only what the features of these minutes can read (twice the lookback, for margin).
+            seen = self.observed.until(float(minutes[-1])).since(float(minutes[0]) - 2 * (model.lookback_seconds + model.delay_seconds))
+            self._bursts[k] = model.allowance(seen, minutes, forecast)
         return self._bursts[k]
 
 

@@ -42,6 +42,11 @@ from predictive_headroom.forecast.burst import (
     regular_grid,
 )
 from predictive_headroom.forecast.burst_model import train as train_burst_model
+from predictive_headroom.forecast.calibrate import (
+    band_scale,
+    rolling_errors,
+    without_outlier_days,
+)
 from predictive_headroom.forecast.hourly import hourly_profile
 from predictive_headroom.forecast.naive import (
     band,
@@ -107,6 +112,9 @@ class ProphetForecaster:
       every hour is now a predicted ramp, not a burst held for half an hour), elb 1.04 -> 1.05,
       twitter 0.99 -> 1.00; the 30-minute taxi series has no profile.
 
+    - Days > 3 MAD from their weekday's median day are left out of the final fit and the band is
+      widened to hold `interval_width` of rolling in-sample errors (`forecast.calibrate`). Over 8
+      origins: gMASE taxi 1.061 -> 1.015, twitter 0.817 -> 0.762; coverage asg 0.662 -> 0.712.
     - The burst allowance: with `burstModel: quantile` (the default) the conditional quantile model
       of `predictive_headroom.forecast.burst_model`, trained on the same history against the same
       in-sample curve, is attached to the forecast (`burst_model`; other quantiles on demand through
@@ -194,7 +202,8 @@ class ProphetForecaster:
             notes.append(f"weekly seasonality off: under {WEEKLY_MIN_DAYS:g} days of history")
 
         out = forecast_times(spec, now, known.start)
-        fit = self._fit(times, values, step, weekly, spec, notes)
+        # The final fit leaves out anomalous days (a blizzard, a holiday); validation fits keep them.
+        fit = self._fit(times, without_outlier_days(times, values), step, weekly, spec, notes)
         fitted = fit.fitted
         yhat = fit.predict(out)
         if not (np.all(np.isfinite(fitted)) and np.all(np.isfinite(yhat))):
@@ -214,6 +223,7 @@ class ProphetForecaster:
             # cannot collapse one side of the band.
             recent_naive = naive_errors(times, values, history_length(known))
             half = (abs_quantile(choice.errors, spec.interval_width) + abs_quantile(recent_naive, spec.interval_width)) / 2
+            half *= band_scale(rolling_errors(times, values - fitted, self.validation_seconds), half, spec.interval_width, low=1.0)
             lo, hi = -half, half
             if choice.weight < 0.5:
                 notes.append(

@@ -86,6 +86,11 @@ class _Current:
     resource_version: str
     uid: str | None
     paused: bool = False
+    api_version: str = ""
+    """The apiVersion the object was read in, when it depends on discovery (else the target's own)."""
+    namespaced: bool = True
+    percentage_set: bool = False
+    """A CapacityBuffer whose spec.percentage is set (removed on write)."""
 
 
 class _ReplicaTarget:
@@ -153,8 +158,9 @@ class _ReplicaTarget:
         ns, name = pool.target.namespace, pool.target.name
         event = kubernetes.client.CoreV1Event(
             metadata=kubernetes.client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
-            involved_object=kubernetes.client.V1ObjectReference(
-                api_version=self.api_version, kind=self.kind, name=name, namespace=ns, uid=current.uid),
+            involved_object=kubernetes.client.V1ObjectReference(  # a cluster-wide object has no namespace
+                api_version=current.api_version or self.api_version, kind=self.kind, name=name,
+                namespace=ns if current.namespaced else None, uid=current.uid),
             reason=EVENT_REASON, message=message[:1024], type="Normal",
             source=kubernetes.client.V1EventSource(component=EVENT_COMPONENT),
             first_timestamp=now, last_timestamp=now, count=1,

@@ -177,9 +177,7 @@ class FakeApiServer:
         self.capacity_buffer_crd = bool(self.capacity_buffer_versions)
         self.capacity_buffer_scope = capacity_buffer_scope
         self.provisioning_requests = provisioning_requests
-        served = set(self.capacity_buffer_versions) | ({"v1", "v1beta1"} if provisioning_requests else set())
-        self.buffer_group_versions = tuple(v for v in _VERSION_PRIORITY if v in served) + tuple(sorted(served - set(_VERSION_PRIORITY)))
-        self.preferred_version = preferred_version or (self.buffer_group_versions[0] if self.buffer_group_versions else None)
+        self.preferred_version = preferred_version
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self._rv = itertools.count(100)
@@ -191,6 +189,22 @@ class FakeApiServer:
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="fake-apiserver", daemon=True)
+
+    @property
+    def buffer_group_versions(self) -> tuple[str, ...]:
+        """The versions of autoscaling.x-k8s.io served now (tests may change what is served while running)."""
+        served = set(self.capacity_buffer_versions) | ({"v1", "v1beta1"} if self.provisioning_requests else set())
+        return tuple(v for v in _VERSION_PRIORITY if v in served) + tuple(sorted(served - set(_VERSION_PRIORITY)))
+
+    @property
+    def preferred_version(self) -> str | None:
+        """The group's preferred version: the one set, else the highest-priority served version."""
+        versions = self.buffer_group_versions
+        return self._preferred if self._preferred in versions else (versions[0] if versions else None)
+
+    @preferred_version.setter
+    def preferred_version(self, value: str | None) -> None:
+        self._preferred = value
 
     # -- lifecycle -----------------------------------------------------------------------------
 

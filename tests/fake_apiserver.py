@@ -582,6 +582,11 @@ class FakeApiServer:
                 meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             if not meta.get("name"):
                 raise ApiError(422, f"{kind} is invalid: metadata.name: Required value")
+            involved = (body.get("involvedObject") or {}).get("namespace") or ""
+            if route.resource == "events" and not route.group and not body.get("eventTime") and (
+                    involved != (route.namespace or "") if involved else (route.namespace or "") not in ("", "default")):
+                raise ApiError(422, f'Event "{meta["name"]}" is invalid: involvedObject.namespace: Invalid value: '
+                                    f'"{involved}": does not match event.namespace')
             if meta.get("resourceVersion"):
                 raise ApiError(400, "resourceVersion should not be set on objects to be created")
             if self._key(route, meta["name"]) in self._objects:

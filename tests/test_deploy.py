@@ -186,7 +186,9 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
         else:  # one rule per group and resource covers every version the daemon may discover
             where = "<cluster>" if cluster_buffers else ns
             assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[(where, "capacitybuffers")]
-        assert {"create:<any>", "patch:<any>"} <= allowed[(ns, "events")]  # Events of a buffer go to its pool's namespace
+        # Events go next to the target; those of a cluster-scoped object go to `default` (apiserver rule).
+        events_ns = "default" if cluster_buffers and target.get("kind") == "CapacityBuffer" else ns
+        assert {"create:<any>", "patch:<any>"} <= allowed[(events_ns, "events")]
     buffers = {p["target"]["name"] for p in policy["pools"] if p["target"].get("kind") == "CapacityBuffer"}
     for (ns, resource), grants in allowed.items():
         if resource == "capacitybuffers":
@@ -628,6 +630,12 @@ def test_kustomize_capacity_buffer_rbac_names_the_buffer_and_binds_the_daemon(sc
     role_kind = "Role" if scope == "namespaced" else "ClusterRole"
     (role,) = _of_kind(objects, role_kind)
     (binding,) = _of_kind(objects, f"{role_kind}Binding")
+    if scope == "cluster":  # Events about cluster-scoped objects live in `default`
+        (events,) = _of_kind(objects, "Role")
+        assert events["metadata"]["namespace"] == "default"
+        assert events["rules"] == [{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+        (events_binding,) = _of_kind(objects, "RoleBinding")
+        assert events_binding["roleRef"]["name"] == events["metadata"]["name"]
     buffer_rule = next(r for r in role["rules"] if r["resources"] == ["capacitybuffers"])
     assert buffer_rule == {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["capacitybuffers"],
                            "resourceNames": ["predictive-headroom-buffer"], "verbs": ["get", "patch", "update"]}

@@ -4,7 +4,6 @@ the fake apiserver serving only v1beta1, only v1alpha1, a cluster-scoped v1, or 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 from fake_apiserver import FakeApiServer
@@ -138,7 +137,8 @@ def test_a_cluster_scoped_version_is_written_at_the_cluster_path() -> None:
         [write] = server.writes("/capacitybuffers/")
         assert write.path == "/apis/autoscaling.x-k8s.io/v1/capacitybuffers/gpu-buffer"
         assert server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 4
-        [event] = server.events()
+        [event] = server.events()  # in `default`, naming no namespace, as for any cluster-scoped object
+        assert event["metadata"]["namespace"] == "default"
         assert event["involvedObject"]["apiVersion"] == "autoscaling.x-k8s.io/v1"
         assert "namespace" not in event["involvedObject"]
 
@@ -227,3 +227,23 @@ def test_a_failing_discovery_is_retried_then_reported() -> None:
         discovery.refresh()
         with pytest.raises(ActuatorError, match=r"API discovery of the API group list failed: 500"):
             discovery.served()
+
+
+class BrokenDiscovery:
+    """A TargetApis whose answer cannot be understood."""
+
+    def refresh(self) -> None:
+        pass
+
+    def describe(self, pools):
+        raise ValueError("unexpected discovery document")
+
+
+def test_an_unexpected_discovery_failure_becomes_each_buffer_pools_error(caplog) -> None:
+    from predictive_headroom.daemon.targetapis import TargetApiTracker
+
+    web = Pool.model_validate({"name": "web", "target": {"namespace": NS, "name": "web"}, "maxReplicas": 3})
+    found = TargetApiTracker(BrokenDiscovery()).update([buffer_pool(), web])
+
+    assert list(found) == ["gpu"]
+    assert found["gpu"]["error"] == "pool gpu: API discovery failed: ValueError: unexpected discovery document"

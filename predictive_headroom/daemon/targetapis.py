@@ -36,9 +36,16 @@ class TargetApiTracker:
         """Per pool, the API in use or why there is none; asks the server when stale or incomplete."""
         if self.apis is None:
             return self.found
+        pools = list(pools)
         if not self._fresh or any(entry.get("error") for entry in self.found.values()):
             self.apis.refresh()
-        found = self.apis.describe(pools)
+        try:
+            found = self.apis.describe(pools)
+        except Exception as exc:  # an unexpected answer must not stop the other pools; each pool reports it
+            logger.exception("API discovery failed")
+            found = {p.name: {"kind": p.target.kind, "api_version": None, "scope": None, "chosen_by": None,
+                              "error": f"pool {p.name}: API discovery failed: {type(exc).__name__}: {exc}"}
+                     for p in pools if p.target.kind == "CapacityBuffer"}
         for name, entry in sorted(found.items()):
             if self.found.get(name) == entry:
                 continue

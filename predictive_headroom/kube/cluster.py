@@ -151,14 +151,18 @@ class _ReplicaTarget:
         self._record(pool, current, f"pool {pool.name}: replicas {current.replicas} -> {replicas} ({reason})")
 
     def _record(self, pool: Pool, current: _Current, message: str) -> None:
-        """Create a Normal Event on the target; failures are logged, never raised."""
+        """Create a Normal Event on the target; failures are logged, never raised.
+
+        The Event lives in the target's namespace; for a cluster-scoped target it lives in `default`
+        and names no namespace, as the apiserver requires (like a Node's Events).
+        """
         if not self.options.events:
             return
         now = datetime.now(timezone.utc).replace(microsecond=0)
-        ns, name = pool.target.namespace, pool.target.name
+        ns, name = (pool.target.namespace if current.namespaced else "default"), pool.target.name
         event = kubernetes.client.CoreV1Event(
             metadata=kubernetes.client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
-            involved_object=kubernetes.client.V1ObjectReference(  # a cluster-wide object has no namespace
+            involved_object=kubernetes.client.V1ObjectReference(
                 api_version=current.api_version or self.api_version, kind=self.kind, name=name,
                 namespace=ns if current.namespaced else None, uid=current.uid),
             reason=EVENT_REASON, message=message[:1024], type="Normal",

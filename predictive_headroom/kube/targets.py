@@ -21,7 +21,10 @@ from predictive_headroom.kube.api import CallOptions, _call, _Op, _status_detail
 from predictive_headroom.kube.cluster import PAUSED_ANNOTATION, _Current, _ReplicaTarget
 from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.policy.target import CAPACITY_BUFFER_GROUP, CAPACITY_BUFFER_PLURAL
+from predictive_headroom.policy.target import (
+    CAPACITY_BUFFER_GROUP,
+    CAPACITY_BUFFER_PLURAL,
+)
 from predictive_headroom.protocols import ActuatorError, TargetState
 
 logger = logging.getLogger(__name__)
@@ -95,8 +98,9 @@ class CapacityBufferActuator(_ReplicaTarget):
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
         spec: dict[str, Any] = {"replicas": replicas}
         if current.percentage_set:
-            logger.warning("pool %s: CapacityBuffer %s has spec.percentage set; removing it, because the daemon sizes "
-                           "the buffer through spec.replicas", pool.name, pool.target.name)
+            logger.warning("pool %s: CapacityBuffer %s has spec.percentage set; %s it, because the daemon sizes the "
+                           "buffer through spec.replicas", pool.name, pool.target.name,
+                           "DRY-RUN would remove" if dry_run else "removing")
             spec["percentage"] = None  # merge patch: null removes the field
         body = {"metadata": {"resourceVersion": current.resource_version}, "spec": spec}
         api = self.discovery.api_for(pool)

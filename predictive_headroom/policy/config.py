@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.cron import cron_trigger
 from predictive_headroom.policy.durations import Duration
-from predictive_headroom.policy.target import DNS_LABEL, Target  # noqa: F401  (Target is re-exported)
+from predictive_headroom.policy.target import DNS_LABEL, Target
 
 
 class FieldProblem(ValueError):

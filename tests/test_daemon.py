@@ -339,6 +339,30 @@ def test_last_run_names_the_version_and_a_buffer_crd_installed_later_is_found(tm
     json.dumps(daemon.status())  # /last-run stays JSON
 
 
+@pytest.mark.parametrize("server", [("v1beta1", "v1alpha1")], ids=["beta-and-alpha"], indirect=True)
+def test_a_config_reload_resolves_the_version_again(tmp_path, server, caplog) -> None:
+    from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+
+    caplog.set_level(logging.INFO, logger="predictive_headroom.daemon.targetapis")
+
+    target = {"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"}
+    config = write_config(tmp_path / "p.yaml", pool_yaml("gpu", minReplicas=2, target=target))
+    server.add_capacity_buffer(NS, "gpu-buffer", 0)
+    api, clock = server.api_client(), Clock()
+    discovery = CapacityBufferDiscovery(api, FAST)
+    daemon = make_daemon(config, server, clock, actuator=TargetActuator(api, FAST, discovery=discovery), target_apis=discovery)
+    daemon.reconcile()
+    assert daemon.status()["target_apis"]["gpu"]["chosen_by"] == "server-preferred"
+
+    write_config(config, pool_yaml("gpu", minReplicas=4, target={**target, "apiVersion": "autoscaling.x-k8s.io/v1alpha1"}))
+    clock.now += 60
+    daemon.reconcile()
+
+    assert [w.path.split("/")[3] for w in server.writes("/capacitybuffers/")] == ["v1beta1", "v1alpha1"]
+    assert daemon.status()["target_apis"]["gpu"]["api_version"] == "autoscaling.x-k8s.io/v1alpha1"
+    assert "pool gpu: CapacityBuffer API autoscaling.x-k8s.io/v1alpha1 (namespaced, pinned by target.apiVersion)" in caplog.messages
+
+
 # -- the loop, with a fake clock ----------------------------------------------------------------
 
 

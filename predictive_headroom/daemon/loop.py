@@ -2,10 +2,11 @@
 
 `Daemon` holds the loop logic and takes every collaborator (source, forecaster, actuator,
 cluster reader, leader elector, clock, API discovery) from its caller, so tests drive it with
-fakes or with real clients. The config file is watched by `configfile.ConfigFile`; what API each
-target is written through (CapacityBuffer versions) is tracked by `targetapis.TargetApiTracker`. `scheduling.Runner` runs it on APScheduler until stopped; what one reconcile did is
-an `outcomes.ReconcileResult`. Decisions stay in the pure planner; this module reads and plans,
-and `writes.TargetWriter` writes on change and remembers what it wrote.
+fakes or with real clients. `configfile.ConfigFile` watches the policy file; `targetapis` tracks
+the API each target is written through (CapacityBuffer versions). `scheduling.Runner` runs it on
+APScheduler until stopped; what one reconcile did is an `outcomes.ReconcileResult`. Decisions
+stay in the pure planner; this module reads and plans, and `writes.TargetWriter` writes on change
+and remembers what it wrote.
 
 Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 - only the leader writes; followers still refit and plan, so a takeover starts with warm
@@ -275,8 +276,7 @@ class Daemon:
         return True, f"config loaded; leader; last successful reconcile {age:.0f}s ago"
 
     def status(self) -> dict[str, Any]:
-        """The JSON of /last-run: the last reconcile (plans, actions, errors), the last refit, the config, and
-        the API each CapacityBuffer pool is written through (`target_apis`)."""
+        """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config, `target_apis`."""
         return {
             "config": {"path": str(self.config_path), "sha256": self.config.sha256, "pools": [p.name for p in self.policy.pools],
                        "rejected_change": self.config.error},

@@ -71,7 +71,7 @@ class CapacityBufferActuator(_ReplicaTarget):
     the daemon's count would otherwise be mixed with it (v1beta1 takes the larger) or rejected (v1).
     """
 
-    kind, api_version = "CapacityBuffer", CAPACITY_BUFFER_GROUP
+    kind, api_version = "CapacityBuffer", ""  # the apiVersion is per pool, from discovery (`_Current.api_version`)
     resource, group = CAPACITY_BUFFER_PLURAL, CAPACITY_BUFFER_GROUP
 
     def __init__(self, api_client: ApiClient, options: CallOptions | None = None,

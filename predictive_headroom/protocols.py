@@ -5,8 +5,9 @@ Implementations are passed in (never created inside the logic); tests use hand-w
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.policy.config import ForecastSpec, Pool
@@ -64,6 +65,18 @@ class Actuator(Protocol):
 
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
         """Set the target's replicas to `replicas` (server-side dry run when `dry_run`)."""
+        ...
+
+
+class TargetApis(Protocol):
+    """Finds, by API discovery, which API version each pool's target is read and written through."""
+
+    def refresh(self) -> None:
+        """Forget what was found, so the next use asks the server again."""
+        ...
+
+    def describe(self, pools: Iterable[Pool]) -> dict[str, dict[str, Any]]:
+        """Per pool whose API is discovered: `api_version`, `scope`, `chosen_by`, or the `error` in user terms."""
         ...
 
 

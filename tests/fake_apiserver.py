@@ -8,8 +8,10 @@ inject faults (403/404/409/500/..., slow answers) per method and path pattern. E
 recorded so tests can assert what was written.
 
 Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
-capacitybuffers (GET, PATCH, PUT); core/v1 nodes (LIST, GET); coordination.k8s.io/v1 leases
-(GET, POST, PUT, DELETE); core/v1 and events.k8s.io/v1 events (POST, LIST). Anything else is a
+capacitybuffers (GET, PATCH, PUT) in the versions and the scope the test asks for (only v1beta1,
+only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET);
+coordination.k8s.io/v1 leases (GET, POST, PUT, DELETE); core/v1 and events.k8s.io/v1 events (POST,
+LIST); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
 404 with the apiserver's "the server could not find the requested resource".
 """
 
@@ -44,6 +46,13 @@ _KINDS = {  # (group, resource) -> (kind, apiVersion, namespaced)
     ("coordination.k8s.io", "leases"): ("Lease", "coordination.k8s.io/v1", True),
     ("", "events"): ("Event", "v1", True),
     ("events.k8s.io", "events"): ("Event", "events.k8s.io/v1", True),
+}
+BUFFER_GROUP = "autoscaling.x-k8s.io"
+_VERSION_PRIORITY = ("v1", "v1beta1", "v1alpha1")  # how the apiserver orders CRD versions (simplified)
+_DISCOVERY = {  # group -> (versions, [(resource, kind, namespaced)]) served besides CapacityBuffer
+    "apps": (("v1",), [("deployments", "Deployment", True), ("deployments/scale", "Scale", True)]),
+    "coordination.k8s.io": (("v1",), [("leases", "Lease", True)]),
+    "events.k8s.io": (("v1",), [("events", "Event", True)]),
 }
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _REASONS = {
@@ -156,8 +165,19 @@ class _Route:
 class FakeApiServer:
     """In-memory kube-apiserver on 127.0.0.1 (random port) served from a background thread."""
 
-    def __init__(self, capacity_buffer_crd: bool = True) -> None:
-        self.capacity_buffer_crd = capacity_buffer_crd
+    def __init__(self, capacity_buffer_crd: bool = True, capacity_buffer_versions: tuple[str, ...] = ("v1alpha1",),
+                 capacity_buffer_scope: str = "Namespaced", preferred_version: str | None = None,
+                 provisioning_requests: bool = False) -> None:
+        """`capacity_buffer_versions`: the autoscaling.x-k8s.io versions serving capacitybuffers (none
+        when `capacity_buffer_crd` is False), at `capacity_buffer_scope` (Namespaced or Cluster).
+        `provisioning_requests`: the group also serves ProvisioningRequests in v1 and v1beta1, as with
+        Cluster Autoscaler's ProvisioningRequest CRD. `preferred_version` overrides the group's
+        preferred version (default: the highest-priority served version)."""
+        self.capacity_buffer_versions = tuple(capacity_buffer_versions) if capacity_buffer_crd else ()
+        self.capacity_buffer_crd = bool(self.capacity_buffer_versions)
+        self.capacity_buffer_scope = capacity_buffer_scope
+        self.provisioning_requests = provisioning_requests
+        self.preferred_version = preferred_version
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self._rv = itertools.count(100)
@@ -169,6 +189,22 @@ class FakeApiServer:
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="fake-apiserver", daemon=True)
+
+    @property
+    def buffer_group_versions(self) -> tuple[str, ...]:
+        """The versions of autoscaling.x-k8s.io served now (tests may change what is served while running)."""
+        served = set(self.capacity_buffer_versions) | ({"v1", "v1beta1"} if self.provisioning_requests else set())
+        return tuple(v for v in _VERSION_PRIORITY if v in served) + tuple(sorted(served - set(_VERSION_PRIORITY)))
+
+    @property
+    def preferred_version(self) -> str | None:
+        """The group's preferred version: the one set, else the highest-priority served version."""
+        versions = self.buffer_group_versions
+        return self._preferred if self._preferred in versions else (versions[0] if versions else None)
+
+    @preferred_version.setter
+    def preferred_version(self, value: str | None) -> None:
+        self._preferred = value
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -209,6 +245,9 @@ class FakeApiServer:
 
     def _put(self, group: str, resource: str, ns: str, obj: dict[str, Any]) -> dict[str, Any]:
         kind, api_version, _ = _KINDS[(group, resource)]
+        if resource == "capacitybuffers":
+            api_version = f"{BUFFER_GROUP}/{obj.get('apiVersion', '').rpartition('/')[2] or self.preferred_version}"
+            ns = ns if self.capacity_buffer_scope == "Namespaced" else ""
         meta = obj.setdefault("metadata", {})
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", _now())
@@ -216,6 +255,8 @@ class FakeApiServer:
             meta["namespace"] = ns
         meta["resourceVersion"] = str(next(self._rv))
         obj["kind"], obj["apiVersion"] = kind, api_version
+        if not ns:
+            meta.pop("namespace", None)
         with self._lock:
             self._objects[(group, resource, ns, meta["name"])] = obj
         return copy.deepcopy(obj)
@@ -261,7 +302,15 @@ class FakeApiServer:
         })
 
     def capacity_buffer(self, ns: str, name: str) -> dict[str, Any] | None:
-        return self._get("autoscaling.x-k8s.io", "capacitybuffers", ns, name)
+        """The CapacityBuffer `name` (in `ns` when the resource is namespaced; `ns` is ignored when cluster-scoped)."""
+        return self._get(BUFFER_GROUP, "capacitybuffers", ns if self.capacity_buffer_scope == "Namespaced" else "", name)
+
+    def edit_capacity_buffer(self, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """A person's change to a CapacityBuffer: merge-patch it, bump resourceVersion."""
+        with self._lock:
+            obj = self.capacity_buffer(ns, name)
+            assert obj is not None
+            return self._put(BUFFER_GROUP, "capacitybuffers", ns, merge_patch(obj, patch))
 
     def add_node(self, name: str, cpu: str = "4", labels: dict[str, str] | None = None,
                  unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:
@@ -371,6 +420,14 @@ class FakeApiServer:
     def _dispatch(self, request: Recorded) -> tuple[int, Any]:
         method, path, query, body, content_type = (request.method, request.path, request.query, request.body,
                                                    request.content_type)
+        discovery = self._discovery(path.rstrip("/")) if method == "GET" else None
+        if discovery is not None:
+            fault = self._take_fault(request)
+            if fault is not None and fault.delay:
+                self._stopping.wait(fault.delay)
+            if fault is not None and fault.status is not None:
+                raise ApiError(fault.status, fault.message or f"Internal error occurred: injected fault {fault.status} for GET {path}")
+            return 200, discovery
         m = _PATH.match(path)
         if m is None:
             raise ApiError(404, "the server could not find the requested resource")
@@ -383,7 +440,7 @@ class FakeApiServer:
             if fault.status is not None:
                 raise ApiError(fault.status, fault.message or self._fault_message(route, fault.status), route.details())
         known = _KINDS.get((group, route.resource))
-        if known is None or (route.resource == "capacitybuffers" and not self.capacity_buffer_crd):
+        if known is None or (route.resource == "capacitybuffers" and not self._serves_buffers(route)):
             raise ApiError(404, "the server could not find the requested resource")
         if query.get("dryRun") not in (None, "All"):
             raise ApiError(400, f"invalid dry run option {query['dryRun']!r}; only 'All' is supported")
@@ -395,6 +452,47 @@ class FakeApiServer:
             if route.name is None:
                 return self._collection(route, body)
             return self._object(route, body, content_type)
+
+    def _serves_buffers(self, route: _Route) -> bool:
+        """capacitybuffers exist at this path: a served version, and the path of the resource's scope."""
+        return route.version in self.capacity_buffer_versions and (route.namespace is not None) == (
+            self.capacity_buffer_scope == "Namespaced")
+
+    def _group_resources(self) -> dict[str, tuple[tuple[str, ...], list[tuple[str, str, bool]]]]:
+        groups = dict(_DISCOVERY)
+        if self.buffer_group_versions:
+            groups[BUFFER_GROUP] = (self.buffer_group_versions, [])
+        return groups
+
+    def _discovery(self, path: str) -> dict[str, Any] | None:
+        """The discovery documents: None when `path` is not one, a 404 for a group or version not served."""
+        parts = path.split("/")[1:]
+        if not parts or parts[0] != "apis" or len(parts) > 3:
+            return None
+        groups = self._group_resources()
+        if len(parts) == 1:
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._api_group(g, v) for g, (v, _) in groups.items()]}
+        if parts[1] not in groups or (len(parts) == 3 and parts[2] not in groups[parts[1]][0]):
+            raise ApiError(404, "the server could not find the requested resource")
+        if len(parts) == 2:
+            return {"kind": "APIGroup", "apiVersion": "v1", **self._api_group(parts[1], groups[parts[1]][0])}
+        group, version = parts[1], parts[2]
+        resources = list(groups[group][1])
+        if group == BUFFER_GROUP:
+            if version in self.capacity_buffer_versions:
+                namespaced = self.capacity_buffer_scope == "Namespaced"
+                resources += [("capacitybuffers", "CapacityBuffer", namespaced), ("capacitybuffers/status", "CapacityBuffer", namespaced)]
+            if self.provisioning_requests and version in ("v1", "v1beta1"):
+                resources += [("provisioningrequests", "ProvisioningRequest", True)]
+        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}", "resources": [
+            {"name": name, "singularName": "" if "/" in name else kind.lower(), "namespaced": namespaced, "kind": kind,
+             "verbs": ["get", "patch", "update"] if "/" in name else ["create", "delete", "get", "list", "patch", "update", "watch"]}
+            for name, kind, namespaced in resources]}
+
+    def _api_group(self, group: str, versions: tuple[str, ...]) -> dict[str, Any]:
+        preferred = self.preferred_version if group == BUFFER_GROUP else versions[0]
+        listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+        return {"name": group, "versions": listed, "preferredVersion": {"groupVersion": f"{group}/{preferred}", "version": preferred}}
 
     @staticmethod
     def _fault_message(route: _Route, status: int) -> str:
@@ -433,6 +531,12 @@ class FakeApiServer:
         return self._put(route.group, route.resource, route.namespace or "", copy.deepcopy(obj))
 
     def _object(self, route: _Route, body: Any, content_type: str) -> tuple[int, Any]:
+        code, answer = self._object_verb(route, body, content_type)
+        if route.resource == "capacitybuffers" and answer.get("kind") == "CapacityBuffer":
+            answer["apiVersion"] = f"{BUFFER_GROUP}/{route.version}"  # one stored object, served in every version
+        return code, answer
+
+    def _object_verb(self, route: _Route, body: Any, content_type: str) -> tuple[int, Any]:
         if route.method == "GET":
             return 200, copy.deepcopy(self._existing(route))
         if route.method == "DELETE":
@@ -478,6 +582,11 @@ class FakeApiServer:
                 meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             if not meta.get("name"):
                 raise ApiError(422, f"{kind} is invalid: metadata.name: Required value")
+            involved = (body.get("involvedObject") or {}).get("namespace") or ""
+            if route.resource == "events" and not route.group and not body.get("eventTime") and (
+                    involved != (route.namespace or "") if involved else (route.namespace or "") not in ("", "default")):
+                raise ApiError(422, f'Event "{meta["name"]}" is invalid: involvedObject.namespace: Invalid value: '
+                                    f'"{involved}": does not match event.namespace')
             if meta.get("resourceVersion"):
                 raise ApiError(400, "resourceVersion should not be set on objects to be created")
             if self._key(route, meta["name"]) in self._objects:

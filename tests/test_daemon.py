@@ -134,8 +134,10 @@ def write_kubeconfig(path: Path, server: FakeApiServer) -> Path:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as fake:
+def server(request: pytest.FixtureRequest) -> Iterator[FakeApiServer]:
+    """The fake apiserver with 4 nodes; parametrize indirectly with the CapacityBuffer versions it serves."""
+    versions = getattr(request, "param", ("v1alpha1",))
+    with FakeApiServer(capacity_buffer_versions=versions) as fake:
         for i in range(4):
             fake.add_node(f"node-{i}", cpu="8", labels={"pool": "web"})
         yield fake
@@ -271,6 +273,94 @@ def test_403_on_one_pool_is_reported_and_the_others_are_served(env, server, caps
     assert pools["batch"]["action"] == "scaled"
     assert pools["web"]["action"] == "error" and "forbidden" in str(pools["web"]["error"])
     assert "deployments" in str(pools["web"]["error"]) and "web-placeholder" in str(pools["web"]["error"])
+
+
+@pytest.mark.parametrize("server", [("v1beta1",), ("v1alpha1",)], ids=["only-v1beta1", "only-v1alpha1"], indirect=True)
+def test_run_once_scales_a_capacity_buffer_in_the_version_the_cluster_serves(env, server, capsys) -> None:
+    version = server.capacity_buffer_versions[0]
+    buffer = pool_yaml("gpu", minReplicas=3, target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"})
+    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=2), buffer)
+    server.add_deployment(NS, "web-placeholder", 0)
+    server.add_capacity_buffer(NS, "gpu-buffer", 1)
+
+    code, lines = run_once(config, capsys)
+
+    assert code == 0
+    assert server.replicas(NS, "web-placeholder") == 2 and server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 3
+    assert [w.path for w in server.writes("/capacitybuffers/")] == [
+        f"/apis/autoscaling.x-k8s.io/{version}/namespaces/{NS}/capacitybuffers/gpu-buffer"]
+    started = [str(line["message"]) for line in lines if "CapacityBuffer API" in str(line["message"])]
+    assert started == [f"pool gpu: CapacityBuffer API autoscaling.x-k8s.io/{version} (namespaced, the server's preferred version)"]
+    assert summary(lines)["gpu"]["action"] == "scaled"
+
+
+@pytest.mark.parametrize("server", [()], ids=["no-capacity-buffers"], indirect=True)
+def test_run_once_without_capacity_buffers_fails_that_pool_only_and_says_to_install_them(env, server, capsys) -> None:
+    buffer = pool_yaml("gpu", minReplicas=3, target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"})
+    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=2), buffer)
+    server.add_deployment(NS, "web-placeholder", 0)
+
+    code, lines = run_once(config, capsys)
+
+    assert code == 1  # a pool failed
+    pools = summary(lines)
+    assert pools["web"]["action"] == "scaled" and server.replicas(NS, "web-placeholder") == 2
+    assert pools["gpu"]["action"] == "error"
+    assert pools["gpu"]["error"] == ("pool gpu: CapacityBuffer is not installed: no autoscaling.x-k8s.io/capacitybuffers on "
+                                     "this cluster; install Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature, "
+                                     "or use kind: Deployment")
+    assert server.requests(path_contains="/capacitybuffers") == []
+
+
+@pytest.mark.parametrize("server", [()], ids=["installed-later"], indirect=True)
+def test_last_run_names_the_version_and_a_buffer_crd_installed_later_is_found(tmp_path, server) -> None:
+    from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+
+    buffer = pool_yaml("gpu", minReplicas=3, target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"})
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=2), buffer)
+    server.add_deployment(NS, "web-placeholder", 0)
+    api, clock = server.api_client(), Clock()
+    discovery = CapacityBufferDiscovery(api, FAST)
+    daemon = make_daemon(config, server, clock, actuator=TargetActuator(api, FAST, discovery=discovery), target_apis=discovery)
+
+    first = daemon.reconcile()
+    assert [o.action for o in first.pools] == ["scaled", "error"]
+    assert "CapacityBuffer is not installed" in daemon.status()["target_apis"]["gpu"]["error"]
+
+    server.capacity_buffer_versions, server.preferred_version = ("v1beta1",), "v1beta1"  # the CRD is installed
+    server.add_capacity_buffer(NS, "gpu-buffer", 0)
+    clock.now += 60
+    second = daemon.reconcile()
+
+    assert [o.action for o in second.pools] == ["unchanged", "scaled"]
+    assert server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 3
+    assert daemon.status()["target_apis"] == {"gpu": {"kind": "CapacityBuffer", "api_version": "autoscaling.x-k8s.io/v1beta1",
+                                                      "scope": "Namespaced", "chosen_by": "server-preferred", "error": None}}
+    json.dumps(daemon.status())  # /last-run stays JSON
+
+
+@pytest.mark.parametrize("server", [("v1beta1", "v1alpha1")], ids=["beta-and-alpha"], indirect=True)
+def test_a_config_reload_resolves_the_version_again(tmp_path, server, caplog) -> None:
+    from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+
+    caplog.set_level(logging.INFO, logger="predictive_headroom.daemon.targetapis")
+
+    target = {"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"}
+    config = write_config(tmp_path / "p.yaml", pool_yaml("gpu", minReplicas=2, target=target))
+    server.add_capacity_buffer(NS, "gpu-buffer", 0)
+    api, clock = server.api_client(), Clock()
+    discovery = CapacityBufferDiscovery(api, FAST)
+    daemon = make_daemon(config, server, clock, actuator=TargetActuator(api, FAST, discovery=discovery), target_apis=discovery)
+    daemon.reconcile()
+    assert daemon.status()["target_apis"]["gpu"]["chosen_by"] == "server-preferred"
+
+    write_config(config, pool_yaml("gpu", minReplicas=4, target={**target, "apiVersion": "autoscaling.x-k8s.io/v1alpha1"}))
+    clock.now += 60
+    daemon.reconcile()
+
+    assert [w.path.split("/")[3] for w in server.writes("/capacitybuffers/")] == ["v1beta1", "v1alpha1"]
+    assert daemon.status()["target_apis"]["gpu"]["api_version"] == "autoscaling.x-k8s.io/v1alpha1"
+    assert "pool gpu: CapacityBuffer API autoscaling.x-k8s.io/v1alpha1 (namespaced, pinned by target.apiVersion)" in caplog.messages
 
 
 # -- the loop, with a fake clock ----------------------------------------------------------------

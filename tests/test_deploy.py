@@ -55,17 +55,33 @@ MULTI_VALUES: dict[str, Any] = {
 }
 
 
+# CapacityBuffer pools on a cluster whose capacitybuffers are cluster-scoped (as in Cluster
+# Autoscaler's v1 API): one pool pinned to v1, one left to discovery, in two namespaces.
+BUFFER_CLUSTER_VALUES: dict[str, Any] = {
+    "capacityBuffer": {"scope": "Cluster"},
+    "pools": [
+        {"name": "general", "maxReplicas": 5, "resources": {"cpu": "1", "memory": "1Gi"}},
+        {"name": "gpu", "namespace": "workloads", "kind": "CapacityBuffer", "targetName": "gpu-buffer",
+         "apiVersion": "autoscaling.x-k8s.io/v1", "maxReplicas": 4, "resources": {"cpu": "8", "memory": "32Gi"}},
+        {"name": "batch", "kind": "CapacityBuffer", "targetName": "batch-buffer", "maxReplicas": 3,
+         "resources": {"cpu": "2", "memory": "4Gi"}},
+    ],
+}
+BUFFER_SCOPE = {"helm-buffers-cluster": "Cluster"}  # the others: Namespaced
+
+
 @pytest.fixture(scope="module")
 def renderings() -> dict[str, list[Object]]:
     return {
         "helm-defaults": render_chart(),
         "helm-multi": render_chart(MULTI_VALUES),
+        "helm-buffers-cluster": render_chart(BUFFER_CLUSTER_VALUES),
         "kustomize-base": render_kustomize("base"),
         "kustomize-example": render_kustomize("overlays/example"),
     }
 
 
-RENDERINGS = ["helm-defaults", "helm-multi", "kustomize-base", "kustomize-example"]
+RENDERINGS = ["helm-defaults", "helm-multi", "helm-buffers-cluster", "kustomize-base", "kustomize-example"]
 
 
 def _of_kind(objects: list[Object], kind: str) -> list[Object]:
@@ -133,10 +149,13 @@ def test_rbac_has_no_wildcards_and_names_every_writable_object(renderings, rende
             if not rule.get("resourceNames"):
                 assert set(rule["verbs"]) <= {"create", "patch"} and rule["resources"] == ["events"] \
                     or rule["verbs"] == ["create"] and rule["resources"] == ["leases"] \
-                    or role["kind"] == "ClusterRole", f"{role['metadata']['name']}: unnamed rule {rule}"
+                    or role["kind"] == "ClusterRole" and rule["resources"] == ["nodes"], \
+                    f"{role['metadata']['name']}: unnamed rule {rule}"
 
-    (cluster_role,) = _of_kind(objects, "ClusterRole")
-    assert cluster_role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    cluster_roles = {r["metadata"]["name"].rpartition("-")[2]: r for r in _of_kind(objects, "ClusterRole")}
+    assert cluster_roles["nodes"]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    # Cluster-wide write access exists only for cluster-scoped CapacityBuffers, by name.
+    assert set(cluster_roles) == ({"nodes", "capacitybuffers"} if BUFFER_SCOPE.get(rendering) == "Cluster" else {"nodes"})
 
 
 @pytest.mark.parametrize("rendering", RENDERINGS)
@@ -150,6 +169,12 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
                 allowed.setdefault((role["metadata"]["namespace"], resource), set()).update(
                     f"{verb}:{name}" for verb in rule["verbs"] for name in rule.get("resourceNames", ["<any>"])
                 )
+    for role in _of_kind(objects, "ClusterRole"):
+        for rule in role["rules"]:
+            if rule["resources"] == ["capacitybuffers"]:
+                allowed.setdefault(("<cluster>", "capacitybuffers"), set()).update(
+                    f"{verb}:{name}" for verb in rule["verbs"] for name in rule["resourceNames"])
+    cluster_buffers = BUFFER_SCOPE.get(rendering) == "Cluster"
     expected_scale: dict[str, set[str]] = {}
     for pool in policy["pools"]:
         target = pool["target"]
@@ -158,9 +183,17 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
             expected_scale.setdefault(ns, set()).add(name)
             assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[(ns, "deployments/scale")]
             assert f"get:{name}" in allowed[(ns, "deployments")]
-        else:
-            assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[(ns, "capacitybuffers")]
-        assert {"create:<any>", "patch:<any>"} <= allowed[(ns, "events")]
+        else:  # one rule per group and resource covers every version the daemon may discover
+            where = "<cluster>" if cluster_buffers else ns
+            assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[(where, "capacitybuffers")]
+        # Events go next to the target; those of a cluster-scoped object go to `default` (apiserver rule).
+        events_ns = "default" if cluster_buffers and target.get("kind") == "CapacityBuffer" else ns
+        assert {"create:<any>", "patch:<any>"} <= allowed[(events_ns, "events")]
+    buffers = {p["target"]["name"] for p in policy["pools"] if p["target"].get("kind") == "CapacityBuffer"}
+    for (ns, resource), grants in allowed.items():
+        if resource == "capacitybuffers":
+            assert (ns == "<cluster>") == cluster_buffers, f"capacitybuffers granted in {ns} for scope {BUFFER_SCOPE.get(rendering)}"
+            assert {g.split(":")[1] for g in grants} <= buffers
     for (ns, resource), grants in allowed.items():
         if resource == "deployments/scale":
             assert {g.split(":")[1] for g in grants} == expected_scale[ns], f"{ns}: scale granted beyond the policy's targets"
@@ -402,6 +435,11 @@ BAD_VALUES = [
     ("pause image not pinned", {"placeholder": {"image": {"repository": "registry.k8s.io/pause", "tag": "latest"}}}, "/placeholder/image/tag'"),
     ("token Secret without a value", {"prometheus": {"bearerToken": {"enabled": True, "create": True}}}, "prometheus.bearerToken.value is required"),
     ("bad spread mode", {"placeholder": {"spread": {"mode": "pack"}}}, "/placeholder/spread/mode'"),
+    ("apiVersion on a Deployment pool", {"pools": [{"name": "a", "maxReplicas": 3, "apiVersion": "autoscaling.x-k8s.io/v1beta1"}]},
+     "pools[0] (a): apiVersion only pins a CapacityBuffer version"),
+    ("unsupported CapacityBuffer version", {"pools": [{"name": "a", "kind": "CapacityBuffer", "maxReplicas": 3,
+                                                       "apiVersion": "autoscaling.x-k8s.io/v2"}]}, "/pools/0/apiVersion'"),
+    ("bad CapacityBuffer scope", {"capacityBuffer": {"scope": "Namespace"}}, "/capacityBuffer/scope'"),
 ]
 
 
@@ -410,6 +448,22 @@ def test_bad_values_fail_the_render_with_a_clear_message(case, values, message):
     with pytest.raises(helm.HelmError) as exc:
         render_chart(values)
     assert message in str(exc.value), f"{case}: {exc.value}"
+
+
+def test_a_chart_with_capacity_buffer_pools_renders_a_policy_the_daemon_accepts(renderings):
+    from predictive_headroom.policy.load import parse_policy
+
+    for rendering, scope in (("helm-multi", "Namespaced"), ("helm-buffers-cluster", "Cluster")):
+        objects = renderings[rendering]
+        policy = parse_policy(_policy(objects)["data"]["config.yaml"], f"{rendering} config.yaml")
+        buffers = [p for p in policy.pools if p.target.kind == "CapacityBuffer"]
+        assert buffers, rendering
+        # The chart creates no placeholder Deployment for a CapacityBuffer pool (you create the buffer).
+        assert not {b.target.name for b in buffers} & {d["metadata"]["name"] for d in _placeholders(objects)}
+        cluster_rules = [r for role in _of_kind(objects, "ClusterRole") for r in role["rules"] if r["resources"] == ["capacitybuffers"]]
+        assert bool(cluster_rules) == (scope == "Cluster")
+    pinned = {p.name: p.target.api_version for p in parse_policy(_policy(renderings["helm-buffers-cluster"])["data"]["config.yaml"]).pools}
+    assert pinned == {"general": None, "gpu": "autoscaling.x-k8s.io/v1", "batch": None}
 
 
 def test_raising_the_cutoff_allows_a_lower_priority():
@@ -563,3 +617,29 @@ def test_readme_installs_in_one_command_with_paths_that_exist():
     assert "kubectl apply -k deploy/kustomize/overlays/example" in readme
     for path in re.findall(r"\bdeploy/[\w./-]+", readme):
         assert (REPO / path.rstrip(".")).exists(), f"README names {path}, which does not exist"
+
+
+# --- kustomize RBAC for CapacityBuffer pools -----------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["namespaced", "cluster"])
+def test_kustomize_capacity_buffer_rbac_names_the_buffer_and_binds_the_daemon(scope):
+    objects = render_kustomize(f"capacitybuffer/{scope}")
+    for obj in objects:
+        kubernetes_validate.validate(obj, SCHEMA_VERSIONS[-1], strict=True)
+    role_kind = "Role" if scope == "namespaced" else "ClusterRole"
+    (role,) = _of_kind(objects, role_kind)
+    (binding,) = _of_kind(objects, f"{role_kind}Binding")
+    if scope == "cluster":  # Events about cluster-scoped objects live in `default`
+        (events,) = _of_kind(objects, "Role")
+        assert events["metadata"]["namespace"] == "default"
+        assert events["rules"] == [{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+        (events_binding,) = _of_kind(objects, "RoleBinding")
+        assert events_binding["roleRef"]["name"] == events["metadata"]["name"]
+    buffer_rule = next(r for r in role["rules"] if r["resources"] == ["capacitybuffers"])
+    assert buffer_rule == {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["capacitybuffers"],
+                           "resourceNames": ["predictive-headroom-buffer"], "verbs": ["get", "patch", "update"]}
+    assert ("namespace" in role["metadata"]) == (scope == "namespaced")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role["metadata"]["name"]}
+    sa = _daemon(render_kustomize("base"))["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]

@@ -229,7 +229,7 @@ def test_missing_target_names_the_object_and_the_pool(server: FakeApiServer, act
 def test_missing_capacity_buffer_crd_says_to_install_it() -> None:
     with FakeApiServer(capacity_buffer_crd=False) as server:
         actuator = TargetActuator(server.api_client(), FAST)
-        with pytest.raises(ActuatorError, match="install the CapacityBuffer CRD"):
+        with pytest.raises(ActuatorError, match="pool web: CapacityBuffer is not installed: .*install Cluster Autoscaler"):
             actuator.read(make_pool("CapacityBuffer"))
 
 

@@ -57,6 +57,7 @@ def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -
     """The daemon with its real collaborators (Prometheus, Prophet, the Kubernetes API) and its API client."""
     from predictive_headroom.daemon.pipeline import default_forecaster
     from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
+    from predictive_headroom.kube.discovery import CapacityBufferDiscovery
     from predictive_headroom.kube.targets import TargetActuator
 
     source: Source | None = None
@@ -73,10 +74,12 @@ def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -
         api = load_kube_config()
     except ActuatorError as exc:
         raise CommandError(str(exc)) from None
+    discovery = CapacityBufferDiscovery(api)  # which CapacityBuffer version the cluster serves
     daemon = Daemon(
-        args.config, policy, source=source, forecaster=default_forecaster(), actuator=TargetActuator(api),
+        args.config, policy, source=source, forecaster=default_forecaster(), actuator=TargetActuator(api, discovery=discovery),
         cluster=KubeClusterReader(api), dry_run=args.dry_run or settings.dry_run, interval=settings.reconcile_interval,
         report_writer=report_writer(settings, getattr(source, "display_url", "")) if source else None,
+        target_apis=discovery,
     )
     return daemon, api
 
@@ -90,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(settings.log_level, settings.log_format)
     policy = load_config(args.config)
     daemon, api = build_daemon(args, settings, policy)
+    daemon.target_apis.update(policy.pools)  # logs the CapacityBuffer version each such pool uses
     if args.once:  # one shot by hand: no leader election
         daemon.refit()
         return 0 if daemon.reconcile().ok else 1

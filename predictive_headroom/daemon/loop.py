@@ -1,10 +1,12 @@
 """The daemon: refit forecasts on a schedule and reconcile every pool's target to its plan.
 
 `Daemon` holds the loop logic and takes every collaborator (source, forecaster, actuator,
-cluster reader, leader elector, clock) from its caller, so tests drive it with fakes or with
-real clients. `scheduling.Runner` runs it on APScheduler until stopped; what one reconcile did is
-an `outcomes.ReconcileResult`. Decisions stay in the pure planner; this module reads and plans,
-and `writes.TargetWriter` writes on change and remembers what it wrote.
+cluster reader, leader elector, clock, API discovery) from its caller, so tests drive it with
+fakes or with real clients. `configfile.ConfigFile` watches the policy file; `targetapis` tracks
+the API each target is written through (CapacityBuffer versions). `scheduling.Runner` runs it on
+APScheduler until stopped; what one reconcile did is an `outcomes.ReconcileResult`. Decisions
+stay in the pure planner; this module reads and plans, and `writes.TargetWriter` writes on change
+and remembers what it wrote.
 
 Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 - only the leader writes; followers still refit and plan, so a takeover starts with warm
@@ -18,23 +20,24 @@ Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.inputs import Inputs
+from predictive_headroom.daemon.leadership import AlwaysLeader, Elector  # noqa: F401  (re-exported)
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
-from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable
+from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
+from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.writes import TargetWriter
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.policy.load import ConfigError, parse_policy
 from predictive_headroom.protocols import (
     Actuator,
     ActuatorError,
@@ -42,6 +45,7 @@ from predictive_headroom.protocols import (
     ClusterState,
     Forecaster,
     Source,
+    TargetApis,
 )
 
 logger = logging.getLogger(__name__)
@@ -49,29 +53,6 @@ logger = logging.getLogger(__name__)
 NOT_FITTED = "not-fitted-yet"
 ReportWriter = Callable[[Policy, Mapping[str, Forecast | NoForecast], Mapping[str, History], float], Any]
 """Writes the report after a refit: (policy, forecasts, histories, at) -> anything (e.g. its path)."""
-
-
-class Elector(Protocol):
-    """Leader election: only the leader writes."""
-
-    @property
-    def is_leader(self) -> bool: ...
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-class AlwaysLeader:
-    """The elector for a single replica (leader election off, or `--once`)."""
-
-    is_leader = True
-
-    def start(self) -> None:
-        """Nothing to campaign for."""
-
-    def stop(self) -> None:
-        """Nothing to release."""
 
 
 class Daemon:
@@ -92,26 +73,26 @@ class Daemon:
         dry_run: bool = False,
         interval: float = 60.0,
         report_writer: ReportWriter | None = None,
+        target_apis: TargetApis | None = None,
     ) -> None:
-        self.config_path = Path(config_path)
+        self.metrics = metrics or Metrics()
+        self.config = ConfigFile(config_path, self.metrics)
+        self.config_path = self.config.path
         self.policy = policy
         self.source, self.forecaster, self.actuator, self.cluster = source, forecaster, actuator, cluster
         self.elector: Elector = elector or AlwaysLeader()
         self.clock, self.dry_run, self.interval = clock, dry_run, interval
-        self.metrics = metrics or Metrics()
         self.report_writer = report_writer
         self.on_reload: Callable[[set[str]], None] | None = None
         """Called after a config switch with the pools whose forecast must be refitted now."""
         self.stopping = threading.Event()
         self._lock = threading.Lock()
-        self._config_hash = self._hash_file()
-        self._rejected_hash: str | None = None
-        self.config_error: str | None = None
         self._forecasts: dict[str, Forecast | NoForecast] = {
             p.name: NoForecast(NOT_FITTED) for p in policy.pools if p.forecast and p.forecast.enabled}
         self._recent: dict[str, list[PlanRecord]] = {}
         self.inputs = Inputs(source, cluster, self.metrics)
         self.writer = TargetWriter(actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader)
+        self.target_apis = TargetApiTracker(target_apis)
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
@@ -146,7 +127,7 @@ class Daemon:
             return False
         with self._lock:
             if self.policy is not policy:  # reloaded meanwhile: keep results whose spec did not change
-                fresh = {n: f for n, f in fresh.items() if _same_forecast(policy, self.policy, n)}
+                fresh = {n: f for n, f in fresh.items() if same_forecast(policy, self.policy, n)}
             merged = {**self._forecasts, **keep_usable(self._forecasts, fresh, at)}
             self._forecasts = merged
         for name, history in histories.items():
@@ -196,6 +177,7 @@ class Daemon:
         if not leader:  # whoever leads meanwhile owns the targets; start afresh on takeover
             self.writer.step_down()
         policy, forecasts = self.policy, self._forecasts
+        self.target_apis.update(policy.pools)
         outcomes = []
         for pool in policy.pools:
             if self.stopping.is_set():  # leave the remaining pools as they are
@@ -244,30 +226,16 @@ class Daemon:
 
     # -- config reload -------------------------------------------------------------------------
 
-    def _hash_file(self) -> str | None:
-        try:
-            return hashlib.sha256(self.config_path.read_bytes()).hexdigest()
-        except OSError:
-            return None
-
     def reload_if_changed(self) -> bool:
         """Switch to the config file's new content when it changed and is valid; True when switched.
 
-        ConfigMap mounts change by a symlink swap, so the content is compared, not the mtime.
         An invalid file is logged with every problem once, and the config in force stays.
         """
-        digest = self._hash_file()
-        if digest is None or digest in (self._config_hash, self._rejected_hash):
+        changed = self.config.changed()
+        if changed is None:
             return False
-        try:
-            policy = parse_policy(self.config_path.read_text(encoding="utf-8"), str(self.config_path))
-        except (ConfigError, OSError, UnicodeDecodeError) as exc:
-            self._rejected_hash, self.config_error = digest, str(exc)
-            self.metrics.error("config")
-            logger.error("config changed but cannot be used; the previous config stays in force: %s", exc)
-            return False
-        refit = self._switch(policy)
-        self._config_hash, self._rejected_hash, self.config_error = digest, None, None
+        refit = self._switch(changed[1])
+        self.config.accept(changed[0])
         if self.on_reload is not None:
             self.on_reload(refit)
         return True
@@ -278,7 +246,7 @@ class Daemon:
         names = {p.name for p in policy.pools}
         removed = {p.name for p in old.pools} - names
         with self._lock:
-            forecasts = {n: f for n, f in self._forecasts.items() if n in names and _same_forecast(old, policy, n)}
+            forecasts = {n: f for n, f in self._forecasts.items() if n in names and same_forecast(old, policy, n)}
             refit = {p.name for p in policy.pools if p.forecast and p.forecast.enabled and p.name not in forecasts}
             forecasts.update({n: NoForecast(NOT_FITTED) for n in refit})
             self.policy, self._forecasts = policy, forecasts
@@ -288,6 +256,7 @@ class Daemon:
         self.inputs.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)
+        self.target_apis.invalidate()  # a pool may pin another CapacityBuffer version now
         logger.info("config reloaded from %s: %d pool(s)%s%s", self.config_path, len(policy.pools),
                     f"; removed {', '.join(sorted(removed))}" if removed else "",
                     f"; refitting {', '.join(sorted(refit))}" if refit else "")
@@ -307,24 +276,18 @@ class Daemon:
         return True, f"config loaded; leader; last successful reconcile {age:.0f}s ago"
 
     def status(self) -> dict[str, Any]:
-        """The JSON of /last-run: the last reconcile (plans, actions, errors), the last refit, the config."""
+        """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config, `target_apis`."""
         return {
-            "config": {"path": str(self.config_path), "sha256": self._config_hash, "pools": [p.name for p in self.policy.pools],
-                       "rejected_change": self.config_error},
+            "config": {"path": str(self.config_path), "sha256": self.config.sha256, "pools": [p.name for p in self.policy.pools],
+                       "rejected_change": self.config.error},
             "leader": bool(self.elector.is_leader),
             "dry_run": self.dry_run,
             "reconcile": self.last_reconcile.to_dict() if self.last_reconcile else None,
             "last_successful_reconcile_at": self.last_success_at,
             "refit": self.last_refit,
             "forecasts": {n: describe(f) for n, f in self._forecasts.items()},
+            "target_apis": self.target_apis.found,
         }
-
-
-def _same_forecast(a: Policy, b: Policy, name: str) -> bool:
-    """True when pool `name` exists in both policies with the same forecast spec and lead time."""
-    pa = next((p for p in a.pools if p.name == name), None)
-    pb = next((p for p in b.pools if p.name == name), None)
-    return pa is not None and pb is not None and pa.forecast == pb.forecast and pa.lead_time == pb.lead_time
 
 
 def _missing_input(pool: Pool, forecast: Forecast | NoForecast | None, cluster: ClusterState | None) -> str | None:

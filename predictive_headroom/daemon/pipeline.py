@@ -109,6 +109,13 @@ def observe_pool(pool: Pool, forecast: Forecast | NoForecast | None, source: Sou
         return Unobserved("fresh-read-failed", str(exc))
 
 
+def same_forecast(a: Policy, b: Policy, name: str) -> bool:
+    """True when pool `name` exists in both policies with the same forecast spec and lead time."""
+    pa = next((p for p in a.pools if p.name == name), None)
+    pb = next((p for p in b.pools if p.name == name), None)
+    return pa is not None and pb is not None and pa.forecast == pb.forecast and pa.lead_time == pb.lead_time
+
+
 def describe(forecast: Forecast | NoForecast) -> str:
     """One line about a forecast for logs."""
     if isinstance(forecast, NoForecast):

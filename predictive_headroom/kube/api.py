@@ -1,8 +1,7 @@
 """Calls to the Kubernetes API and what their failures mean: `_call` runs one call with the
 timeout and retries of `CallOptions`, and `_Op` turns a failure into a message that names the
-pool, the object and the missing permission or CRD.
-
-The CapacityBuffer API coordinates live here because the 404 message names them.
+pool, the object and the missing permission or CRD. Which CapacityBuffer version a cluster
+serves is found by `kube.discovery`.
 """
 
 from __future__ import annotations
@@ -25,10 +24,6 @@ from tenacity import (
 )
 
 from predictive_headroom.protocols import ActuatorError
-
-CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
-CAPACITY_BUFFER_VERSION = "v1alpha1"
-CAPACITY_BUFFER_PLURAL = "capacitybuffers"
 
 T = TypeVar("T")
 
@@ -91,26 +86,35 @@ class _Op:
     namespace: str
     name: str
     pool: str
+    api_version: str = ""
+    namespaced: bool = True
+    """False for a cluster-scoped target (a CapacityBuffer version that discovery says is cluster-wide)."""
 
     def explain(self, exc: BaseException, options: CallOptions) -> str:
+        obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
         if not self.namespace:  # cluster-scoped: listing nodes
             where = f"{self.verb} {self.resource} (label selector {self.name!r})"
             if isinstance(exc, ApiException) and exc.status == 403:
                 return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
                         f"cluster-wide (a ClusterRole) — see deploy/ (server said: {_status_message(exc)})")
         else:
-            where = f"pool {self.pool}: {self.verb} {self.resource} {self.namespace}/{self.name}"
+            where = f"pool {self.pool}: {self.verb} {self.resource} {obj}" + ("" if self.namespaced else " (cluster-scoped)")
         if isinstance(exc, ApiException) and exc.status == 403:
+            if not self.namespaced:
+                return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
+                        f"(API group '{self.group}') named {self.name} cluster-wide: {self.api_version} "
+                        f"{self.resource} are cluster-scoped, so this takes a ClusterRole with resourceNames (Helm "
+                        f"value capacityBuffer.scope: Cluster; see deploy/) (server said: {_status_message(exc)})")
             return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
                     f"(API group '{self.group}') named {self.name} in namespace {self.namespace} — see the Role "
                     f"in deploy/ (server said: {_status_message(exc)})")
         if isinstance(exc, ApiException) and exc.status == 404:
             details = _status_details(exc)
             if self.kind == "CapacityBuffer" and not details.get("name"):
-                return (f"{where}: the API {CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_VERSION} capacitybuffers is not "
-                        "served by this cluster: install the CapacityBuffer CRD (Cluster Autoscaler or Karpenter) "
-                        f"or set target.kind: Deployment for pool {self.pool}")
-            return (f"{where}: {self.kind} {self.namespace}/{self.name} not found: create the placeholder "
+                return (f"{where}: the API {self.api_version} {self.resource} is no longer served by this cluster "
+                        "(the autoscaler was upgraded or its CRD changed); the version is looked up again by API "
+                        "discovery on the next reconcile")
+            return (f"{where}: {self.kind} {obj} not found: create the placeholder "
                     f"{self.kind} or fix the target of pool {self.pool}")
         if _transient(exc):
             return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {_short(exc)}"

@@ -86,6 +86,11 @@ class _Current:
     resource_version: str
     uid: str | None
     paused: bool = False
+    api_version: str = ""
+    """The apiVersion the object was read in, when it depends on discovery (else the target's own)."""
+    namespaced: bool = True
+    percentage_set: bool = False
+    """A CapacityBuffer whose spec.percentage is set (removed on write)."""
 
 
 class _ReplicaTarget:
@@ -146,15 +151,20 @@ class _ReplicaTarget:
         self._record(pool, current, f"pool {pool.name}: replicas {current.replicas} -> {replicas} ({reason})")
 
     def _record(self, pool: Pool, current: _Current, message: str) -> None:
-        """Create a Normal Event on the target; failures are logged, never raised."""
+        """Create a Normal Event on the target; failures are logged, never raised.
+
+        The Event lives in the target's namespace; for a cluster-scoped target it lives in `default`
+        and names no namespace, as the apiserver requires (like a Node's Events).
+        """
         if not self.options.events:
             return
         now = datetime.now(timezone.utc).replace(microsecond=0)
-        ns, name = pool.target.namespace, pool.target.name
+        ns, name = (pool.target.namespace if current.namespaced else "default"), pool.target.name
         event = kubernetes.client.CoreV1Event(
             metadata=kubernetes.client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
             involved_object=kubernetes.client.V1ObjectReference(
-                api_version=self.api_version, kind=self.kind, name=name, namespace=ns, uid=current.uid),
+                api_version=current.api_version or self.api_version, kind=self.kind, name=name,
+                namespace=ns if current.namespaced else None, uid=current.uid),
             reason=EVENT_REASON, message=message[:1024], type="Normal",
             source=kubernetes.client.V1EventSource(component=EVENT_COMPONENT),
             first_timestamp=now, last_timestamp=now, count=1,

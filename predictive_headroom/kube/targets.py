@@ -1,6 +1,7 @@
 """The two kinds of replica target behind one Actuator: a Deployment through its /scale
-subresource, and a CapacityBuffer (autoscaling.x-k8s.io, alpha) through its `spec.replicas`;
-`TargetActuator` dispatches on `pool.target.kind`.
+subresource, and a CapacityBuffer (autoscaling.x-k8s.io) through its `spec.replicas`, in the version
+and at the path (namespaced or cluster-wide) that API discovery found; `TargetActuator` dispatches on
+`pool.target.kind`.
 
 Re-reading, writing with the resourceVersion, 409 retries, logging and Events are shared, in
 `kube._ReplicaTarget`.
@@ -8,21 +9,25 @@ Re-reading, writing with the resourceVersion, 409 retries, logging and Events ar
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes.client
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, ApiException
 
-from predictive_headroom.kube.api import (
+from predictive_headroom.kube.api import CallOptions, _call, _Op, _status_details
+from predictive_headroom.kube.cluster import PAUSED_ANNOTATION, _Current, _ReplicaTarget
+from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_PLURAL,
-    CAPACITY_BUFFER_VERSION,
-    CallOptions,
-    _call,
 )
-from predictive_headroom.kube.cluster import PAUSED_ANNOTATION, _Current, _ReplicaTarget
-from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import TargetState
+from predictive_headroom.protocols import ActuatorError, TargetState
+
+logger = logging.getLogger(__name__)
 
 
 def _paused(annotations: dict[str, str] | None) -> bool:
@@ -60,14 +65,20 @@ class DeploymentScaleActuator(_ReplicaTarget):
 
 
 class CapacityBufferActuator(_ReplicaTarget):
-    """Reads and writes `spec.replicas` of a CapacityBuffer (autoscaling.x-k8s.io, alpha)."""
+    """Reads and writes `spec.replicas` of a CapacityBuffer, in the version `discovery` chose for the pool.
 
-    kind, api_version = "CapacityBuffer", f"{CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_VERSION}"
+    `spec.percentage` is removed on write when set: it sizes the buffer from its `scalableRef`, and
+    the daemon's count would otherwise be mixed with it (v1beta1 takes the larger) or rejected (v1).
+    """
+
+    kind, api_version = "CapacityBuffer", ""  # the apiVersion is per pool, from discovery (`_Current.api_version`)
     resource, group = CAPACITY_BUFFER_PLURAL, CAPACITY_BUFFER_GROUP
 
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None,
+                 discovery: CapacityBufferDiscovery | None = None) -> None:
         super().__init__(api_client, options)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.discovery = discovery or CapacityBufferDiscovery(api_client, self.options)
 
     def read(self, pool: Pool) -> TargetState:
         """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
@@ -75,29 +86,51 @@ class CapacityBufferActuator(_ReplicaTarget):
         return TargetState(current.replicas, current.resource_version, current.paused)
 
     def _current(self, pool: Pool) -> _Current:
-        found = _call(self._op(pool, "get"), self.options, self._custom.get_namespaced_custom_object,
-                      group=CAPACITY_BUFFER_GROUP, version=CAPACITY_BUFFER_VERSION, plural=CAPACITY_BUFFER_PLURAL,
-                      namespace=pool.target.namespace, name=pool.target.name)
+        api = self.discovery.api_for(pool)
+        found = self._buffer_call(api, pool, "get", self._custom.get_namespaced_custom_object,
+                                  self._custom.get_cluster_custom_object)
         obj: dict[str, Any] = found if isinstance(found, dict) else {}
-        meta = obj.get("metadata") or {}
-        return _Current(int((obj.get("spec") or {}).get("replicas") or 0), meta.get("resourceVersion", ""),
-                        meta.get("uid"), _paused(meta.get("annotations")))
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        return _Current(int(spec.get("replicas") or 0), meta.get("resourceVersion", ""), meta.get("uid"),
+                        _paused(meta.get("annotations")), api.api_version, api.namespaced,
+                        spec.get("percentage") is not None)
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
-        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": {"replicas": replicas}}
-        _call(self._op(pool, "patch"), self.options, self._custom.patch_namespaced_custom_object,
-              group=CAPACITY_BUFFER_GROUP, version=CAPACITY_BUFFER_VERSION, plural=CAPACITY_BUFFER_PLURAL,
-              namespace=pool.target.namespace, name=pool.target.name, body=body,
-              dry_run="All" if dry_run else None, _content_type="application/merge-patch+json")
+        spec: dict[str, Any] = {"replicas": replicas}
+        if current.percentage_set:
+            logger.warning("pool %s: CapacityBuffer %s has spec.percentage set; %s it, because the daemon sizes the "
+                           "buffer through spec.replicas", pool.name, pool.target.name,
+                           "DRY-RUN would remove" if dry_run else "removing")
+            spec["percentage"] = None  # merge patch: null removes the field
+        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": spec}
+        api = self.discovery.api_for(pool)
+        self._buffer_call(api, pool, "patch", self._custom.patch_namespaced_custom_object,
+                          self._custom.patch_cluster_custom_object, body=body,
+                          dry_run="All" if dry_run else None, _content_type="application/merge-patch+json")
+
+    def _buffer_call(self, api: BufferApi, pool: Pool, verb: str, namespaced: Callable[..., Any],
+                     cluster: Callable[..., Any], **kwargs: Any) -> Any:
+        """One call at the namespaced or cluster-wide path; a 404 for the whole API forgets the discovery."""
+        op: _Op = dataclasses.replace(self._op(pool, verb), api_version=api.api_version, namespaced=api.namespaced)
+        where = {"namespace": pool.target.namespace} if api.namespaced else {}
+        try:
+            return _call(op, self.options, namespaced if api.namespaced else cluster, group=CAPACITY_BUFFER_GROUP,
+                         version=api.version, plural=CAPACITY_BUFFER_PLURAL, name=pool.target.name, **where, **kwargs)
+        except ActuatorError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ApiException) and cause.status == 404 and not _status_details(cause).get("name"):
+                self.discovery.refresh()  # the version went away: look it up again next time
+            raise
 
 
 class TargetActuator:
     """The Actuator the daemon uses: dispatches on `pool.target.kind`."""
 
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None,
+                 discovery: CapacityBufferDiscovery | None = None) -> None:
         self._by_kind: dict[str, _ReplicaTarget] = {
             "Deployment": DeploymentScaleActuator(api_client, options),
-            "CapacityBuffer": CapacityBufferActuator(api_client, options),
+            "CapacityBuffer": CapacityBufferActuator(api_client, options, discovery),
         }
 
     def read(self, pool: Pool) -> TargetState:

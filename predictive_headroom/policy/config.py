@@ -1,14 +1,14 @@
 """The headroom policy: pydantic models for the YAML file users edit (Policy, Pool, Target, ...).
 
 Each model checks its own fields and the rules that relate them; a rule that knows which
-sub-field is wrong raises FieldProblem so the message can name it. Reading a file and reporting
+sub-field is wrong raises FieldProblem so the message can name it. `Target` (and the
+CapacityBuffer API versions) lives in `policy.target`. Reading a file and reporting
 every problem with its line lives in `policy.load`; the cron syntax in `policy.cron`.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
 from datetime import timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -19,9 +19,7 @@ from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.cron import cron_trigger
 from predictive_headroom.policy.durations import Duration
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+from predictive_headroom.policy.target import DNS_LABEL, Target
 
 
 class FieldProblem(ValueError):
@@ -44,14 +42,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(
         extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
     )
-
-
-class Target(_Model):
-    """The object whose replica count the daemon sets."""
-
-    kind: Literal["Deployment", "CapacityBuffer"] = "Deployment"
-    namespace: str = Field(pattern=_DNS_LABEL.pattern, description="namespace of the target")
-    name: str = Field(pattern=_DNS_SUBDOMAIN.pattern, description="name of the Deployment or CapacityBuffer")
 
 
 class ScheduleWindow(_Model):
@@ -234,7 +224,7 @@ class Resources(_Model):
 class Pool(_Model):
     """One placeholder Deployment (one node pool) and the rules that size it."""
 
-    name: str = Field(pattern=_DNS_LABEL.pattern)
+    name: str = Field(pattern=DNS_LABEL.pattern)
     target: Target
     min_replicas: int = Field(default=0, ge=0)
     max_replicas: int = Field(ge=0)

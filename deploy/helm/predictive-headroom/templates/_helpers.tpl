@@ -65,6 +65,9 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- fail (printf "pools[%d] (%s): minReplicas %d is greater than maxReplicas %d" $i $name $min $max) -}}
 {{- end -}}
 {{- $kind := default "Deployment" $pool.kind -}}
+{{- if and $pool.apiVersion (ne $kind "CapacityBuffer") -}}
+{{- fail (printf "pools[%d] (%s): apiVersion only pins a CapacityBuffer version; remove it or set kind: CapacityBuffer" $i $name) -}}
+{{- end -}}
 {{- $target := default (printf "%s-placeholder-%s" (include "ph.fullname" $root) $name) $pool.targetName -}}
 {{- $p := deepCopy $pool -}}
 {{- $_ := set $p "name" $name -}}

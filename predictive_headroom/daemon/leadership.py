@@ -1,0 +1,29 @@
+"""Who may write: the `Elector` interface the daemon asks before every write, and `AlwaysLeader` for a
+single replica. The Lease-based elector is `kube.leader.LeaderElector`."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Elector(Protocol):
+    """Leader election: only the leader writes."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class AlwaysLeader:
+    """The elector for a single replica (leader election off, or `--once`)."""
+
+    is_leader = True
+
+    def start(self) -> None:
+        """Nothing to campaign for."""
+
+    def stop(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,59 @@
+"""The object whose replica count the daemon sets (`Target`), and the API versions of it this code
+knows how to write.
+
+A Deployment is always `apps/v1`. A CapacityBuffer (`autoscaling.x-k8s.io`) has been published as
+`v1alpha1`, `v1beta1` and `v1`; which one a cluster serves is found by API discovery at start (see
+`kube.discovery`), unless `target.apiVersion` pins one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
+
+CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
+CAPACITY_BUFFER_PLURAL = "capacitybuffers"
+CAPACITY_BUFFER_VERSIONS = ("v1", "v1beta1", "v1alpha1")
+"""The CapacityBuffer versions this code reads and writes (`spec.replicas`), newest first."""
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class Target(BaseModel):
+    """The object whose replica count the daemon sets."""
+
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    kind: Literal["Deployment", "CapacityBuffer"] = "Deployment"
+    namespace: str = Field(pattern=DNS_LABEL.pattern, description="namespace of the target")
+    name: str = Field(pattern=DNS_SUBDOMAIN.pattern, description="name of the Deployment or CapacityBuffer")
+    api_version: str | None = Field(default=None, description=(
+        "CapacityBuffer only: pin one API version (e.g. autoscaling.x-k8s.io/v1beta1); "
+        "unset = the server's preferred version among the supported ones"))
+
+    @field_validator("api_version")
+    @classmethod
+    def _known_api_version(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        if info.data.get("kind", "Deployment") == "Deployment":
+            if value != "apps/v1":
+                raise ValueError(f"{value!r}: a Deployment is written through apps/v1; remove target.apiVersion "
+                                 "(it only chooses a CapacityBuffer version)")
+            return value
+        supported = [f"{CAPACITY_BUFFER_GROUP}/{v}" for v in CAPACITY_BUFFER_VERSIONS]
+        if value not in supported:
+            raise ValueError(f"{value!r} is not a CapacityBuffer version this daemon supports; use one of "
+                             f"{', '.join(supported)}, or leave it unset to use the server's preferred one")
+        return value
+
+    @property
+    def pinned_version(self) -> str | None:
+        """The CapacityBuffer version pinned by `apiVersion` (e.g. 'v1beta1'), else None."""
+        if self.kind != "CapacityBuffer" or self.api_version is None:
+            return None
+        return self.api_version.rpartition("/")[2]

@@ -493,6 +493,39 @@ def test_reconcile_reads_the_latest_observations_and_falls_back_to_the_table_whe
     assert daemon.reconcile().pools[0].plan.details["burst_source"] == "model"
 
 
+class SlowPerQuerySource(FakeSource):
+    """Each fresh read takes 0.3 s, and the query of pool `bad` fails; records the reading threads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+
+    def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
+        self.threads.add(threading.current_thread().name)
+        time.sleep(0.3)
+        if spec.query == "bad":
+            raise SourceError("query 'bad' returned no data")
+        return super().recent(spec, end, span_seconds)
+
+
+def test_fresh_reads_of_many_pools_run_at_once_and_one_failure_stays_with_its_pool(tmp_path, server) -> None:
+    source = SlowPerQuerySource()
+    pools = [pool_yaml(f"p{i}", leadTime="10m", forecast={**FORECAST, "demandPerReplica": 1, **({"query": "bad"} if i == 0 else {})})
+             for i in range(4)]
+    config = write_config(tmp_path / "p.yaml", *pools)
+    for i in range(4):
+        server.add_deployment(NS, f"p{i}-placeholder", 0)
+    daemon = make_daemon(config, server, Clock(), source=source, forecaster=BurstForecaster())
+    daemon.refit()
+    started = time.perf_counter()
+    result = daemon.reconcile()
+    assert time.perf_counter() - started < 4 * 0.3  # one after another they would take 1.2 s
+    assert all(t.startswith("fresh-read") for t in source.threads) and len(source.threads) > 1
+    sources = {o.pool: (o.plan.details["burst_source"], o.plan.details.get("burst_fallback", "")) for o in result.pools}
+    assert sources["p0"] == ("profile", "fresh-read-failed: query 'bad' returned no data")
+    assert all(sources[f"p{i}"] == ("model", "") for i in (1, 2, 3)) and result.ok
+
+
 @pytest.mark.prometheus
 def test_prometheus_unreachable_keeps_the_forecast_fitted_on_real_prometheus(tmp_path, server, prometheus_server) -> None:
     config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, leadTime="30m", forecast=FORECAST))

@@ -178,6 +178,7 @@ class Daemon:
             self.writer.step_down()
         policy, forecasts = self.policy, self._forecasts
         self.target_apis.update(policy.pools)
+        self.inputs.prefetch(policy.pools, forecasts, at)
         outcomes = []
         for pool in policy.pools:
             if self.stopping.is_set():  # leave the remaining pools as they are

@@ -20,6 +20,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
+
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.commands import duration_arg, print_table
 from predictive_headroom.commands.backtest import parse_quantiles, parse_windows
@@ -31,6 +33,21 @@ DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 def _x(value: float | None) -> str:
     return "inf" if value is None else f"{value:.2f}"
+
+
+def dial_against(dial: list, other: object) -> str:
+    """Does the forecast's dial curve dominate `other`'s point? Outright (a quantile leaving no more
+    unserved at no more node-hours), or along the curve between two quantiles (linear in between)."""
+    nh, un = other.metrics.node_hours, other.metrics.unserved_pod_minutes  # type: ignore[attr-defined]
+    beats = [p.quantile for p in dial if p.forecast.metrics.unserved_pod_minutes <= un and p.forecast.metrics.node_hours <= nh]
+    points = sorted((p.forecast.metrics.node_hours, p.forecast.metrics.unserved_pod_minutes) for p in dial)
+    if beats:
+        return f"dominates proportional outright at q = {', '.join(f'{q:g}' for q in beats)}"
+    if points[0][0] > nh:
+        return f"does not dominate proportional: the cheapest quantile costs {points[0][0] - nh:+.1f} node-hours more"
+    along = float(np.interp(nh, [x for x, _ in points], [y for _, y in points]))
+    verdict = "dominates" if along <= un else "does not dominate"
+    return f"{verdict} proportional along the curve: {along:.0f} unserved pod-minutes at its {nh:.1f} node-hours, against its {un:.0f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             result.settings["refits"], f"{result.fit_seconds:.1f}", f"{wall:.1f}",
         ])
         if result.dial:
-            beats = [p.quantile for p in result.dial
-                     if p.forecast.metrics.unserved_pod_minutes <= pr.metrics.unserved_pod_minutes and p.forecast.metrics.node_hours <= pr.metrics.node_hours]
-            dominance.append(f"{path.stem}: " + (f"dial dominates proportional at q = {', '.join(f'{q:g}' for q in beats)}" if beats else "no dial point dominates proportional"))
+            dominance.append(f"{path.stem}: {dial_against(result.dial, pr)}")
         for p in result.dial:
             dial_rows.append([
                 path.stem, f"{p.quantile:g}", _x(p.forecast.x), _x(p.naive.x), f"{p.forecast.overhead_node_hours:.1f}",

@@ -183,15 +183,20 @@ def test_cli_json_shape_and_page_with_prophet(tmp_path, capsys):
     code = main(["backtest", "--data", str(csv), "--warmup", "7d", "--output", "json", "--quiet", "--out", str(out)])
     assert code == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == {"strategies", "static_curve", "settings", "headline"}
+    assert set(data) == {"strategies", "static_curve", "settings", "headline", "burst"}  # burst: Prophet carries the burst model
     assert set(data["strategies"]) == {"reactive", "proportional", "schedule", "forecast", "naive", "oracle"}
     for body in data["strategies"].values():
         assert {"unserved_pod_minutes", "node_hours", "cold_starts", "overhead_node_hours", "x"} <= set(body)
     assert set(data["static_curve"][0]) == {"replicas", "unserved_pod_minutes", "node_hours", "cold_starts"}
     assert data["settings"]["refits"] == 2 and data["settings"]["models"] == {"prophet": 2}
     assert "forecast leaves" in data["headline"]["text"]
+    burst = data["burst"]
+    assert burst["quantile"] == 0.95 and burst["model"] == "quantile" and len(burst["times"]) == 288
+    assert len(burst["allowance"]) == len(burst["demand"]) == 288 and min(burst["allowance"]) >= 0
+    assert data["settings"]["burst_model"] == "quantile" and data["settings"]["observation_delay_seconds"] == 60
     page = (out / "backtest.html").read_text()
     assert 'aria-label="unserved pod-minutes against node-hours"' in page and "oracle" in page
+    assert burst["importance"][0]["feature"] in page
     assert (out / "backtest.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -66,7 +66,9 @@ def test_the_key_sections_are_on_the_page(page):
     _, _, seen = page
     for heading in ("Backtest: ", "How to read this", "Strategies", "Burst quantile dial", "Scale-down stabilisation dial", "Settings"):
         assert heading in seen.text, heading
-    assert seen.dom.count("<svg") == 1 and 'aria-label="unserved pod-minutes against node-hours"' in seen.dom
+    # The cost/protection plot and the burst model's last day.
+    assert seen.dom.count("<svg") == 2 and 'aria-label="unserved pod-minutes against node-hours"' in seen.dom
+    assert 'aria-label="demand and demand plus burst allowance' in seen.dom
     assert seen.text.index("How to read this") < seen.text.index("Strategies")
 
 

@@ -88,7 +88,8 @@ def test_the_key_sections_are_on_the_page(page):
     for heading in ("Headroom report", "Pool web", "Next peaks", "Cost of headroom (next 48 h)",
                     "Forecast accuracy on held-back recent data", "Warnings", "Plan changes"):
         assert heading in seen.text, heading
-    assert seen.dom.count("<svg") == 2
+    assert seen.dom.count("<svg") == 3  # demand, plan, and the burst model's last day
+    assert 'aria-label="demand and demand plus burst allowance' in seen.dom
     assert 'aria-label="demand and forecast for pool web"' in seen.dom
     assert 'aria-label="planned placeholder pods for pool web"' in seen.dom
 

@@ -73,7 +73,8 @@ def forecast_part(
 
     ramp  = max(0, max yhat over [at, at+lead] - yhat(at))   (predictable rise, read from the
             model's own curve, the one the burst was measured against)
-    burst = the burst model's quantile of growth given what `observed` shows at `at - delay`;
+    burst = the burst model's quantile of growth beyond the ramp given what `observed` shows at
+            `at - delay` (negative when less than the ramp is expected; the sum is clipped at 0);
             without a model, or when observations are missing or stale, the refit-time table's
             quantile of past unpredicted growth, the largest over [at, at+lead]
 
@@ -124,7 +125,7 @@ def burst_allowance(
         else:
             value = float(model.allowance(known, np.array([at], dtype=float), forecast)[0])
             if math.isfinite(value):
-                return max(0.0, value), "model", ""
+                return value, "model", ""  # may be negative: below the ramp (see forecast_part)
             why = "stale-observations"
     return table_burst(forecast, at, lead_seconds), "profile", why
 

@@ -143,7 +143,11 @@ class QuantileBurstModel:
 
     def allowance(self, observed: History, at: np.ndarray, forecast: Forecast | None) -> np.ndarray:
         """The allowance at each instant of `at` from the samples of `observed` at or before
-        `t - delay` (NaN where there is none, or the newest is older than `max_age_seconds`)."""
+        `t - delay` (NaN where there is none, or the newest is older than `max_age_seconds`).
+
+        It is the quantile of the growth beyond the ramp, so it is negative where the model expects
+        less than the ramp: `ramp + allowance` is the quantile of growth, which the planner clips at
+        0. Clipping the allowance itself would keep the ramp's full cost at every quantile."""
         t = self.trainer
         at = np.asarray(at, dtype=float)
         ok = np.isfinite(observed.values)
@@ -156,7 +160,7 @@ class QuantileBurstModel:
             scale=t.scale, curve=self._curve(forecast),
         )
         with one_thread():
-            out = np.maximum(self.regressor.predict(x) * t.scale, 0.0)
+            out = self.regressor.predict(x) * t.scale
         stale = (newest < 0) | (at - t.delay_seconds - times[np.maximum(newest, 0)] > self.max_age_seconds)
         out[stale] = np.nan
         return out

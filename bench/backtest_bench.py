@@ -47,7 +47,8 @@ def dial_against(dial: list, other: object) -> str:
         return f"does not dominate proportional: the cheapest quantile costs {points[0][0] - nh:+.1f} node-hours more"
     along = float(np.interp(nh, [x for x, _ in points], [y for _, y in points]))
     verdict = "dominates" if along <= un else "does not dominate"
-    return f"{verdict} proportional along the curve: {along:.0f} unserved pod-minutes at its {nh:.1f} node-hours, against its {un:.0f}"
+    overhead = other.overhead_node_hours  # type: ignore[attr-defined]
+    return f"{verdict} proportional along the curve: {along:.0f} unserved pod-minutes at its cost ({overhead:.1f} overhead node-hours), against its {un:.0f}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,6 +68,9 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- if and $pool.apiVersion (ne $kind "CapacityBuffer") -}}
 {{- fail (printf "pools[%d] (%s): apiVersion only pins a CapacityBuffer version; remove it or set kind: CapacityBuffer" $i $name) -}}
 {{- end -}}
+{{- if and (eq $kind "Deployment") (not $pool.resources) -}}
+{{- fail (printf "pools[%d] (%s): resources is required for kind Deployment: what one placeholder pod requests, e.g. resources: {cpu: \"1\", memory: 1Gi}" $i $name) -}}
+{{- end -}}
 {{- $target := default (printf "%s-placeholder-%s" (include "ph.fullname" $root) $name) $pool.targetName -}}
 {{- $p := deepCopy $pool -}}
 {{- $_ := set $p "name" $name -}}

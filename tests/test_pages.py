@@ -29,6 +29,8 @@ PEAK_INDEX = 224  # 18:40 UTC at 5-minute steps
 @pytest.mark.parametrize(("seconds", "text"), [
     (0, "0 s"), (0.25, "0.25 s"), (30, "30 s"), (90, "1 min 30 s"), (180, "3 min"), (1800, "30 min"), (3600, "1 h"),
     (5400, "1 h 30 min"), (86400, "1 d"), (90000, "1 d 1 h"), (14 * 86400, "14 d"), (None, "n/a"),
+    # rounded to the smaller unit, carrying into the larger one, not truncated
+    (86399, "1 d"), (93599, "1 d 2 h"), (3599.6, "1 h"), (119, "1 min 59 s"), (7170, "2 h"), (-300, "-5 min"),
 ])
 def test_durations_read_in_their_two_largest_units(seconds, text):
     assert fmt_duration(seconds) == text

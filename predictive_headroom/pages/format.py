@@ -68,22 +68,27 @@ def fmt_lead(seconds: float) -> str:
 
 
 def fmt_duration(seconds: float | None) -> str:
-    """A duration in its two largest units, e.g. 180 -> '3 min', 5400 -> '1 h 30 min', 1209600 -> '14 d'."""
+    """A duration in its two largest units, rounded to the smaller one: 180 -> '3 min',
+    5400 -> '1 h 30 min', 1209600 -> '14 d', 86399 -> '1 d' (not '23 h 59 min')."""
     if seconds is None:
         return "n/a"
     if 0 < abs(seconds) < 1:
         return f"{seconds:.2g} s"
-    left = round(float(seconds))
+    sign, left = ("-" if seconds < 0 else ""), abs(round(float(seconds)))
     if left == 0:
         return "0 s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
-        if left >= size:
-            parts.append(f"{left // size} {unit}")
-            left %= size
-        elif parts:
-            parts.append("")
-    return " ".join(p for p in parts[:2] if p)
+    for _ in range(2):  # rounding may carry into a larger unit (59 min 59 s -> 1 h)
+        top = next(i for i, (_, size) in enumerate(_UNITS) if left >= size)
+        step = _UNITS[min(top + 1, len(_UNITS) - 1)][1]
+        left = round(left / step) * step
+    (unit, size), (small, step) = _UNITS[top], _UNITS[min(top + 1, len(_UNITS) - 1)]
+    text = f"{left // size} {unit}"
+    if size != step and left % size:
+        text += f" {left % size // step} {small}"
+    return sign + text
+
+
+_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 
 FILTERS = {

@@ -14,7 +14,7 @@ from browser_cdp import chromium_available, visit
 from PIL import Image
 
 from predictive_headroom.cli import main
-from predictive_headroom.report.html import (
+from predictive_headroom.pages.format import (
     fmt_lead,
     fmt_money,
     fmt_number,

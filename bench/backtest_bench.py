@@ -9,7 +9,7 @@ overhead node-hours next to the oracle's, forecast unserved as % of reactive, Pr
 seconds and wall time. Warm-up: 14 days, 7 days for series shorter than four weeks.
 With `--dial 0.8,0.9,0.95,0.99` a second table gives x of forecast and naive at each burst
 quantile, replayed from the same refits; `--stabilization-dial 5m,15m,30m` does the same for the
-scale-down stabilisation window.
+scale-down stabilisation window. Last, the four features that move each dataset's last burst model.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = BacktestSettings(quantile=args.quantile, lead_seconds=args.lead_time, stabilization_seconds=args.stabilization, dial=args.dial,
                                 stabilization_dial=args.stabilization_dial, burst_model=args.burst_model,
                                 observation_delay_seconds=args.observation_delay)
-    rows, dial_rows, window_rows, dominance = [], [], [], []
+    rows, dial_rows, window_rows, dominance, movers = [], [], [], [], []
     for path in files:
         started = time.perf_counter()
         result = run_backtest(read_csv_history(path), None, settings, progress=True)
@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{w.forecast.overhead_node_hours:.1f}", f"{w.naive.overhead_node_hours:.1f}",
                 f"{w.forecast.metrics.unserved_pod_minutes:.0f}", f"{w.naive.metrics.unserved_pod_minutes:.0f}",
             ])
+        if result.burst and result.burst["importance"]:
+            top = result.burst["importance"][:4]
+            movers.append(f"{path.stem}: " + ", ".join(f"{m['feature']} {m['drop']:.3g}" for m in top))
         print(f"done {path.stem} in {wall:.1f}s", file=sys.stderr, flush=True)
     print_table(
         ["dataset", "warmup", "x forecast", "x naive", "x proportional", "overhead forecast", "overhead naive", "overhead proportional",
@@ -116,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     if dominance:
         print()
         print("\n".join(dominance))
+    if movers:
+        print()
+        print("what moves the burst model (last refit, permutation importance: pinball-loss growth when shuffled):")
+        print("\n".join(movers))
     if window_rows:
         print()
         print_table(

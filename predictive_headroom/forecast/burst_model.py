@@ -195,7 +195,8 @@ class QuantileBurstModel:
 
     def importance(self) -> list[dict[str, Any]]:
         """Permutation importance on the last day of training minutes: how much the pinball loss
-        grows when one feature is shuffled (demand units), largest first."""
+        grows when one feature is shuffled, largest first (the target is relative growth; times the
+        history's median level, so about demand units at a typical level)."""
         if self._importance is None:
             from sklearn.inspection import permutation_importance
             from sklearn.metrics import make_scorer, mean_pinball_loss

@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test venv system-deps bench clean
+.PHONY: demo test lint venv system-deps bench clean
 
 venv: $(STAMP)
 
@@ -33,7 +33,11 @@ system-deps:
 demo: $(STAMP)
 	$(BIN)/predictive-headroom demo --out demo-out
 
-test: $(STAMP) system-deps
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

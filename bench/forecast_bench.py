@@ -53,7 +53,6 @@ TARGET_GMASE = 1.0
 TARGET_COVERAGE = (0.70, 0.90)
 
 
-
 def load(name: str) -> History:
     """Read a shared `timestamp,value` CSV into a History."""
     return read_csv_history(DATASETS / f"{name}.csv")
@@ -99,11 +98,17 @@ class Rolling:
         return geometric_mean(self.mases)
 
 
-def rolling(full: History, spec: ForecastSpec, forecaster: object, days: float, count: int, lead: float) -> Rolling:
+def rolling(
+    full: History, spec: ForecastSpec, forecaster: object, days: float, count: int, lead: float
+) -> Rolling:
     """Score `forecaster` at `count` origins 2 days apart (see the module docstring)."""
     scored = [evaluate(h, spec, forecaster, lead) for h in origins(full, days, count)]  # type: ignore[arg-type]
     inside = sum(a.coverage * a.points for a in scored)
-    return Rolling([a.mase for a in scored if a.mase is not None], inside / sum(a.points for a in scored), scored[0])
+    return Rolling(
+        [a.mase for a in scored if a.mase is not None],
+        inside / sum(a.points for a in scored),
+        scored[0],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,12 +122,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=["additive", "multiplicative"], default="additive")
     parser.add_argument("--changepoint-prior", type=float, default=0.05)
     parser.add_argument("--max-fit-points", type=int, default=3000)
-    parser.add_argument("--validation-hours", type=float, default=48.0, help="0 turns validation off")
+    parser.add_argument(
+        "--validation-hours", type=float, default=48.0, help="0 turns validation off"
+    )
     parser.add_argument("--level-hours", type=float, default=48.0)
     parser.add_argument("--validation-folds", type=int, default=1)
     parser.add_argument("--interval-width", type=float, default=0.8)
     parser.add_argument("--lead", type=float, default=300.0, help="lead time in seconds")
-    parser.add_argument("--hourly", action=argparse.BooleanOptionalAction, default=True, help="the within-hour profile")
+    parser.add_argument(
+        "--hourly",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the within-hour profile",
+    )
     parser.add_argument("--series", nargs="*", default=SERIES)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -157,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         full = load(name)
         history = full.since(full.end - args.days * DAY_SECONDS)
         native = timedelta(seconds=round(history.step_seconds))
-        spec = ForecastSpec(query=name, demand_per_replica=1.0, step=native, interval_width=args.interval_width)
+        spec = ForecastSpec(
+            query=name, demand_per_replica=1.0, step=native, interval_width=args.interval_width
+        )
         durations = []
         for _ in range(args.runs):
             started = time.perf_counter()
@@ -181,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         f"targets gMASE < {TARGET_GMASE:g}, coverage {TARGET_COVERAGE[0]:.2f}-{TARGET_COVERAGE[1]:.2f} (* = missed)"
     )
     own, child = peak_rss_mib()
-    print(f"peak RSS: python {own:.0f} MiB, largest child (cmdstan) {child:.0f} MiB; target < 400 MiB")
+    print(
+        f"peak RSS: python {own:.0f} MiB, largest child (cmdstan) {child:.0f} MiB; target < 400 MiB"
+    )
     return 0
 
 

@@ -51,17 +51,40 @@ REFIT_DELTA_TARGET_S = 2.0
 
 
 def write_policy(path: Path, pools: int, burst_model: str = "quantile") -> Path:
-    path.write_text(yaml.safe_dump({"pools": [{
-        "name": f"pool-{i}",
-        "target": {"namespace": NS, "name": f"pool-{i}-placeholder"},
-        "minReplicas": 1,
-        "maxReplicas": 50,
-        "leadTime": "10m",
-        "schedules": [{"name": "business-hours", "timezone": "Europe/Berlin", "start": "0 8 * * 1-5",
-                       "end": "0 18 * * 1-5", "desiredReplicas": 2}],
-        "proportional": {"linear": {"nodesPerReplica": 2, "coresPerReplica": 16}, "nodeSelector": {"pool": f"p{i % 3}"}},
-        "forecast": {"query": f"{DEMAND} * {1 + i / 10:g}", "demandPerReplica": 5, "burstModel": burst_model},
-    } for i in range(pools)]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "pools": [
+                    {
+                        "name": f"pool-{i}",
+                        "target": {"namespace": NS, "name": f"pool-{i}-placeholder"},
+                        "minReplicas": 1,
+                        "maxReplicas": 50,
+                        "leadTime": "10m",
+                        "schedules": [
+                            {
+                                "name": "business-hours",
+                                "timezone": "Europe/Berlin",
+                                "start": "0 8 * * 1-5",
+                                "end": "0 18 * * 1-5",
+                                "desiredReplicas": 2,
+                            }
+                        ],
+                        "proportional": {
+                            "linear": {"nodesPerReplica": 2, "coresPerReplica": 16},
+                            "nodeSelector": {"pool": f"p{i % 3}"},
+                        },
+                        "forecast": {
+                            "query": f"{DEMAND} * {1 + i / 10:g}",
+                            "demandPerReplica": 5,
+                            "burstModel": burst_model,
+                        },
+                    }
+                    for i in range(pools)
+                ]
+            }
+        )
+    )
     return path
 
 
@@ -71,10 +94,17 @@ def main() -> int:
     parser.add_argument("--pools", type=int, default=10)
     args = parser.parse_args()
     if missing := missing_binaries():
-        print(f"needs {' and '.join(missing)} on PATH (apt-get install -y --no-install-recommends prometheus)", file=sys.stderr)
+        print(
+            f"needs {' and '.join(missing)} on PATH (apt-get install -y --no-install-recommends prometheus)",
+            file=sys.stderr,
+        )
         return 2
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory() as tmp, prometheus_with_demand(Path(tmp), time.time()) as prom, FakeApiServer() as server:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        prometheus_with_demand(Path(tmp), time.time()) as prom,
+        FakeApiServer() as server,
+    ):
         for n in range(12):
             server.add_node(f"node-{n}", cpu="8", labels={"pool": f"p{n % 3}"})
         for i in range(args.pools):
@@ -85,8 +115,14 @@ def main() -> int:
         refits = {}
         for mode in ("profile", "quantile"):
             path = write_policy(Path(tmp) / f"policy-{mode}.yaml", args.pools, mode)
-            daemon = Daemon(path, load_policy(path), source=source, forecaster=ProphetForecaster(),
-                            actuator=TargetActuator(api, options), cluster=KubeClusterReader(api, options))
+            daemon = Daemon(
+                path,
+                load_policy(path),
+                source=source,
+                forecaster=ProphetForecaster(),
+                actuator=TargetActuator(api, options),
+                cluster=KubeClusterReader(api, options),
+            )
             started = time.perf_counter()
             assert daemon.refit(), "refit failed"
             refits[mode] = time.perf_counter() - started
@@ -107,12 +143,20 @@ def main() -> int:
     delta = (refits["quantile"] - refits["profile"]) / args.pools
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ok = median < TARGET_MS and delta <= REFIT_DELTA_TARGET_S and rss <= RSS_TARGET_MIB
-    print(f"{args.pools} forecasting pools, real Prometheus ({prom.url}) and the fake apiserver ({len(server.requests())} API requests in all)")
-    print(f"  refit: {refits['profile']:.1f} s with the time-of-day table, {refits['quantile']:.1f} s with the burst model "
-          f"({delta:+.2f} s per pool; target: at most +{REFIT_DELTA_TARGET_S:g} s)")
+    print(
+        f"{args.pools} forecasting pools, real Prometheus ({prom.url}) and the fake apiserver ({len(server.requests())} API requests in all)"
+    )
+    print(
+        f"  refit: {refits['profile']:.1f} s with the time-of-day table, {refits['quantile']:.1f} s with the burst model "
+        f"({delta:+.2f} s per pool; target: at most +{REFIT_DELTA_TARGET_S:g} s)"
+    )
     print(f"  first reconcile (every pool scaled, fresh read + predict each): {first_ms:.1f} ms")
-    print(f"  steady state over {args.runs} runs: median {median:.1f} ms, p95 {p95:.1f} ms (target: median < {TARGET_MS:.0f} ms)")
-    print(f"  peak RSS: {rss:.0f} MiB (target: {RSS_TARGET_MIB:.0f} MiB) -> {'OK' if ok else 'MISSED'}")
+    print(
+        f"  steady state over {args.runs} runs: median {median:.1f} ms, p95 {p95:.1f} ms (target: median < {TARGET_MS:.0f} ms)"
+    )
+    print(
+        f"  peak RSS: {rss:.0f} MiB (target: {RSS_TARGET_MIB:.0f} MiB) -> {'OK' if ok else 'MISSED'}"
+    )
     return 0 if ok else 1
 
 

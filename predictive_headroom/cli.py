@@ -26,7 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
         "size a placeholder (pause-pod) Deployment.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--log-level", default=os.environ.get("PH_LOG_LEVEL", "WARNING"), help="log level (default WARNING; env PH_LOG_LEVEL)")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("PH_LOG_LEVEL", "WARNING"),
+        help="log level (default WARNING; env PH_LOG_LEVEL)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -46,7 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command != "run":
-        logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+        logging.basicConfig(
+            level=args.log_level.upper(),
+            format="%(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
     try:
         return int(args.handler(args) or 0)
     except (CommandError, ConfigError, SourceError) as exc:

@@ -32,7 +32,9 @@ class Source(Protocol):
 class Forecaster(Protocol):
     """Turns history into a Forecast (or a NoForecast saying why not)."""
 
-    def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
+    def fit(
+        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+    ) -> Forecast | NoForecast:
         """Fit on `history` (only data up to `now`) and forecast `spec.horizon` ahead of `now`."""
         ...
 

@@ -53,7 +53,9 @@ class _Session:
         self.ws, self.visit, self.ids, self.session = ws, visit, itertools.count(1), None
         self.events: list[str] = []
 
-    def send(self, method: str, params: dict[str, Any] | None = None, deadline: float = 30.0) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, deadline: float = 30.0
+    ) -> dict[str, Any]:
         msg_id = next(self.ids)
         message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
         if self.session:
@@ -74,7 +76,11 @@ class _Session:
         if method:
             self.events.append(method)
         if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            self.visit.console_errors.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", [])))
+            self.visit.console_errors.append(
+                " ".join(
+                    str(a.get("value", a.get("description", ""))) for a in params.get("args", [])
+                )
+            )
         elif method == "Runtime.exceptionThrown":
             self.visit.console_errors.append(str(params.get("exceptionDetails", {}).get("text")))
         elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
@@ -97,7 +103,14 @@ def visit(url: str, profile: Path, width: int = 1280, height: int = 2400) -> Vis
     profile.mkdir(parents=True, exist_ok=True)
     log = (profile / "chromium.log").open("wb")
     proc = subprocess.Popen(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0", f"--window-size={width},{height}", "about:blank"],
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -106,26 +119,42 @@ def visit(url: str, profile: Path, width: int = 1280, height: int = 2400) -> Vis
         end = time.monotonic() + 30
         while not (port_file.is_file() and len(port_file.read_text().split()) >= 2):
             if proc.poll() is not None or time.monotonic() > end:
-                raise RuntimeError(f"chromium did not start: {(profile / 'chromium.log').read_text()[-2000:]}")
+                raise RuntimeError(
+                    f"chromium did not start: {(profile / 'chromium.log').read_text()[-2000:]}"
+                )
             time.sleep(0.05)
         port, path = port_file.read_text().split()[:2]
-        ws = websocket.create_connection(f"ws://127.0.0.1:{port}{path}", timeout=30, suppress_origin=True)
+        ws = websocket.create_connection(
+            f"ws://127.0.0.1:{port}{path}", timeout=30, suppress_origin=True
+        )
         result = Visit()
         try:
             cdp = _Session(ws, result)
             target = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-            cdp.session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+            cdp.session = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})[
+                "sessionId"
+            ]
             for domain in ("Runtime", "Log", "Network", "Page"):
                 cdp.send(f"{domain}.enable")
-            cdp.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+            cdp.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            )
             cdp.events.clear()
             cdp.send("Page.navigate", {"url": url})
             cdp.wait_for("Page.loadEventFired")
             time.sleep(0.3)  # late errors or requests, if any, arrive now
             cdp.send("Runtime.evaluate", {"expression": "1"})
-            result.text = cdp.send("Runtime.evaluate", {"expression": "document.body.innerText", "returnByValue": True})["result"]["value"]
-            result.dom = cdp.send("Runtime.evaluate", {"expression": "document.documentElement.outerHTML", "returnByValue": True})["result"]["value"]
-            result.png = base64.b64decode(cdp.send("Page.captureScreenshot", {"format": "png"})["data"])
+            result.text = cdp.send(
+                "Runtime.evaluate", {"expression": "document.body.innerText", "returnByValue": True}
+            )["result"]["value"]
+            result.dom = cdp.send(
+                "Runtime.evaluate",
+                {"expression": "document.documentElement.outerHTML", "returnByValue": True},
+            )["result"]["value"]
+            result.png = base64.b64decode(
+                cdp.send("Page.captureScreenshot", {"format": "png"})["data"]
+            )
             cdp.session = None
             cdp.send("Browser.close")
         finally:

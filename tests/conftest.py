@@ -18,7 +18,9 @@ from promfixture import PromServer, missing_binaries, prometheus_with_demand
 def _require_prometheus() -> None:
     missing = missing_binaries()
     if missing:
-        pytest.skip(f"needs the Debian package 'prometheus' ({', '.join(missing)} not on PATH; `make test` installs it)")
+        pytest.skip(
+            f"needs the Debian package 'prometheus' ({', '.join(missing)} not on PATH; `make test` installs it)"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -35,5 +37,7 @@ def prometheus_basic_auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     over TLS when `server.ca_file` is set."""
     _require_prometheus()
     workdir = tmp_path_factory.mktemp("prometheus-auth")
-    with prometheus_with_demand(workdir, time.time(), username="headroom", password="s3cret-Pa55") as server:
+    with prometheus_with_demand(
+        workdir, time.time(), username="headroom", password="s3cret-Pa55"
+    ) as server:
         yield server

@@ -134,7 +134,9 @@ def _set_images(objects: list[Object], images: list[Object]) -> None:
         for pod in _pod_specs(obj):
             for container in _containers(pod):
                 image = container["image"]
-                name, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+                name, _, tag = (
+                    image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+                )
                 for rule in images:
                     if rule["name"] == name:
                         new_name = rule.get("newName", name)
@@ -181,8 +183,12 @@ def _build(directory: Path) -> _Build:
     for gen in spec.get("configMapGenerator", []):
         cm = _generate_configmap(directory, gen)
         key = (cm["metadata"].get("namespace"), cm["metadata"]["name"])
-        existing = [o for o in build.objects if o["kind"] == "ConfigMap"
-                    and (o["metadata"].get("namespace"), o["metadata"]["name"]) == key]
+        existing = [
+            o
+            for o in build.objects
+            if o["kind"] == "ConfigMap"
+            and (o["metadata"].get("namespace"), o["metadata"]["name"]) == key
+        ]
         behavior = gen.get("behavior", "create")
         if behavior == "create":
             if existing:
@@ -202,7 +208,9 @@ def _build(directory: Path) -> _Build:
             raise UnsupportedKustomization(f"{kfile}: patches keys {sorted(set(patch))}")
         operations = yaml.safe_load(patch["patch"])
         if not isinstance(operations, list):
-            raise UnsupportedKustomization(f"{kfile}: only JSON 6902 patches (a list of operations)")
+            raise UnsupportedKustomization(
+                f"{kfile}: only JSON 6902 patches (a list of operations)"
+            )
         targets = [o for o in build.objects if _matches(o, patch["target"])]
         if not targets:
             raise ValueError(f"{kfile}: patch target {patch['target']} matches no object")

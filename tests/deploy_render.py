@@ -17,7 +17,9 @@ NAMESPACE = "predictive-headroom"
 Object = dict[str, Any]
 
 
-def render_chart(values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE) -> list[Object]:
+def render_chart(
+    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE
+) -> list[Object]:
     """Render the chart offline with Helm's own engine (helm-python-sdk) and return its objects.
 
     Raises helm_python.HelmError with Helm's message when values or templates are rejected.

@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -41,14 +41,22 @@ _PATH = re.compile(
 )
 _KINDS = {  # (group, resource) -> (kind, apiVersion, namespaced)
     ("apps", "deployments"): ("Deployment", "apps/v1", True),
-    ("autoscaling.x-k8s.io", "capacitybuffers"): ("CapacityBuffer", "autoscaling.x-k8s.io/v1alpha1", True),
+    ("autoscaling.x-k8s.io", "capacitybuffers"): (
+        "CapacityBuffer",
+        "autoscaling.x-k8s.io/v1alpha1",
+        True,
+    ),
     ("", "nodes"): ("Node", "v1", False),
     ("coordination.k8s.io", "leases"): ("Lease", "coordination.k8s.io/v1", True),
     ("", "events"): ("Event", "v1", True),
     ("events.k8s.io", "events"): ("Event", "events.k8s.io/v1", True),
 }
 BUFFER_GROUP = "autoscaling.x-k8s.io"
-_VERSION_PRIORITY = ("v1", "v1beta1", "v1alpha1")  # how the apiserver orders CRD versions (simplified)
+_VERSION_PRIORITY = (
+    "v1",
+    "v1beta1",
+    "v1alpha1",
+)  # how the apiserver orders CRD versions (simplified)
 _DISCOVERY = {  # group -> (versions, [(resource, kind, namespaced)]) served besides CapacityBuffer
     "apps": (("v1",), [("deployments", "Deployment", True), ("deployments/scale", "Scale", True)]),
     "coordination.k8s.io": (("v1",), [("leases", "Lease", True)]),
@@ -56,14 +64,22 @@ _DISCOVERY = {  # group -> (versions, [(resource, kind, namespaced)]) served bes
 }
 _VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _REASONS = {
-    400: "BadRequest", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed", 409: "Conflict",
-    415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
-    503: "ServiceUnavailable", 504: "Timeout",
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -130,8 +146,13 @@ class ApiError(Exception):
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": self.message, "reason": _REASONS.get(self.code, "Unknown"), "code": self.code,
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": _REASONS.get(self.code, "Unknown"),
+            "code": self.code,
         }
         if self.details is not None:
             body["details"] = self.details
@@ -165,15 +186,22 @@ class _Route:
 class FakeApiServer:
     """In-memory kube-apiserver on 127.0.0.1 (random port) served from a background thread."""
 
-    def __init__(self, capacity_buffer_crd: bool = True, capacity_buffer_versions: tuple[str, ...] = ("v1alpha1",),
-                 capacity_buffer_scope: str = "Namespaced", preferred_version: str | None = None,
-                 provisioning_requests: bool = False) -> None:
+    def __init__(
+        self,
+        capacity_buffer_crd: bool = True,
+        capacity_buffer_versions: tuple[str, ...] = ("v1alpha1",),
+        capacity_buffer_scope: str = "Namespaced",
+        preferred_version: str | None = None,
+        provisioning_requests: bool = False,
+    ) -> None:
         """`capacity_buffer_versions`: the autoscaling.x-k8s.io versions serving capacitybuffers (none
         when `capacity_buffer_crd` is False), at `capacity_buffer_scope` (Namespaced or Cluster).
         `provisioning_requests`: the group also serves ProvisioningRequests in v1 and v1beta1, as with
         Cluster Autoscaler's ProvisioningRequest CRD. `preferred_version` overrides the group's
         preferred version (default: the highest-priority served version)."""
-        self.capacity_buffer_versions = tuple(capacity_buffer_versions) if capacity_buffer_crd else ()
+        self.capacity_buffer_versions = (
+            tuple(capacity_buffer_versions) if capacity_buffer_crd else ()
+        )
         self.capacity_buffer_crd = bool(self.capacity_buffer_versions)
         self.capacity_buffer_scope = capacity_buffer_scope
         self.provisioning_requests = provisioning_requests
@@ -188,19 +216,27 @@ class FakeApiServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.02,), name="fake-apiserver", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.02,), name="fake-apiserver", daemon=True
+        )
 
     @property
     def buffer_group_versions(self) -> tuple[str, ...]:
         """The versions of autoscaling.x-k8s.io served now (tests may change what is served while running)."""
-        served = set(self.capacity_buffer_versions) | ({"v1", "v1beta1"} if self.provisioning_requests else set())
-        return tuple(v for v in _VERSION_PRIORITY if v in served) + tuple(sorted(served - set(_VERSION_PRIORITY)))
+        served = set(self.capacity_buffer_versions) | (
+            {"v1", "v1beta1"} if self.provisioning_requests else set()
+        )
+        return tuple(v for v in _VERSION_PRIORITY if v in served) + tuple(
+            sorted(served - set(_VERSION_PRIORITY))
+        )
 
     @property
     def preferred_version(self) -> str | None:
         """The group's preferred version: the one set, else the highest-priority served version."""
         versions = self.buffer_group_versions
-        return self._preferred if self._preferred in versions else (versions[0] if versions else None)
+        return (
+            self._preferred if self._preferred in versions else (versions[0] if versions else None)
+        )
 
     @preferred_version.setter
     def preferred_version(self, value: str | None) -> None:
@@ -208,7 +244,7 @@ class FakeApiServer:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> "FakeApiServer":
+    def start(self) -> FakeApiServer:
         self._thread.start()
         return self
 
@@ -219,7 +255,7 @@ class FakeApiServer:
         self._httpd.shutdown()
         self._httpd.server_close()
 
-    def __enter__(self) -> "FakeApiServer":
+    def __enter__(self) -> FakeApiServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -266,18 +302,29 @@ class FakeApiServer:
             obj = self._objects.get((group, resource, ns, name))
             return copy.deepcopy(obj) if obj else None
 
-    def add_deployment(self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    def add_deployment(
+        self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """Create a Deployment with `replicas` and optional metadata annotations."""
-        return self._put("apps", "deployments", ns, {
-            "metadata": {"name": name, "annotations": dict(annotations or {}), "generation": 1},
-            "spec": {
-                "replicas": replicas,
-                "selector": {"matchLabels": {"app": name}},
-                "template": {"metadata": {"labels": {"app": name}},
-                             "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}},
+        return self._put(
+            "apps",
+            "deployments",
+            ns,
+            {
+                "metadata": {"name": name, "annotations": dict(annotations or {}), "generation": 1},
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": {"app": name}},
+                    "template": {
+                        "metadata": {"labels": {"app": name}},
+                        "spec": {
+                            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]
+                        },
+                    },
+                },
+                "status": {"replicas": replicas},
             },
-            "status": {"replicas": replicas},
-        })
+        )
 
     def deployment(self, ns: str, name: str) -> dict[str, Any] | None:
         return self._get("apps", "deployments", ns, name)
@@ -295,15 +342,27 @@ class FakeApiServer:
             assert obj is not None
             return self._put("apps", "deployments", ns, merge_patch(obj, patch))
 
-    def add_capacity_buffer(self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None) -> dict[str, Any]:
-        return self._put("autoscaling.x-k8s.io", "capacitybuffers", ns, {
-            "metadata": {"name": name, "annotations": dict(annotations or {})},
-            "spec": {"podTemplateRef": {"name": f"{name}-template"}, "replicas": replicas},
-        })
+    def add_capacity_buffer(
+        self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        return self._put(
+            "autoscaling.x-k8s.io",
+            "capacitybuffers",
+            ns,
+            {
+                "metadata": {"name": name, "annotations": dict(annotations or {})},
+                "spec": {"podTemplateRef": {"name": f"{name}-template"}, "replicas": replicas},
+            },
+        )
 
     def capacity_buffer(self, ns: str, name: str) -> dict[str, Any] | None:
         """The CapacityBuffer `name` (in `ns` when the resource is namespaced; `ns` is ignored when cluster-scoped)."""
-        return self._get(BUFFER_GROUP, "capacitybuffers", ns if self.capacity_buffer_scope == "Namespaced" else "", name)
+        return self._get(
+            BUFFER_GROUP,
+            "capacitybuffers",
+            ns if self.capacity_buffer_scope == "Namespaced" else "",
+            name,
+        )
 
     def edit_capacity_buffer(self, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """A person's change to a CapacityBuffer: merge-patch it, bump resourceVersion."""
@@ -312,17 +371,37 @@ class FakeApiServer:
             assert obj is not None
             return self._put(BUFFER_GROUP, "capacitybuffers", ns, merge_patch(obj, patch))
 
-    def add_node(self, name: str, cpu: str = "4", labels: dict[str, str] | None = None,
-                 unschedulable: bool = False, ready: bool = True) -> dict[str, Any]:
-        return self._put("", "nodes", "", {
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-            "spec": {"unschedulable": unschedulable} if unschedulable else {},
-            "status": {
-                "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
-                "allocatable": {"cpu": cpu, "memory": "15Gi", "pods": "110"},
-                "conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}],
+    def add_node(
+        self,
+        name: str,
+        cpu: str = "4",
+        labels: dict[str, str] | None = None,
+        unschedulable: bool = False,
+        ready: bool = True,
+    ) -> dict[str, Any]:
+        return self._put(
+            "",
+            "nodes",
+            "",
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+                },
+                "spec": {"unschedulable": unschedulable} if unschedulable else {},
+                "status": {
+                    "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+                    "allocatable": {"cpu": cpu, "memory": "15Gi", "pods": "110"},
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True" if ready else "False",
+                            "reason": "KubeletReady",
+                        }
+                    ],
+                },
             },
-        })
+        )
 
     def lease(self, ns: str, name: str) -> dict[str, Any] | None:
         return self._get("coordination.k8s.io", "leases", ns, name)
@@ -330,24 +409,44 @@ class FakeApiServer:
     def events(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """Events created so far (core/v1 and events.k8s.io/v1), oldest first."""
         with self._lock:
-            found = [copy.deepcopy(o) for (g, r, ns, _), o in self._objects.items()
-                     if r == "events" and (namespace is None or ns == namespace)]
+            found = [
+                copy.deepcopy(o)
+                for (g, r, ns, _), o in self._objects.items()
+                if r == "events" and (namespace is None or ns == namespace)
+            ]
         return sorted(found, key=lambda o: int(o["metadata"]["resourceVersion"]))
 
     # -- faults and the request log ------------------------------------------------------------
 
-    def fail(self, method: str, path_pattern: str, status: int, times: int | None = 1, message: str | None = None,
-             when: Callable[[Recorded], bool] | None = None) -> None:
+    def fail(
+        self,
+        method: str,
+        path_pattern: str,
+        status: int,
+        times: int | None = 1,
+        message: str | None = None,
+        when: Callable[[Recorded], bool] | None = None,
+    ) -> None:
         """Answer the next `times` requests (None = all) matching method ('*' = any), path regex and
         the optional `when(request)` predicate with `status` and a Status body."""
         with self._lock:
-            self._faults.append(_Fault(method.upper(), re.compile(path_pattern), status, 0.0, times, message, when))
+            self._faults.append(
+                _Fault(method.upper(), re.compile(path_pattern), status, 0.0, times, message, when)
+            )
 
-    def delay(self, method: str, path_pattern: str, seconds: float, times: int | None = None,
-              when: Callable[[Recorded], bool] | None = None) -> None:
+    def delay(
+        self,
+        method: str,
+        path_pattern: str,
+        seconds: float,
+        times: int | None = None,
+        when: Callable[[Recorded], bool] | None = None,
+    ) -> None:
         """Hold the answer to matching requests for `seconds`, then serve them normally."""
         with self._lock:
-            self._faults.append(_Fault(method.upper(), re.compile(path_pattern), None, seconds, times, None, when))
+            self._faults.append(
+                _Fault(method.upper(), re.compile(path_pattern), None, seconds, times, None, when)
+            )
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -356,8 +455,11 @@ class FakeApiServer:
     def requests(self, method: str | None = None, path_contains: str = "") -> list[Recorded]:
         """Requests received so far, optionally filtered by method and a path substring."""
         with self._lock:
-            return [r for r in self._requests
-                    if (method is None or r.method == method.upper()) and path_contains in r.path]
+            return [
+                r
+                for r in self._requests
+                if (method is None or r.method == method.upper()) and path_contains in r.path
+            ]
 
     def writes(self, path_contains: str = "") -> list[Recorded]:
         """Requests that would change state (POST/PUT/PATCH/DELETE), dry-run ones included."""
@@ -366,8 +468,12 @@ class FakeApiServer:
     def _take_fault(self, request: Recorded) -> _Fault | None:
         with self._lock:
             for fault in self._faults:
-                if (fault.method in ("*", request.method) and fault.pattern.search(request.path)
-                        and fault.remaining != 0 and (fault.when is None or fault.when(request))):
+                if (
+                    fault.method in ("*", request.method)
+                    and fault.pattern.search(request.path)
+                    and fault.remaining != 0
+                    and (fault.when is None or fault.when(request))
+                ):
                     if fault.remaining is not None:
                         fault.remaining -= 1
                     return fault
@@ -418,32 +524,58 @@ class FakeApiServer:
         return Handler
 
     def _dispatch(self, request: Recorded) -> tuple[int, Any]:
-        method, path, query, body, content_type = (request.method, request.path, request.query, request.body,
-                                                   request.content_type)
+        method, path, query, body, content_type = (
+            request.method,
+            request.path,
+            request.query,
+            request.body,
+            request.content_type,
+        )
         discovery = self._discovery(path.rstrip("/")) if method == "GET" else None
         if discovery is not None:
             fault = self._take_fault(request)
             if fault is not None and fault.delay:
                 self._stopping.wait(fault.delay)
             if fault is not None and fault.status is not None:
-                raise ApiError(fault.status, fault.message or f"Internal error occurred: injected fault {fault.status} for GET {path}")
+                raise ApiError(
+                    fault.status,
+                    fault.message
+                    or f"Internal error occurred: injected fault {fault.status} for GET {path}",
+                )
             return 200, discovery
         m = _PATH.match(path)
         if m is None:
             raise ApiError(404, "the server could not find the requested resource")
         group = m["group"] or ""
-        route = _Route(group, m["core"] or m["version"], m["ns"], m["resource"], m["name"], m["sub"], method, query)
+        route = _Route(
+            group,
+            m["core"] or m["version"],
+            m["ns"],
+            m["resource"],
+            m["name"],
+            m["sub"],
+            method,
+            query,
+        )
         fault = self._take_fault(request)
         if fault is not None:
             if fault.delay:
                 self._stopping.wait(fault.delay)
             if fault.status is not None:
-                raise ApiError(fault.status, fault.message or self._fault_message(route, fault.status), route.details())
+                raise ApiError(
+                    fault.status,
+                    fault.message or self._fault_message(route, fault.status),
+                    route.details(),
+                )
         known = _KINDS.get((group, route.resource))
-        if known is None or (route.resource == "capacitybuffers" and not self._serves_buffers(route)):
+        if known is None or (
+            route.resource == "capacitybuffers" and not self._serves_buffers(route)
+        ):
             raise ApiError(404, "the server could not find the requested resource")
         if query.get("dryRun") not in (None, "All"):
-            raise ApiError(400, f"invalid dry run option {query['dryRun']!r}; only 'All' is supported")
+            raise ApiError(
+                400, f"invalid dry run option {query['dryRun']!r}; only 'All' is supported"
+            )
         with self._lock:
             if route.sub == "scale" and route.resource == "deployments":
                 return self._scale(route, body)
@@ -456,7 +588,8 @@ class FakeApiServer:
     def _serves_buffers(self, route: _Route) -> bool:
         """capacitybuffers exist at this path: a served version, and the path of the resource's scope."""
         return route.version in self.capacity_buffer_versions and (route.namespace is not None) == (
-            self.capacity_buffer_scope == "Namespaced")
+            self.capacity_buffer_scope == "Namespaced"
+        )
 
     def _group_resources(self) -> dict[str, tuple[tuple[str, ...], list[tuple[str, str, bool]]]]:
         groups = dict(_DISCOVERY)
@@ -471,43 +604,83 @@ class FakeApiServer:
             return None
         groups = self._group_resources()
         if len(parts) == 1:
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._api_group(g, v) for g, (v, _) in groups.items()]}
+            return {
+                "kind": "APIGroupList",
+                "apiVersion": "v1",
+                "groups": [self._api_group(g, v) for g, (v, _) in groups.items()],
+            }
         if parts[1] not in groups or (len(parts) == 3 and parts[2] not in groups[parts[1]][0]):
             raise ApiError(404, "the server could not find the requested resource")
         if len(parts) == 2:
-            return {"kind": "APIGroup", "apiVersion": "v1", **self._api_group(parts[1], groups[parts[1]][0])}
+            return {
+                "kind": "APIGroup",
+                "apiVersion": "v1",
+                **self._api_group(parts[1], groups[parts[1]][0]),
+            }
         group, version = parts[1], parts[2]
         resources = list(groups[group][1])
         if group == BUFFER_GROUP:
             if version in self.capacity_buffer_versions:
                 namespaced = self.capacity_buffer_scope == "Namespaced"
-                resources += [("capacitybuffers", "CapacityBuffer", namespaced), ("capacitybuffers/status", "CapacityBuffer", namespaced)]
+                resources += [
+                    ("capacitybuffers", "CapacityBuffer", namespaced),
+                    ("capacitybuffers/status", "CapacityBuffer", namespaced),
+                ]
             if self.provisioning_requests and version in ("v1", "v1beta1"):
                 resources += [("provisioningrequests", "ProvisioningRequest", True)]
-        return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}", "resources": [
-            {"name": name, "singularName": "" if "/" in name else kind.lower(), "namespaced": namespaced, "kind": kind,
-             "verbs": ["get", "patch", "update"] if "/" in name else ["create", "delete", "get", "list", "patch", "update", "watch"]}
-            for name, kind, namespaced in resources]}
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}",
+            "resources": [
+                {
+                    "name": name,
+                    "singularName": "" if "/" in name else kind.lower(),
+                    "namespaced": namespaced,
+                    "kind": kind,
+                    "verbs": ["get", "patch", "update"]
+                    if "/" in name
+                    else ["create", "delete", "get", "list", "patch", "update", "watch"],
+                }
+                for name, kind, namespaced in resources
+            ],
+        }
 
     def _api_group(self, group: str, versions: tuple[str, ...]) -> dict[str, Any]:
         preferred = self.preferred_version if group == BUFFER_GROUP else versions[0]
         listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
-        return {"name": group, "versions": listed, "preferredVersion": {"groupVersion": f"{group}/{preferred}", "version": preferred}}
+        return {
+            "name": group,
+            "versions": listed,
+            "preferredVersion": {"groupVersion": f"{group}/{preferred}", "version": preferred},
+        }
 
     @staticmethod
     def _fault_message(route: _Route, status: int) -> str:
         what = f'{route.qualified} "{route.name}"' if route.name else route.qualified
         if status == 403:
             resource = route.resource + (f"/{route.sub}" if route.sub else "")
-            verb = "list" if route.method == "GET" and route.name is None else _VERBS.get(route.method, "get")
-            where = f' in the namespace "{route.namespace}"' if route.namespace else " at the cluster scope"
-            return (f'{what} is forbidden: User "{SERVICE_ACCOUNT}" cannot {verb} resource "{resource}" '
-                    f'in API group "{route.group}"{where}')
+            verb = (
+                "list"
+                if route.method == "GET" and route.name is None
+                else _VERBS.get(route.method, "get")
+            )
+            where = (
+                f' in the namespace "{route.namespace}"'
+                if route.namespace
+                else " at the cluster scope"
+            )
+            return (
+                f'{what} is forbidden: User "{SERVICE_ACCOUNT}" cannot {verb} resource "{resource}" '
+                f'in API group "{route.group}"{where}'
+            )
         if status == 404:
             return f"{what} not found"
         if status == 409:
-            return (f"Operation cannot be fulfilled on {what}: the object has been modified; "
-                    "please apply your changes to the latest version and try again")
+            return (
+                f"Operation cannot be fulfilled on {what}: the object has been modified; "
+                "please apply your changes to the latest version and try again"
+            )
         return f"Internal error occurred: injected fault {status} for {route.method} {what}"
 
     def _key(self, route: _Route, name: str | None = None) -> tuple[str, str, str, str]:
@@ -519,7 +692,9 @@ class FakeApiServer:
             raise ApiError(404, f'{route.qualified} "{route.name}" not found', route.details())
         return obj
 
-    def _check_version(self, route: _Route, current: dict[str, Any], new_meta: dict[str, Any] | None) -> None:
+    def _check_version(
+        self, route: _Route, current: dict[str, Any], new_meta: dict[str, Any] | None
+    ) -> None:
         wanted = (new_meta or {}).get("resourceVersion")
         if wanted and wanted != current["metadata"]["resourceVersion"]:
             raise ApiError(409, self._fault_message(route, 409), route.details())
@@ -533,7 +708,9 @@ class FakeApiServer:
     def _object(self, route: _Route, body: Any, content_type: str) -> tuple[int, Any]:
         code, answer = self._object_verb(route, body, content_type)
         if route.resource == "capacitybuffers" and answer.get("kind") == "CapacityBuffer":
-            answer["apiVersion"] = f"{BUFFER_GROUP}/{route.version}"  # one stored object, served in every version
+            answer["apiVersion"] = (
+                f"{BUFFER_GROUP}/{route.version}"  # one stored object, served in every version
+            )
         return code, answer
 
     def _object_verb(self, route: _Route, body: Any, content_type: str) -> tuple[int, Any]:
@@ -543,7 +720,12 @@ class FakeApiServer:
             self._existing(route)
             if route.query.get("dryRun") != "All":
                 del self._objects[self._key(route)]
-            return 200, {"kind": "Status", "apiVersion": "v1", "status": "Success", "details": route.details()}
+            return 200, {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Success",
+                "details": route.details(),
+            }
         if route.method == "PUT":
             current = self._existing(route)
             if not isinstance(body, dict):
@@ -565,8 +747,11 @@ class FakeApiServer:
     def _check_patch(self, route: _Route, body: Any, content_type: str) -> None:
         kind = content_type.split(";")[0].strip()
         if kind == "application/strategic-merge-patch+json" and route.resource == "capacitybuffers":
-            raise ApiError(415, "the body of the request was in an unknown format - accepted media types include: "
-                                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+            raise ApiError(
+                415,
+                "the body of the request was in an unknown format - accepted media types include: "
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            )
         if kind not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
             raise ApiError(415, f"this test server only understands merge patches, not {kind!r}")
         if not isinstance(body, dict):
@@ -583,32 +768,58 @@ class FakeApiServer:
             if not meta.get("name"):
                 raise ApiError(422, f"{kind} is invalid: metadata.name: Required value")
             involved = (body.get("involvedObject") or {}).get("namespace") or ""
-            if route.resource == "events" and not route.group and not body.get("eventTime") and (
-                    involved != (route.namespace or "") if involved else (route.namespace or "") not in ("", "default")):
-                raise ApiError(422, f'Event "{meta["name"]}" is invalid: involvedObject.namespace: Invalid value: '
-                                    f'"{involved}": does not match event.namespace')
+            if (
+                route.resource == "events"
+                and not route.group
+                and not body.get("eventTime")
+                and (
+                    involved != (route.namespace or "")
+                    if involved
+                    else (route.namespace or "") not in ("", "default")
+                )
+            ):
+                raise ApiError(
+                    422,
+                    f'Event "{meta["name"]}" is invalid: involvedObject.namespace: Invalid value: '
+                    f'"{involved}": does not match event.namespace',
+                )
             if meta.get("resourceVersion"):
                 raise ApiError(400, "resourceVersion should not be set on objects to be created")
             if self._key(route, meta["name"]) in self._objects:
-                raise ApiError(409, f'{route.qualified} "{meta["name"]}" already exists',
-                               {**route.details(), "name": meta["name"]})
+                raise ApiError(
+                    409,
+                    f'{route.qualified} "{meta["name"]}" already exists',
+                    {**route.details(), "name": meta["name"]},
+                )
             return 201, self._commit(route, body)
         if route.method != "GET":
-            raise ApiError(405, f"{route.method} is not supported on the {route.qualified} collection")
+            raise ApiError(
+                405, f"{route.method} is not supported on the {route.qualified} collection"
+            )
         selector = route.query.get("labelSelector", "")
         items = sorted(
-            (copy.deepcopy(o) for (g, r, ns, _), o in self._objects.items()
-             if g == route.group and r == route.resource and (route.namespace in (None, ns))
-             and _matches(o["metadata"].get("labels") or {}, selector)),
+            (
+                copy.deepcopy(o)
+                for (g, r, ns, _), o in self._objects.items()
+                if g == route.group
+                and r == route.resource
+                and (route.namespace in (None, ns))
+                and _matches(o["metadata"].get("labels") or {}, selector)
+            ),
             key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]),
         )
         start = int(route.query.get("continue") or 0)
         limit = int(route.query.get("limit") or 0) or len(items)
-        page = items[start:start + limit]
+        page = items[start : start + limit]
         meta: dict[str, Any] = {"resourceVersion": str(next(self._rv))}
         if start + limit < len(items):
             meta["continue"] = str(start + limit)
-        return 200, {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta, "items": page}
+        return 200, {
+            "kind": f"{kind}List",
+            "apiVersion": api_version,
+            "metadata": meta,
+            "items": page,
+        }
 
     def _scale(self, route: _Route, body: Any) -> tuple[int, Any]:
         """The scale subresource: an autoscaling/v1 Scale view of the Deployment's replicas."""
@@ -624,8 +835,11 @@ class FakeApiServer:
         new_view = merge_patch(view, body) if route.method == "PATCH" else body
         replicas = (new_view.get("spec") or {}).get("replicas", 0)
         if not isinstance(replicas, int) or replicas < 0:
-            raise ApiError(422, f'Scale.autoscaling "{route.name}" is invalid: spec.replicas: Invalid value: '
-                                f"{replicas!r}: must be greater than or equal to 0")
+            raise ApiError(
+                422,
+                f'Scale.autoscaling "{route.name}" is invalid: spec.replicas: Invalid value: '
+                f"{replicas!r}: must be greater than or equal to 0",
+            )
         updated = copy.deepcopy(deployment)
         updated["spec"]["replicas"] = replicas
         if route.query.get("dryRun") != "All" and replicas != deployment["spec"]["replicas"]:
@@ -639,9 +853,17 @@ class FakeApiServer:
     def _scale_view(deployment: dict[str, Any]) -> dict[str, Any]:
         meta = deployment["metadata"]
         return {
-            "kind": "Scale", "apiVersion": "autoscaling/v1",
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")},
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: meta[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+            },
             "spec": {"replicas": deployment["spec"]["replicas"]},
-            "status": {"replicas": deployment["status"].get("replicas", 0),
-                       "selector": ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())},
+            "status": {
+                "replicas": deployment["status"].get("replicas", 0),
+                "selector": ",".join(
+                    f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items()
+                ),
+            },
         }

@@ -95,7 +95,9 @@ def fixture_series(end: int) -> tuple[list[Series], tuple[float, float]]:
     """Build the served series, shifted to end at `end` on the 5-minute grid; also return the gap."""
     times, values = read_dataset(DEMAND_DATASET)
     times = times - times[-1] + end
-    assert np.all(times % int(STEP) == 0), f"{DEMAND_DATASET.name} is not on a regular 5-minute grid"
+    assert np.all(times % int(STEP) == 0), (
+        f"{DEMAND_DATASET.name} is not on a regular 5-minute grid"
+    )
     last_day, last_two = times >= end - 86_400, times >= end - 2 * 86_400
     gap = (float(end - 86_400 - 7_200), float(end - 86_400 - STEP))
     keep = last_two & ~((times >= gap[0]) & (times <= gap[1]))
@@ -130,7 +132,10 @@ def write_openmetrics(path: Path, series: Sequence[Series]) -> None:
             typed.add(s.name)
         labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
         prefix = f"{s.name}{{{labels}}} "
-        lines.extend(f"{prefix}{_number(v)} {int(t)}" for t, v in zip(s.times.tolist(), s.values.tolist()))
+        lines.extend(
+            f"{prefix}{_number(v)} {int(t)}"
+            for t, v in zip(s.times.tolist(), s.values.tolist(), strict=False)
+        )
     lines.append("# EOF")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
@@ -158,7 +163,9 @@ def bcrypt_hash(password: str) -> str:
         warnings.simplefilter("ignore", DeprecationWarning)
         import crypt  # Python 3.11 only (the project pins it); Debian's libxcrypt does bcrypt.
 
-        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16))  # cost 4: fast to check
+        return crypt.crypt(
+            password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=16)
+        )  # cost 4: fast to check
 
 
 def self_signed_certificate(workdir: Path) -> tuple[Path, Path] | None:
@@ -166,7 +173,16 @@ def self_signed_certificate(workdir: Path) -> tuple[Path, Path] | None:
     if shutil.which("openssl") is None:
         return None
     cert, key = workdir / "tls.crt", workdir / "tls.key"
-    cmd = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    cmd = [
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ]
     cmd += ["-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1"]
     cmd += ["-addext", "subjectAltName=IP:127.0.0.1"]
     subprocess.run(cmd, check=True, capture_output=True, timeout=60)
@@ -213,15 +229,24 @@ def running_prometheus(
 
 
 def _wait_ready(
-    url: str, proc: subprocess.Popen[bytes], log_path: Path, auth: tuple[str, str] | None, ca_file: Path | None
+    url: str,
+    proc: subprocess.Popen[bytes],
+    log_path: Path,
+    auth: tuple[str, str] | None,
+    ca_file: Path | None,
 ) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}")
+            raise RuntimeError(
+                f"prometheus exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}"
+            )
         try:
             verify = str(ca_file) if ca_file else True
-            if requests.get(f"{url}/-/ready", auth=auth, verify=verify, timeout=1).status_code == 200:
+            if (
+                requests.get(f"{url}/-/ready", auth=auth, verify=verify, timeout=1).status_code
+                == 200
+            ):
                 return
         except requests.ConnectionError:
             pass
@@ -230,7 +255,9 @@ def _wait_ready(
 
 
 @contextmanager
-def prometheus_with_demand(workdir: Path, now: float, username: str = "", password: str = "") -> Iterator[PromServer]:
+def prometheus_with_demand(
+    workdir: Path, now: float, username: str = "", password: str = ""
+) -> Iterator[PromServer]:
     """Backfill the fixture series ending just before `now` and serve them; with `username` and
     `password`, the server requires that basic auth for every request and, when the openssl CLI
     is available to make a certificate, speaks TLS."""
@@ -266,13 +293,15 @@ class GatewayProxy:
         self.requests = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 proxy.requests += 1
                 if any(self.headers.get(k) != v for k, v in proxy.required.items()):
                     return self._send(401, b"Unauthorized\n", "text/plain")
@@ -280,7 +309,9 @@ class GatewayProxy:
                     body = b'{"status":"error","errorType":"unavailable","error":"gateway says try later"}'
                     return self._send(proxy.fail_next.pop(0), body, "application/json")
                 answer = requests.get(proxy.upstream + self.path, timeout=30)
-                self._send(answer.status_code, answer.content, answer.headers.get("Content-Type", ""))
+                self._send(
+                    answer.status_code, answer.content, answer.headers.get("Content-Type", "")
+                )
 
             def _send(self, status: int, body: bytes, content_type: str) -> None:
                 self.send_response(status)
@@ -294,7 +325,7 @@ class GatewayProxy:
 
         return Handler
 
-    def __enter__(self) -> "GatewayProxy":
+    def __enter__(self) -> GatewayProxy:
         self._thread.start()
         return self
 

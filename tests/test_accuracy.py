@@ -41,7 +41,9 @@ class Offset:
     def fit(self, history, spec, lead_seconds, now):
         times = forecast_times(spec, now)
         yhat = truth(times) + self.offset
-        return Forecast(times, yhat, yhat - self.half_width, yhat + self.half_width, "offset", history.end)
+        return Forecast(
+            times, yhat, yhat - self.half_width, yhat + self.half_width, "offset", history.end
+        )
 
 
 @pytest.mark.parametrize(
@@ -81,7 +83,14 @@ def test_holdout_is_two_days_or_a_quarter(days, held_points, period):
     "actual, predicted, naive, mape, smape, mase",
     [
         ([10, 20], [11, 18], [10, 10], 10.0, 100 * (2 / 21 + 4 / 38) / 2, 1.5 / 5),
-        ([0, 10], [0, 5], [0, 10], 50.0, 100 * (0 + 10 / 15) / 2, None),  # zero actual skipped; naive exact
+        (
+            [0, 10],
+            [0, 5],
+            [0, 10],
+            50.0,
+            100 * (0 + 10 / 15) / 2,
+            None,
+        ),  # zero actual skipped; naive exact
         ([0, 0], [1, 0], [2, 2], None, 100.0, 0.25),
     ],
 )
@@ -106,8 +115,12 @@ def test_to_dict_is_json_with_iso_times():
 def test_prophet_on_real_series_scores_and_wider_intervals_cover_more():
     full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
     history = full.since(full.end - 28 * DAY_SECONDS)
-    narrow = evaluate(history, SPEC.model_copy(update={"interval_width": 0.5}), ProphetForecaster(), 300)
-    wide = evaluate(history, SPEC.model_copy(update={"interval_width": 0.95}), ProphetForecaster(), 300)
+    narrow = evaluate(
+        history, SPEC.model_copy(update={"interval_width": 0.5}), ProphetForecaster(), 300
+    )
+    wide = evaluate(
+        history, SPEC.model_copy(update={"interval_width": 0.95}), ProphetForecaster(), 300
+    )
     assert narrow.model == wide.model == "prophet" and wide.points == 576
     assert math.isfinite(wide.mase) and wide.mase < 2.0 and wide.smape < 10
     assert 0.0 <= narrow.coverage < wide.coverage <= 1.0

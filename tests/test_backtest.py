@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from predictive_headroom.core.series import History
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Pool
 
-START = datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
+START = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 DAY = 86_400.0
 
 
@@ -43,12 +44,19 @@ class SeasonalNaiveForecaster:
         return seasonal_naive(history, spec, now, lead_seconds)
 
 
-POOL = Pool.model_validate({
-    "name": "web", "target": {"namespace": "ns", "name": "ph"}, "maxReplicas": 50, "leadTime": "4m",
-    "schedules": [{"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 2}],
-    "proportional": {"linear": {"nodesPerReplica": 4}},
-    "forecast": {"query": "q", "demandPerReplica": 5},
-})
+POOL = Pool.model_validate(
+    {
+        "name": "web",
+        "target": {"namespace": "ns", "name": "ph"},
+        "maxReplicas": 50,
+        "leadTime": "4m",
+        "schedules": [
+            {"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 2}
+        ],
+        "proportional": {"linear": {"nodesPerReplica": 4}},
+        "forecast": {"query": "q", "demandPerReplica": 5},
+    }
+)
 FAST = BacktestSettings(warmup_seconds=3 * DAY, refit_every_seconds=DAY)
 
 
@@ -67,7 +75,7 @@ def test_every_strategy_is_scored_and_the_yardstick_is_sane():
     assert all(v.overhead_node_hours >= 0 for k, v in s.items() if k != "reactive")
     unserved = [m.unserved_pod_minutes for _, m in result.static_curve]
     assert [n for n, _ in result.static_curve] == list(range(len(unserved)))
-    assert all(b <= a for a, b in zip(unserved, unserved[1:])) and unserved[-1] < unserved[0]
+    assert all(b <= a for a, b in itertools.pairwise(unserved)) and unserved[-1] < unserved[0]
     assert "forecast leaves" in headline(result)
     assert "oracle" in format_table(result)
 
@@ -76,8 +84,17 @@ def test_static_curve_goes_past_flat_steps_until_a_node_is_added():
     # 4 pods jump to 16: placeholders 1-4 still fit on the first node and change nothing; the
     # 5th adds a node and serves the jump. Ending at the first flat step would miss that.
     pods = np.array([4] * 30 + [16] * 30)
-    curve = static_curve(pods, ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10), 0, 50)
-    assert [(n, m.unserved_pod_minutes) for n, m in curve] == [(0, 24), (1, 24), (2, 24), (3, 24), (4, 24), (5, 0)]
+    curve = static_curve(
+        pods, ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10), 0, 50
+    )
+    assert [(n, m.unserved_pod_minutes) for n, m in curve] == [
+        (0, 24),
+        (1, 24),
+        (2, 24),
+        (3, 24),
+        (4, 24),
+        (5, 0),
+    ]
 
 
 class CountingForecaster(SeasonalNaiveForecaster):
@@ -91,7 +108,12 @@ class CountingForecaster(SeasonalNaiveForecaster):
 
 def test_the_dial_replays_each_quantile_from_the_same_refits():
     counting = CountingForecaster()
-    result = run_backtest(series(6), POOL, BacktestSettings(warmup_seconds=3 * DAY, dial=(0.5, 0.95, 0.995)), forecaster=counting)
+    result = run_backtest(
+        series(6),
+        POOL,
+        BacktestSettings(warmup_seconds=3 * DAY, dial=(0.5, 0.95, 0.995)),
+        forecaster=counting,
+    )
     assert counting.fits == result.settings["refits"] == 3
     assert [p.quantile for p in result.dial] == [0.5, 0.95, 0.995]
     # The pool's own quantile (0.95) replays exactly as the forecast and naive strategies do.
@@ -113,7 +135,9 @@ def test_without_a_dial_the_json_has_no_dial():
 
 def test_the_stabilization_dial_replays_each_window_from_the_same_refits():
     counting = CountingForecaster()
-    settings = BacktestSettings(warmup_seconds=3 * DAY, stabilization_dial=(1800.0, 0.0, 300.0, 300.0))
+    settings = BacktestSettings(
+        warmup_seconds=3 * DAY, stabilization_dial=(1800.0, 0.0, 300.0, 300.0)
+    )
     result = run_backtest(series(6), POOL, settings, forecaster=counting)
     assert counting.fits == result.settings["refits"] == 3
     assert [w.stabilization_seconds for w in result.stabilization_dial] == [0.0, 300.0, 1800.0]
@@ -125,9 +149,13 @@ def test_the_stabilization_dial_replays_each_window_from_the_same_refits():
     # A longer window holds at least as many placeholders every minute (the max over more plans).
     for name in ("forecast", "naive"):
         held = [getattr(w, name).run.placeholders for w in result.stabilization_dial]
-        assert all(np.all(longer >= shorter) for shorter, longer in zip(held, held[1:]))
+        assert all(np.all(longer >= shorter) for shorter, longer in itertools.pairwise(held))
         assert held[2].sum() > held[0].sum()
-    assert [w["stabilization_seconds"] for w in result.to_dict()["stabilization_dial"]] == [0.0, 300.0, 1800.0]
+    assert [w["stabilization_seconds"] for w in result.to_dict()["stabilization_dial"]] == [
+        0.0,
+        300.0,
+        1800.0,
+    ]
 
 
 def test_only_the_period_after_warmup_is_scored():
@@ -170,8 +198,8 @@ def test_too_short_series_says_how_long_it_is_and_what_is_needed():
 
 def write_csv(path: Path, history: History) -> Path:
     rows = [
-        f"{datetime.fromtimestamp(t, tz=timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')},{v:.3f}"
-        for t, v in zip(history.times, history.values)
+        f"{datetime.fromtimestamp(t, tz=UTC).strftime('%Y-%m-%dT%H:%M:%SZ')},{v:.3f}"
+        for t, v in zip(history.times, history.values, strict=False)
     ]
     path.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
     return path
@@ -180,20 +208,62 @@ def write_csv(path: Path, history: History) -> Path:
 def test_cli_json_shape_and_page_with_prophet(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(9, seed=2))
     out = tmp_path / "page"
-    code = main(["backtest", "--data", str(csv), "--warmup", "7d", "--output", "json", "--quiet", "--out", str(out)])
+    code = main(
+        [
+            "backtest",
+            "--data",
+            str(csv),
+            "--warmup",
+            "7d",
+            "--output",
+            "json",
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == {"strategies", "static_curve", "settings", "headline", "burst"}  # burst: Prophet carries the burst model
-    assert set(data["strategies"]) == {"reactive", "proportional", "schedule", "forecast", "naive", "oracle"}
+    assert set(data) == {
+        "strategies",
+        "static_curve",
+        "settings",
+        "headline",
+        "burst",
+    }  # burst: Prophet carries the burst model
+    assert set(data["strategies"]) == {
+        "reactive",
+        "proportional",
+        "schedule",
+        "forecast",
+        "naive",
+        "oracle",
+    }
     for body in data["strategies"].values():
-        assert {"unserved_pod_minutes", "node_hours", "cold_starts", "overhead_node_hours", "x"} <= set(body)
-    assert set(data["static_curve"][0]) == {"replicas", "unserved_pod_minutes", "node_hours", "cold_starts"}
+        assert {
+            "unserved_pod_minutes",
+            "node_hours",
+            "cold_starts",
+            "overhead_node_hours",
+            "x",
+        } <= set(body)
+    assert set(data["static_curve"][0]) == {
+        "replicas",
+        "unserved_pod_minutes",
+        "node_hours",
+        "cold_starts",
+    }
     assert data["settings"]["refits"] == 2 and data["settings"]["models"] == {"prophet": 2}
     assert "forecast leaves" in data["headline"]["text"]
     burst = data["burst"]
     assert burst["quantile"] == 0.95 and burst["model"] == "quantile" and len(burst["times"]) == 288
-    assert len(burst["allowance"]) == len(burst["demand"]) == 288 and max(burst["allowance"]) > 0  # below 0: less than the ramp
-    assert data["settings"]["burst_model"] == "quantile" and data["settings"]["observation_delay_seconds"] == 60
+    assert (
+        len(burst["allowance"]) == len(burst["demand"]) == 288 and max(burst["allowance"]) > 0
+    )  # below 0: less than the ramp
+    assert (
+        data["settings"]["burst_model"] == "quantile"
+        and data["settings"]["observation_delay_seconds"] == 60
+    )
     page = (out / "backtest.html").read_text()
     assert 'aria-label="unserved pod-minutes against node-hours"' in page and "oracle" in page
     assert burst["importance"][0]["feature"] in page
@@ -203,10 +273,21 @@ def test_cli_json_shape_and_page_with_prophet(tmp_path, capsys):
 def test_cli_dial_prints_the_sweep_table_and_page_section(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(5, seed=3))
     out = tmp_path / "page"
-    args = ["backtest", "--data", str(csv), "--warmup", "3d", "--quiet", "--dial", "0.99,0.8,0.8", "--out", str(out)]
+    args = [
+        "backtest",
+        "--data",
+        str(csv),
+        "--warmup",
+        "3d",
+        "--quiet",
+        "--dial",
+        "0.99,0.8,0.8",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     text = capsys.readouterr().out
-    dial = text[text.index("burst quantile dial"):]
+    dial = text[text.index("burst quantile dial") :]
     assert re.search(r"^\s+0\.8\s+\d+", dial, re.M) and re.search(r"^\s+0\.99\s+\d+", dial, re.M)
     assert 'id="dial"' in (out / "backtest.html").read_text()
 
@@ -214,10 +295,21 @@ def test_cli_dial_prints_the_sweep_table_and_page_section(tmp_path, capsys):
 def test_cli_stabilization_dial_prints_the_window_table_and_page_section(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(5, seed=3))
     out = tmp_path / "page"
-    args = ["backtest", "--data", str(csv), "--warmup", "3d", "--quiet", "--stabilization-dial", "30m,5m", "--out", str(out)]
+    args = [
+        "backtest",
+        "--data",
+        str(csv),
+        "--warmup",
+        "3d",
+        "--quiet",
+        "--stabilization-dial",
+        "30m,5m",
+        "--out",
+        str(out),
+    ]
     assert main(args) == 0
     text = capsys.readouterr().out
-    table = text[text.index("scale-down stabilisation dial"):]
+    table = text[text.index("scale-down stabilisation dial") :]
     assert re.search(r"^\s+5m\s+\d+", table, re.M) and re.search(r"^\s+30m\s+\d+", table, re.M)
     assert 'id="stabilization-dial"' in (out / "backtest.html").read_text()
 
@@ -229,7 +321,10 @@ def test_cli_stabilization_dial_prints_the_window_table_and_page_section(tmp_pat
         (["--dial", "0.8,abc"], "'abc' is not a number"),
         (["--dial", "0.8,1"], "quantile 1 must be between 0 and 1"),
         (["--stabilization-dial", "5m,soon"], "--stabilization-dial: 'soon' is not a duration"),
-        (["--node-slots", "0", "--demand-per-replica", "-1"], "--demand-per-replica must be positive.*--node-slots"),
+        (
+            ["--node-slots", "0", "--demand-per-replica", "-1"],
+            "--demand-per-replica must be positive.*--node-slots",
+        ),
         (["--pool", "web"], "--pool needs --config"),
         (["--warmup", "30d"], r"spans 4\.0 days.*31 days"),
     ],

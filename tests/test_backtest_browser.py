@@ -19,22 +19,45 @@ from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_utc
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not chromium_available(), reason="needs Debian chromium at /usr/bin/chromium (`make test` installs it)"),
+    pytest.mark.skipif(
+        not chromium_available(),
+        reason="needs Debian chromium at /usr/bin/chromium (`make test` installs it)",
+    ),
 ]
 
-ASG = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_asg_cpu_5min.csv"  # bursty: the strategies differ
+ASG = (
+    Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_asg_cpu_5min.csv"
+)  # bursty: the strategies differ
 
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     work = tmp_path_factory.mktemp("backtest-browser")
     lines = ASG.read_text().splitlines()
-    (work / "asg.csv").write_text("\n".join(lines[: 1 + 9 * 288]) + "\n")  # nine days: seven of warm-up, two scored
+    (work / "asg.csv").write_text(
+        "\n".join(lines[: 1 + 9 * 288]) + "\n"
+    )  # nine days: seven of warm-up, two scored
     out = work / "backtest"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        code = main(["backtest", "--data", str(work / "asg.csv"), "--warmup", "7d", "--quiet", "--output", "json",
-                     "--dial", "0.8,0.99", "--stabilization-dial", "5m,30m", "--out", str(out)])
+        code = main(
+            [
+                "backtest",
+                "--data",
+                str(work / "asg.csv"),
+                "--warmup",
+                "7d",
+                "--quiet",
+                "--output",
+                "json",
+                "--dial",
+                "0.8,0.99",
+                "--stabilization-dial",
+                "5m,30m",
+                "--out",
+                str(out),
+            ]
+        )
     assert code == 0
     seen = visit((out / "backtest.html").as_uri(), work / "profile")
     (work / "backtest-page.png").write_bytes(seen.png)
@@ -64,10 +87,20 @@ def test_the_page_loads_nothing_from_the_network_and_logs_no_errors(page):
 
 def test_the_key_sections_are_on_the_page(page):
     _, _, seen = page
-    for heading in ("Backtest: ", "How to read this", "Strategies", "Burst quantile dial", "Scale-down stabilisation dial", "Settings"):
+    for heading in (
+        "Backtest: ",
+        "How to read this",
+        "Strategies",
+        "Burst quantile dial",
+        "Scale-down stabilisation dial",
+        "Settings",
+    ):
         assert heading in seen.text, heading
     # The cost/protection plot and the burst model's last day.
-    assert seen.dom.count("<svg") == 2 and 'aria-label="unserved pod-minutes against node-hours"' in seen.dom
+    assert (
+        seen.dom.count("<svg") == 2
+        and 'aria-label="unserved pod-minutes against node-hours"' in seen.dom
+    )
     assert 'aria-label="demand and demand plus burst allowance' in seen.dom
     assert seen.text.index("How to read this") < seen.text.index("Strategies")
 
@@ -76,22 +109,60 @@ def test_the_json_numbers_are_the_ones_on_the_page(page):
     _, data, seen = page
     text = seen.text
     assert data["headline"]["text"] in text
-    assert set(data["strategies"]) == {"reactive", "proportional", "schedule", "forecast", "naive", "oracle"}
+    assert set(data["strategies"]) == {
+        "reactive",
+        "proportional",
+        "schedule",
+        "forecast",
+        "naive",
+        "oracle",
+    }
     for name, s in data["strategies"].items():
-        row = "\t".join([name, fmt_number(s["unserved_pod_minutes"]), fmt_number(s["node_hours"]), fmt_number(s["cold_starts"]),
-                         fmt_number(s["overhead_node_hours"]), fmt_x(s["x"])])
+        row = "\t".join(
+            [
+                name,
+                fmt_number(s["unserved_pod_minutes"]),
+                fmt_number(s["node_hours"]),
+                fmt_number(s["cold_starts"]),
+                fmt_number(s["overhead_node_hours"]),
+                fmt_x(s["x"]),
+            ]
+        )
         assert row in text, row
     for p in data["dial"]:
-        row = "\t".join([f"{p['quantile']:g}", *(v for side in ("forecast", "naive") for v in (
-            fmt_number(p[side]["unserved_pod_minutes"]), fmt_number(p[side]["overhead_node_hours"]), fmt_x(p[side]["x"])))])
+        row = "\t".join(
+            [
+                f"{p['quantile']:g}",
+                *(
+                    v
+                    for side in ("forecast", "naive")
+                    for v in (
+                        fmt_number(p[side]["unserved_pod_minutes"]),
+                        fmt_number(p[side]["overhead_node_hours"]),
+                        fmt_x(p[side]["x"]),
+                    )
+                ),
+            ]
+        )
         assert row in text, row
-    assert [fmt_duration(p["stabilization_seconds"]) for p in data["stabilization_dial"]] == ["5 min", "30 min"]
+    assert [fmt_duration(p["stabilization_seconds"]) for p in data["stabilization_dial"]] == [
+        "5 min",
+        "30 min",
+    ]
     for p in data["stabilization_dial"]:
-        assert f"{fmt_duration(p['stabilization_seconds'])}\t{fmt_number(p['forecast']['unserved_pod_minutes'])}\t" in text
+        assert (
+            f"{fmt_duration(p['stabilization_seconds'])}\t{fmt_number(p['forecast']['unserved_pod_minutes'])}\t"
+            in text
+        )
     s = data["settings"]
-    for label, value in (("node provisioning lag", "3 min"), ("lead time", fmt_duration(s["lead_seconds"])),
-                         ("warm-up (not scored)", "7 d"), ("scored from", fmt_utc(s["scored_from"])),
-                         ("scored to", fmt_utc(s["scored_to"])), ("refit every", "1 d")):
+    for label, value in (
+        ("node provisioning lag", "3 min"),
+        ("lead time", fmt_duration(s["lead_seconds"])),
+        ("warm-up (not scored)", "7 d"),
+        ("scored from", fmt_utc(s["scored_from"])),
+        ("scored to", fmt_utc(s["scored_to"])),
+        ("refit every", "1 d"),
+    ):
         assert f"{label}\t{value}" in text, label
     assert f"Scored {fmt_utc(s['scored_from'])} to {fmt_utc(s['scored_to'])}" in text
     assert str(s["scored_from"]) not in text and "lag_seconds" not in text

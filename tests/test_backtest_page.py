@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -16,62 +16,145 @@ from predictive_headroom.backtest.results import (
 )
 from predictive_headroom.backtest.simulator import Metrics, Run
 
-START = datetime(2014, 11, 24, tzinfo=timezone.utc).timestamp()
+START = datetime(2014, 11, 24, tzinfo=UTC).timestamp()
 # Static headroom: 0, 1, 2 placeholders at 10, 12, 14 node-hours; no headroom costs 10.
 CURVE = ((100, 10.0), (40, 12.0), (0, 14.0))
 SETTINGS = {
-    "data": "taxi.csv", "points": 8640, "data_step_seconds": 1800.0, "pool": None, "demand_per_replica": 800.0,
-    "demand_per_replica_source": "--demand-per-replica", "median_app_pods": 19.0, "node_slots": 8, "lag_seconds": 180,
-    "scale_down_delay_seconds": 600, "hpa_hold_seconds": 300, "lead_seconds": 240.0, "quantile": 0.95,
-    "scale_down_stabilization_seconds": 1800.0, "warmup_seconds": 14 * 86400.0, "scored_from": START,
-    "scored_to": START + 28 * 86400.0 - 60, "scored_minutes": 28 * 1440, "refit_every_seconds": 86400.0, "refits": 28,
-    "models": {"prophet": 28}, "fit_seconds": 41.3, "cores_per_node": 8.0,
-    "schedule_windows": "default: daytime 08:00-20:00 UTC, 3 replicas", "proportional_rule": "default: linear nodesPerReplica 1",
+    "data": "taxi.csv",
+    "points": 8640,
+    "data_step_seconds": 1800.0,
+    "pool": None,
+    "demand_per_replica": 800.0,
+    "demand_per_replica_source": "--demand-per-replica",
+    "median_app_pods": 19.0,
+    "node_slots": 8,
+    "lag_seconds": 180,
+    "scale_down_delay_seconds": 600,
+    "hpa_hold_seconds": 300,
+    "lead_seconds": 240.0,
+    "quantile": 0.95,
+    "scale_down_stabilization_seconds": 1800.0,
+    "warmup_seconds": 14 * 86400.0,
+    "scored_from": START,
+    "scored_to": START + 28 * 86400.0 - 60,
+    "scored_minutes": 28 * 1440,
+    "refit_every_seconds": 86400.0,
+    "refits": 28,
+    "models": {"prophet": 28},
+    "fit_seconds": 41.3,
+    "cores_per_node": 8.0,
+    "schedule_windows": "default: daytime 08:00-20:00 UTC, 3 replicas",
+    "proportional_rule": "default: linear nodesPerReplica 1",
 }
 
 
 def _strategy(result: BacktestResult, unserved: float, node_hours: float) -> StrategyResult:
     zeros = np.zeros(3)
-    return StrategyResult(Metrics(unserved, node_hours, 0), Run(zeros, zeros, zeros), node_hours - 10.0,
-                          result.x_of(node_hours, unserved))
+    return StrategyResult(
+        Metrics(unserved, node_hours, 0),
+        Run(zeros, zeros, zeros),
+        node_hours - 10.0,
+        result.x_of(node_hours, unserved),
+    )
 
 
-def make_result(forecast: tuple[float, float], curve: tuple[tuple[float, float], ...] = CURVE) -> BacktestResult:
+def make_result(
+    forecast: tuple[float, float], curve: tuple[tuple[float, float], ...] = CURVE
+) -> BacktestResult:
     """A result whose forecast left `forecast` = (unserved pod-minutes, node-hours); the others are fixed."""
     static = [(n, Metrics(u, nh, 0)) for n, (u, nh) in enumerate(curve)]
     result = BacktestResult({}, static, dict(SETTINGS), START + 60 * np.arange(3), np.zeros(3), 0)
-    for name, (u, nh) in {"reactive": curve[0], "proportional": (70, 11.0), "schedule": (60, 11.5), "forecast": forecast,
-                          "naive": (30, 12.5), "oracle": (0, 10.2)}.items():
+    for name, (u, nh) in {
+        "reactive": curve[0],
+        "proportional": (70, 11.0),
+        "schedule": (60, 11.5),
+        "forecast": forecast,
+        "naive": (30, 12.5),
+        "oracle": (0, 10.2),
+    }.items():
         result.strategies[name] = _strategy(result, u, nh)
     return result
 
 
-@pytest.mark.parametrize(("forecast", "curve", "expected"), [
-    ((0, 12.5), ((50, 10.0), (0, 12.0), (0, 14.0)),
-     ("Tie: at the same cost static headroom and the forecast both leave no demand unserved, so compare the cost to get there: "
-      "to protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.5 (125% of that).")),
-    ((10, 12.0), CURVE,
-     ("At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
-      "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that).")),
-    ((80, 12.0), CURVE,
-     ("At the same cost the forecast leaves 2.0x more unserved demand than static headroom (80 unserved pod-minutes against 40). "
-      "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that).")),
-    ((41, 12.0), CURVE,
-     ("At the same cost the forecast leaves about as much unserved demand as static headroom (41 unserved pod-minutes against 40). "
-      "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that).")),
-    ((0, 12.0), CURVE,
-     ("At the same cost the forecast leaves no demand unserved, where static headroom leaves 40 pod-minutes. "
-      "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that).")),
-    ((5, 14.5), CURVE,
-     ("At the same cost the forecast leaves 5 unserved pod-minutes, where static headroom leaves none. "
-      "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 4.5 (112% of that).")),
-    ((100, 11.0), CURVE,
-     ("At the same cost the forecast leaves 1.4x more unserved demand than static headroom (100 unserved pod-minutes against 70). "
-      "To protect as well, static headroom needs no placeholder at all; the forecast spends 1.0 node-hours over no headroom.")),
-    ((10, 13.0), CURVE[:2],
-     ("At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
-      "To protect as well, static headroom would need more than 1 placeholder; the forecast spends 3.0 node-hours over no headroom.")),
-], ids=["tie", "wins", "loses", "about-equal", "none-unserved", "static-none", "no-headroom-enough", "static-never"])
+@pytest.mark.parametrize(
+    ("forecast", "curve", "expected"),
+    [
+        (
+            (0, 12.5),
+            ((50, 10.0), (0, 12.0), (0, 14.0)),
+            (
+                "Tie: at the same cost static headroom and the forecast both leave no demand unserved, so compare the cost to get there: "
+                "to protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.5 (125% of that)."
+            ),
+        ),
+        (
+            (10, 12.0),
+            CURVE,
+            (
+                "At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
+                "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that)."
+            ),
+        ),
+        (
+            (80, 12.0),
+            CURVE,
+            (
+                "At the same cost the forecast leaves 2.0x more unserved demand than static headroom (80 unserved pod-minutes against 40). "
+                "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that)."
+            ),
+        ),
+        (
+            (41, 12.0),
+            CURVE,
+            (
+                "At the same cost the forecast leaves about as much unserved demand as static headroom (41 unserved pod-minutes against 40). "
+                "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that)."
+            ),
+        ),
+        (
+            (0, 12.0),
+            CURVE,
+            (
+                "At the same cost the forecast leaves no demand unserved, where static headroom leaves 40 pod-minutes. "
+                "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that)."
+            ),
+        ),
+        (
+            (5, 14.5),
+            CURVE,
+            (
+                "At the same cost the forecast leaves 5 unserved pod-minutes, where static headroom leaves none. "
+                "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 4.5 (112% of that)."
+            ),
+        ),
+        (
+            (100, 11.0),
+            CURVE,
+            (
+                "At the same cost the forecast leaves 1.4x more unserved demand than static headroom (100 unserved pod-minutes against 70). "
+                "To protect as well, static headroom needs no placeholder at all; the forecast spends 1.0 node-hours over no headroom."
+            ),
+        ),
+        (
+            (10, 13.0),
+            CURVE[:2],
+            (
+                "At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
+                "To protect as well, static headroom would need more than 1 placeholder; the forecast spends 3.0 node-hours over no headroom."
+            ),
+        ),
+    ],
+    ids=[
+        "tie",
+        "wins",
+        "loses",
+        "about-equal",
+        "none-unserved",
+        "static-none",
+        "no-headroom-enough",
+        "static-never",
+    ],
+)
 def test_the_headline_gives_both_views_in_plain_words(forecast, curve, expected):
     assert headline(make_result(forecast, curve)) == expected
 
@@ -80,7 +163,9 @@ def test_a_tie_is_x_one_and_the_page_says_tie_first():
     result = make_result((0, 12.5), ((50, 10.0), (0, 12.0), (0, 14.0)))
     assert result.to_dict()["headline"]["x_forecast"] == 1.0
     page = page_html(result)
-    assert '<div class="headline" id="headline"><span class="tie">Tie</span>: at the same cost' in page
+    assert (
+        '<div class="headline" id="headline"><span class="tie">Tie</span>: at the same cost' in page
+    )
 
 
 def test_durations_and_times_are_in_human_units():
@@ -101,18 +186,41 @@ def test_durations_and_times_are_in_human_units():
 
 
 def test_unknown_settings_still_show_with_a_readable_label():
-    rows = dict(settings_rows({**SETTINGS, "observation_delay_seconds": 60.0, "burst_model": "quantile", "new_knob_seconds": 5400}))
-    assert rows["observation delay"] == "1 min" and rows["burst model"] == "quantile" and rows["new knob"] == "1 h 30 min"
+    rows = dict(
+        settings_rows(
+            {
+                **SETTINGS,
+                "observation_delay_seconds": 60.0,
+                "burst_model": "quantile",
+                "new_knob_seconds": 5400,
+            }
+        )
+    )
+    assert (
+        rows["observation delay"] == "1 min"
+        and rows["burst model"] == "quantile"
+        and rows["new knob"] == "1 h 30 min"
+    )
 
 
 def test_the_page_has_real_tables_a_plot_and_how_to_read_it():
     result = make_result((10, 12.0))
     page = page_html(result)
     assert "<pre" not in page
-    assert re.search(r'<table class="numbers" id="table">', page) and 'id="settings"' in page and 'id="static-curve"' in page
-    assert "<tr><td>forecast</td><td>10</td><td>12</td><td>0</td><td>2</td><td>4.00</td></tr>" in page
-    assert "<tr><td>oracle</td><td>0</td><td>10.2</td><td>0</td><td>0.20</td><td>∞</td></tr>" in page
-    assert page.count("<svg") == 1 and 'aria-label="unserved pod-minutes against node-hours"' in page
+    assert (
+        re.search(r'<table class="numbers" id="table">', page)
+        and 'id="settings"' in page
+        and 'id="static-curve"' in page
+    )
+    assert (
+        "<tr><td>forecast</td><td>10</td><td>12</td><td>0</td><td>2</td><td>4.00</td></tr>" in page
+    )
+    assert (
+        "<tr><td>oracle</td><td>0</td><td>10.2</td><td>0</td><td>0.20</td><td>∞</td></tr>" in page
+    )
+    assert (
+        page.count("<svg") == 1 and 'aria-label="unserved pod-minutes against node-hours"' in page
+    )
     assert page.index('id="plot"') < page.index('id="how-to-read"') < page.index('id="table"')
     assert "How to read this" in page
     assert 'id="dial"' not in page and 'id="stabilization-dial"' not in page

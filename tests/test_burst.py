@@ -32,7 +32,12 @@ def allowance(profile, hhmm: str, day: int = 0) -> float:
 @pytest.mark.parametrize(
     "lead, quantile, big, small",
     [
-        (300, 0.95, ["08:55", "08:30"], ["09:00", "09:30", "03:00", "08:00"]),  # 1 of 6 samples in the bin jumps
+        (
+            300,
+            0.95,
+            ["08:55", "08:30"],
+            ["09:00", "09:30", "03:00", "08:00"],
+        ),  # 1 of 6 samples in the bin jumps
         (600, 0.95, ["08:50", "08:55"], ["09:05", "12:00"]),
         (300, 0.5, [], ["08:55", "09:00", "12:00"]),  # the median of the 08:30 bin sees no jump
     ],
@@ -47,7 +52,9 @@ def test_daily_spike_gives_allowance_only_just_before_it(lead, quantile, big, sm
 
 def test_growth_the_model_predicted_is_not_counted_again():
     history = spiky(14)
-    assert allowance(burst_profile(history, history.values, 300, 0.95), "08:55") < 2  # a perfect yhat
+    assert (
+        allowance(burst_profile(history, history.values, 300, 0.95), "08:55") < 2
+    )  # a perfect yhat
     assert allowance(burst_profile(history, np.full(len(history), 10.0), 300, 0.95), "08:55") > 80
 
 

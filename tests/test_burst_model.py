@@ -32,8 +32,10 @@ def level_scaled(days: float, seed: int = 0) -> History:
     """Demand whose level doubles halfway and whose bursts scale with the level and cluster in time."""
     rng = np.random.default_rng(seed)
     t = START + STEP * np.arange(int(days * DAY / STEP))
-    level = np.where(t < START + days * DAY / 2, 100.0, 200.0) * (1 + 0.3 * np.sin(2 * np.pi * (t % DAY) / DAY))
-    storm = (np.floor((t - START) / 7200) % 5 == 0)  # one stormy 2-hour block in five
+    level = np.where(t < START + days * DAY / 2, 100.0, 200.0) * (
+        1 + 0.3 * np.sin(2 * np.pi * (t % DAY) / DAY)
+    )
+    storm = np.floor((t - START) / 7200) % 5 == 0  # one stormy 2-hour block in five
     bursts = rng.gamma(1.0, 0.3, t.size) * level * (rng.random(t.size) < np.where(storm, 0.3, 0.02))
     return History(t, level + bursts + rng.normal(0, 2, t.size), "synthetic")
 
@@ -43,10 +45,14 @@ class BurstNaiveForecaster:
 
     def fit(self, history, spec, lead_seconds, now):
         forecast = seasonal_naive(history, spec, now, lead_seconds)
-        trainer = train(history, lead_seconds, spec.observation_delay.total_seconds(), None, max_rows=3000)
+        trainer = train(
+            history, lead_seconds, spec.observation_delay.total_seconds(), None, max_rows=3000
+        )
         if trainer is None:
             return forecast
-        return replace(forecast, burst_model=trainer.model(spec.burst_quantile), burst_model_for=trainer.model)
+        return replace(
+            forecast, burst_model=trainer.model(spec.burst_quantile), burst_model_for=trainer.model
+        )
 
 
 def test_sample_columns_read_only_earlier_samples():
@@ -90,7 +96,10 @@ def test_the_quantile_holds_on_unseen_days(trainer):
     history, t = trainer
     at = np.arange(START + 12 * DAY, START + 14 * DAY - LEAD, 60.0)
     need = growth_target(history.times, history.values, at, LEAD)
-    low, high = t.model(0.5).allowance(history, at, None), t.model(0.95).allowance(history, at, None)
+    low, high = (
+        t.model(0.5).allowance(history, at, None),
+        t.model(0.95).allowance(history, at, None),
+    )
     assert np.mean(need <= high) > 0.85
     assert np.mean(need <= low) < np.mean(need <= high)
     assert t.model(0.95) is t.model(0.95)  # one fit per quantile
@@ -103,20 +112,33 @@ def test_changing_data_after_t_minus_delay_moves_no_allowance_at_t(trainer):
     changed = history.values.copy()
     changed[history.times > cut] *= 7
     other = History(history.times, changed)
-    at = np.arange(cut - 3600, cut + DELAY + 1, 60.0)  # up to t - delay = cut; t between samples included
-    np.testing.assert_array_equal(model.allowance(history, at, None), model.allowance(other, at, None))
+    at = np.arange(
+        cut - 3600, cut + DELAY + 1, 60.0
+    )  # up to t - delay = cut; t between samples included
+    np.testing.assert_array_equal(
+        model.allowance(history, at, None), model.allowance(other, at, None)
+    )
     later = np.arange(cut + DELAY + 60, cut + 3600, 60.0)
-    assert not np.array_equal(model.allowance(history, later, None), model.allowance(other, later, None))
+    assert not np.array_equal(
+        model.allowance(history, later, None), model.allowance(other, later, None)
+    )
 
 
 def test_stale_or_missing_observations_fall_back_to_the_table(trainer):
-    history, t = trainer
-    forecast = BurstNaiveForecaster().fit(history.until(START + 12 * DAY), POOL.forecast, LEAD, START + 12 * DAY)
+    history, _t = trainer
+    forecast = BurstNaiveForecaster().fit(
+        history.until(START + 12 * DAY), POOL.forecast, LEAD, START + 12 * DAY
+    )
     at = START + 12 * DAY + 600
     value, source, why = burst_allowance(forecast, at, LEAD, history.until(at - 3 * 3600))
     assert (source, why) == ("profile", "stale-observations")
-    assert value == pytest.approx(burst_allowance(replace(forecast, burst_model=None), at, LEAD, None)[0])
-    assert burst_allowance(forecast, at, LEAD, Unobserved("fresh-read-failed", "timeout"))[1:] == ("profile", "fresh-read-failed: timeout")
+    assert value == pytest.approx(
+        burst_allowance(replace(forecast, burst_model=None), at, LEAD, None)[0]
+    )
+    assert burst_allowance(forecast, at, LEAD, Unobserved("fresh-read-failed", "timeout"))[1:] == (
+        "profile",
+        "fresh-read-failed: timeout",
+    )
     assert burst_allowance(forecast, at, LEAD, history)[1:] == ("model", "")
 
 
@@ -128,11 +150,18 @@ def test_importance_names_every_feature_largest_first(trainer):
     assert drops == sorted(drops, reverse=True) and drops[0] > 0
 
 
-POOL = Pool.model_validate({
-    "name": "web", "target": {"namespace": "ns", "name": "ph"}, "maxReplicas": 500, "leadTime": "10m",
-    "schedules": [{"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 2}],
-    "forecast": {"query": "q", "demandPerReplica": 5, "observationDelay": "1m"},
-})
+POOL = Pool.model_validate(
+    {
+        "name": "web",
+        "target": {"namespace": "ns", "name": "ph"},
+        "maxReplicas": 500,
+        "leadTime": "10m",
+        "schedules": [
+            {"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 2}
+        ],
+        "forecast": {"query": "q", "demandPerReplica": 5, "observationDelay": "1m"},
+    }
+)
 SETTINGS = BacktestSettings(warmup_seconds=3 * DAY, refit_every_seconds=DAY)
 
 
@@ -143,8 +172,14 @@ def test_the_backtest_decision_at_t_reads_nothing_after_t_minus_the_observation_
     changed = history.values.copy()
     later = history.times > cut
     changed[later] = changed[later] * 3 + 200
-    runs = [run_backtest(h, POOL, SETTINGS, forecaster=BurstNaiveForecaster()) for h in (history, History(history.times, changed))]
-    assert runs[0].settings["burst_model"] == "quantile" and runs[0].settings["observation_delay_seconds"] == DELAY
+    runs = [
+        run_backtest(h, POOL, SETTINGS, forecaster=BurstNaiveForecaster())
+        for h in (history, History(history.times, changed))
+    ]
+    assert (
+        runs[0].settings["burst_model"] == "quantile"
+        and runs[0].settings["observation_delay_seconds"] == DELAY
+    )
     upto = int(np.searchsorted(runs[0].times, cut + DELAY, side="right"))
     a, b = (r.strategies["forecast"].run.placeholders for r in runs)
     assert a[:upto].tolist() == b[:upto].tolist()
@@ -157,10 +192,16 @@ def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop
     holed = History(history.times[~gap], history.values[~gap])
     times, _ = minute_grid(holed)
     first = int(np.searchsorted(times, START + 3 * DAY))
-    wf = walk_forward(holed, POOL, times, first, DAY, BurstNaiveForecaster(), naive_burst_profile, False, 10)
+    wf = walk_forward(
+        holed, POOL, times, first, DAY, BurstNaiveForecaster(), naive_burst_profile, False, 10
+    )
     minutes = times
     sources = {i: wf.model[i].burst_source for i in range(first, minutes.size, 7)}
     in_gap = [s for i, s in sources.items() if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY]
     outside = [s for i, s in sources.items() if minutes[i] > START + 4.5 * DAY]
     assert set(in_gap) == {"profile"} and set(outside) == {"model"}
-    assert {wf.model[i].burst_fallback for i in sources if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY} == {"stale-observations"}
+    assert {
+        wf.model[i].burst_fallback
+        for i in sources
+        if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY
+    } == {"stale-observations"}

@@ -94,4 +94,6 @@ def test_rolling_errors_see_the_level_drift_within_the_horizon():
     assert np.isnan(steady[times <= 2 * DAY_SECONDS]).all()  # no level before the first origin
     drifting = rolling_errors(times, times / DAY_SECONDS, 2 * DAY_SECONDS)  # +1 per day
     ok = np.isfinite(drifting)
-    assert 0 < drifting[ok].min() and drifting[ok].max() <= 3 + 1e-9  # one day (mean lag) to three days behind
+    assert (
+        drifting[ok].min() > 0 and drifting[ok].max() <= 3 + 1e-9
+    )  # one day (mean lag) to three days behind

@@ -8,7 +8,9 @@ import pytest
 
 from predictive_headroom.cli import main
 
-TAXI = Path(__file__).resolve().parents[1] / "predictive_headroom" / "data" / "nab_nyc_taxi_30min.csv"
+TAXI = (
+    Path(__file__).resolve().parents[1] / "predictive_headroom" / "data" / "nab_nyc_taxi_30min.csv"
+)
 
 POLICY = """\
 pools:
@@ -31,7 +33,22 @@ def config(tmp_path_factory):
 
 
 def test_forecast_json_has_model_peaks_accuracy_and_points(config, capsys):
-    assert main(["forecast", "-c", config, "--data", str(TAXI), "--at", "2014-12-10T00:00:00Z", "-o", "json"]) == 0
+    assert (
+        main(
+            [
+                "forecast",
+                "-c",
+                config,
+                "--data",
+                str(TAXI),
+                "--at",
+                "2014-12-10T00:00:00Z",
+                "-o",
+                "json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     [pool] = out["pools"]  # only pools with a forecast section
     assert pool["name"] == "taxi" and pool["status"] == "ok" and pool["model"] == "prophet"
@@ -44,7 +61,22 @@ def test_forecast_json_has_model_peaks_accuracy_and_points(config, capsys):
 
 def test_plan_with_data_fills_the_forecast_component(config, capsys):
     # 10:00 UTC is 05:00 in New York: the morning rise is within the one-hour lead time.
-    assert main(["plan", "-c", config, "--data", str(TAXI), "--at", "2014-12-10T10:00:00Z", "-o", "json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "-c",
+                config,
+                "--data",
+                str(TAXI),
+                "--at",
+                "2014-12-10T10:00:00Z",
+                "-o",
+                "json",
+            ]
+        )
+        == 0
+    )
     taxi, plain = json.loads(capsys.readouterr().out)["pools"]
     assert taxi["components"]["forecast"] >= 1
     assert taxi["reason"] == "forecast"
@@ -73,12 +105,43 @@ def test_forecast_and_plan_against_a_real_prometheus(prometheus_server, tmp_path
         f"    forecast: {{query: '{DEMAND}', demandPerReplica: 5, history: 14d}}\n"
     )
     at = iso(prometheus_server.end)
-    assert main(["forecast", "-c", str(config), "--prometheus-url", prometheus_server.url, "--at", at, "--no-accuracy", "-o", "json"]) == 0
+    assert (
+        main(
+            [
+                "forecast",
+                "-c",
+                str(config),
+                "--prometheus-url",
+                prometheus_server.url,
+                "--at",
+                at,
+                "--no-accuracy",
+                "-o",
+                "json",
+            ]
+        )
+        == 0
+    )
     [pool] = json.loads(capsys.readouterr().out)["pools"]
     assert pool["status"] == "ok" and pool["model"] == "prophet"
     assert pool["history_points"] == 14 * 288 + 1  # 14 days at 5 minutes, both ends included
     assert pool["history_end"] == at
-    assert main(["plan", "-c", str(config), "--prometheus-url", prometheus_server.url, "--at", at, "-o", "json"]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                "-c",
+                str(config),
+                "--prometheus-url",
+                prometheus_server.url,
+                "--at",
+                at,
+                "-o",
+                "json",
+            ]
+        )
+        == 0
+    )
     [plan] = json.loads(capsys.readouterr().out)["pools"]
     assert plan["details"]["forecast_status"] == "ok" and plan["components"]["forecast"] is not None
 
@@ -86,11 +149,28 @@ def test_forecast_and_plan_against_a_real_prometheus(prometheus_server, tmp_path
 def test_forecast_with_unreachable_prometheus_exits_2(config, capsys, caplog, monkeypatch):
     monkeypatch.setenv("PH_PROMETHEUS_RETRIES", "2")
     with caplog.at_level(logging.DEBUG):
-        assert main(["forecast", "-c", config, "--prometheus-url", "http://127.0.0.1:9", "--at", "2026-11-20T00:00:00Z"]) == 2
+        assert (
+            main(
+                [
+                    "forecast",
+                    "-c",
+                    config,
+                    "--prometheus-url",
+                    "http://127.0.0.1:9",
+                    "--at",
+                    "2026-11-20T00:00:00Z",
+                ]
+            )
+            == 2
+        )
     err = capsys.readouterr().err
     assert "127.0.0.1:9" in err
     # Each retried attempt is said once, in our words, at WARNING; urllib3's own lines are gone.
-    retries = [r.getMessage() for r in caplog.records if "attempt" in r.getMessage() and r.levelno == logging.WARNING]
+    retries = [
+        r.getMessage()
+        for r in caplog.records
+        if "attempt" in r.getMessage() and r.levelno == logging.WARNING
+    ]
     assert retries == [
         "Prometheus at http://127.0.0.1:9: attempt 1 of 3 failed (Connection refused); retrying",
         "Prometheus at http://127.0.0.1:9: attempt 2 of 3 failed (Connection refused); retrying in 1.0s",

@@ -34,23 +34,70 @@ def run_json(capsys, *argv):
 
 def test_plan_json_shape(config, capsys):
     # Monday 2026-11-23 07:50 Berlin (06:50Z) is inside the 15-minute lead of the 08:00 window.
-    out = run_json(capsys, "plan", "--config", config, "--at", "2026-11-23T07:50:00+01:00", "--nodes", "8", "--cores", "64", "-o", "json")
+    out = run_json(
+        capsys,
+        "plan",
+        "--config",
+        config,
+        "--at",
+        "2026-11-23T07:50:00+01:00",
+        "--nodes",
+        "8",
+        "--cores",
+        "64",
+        "-o",
+        "json",
+    )
     assert out["at"] == "2026-11-23T06:50:00Z"
     [pool] = out["pools"]
     assert pool["name"] == "web"
     assert pool["desired_replicas"] == 4
     assert pool["reason"] == "schedule:business-hours"
-    assert pool["components"] == {"min": 1, "max": 10, "schedule": 4, "proportional": 2, "forecast": None}
+    assert pool["components"] == {
+        "min": 1,
+        "max": 10,
+        "schedule": 4,
+        "proportional": 2,
+        "forecast": None,
+    }
 
 
 def test_plan_proportional_wins_on_a_big_cluster(config, capsys):
-    out = run_json(capsys, "plan", "-c", config, "--at", "2026-11-28T12:00:00Z", "--nodes", "30", "--cores", "240", "--schedulable-nodes", "24", "-o", "json")
+    out = run_json(
+        capsys,
+        "plan",
+        "-c",
+        config,
+        "--at",
+        "2026-11-28T12:00:00Z",
+        "--nodes",
+        "30",
+        "--cores",
+        "240",
+        "--schedulable-nodes",
+        "24",
+        "-o",
+        "json",
+    )
     assert out["pools"][0]["desired_replicas"] == 6  # ceil(24/4); Saturday, no window
     assert out["pools"][0]["reason"] == "proportional"
 
 
 def test_timeline_shows_when_the_window_opens(config, capsys):
-    out = run_json(capsys, "plan", "-c", config, "--at", "2026-11-23T00:00:00Z", "--horizon", "24h", "--step", "5m", "-o", "json")
+    out = run_json(
+        capsys,
+        "plan",
+        "-c",
+        config,
+        "--at",
+        "2026-11-23T00:00:00Z",
+        "--horizon",
+        "24h",
+        "--step",
+        "5m",
+        "-o",
+        "json",
+    )
     steps = out["pools"][0]["steps"]
     assert len(steps) == 24 * 12 + 1
     opened = next(s for s in steps if s["desired_replicas"] == 4)
@@ -72,7 +119,10 @@ def test_timeline_table(config, capsys):
         (["--at", "tomorrow"], "is not an ISO-8601 time"),
         (["--nodes", "8"], "counts cores in its proportional rule; pass --cores"),
         (["--cores", "8"], "--cores and --schedulable-nodes need --nodes"),
-        (["--nodes", "4", "--cores", "8", "--schedulable-nodes", "5"], "must be between 0 and --nodes 4"),
+        (
+            ["--nodes", "4", "--cores", "8", "--schedulable-nodes", "5"],
+            "must be between 0 and --nodes 4",
+        ),
         (["--pool", "api"], "no pool named 'api'; pools: web"),
     ],
 )
@@ -109,7 +159,9 @@ pools:
         ("2026-03-29T04:00:00+02:00", 0, "min"),
     ],
 )
-def test_plan_opens_a_window_whose_start_is_in_the_spring_forward_gap(tmp_path, capsys, at, desired, reason):
+def test_plan_opens_a_window_whose_start_is_in_the_spring_forward_gap(
+    tmp_path, capsys, at, desired, reason
+):
     path = tmp_path / "policy.yaml"
     path.write_text(GAP_POLICY)
     [pool] = run_json(capsys, "plan", "-c", str(path), "--at", at, "-o", "json")["pools"]
@@ -119,6 +171,19 @@ def test_plan_opens_a_window_whose_start_is_in_the_spring_forward_gap(tmp_path, 
 def test_timeline_on_the_gap_day_opens_at_three(tmp_path, capsys):
     path = tmp_path / "policy.yaml"
     path.write_text(GAP_POLICY)
-    out = run_json(capsys, "plan", "-c", str(path), "--at", "2026-03-29T00:00:00Z", "--horizon", "3h", "--step", "15m", "-o", "json")
+    out = run_json(
+        capsys,
+        "plan",
+        "-c",
+        str(path),
+        "--at",
+        "2026-03-29T00:00:00Z",
+        "--horizon",
+        "3h",
+        "--step",
+        "15m",
+        "-o",
+        "json",
+    )
     opened = next(s for s in out["pools"][0]["steps"] if s["desired_replicas"] == 3)
     assert opened["at"] == "2026-03-29T01:00:00Z"  # 03:00 CEST, the first instant after the gap

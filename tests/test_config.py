@@ -29,38 +29,68 @@ def problems(text: str) -> list[str]:
     "text, expected",
     [
         (
-            GOOD_POOL + "    schedules:\n      - {name: a, start: '0 25 * * *', end: '0 18 * * *', desiredReplicas: 1}\n",
+            GOOD_POOL
+            + "    schedules:\n      - {name: a, start: '0 25 * * *', end: '0 18 * * *', desiredReplicas: 1}\n",
             "line 6: pools[0].schedules[0].start: invalid cron expression '0 25 * * *'",
         ),
         (
-            GOOD_POOL + "    schedules:\n      - {name: a, start: '0 8 * *', end: '0 18 * * *', desiredReplicas: 1}\n",
+            GOOD_POOL
+            + "    schedules:\n      - {name: a, start: '0 8 * *', end: '0 18 * * *', desiredReplicas: 1}\n",
             "pools[0].schedules[0].start: cron expression '0 8 * *' has 4 fields; expected 5",
         ),
         (
-            GOOD_POOL + "    schedules:\n      - {name: a, timezone: Europe/Berln, start: '0 8 * * *', end: '0 9 * * *', desiredReplicas: 1}\n",
+            GOOD_POOL
+            + "    schedules:\n      - {name: a, timezone: Europe/Berln, start: '0 8 * * *', end: '0 9 * * *', desiredReplicas: 1}\n",
             "pools[0].schedules[0].timezone: unknown IANA time zone 'Europe/Berln'; did you mean 'Europe/Berlin'?",
         ),
         (
-            GOOD_POOL + "    schedules:\n      - {name: a, start: '0 8 * * *', end: '0  8 * * *', desiredReplicas: 1}\n",
+            GOOD_POOL
+            + "    schedules:\n      - {name: a, start: '0 8 * * *', end: '0  8 * * *', desiredReplicas: 1}\n",
             "pools[0].schedules[0].end: end '0  8 * * *' equals start",
         ),
-        (GOOD_POOL + "    minReplicas: 12\n", "line 5: pools[0].minReplicas: minReplicas 12 is greater than maxReplicas 10"),
-        (GOOD_POOL + "    minReplicas: -1\n", "pools[0].minReplicas: Input should be greater than or equal to 0 (got -1)"),
-        (GOOD_POOL + "    leadTime: -5m\n", "pools[0].leadTime: a duration cannot be negative, got '-5m'"),
-        (GOOD_POOL + "    leadTime: soon\n", "pools[0].leadTime: expected a duration such as 90s, 10m, 6h or 28d, got 'soon'"),
         (
-            GOOD_POOL + "    proportional:\n      ladder: {nodesToReplicas: [[1, 1], [5, 2], [3, 4]]}\n",
+            GOOD_POOL + "    minReplicas: 12\n",
+            "line 5: pools[0].minReplicas: minReplicas 12 is greater than maxReplicas 10",
+        ),
+        (
+            GOOD_POOL + "    minReplicas: -1\n",
+            "pools[0].minReplicas: Input should be greater than or equal to 0 (got -1)",
+        ),
+        (
+            GOOD_POOL + "    leadTime: -5m\n",
+            "pools[0].leadTime: a duration cannot be negative, got '-5m'",
+        ),
+        (
+            GOOD_POOL + "    leadTime: soon\n",
+            "pools[0].leadTime: expected a duration such as 90s, 10m, 6h or 28d, got 'soon'",
+        ),
+        (
+            GOOD_POOL
+            + "    proportional:\n      ladder: {nodesToReplicas: [[1, 1], [5, 2], [3, 4]]}\n",
             "pools[0].proportional.ladder.nodesToReplicas: thresholds must be strictly ascending: step 2 threshold 3",
         ),
-        (GOOD_POOL + "    leadTim: 5m\n", "line 5: pools[0].leadTim: unknown key 'leadTim'; did you mean 'leadTime'?"),
         (
-            GOOD_POOL + "    schedules:\n      - {name: a, start: '0 8 * * *', end: '0 9 * * *', desiredReplicas: 1}\n"
+            GOOD_POOL + "    leadTim: 5m\n",
+            "line 5: pools[0].leadTim: unknown key 'leadTim'; did you mean 'leadTime'?",
+        ),
+        (
+            GOOD_POOL
+            + "    schedules:\n      - {name: a, start: '0 8 * * *', end: '0 9 * * *', desiredReplicas: 1}\n"
             "      - {name: a, start: '0 10 * * *', end: '0 11 * * *', desiredReplicas: 1}\n",
             "line 7: pools[0].schedules[1].name: duplicate window name 'a'",
         ),
-        (GOOD_POOL + GOOD_POOL.split("\n", 1)[1], "line 5: pools[1].name: duplicate pool name 'web'"),
-        (GOOD_POOL + "    proportional:\n      linear: {}\n", "set coresPerReplica or nodesPerReplica"),
-        (GOOD_POOL + "    forecast: {query: up, demandPerReplica: 0}\n", "pools[0].forecast.demandPerReplica: Input should be greater than 0"),
+        (
+            GOOD_POOL + GOOD_POOL.split("\n", 1)[1],
+            "line 5: pools[1].name: duplicate pool name 'web'",
+        ),
+        (
+            GOOD_POOL + "    proportional:\n      linear: {}\n",
+            "set coresPerReplica or nodesPerReplica",
+        ),
+        (
+            GOOD_POOL + "    forecast: {query: up, demandPerReplica: 0}\n",
+            "pools[0].forecast.demandPerReplica: Input should be greater than 0",
+        ),
         ("pools:\n  - name: web\n    target: [oops\n", "not valid YAML"),
         ("pools: []\n", "pools: List should have at least 1 item"),
         ("- just a list\n", "expected a mapping with a 'pools' list"),
@@ -77,11 +107,19 @@ def test_yaml_syntax_error_has_a_line_number():
 
 
 def test_every_problem_is_reported_at_once():
-    text = GOOD_POOL.replace("maxReplicas: 10", "maxReplicas: 1\n    minReplicas: 3\n    leadTim: 5m") + (
+    text = GOOD_POOL.replace(
+        "maxReplicas: 10", "maxReplicas: 1\n    minReplicas: 3\n    leadTim: 5m"
+    ) + (
         "    schedules:\n      - {name: a, timezone: Mars/Base, start: '0 8 * * *', end: '0 8 * * *', desiredReplicas: -2}\n"
     )
     found = problems(text)
-    for fragment in ("minReplicas 3 is greater", "unknown key 'leadTim'", "Mars/Base", "equals start", "desiredReplicas"):
+    for fragment in (
+        "minReplicas 3 is greater",
+        "unknown key 'leadTim'",
+        "Mars/Base",
+        "equals start",
+        "desiredReplicas",
+    ):
         assert any(fragment in p for p in found), (fragment, found)
 
 
@@ -108,8 +146,16 @@ def test_missing_file(tmp_path, capsys):
 
 def test_console_entry_point_runs():
     result = subprocess.run(
-        [sys.executable, "-m", "predictive_headroom", "validate", str(REPO / "config" / "example.yaml")],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "predictive_headroom",
+            "validate",
+            str(REPO / "config" / "example.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 0, result.stderr
     assert "ok: 2 pool(s)" in result.stdout
@@ -125,4 +171,6 @@ def test_example_covers_every_policy_field():
 
 def test_unknown_holiday_country_is_rejected():
     found = problems(GOOD_POOL + "    forecast: {query: up, demandPerReplica: 1, holidays: XX}\n")
-    assert any("pools[0].forecast.holidays: no holiday calendar for country code 'XX'" in p for p in found), found
+    assert any(
+        "pools[0].forecast.holidays: no holiday calendar for country code 'XX'" in p for p in found
+    ), found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +44,16 @@ def test_reads_every_shared_dataset_in_full(dataset: str):
 @pytest.mark.parametrize(
     ("body", "times", "values"),
     [
-        ("timestamp,value\n2024-05-01T08:00:00Z,1.5\n2024-05-01T08:05:00Z,2\n", [1714550400, 1714550700], [1.5, 2]),
-        ("timestamp,value\n2024-05-01T10:00:00+02:00,1\n2024-05-01T08:05:00Z,3\n", [1714550400, 1714550700], [1, 3]),
+        (
+            "timestamp,value\n2024-05-01T08:00:00Z,1.5\n2024-05-01T08:05:00Z,2\n",
+            [1714550400, 1714550700],
+            [1.5, 2],
+        ),
+        (
+            "timestamp,value\n2024-05-01T10:00:00+02:00,1\n2024-05-01T08:05:00Z,3\n",
+            [1714550400, 1714550700],
+            [1, 3],
+        ),
         ("timestamp,value\n1714550400,1\n1714550700.5,3\n", [1714550400, 1714550700.5], [1, 3]),
         ("\ufeffTimestamp , Value\n\n2024-05-01T08:00:00Z, 7\n\n", [1714550400], [7]),
         ('timestamp,value\n"2024-05-01T08:00:00Z","1e3"\n', [1714550400], [1000]),
@@ -68,15 +76,39 @@ GOOD = "2024-05-01T08:00:00Z,1\n"
         ("timestamp,value\n", "no data rows"),
         ("time,val\n" + GOOD, ":1: header is 'time,val'; expected 'timestamp,value'"),
         (GOOD, ":1: missing header; the first line must be 'timestamp,value'"),
-        ("timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z\n", ":3: expected 2 fields 'timestamp,value', found 1"),
-        ("timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,1,2\n", ":3: expected 2 fields 'timestamp,value', found 3"),
-        ("timestamp,value\n" + GOOD + "yesterday,4\n", ":3: timestamp 'yesterday' is not an ISO-8601 time"),
-        ("timestamp,value\n" + GOOD + "2024-05-01T08:05:00,4\n", ":3: timestamp '2024-05-01T08:05:00' has no UTC offset"),
-        ("timestamp,value\n1714550400,1\n2024-05-01T08:05:00Z,4\n", ":3: timestamp '2024-05-01T08:05:00Z' is not POSIX seconds"),
-        ("timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,abc\n", ":3: value 'abc' is not a number"),
+        (
+            "timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z\n",
+            ":3: expected 2 fields 'timestamp,value', found 1",
+        ),
+        (
+            "timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,1,2\n",
+            ":3: expected 2 fields 'timestamp,value', found 3",
+        ),
+        (
+            "timestamp,value\n" + GOOD + "yesterday,4\n",
+            ":3: timestamp 'yesterday' is not an ISO-8601 time",
+        ),
+        (
+            "timestamp,value\n" + GOOD + "2024-05-01T08:05:00,4\n",
+            ":3: timestamp '2024-05-01T08:05:00' has no UTC offset",
+        ),
+        (
+            "timestamp,value\n1714550400,1\n2024-05-01T08:05:00Z,4\n",
+            ":3: timestamp '2024-05-01T08:05:00Z' is not POSIX seconds",
+        ),
+        (
+            "timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,abc\n",
+            ":3: value 'abc' is not a number",
+        ),
         ("timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,\n", ":3: value '' is not a number"),
-        ("timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,NaN\n", ":3: value 'NaN' is not a finite number"),
-        ("timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,inf\n", ":3: value 'inf' is not a finite number"),
+        (
+            "timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,NaN\n",
+            ":3: value 'NaN' is not a finite number",
+        ),
+        (
+            "timestamp,value\n" + GOOD + "2024-05-01T08:05:00Z,inf\n",
+            ":3: value 'inf' is not a finite number",
+        ),
         (
             "timestamp,value\n" + GOOD + "\n2024-05-01T08:00:00Z,2\n",
             ":4: duplicate timestamp 2024-05-01T08:00:00Z (also on line 2)",
@@ -87,9 +119,21 @@ GOOD = "2024-05-01T08:00:00Z,1\n"
         ),
     ],
     ids=[
-        "empty", "header-only", "wrong-header", "missing-header", "too-few-fields", "too-many-fields",
-        "bad-time", "naive-time", "mixed-formats", "bad-value", "empty-value", "nan", "inf",
-        "duplicate", "descending",
+        "empty",
+        "header-only",
+        "wrong-header",
+        "missing-header",
+        "too-few-fields",
+        "too-many-fields",
+        "bad-time",
+        "naive-time",
+        "mixed-formats",
+        "bad-value",
+        "empty-value",
+        "nan",
+        "inf",
+        "duplicate",
+        "descending",
     ],
 )
 def test_malformed_files_name_file_line_and_text(tmp_path: Path, body: str, expected: str):
@@ -105,7 +149,9 @@ def test_many_bad_rows_are_reported_together_but_briefly(tmp_path: Path):
     with pytest.raises(SourceError) as err:
         read_csv_history(write(tmp_path, "timestamp,value\n" + rows))
     message = str(err.value)
-    assert "20 bad row(s)" in message and ":2: value 'x0'" in message and ":6: value 'x4'" in message
+    assert (
+        "20 bad row(s)" in message and ":2: value 'x0'" in message and ":6: value 'x4'" in message
+    )
     assert "x5" not in message and "... and 15 more" in message
 
 
@@ -126,7 +172,10 @@ def test_history_is_the_window_up_to_end_and_nothing_after(tmp_path: Path):
     assert list(part.values) == list(range(25, 49))
     assert len(src.full()) == 72
 
-    with pytest.raises(SourceError, match=r"no rows between .*; the file covers 2024-05-01T00:00:00Z to 2024-05-03T23:00:00Z"):
+    with pytest.raises(
+        SourceError,
+        match=r"no rows between .*; the file covers 2024-05-01T00:00:00Z to 2024-05-03T23:00:00Z",
+    ):
         src.history(spec, start - 10 * DAY)
 
 
@@ -141,7 +190,7 @@ def test_a_changed_file_is_read_again(tmp_path: Path):
 
 def test_twenty_thousand_rows_read_well_under_a_second(tmp_path: Path):
     body = "timestamp,value\n" + "".join(
-        f"{datetime.fromtimestamp(1_700_000_000 + i * 60, timezone.utc):%Y-%m-%dT%H:%M:%SZ},{i * 0.25}\n"
+        f"{datetime.fromtimestamp(1_700_000_000 + i * 60, UTC):%Y-%m-%dT%H:%M:%SZ},{i * 0.25}\n"
         for i in range(20_000)
     )
     path = write(tmp_path, body)

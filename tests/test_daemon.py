@@ -60,11 +60,15 @@ class RampForecaster:
     def __init__(self, rise: float = 5.0) -> None:
         self.rise, self.fits = rise, 0
 
-    def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
+    def fit(
+        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+    ) -> Forecast | NoForecast:
         self.fits += 1
         times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
         yhat = 10.0 + self.rise * (times - now) / lead_seconds
-        return Forecast(times, yhat, yhat - 1, yhat + 1, "ramp", history.end if len(history) else now)
+        return Forecast(
+            times, yhat, yhat - 1, yhat + 1, "ramp", history.end if len(history) else now
+        )
 
 
 class FakeSource:
@@ -77,14 +81,18 @@ class FakeSource:
 
     def history(self, spec: ForecastSpec, end: float) -> History:
         if self.down:
-            raise SourceError("Prometheus at http://prometheus:9090 is unreachable: connection refused")
+            raise SourceError(
+                "Prometheus at http://prometheus:9090 is unreachable: connection refused"
+            )
         times = end - np.arange(288)[::-1] * 300.0
         return History(times, np.full(times.size, self.level), "fake")
 
     def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
         self.recent_reads.append((end, span_seconds))
         if self.down:
-            raise SourceError("Prometheus at http://prometheus:9090 is unreachable: connection refused")
+            raise SourceError(
+                "Prometheus at http://prometheus:9090 is unreachable: connection refused"
+            )
         times = end - np.arange(int(span_seconds // 300) + 1)[::-1] * 300.0
         return History(times, np.full(times.size, self.level), "fake")
 
@@ -92,7 +100,13 @@ class FakeSource:
 class HalfLevelBurst:
     """A burst model asking for half the latest observed level (a stand-in for the learned model)."""
 
-    quantile, lead_seconds, delay_seconds, lookback_seconds, max_age_seconds = 0.95, 600.0, 60.0, 7200.0, 900.0
+    quantile, lead_seconds, delay_seconds, lookback_seconds, max_age_seconds = (
+        0.95,
+        600.0,
+        60.0,
+        7200.0,
+        900.0,
+    )
 
     def allowance(self, observed: History, at: np.ndarray, forecast: Forecast) -> np.ndarray:
         return np.full(np.shape(at), 0.5 * float(observed.values[-1]))
@@ -101,21 +115,35 @@ class HalfLevelBurst:
 class BurstForecaster(RampForecaster):
     """A flat forecast carrying `HalfLevelBurst` and a refit-time table of 2 demand units."""
 
-    def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
+    def fit(
+        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+    ) -> Forecast | NoForecast:
         from predictive_headroom.core.series import BurstProfile
 
         times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
         flat = np.full(times.size, 10.0)
         table = BurstProfile(0.95, lead_seconds, 1800.0, np.full((1, 48), 2.0), False)
-        return Forecast(times, flat, flat - 1, flat + 1, "flat", now, burst=table, burst_model=HalfLevelBurst())
+        return Forecast(
+            times, flat, flat - 1, flat + 1, "flat", now, burst=table, burst_model=HalfLevelBurst()
+        )
 
 
 def pool_yaml(name: str, **extra: object) -> dict[str, object]:
-    return {"name": name, "target": {"namespace": NS, "name": f"{name}-placeholder"}, "maxReplicas": 40, **extra}
+    return {
+        "name": name,
+        "target": {"namespace": NS, "name": f"{name}-placeholder"},
+        "maxReplicas": 40,
+        **extra,
+    }
 
 
-FORECAST = {"query": 'ph_demand{job="web"}', "demandPerReplica": 10, "history": "7d", "horizon": "6h",
-            "minHistory": "2d"}
+FORECAST = {
+    "query": 'ph_demand{job="web"}',
+    "demandPerReplica": 10,
+    "history": "7d",
+    "horizon": "6h",
+    "minHistory": "2d",
+}
 
 
 def write_config(path: Path, *pools: dict[str, object]) -> Path:
@@ -124,12 +152,18 @@ def write_config(path: Path, *pools: dict[str, object]) -> Path:
 
 
 def write_kubeconfig(path: Path, server: FakeApiServer) -> Path:
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "test",
-        "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-        "users": [{"name": "ph", "user": {"token": "test-token"}}],
-        "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "ph"}}],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "test",
+                "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
+                "users": [{"name": "ph", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "ph"}}],
+            }
+        )
+    )
     return path
 
 
@@ -158,10 +192,14 @@ def env(tmp_path: Path, server: FakeApiServer, monkeypatch: pytest.MonkeyPatch) 
         root.removeHandler(handler)
 
 
-def run_once(config: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, list[dict[str, object]]]:
+def run_once(
+    config: Path, capsys: pytest.CaptureFixture[str], *extra: str
+) -> tuple[int, list[dict[str, object]]]:
     """`predictive-headroom run --config F --once`; returns the exit code and the JSON log lines."""
     code = cli.main(["run", "--config", str(config), "--once", *extra])
-    lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
+    lines = [
+        json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")
+    ]
     return code, lines
 
 
@@ -184,8 +222,11 @@ def test_run_once_scales_up_then_down_to_the_plan_with_real_prometheus(
     env: Path, server: FakeApiServer, prometheus_server, capsys, monkeypatch
 ) -> None:
     monkeypatch.setenv("PH_PROMETHEUS_URL", prometheus_server.url)
-    config = write_config(env / "policy.yaml", pool_yaml("web", leadTime="30m", forecast=FORECAST),
-                          pool_yaml("batch", minReplicas=2))
+    config = write_config(
+        env / "policy.yaml",
+        pool_yaml("web", leadTime="30m", forecast=FORECAST),
+        pool_yaml("batch", minReplicas=2),
+    )
     server.add_deployment(NS, "web-placeholder", 0)
     server.add_deployment(NS, "batch-placeholder", 30)
 
@@ -212,8 +253,14 @@ def test_run_once_scales_up_then_down_to_the_plan_with_real_prometheus(
 
 
 def test_run_once_does_not_write_when_the_target_already_has_the_plan(env, server, capsys) -> None:
-    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=3),
-                          pool_yaml("nodes", proportional={"linear": {"nodesPerReplica": 2}, "nodeSelector": {"pool": "web"}}))
+    config = write_config(
+        env / "policy.yaml",
+        pool_yaml("web", minReplicas=3),
+        pool_yaml(
+            "nodes",
+            proportional={"linear": {"nodesPerReplica": 2}, "nodeSelector": {"pool": "web"}},
+        ),
+    )
     server.add_deployment(NS, "web-placeholder", 3)
     server.add_deployment(NS, "nodes-placeholder", 2)  # 4 nodes / 2
 
@@ -221,7 +268,10 @@ def test_run_once_does_not_write_when_the_target_already_has_the_plan(env, serve
 
     assert code == 0
     assert server.writes("/scale") == [] and server.events() == []
-    assert {n: p["action"] for n, p in summary(lines).items()} == {"web": "unchanged", "nodes": "unchanged"}
+    assert {n: p["action"] for n, p in summary(lines).items()} == {
+        "web": "unchanged",
+        "nodes": "unchanged",
+    }
 
 
 def test_dry_run_writes_nothing_and_says_what_it_would_do(env, server, capsys) -> None:
@@ -233,7 +283,10 @@ def test_dry_run_writes_nothing_and_says_what_it_would_do(env, server, capsys) -
     assert code == 0
     assert server.replicas(NS, "web-placeholder") == 1 and server.events() == []
     assert all(r.query.get("dryRun") == "All" for r in server.writes())
-    assert any("DRY-RUN would scale pool web: apps/web-placeholder replicas 1 -> 5" in str(line["message"]) for line in lines)
+    assert any(
+        "DRY-RUN would scale pool web: apps/web-placeholder replicas 1 -> 5" in str(line["message"])
+        for line in lines
+    )
 
 
 def test_kill_switch_leaves_the_target_alone_and_says_so(env, server, capsys) -> None:
@@ -260,7 +313,9 @@ def test_a_409_conflict_is_retried(env, server, capsys) -> None:
 
 
 def test_403_on_one_pool_is_reported_and_the_others_are_served(env, server, capsys) -> None:
-    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=4), pool_yaml("batch", minReplicas=2))
+    config = write_config(
+        env / "policy.yaml", pool_yaml("web", minReplicas=4), pool_yaml("batch", minReplicas=2)
+    )
     server.add_deployment(NS, "web-placeholder", 1)
     server.add_deployment(NS, "batch-placeholder", 0)
     server.fail("*", r"/deployments/web-placeholder", 403, times=None)
@@ -268,17 +323,30 @@ def test_403_on_one_pool_is_reported_and_the_others_are_served(env, server, caps
     code, lines = run_once(config, capsys)
 
     assert code == 1  # a pool failed
-    assert server.replicas(NS, "batch-placeholder") == 2 and server.replicas(NS, "web-placeholder") == 1
+    assert (
+        server.replicas(NS, "batch-placeholder") == 2
+        and server.replicas(NS, "web-placeholder") == 1
+    )
     pools = summary(lines)
     assert pools["batch"]["action"] == "scaled"
     assert pools["web"]["action"] == "error" and "forbidden" in str(pools["web"]["error"])
-    assert "deployments" in str(pools["web"]["error"]) and "web-placeholder" in str(pools["web"]["error"])
+    assert "deployments" in str(pools["web"]["error"]) and "web-placeholder" in str(
+        pools["web"]["error"]
+    )
 
 
-@pytest.mark.parametrize("server", [("v1beta1",), ("v1alpha1",)], ids=["only-v1beta1", "only-v1alpha1"], indirect=True)
-def test_run_once_scales_a_capacity_buffer_in_the_version_the_cluster_serves(env, server, capsys) -> None:
+@pytest.mark.parametrize(
+    "server", [("v1beta1",), ("v1alpha1",)], ids=["only-v1beta1", "only-v1alpha1"], indirect=True
+)
+def test_run_once_scales_a_capacity_buffer_in_the_version_the_cluster_serves(
+    env, server, capsys
+) -> None:
     version = server.capacity_buffer_versions[0]
-    buffer = pool_yaml("gpu", minReplicas=3, target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"})
+    buffer = pool_yaml(
+        "gpu",
+        minReplicas=3,
+        target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"},
+    )
     config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=2), buffer)
     server.add_deployment(NS, "web-placeholder", 0)
     server.add_capacity_buffer(NS, "gpu-buffer", 1)
@@ -286,17 +354,31 @@ def test_run_once_scales_a_capacity_buffer_in_the_version_the_cluster_serves(env
     code, lines = run_once(config, capsys)
 
     assert code == 0
-    assert server.replicas(NS, "web-placeholder") == 2 and server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 3
+    assert (
+        server.replicas(NS, "web-placeholder") == 2
+        and server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 3
+    )
     assert [w.path for w in server.writes("/capacitybuffers/")] == [
-        f"/apis/autoscaling.x-k8s.io/{version}/namespaces/{NS}/capacitybuffers/gpu-buffer"]
-    started = [str(line["message"]) for line in lines if "CapacityBuffer API" in str(line["message"])]
-    assert started == [f"pool gpu: CapacityBuffer API autoscaling.x-k8s.io/{version} (namespaced, the server's preferred version)"]
+        f"/apis/autoscaling.x-k8s.io/{version}/namespaces/{NS}/capacitybuffers/gpu-buffer"
+    ]
+    started = [
+        str(line["message"]) for line in lines if "CapacityBuffer API" in str(line["message"])
+    ]
+    assert started == [
+        f"pool gpu: CapacityBuffer API autoscaling.x-k8s.io/{version} (namespaced, the server's preferred version)"
+    ]
     assert summary(lines)["gpu"]["action"] == "scaled"
 
 
 @pytest.mark.parametrize("server", [()], ids=["no-capacity-buffers"], indirect=True)
-def test_run_once_without_capacity_buffers_fails_that_pool_only_and_says_to_install_them(env, server, capsys) -> None:
-    buffer = pool_yaml("gpu", minReplicas=3, target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"})
+def test_run_once_without_capacity_buffers_fails_that_pool_only_and_says_to_install_them(
+    env, server, capsys
+) -> None:
+    buffer = pool_yaml(
+        "gpu",
+        minReplicas=3,
+        target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"},
+    )
     config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=2), buffer)
     server.add_deployment(NS, "web-placeholder", 0)
 
@@ -306,36 +388,60 @@ def test_run_once_without_capacity_buffers_fails_that_pool_only_and_says_to_inst
     pools = summary(lines)
     assert pools["web"]["action"] == "scaled" and server.replicas(NS, "web-placeholder") == 2
     assert pools["gpu"]["action"] == "error"
-    assert pools["gpu"]["error"] == ("pool gpu: CapacityBuffer is not installed: no autoscaling.x-k8s.io/capacitybuffers on "
-                                     "this cluster; install Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature, "
-                                     "or use kind: Deployment")
+    assert pools["gpu"]["error"] == (
+        "pool gpu: CapacityBuffer is not installed: no autoscaling.x-k8s.io/capacitybuffers on "
+        "this cluster; install Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature, "
+        "or use kind: Deployment"
+    )
     assert server.requests(path_contains="/capacitybuffers") == []
 
 
 @pytest.mark.parametrize("server", [()], ids=["installed-later"], indirect=True)
-def test_last_run_names_the_version_and_a_buffer_crd_installed_later_is_found(tmp_path, server) -> None:
+def test_last_run_names_the_version_and_a_buffer_crd_installed_later_is_found(
+    tmp_path, server
+) -> None:
     from predictive_headroom.kube.discovery import CapacityBufferDiscovery
 
-    buffer = pool_yaml("gpu", minReplicas=3, target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"})
+    buffer = pool_yaml(
+        "gpu",
+        minReplicas=3,
+        target={"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"},
+    )
     config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=2), buffer)
     server.add_deployment(NS, "web-placeholder", 0)
     api, clock = server.api_client(), Clock()
     discovery = CapacityBufferDiscovery(api, FAST)
-    daemon = make_daemon(config, server, clock, actuator=TargetActuator(api, FAST, discovery=discovery), target_apis=discovery)
+    daemon = make_daemon(
+        config,
+        server,
+        clock,
+        actuator=TargetActuator(api, FAST, discovery=discovery),
+        target_apis=discovery,
+    )
 
     first = daemon.reconcile()
     assert [o.action for o in first.pools] == ["scaled", "error"]
     assert "CapacityBuffer is not installed" in daemon.status()["target_apis"]["gpu"]["error"]
 
-    server.capacity_buffer_versions, server.preferred_version = ("v1beta1",), "v1beta1"  # the CRD is installed
+    server.capacity_buffer_versions, server.preferred_version = (
+        ("v1beta1",),
+        "v1beta1",
+    )  # the CRD is installed
     server.add_capacity_buffer(NS, "gpu-buffer", 0)
     clock.now += 60
     second = daemon.reconcile()
 
     assert [o.action for o in second.pools] == ["unchanged", "scaled"]
     assert server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 3
-    assert daemon.status()["target_apis"] == {"gpu": {"kind": "CapacityBuffer", "api_version": "autoscaling.x-k8s.io/v1beta1",
-                                                      "scope": "Namespaced", "chosen_by": "server-preferred", "error": None}}
+    assert daemon.status()["target_apis"] == {
+        "gpu": {
+            "kind": "CapacityBuffer",
+            "api_version": "autoscaling.x-k8s.io/v1beta1",
+            "scope": "Namespaced",
+            "chosen_by": "server-preferred",
+            "error": None,
+        }
+    }
     json.dumps(daemon.status())  # /last-run stays JSON
 
 
@@ -350,17 +456,34 @@ def test_a_config_reload_resolves_the_version_again(tmp_path, server, caplog) ->
     server.add_capacity_buffer(NS, "gpu-buffer", 0)
     api, clock = server.api_client(), Clock()
     discovery = CapacityBufferDiscovery(api, FAST)
-    daemon = make_daemon(config, server, clock, actuator=TargetActuator(api, FAST, discovery=discovery), target_apis=discovery)
+    daemon = make_daemon(
+        config,
+        server,
+        clock,
+        actuator=TargetActuator(api, FAST, discovery=discovery),
+        target_apis=discovery,
+    )
     daemon.reconcile()
     assert daemon.status()["target_apis"]["gpu"]["chosen_by"] == "server-preferred"
 
-    write_config(config, pool_yaml("gpu", minReplicas=4, target={**target, "apiVersion": "autoscaling.x-k8s.io/v1alpha1"}))
+    write_config(
+        config,
+        pool_yaml(
+            "gpu", minReplicas=4, target={**target, "apiVersion": "autoscaling.x-k8s.io/v1alpha1"}
+        ),
+    )
     clock.now += 60
     daemon.reconcile()
 
-    assert [w.path.split("/")[3] for w in server.writes("/capacitybuffers/")] == ["v1beta1", "v1alpha1"]
+    assert [w.path.split("/")[3] for w in server.writes("/capacitybuffers/")] == [
+        "v1beta1",
+        "v1alpha1",
+    ]
     assert daemon.status()["target_apis"]["gpu"]["api_version"] == "autoscaling.x-k8s.io/v1alpha1"
-    assert "pool gpu: CapacityBuffer API autoscaling.x-k8s.io/v1alpha1 (namespaced, pinned by target.apiVersion)" in caplog.messages
+    assert (
+        "pool gpu: CapacityBuffer API autoscaling.x-k8s.io/v1alpha1 (namespaced, pinned by target.apiVersion)"
+        in caplog.messages
+    )
 
 
 # -- the loop, with a fake clock ----------------------------------------------------------------
@@ -368,13 +491,20 @@ def test_a_config_reload_resolves_the_version_again(tmp_path, server, caplog) ->
 
 def make_daemon(config: Path, server: FakeApiServer, clock: Clock, **kwargs: object) -> Daemon:
     api = server.api_client()
-    defaults: dict[str, object] = {"source": FakeSource(), "forecaster": RampForecaster(), "clock": clock,
-                                   "actuator": TargetActuator(api, FAST), "cluster": KubeClusterReader(api, FAST)}
+    defaults: dict[str, object] = {
+        "source": FakeSource(),
+        "forecaster": RampForecaster(),
+        "clock": clock,
+        "actuator": TargetActuator(api, FAST),
+        "cluster": KubeClusterReader(api, FAST),
+    }
     defaults.update(kwargs)
     return Daemon(config, load_policy(config), **defaults)  # type: ignore[arg-type]
 
 
-def test_a_person_scaling_the_target_is_left_alone_until_the_plan_changes(tmp_path, server, caplog) -> None:
+def test_a_person_scaling_the_target_is_left_alone_until_the_plan_changes(
+    tmp_path, server, caplog
+) -> None:
     config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=3))
     server.add_deployment(NS, "web-placeholder", 0)
     clock = Clock()
@@ -382,7 +512,9 @@ def test_a_person_scaling_the_target_is_left_alone_until_the_plan_changes(tmp_pa
     assert daemon.reconcile().pools[0].action == "scaled"
     assert server.replicas(NS, "web-placeholder") == 3
 
-    server.edit_deployment(NS, "web-placeholder", {"spec": {"replicas": 7}})  # kubectl scale --replicas=7
+    server.edit_deployment(
+        NS, "web-placeholder", {"spec": {"replicas": 7}}
+    )  # kubectl scale --replicas=7
     for _ in range(2):
         clock.now += 60
         assert daemon.reconcile().pools[0].action == "manual-override"
@@ -396,8 +528,11 @@ def test_a_person_scaling_the_target_is_left_alone_until_the_plan_changes(tmp_pa
 
 
 def test_no_scale_down_before_the_first_refit_or_without_node_counts(tmp_path, server) -> None:
-    config = write_config(tmp_path / "p.yaml", pool_yaml("web", forecast=FORECAST),
-                          pool_yaml("nodes", proportional={"linear": {"nodesPerReplica": 1}}))
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml("web", forecast=FORECAST),
+        pool_yaml("nodes", proportional={"linear": {"nodesPerReplica": 1}}),
+    )
     server.add_deployment(NS, "web-placeholder", 6)
     server.add_deployment(NS, "nodes-placeholder", 9)
     server.fail("GET", r"/api/v1/nodes$", 500, times=None)
@@ -406,7 +541,9 @@ def test_no_scale_down_before_the_first_refit_or_without_node_counts(tmp_path, s
     result = daemon.reconcile()
 
     assert [(o.action, o.plan.reason) for o in result.pools] == [  # type: ignore[union-attr]
-        ("unchanged", "hold:not-fitted-yet"), ("unchanged", "hold:no-cluster-state")]
+        ("unchanged", "hold:not-fitted-yet"),
+        ("unchanged", "hold:no-cluster-state"),
+    ]
     assert not result.ok  # the node count failed, so `--once` would say so
     assert server.writes() == []
 
@@ -414,14 +551,27 @@ def test_no_scale_down_before_the_first_refit_or_without_node_counts(tmp_path, s
 def forecast_bounds(daemon: Daemon) -> dict[str, float]:
     """The predictive_headroom_forecast_demand samples of pool web, by bound."""
     text = daemon.metrics.exposition().decode()
-    return {s.labels["bound"]: s.value for f in text_string_to_metric_families(text) for s in f.samples
-            if s.name == "predictive_headroom_forecast_demand" and s.labels["pool"] == "web"}
+    return {
+        s.labels["bound"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "predictive_headroom_forecast_demand" and s.labels["pool"] == "web"
+    }
 
 
-def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(tmp_path, server) -> None:
+def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(
+    tmp_path, server
+) -> None:
     source = FakeSource()
-    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=2, leadTime="10m",
-                                                         forecast={**FORECAST, "demandPerReplica": 1, "horizon": "1h"}))
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml(
+            "web",
+            minReplicas=2,
+            leadTime="10m",
+            forecast={**FORECAST, "demandPerReplica": 1, "horizon": "1h"},
+        ),
+    )
     server.add_deployment(NS, "web-placeholder", 0)
     clock = Clock()
     daemon = make_daemon(config, server, clock, source=source)
@@ -429,7 +579,9 @@ def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(tmp
     assert daemon.reconcile().pools[0].plan.reason == "forecast"  # type: ignore[union-attr]
     assert server.replicas(NS, "web-placeholder") == 5
     bounds = forecast_bounds(daemon)
-    assert bounds["lower"] < bounds["yhat"] < bounds["upper"] and bounds["yhat"] == pytest.approx(15.0)  # at now+lead
+    assert bounds["lower"] < bounds["yhat"] < bounds["upper"] and bounds["yhat"] == pytest.approx(
+        15.0
+    )  # at now+lead
 
     source.down = True
     clock.now += 600
@@ -449,22 +601,37 @@ def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(tmp
 
 def burst_samples(daemon: Daemon) -> dict[tuple[str, str], float]:
     text = daemon.metrics.exposition().decode()
-    return {(s.name, s.labels.get("source", "")): s.value for f in text_string_to_metric_families(text) for s in f.samples
-            if s.labels.get("pool") == "web" and s.name.startswith(("predictive_headroom_burst", "predictive_headroom_fresh"))}
+    return {
+        (s.name, s.labels.get("source", "")): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.labels.get("pool") == "web"
+        and s.name.startswith(("predictive_headroom_burst", "predictive_headroom_fresh"))
+    }
 
 
-def test_reconcile_reads_the_latest_observations_and_falls_back_to_the_table_when_it_cannot(tmp_path, server) -> None:
+def test_reconcile_reads_the_latest_observations_and_falls_back_to_the_table_when_it_cannot(
+    tmp_path, server
+) -> None:
     source = FakeSource()
-    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, leadTime="10m",
-                                                         forecast={**FORECAST, "demandPerReplica": 1}))
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml(
+            "web", minReplicas=1, leadTime="10m", forecast={**FORECAST, "demandPerReplica": 1}
+        ),
+    )
     server.add_deployment(NS, "web-placeholder", 0)
     clock = Clock()
     daemon = make_daemon(config, server, clock, source=source, forecaster=BurstForecaster())
     daemon.refit()
 
     plan = daemon.reconcile().pools[0].plan
-    assert source.recent_reads and source.recent_reads[-1][0] == clock.now  # read at the reconcile's instant
-    assert plan.details["burst_source"] == "model" and plan.components["forecast"] == 5  # half of level 10
+    assert (
+        source.recent_reads and source.recent_reads[-1][0] == clock.now
+    )  # read at the reconcile's instant
+    assert (
+        plan.details["burst_source"] == "model" and plan.components["forecast"] == 5
+    )  # half of level 10
     assert burst_samples(daemon)[("predictive_headroom_burst_allowance", "model")] == 5.0
 
     source.level = 30.0  # demand rose since the refit: the next reconcile sees it without a refit
@@ -472,17 +639,26 @@ def test_reconcile_reads_the_latest_observations_and_falls_back_to_the_table_whe
     plan = daemon.reconcile().pools[0].plan
     assert plan.components["forecast"] == 15 and server.replicas(NS, "web-placeholder") == 15
 
-    source.down = True  # the fresh read fails: the refit-time table (2) stands in, the floor (min 1) holds
+    source.down = (
+        True  # the fresh read fails: the refit-time table (2) stands in, the floor (min 1) holds
+    )
     clock.now += 60
     result = daemon.reconcile()
     plan = result.pools[0].plan
     assert plan.details["burst_source"] == "profile"
-    assert plan.details["burst_fallback"].startswith("fresh-read-failed: Prometheus at http://prometheus:9090 is unreachable")
+    assert plan.details["burst_fallback"].startswith(
+        "fresh-read-failed: Prometheus at http://prometheus:9090 is unreachable"
+    )
     assert plan.components["forecast"] == 2 and plan.components["min"] == 1
-    assert plan.desired == 15 and plan.reason == "hold:scale-down-stabilization"  # no sudden drop either
+    assert (
+        plan.desired == 15 and plan.reason == "hold:scale-down-stabilization"
+    )  # no sudden drop either
     assert result.ok  # the pool was served
     last_run = daemon.status()["reconcile"]["pools"][0]
-    assert last_run["details"]["burst_source"] == "profile" and "fresh-read-failed" in last_run["details"]["burst_fallback"]
+    assert (
+        last_run["details"]["burst_source"] == "profile"
+        and "fresh-read-failed" in last_run["details"]["burst_fallback"]
+    )
     samples = burst_samples(daemon)
     assert samples[("predictive_headroom_burst_allowance", "profile")] == 2.0
     assert ("predictive_headroom_burst_allowance", "model") not in samples
@@ -508,10 +684,18 @@ class SlowPerQuerySource(FakeSource):
         return super().recent(spec, end, span_seconds)
 
 
-def test_fresh_reads_of_many_pools_run_at_once_and_one_failure_stays_with_its_pool(tmp_path, server) -> None:
+def test_fresh_reads_of_many_pools_run_at_once_and_one_failure_stays_with_its_pool(
+    tmp_path, server
+) -> None:
     source = SlowPerQuerySource()
-    pools = [pool_yaml(f"p{i}", leadTime="10m", forecast={**FORECAST, "demandPerReplica": 1, **({"query": "bad"} if i == 0 else {})})
-             for i in range(4)]
+    pools = [
+        pool_yaml(
+            f"p{i}",
+            leadTime="10m",
+            forecast={**FORECAST, "demandPerReplica": 1, **({"query": "bad"} if i == 0 else {})},
+        )
+        for i in range(4)
+    ]
     config = write_config(tmp_path / "p.yaml", *pools)
     for i in range(4):
         server.add_deployment(NS, f"p{i}-placeholder", 0)
@@ -521,23 +705,34 @@ def test_fresh_reads_of_many_pools_run_at_once_and_one_failure_stays_with_its_po
     result = daemon.reconcile()
     assert time.perf_counter() - started < 4 * 0.3  # one after another they would take 1.2 s
     assert all(t.startswith("fresh-read") for t in source.threads) and len(source.threads) > 1
-    sources = {o.pool: (o.plan.details["burst_source"], o.plan.details.get("burst_fallback", "")) for o in result.pools}
+    sources = {
+        o.pool: (o.plan.details["burst_source"], o.plan.details.get("burst_fallback", ""))
+        for o in result.pools
+    }
     assert sources["p0"] == ("profile", "fresh-read-failed: query 'bad' returned no data")
     assert all(sources[f"p{i}"] == ("model", "") for i in (1, 2, 3)) and result.ok
 
 
 @pytest.mark.prometheus
-def test_prometheus_unreachable_keeps_the_forecast_fitted_on_real_prometheus(tmp_path, server, prometheus_server) -> None:
-    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, leadTime="30m", forecast=FORECAST))
+def test_prometheus_unreachable_keeps_the_forecast_fitted_on_real_prometheus(
+    tmp_path, server, prometheus_server
+) -> None:
+    config = write_config(
+        tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, leadTime="30m", forecast=FORECAST)
+    )
     server.add_deployment(NS, "web-placeholder", 0)
     clock = Clock(prometheus_server.end)
-    daemon = make_daemon(config, server, clock, source=PrometheusSource(prometheus_server.url, Settings()))
+    daemon = make_daemon(
+        config, server, clock, source=PrometheusSource(prometheus_server.url, Settings())
+    )
     daemon.refit()
     first = daemon.reconcile().pools[0].plan
     fitted = daemon.forecasts()["web"]
     assert isinstance(fitted, Forecast) and first.components["forecast"] is not None  # type: ignore[union-attr]
 
-    daemon.source = PrometheusSource("http://127.0.0.1:9", Settings(prometheus_retries=0, prometheus_timeout=2))
+    daemon.source = PrometheusSource(
+        "http://127.0.0.1:9", Settings(prometheus_retries=0, prometheus_timeout=2)
+    )
     clock.now += 300
     daemon.refit()
     assert daemon.forecasts()["web"] is fitted
@@ -557,18 +752,26 @@ def test_a_bad_config_change_is_rejected_and_the_old_config_stays(tmp_path, serv
 
     assert result.pools[0].plan.desired == 3 and server.replicas(NS, "web-placeholder") == 3  # type: ignore[union-attr]
     rejected = daemon.status()["config"]["rejected_change"]
-    assert "minReplicas 50 is greater than maxReplicas 10" in rejected and "pools[0].minReplicas" in rejected
+    assert (
+        "minReplicas 50 is greater than maxReplicas 10" in rejected
+        and "pools[0].minReplicas" in rejected
+    )
     assert sum("previous config stays in force" in r.getMessage() for r in caplog.records) == 1
     daemon.reconcile()  # the same bad content is not reported again
     assert sum("previous config stays in force" in r.getMessage() for r in caplog.records) == 1
 
     write_config(config, pool_yaml("web", minReplicas=6))
     daemon.reconcile()
-    assert server.replicas(NS, "web-placeholder") == 6 and daemon.status()["config"]["rejected_change"] is None
+    assert (
+        server.replicas(NS, "web-placeholder") == 6
+        and daemon.status()["config"]["rejected_change"] is None
+    )
 
 
 def test_one_summary_line_per_reconcile(tmp_path, server, caplog) -> None:
-    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=3), pool_yaml("batch", minReplicas=1))
+    config = write_config(
+        tmp_path / "p.yaml", pool_yaml("web", minReplicas=3), pool_yaml("batch", minReplicas=1)
+    )
     server.add_deployment(NS, "web-placeholder", 0)
     server.add_deployment(NS, "batch-placeholder", 1)
     caplog.set_level(logging.INFO, logger="predictive_headroom.daemon.loop")
@@ -588,7 +791,9 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
     daemons, electors = [], []
     for name, wanted in (("a", 3), ("b", 5)):
         config = write_config(tmp_path / f"{name}.yaml", pool_yaml("web", minReplicas=wanted))
-        elector = LeaderElector(server.api_client(), "predictive-headroom", "ph", identity=name, timing=timing)
+        elector = LeaderElector(
+            server.api_client(), "predictive-headroom", "ph", identity=name, timing=timing
+        )
         electors.append(elector)
         daemons.append(make_daemon(config, server, time.time, elector=elector))
     for elector in electors:
@@ -609,7 +814,9 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
             time.sleep(0.05)
         time.sleep(1.0)
         first = next(i for i, e in enumerate(electors) if e.is_leader)
-        electors[first].stop()  # the leader goes away; the other takes over within the lease duration
+        electors[
+            first
+        ].stop()  # the leader goes away; the other takes over within the lease duration
         deadline = time.time() + timing.lease_duration + 2
         while server.replicas(NS, "web-placeholder") != (5, 3)[first] and time.time() < deadline:
             time.sleep(0.05)
@@ -628,13 +835,29 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
 
 
 @pytest.mark.prometheus
-def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(env, server, prometheus_server) -> None:
-    config = write_config(env / "policy.yaml", pool_yaml("web", minReplicas=2, forecast={**FORECAST, "history": "28d"}))
+def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(
+    env, server, prometheus_server
+) -> None:
+    config = write_config(
+        env / "policy.yaml",
+        pool_yaml("web", minReplicas=2, forecast={**FORECAST, "history": "28d"}),
+    )
     server.add_deployment(NS, "web-placeholder", 0)
-    child_env = {**os.environ, "PH_PROMETHEUS_URL": prometheus_server.url, "PH_LISTEN_PORT": "0",
-                 "PH_LEASE_DURATION": "3", "PH_NAMESPACE": "predictive-headroom", "PH_LOG_FORMAT": "text"}
-    proc = subprocess.Popen([sys.executable, "-m", "predictive_headroom", "run", "--config", str(config)],
-                            cwd=REPO, env=child_env, stderr=subprocess.PIPE, text=True)
+    child_env = {
+        **os.environ,
+        "PH_PROMETHEUS_URL": prometheus_server.url,
+        "PH_LISTEN_PORT": "0",
+        "PH_LEASE_DURATION": "3",
+        "PH_NAMESPACE": "predictive-headroom",
+        "PH_LOG_FORMAT": "text",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "predictive_headroom", "run", "--config", str(config)],
+        cwd=REPO,
+        env=child_env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 30
         while server.replicas(NS, "web-placeholder") != 2 and time.time() < deadline:
@@ -653,7 +876,9 @@ def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(env, server, pro
     assert "received SIGTERM" in log and "stopped" in log
     assert "refit in progress is abandoned" in log
     lease = server.lease("predictive-headroom", "predictive-headroom")
-    assert lease is not None and not lease["spec"].get("holderIdentity")  # released for a fast handover
+    assert lease is not None and not lease["spec"].get(
+        "holderIdentity"
+    )  # released for a fast handover
 
 
 def test_runner_refits_at_start_and_stops_at_once_while_a_refit_runs(tmp_path, server) -> None:
@@ -694,8 +919,15 @@ def test_runner_reschedules_and_refits_after_a_config_change(tmp_path, server) -
     try:
         assert wait_for(1) == 1
         assert not [job.id for job in runner.scheduler.get_jobs() if job.id.startswith("refit:")]
-        write_config(config, pool_yaml("web", minReplicas=1, leadTime="10m",
-                                       forecast={**FORECAST, "demandPerReplica": 1, "refit": "15 */2 * * *"}))
+        write_config(
+            config,
+            pool_yaml(
+                "web",
+                minReplicas=1,
+                leadTime="10m",
+                forecast={**FORECAST, "demandPerReplica": 1, "refit": "15 */2 * * *"},
+            ),
+        )
         assert wait_for(5) == 5  # reloaded, refitted at once, forecast rise 5 / demandPerReplica 1
         refits = [job for job in runner.scheduler.get_jobs() if job.id.startswith("refit:")]
         assert [job.id for job in refits] == ["refit:15 */2 * * *"]

@@ -17,7 +17,9 @@ import pytest
 import yaml
 from deploy_render import NAMESPACE, REPO, render_chart, render_kustomize
 
-helm = pytest.importorskip("helm_python", reason="needs helm-python-sdk (pip install helm-python-sdk)")
+helm = pytest.importorskip(
+    "helm_python", reason="needs helm-python-sdk (pip install helm-python-sdk)"
+)
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="needs kubernetes-validate (pip install kubernetes-validate)"
 )
@@ -31,7 +33,10 @@ CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}  # not in the Kubernetes
 # A chart install using the options the defaults leave off: pools in two namespaces, a
 # CapacityBuffer target, one-per-node placeholders, a Prometheus token, the ServiceMonitor.
 MULTI_VALUES: dict[str, Any] = {
-    "prometheus": {"url": "https://prom.example.com", "bearerToken": {"enabled": True, "create": True, "value": "s3cret"}},
+    "prometheus": {
+        "url": "https://prom.example.com",
+        "bearerToken": {"enabled": True, "create": True, "value": "s3cret"},
+    },
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "priorityClass": {"value": -5},
     "pools": [
@@ -44,13 +49,36 @@ MULTI_VALUES: dict[str, Any] = {
             "resources": {"cpu": "3500m", "memory": "14Gi"},
             "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
             "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]}]}}},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {
+                                        "key": "kubernetes.io/arch",
+                                        "operator": "In",
+                                        "values": ["amd64"],
+                                    }
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
             "spread": {"mode": "antiAffinity"},
-            "policy": {"forecast": {"query": "sum(rate(http_requests_total[5m]))", "demandPerReplica": 400}},
+            "policy": {
+                "forecast": {"query": "sum(rate(http_requests_total[5m]))", "demandPerReplica": 400}
+            },
         },
-        {"name": "buffer", "namespace": "workloads", "kind": "CapacityBuffer", "targetName": "gpu-buffer",
-         "maxReplicas": 4, "resources": {"cpu": "8", "memory": "32Gi"}},
+        {
+            "name": "buffer",
+            "namespace": "workloads",
+            "kind": "CapacityBuffer",
+            "targetName": "gpu-buffer",
+            "maxReplicas": 4,
+            "resources": {"cpu": "8", "memory": "32Gi"},
+        },
     ],
 }
 
@@ -61,10 +89,22 @@ BUFFER_CLUSTER_VALUES: dict[str, Any] = {
     "capacityBuffer": {"scope": "Cluster"},
     "pools": [
         {"name": "general", "maxReplicas": 5, "resources": {"cpu": "1", "memory": "1Gi"}},
-        {"name": "gpu", "namespace": "workloads", "kind": "CapacityBuffer", "targetName": "gpu-buffer",
-         "apiVersion": "autoscaling.x-k8s.io/v1", "maxReplicas": 4, "resources": {"cpu": "8", "memory": "32Gi"}},
-        {"name": "batch", "kind": "CapacityBuffer", "targetName": "batch-buffer", "maxReplicas": 3,
-         "resources": {"cpu": "2", "memory": "4Gi"}},
+        {
+            "name": "gpu",
+            "namespace": "workloads",
+            "kind": "CapacityBuffer",
+            "targetName": "gpu-buffer",
+            "apiVersion": "autoscaling.x-k8s.io/v1",
+            "maxReplicas": 4,
+            "resources": {"cpu": "8", "memory": "32Gi"},
+        },
+        {
+            "name": "batch",
+            "kind": "CapacityBuffer",
+            "targetName": "batch-buffer",
+            "maxReplicas": 3,
+            "resources": {"cpu": "2", "memory": "4Gi"},
+        },
     ],
 }
 BUFFER_SCOPE = {"helm-buffers-cluster": "Cluster"}  # the others: Namespaced
@@ -81,7 +121,13 @@ def renderings() -> dict[str, list[Object]]:
     }
 
 
-RENDERINGS = ["helm-defaults", "helm-multi", "helm-buffers-cluster", "kustomize-base", "kustomize-example"]
+RENDERINGS = [
+    "helm-defaults",
+    "helm-multi",
+    "helm-buffers-cluster",
+    "kustomize-base",
+    "kustomize-example",
+]
 
 
 def _of_kind(objects: list[Object], kind: str) -> list[Object]:
@@ -89,19 +135,33 @@ def _of_kind(objects: list[Object], kind: str) -> list[Object]:
 
 
 def _placeholders(objects: list[Object]) -> list[Object]:
-    return [o for o in _of_kind(objects, "Deployment") if o["metadata"]["labels"].get("app.kubernetes.io/component") == "placeholder"]
+    return [
+        o
+        for o in _of_kind(objects, "Deployment")
+        if o["metadata"]["labels"].get("app.kubernetes.io/component") == "placeholder"
+    ]
 
 
 def _daemon(objects: list[Object]) -> Object:
-    daemons = [o for o in _of_kind(objects, "Deployment") if o["metadata"]["labels"].get("app.kubernetes.io/component") == "daemon"]
-    assert len(daemons) == 1, f"expected one daemon Deployment, found {[d['metadata']['name'] for d in daemons]}"
+    daemons = [
+        o
+        for o in _of_kind(objects, "Deployment")
+        if o["metadata"]["labels"].get("app.kubernetes.io/component") == "daemon"
+    ]
+    assert len(daemons) == 1, (
+        f"expected one daemon Deployment, found {[d['metadata']['name'] for d in daemons]}"
+    )
     return daemons[0]
 
 
 def _policy(objects: list[Object]) -> Object:
     daemon = _daemon(objects)
     volume = next(v for v in daemon["spec"]["template"]["spec"]["volumes"] if v["name"] == "config")
-    cm = next(c for c in _of_kind(objects, "ConfigMap") if c["metadata"]["name"] == volume["configMap"]["name"])
+    cm = next(
+        c
+        for c in _of_kind(objects, "ConfigMap")
+        if c["metadata"]["name"] == volume["configMap"]["name"]
+    )
     return cm
 
 
@@ -121,13 +181,17 @@ def test_every_object_validates_against_the_kubernetes_schema(renderings, render
             kubernetes_validate.validate(obj, version, strict=True)
         except kubernetes_validate.ValidationError as exc:
             where = ".".join(str(p) for p in exc.path)
-            pytest.fail(f"{rendering}: {obj['kind']}/{obj['metadata']['name']} at {where}: {exc.message}")
+            pytest.fail(
+                f"{rendering}: {obj['kind']}/{obj['metadata']['name']} at {where}: {exc.message}"
+            )
         checked += 1
     assert checked >= 11
 
 
 def test_the_chart_passes_helm_lint():
-    result = helm.lint(str(REPO / "deploy/helm/predictive-headroom"), strict=True, kube_version="1.30.0")
+    result = helm.lint(
+        str(REPO / "deploy/helm/predictive-headroom"), strict=True, kube_version="1.30.0"
+    )
     errors = [m for m in result["messages"] if m["severity"] > 1] + list(result["errors"])
     assert not errors, errors
 
@@ -143,19 +207,28 @@ def test_rbac_has_no_wildcards_and_names_every_writable_object(renderings, rende
     for role in roles:
         for rule in role["rules"]:
             for key in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
-                assert not any("*" in item for item in rule.get(key, [])), f"{role['metadata']['name']}: wildcard in {key}"
+                assert not any("*" in item for item in rule.get(key, [])), (
+                    f"{role['metadata']['name']}: wildcard in {key}"
+                )
             assert "nonResourceURLs" not in rule
             # Only create (which cannot be limited by name) and read-only node access go unnamed.
             if not rule.get("resourceNames"):
-                assert set(rule["verbs"]) <= {"create", "patch"} and rule["resources"] == ["events"] \
-                    or rule["verbs"] == ["create"] and rule["resources"] == ["leases"] \
-                    or role["kind"] == "ClusterRole" and rule["resources"] == ["nodes"], \
-                    f"{role['metadata']['name']}: unnamed rule {rule}"
+                assert (
+                    (set(rule["verbs"]) <= {"create", "patch"} and rule["resources"] == ["events"])
+                    or (rule["verbs"] == ["create"] and rule["resources"] == ["leases"])
+                    or (role["kind"] == "ClusterRole" and rule["resources"] == ["nodes"])
+                ), f"{role['metadata']['name']}: unnamed rule {rule}"
 
-    cluster_roles = {r["metadata"]["name"].rpartition("-")[2]: r for r in _of_kind(objects, "ClusterRole")}
-    assert cluster_roles["nodes"]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    cluster_roles = {
+        r["metadata"]["name"].rpartition("-")[2]: r for r in _of_kind(objects, "ClusterRole")
+    }
+    assert cluster_roles["nodes"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+    ]
     # Cluster-wide write access exists only for cluster-scoped CapacityBuffers, by name.
-    assert set(cluster_roles) == ({"nodes", "capacitybuffers"} if BUFFER_SCOPE.get(rendering) == "Cluster" else {"nodes"})
+    assert set(cluster_roles) == (
+        {"nodes", "capacitybuffers"} if BUFFER_SCOPE.get(rendering) == "Cluster" else {"nodes"}
+    )
 
 
 @pytest.mark.parametrize("rendering", RENDERINGS)
@@ -167,13 +240,16 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
         for rule in role["rules"]:
             for resource in rule["resources"]:
                 allowed.setdefault((role["metadata"]["namespace"], resource), set()).update(
-                    f"{verb}:{name}" for verb in rule["verbs"] for name in rule.get("resourceNames", ["<any>"])
+                    f"{verb}:{name}"
+                    for verb in rule["verbs"]
+                    for name in rule.get("resourceNames", ["<any>"])
                 )
     for role in _of_kind(objects, "ClusterRole"):
         for rule in role["rules"]:
             if rule["resources"] == ["capacitybuffers"]:
                 allowed.setdefault(("<cluster>", "capacitybuffers"), set()).update(
-                    f"{verb}:{name}" for verb in rule["verbs"] for name in rule["resourceNames"])
+                    f"{verb}:{name}" for verb in rule["verbs"] for name in rule["resourceNames"]
+                )
     cluster_buffers = BUFFER_SCOPE.get(rendering) == "Cluster"
     expected_scale: dict[str, set[str]] = {}
     for pool in policy["pools"]:
@@ -181,38 +257,57 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
         ns, name = target["namespace"], target["name"]
         if target.get("kind", "Deployment") == "Deployment":
             expected_scale.setdefault(ns, set()).add(name)
-            assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[(ns, "deployments/scale")]
+            assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[
+                (ns, "deployments/scale")
+            ]
             assert f"get:{name}" in allowed[(ns, "deployments")]
         else:  # one rule per group and resource covers every version the daemon may discover
             where = "<cluster>" if cluster_buffers else ns
-            assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[(where, "capacitybuffers")]
+            assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[
+                (where, "capacitybuffers")
+            ]
         # Events go next to the target; those of a cluster-scoped object go to `default` (apiserver rule).
         events_ns = "default" if cluster_buffers and target.get("kind") == "CapacityBuffer" else ns
         assert {"create:<any>", "patch:<any>"} <= allowed[(events_ns, "events")]
-    buffers = {p["target"]["name"] for p in policy["pools"] if p["target"].get("kind") == "CapacityBuffer"}
+    buffers = {
+        p["target"]["name"] for p in policy["pools"] if p["target"].get("kind") == "CapacityBuffer"
+    }
     for (ns, resource), grants in allowed.items():
         if resource == "capacitybuffers":
-            assert (ns == "<cluster>") == cluster_buffers, f"capacitybuffers granted in {ns} for scope {BUFFER_SCOPE.get(rendering)}"
+            assert (ns == "<cluster>") == cluster_buffers, (
+                f"capacitybuffers granted in {ns} for scope {BUFFER_SCOPE.get(rendering)}"
+            )
             assert {g.split(":")[1] for g in grants} <= buffers
     for (ns, resource), grants in allowed.items():
         if resource == "deployments/scale":
-            assert {g.split(":")[1] for g in grants} == expected_scale[ns], f"{ns}: scale granted beyond the policy's targets"
+            assert {g.split(":")[1] for g in grants} == expected_scale[ns], (
+                f"{ns}: scale granted beyond the policy's targets"
+            )
         if resource == "deployments":
             assert grants == {f"get:{n}" for n in expected_scale[ns]}
 
     lease = _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
     lease_name = next(e["value"] for e in lease if e["name"] == "PH_LEASE_NAME")
-    assert allowed[(NAMESPACE, "leases")] == {f"get:{lease_name}", f"update:{lease_name}", "create:<any>"}
+    assert allowed[(NAMESPACE, "leases")] == {
+        f"get:{lease_name}",
+        f"update:{lease_name}",
+        "create:<any>",
+    }
 
 
 @pytest.mark.parametrize("rendering", RENDERINGS)
 def test_role_bindings_grant_the_roles_to_the_daemon_service_account_only(renderings, rendering):
     objects = renderings[rendering]
     sa = _daemon(objects)["spec"]["template"]["spec"]["serviceAccountName"]
-    roles = {(r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"]) for r in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole")}
+    roles = {
+        (r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"])
+        for r in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole")
+    }
     bound = set()
     for binding in _of_kind(objects, "RoleBinding") + _of_kind(objects, "ClusterRoleBinding"):
-        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}
+        ]
         ref = binding["roleRef"]
         ns = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
         assert (ref["kind"], ns, ref["name"]) in roles
@@ -233,9 +328,13 @@ def test_every_pod_runs_restricted(renderings, rendering):
         assert pod["securityContext"]["runAsNonRoot"] is True, name
         assert pod["securityContext"]["runAsUser"] > 0, name
         assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
-        assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC"), name
+        assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC"), (
+            name
+        )
         for volume in pod.get("volumes", []):
-            assert set(volume) - {"name"} <= {"configMap", "secret", "emptyDir", "projected"}, f"{name}: {volume}"
+            assert set(volume) - {"name"} <= {"configMap", "secret", "emptyDir", "projected"}, (
+                f"{name}: {volume}"
+            )
         for container in pod["containers"]:
             sc = container["securityContext"]
             assert sc["readOnlyRootFilesystem"] is True, name
@@ -255,26 +354,42 @@ def test_placeholder_deployments_are_preemptible_pause_pods(renderings, renderin
     assert CA_EXPENDABLE_CUTOFF <= priority_class["value"] < 0
     placeholders = _placeholders(objects)
     policy = yaml.safe_load(_policy(objects)["data"]["config.yaml"])
-    deployment_targets = {(p["target"]["namespace"], p["target"]["name"]) for p in policy["pools"] if p["target"].get("kind", "Deployment") == "Deployment"}
-    assert {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in placeholders} == deployment_targets
+    deployment_targets = {
+        (p["target"]["namespace"], p["target"]["name"])
+        for p in policy["pools"]
+        if p["target"].get("kind", "Deployment") == "Deployment"
+    }
+    assert {
+        (d["metadata"]["namespace"], d["metadata"]["name"]) for d in placeholders
+    } == deployment_targets
     for deployment in placeholders:
         name = deployment["metadata"]["name"]
-        assert "replicas" not in deployment["spec"], f"{name}: spec.replicas would fight the daemon on every apply/upgrade"
+        assert "replicas" not in deployment["spec"], (
+            f"{name}: spec.replicas would fight the daemon on every apply/upgrade"
+        )
         pod = deployment["spec"]["template"]["spec"]
         assert pod["priorityClassName"] == priority_class["metadata"]["name"]
         assert pod["terminationGracePeriodSeconds"] == 0
         assert pod["automountServiceAccountToken"] is False
         (container,) = pod["containers"]
-        assert PAUSE_IMAGE.match(container["image"]), f"{name}: {container['image']} is not a pinned pause image"
+        assert PAUSE_IMAGE.match(container["image"]), (
+            f"{name}: {container['image']} is not a pinned pause image"
+        )
         assert set(container["resources"]["requests"]) == {"cpu", "memory"}
-        spread = pod.get("topologySpreadConstraints") or pod.get("affinity", {}).get("podAntiAffinity")
+        spread = pod.get("topologySpreadConstraints") or pod.get("affinity", {}).get(
+            "podAntiAffinity"
+        )
         assert spread, f"{name}: placeholder pods do not spread over nodes"
         selector = deployment["spec"]["selector"]["matchLabels"]
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 
 
 def test_pool_options_reach_the_placeholder_pods(renderings):
-    (spot,) = [d for d in _placeholders(renderings["helm-multi"]) if d["metadata"]["labels"]["predictive-headroom.io/pool"] == "spot"]
+    (spot,) = [
+        d
+        for d in _placeholders(renderings["helm-multi"])
+        if d["metadata"]["labels"]["predictive-headroom.io/pool"] == "spot"
+    ]
     pod = spot["spec"]["template"]["spec"]
     assert spot["metadata"]["namespace"] == "workloads"
     assert pod["nodeSelector"] == {"karpenter.sh/capacity-type": "spot"}
@@ -284,9 +399,15 @@ def test_pool_options_reach_the_placeholder_pods(renderings):
     (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["labelSelector"]["matchLabels"] == spot["spec"]["selector"]["matchLabels"]
     assert pod["affinity"]["nodeAffinity"] == MULTI_VALUES["pools"][1]["affinity"]["nodeAffinity"]
-    names = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in _of_kind(renderings["helm-multi"], "Role")}
-    assert names == {(NAMESPACE, "predictive-headroom-leader-election"), (NAMESPACE, "predictive-headroom-targets"),
-                     ("workloads", "predictive-headroom-targets")}
+    names = {
+        (r["metadata"]["namespace"], r["metadata"]["name"])
+        for r in _of_kind(renderings["helm-multi"], "Role")
+    }
+    assert names == {
+        (NAMESPACE, "predictive-headroom-leader-election"),
+        (NAMESPACE, "predictive-headroom-targets"),
+        ("workloads", "predictive-headroom-targets"),
+    }
 
 
 # --- the daemon --------------------------------------------------------------------------------
@@ -320,22 +441,33 @@ def test_daemon_deployment_matches_what_the_daemon_expects(renderings, rendering
     config = mounts["/etc/predictive-headroom"]
     assert config["readOnly"] and "subPath" not in config
     cm_name = volumes[config["name"]]["configMap"]["name"]
-    assert any(c["metadata"]["name"] == cm_name and c["metadata"]["namespace"] == NAMESPACE for c in _of_kind(objects, "ConfigMap"))
+    assert any(
+        c["metadata"]["name"] == cm_name and c["metadata"]["namespace"] == NAMESPACE
+        for c in _of_kind(objects, "ConfigMap")
+    )
     secret = volumes[mounts["/var/run/secrets/predictive-headroom"]["name"]]["secret"]
     assert secret["items"] == [{"key": secret["items"][0]["key"], "path": "token"}]
     if "PH_PROMETHEUS_BEARER_TOKEN_FILE" in env:
-        assert env["PH_PROMETHEUS_BEARER_TOKEN_FILE"]["value"] == "/var/run/secrets/predictive-headroom/token"
+        assert (
+            env["PH_PROMETHEUS_BEARER_TOKEN_FILE"]["value"]
+            == "/var/run/secrets/predictive-headroom/token"
+        )
 
     pod_labels = daemon["spec"]["template"]["metadata"]["labels"]
     (service,) = _of_kind(objects, "Service")
     assert service["spec"]["selector"].items() <= pod_labels.items()
-    assert service["spec"]["ports"][0]["targetPort"] == "http" and service["spec"]["ports"][0]["name"] == "http"
+    assert (
+        service["spec"]["ports"][0]["targetPort"] == "http"
+        and service["spec"]["ports"][0]["name"] == "http"
+    )
     (pdb,) = _of_kind(objects, "PodDisruptionBudget")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
     assert pdb["spec"]["minAvailable"] == 1
     for placeholder in _placeholders(objects):
         labels = placeholder["spec"]["template"]["metadata"]["labels"]
-        assert not pdb["spec"]["selector"]["matchLabels"].items() <= labels.items(), "the PDB must not protect placeholder pods"
+        assert not pdb["spec"]["selector"]["matchLabels"].items() <= labels.items(), (
+            "the PDB must not protect placeholder pods"
+        )
         assert not service["spec"]["selector"].items() <= labels.items()
 
 
@@ -343,21 +475,33 @@ def test_daemon_deployment_matches_what_the_daemon_expects(renderings, rendering
 def test_the_configmap_holds_a_valid_policy(renderings, rendering):
     from predictive_headroom.policy.load import parse_policy
 
-    policy = parse_policy(_policy(renderings[rendering])["data"]["config.yaml"], f"{rendering} config.yaml")
+    policy = parse_policy(
+        _policy(renderings[rendering])["data"]["config.yaml"], f"{rendering} config.yaml"
+    )
     assert policy.pools
 
 
 def test_bearer_token_secret_and_service_monitor_when_enabled(renderings):
     objects = renderings["helm-multi"]
     (secret,) = _of_kind(objects, "Secret")
-    env = {e["name"]: e.get("value") for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {
+        e["name"]: e.get("value")
+        for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert env["PH_PROMETHEUS_BEARER_TOKEN_FILE"] == "/var/run/secrets/predictive-headroom/token"
-    volume = next(v for v in _daemon(objects)["spec"]["template"]["spec"]["volumes"] if "secret" in v)
-    assert volume["secret"]["secretName"] == secret["metadata"]["name"] and secret["stringData"] == {"token": "s3cret"}
+    volume = next(
+        v for v in _daemon(objects)["spec"]["template"]["spec"]["volumes"] if "secret" in v
+    )
+    assert volume["secret"]["secretName"] == secret["metadata"]["name"] and secret[
+        "stringData"
+    ] == {"token": "s3cret"}
     for name in ("helm-multi", "kustomize-example"):
         (monitor,) = _of_kind(renderings[name], "ServiceMonitor")
         (service,) = _of_kind(renderings[name], "Service")
-        assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        assert (
+            monitor["spec"]["selector"]["matchLabels"].items()
+            <= service["metadata"]["labels"].items()
+        )
         assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
         assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
     assert not _of_kind(renderings["helm-defaults"], "ServiceMonitor")
@@ -380,8 +524,14 @@ def _normalised(objects: list[Object]) -> dict[tuple[str, str, str], Object]:
     for obj in objects:
         obj = json.loads(json.dumps(obj))
         meta = obj["metadata"]
-        meta["labels"] = {k: v for k, v in meta.get("labels", {}).items() if k not in HELM_ONLY_LABELS}
-        meta["name"] = generated.get(meta["name"], meta["name"]) if obj["kind"] == "ConfigMap" else meta["name"]
+        meta["labels"] = {
+            k: v for k, v in meta.get("labels", {}).items() if k not in HELM_ONLY_LABELS
+        }
+        meta["name"] = (
+            generated.get(meta["name"], meta["name"])
+            if obj["kind"] == "ConfigMap"
+            else meta["name"]
+        )
         if obj["kind"] == "ConfigMap":
             obj["data"] = {k: yaml.safe_load(v) for k, v in obj["data"].items()}
         if obj["kind"] == "Deployment":
@@ -391,7 +541,9 @@ def _normalised(objects: list[Object]) -> dict[tuple[str, str, str], Object]:
                 template["metadata"].pop("annotations", None)
             for volume in template["spec"].get("volumes", []):
                 if "configMap" in volume:
-                    volume["configMap"]["name"] = generated.get(volume["configMap"]["name"], volume["configMap"]["name"])
+                    volume["configMap"]["name"] = generated.get(
+                        volume["configMap"]["name"], volume["configMap"]["name"]
+                    )
         out[(obj["kind"], meta.get("namespace", ""), meta["name"])] = obj
     return out
 
@@ -399,17 +551,28 @@ def _normalised(objects: list[Object]) -> dict[tuple[str, str, str], Object]:
 def test_helm_defaults_and_kustomize_base_render_the_same_objects(renderings):
     chart = _normalised(renderings["helm-defaults"])
     base = _normalised(renderings["kustomize-base"])
-    assert set(base) - set(chart) == {("Namespace", "", NAMESPACE)}, "only kustomize creates the namespace"
+    assert set(base) - set(chart) == {("Namespace", "", NAMESPACE)}, (
+        "only kustomize creates the namespace"
+    )
     assert set(chart) == set(base) - {("Namespace", "", NAMESPACE)}
     for key in sorted(chart):
         assert chart[key] == base[key], f"{key} differs between the chart and the kustomize base"
 
 
-@pytest.mark.skipif(not shutil.which("kubectl") and not shutil.which("kustomize"), reason="no kubectl/kustomize binary to compare the loader with")
+@pytest.mark.skipif(
+    not shutil.which("kubectl") and not shutil.which("kustomize"),
+    reason="no kubectl/kustomize binary to compare the loader with",
+)
 @pytest.mark.parametrize("name", ["base", "overlays/example"])
 def test_kustomize_loader_renders_what_kustomize_renders(name):
     cmd = ["kustomize", "build"] if shutil.which("kustomize") else ["kubectl", "kustomize"]
-    out = subprocess.run([*cmd, str(REPO / "deploy/kustomize" / name)], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [*cmd, str(REPO / "deploy/kustomize" / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
 
     def key(o: Object) -> tuple[str, str, str]:
         return o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]
@@ -422,25 +585,93 @@ def test_kustomize_loader_renders_what_kustomize_renders(name):
 
 BAD_VALUES = [
     ("pool without a name", {"pools": [{"maxReplicas": 3}]}, "/pools/0': missing property 'name'"),
-    ("negative maxReplicas", {"pools": [{"name": "a", "maxReplicas": -1}]}, "/pools/0/maxReplicas': minimum: got -1, want 0"),
-    ("negative minReplicas", {"pools": [{"name": "a", "minReplicas": -2, "maxReplicas": 3}]}, "/pools/0/minReplicas': minimum: got -2"),
+    (
+        "negative maxReplicas",
+        {"pools": [{"name": "a", "maxReplicas": -1}]},
+        "/pools/0/maxReplicas': minimum: got -1, want 0",
+    ),
+    (
+        "negative minReplicas",
+        {"pools": [{"name": "a", "minReplicas": -2, "maxReplicas": 3}]},
+        "/pools/0/minReplicas': minimum: got -2",
+    ),
     ("no maxReplicas", {"pools": [{"name": "a"}]}, "/pools/0': missing property 'maxReplicas'"),
     ("no pools", {"pools": []}, "/pools': minItems"),
-    ("pool name not a DNS label", {"pools": [{"name": "Spot_Pool", "maxReplicas": 3}]}, "/pools/0/name'"),
-    ("misspelt pool key", {"pools": [{"name": "a", "maxReplica": 3, "maxReplicas": 3}]}, "additional properties 'maxReplica' not allowed"),
-    ("min above max", {"pools": [{"name": "a", "minReplicas": 5, "maxReplicas": 3}]}, "pools[0] (a): minReplicas 5 is greater than maxReplicas 3"),
-    ("duplicate pool", {"pools": [{"name": "a", "maxReplicas": 3, "resources": {"cpu": "1", "memory": "1Gi"}}, {"name": "a", "maxReplicas": 3}]}, "pools[1].name: duplicate pool name \"a\""),
-    ("priority not negative", {"priorityClass": {"value": 0}}, "/priorityClass/value': maximum: got 0, want -1"),
-    ("priority below the CA cutoff", {"priorityClass": {"value": -20}}, "priorityClass.value -20 is below Cluster Autoscaler's --expendable-pods-priority-cutoff -10"),
-    ("pause image not pinned", {"placeholder": {"image": {"repository": "registry.k8s.io/pause", "tag": "latest"}}}, "/placeholder/image/tag'"),
-    ("token Secret without a value", {"prometheus": {"bearerToken": {"enabled": True, "create": True}}}, "prometheus.bearerToken.value is required"),
+    (
+        "pool name not a DNS label",
+        {"pools": [{"name": "Spot_Pool", "maxReplicas": 3}]},
+        "/pools/0/name'",
+    ),
+    (
+        "misspelt pool key",
+        {"pools": [{"name": "a", "maxReplica": 3, "maxReplicas": 3}]},
+        "additional properties 'maxReplica' not allowed",
+    ),
+    (
+        "min above max",
+        {"pools": [{"name": "a", "minReplicas": 5, "maxReplicas": 3}]},
+        "pools[0] (a): minReplicas 5 is greater than maxReplicas 3",
+    ),
+    (
+        "duplicate pool",
+        {
+            "pools": [
+                {"name": "a", "maxReplicas": 3, "resources": {"cpu": "1", "memory": "1Gi"}},
+                {"name": "a", "maxReplicas": 3},
+            ]
+        },
+        'pools[1].name: duplicate pool name "a"',
+    ),
+    (
+        "priority not negative",
+        {"priorityClass": {"value": 0}},
+        "/priorityClass/value': maximum: got 0, want -1",
+    ),
+    (
+        "priority below the CA cutoff",
+        {"priorityClass": {"value": -20}},
+        "priorityClass.value -20 is below Cluster Autoscaler's --expendable-pods-priority-cutoff -10",
+    ),
+    (
+        "pause image not pinned",
+        {"placeholder": {"image": {"repository": "registry.k8s.io/pause", "tag": "latest"}}},
+        "/placeholder/image/tag'",
+    ),
+    (
+        "token Secret without a value",
+        {"prometheus": {"bearerToken": {"enabled": True, "create": True}}},
+        "prometheus.bearerToken.value is required",
+    ),
     ("bad spread mode", {"placeholder": {"spread": {"mode": "pack"}}}, "/placeholder/spread/mode'"),
-    ("Deployment pool without resources", {"pools": [{"name": "a", "maxReplicas": 3}]}, "pools[0] (a): resources is required for kind Deployment"),
-    ("apiVersion on a Deployment pool", {"pools": [{"name": "a", "maxReplicas": 3, "apiVersion": "autoscaling.x-k8s.io/v1beta1"}]},
-     "pools[0] (a): apiVersion only pins a CapacityBuffer version"),
-    ("unsupported CapacityBuffer version", {"pools": [{"name": "a", "kind": "CapacityBuffer", "maxReplicas": 3,
-                                                       "apiVersion": "autoscaling.x-k8s.io/v2"}]}, "/pools/0/apiVersion'"),
-    ("bad CapacityBuffer scope", {"capacityBuffer": {"scope": "Namespace"}}, "/capacityBuffer/scope'"),
+    (
+        "Deployment pool without resources",
+        {"pools": [{"name": "a", "maxReplicas": 3}]},
+        "pools[0] (a): resources is required for kind Deployment",
+    ),
+    (
+        "apiVersion on a Deployment pool",
+        {"pools": [{"name": "a", "maxReplicas": 3, "apiVersion": "autoscaling.x-k8s.io/v1beta1"}]},
+        "pools[0] (a): apiVersion only pins a CapacityBuffer version",
+    ),
+    (
+        "unsupported CapacityBuffer version",
+        {
+            "pools": [
+                {
+                    "name": "a",
+                    "kind": "CapacityBuffer",
+                    "maxReplicas": 3,
+                    "apiVersion": "autoscaling.x-k8s.io/v2",
+                }
+            ]
+        },
+        "/pools/0/apiVersion'",
+    ),
+    (
+        "bad CapacityBuffer scope",
+        {"capacityBuffer": {"scope": "Namespace"}},
+        "/capacityBuffer/scope'",
+    ),
 ]
 
 
@@ -460,10 +691,22 @@ def test_a_chart_with_capacity_buffer_pools_renders_a_policy_the_daemon_accepts(
         buffers = [p for p in policy.pools if p.target.kind == "CapacityBuffer"]
         assert buffers, rendering
         # The chart creates no placeholder Deployment for a CapacityBuffer pool (you create the buffer).
-        assert not {b.target.name for b in buffers} & {d["metadata"]["name"] for d in _placeholders(objects)}
-        cluster_rules = [r for role in _of_kind(objects, "ClusterRole") for r in role["rules"] if r["resources"] == ["capacitybuffers"]]
+        assert not {b.target.name for b in buffers} & {
+            d["metadata"]["name"] for d in _placeholders(objects)
+        }
+        cluster_rules = [
+            r
+            for role in _of_kind(objects, "ClusterRole")
+            for r in role["rules"]
+            if r["resources"] == ["capacitybuffers"]
+        ]
         assert bool(cluster_rules) == (scope == "Cluster")
-    pinned = {p.name: p.target.api_version for p in parse_policy(_policy(renderings["helm-buffers-cluster"])["data"]["config.yaml"]).pools}
+    pinned = {
+        p.name: p.target.api_version
+        for p in parse_policy(
+            _policy(renderings["helm-buffers-cluster"])["data"]["config.yaml"]
+        ).pools
+    }
     assert pinned == {"general": None, "gpu": "autoscaling.x-k8s.io/v1", "batch": None}
 
 
@@ -510,7 +753,9 @@ def test_dockerfile_is_multi_stage_on_python_311_slim():
         image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], stage[0][1].split()[0])
         assert image.startswith("python:3.11-slim"), image
     build, final = stages[0], stages[-1]
-    assert any(w == "RUN" and "pip wheel" in r for w, r in build), "the build stage must build the app as a wheel"
+    assert any(w == "RUN" and "pip wheel" in r for w, r in build), (
+        "the build stage must build the app as a wheel"
+    )
     (install,) = [r for w, r in final if w == "RUN" and "pip install" in r]
     assert "--no-index" in install and "from=build" in install and "predictive-headroom" in install
     final_text = " ".join(r for _, r in final)
@@ -522,20 +767,32 @@ def test_dockerfile_runtime_contract():
     final = _stages()[-1]
     user = [r for w, r in final if w == "USER"][-1]
     uid, _, gid = user.partition(":")
-    assert uid.isdigit() and int(uid) > 0 and (not gid or gid.isdigit()), f"USER {user} must be a numeric non-root id"
-    chart_uid = yaml.safe_load((REPO / "deploy/helm/predictive-headroom/values.yaml").read_text())["podSecurityContext"]["runAsUser"]
+    assert uid.isdigit() and int(uid) > 0 and (not gid or gid.isdigit()), (
+        f"USER {user} must be a numeric non-root id"
+    )
+    chart_uid = yaml.safe_load((REPO / "deploy/helm/predictive-headroom/values.yaml").read_text())[
+        "podSecurityContext"
+    ]["runAsUser"]
     assert int(uid) == chart_uid
     assert json.loads([r for w, r in final if w == "ENTRYPOINT"][-1]) == ["predictive-headroom"]
-    assert json.loads([r for w, r in final if w == "CMD"][-1]) == ["run", "--config", "/etc/predictive-headroom/config.yaml"]
+    assert json.loads([r for w, r in final if w == "CMD"][-1]) == [
+        "run",
+        "--config",
+        "/etc/predictive-headroom/config.yaml",
+    ]
     env = " ".join(r for w, r in final if w == "ENV")
     assert "TMPDIR=/tmp" in env
     assert any(w == "EXPOSE" and r == "8080" for w, r in final)
 
 
 def test_image_versions_agree():
-    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M).group(
+        1
+    )
     chart = yaml.safe_load((REPO / "deploy/helm/predictive-headroom/Chart.yaml").read_text())
-    assert chart["appVersion"] == version, "the chart's default image tag must be the package version"
+    assert chart["appVersion"] == version, (
+        "the chart's default image tag must be the package version"
+    )
     daemon = _daemon(render_kustomize("base"))
     assert daemon["spec"]["template"]["spec"]["containers"][0]["image"].endswith(f":{version}")
 
@@ -547,13 +804,21 @@ def _dockerignored(path: str, patterns: list[str]) -> bool:
     for pattern in patterns:
         negate = pattern.startswith("!")
         pattern = pattern.lstrip("!").rstrip("/")
-        if fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(path, pattern + "/*") or path.startswith(pattern + "/"):
+        if (
+            fnmatch.fnmatch(path, pattern)
+            or fnmatch.fnmatch(path, pattern + "/*")
+            or path.startswith(pattern + "/")
+        ):
             ignored = not negate
     return ignored
 
 
 def test_every_file_the_dockerfile_copies_exists_and_is_in_the_build_context():
-    patterns = [p.strip() for p in (REPO / ".dockerignore").read_text().splitlines() if p.strip() and not p.startswith("#")]
+    patterns = [
+        p.strip()
+        for p in (REPO / ".dockerignore").read_text().splitlines()
+        if p.strip() and not p.startswith("#")
+    ]
     sources = []
     for word, rest in _dockerfile():
         if word in ("COPY", "ADD") and "--from=" not in rest:
@@ -562,9 +827,13 @@ def test_every_file_the_dockerfile_copies_exists_and_is_in_the_build_context():
     assert "pyproject.toml" in sources and any(s.startswith("predictive_headroom") for s in sources)
     for source in sources:
         assert (REPO / source).exists(), f"COPY {source}: no such file in the repository"
-        assert not _dockerignored(source.rstrip("/"), patterns), f"COPY {source}: excluded by .dockerignore"
+        assert not _dockerignored(source.rstrip("/"), patterns), (
+            f"COPY {source}: excluded by .dockerignore"
+        )
     assert _dockerignored(".venv", patterns) and _dockerignored("tests/test_deploy.py", patterns)
-    entry_point = re.search(r'predictive-headroom = "([\w.]+):(\w+)"', (REPO / "pyproject.toml").read_text())
+    entry_point = re.search(
+        r'predictive-headroom = "([\w.]+):(\w+)"', (REPO / "pyproject.toml").read_text()
+    )
     assert entry_point, "pyproject.toml declares no predictive-headroom console script"
     assert (REPO / (entry_point.group(1).replace(".", "/") + ".py")).exists()
 
@@ -589,22 +858,44 @@ def test_dashboard_uses_only_metrics_the_daemon_exports():
     dashboard = json.loads(DASHBOARD.read_text())
     used = {m for expr in _exprs(dashboard) for m in re.findall(r"predictive_headroom_\w+", expr)}
     assert used - exported == set()
-    for needed in ("desired_replicas", "applied_replicas", "plan_reason_info", "forecast_demand", "observed_demand",
-                   "last_refit_timestamp_seconds", "last_reconcile_timestamp_seconds"):
+    for needed in (
+        "desired_replicas",
+        "applied_replicas",
+        "plan_reason_info",
+        "forecast_demand",
+        "observed_demand",
+        "last_refit_timestamp_seconds",
+        "last_reconcile_timestamp_seconds",
+    ):
         assert f"predictive_headroom_{needed}" in used
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
 
 
-@pytest.mark.skipif(not shutil.which("promtool"), reason="needs promtool (Debian package prometheus)")
+@pytest.mark.skipif(
+    not shutil.which("promtool"), reason="needs promtool (Debian package prometheus)"
+)
 def test_dashboard_queries_are_valid_promql(tmp_path):
     exprs = _exprs(json.loads(DASHBOARD.read_text()))
-    rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:query{i}", "expr": e.replace("$__rate_interval", "5m").replace("$pool", "general")}
-        for i, e in enumerate(exprs)]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {
+                        "record": f"dashboard:query{i}",
+                        "expr": e.replace("$__rate_interval", "5m").replace("$pool", "general"),
+                    }
+                    for i, e in enumerate(exprs)
+                ],
+            }
+        ]
+    }
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump(rules))
-    result = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -613,8 +904,10 @@ def test_dashboard_queries_are_valid_promql(tmp_path):
 
 def test_readme_installs_in_one_command_with_paths_that_exist():
     readme = (REPO / "deploy/README.md").read_text()
-    assert ("helm install predictive-headroom deploy/helm/predictive-headroom -n predictive-headroom "
-            "--create-namespace -f my-values.yaml") in readme
+    assert (
+        "helm install predictive-headroom deploy/helm/predictive-headroom -n predictive-headroom "
+        "--create-namespace -f my-values.yaml"
+    ) in readme
     assert "kubectl apply -k deploy/kustomize/overlays/example" in readme
     for path in re.findall(r"\bdeploy/[\w./-]+", readme):
         assert (REPO / path.rstrip(".")).exists(), f"README names {path}, which does not exist"
@@ -634,13 +927,27 @@ def test_kustomize_capacity_buffer_rbac_names_the_buffer_and_binds_the_daemon(sc
     if scope == "cluster":  # Events about cluster-scoped objects live in `default`
         (events,) = _of_kind(objects, "Role")
         assert events["metadata"]["namespace"] == "default"
-        assert events["rules"] == [{"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+        assert events["rules"] == [
+            {
+                "apiGroups": ["", "events.k8s.io"],
+                "resources": ["events"],
+                "verbs": ["create", "patch"],
+            }
+        ]
         (events_binding,) = _of_kind(objects, "RoleBinding")
         assert events_binding["roleRef"]["name"] == events["metadata"]["name"]
     buffer_rule = next(r for r in role["rules"] if r["resources"] == ["capacitybuffers"])
-    assert buffer_rule == {"apiGroups": ["autoscaling.x-k8s.io"], "resources": ["capacitybuffers"],
-                           "resourceNames": ["predictive-headroom-buffer"], "verbs": ["get", "patch", "update"]}
+    assert buffer_rule == {
+        "apiGroups": ["autoscaling.x-k8s.io"],
+        "resources": ["capacitybuffers"],
+        "resourceNames": ["predictive-headroom-buffer"],
+        "verbs": ["get", "patch", "update"],
+    }
     assert ("namespace" in role["metadata"]) == (scope == "namespaced")
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role["metadata"]["name"]}
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": role_kind,
+        "name": role["metadata"]["name"],
+    }
     sa = _daemon(render_kustomize("base"))["spec"]["template"]["spec"]["serviceAccountName"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from deploy_render import render_chart
 
-helm = pytest.importorskip("helm_python", reason="needs helm-python-sdk (pip install helm-python-sdk)")
+helm = pytest.importorskip(
+    "helm_python", reason="needs helm-python-sdk (pip install helm-python-sdk)"
+)
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="needs kubernetes-validate (pip install kubernetes-validate)"
 )
@@ -21,12 +23,20 @@ CUSTOM: dict[str, Any] = {
     "networkPolicy": {
         "enabled": True,
         "ingressFrom": [
-            {"namespaceSelector": {"matchLabels": {"team": "sre"}}, "podSelector": {"matchLabels": {"app": "grafana"}}}
+            {
+                "namespaceSelector": {"matchLabels": {"team": "sre"}},
+                "podSelector": {"matchLabels": {"app": "grafana"}},
+            }
         ],
         "apiServer": {"cidrs": ["172.18.0.2/32", "172.18.0.3/32"], "ports": [6443]},
         "prometheus": {"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}]},
         "dns": {"enabled": False},
-        "extraEgress": [{"to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}], "ports": [{"port": 3128, "protocol": "TCP"}]}],
+        "extraEgress": [
+            {
+                "to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}],
+                "ports": [{"port": 3128, "protocol": "TCP"}],
+            }
+        ],
     },
 }
 RENDERINGS = {
@@ -47,11 +57,20 @@ def _policies(objects):
 
 
 def _deployments(objects, component):
-    return [o for o in objects if o["kind"] == "Deployment" and o["metadata"]["labels"].get("app.kubernetes.io/component") == component]
+    return [
+        o
+        for o in objects
+        if o["kind"] == "Deployment"
+        and o["metadata"]["labels"].get("app.kubernetes.io/component") == component
+    ]
 
 
 def _egress_ports(policy):
-    return {(p["port"], p.get("protocol", "TCP")) for rule in policy["spec"]["egress"] for p in rule.get("ports", [])}
+    return {
+        (p["port"], p.get("protocol", "TCP"))
+        for rule in policy["spec"]["egress"]
+        for p in rule.get("ports", [])
+    }
 
 
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
@@ -88,7 +107,9 @@ def test_ingress_reaches_only_the_http_port_from_the_named_peers(renderings):
     (rule,) = policy["spec"]["ingress"]
     assert rule["from"] == [MONITORING]
     (port,) = rule["ports"]
-    assert port["port"] in {p["name"] for p in daemon["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert port["port"] in {
+        p["name"] for p in daemon["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }
     (custom,) = _policies(renderings["custom"])
     assert custom["spec"]["ingress"][0]["from"] == CUSTOM["networkPolicy"]["ingressFrom"]
     (closed,) = _policies(renderings["closed"])
@@ -98,23 +119,38 @@ def test_ingress_reaches_only_the_http_port_from_the_named_peers(renderings):
 def test_egress_to_api_server_prometheus_and_dns_by_default(renderings):
     (policy,) = _policies(renderings["on"])
     # prometheus.url defaults to http://prometheus-operated.monitoring.svc:9090
-    assert _egress_ports(policy) == {(443, "TCP"), (6443, "TCP"), (9090, "TCP"), (53, "UDP"), (53, "TCP")}
-    prometheus = next(r for r in policy["spec"]["egress"] if {"port": 9090, "protocol": "TCP"} in r["ports"])
+    assert _egress_ports(policy) == {
+        (443, "TCP"),
+        (6443, "TCP"),
+        (9090, "TCP"),
+        (53, "UDP"),
+        (53, "TCP"),
+    }
+    prometheus = next(
+        r for r in policy["spec"]["egress"] if {"port": 9090, "protocol": "TCP"} in r["ports"]
+    )
     assert prometheus["to"] == [MONITORING]
 
 
 def test_egress_follows_the_values(renderings):
     (policy,) = _policies(renderings["custom"])
     api, prometheus, extra = policy["spec"]["egress"]
-    assert api == {"ports": [{"port": 6443, "protocol": "TCP"}],
-                   "to": [{"ipBlock": {"cidr": "172.18.0.2/32"}}, {"ipBlock": {"cidr": "172.18.0.3/32"}}]}
-    assert prometheus == {"ports": [{"port": 443, "protocol": "TCP"}], "to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}]}  # https
+    assert api == {
+        "ports": [{"port": 6443, "protocol": "TCP"}],
+        "to": [{"ipBlock": {"cidr": "172.18.0.2/32"}}, {"ipBlock": {"cidr": "172.18.0.3/32"}}],
+    }
+    assert prometheus == {
+        "ports": [{"port": 443, "protocol": "TCP"}],
+        "to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}],
+    }  # https
     assert extra == CUSTOM["networkPolicy"]["extraEgress"][0]
     assert (53, "UDP") not in _egress_ports(policy)
 
 
 def test_prometheus_port_can_be_set():
-    (policy,) = _policies(render_chart({"networkPolicy": {"enabled": True, "prometheus": {"port": 10902}}}))
+    (policy,) = _policies(
+        render_chart({"networkPolicy": {"enabled": True, "prometheus": {"port": 10902}}})
+    )
     assert (10902, "TCP") in _egress_ports(policy) and (9090, "TCP") not in _egress_ports(policy)
 
 

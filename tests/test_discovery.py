@@ -25,7 +25,9 @@ FAST = CallOptions(timeout=2.0, attempts=3, backoff_initial=0.01, backoff_max=0.
 ALPHA_BETA = {"v1alpha1": True, "v1beta1": True}
 
 
-def buffer_pool(api_version: str | None = None, name: str = "gpu", target: str = "gpu-buffer") -> Pool:
+def buffer_pool(
+    api_version: str | None = None, name: str = "gpu", target: str = "gpu-buffer"
+) -> Pool:
     spec: dict[str, object] = {"kind": "CapacityBuffer", "namespace": NS, "name": target}
     if api_version:
         spec["apiVersion"] = api_version
@@ -35,17 +37,39 @@ def buffer_pool(api_version: str | None = None, name: str = "gpu", target: str =
 @pytest.mark.parametrize(
     "served,pinned,expected",
     [
-        (Served(("v1beta1", "v1alpha1"), "v1beta1", ALPHA_BETA), None, BufferApi("v1beta1", True, "server-preferred")),
-        (Served(("v1alpha1",), "v1alpha1", {"v1alpha1": True}), None, BufferApi("v1alpha1", True, "server-preferred")),
-        (Served(("v1beta1", "v1alpha1"), "v1beta1", ALPHA_BETA), "v1alpha1", BufferApi("v1alpha1", True, "target.apiVersion")),
+        (
+            Served(("v1beta1", "v1alpha1"), "v1beta1", ALPHA_BETA),
+            None,
+            BufferApi("v1beta1", True, "server-preferred"),
+        ),
+        (
+            Served(("v1alpha1",), "v1alpha1", {"v1alpha1": True}),
+            None,
+            BufferApi("v1alpha1", True, "server-preferred"),
+        ),
+        (
+            Served(("v1beta1", "v1alpha1"), "v1beta1", ALPHA_BETA),
+            "v1alpha1",
+            BufferApi("v1alpha1", True, "target.apiVersion"),
+        ),
         (Served(("v1",), "v1", {"v1": False}), None, BufferApi("v1", False, "server-preferred")),
         # The group's preferred version may not serve capacitybuffers (ProvisioningRequest is in the group too).
-        (Served(("v1", "v1beta1"), "v1", {"v1beta1": True}), None, BufferApi("v1beta1", True, "newest-supported")),
+        (
+            Served(("v1", "v1beta1"), "v1", {"v1beta1": True}),
+            None,
+            BufferApi("v1beta1", True, "newest-supported"),
+        ),
         # A preferred version this code does not know: the newest supported one that is served.
-        (Served(("v2", "v1beta1", "v1alpha1"), "v2", {"v2": True, **ALPHA_BETA}), None, BufferApi("v1beta1", True, "newest-supported")),
+        (
+            Served(("v2", "v1beta1", "v1alpha1"), "v2", {"v2": True, **ALPHA_BETA}),
+            None,
+            BufferApi("v1beta1", True, "newest-supported"),
+        ),
     ],
 )
-def test_the_version_is_the_pinned_one_else_the_preferred_one_else_the_newest(served, pinned, expected) -> None:
+def test_the_version_is_the_pinned_one_else_the_preferred_one_else_the_newest(
+    served, pinned, expected
+) -> None:
     assert choose_api(served, pinned) == expected
 
 
@@ -54,11 +78,25 @@ def test_the_version_is_the_pinned_one_else_the_preferred_one_else_the_newest(se
     [
         (Served(), None, [NOT_INSTALLED]),
         (Served(), "v1beta1", [NOT_INSTALLED]),
-        (Served(("v1", "v1beta1"), "v1", {}), None, [NOT_INSTALLED]),  # only ProvisioningRequests in the group
-        (Served(("v1beta1",), "v1beta1", {"v1beta1": True}), "v1alpha1",
-         ["autoscaling.x-k8s.io/v1alpha1, pinned by target.apiVersion, is not served", "it serves autoscaling.x-k8s.io/v1beta1",
-          "remove it"]),
-        (Served(("v2",), "v2", {"v2": True}), None, ["only as autoscaling.x-k8s.io/v2", "upgrade predictive-headroom"]),
+        (
+            Served(("v1", "v1beta1"), "v1", {}),
+            None,
+            [NOT_INSTALLED],
+        ),  # only ProvisioningRequests in the group
+        (
+            Served(("v1beta1",), "v1beta1", {"v1beta1": True}),
+            "v1alpha1",
+            [
+                "autoscaling.x-k8s.io/v1alpha1, pinned by target.apiVersion, is not served",
+                "it serves autoscaling.x-k8s.io/v1beta1",
+                "remove it",
+            ],
+        ),
+        (
+            Served(("v2",), "v2", {"v2": True}),
+            None,
+            ["only as autoscaling.x-k8s.io/v2", "upgrade predictive-headroom"],
+        ),
     ],
 )
 def test_no_usable_version_says_why_in_the_users_terms(served, pinned, words) -> None:
@@ -75,7 +113,9 @@ def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
 
 
 @pytest.mark.parametrize("version", ["v1beta1", "v1alpha1"])
-def test_a_namespaced_buffer_is_read_and_written_in_the_one_version_served(version: str, logs) -> None:
+def test_a_namespaced_buffer_is_read_and_written_in_the_one_version_served(
+    version: str, logs
+) -> None:
     with FakeApiServer(capacity_buffer_versions=(version,)) as server:
         server.add_capacity_buffer(NS, "gpu-buffer", 2)
         actuator = TargetActuator(server.api_client(), FAST)
@@ -85,7 +125,10 @@ def test_a_namespaced_buffer_is_read_and_written_in_the_one_version_served(versi
 
         assert server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 5
         [write] = server.writes("/capacitybuffers/")
-        assert write.path == f"/apis/autoscaling.x-k8s.io/{version}/namespaces/{NS}/capacitybuffers/gpu-buffer"
+        assert (
+            write.path
+            == f"/apis/autoscaling.x-k8s.io/{version}/namespaces/{NS}/capacitybuffers/gpu-buffer"
+        )
         assert write.body["spec"] == {"replicas": 5}
         [event] = server.events(NS)
         assert event["involvedObject"]["apiVersion"] == f"autoscaling.x-k8s.io/{version}"
@@ -122,7 +165,10 @@ def test_a_pinned_version_the_server_does_not_serve_is_an_error_naming_what_it_s
         with pytest.raises(ActuatorError) as err:
             actuator.read(buffer_pool("autoscaling.x-k8s.io/v1alpha1"))
 
-        assert "pool gpu: CapacityBuffer autoscaling.x-k8s.io/v1alpha1, pinned by target.apiVersion, is not served" in str(err.value)
+        assert (
+            "pool gpu: CapacityBuffer autoscaling.x-k8s.io/v1alpha1, pinned by target.apiVersion, is not served"
+            in str(err.value)
+        )
         assert "autoscaling.x-k8s.io/v1beta1" in str(err.value)
         assert server.requests(path_contains="/capacitybuffers/") == []
 
@@ -137,7 +183,9 @@ def test_a_cluster_scoped_version_is_written_at_the_cluster_path() -> None:
         [write] = server.writes("/capacitybuffers/")
         assert write.path == "/apis/autoscaling.x-k8s.io/v1/capacitybuffers/gpu-buffer"
         assert server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 4
-        [event] = server.events()  # in `default`, naming no namespace, as for any cluster-scoped object
+        [event] = (
+            server.events()
+        )  # in `default`, naming no namespace, as for any cluster-scoped object
         assert event["metadata"]["namespace"] == "default"
         assert event["involvedObject"]["apiVersion"] == "autoscaling.x-k8s.io/v1"
         assert "namespace" not in event["involvedObject"]
@@ -153,12 +201,21 @@ def test_forbidden_on_a_cluster_scoped_buffer_asks_for_a_cluster_role() -> None:
 
         message = str(err.value)
         assert "pool gpu: get capacitybuffers gpu-buffer (cluster-scoped): forbidden" in message
-        assert "ClusterRole with resourceNames" in message and "capacityBuffer.scope: Cluster" in message
+        assert (
+            "ClusterRole with resourceNames" in message
+            and "capacityBuffer.scope: Cluster" in message
+        )
 
 
-@pytest.mark.parametrize("provisioning_requests", [False, True], ids=["no-group", "group-without-buffers"])
-def test_no_capacity_buffers_on_the_cluster_says_it_is_not_installed(provisioning_requests: bool) -> None:
-    with FakeApiServer(capacity_buffer_crd=False, provisioning_requests=provisioning_requests) as server:
+@pytest.mark.parametrize(
+    "provisioning_requests", [False, True], ids=["no-group", "group-without-buffers"]
+)
+def test_no_capacity_buffers_on_the_cluster_says_it_is_not_installed(
+    provisioning_requests: bool,
+) -> None:
+    with FakeApiServer(
+        capacity_buffer_crd=False, provisioning_requests=provisioning_requests
+    ) as server:
         with pytest.raises(ActuatorError) as err:
             TargetActuator(server.api_client(), FAST).read(buffer_pool())
 
@@ -169,8 +226,17 @@ def test_no_capacity_buffers_on_the_cluster_says_it_is_not_installed(provisionin
 def test_spec_percentage_is_removed_when_replicas_are_written(logs) -> None:
     with FakeApiServer(capacity_buffer_versions=("v1beta1",)) as server:
         server.add_capacity_buffer(NS, "gpu-buffer", 0)
-        server.edit_capacity_buffer(NS, "gpu-buffer", {"spec": {"replicas": None, "percentage": 20,
-                                                                "scalableRef": {"kind": "Deployment", "name": "web"}}})
+        server.edit_capacity_buffer(
+            NS,
+            "gpu-buffer",
+            {
+                "spec": {
+                    "replicas": None,
+                    "percentage": 20,
+                    "scalableRef": {"kind": "Deployment", "name": "web"},
+                }
+            },
+        )
         actuator = TargetActuator(server.api_client(), FAST)
 
         actuator.scale(buffer_pool(), 3, "forecast", dry_run=False)
@@ -180,40 +246,67 @@ def test_spec_percentage_is_removed_when_replicas_are_written(logs) -> None:
         assert spec["scalableRef"] == {"kind": "Deployment", "name": "web"}
         assert any("spec.percentage set; removing it" in m for m in logs.messages)
         actuator.scale(buffer_pool(), 4, "forecast", dry_run=False)
-        assert server.writes("/capacitybuffers/")[-1].body["spec"] == {"replicas": 4}  # nothing more to remove
+        assert server.writes("/capacitybuffers/")[-1].body["spec"] == {
+            "replicas": 4
+        }  # nothing more to remove
 
 
 def test_a_version_removed_while_running_is_found_again_on_the_next_call() -> None:
-    with FakeApiServer(capacity_buffer_versions=("v1beta1", "v1alpha1"), preferred_version="v1alpha1") as server:
+    with FakeApiServer(
+        capacity_buffer_versions=("v1beta1", "v1alpha1"), preferred_version="v1alpha1"
+    ) as server:
         server.add_capacity_buffer(NS, "gpu-buffer", 1)
         actuator = TargetActuator(server.api_client(), FAST)
         assert actuator.read(buffer_pool()).replicas == 1  # through v1alpha1, the preferred version
 
-        server.capacity_buffer_versions, server.preferred_version = ("v1beta1",), "v1beta1"  # the autoscaler was upgraded
-        with pytest.raises(ActuatorError, match="autoscaling.x-k8s.io/v1alpha1 capacitybuffers is no longer served"):
+        server.capacity_buffer_versions, server.preferred_version = (
+            ("v1beta1",),
+            "v1beta1",
+        )  # the autoscaler was upgraded
+        with pytest.raises(
+            ActuatorError,
+            match=r"autoscaling.x-k8s.io/v1alpha1 capacitybuffers is no longer served",
+        ):
             actuator.scale(buffer_pool(), 6, "forecast", dry_run=False)
         actuator.scale(buffer_pool(), 6, "forecast", dry_run=False)
 
         assert server.capacity_buffer(NS, "gpu-buffer")["spec"]["replicas"] == 6
-        assert server.writes("/capacitybuffers/")[-1].path.startswith("/apis/autoscaling.x-k8s.io/v1beta1/")
+        assert server.writes("/capacitybuffers/")[-1].path.startswith(
+            "/apis/autoscaling.x-k8s.io/v1beta1/"
+        )
 
 
 def test_discovery_is_cached_until_refreshed_and_describes_each_pool() -> None:
     with FakeApiServer(capacity_buffer_versions=("v1beta1",)) as server:
         discovery = CapacityBufferDiscovery(server.api_client(), FAST)
-        pools = [buffer_pool(), buffer_pool("autoscaling.x-k8s.io/v1", name="pinned", target="other"),
-                 Pool.model_validate({"name": "web", "target": {"namespace": NS, "name": "web"}, "maxReplicas": 3})]
+        pools = [
+            buffer_pool(),
+            buffer_pool("autoscaling.x-k8s.io/v1", name="pinned", target="other"),
+            Pool.model_validate(
+                {"name": "web", "target": {"namespace": NS, "name": "web"}, "maxReplicas": 3}
+            ),
+        ]
 
         described = discovery.describe(pools)
         discovery.describe(pools)
-        assert len(server.requests("GET", "/apis")) == 2  # the group list and v1beta1's resources, once
+        assert (
+            len(server.requests("GET", "/apis")) == 2
+        )  # the group list and v1beta1's resources, once
         discovery.refresh()
         discovery.describe(pools)
         assert len(server.requests("GET", "/apis")) == 4
 
-        assert described["gpu"] == {"kind": "CapacityBuffer", "api_version": "autoscaling.x-k8s.io/v1beta1",
-                                    "scope": "Namespaced", "chosen_by": "server-preferred", "error": None}
-        assert described["pinned"]["api_version"] is None and "pool pinned: " in described["pinned"]["error"]
+        assert described["gpu"] == {
+            "kind": "CapacityBuffer",
+            "api_version": "autoscaling.x-k8s.io/v1beta1",
+            "scope": "Namespaced",
+            "chosen_by": "server-preferred",
+            "error": None,
+        }
+        assert (
+            described["pinned"]["api_version"] is None
+            and "pool pinned: " in described["pinned"]["error"]
+        )
         assert "web" not in described  # Deployments need no discovery
 
 
@@ -221,7 +314,10 @@ def test_a_failing_discovery_is_retried_then_reported() -> None:
     with FakeApiServer(capacity_buffer_versions=("v1beta1",)) as server:
         server.fail("GET", r"^/apis/?$", 503, times=2)
         discovery = CapacityBufferDiscovery(server.api_client(), FAST)
-        assert discovery.describe([buffer_pool()])["gpu"]["api_version"] == "autoscaling.x-k8s.io/v1beta1"
+        assert (
+            discovery.describe([buffer_pool()])["gpu"]["api_version"]
+            == "autoscaling.x-k8s.io/v1beta1"
+        )
 
         server.fail("GET", r"^/apis/?$", 500, times=None)
         discovery.refresh()
@@ -242,8 +338,13 @@ class BrokenDiscovery:
 def test_an_unexpected_discovery_failure_becomes_each_buffer_pools_error(caplog) -> None:
     from predictive_headroom.daemon.targetapis import TargetApiTracker
 
-    web = Pool.model_validate({"name": "web", "target": {"namespace": NS, "name": "web"}, "maxReplicas": 3})
+    web = Pool.model_validate(
+        {"name": "web", "target": {"namespace": NS, "name": "web"}, "maxReplicas": 3}
+    )
     found = TargetApiTracker(BrokenDiscovery()).update([buffer_pool(), web])
 
     assert list(found) == ["gpu"]
-    assert found["gpu"]["error"] == "pool gpu: API discovery failed: ValueError: unexpected discovery document"
+    assert (
+        found["gpu"]["error"]
+        == "pool gpu: API discovery failed: ValueError: unexpected discovery document"
+    )

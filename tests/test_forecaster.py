@@ -44,15 +44,25 @@ def synthetic(days: float, weekend_factor: float = 1.0, step: float = 300.0) -> 
     "name, days, step",
     [
         ("azure_v2_vm_cpu_total_5min", 28, timedelta(minutes=5)),
-        ("nab_aws_elb_requests_5min", 12, timedelta(minutes=5)),  # jittered timestamps, missing slots
+        (
+            "nab_aws_elb_requests_5min",
+            12,
+            timedelta(minutes=5),
+        ),  # jittered timestamps, missing slots
         ("nab_nyc_taxi_30min", 20, timedelta(minutes=30)),
-        ("nab_twitter_fb_5min", 10, timedelta(minutes=10)),  # spiky counts near zero, coarser output step
+        (
+            "nab_twitter_fb_5min",
+            10,
+            timedelta(minutes=10),
+        ),  # spiky counts near zero, coarser output step
     ],
 )
 def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, step, capfd):
     history = dataset(name, days)
     now = history.end + 60
-    forecast = ProphetForecaster().fit(history, spec(step=step, horizon=timedelta(hours=48)), LEAD, now)
+    forecast = ProphetForecaster().fit(
+        history, spec(step=step, horizon=timedelta(hours=48)), LEAD, now
+    )
     assert isinstance(forecast, Forecast) and forecast.model == "prophet"
     assert np.allclose(np.diff(forecast.times), step.total_seconds())
     assert forecast.times[0] <= now < forecast.times[0] + step.total_seconds()
@@ -68,12 +78,16 @@ def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, s
 @pytest.mark.parametrize("model", ["prophet", "seasonal-naive"])
 def test_burst_profile_at_another_quantile_comes_from_the_same_fit(model):
     history = dataset("azure_v2_vm_cpu_total_5min", 14 if model == "prophet" else 2)
-    forecast = ProphetForecaster().fit(history, spec(min_history=timedelta(days=3)), LEAD, history.end + 60)
+    forecast = ProphetForecaster().fit(
+        history, spec(min_history=timedelta(days=3)), LEAD, history.end + 60
+    )
     assert forecast.model == model and forecast.burst.quantile == 0.95
     assert forecast.at_quantile(0.95) is forecast
     low, high = forecast.at_quantile(0.5), forecast.at_quantile(0.99)
     assert (low.burst.quantile, high.burst.quantile) == (0.5, 0.99)
-    assert np.all(low.burst.values <= forecast.burst.values) and np.all(forecast.burst.values <= high.burst.values)
+    assert np.all(low.burst.values <= forecast.burst.values) and np.all(
+        forecast.burst.values <= high.burst.values
+    )
     assert high.burst.values.sum() > low.burst.values.sum()
     assert np.array_equal(high.yhat, forecast.yhat) and np.array_equal(high.upper, forecast.upper)
 
@@ -106,7 +120,9 @@ def test_under_a_day_of_history_gives_no_forecast(hours):
 @pytest.mark.parametrize("days", [1, 3, 6.5])
 def test_between_a_day_and_min_history_seasonal_naive_repeats_last_day(days):
     history = synthetic(days)
-    forecast = ProphetForecaster().fit(history, spec(min_history=timedelta(days=7)), LEAD, history.end)
+    forecast = ProphetForecaster().fit(
+        history, spec(min_history=timedelta(days=7)), LEAD, history.end
+    )
     assert forecast.model == "seasonal-naive"
     assert any("cold start" in w for w in forecast.warnings)
     truth = 100 + 50 * np.sin(2 * np.pi * forecast.times / DAY_SECONDS)
@@ -155,11 +171,16 @@ def _last_two_days(name: str) -> np.ndarray:
         ("both off by opposite halves", 0.05, 0.0, -0.05, 0.5, 0.0),
     ],
 )
-def test_validation_picks_the_candidate_that_forecast_best(case, prophet_off, level, naive_off, weight, share):
+def test_validation_picks_the_candidate_that_forecast_best(
+    case, prophet_off, level, naive_off, weight, share
+):
     actual = _last_two_days("azure_v2_vm_cpu_total_5min")
     scale = float(np.mean(actual))
     choice = _choose(
-        actual, actual + prophet_off * scale, np.full(actual.size, level * scale), actual + naive_off * scale
+        actual,
+        actual + prophet_off * scale,
+        np.full(actual.size, level * scale),
+        actual + naive_off * scale,
     )
     assert (choice.weight, choice.level_share) == (weight, share), case
     assert np.allclose(choice.errors, 0.0, atol=1e-6 * scale)

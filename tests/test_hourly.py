@@ -27,13 +27,19 @@ def test_a_spike_at_a_fixed_minute_is_found_at_its_phase():
     rng = np.random.default_rng(7)
     t = grid(7)
     minute = np.mod(t, 3600) // 60
-    residuals = rng.normal(0, 2, t.size) + np.where(minute == 9, 30.0, 0.0) + 5 * np.sin(2 * np.pi * t / DAY_SECONDS)
+    residuals = (
+        rng.normal(0, 2, t.size)
+        + np.where(minute == 9, 30.0, 0.0)
+        + 5 * np.sin(2 * np.pi * t / DAY_SECONDS)
+    )
     profile = hourly_profile(t, residuals, 300.0)
     assert profile is not None and profile.shrink > 0.99
     at = (T0 // 3600 + 5) * 3600 + np.arange(0, 3600, 60.0)  # every minute of one hour
     values = profile(at)
     assert int(np.argmax(values)) == 9
-    assert values[9] == pytest.approx(30 * 11 / 12, abs=1.5)  # centred: the spike less its hourly mean
+    assert values[9] == pytest.approx(
+        30 * 11 / 12, abs=1.5
+    )  # centred: the spike less its hourly mean
     # Between samples the profile is linear: half-way between minute 4 and minute 9.
     assert profile(at[4] + 150) == pytest.approx((values[4] + values[9]) / 2)
 
@@ -49,7 +55,9 @@ def test_noise_without_an_hourly_pattern_is_shrunk_to_almost_nothing():
 
 
 @pytest.mark.parametrize("step, days", [(1800.0, 14), (420.0, 14), (300.0, 0.5)])
-def test_no_profile_when_the_step_is_too_coarse_does_not_divide_an_hour_or_history_is_short(step, days):
+def test_no_profile_when_the_step_is_too_coarse_does_not_divide_an_hour_or_history_is_short(
+    step, days
+):
     t = grid(days, step)
     assert hourly_profile(t, np.ones(t.size), step) is None
 

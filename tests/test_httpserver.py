@@ -52,7 +52,9 @@ class FakeActuator:
 
     def read(self, pool: Pool) -> TargetState:
         if pool.name in self.forbidden:
-            raise ActuatorError(f"pool {pool.name}: get deployments/scale {pool.target.namespace}/{pool.target.name}: forbidden")
+            raise ActuatorError(
+                f"pool {pool.name}: get deployments/scale {pool.target.namespace}/{pool.target.name}: forbidden"
+            )
         return TargetState(self.replicas.get(pool.name, 0))
 
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
@@ -76,14 +78,39 @@ def get(url: str) -> tuple[int, str, str]:
 @pytest.fixture
 def setup(tmp_path: Path) -> Iterator[tuple[Daemon, Clock, FakeActuator, Elector, str, Path]]:
     config = tmp_path / "policy.yaml"
-    config.write_text(yaml.safe_dump({"pools": [
-        {"name": "web", "target": {"namespace": "apps", "name": "web-placeholder"}, "minReplicas": 2, "maxReplicas": 10,
-         "proportional": {"linear": {"nodesPerReplica": 2}}},
-        {"name": "batch", "target": {"namespace": "apps", "name": "batch-placeholder"}, "minReplicas": 1, "maxReplicas": 5},
-    ]}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "pools": [
+                    {
+                        "name": "web",
+                        "target": {"namespace": "apps", "name": "web-placeholder"},
+                        "minReplicas": 2,
+                        "maxReplicas": 10,
+                        "proportional": {"linear": {"nodesPerReplica": 2}},
+                    },
+                    {
+                        "name": "batch",
+                        "target": {"namespace": "apps", "name": "batch-placeholder"},
+                        "minReplicas": 1,
+                        "maxReplicas": 5,
+                    },
+                ]
+            }
+        )
+    )
     clock, actuator, elector = Clock(), FakeActuator(), Elector()
-    daemon = Daemon(config, load_policy(config), source=None, forecaster=None, actuator=actuator,  # type: ignore[arg-type]
-                    cluster=FakeCluster(), elector=elector, clock=clock, interval=INTERVAL)
+    daemon = Daemon(
+        config,
+        load_policy(config),
+        source=None,
+        forecaster=None,
+        actuator=actuator,  # type: ignore[arg-type]
+        cluster=FakeCluster(),
+        elector=elector,
+        clock=clock,
+        interval=INTERVAL,
+    )
     reports = tmp_path / "reports"
     server = HttpServer(daemon, daemon.metrics.exposition, "127.0.0.1", 0, reports).start()
     yield daemon, clock, actuator, elector, f"http://127.0.0.1:{server.port}", reports
@@ -106,7 +133,9 @@ def test_readyz_needs_a_recent_successful_reconcile_when_leader(setup) -> None:
     actuator.forbidden = {"web", "batch"}  # nothing served: still not ready
     daemon.reconcile()
     assert get(url + "/readyz")[0] == 503
-    actuator.forbidden = {"web"}  # one pool served: ready, the failure shows in /last-run and metrics
+    actuator.forbidden = {
+        "web"
+    }  # one pool served: ready, the failure shows in /last-run and metrics
     daemon.reconcile()
     assert get(url + "/readyz")[0] == 200
 
@@ -117,19 +146,25 @@ def test_readyz_needs_a_recent_successful_reconcile_when_leader(setup) -> None:
 
 
 def test_metrics_show_plans_components_errors_and_leadership(setup) -> None:
-    daemon, clock, actuator, _, url, _ = setup
+    daemon, _clock, actuator, _, url, _ = setup
     actuator.forbidden = {"batch"}
     daemon.reconcile()
 
     code, kind, text = get(url + "/metrics")
 
     assert code == 200 and kind.startswith("text/plain")
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(text) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
     expected = {
         ("predictive_headroom_desired_replicas", (("pool", "web"),)): 3,
         ("predictive_headroom_applied_replicas", (("pool", "web"),)): 3,
-        ("predictive_headroom_component_replicas", (("component", "proportional"), ("pool", "web"))): 3,
+        (
+            "predictive_headroom_component_replicas",
+            (("component", "proportional"), ("pool", "web")),
+        ): 3,
         ("predictive_headroom_component_replicas", (("component", "min"), ("pool", "web"))): 2,
         ("predictive_headroom_plan_reason_info", (("pool", "web"), ("reason", "proportional"))): 1,
         ("predictive_headroom_desired_replicas", (("pool", "batch"),)): 1,
@@ -139,9 +174,14 @@ def test_metrics_show_plans_components_errors_and_leadership(setup) -> None:
         ("predictive_headroom_leader", ()): 1,
     }
     assert {key: samples.get(key) for key in expected} == expected
-    assert ("predictive_headroom_applied_replicas", (("pool", "batch"),)) not in samples  # never read
-    assert not any(name == "predictive_headroom_component_replicas" and ("component", "schedule") in labels
-                   for name, labels in samples)  # no windows configured: no series
+    assert (
+        "predictive_headroom_applied_replicas",
+        (("pool", "batch"),),
+    ) not in samples  # never read
+    assert not any(
+        name == "predictive_headroom_component_replicas" and ("component", "schedule") in labels
+        for name, labels in samples
+    )  # no windows configured: no series
 
 
 def test_last_run_is_json_with_plans_and_errors(setup) -> None:
@@ -180,12 +220,16 @@ def test_json_logs_are_one_object_per_line_with_extra_fields() -> None:
     stream = io.StringIO()
     setup_logging("INFO", "json", stream)
     try:
-        logging.getLogger("predictive_headroom.daemon.loop").info("reconcile: %s", "web=3", extra={"pools": [{"name": "web"}]})
+        logging.getLogger("predictive_headroom.daemon.loop").info(
+            "reconcile: %s", "web=3", extra={"pools": [{"name": "web"}]}
+        )
     finally:
         root = logging.getLogger()
         for handler in [h for h in root.handlers if h.get_name() == "predictive-headroom"]:
             root.removeHandler(handler)
     record = json.loads(stream.getvalue().strip())
     assert record["message"] == "reconcile: web=3" and record["level"] == "INFO"
-    assert record["logger"] == "predictive_headroom.daemon.loop" and record["pools"] == [{"name": "web"}]
+    assert record["logger"] == "predictive_headroom.daemon.loop" and record["pools"] == [
+        {"name": "web"}
+    ]
     assert record["time"].endswith("Z")

@@ -51,7 +51,9 @@ def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     return caplog
 
 
-def seed(server: FakeApiServer, kind: str, replicas: int, annotations: dict[str, str] | None = None) -> None:
+def seed(
+    server: FakeApiServer, kind: str, replicas: int, annotations: dict[str, str] | None = None
+) -> None:
     if kind == "Deployment":
         server.add_deployment(NS, "web-placeholder", replicas, annotations)
     else:
@@ -61,7 +63,12 @@ def seed(server: FakeApiServer, kind: str, replicas: int, annotations: dict[str,
 @pytest.mark.parametrize("kind", ["Deployment", "CapacityBuffer"])
 @pytest.mark.parametrize("before,after", [(2, 5), (5, 1), (3, 0), (0, 12)])
 def test_scale_writes_new_replicas_logs_and_records_an_event(
-    server: FakeApiServer, actuator: TargetActuator, logs: pytest.LogCaptureFixture, kind: str, before: int, after: int
+    server: FakeApiServer,
+    actuator: TargetActuator,
+    logs: pytest.LogCaptureFixture,
+    kind: str,
+    before: int,
+    after: int,
 ) -> None:
     seed(server, kind, before)
     pool = make_pool(kind)
@@ -71,11 +78,16 @@ def test_scale_writes_new_replicas_logs_and_records_an_event(
 
     assert server.replicas(NS, "web-placeholder") == after
     assert actuator.read(pool).replicas == after
-    assert f"pool web: apps/web-placeholder replicas {before} -> {after} (schedule:business-hours)" in logs.messages
+    assert (
+        f"pool web: apps/web-placeholder replicas {before} -> {after} (schedule:business-hours)"
+        in logs.messages
+    )
     [event] = server.events(NS)
     assert event["reason"] == "Scaled" and event["type"] == "Normal"
     assert event["message"] == f"pool web: replicas {before} -> {after} (schedule:business-hours)"
-    target = server.deployment(NS, "web-placeholder") or server.capacity_buffer(NS, "web-placeholder")
+    target = server.deployment(NS, "web-placeholder") or server.capacity_buffer(
+        NS, "web-placeholder"
+    )
     assert event["involvedObject"]["kind"] == kind
     assert event["involvedObject"]["name"] == "web-placeholder"
     assert event["involvedObject"]["uid"] == target["metadata"]["uid"]
@@ -90,7 +102,9 @@ def test_deployment_writes_only_the_scale_subresource_with_its_resource_version(
     actuator.scale(make_pool(), 4, "forecast", dry_run=False)
 
     writes = server.writes("/deployments/")
-    assert [(w.method, w.path) for w in writes] == [("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/web-placeholder/scale")]
+    assert [(w.method, w.path) for w in writes] == [
+        ("PATCH", f"/apis/apps/v1/namespaces/{NS}/deployments/web-placeholder/scale")
+    ]
     assert writes[0].body == {"metadata": {"resourceVersion": version}, "spec": {"replicas": 4}}
 
 
@@ -121,17 +135,29 @@ def test_dry_run_asks_the_server_to_validate_and_changes_nothing(
     assert write.method == "PATCH" and write.query == {"dryRun": "All"}
     assert server.replicas(NS, "web-placeholder") == 2
     assert server.events() == []
-    assert "DRY-RUN would scale pool web: apps/web-placeholder replicas 2 -> 6 (forecast)" in logs.messages
+    assert (
+        "DRY-RUN would scale pool web: apps/web-placeholder replicas 2 -> 6 (forecast)"
+        in logs.messages
+    )
 
 
 @pytest.mark.parametrize("kind", ["Deployment", "CapacityBuffer"])
 @pytest.mark.parametrize(
     "annotations,paused",
-    [({PAUSED_ANNOTATION: "true"}, True), ({PAUSED_ANNOTATION: "True"}, True), ({PAUSED_ANNOTATION: "false"}, False),
-     ({}, False), ({"other": "true"}, False)],
+    [
+        ({PAUSED_ANNOTATION: "true"}, True),
+        ({PAUSED_ANNOTATION: "True"}, True),
+        ({PAUSED_ANNOTATION: "false"}, False),
+        ({}, False),
+        ({"other": "true"}, False),
+    ],
 )
 def test_kill_switch_annotation_reads_as_paused(
-    server: FakeApiServer, actuator: TargetActuator, kind: str, annotations: dict[str, str], paused: bool
+    server: FakeApiServer,
+    actuator: TargetActuator,
+    kind: str,
+    annotations: dict[str, str],
+    paused: bool,
 ) -> None:
     seed(server, kind, 4, annotations)
 
@@ -140,16 +166,22 @@ def test_kill_switch_annotation_reads_as_paused(
     assert (state.replicas, state.paused) == (4, paused)
 
 
-def test_kill_switch_set_by_a_person_later_is_seen_on_the_next_read(server: FakeApiServer, actuator: TargetActuator) -> None:
+def test_kill_switch_set_by_a_person_later_is_seen_on_the_next_read(
+    server: FakeApiServer, actuator: TargetActuator
+) -> None:
     server.add_deployment(NS, "web-placeholder", 4)
     assert not actuator.read(make_pool()).paused
 
-    server.edit_deployment(NS, "web-placeholder", {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}})
+    server.edit_deployment(
+        NS, "web-placeholder", {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
+    )
 
     assert actuator.read(make_pool()).paused
 
 
-def test_manual_scale_by_a_person_is_read_back(server: FakeApiServer, actuator: TargetActuator) -> None:
+def test_manual_scale_by_a_person_is_read_back(
+    server: FakeApiServer, actuator: TargetActuator
+) -> None:
     server.add_deployment(NS, "web-placeholder", 4)
 
     server.edit_deployment(NS, "web-placeholder", {"spec": {"replicas": 9}})
@@ -157,7 +189,9 @@ def test_manual_scale_by_a_person_is_read_back(server: FakeApiServer, actuator: 
     assert actuator.read(make_pool()).replicas == 9
 
 
-def test_conflict_is_retried_with_a_fresh_read(server: FakeApiServer, actuator: TargetActuator, logs: pytest.LogCaptureFixture) -> None:
+def test_conflict_is_retried_with_a_fresh_read(
+    server: FakeApiServer, actuator: TargetActuator, logs: pytest.LogCaptureFixture
+) -> None:
     server.add_deployment(NS, "web-placeholder", 2)
     server.fail("PATCH", SCALE, 409, times=1)
 
@@ -173,19 +207,26 @@ def test_the_server_rejects_a_write_based_on_a_stale_read(server: FakeApiServer)
     server.add_deployment(NS, "web-placeholder", 2)
     apps = kubernetes.client.AppsV1Api(server.api_client())
     stale = apps.read_namespaced_deployment_scale("web-placeholder", NS).metadata.resource_version
-    server.edit_deployment(NS, "web-placeholder", {"spec": {"replicas": 7}})  # a person's kubectl scale
+    server.edit_deployment(
+        NS, "web-placeholder", {"spec": {"replicas": 7}}
+    )  # a person's kubectl scale
 
     with pytest.raises(kubernetes.client.exceptions.ConflictException):
         apps.patch_namespaced_deployment_scale(
-            "web-placeholder", NS, {"metadata": {"resourceVersion": stale}, "spec": {"replicas": 3}})
+            "web-placeholder", NS, {"metadata": {"resourceVersion": stale}, "spec": {"replicas": 3}}
+        )
     assert server.replicas(NS, "web-placeholder") == 7
 
 
-def test_endless_conflicts_give_up_with_a_clear_error(server: FakeApiServer, actuator: TargetActuator) -> None:
+def test_endless_conflicts_give_up_with_a_clear_error(
+    server: FakeApiServer, actuator: TargetActuator
+) -> None:
     server.add_deployment(NS, "web-placeholder", 2)
     server.fail("PATCH", SCALE, 409, times=None)
 
-    with pytest.raises(ActuatorError, match=r"apps/web-placeholder kept changing while scaling \(5 x 409 Conflict"):
+    with pytest.raises(
+        ActuatorError, match=r"apps/web-placeholder kept changing while scaling \(5 x 409 Conflict"
+    ):
         actuator.scale(make_pool(), 5, "forecast", dry_run=False)
     assert server.replicas(NS, "web-placeholder") == 2
 
@@ -196,12 +237,24 @@ def test_endless_conflicts_give_up_with_a_clear_error(server: FakeApiServer, act
         ("Deployment", "PATCH", SCALE, "patch", "deployments/scale"),
         ("Deployment", "GET", SCALE, "get", "deployments/scale"),
         ("Deployment", "GET", r"/deployments/web-placeholder$", "get", "deployments"),
-        ("CapacityBuffer", "PATCH", r"/capacitybuffers/web-placeholder$", "patch", "capacitybuffers"),
+        (
+            "CapacityBuffer",
+            "PATCH",
+            r"/capacitybuffers/web-placeholder$",
+            "patch",
+            "capacitybuffers",
+        ),
         ("CapacityBuffer", "GET", r"/capacitybuffers/web-placeholder$", "get", "capacitybuffers"),
     ],
 )
 def test_forbidden_names_the_missing_permission(
-    server: FakeApiServer, actuator: TargetActuator, kind: str, method: str, path: str, verb: str, resource: str
+    server: FakeApiServer,
+    actuator: TargetActuator,
+    kind: str,
+    method: str,
+    path: str,
+    verb: str,
+    resource: str,
 ) -> None:
     seed(server, kind, 2)
     server.fail(method, path, 403, times=None)
@@ -215,25 +268,37 @@ def test_forbidden_names_the_missing_permission(
     assert f"needs '{verb}' on {resource} " in message
     assert "named web-placeholder in namespace apps" in message and "deploy/" in message
     assert "cannot" in message  # the apiserver's own words are kept
-    assert len(server.requests(method, path.strip("$").replace("\\", ""))) == 1  # 403 is not retried
+    assert (
+        len(server.requests(method, path.strip("$").replace("\\", ""))) == 1
+    )  # 403 is not retried
 
 
 @pytest.mark.parametrize("kind", ["Deployment", "CapacityBuffer"])
-def test_missing_target_names_the_object_and_the_pool(server: FakeApiServer, actuator: TargetActuator, kind: str) -> None:
+def test_missing_target_names_the_object_and_the_pool(
+    server: FakeApiServer, actuator: TargetActuator, kind: str
+) -> None:
     with pytest.raises(ActuatorError) as err:
         actuator.read(make_pool(kind, target="gone"))
 
-    assert f"{kind} apps/gone not found: create the placeholder {kind} or fix the target of pool web" in str(err.value)
+    assert (
+        f"{kind} apps/gone not found: create the placeholder {kind} or fix the target of pool web"
+        in str(err.value)
+    )
 
 
 def test_missing_capacity_buffer_crd_says_to_install_it() -> None:
     with FakeApiServer(capacity_buffer_crd=False) as server:
         actuator = TargetActuator(server.api_client(), FAST)
-        with pytest.raises(ActuatorError, match="pool web: CapacityBuffer is not installed: .*install Cluster Autoscaler"):
+        with pytest.raises(
+            ActuatorError,
+            match=r"pool web: CapacityBuffer is not installed: .*install Cluster Autoscaler",
+        ):
             actuator.read(make_pool("CapacityBuffer"))
 
 
-def test_server_errors_are_retried_until_success(server: FakeApiServer, actuator: TargetActuator) -> None:
+def test_server_errors_are_retried_until_success(
+    server: FakeApiServer, actuator: TargetActuator
+) -> None:
     server.add_deployment(NS, "web-placeholder", 2)
     server.fail("PATCH", SCALE, 500, times=2)
     server.fail("GET", SCALE, 503, times=1)
@@ -244,11 +309,16 @@ def test_server_errors_are_retried_until_success(server: FakeApiServer, actuator
     assert len(server.requests("PATCH", "/scale")) == 3
 
 
-def test_persistent_server_errors_give_up_after_the_attempt_budget(server: FakeApiServer, actuator: TargetActuator) -> None:
+def test_persistent_server_errors_give_up_after_the_attempt_budget(
+    server: FakeApiServer, actuator: TargetActuator
+) -> None:
     server.add_deployment(NS, "web-placeholder", 2)
     server.fail("GET", SCALE, 500, times=None)
 
-    with pytest.raises(ActuatorError, match=r"pool web: get deployments/scale apps/web-placeholder: failed after 3 attempt"):
+    with pytest.raises(
+        ActuatorError,
+        match=r"pool web: get deployments/scale apps/web-placeholder: failed after 3 attempt",
+    ):
         actuator.scale(make_pool(), 8, "forecast", dry_run=False)
     assert len(server.requests("GET", "/scale")) == 3
     assert server.writes() == []
@@ -257,7 +327,9 @@ def test_persistent_server_errors_give_up_after_the_attempt_budget(server: FakeA
 def test_a_slow_answer_beyond_the_timeout_is_a_clear_error(server: FakeApiServer) -> None:
     server.add_deployment(NS, "web-placeholder", 2)
     server.delay("GET", SCALE, 2.0)
-    actuator = TargetActuator(server.api_client(), CallOptions(timeout=0.2, attempts=2, backoff_initial=0.01))
+    actuator = TargetActuator(
+        server.api_client(), CallOptions(timeout=0.2, attempts=2, backoff_initial=0.01)
+    )
 
     started = time.monotonic()
     with pytest.raises(ActuatorError) as err:
@@ -273,18 +345,25 @@ def test_an_unreachable_api_server_is_a_clear_error() -> None:
         client = server.api_client()
     actuator = TargetActuator(client, CallOptions(timeout=0.5, attempts=2, backoff_initial=0.01))
 
-    with pytest.raises(ActuatorError, match=r"pool web: get deployments apps/web-placeholder: failed after 2 attempt.*Connection refused"):
+    with pytest.raises(
+        ActuatorError,
+        match=r"pool web: get deployments apps/web-placeholder: failed after 2 attempt.*Connection refused",
+    ):
         actuator.read(make_pool())
 
 
-def test_a_failed_event_does_not_fail_the_scale(server: FakeApiServer, actuator: TargetActuator, logs: pytest.LogCaptureFixture) -> None:
+def test_a_failed_event_does_not_fail_the_scale(
+    server: FakeApiServer, actuator: TargetActuator, logs: pytest.LogCaptureFixture
+) -> None:
     server.add_deployment(NS, "web-placeholder", 2)
     server.fail("POST", r"/events$", 403, times=None)
 
     actuator.scale(make_pool(), 3, "min", dry_run=False)
 
     assert server.replicas(NS, "web-placeholder") == 3
-    assert any("could not record the Event on Deployment apps/web-placeholder" in m for m in logs.messages)
+    assert any(
+        "could not record the Event on Deployment apps/web-placeholder" in m for m in logs.messages
+    )
 
 
 @pytest.fixture
@@ -333,12 +412,18 @@ def test_load_kube_config_uses_kubeconfig_outside_a_cluster(
 ) -> None:
     server.add_deployment(NS, "web-placeholder", 6)
     kubeconfig = tmp_path / "config"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "test",
-        "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-        "users": [{"name": "me", "user": {"token": "t0ken"}}],
-        "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "me"}}],
-    }))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "test",
+                "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
+                "users": [{"name": "me", "user": {"token": "t0ken"}}],
+                "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "me"}}],
+            }
+        )
+    )
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
 
@@ -348,10 +433,14 @@ def test_load_kube_config_uses_kubeconfig_outside_a_cluster(
     client.close()
 
 
-def test_load_kube_config_without_any_credentials_says_what_to_do(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_kube_config_without_any_credentials_says_what_to_do(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.setenv("HOME", str(tmp_path))
 
-    with pytest.raises(ActuatorError, match="no Kubernetes credentials.*set KUBECONFIG or run in-cluster"):
+    with pytest.raises(
+        ActuatorError, match=r"no Kubernetes credentials.*set KUBECONFIG or run in-cluster"
+    ):
         load_kube_config()

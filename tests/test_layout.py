@@ -100,9 +100,14 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 
 def test_modules_stay_readable() -> None:
-    long = {name: len(p.read_text().splitlines()) for name, p in MODULES.items()
-            if len(p.read_text().splitlines()) > MAX_LINES and name not in LONG_MODULES}
-    assert long == {}, f"modules over {MAX_LINES} lines (split them, or explain in the README and LONG_MODULES)"
+    long = {
+        name: len(p.read_text().splitlines())
+        for name, p in MODULES.items()
+        if len(p.read_text().splitlines()) > MAX_LINES and name not in LONG_MODULES
+    }
+    assert long == {}, (
+        f"modules over {MAX_LINES} lines (split them, or explain in the README and LONG_MODULES)"
+    )
 
 
 def _lane(module: str) -> str:
@@ -123,9 +128,15 @@ def test_subpackages_import_only_shared_modules_and_their_own() -> None:
     assert sorted(crossings) == []
 
 
-@pytest.mark.parametrize("command", ["run", "validate", "plan", "forecast", "report", "backtest", "demo"])
+@pytest.mark.parametrize(
+    "command", ["run", "validate", "plan", "forecast", "report", "backtest", "demo"]
+)
 def test_every_command_has_help(command: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "predictive_headroom", command, "--help"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "predictive_headroom", command, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "usage: predictive-headroom" in done.stdout

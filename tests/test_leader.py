@@ -42,7 +42,7 @@ class Watch:
             self.samples += 1
             time.sleep(0.005)
 
-    def __enter__(self) -> "Watch":
+    def __enter__(self) -> Watch:
         self._thread.start()
         return self
 
@@ -61,8 +61,12 @@ def wait_for(condition: Callable[[], bool], timeout: float) -> float:
 
 
 def electors(server: FakeApiServer, n: int = 2, **kwargs: object) -> list[LeaderElector]:
-    return [LeaderElector(server.api_client(), NS, LEASE, identity=f"daemon-{i}", timing=TIMING, **kwargs)  # type: ignore[arg-type]
-            for i in range(n)]
+    return [
+        LeaderElector(
+            server.api_client(), NS, LEASE, identity=f"daemon-{i}", timing=TIMING, **kwargs
+        )  # type: ignore[arg-type]
+        for i in range(n)
+    ]
 
 
 def leaders(candidates: list[LeaderElector]) -> list[LeaderElector]:
@@ -106,7 +110,9 @@ def test_follower_takes_over_quickly_when_the_leader_stops(server: FakeApiServer
     assert server.lease(NS, LEASE)["spec"].get("holderIdentity") is None  # released on stop
 
 
-def test_follower_takes_over_after_the_lease_expires_when_the_leader_vanishes(server: FakeApiServer) -> None:
+def test_follower_takes_over_after_the_lease_expires_when_the_leader_vanishes(
+    server: FakeApiServer,
+) -> None:
     candidates = electors(server)
     with Watch(candidates) as watch:
         for e in candidates:
@@ -154,7 +160,9 @@ def test_a_leader_that_cannot_renew_steps_down_within_the_renew_deadline(
     assert again  # leads again once the Lease API answers
 
 
-def test_a_leader_with_failing_renewals_never_overlaps_a_follower_that_can_write(server: FakeApiServer) -> None:
+def test_a_leader_with_failing_renewals_never_overlaps_a_follower_that_can_write(
+    server: FakeApiServer,
+) -> None:
     candidates = electors(server)
     with Watch(candidates) as watch:
         for e in candidates:
@@ -162,8 +170,13 @@ def test_a_leader_with_failing_renewals_never_overlaps_a_follower_that_can_write
         wait_for(lambda: len(leaders(candidates)) == 1, timeout=3)
         [old] = leaders(candidates)
         # Only the leader's renewals fail (say its node lost the API server); the follower is fine.
-        server.fail("PUT", LEASE_PATH, 500, times=None,
-                    when=lambda request: request.body["spec"].get("holderIdentity") == old.identity)
+        server.fail(
+            "PUT",
+            LEASE_PATH,
+            500,
+            times=None,
+            when=lambda request: request.body["spec"].get("holderIdentity") == old.identity,
+        )
         wait_for(lambda: not old.is_leader, timeout=TIMING.renew_deadline + 0.5)
         wait_for(lambda: len(leaders(candidates)) == 1, timeout=TIMING.lease_duration + 2.0)
         for e in candidates:
@@ -174,8 +187,12 @@ def test_a_leader_with_failing_renewals_never_overlaps_a_follower_that_can_write
 
 def test_callbacks_report_start_and_stop_of_leading(server: FakeApiServer) -> None:
     seen: list[str] = []
-    [elector] = electors(server, 1, on_started_leading=lambda: seen.append("started"),
-                         on_stopped_leading=lambda: seen.append("stopped"))
+    [elector] = electors(
+        server,
+        1,
+        on_started_leading=lambda: seen.append("started"),
+        on_stopped_leading=lambda: seen.append("stopped"),
+    )
     elector.start()
     assert elector.wait_until_leader(timeout=3)
     elector.stop()
@@ -184,7 +201,9 @@ def test_callbacks_report_start_and_stop_of_leading(server: FakeApiServer) -> No
     assert not elector.is_leader
 
 
-def test_an_existing_lease_of_another_holder_is_respected_until_it_expires(server: FakeApiServer) -> None:
+def test_an_existing_lease_of_another_holder_is_respected_until_it_expires(
+    server: FakeApiServer,
+) -> None:
     [other] = electors(server, 1)
     other.start()
     assert other.wait_until_leader(timeout=3)

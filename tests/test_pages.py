@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -22,46 +22,81 @@ from predictive_headroom.pages.format import (
 )
 from predictive_headroom.pages.render import environment
 
-DAY_START = datetime(2014, 12, 7, tzinfo=timezone.utc)
+DAY_START = datetime(2014, 12, 7, tzinfo=UTC)
 PEAK_INDEX = 224  # 18:40 UTC at 5-minute steps
 
 
-@pytest.mark.parametrize(("seconds", "text"), [
-    (0, "0 s"), (0.25, "0.25 s"), (30, "30 s"), (90, "1 min 30 s"), (180, "3 min"), (1800, "30 min"), (3600, "1 h"),
-    (5400, "1 h 30 min"), (86400, "1 d"), (90000, "1 d 1 h"), (14 * 86400, "14 d"), (None, "n/a"),
-    # rounded to the smaller unit, carrying into the larger one, not truncated
-    (86399, "1 d"), (93599, "1 d 2 h"), (3599.6, "1 h"), (119, "1 min 59 s"), (7170, "2 h"), (-300, "-5 min"),
-])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0 s"),
+        (0.25, "0.25 s"),
+        (30, "30 s"),
+        (90, "1 min 30 s"),
+        (180, "3 min"),
+        (1800, "30 min"),
+        (3600, "1 h"),
+        (5400, "1 h 30 min"),
+        (86400, "1 d"),
+        (90000, "1 d 1 h"),
+        (14 * 86400, "14 d"),
+        (None, "n/a"),
+        # rounded to the smaller unit, carrying into the larger one, not truncated
+        (86399, "1 d"),
+        (93599, "1 d 2 h"),
+        (3599.6, "1 h"),
+        (119, "1 min 59 s"),
+        (7170, "2 h"),
+        (-300, "-5 min"),
+    ],
+)
 def test_durations_read_in_their_two_largest_units(seconds, text):
     assert fmt_duration(seconds) == text
 
 
 def test_instants_read_the_same_from_seconds_or_iso_text():
     assert fmt_utc(1416787200.0) == fmt_utc("2014-11-24T00:00:00Z") == "2014-11-24 00:00 UTC"
-    assert fmt_time(1416787200.0) == fmt_time("2014-11-24T00:00:00+00:00") == "Mon 24 Nov 2014 00:00 UTC"
+    assert (
+        fmt_time(1416787200.0)
+        == fmt_time("2014-11-24T00:00:00+00:00")
+        == "Mon 24 Nov 2014 00:00 UTC"
+    )
     assert fmt_clock("2014-12-07T18:40:00Z") == "18:40"
 
 
 def burst(importance: list[dict] | None = None, model: str = "quantile") -> dict:
     """A synthetic burst of the last day: daily demand, an allowance peaking at 400 at 18:40 UTC."""
     n = 288
-    times = [(DAY_START + timedelta(minutes=5 * k)).isoformat().replace("+00:00", "Z") for k in range(n)]
+    times = [
+        (DAY_START + timedelta(minutes=5 * k)).isoformat().replace("+00:00", "Z") for k in range(n)
+    ]
     demand = 1000 + 500 * np.sin(2 * np.pi * np.arange(n) / n)
     allowance = np.full(n, 120.0)
     allowance[PEAK_INDEX] = 400.0
     return {
-        "pool": "web", "quantile": 0.95, "lead_seconds": 600.0, "model": model, "times": times,
-        "demand": demand.round(3).tolist(), "allowance": allowance.tolist(),
+        "pool": "web",
+        "quantile": 0.95,
+        "lead_seconds": 600.0,
+        "model": model,
+        "times": times,
+        "demand": demand.round(3).tolist(),
+        "allowance": allowance.tolist(),
         "importance": [
-            {"feature": "latest demand", "drop": 0.42}, {"feature": "growth over the last 30 min", "drop": 0.2},
-            {"feature": "time of day", "drop": 0.05}, {"feature": "residual", "drop": 0.0},
-        ] if importance is None else importance,
+            {"feature": "latest demand", "drop": 0.42},
+            {"feature": "growth over the last 30 min", "drop": 0.2},
+            {"feature": "time of day", "drop": 0.05},
+            {"feature": "residual", "drop": 0.0},
+        ]
+        if importance is None
+        else importance,
     }
 
 
 def section(value: object = "absent") -> str:
     template = environment("predictive_headroom.pages").from_string(
-        '{% import "macros.html" as m %}' + ("{{ m.burst_section() }}" if value == "absent" else "{{ m.burst_section(b) }}"))
+        '{% import "macros.html" as m %}'
+        + ("{{ m.burst_section() }}" if value == "absent" else "{{ m.burst_section(b) }}")
+    )
     return template.render(b=value).strip()
 
 
@@ -73,17 +108,34 @@ def _points(html: str, cls: str) -> np.ndarray:
 def test_the_burst_section_draws_demand_and_the_allowance_above_it_and_says_what_moved_it():
     html = section(burst())
     assert html.startswith('<section class="burst" id="burst-web">')
-    assert "<script" not in html and 'aria-label="demand and demand plus burst allowance for pool web"' in html
+    assert (
+        "<script" not in html
+        and 'aria-label="demand and demand plus burst allowance for pool web"' in html
+    )
     demand, asked = _points(html, "demand"), _points(html, "asked")
     assert demand.shape == asked.shape == (288, 2)
-    assert (asked[:, 0] == demand[:, 0]).all() and (asked[:, 1] < demand[:, 1]).all()  # SVG y grows downwards
+    assert (asked[:, 0] == demand[:, 0]).all() and (
+        asked[:, 1] < demand[:, 1]
+    ).all()  # SVG y grows downwards
     assert np.argmax(demand[:, 1] - asked[:, 1]) == PEAK_INDEX
-    sentence = re.sub(r"\s+", " ", re.search(r'<p class="burst-sentence">(.*?)</p>', html, re.S).group(1))
-    assert sentence == ("At q=0.95 with a 10 min lead, the burst model asked for up to 400 above demand (at 18:40 UTC); "
-                        "the features that moved it most: latest demand, growth over the last 30 min, time of day.")
-    assert "<tr><td>latest demand</td><td>0.42</td></tr>" in html and "<tr><td>residual</td><td>0</td></tr>" in html
+    sentence = re.sub(
+        r"\s+", " ", re.search(r'<p class="burst-sentence">(.*?)</p>', html, re.S).group(1)
+    )
+    assert sentence == (
+        "At q=0.95 with a 10 min lead, the burst model asked for up to 400 above demand (at 18:40 UTC); "
+        "the features that moved it most: latest demand, growth over the last 30 min, time of day."
+    )
+    assert (
+        "<tr><td>latest demand</td><td>0.42</td></tr>" in html
+        and "<tr><td>residual</td><td>0</td></tr>" in html
+    )
     assert "2014-12-07 00:00 UTC to 2014-12-07 23:55 UTC" in html
-    assert [label for label in re.findall(r'text-anchor="middle">([^<]*)<', html)] == ["00:00", "06:00", "12:00", "18:00"]
+    assert [label for label in re.findall(r'text-anchor="middle">([^<]*)<', html)] == [
+        "00:00",
+        "06:00",
+        "12:00",
+        "18:00",
+    ]
 
 
 def test_a_burst_without_importance_or_from_the_profile_says_so():
@@ -107,7 +159,10 @@ def test_the_backtest_page_shows_a_burst_from_its_json():
     plain = result.to_dict
     result.to_dict = lambda: {**plain(), "burst": burst()}
     page = page_html(result)
-    assert page.count('<section class="burst" id="burst-web">') == 1 and "the burst model asked for up to 400" in page
+    assert (
+        page.count('<section class="burst" id="burst-web">') == 1
+        and "the burst model asked for up to 400" in page
+    )
 
 
 def test_the_report_shows_a_pools_burst(tmp_path):
@@ -118,7 +173,9 @@ def test_the_report_shows_a_pools_burst(tmp_path):
     from predictive_headroom.sources.csvsource import read_csv_history
 
     taxi = read_csv_history(TAXI).since(MONDAY - 21 * 86400).until(MONDAY)
-    report = build_report(policy(), {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY)
+    report = build_report(
+        policy(), {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY
+    )
     assert 'class="burst"' not in render_html(report)
     object.__setattr__(report.pools[0], "burst", {**burst(), "pool": "taxi"})
     page = render_html(report)
@@ -130,18 +187,40 @@ def test_templates_and_css_ship_with_the_package(tmp_path):
     """Only what a wheel holds (the modules and pyproject's package-data) is copied elsewhere; the report renders from there."""
     root = Path(__file__).resolve().parents[1]
     package = root / "predictive_headroom"
-    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["predictive_headroom"]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["predictive_headroom"]
     shipped = {p for pattern in ["**/*.py", *patterns] for p in package.glob(pattern)}
     templates = {p for p in package.rglob("templates/*") if p.is_file()}
     assert templates and templates <= shipped, sorted(str(p) for p in templates - shipped)
     site = tmp_path / "site"
     for p in shipped:
-        (site / "predictive_headroom" / p.relative_to(package)).parent.mkdir(parents=True, exist_ok=True)
+        (site / "predictive_headroom" / p.relative_to(package)).parent.mkdir(
+            parents=True, exist_ok=True
+        )
         shutil.copy(p, site / "predictive_headroom" / p.relative_to(package))
     out = tmp_path / "report"
-    done = subprocess.run([sys.executable, "-m", "predictive_headroom", "report", "--data", str(package / "data" / "nab_nyc_taxi_30min.csv"),
-                           "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(site)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "predictive_headroom",
+            "report",
+            "--data",
+            str(package / "data" / "nab_nyc_taxi_30min.csv"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
     assert done.returncode == 0, done.stderr
     page = (out / "index.html").read_text()
-    assert page.startswith("<!DOCTYPE html>") and "Headroom report" in page and "border-collapse" in page
+    assert (
+        page.startswith("<!DOCTYPE html>")
+        and "Headroom report" in page
+        and "border-collapse" in page
+    )

@@ -1,6 +1,6 @@
 """The pure planner: max of floors and forecast, clamp, stabilise, and the reason."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -12,7 +12,7 @@ from predictive_headroom.core.series import BurstProfile, Forecast, NoForecast
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ClusterState
 
-T0 = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc).timestamp()  # Monday noon UTC
+T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC).timestamp()  # Monday noon UTC
 
 
 def pool(**overrides) -> Pool:
@@ -29,13 +29,21 @@ def pool(**overrides) -> Pool:
 
 
 def flat_burst(value: float) -> BurstProfile:
-    return BurstProfile(quantile=0.95, lead_seconds=600, bin_seconds=3600, values=np.full((1, 24), value), by_weekday=False)
+    return BurstProfile(
+        quantile=0.95,
+        lead_seconds=600,
+        bin_seconds=3600,
+        values=np.full((1, 24), value),
+        by_weekday=False,
+    )
 
 
 def forecast(yhat_fn, burst: float = 0.0, start=T0 - 600, hours=48, step=300) -> Forecast:
     times = np.arange(start, start + hours * 3600 + 1, step, dtype=float)
     yhat = np.array([yhat_fn(t) for t in times])
-    return Forecast(times, yhat, yhat * 0.9, yhat * 1.1, "test", history_end=start, burst=flat_burst(burst))
+    return Forecast(
+        times, yhat, yhat * 0.9, yhat * 1.1, "test", history_end=start, burst=flat_burst(burst)
+    )
 
 
 WINDOW = {"name": "peak", "start": "0 11 * * *", "end": "0 13 * * *", "desiredReplicas": 4}
@@ -51,7 +59,13 @@ CLUSTER = ClusterState(nodes=20, cores=160, schedulable_nodes=20, schedulable_co
         ({"proportional": {"linear": {"nodesPerReplica": 4}}}, CLUSTER, None, 5, "proportional"),
         ({"proportional": {"linear": {"nodesPerReplica": 4}}}, None, None, 1, "min"),
         # equal values: the schedule is named (explicit configuration first)
-        ({"schedules": [WINDOW], "proportional": {"linear": {"nodesPerReplica": 5}}}, CLUSTER, None, 4, "schedule:peak"),
+        (
+            {"schedules": [WINDOW], "proportional": {"linear": {"nodesPerReplica": 5}}},
+            CLUSTER,
+            None,
+            4,
+            "schedule:peak",
+        ),
     ],
 )
 def test_floors(overrides, cluster, fc, desired, reason):
@@ -77,7 +91,9 @@ def test_forecast_component_sizes_growth_within_lead_time(yhat_fn, burst, expect
     part = forecast_part(forecast(yhat_fn, burst), T0, 600, 10)
     assert part.replicas == expected
     assert part.ramp == pytest.approx(ramp)
-    plan = plan_pool(pool(minReplicas=0, forecast=FORECAST_SPEC), T0, None, forecast(yhat_fn, burst))
+    plan = plan_pool(
+        pool(minReplicas=0, forecast=FORECAST_SPEC), T0, None, forecast(yhat_fn, burst)
+    )
     assert plan.desired == expected
     assert plan.reason == "forecast"  # ties name the forecast before min
 
@@ -87,7 +103,11 @@ def test_forecast_component_sizes_growth_within_lead_time(yhat_fn, burst, expect
     [
         (None, "no-history", "hold:no-history"),
         (NoForecast("insufficient-history"), "insufficient-history", "hold:insufficient-history"),
-        (forecast(lambda t: 100.0, start=T0 - 3 * 86400, hours=24), "forecast-expired", "hold:forecast-expired"),
+        (
+            forecast(lambda t: 100.0, start=T0 - 3 * 86400, hours=24),
+            "forecast-expired",
+            "hold:forecast-expired",
+        ),
     ],
 )
 def test_missing_forecast_is_a_value_not_an_error(fc, status, reason):
@@ -98,7 +118,9 @@ def test_missing_forecast_is_a_value_not_an_error(fc, status, reason):
 
 
 def test_missing_forecast_never_drops_below_floors():
-    plan = plan_pool(pool(forecast=FORECAST_SPEC, schedules=[WINDOW]), T0, None, NoForecast("source-error"))
+    plan = plan_pool(
+        pool(forecast=FORECAST_SPEC, schedules=[WINDOW]), T0, None, NoForecast("source-error")
+    )
     assert (plan.desired, plan.reason) == (4, "schedule:peak")
 
 
@@ -142,29 +164,48 @@ replicas = st.integers(0, 30)
 def test_plan_is_always_within_min_and_max(min_r, extra, window_replicas, nodes, burst, held):
     max_r = min_r + extra
     windows = [dict(WINDOW, name=f"w{i}", desiredReplicas=r) for i, r in enumerate(window_replicas)]
-    p = pool(minReplicas=min_r, maxReplicas=max_r, schedules=windows, proportional={"linear": {"nodesPerReplica": 3}}, forecast=FORECAST_SPEC)
+    p = pool(
+        minReplicas=min_r,
+        maxReplicas=max_r,
+        schedules=windows,
+        proportional={"linear": {"nodesPerReplica": 3}},
+        forecast=FORECAST_SPEC,
+    )
     recent = [PlanRecord(T0 - 60 * (i + 1), r) for i, r in enumerate(held)]
-    plan = plan_pool(p, T0, ClusterState(nodes, nodes * 4.0, nodes, nodes * 4.0), forecast(lambda t: 100.0, burst), recent)
+    plan = plan_pool(
+        p,
+        T0,
+        ClusterState(nodes, nodes * 4.0, nodes, nodes * 4.0),
+        forecast(lambda t: 100.0, burst),
+        recent,
+    )
     assert min_r <= plan.desired <= max_r
 
 
 @settings(max_examples=150, deadline=None)
 @given(
-    base=st.lists(st.tuples(st.integers(0, 23), st.integers(1, 23), st.integers(0, 15)), max_size=3),
+    base=st.lists(
+        st.tuples(st.integers(0, 23), st.integers(1, 23), st.integers(0, 15)), max_size=3
+    ),
     added=st.tuples(st.integers(0, 23), st.integers(1, 23), st.integers(0, 15)),
     hour=st.integers(0, 23),
 )
 def test_adding_a_window_never_lowers_the_plan(base, added, hour):
     def windows(specs):
         return [
-            {"name": f"w{i}", "start": f"0 {s} * * *", "end": f"0 {(s + length) % 24} * * *", "desiredReplicas": r}
+            {
+                "name": f"w{i}",
+                "start": f"0 {s} * * *",
+                "end": f"0 {(s + length) % 24} * * *",
+                "desiredReplicas": r,
+            }
             for i, (s, length, r) in enumerate(specs)
             if length % 24
         ]
 
-    at = datetime(2026, 11, 23, hour, 30, tzinfo=timezone.utc).timestamp()
+    at = datetime(2026, 11, 23, hour, 30, tzinfo=UTC).timestamp()
     before = plan_pool(pool(maxReplicas=12, schedules=windows(base)), at).desired
-    after = plan_pool(pool(maxReplicas=12, schedules=windows(base + [added])), at).desired
+    after = plan_pool(pool(maxReplicas=12, schedules=windows([*base, added])), at).desired
     assert after >= before
 
 
@@ -173,10 +214,15 @@ def test_burst_allowance_covers_the_whole_lead_window():
     # allowance does not dip between two burst-prone bins.
     values = np.zeros((1, 48))
     values[0, 25] = 30.0  # 12:30-13:00 UTC
-    burst = BurstProfile(quantile=0.95, lead_seconds=600, bin_seconds=1800, values=values, by_weekday=False)
+    burst = BurstProfile(
+        quantile=0.95, lead_seconds=600, bin_seconds=1800, values=values, by_weekday=False
+    )
     fc = forecast(lambda t: 100.0)
     fc = Forecast(fc.times, fc.yhat, fc.lower, fc.upper, "test", fc.history_end, burst=burst)
-    parts = {minute: forecast_part(fc, T0 + minute * 60, 600, 10).replicas for minute in (0, 19, 20, 45, 59, 60)}
+    parts = {
+        minute: forecast_part(fc, T0 + minute * 60, 600, 10).replicas
+        for minute in (0, 19, 20, 45, 59, 60)
+    }
     assert parts == {0: 0, 19: 0, 20: 3, 45: 3, 59: 3, 60: 0}
 
 
@@ -184,8 +230,16 @@ def test_ramp_is_read_from_the_models_own_curve_not_the_blend():
     # The shown yhat copies a spike of last week's (seasonal naive in the blend); the model's own
     # curve, which the burst profile was measured against, is flat: no predictable rise.
     fc = forecast(lambda t: 100.0 + (60.0 if T0 + 300 <= t <= T0 + 600 else 0.0))
-    smooth = Forecast(fc.times, fc.yhat, fc.lower, fc.upper, "test", fc.history_end, burst=flat_burst(0.0),
-                      shape=np.full(fc.times.size, 100.0))
+    smooth = Forecast(
+        fc.times,
+        fc.yhat,
+        fc.lower,
+        fc.upper,
+        "test",
+        fc.history_end,
+        burst=flat_burst(0.0),
+        shape=np.full(fc.times.size, 100.0),
+    )
     assert forecast_part(fc, T0, 600, 10).replicas == 6
     part = forecast_part(smooth, T0, 600, 10)
     assert (part.replicas, part.ramp, part.yhat) == (0, 0.0, 100.0)

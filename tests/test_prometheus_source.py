@@ -98,7 +98,10 @@ def test_differing_labels_names_only_labels_that_differ():
 def test_from_settings_prefers_the_explicit_url():
     assert from_settings(Settings(prometheus_url=None)) is None
     assert from_settings(Settings(prometheus_url="http://a:9090")).url == "http://a:9090"
-    assert from_settings(Settings(prometheus_url="http://a:9090"), "http://b:9090/").url == "http://b:9090"
+    assert (
+        from_settings(Settings(prometheus_url="http://a:9090"), "http://b:9090/").url
+        == "http://b:9090"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +143,9 @@ def test_several_series_name_the_label_that_differs(prometheus_server: PromServe
 def test_bad_promql_shows_prometheus_message_without_retrying(prometheus_server: PromServer):
     with GatewayProxy(prometheus_server.url) as proxy:
         with pytest.raises(SourceError) as err:
-            source(proxy.url, prometheus_retries=3).history(spec("sum(rate(ph_demand[5m]"), prometheus_server.end)
+            source(proxy.url, prometheus_retries=3).history(
+                spec("sum(rate(ph_demand[5m]"), prometheus_server.end
+            )
         assert proxy.requests == 1
     assert "rejected the query 'sum(rate(ph_demand[5m]'" in str(err.value)
     assert "parse error" in str(err.value)
@@ -148,7 +153,9 @@ def test_bad_promql_shows_prometheus_message_without_retrying(prometheus_server:
 
 @pytest.mark.prometheus
 def test_query_without_data_says_where_to_look(prometheus_server: PromServer):
-    with pytest.raises(SourceError, match="returned no data .* check the metric name, labels and time range"):
+    with pytest.raises(
+        SourceError, match=r"returned no data .* check the metric name, labels and time range"
+    ):
         source(prometheus_server.url).history(spec('ph_demand{job="nope"}'), prometheus_server.end)
 
 
@@ -158,14 +165,18 @@ def test_non_finite_samples_are_dropped_and_counted(prometheus_server: PromServe
     history = src.history(spec(NONFINITE, history="1d"), prometheus_server.end)
     assert np.all(np.isfinite(history.values))
     assert len(history) == 289 - NONFINITE_COUNT
-    assert any(f"dropped {NONFINITE_COUNT} NaN/infinite sample(s) of 289" in w for w in src.warnings)
+    assert any(
+        f"dropped {NONFINITE_COUNT} NaN/infinite sample(s) of 289" in w for w in src.warnings
+    )
 
     with pytest.raises(SourceError, match=r"all 13 samples .* are NaN or infinite"):
         src.history(spec(ALL_NAN, history="1h"), prometheus_server.end)
 
 
 @pytest.mark.prometheus
-def test_gaps_are_reported_and_the_data_kept(prometheus_server: PromServer, caplog: pytest.LogCaptureFixture):
+def test_gaps_are_reported_and_the_data_kept(
+    prometheus_server: PromServer, caplog: pytest.LogCaptureFixture
+):
     src = source(prometheus_server.url)
     with caplog.at_level(logging.WARNING):
         history = src.history(spec(GAPPY, history="2d"), prometheus_server.end)
@@ -181,7 +192,9 @@ def test_gaps_are_reported_and_the_data_kept(prometheus_server: PromServer, capl
     assert len(history) > 500
 
 
-def test_unreachable_server_fails_fast_naming_url_without_credentials(caplog: pytest.LogCaptureFixture):
+def test_unreachable_server_fails_fast_naming_url_without_credentials(
+    caplog: pytest.LogCaptureFixture,
+):
     port = free_port()
     src = source(f"http://alice:hunter2@127.0.0.1:{port}", prometheus_retries=2)
     began = time.monotonic()
@@ -189,7 +202,10 @@ def test_unreachable_server_fails_fast_naming_url_without_credentials(caplog: py
         src.history(spec(), time.time())
     assert time.monotonic() - began < 3
     message = str(err.value)
-    assert f"cannot reach Prometheus at http://127.0.0.1:{port}: Connection refused after 3 attempt(s)" in message
+    assert (
+        f"cannot reach Prometheus at http://127.0.0.1:{port}: Connection refused after 3 attempt(s)"
+        in message
+    )
     assert "hunter2" not in message and "alice" not in message and "hunter2" not in caplog.text
 
 
@@ -197,7 +213,9 @@ def test_unreachable_server_fails_fast_naming_url_without_credentials(caplog: py
 def test_basic_auth(prometheus_basic_auth: PromServer, caplog: pytest.LogCaptureFixture):
     server = prometheus_basic_auth
     tls = {"prometheus_ca_file": server.ca_file}
-    good = source(server.url, prometheus_username=server.username, prometheus_password=server.password, **tls)
+    good = source(
+        server.url, prometheus_username=server.username, prometheus_password=server.password, **tls
+    )
     history = good.history(spec(history="1d"), server.end)
     np.testing.assert_array_equal(history.values, server.demand_values[-289:])
 
@@ -217,14 +235,19 @@ def test_basic_auth(prometheus_basic_auth: PromServer, caplog: pytest.LogCapture
 
 @pytest.mark.prometheus
 @pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
-def test_tls_verification_uses_the_ca_bundle_or_can_be_switched_off(prometheus_basic_auth: PromServer):
+def test_tls_verification_uses_the_ca_bundle_or_can_be_switched_off(
+    prometheus_basic_auth: PromServer,
+):
     server = prometheus_basic_auth
     if server.ca_file is None:
         pytest.skip("the openssl CLI is missing, so the test Prometheus runs without TLS")
     login = {"prometheus_username": server.username, "prometheus_password": server.password}
     with pytest.raises(SourceError) as err:
         source(server.url, **login).history(spec(history="1h"), server.end)
-    assert f"TLS connection to Prometheus at {server.url} failed (TLS certificate verify failed: " in str(err.value)
+    assert (
+        f"TLS connection to Prometheus at {server.url} failed (TLS certificate verify failed: "
+        in str(err.value)
+    )
     assert "set PH_PROMETHEUS_CA_FILE" in str(err.value)
 
     unverified = source(server.url, prometheus_verify_tls=False, **login)
@@ -237,7 +260,11 @@ def test_bearer_token_file_is_read_at_each_fetch(prometheus_server: PromServer, 
     token_file.write_text("token-one\n")
     required = {"Authorization": "Bearer token-one", "X-Scope-OrgID": "tenant-a"}
     with GatewayProxy(prometheus_server.url, required) as proxy:
-        src = source(proxy.url, prometheus_bearer_token_file=token_file, prometheus_headers={"X-Scope-OrgID": "tenant-a"})
+        src = source(
+            proxy.url,
+            prometheus_bearer_token_file=token_file,
+            prometheus_headers={"X-Scope-OrgID": "tenant-a"},
+        )
         assert len(src.history(spec(history="1h"), prometheus_server.end)) == 13
 
         proxy.required["Authorization"] = "Bearer token-two"  # the Secret was rotated...
@@ -250,7 +277,9 @@ def test_bearer_token_file_is_read_at_each_fetch(prometheus_server: PromServer, 
         assert len(src.history(spec(history="1h"), prometheus_server.end)) == 13
 
     token_file.unlink()
-    with pytest.raises(SourceError, match=f"cannot read the Prometheus bearer token file {token_file}"):
+    with pytest.raises(
+        SourceError, match=f"cannot read the Prometheus bearer token file {token_file}"
+    ):
         src.history(spec(history="1h"), prometheus_server.end)
 
 
@@ -258,24 +287,41 @@ def test_bearer_token_file_is_read_at_each_fetch(prometheus_server: PromServer, 
 def test_server_errors_are_retried_with_backoff(prometheus_server: PromServer):
     with GatewayProxy(prometheus_server.url) as proxy:
         proxy.fail_next = [503, 502]
-        history = source(proxy.url, prometheus_retries=2).history(spec(history="1h"), prometheus_server.end)
+        history = source(proxy.url, prometheus_retries=2).history(
+            spec(history="1h"), prometheus_server.end
+        )
         assert len(history) == 13 and proxy.requests == 3
 
         proxy.fail_next = [503, 503]
         with pytest.raises(SourceError) as err:
-            source(proxy.url, prometheus_retries=1).history(spec(history="1h"), prometheus_server.end)
-    assert "failed (HTTP 503 Service Unavailable) after 2 attempt(s): gateway says try later" in str(err.value)
+            source(proxy.url, prometheus_retries=1).history(
+                spec(history="1h"), prometheus_server.end
+            )
+    assert (
+        "failed (HTTP 503 Service Unavailable) after 2 attempt(s): gateway says try later"
+        in str(err.value)
+    )
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"prometheus_username": "u"}, "needs both PH_PROMETHEUS_USERNAME and PH_PROMETHEUS_PASSWORD"),
         (
-            {"prometheus_username": "u", "prometheus_password": "p", "prometheus_bearer_token_file": "/t"},
+            {"prometheus_username": "u"},
+            "needs both PH_PROMETHEUS_USERNAME and PH_PROMETHEUS_PASSWORD",
+        ),
+        (
+            {
+                "prometheus_username": "u",
+                "prometheus_password": "p",
+                "prometheus_bearer_token_file": "/t",
+            },
             "use only one",
         ),
-        ({"prometheus_ca_file": "/nonexistent/ca.pem"}, "CA bundle file /nonexistent/ca.pem does not exist"),
+        (
+            {"prometheus_ca_file": "/nonexistent/ca.pem"},
+            "CA bundle file /nonexistent/ca.pem does not exist",
+        ),
     ],
 )
 def test_inconsistent_settings_are_refused_at_construction(settings, message):

@@ -32,7 +32,10 @@ def test_linear(params, nodes, cores, expected):
     assert linear_replicas(Linear(**params), nodes, cores) == expected
 
 
-LADDER = {"coresToReplicas": [[1, 1], [64, 3], [512, 5], [1024, 7]], "nodesToReplicas": [[1, 1], [2, 2]]}
+LADDER = {
+    "coresToReplicas": [[1, 1], [64, 3], [512, 5], [1024, 7]],
+    "nodesToReplicas": [[1, 1], [2, 2]],
+}
 
 
 @pytest.mark.parametrize(
@@ -45,7 +48,12 @@ LADDER = {"coresToReplicas": [[1, 1], [64, 3], [512, 5], [1024, 7]], "nodesToRep
         (LADDER, 10, 600, 5),  # largest threshold not above the value
         (LADDER, 10, 5000, 7),
         ({"nodesToReplicas": [[1, 0], [5, 2]]}, 3, 0, 0),  # a ladder may yield 0
-        ({"nodesToReplicas": [[2, 4], [5, 6]]}, 1, 0, 4),  # below the first threshold: first step (CPA)
+        (
+            {"nodesToReplicas": [[2, 4], [5, 6]]},
+            1,
+            0,
+            4,
+        ),  # below the first threshold: first step (CPA)
         ({"coresToReplicas": [[0, 1], [8, 3]]}, 0, 0, 1),
     ],
 )
@@ -58,11 +66,15 @@ def test_ladder(params, nodes, cores, expected):
     [(False, 2), (True, 3)],  # 12 nodes / 5 per replica vs 10 schedulable
 )
 def test_unschedulable_nodes_count_only_when_asked(include_unschedulable, expected):
-    rule = Proportional(linear=Linear(nodesPerReplica=5, includeUnschedulableNodes=include_unschedulable))
+    rule = Proportional(
+        linear=Linear(nodesPerReplica=5, includeUnschedulableNodes=include_unschedulable)
+    )
     cluster = ClusterState(nodes=12, cores=48, schedulable_nodes=10, schedulable_cores=40)
     assert proportional_floor(rule, cluster) == expected
 
 
 def test_label_selector_text():
-    rule = Proportional(linear=Linear(nodesPerReplica=1), nodeSelector={"pool": "spot", "arch": "arm64"})
+    rule = Proportional(
+        linear=Linear(nodesPerReplica=1), nodeSelector={"pool": "spot", "arch": "arm64"}
+    )
     assert rule.label_selector == "arch=arm64,pool=spot"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -31,10 +31,14 @@ DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 TAXI = DATASETS / "nab_nyc_taxi_30min.csv"
 HOUR = 3600.0
 # A Monday, 00:00 UTC, in the middle of the taxi series.
-MONDAY = datetime(2014, 12, 8, tzinfo=timezone.utc).timestamp()
+MONDAY = datetime(2014, 12, 8, tzinfo=UTC).timestamp()
 
 
-def policy(extra: str = "", forecast: str = "{query: taxi, demandPerReplica: 1000, step: 30m}", cost: bool = False):
+def policy(
+    extra: str = "",
+    forecast: str = "{query: taxi, demandPerReplica: 1000, step: 30m}",
+    cost: bool = False,
+):
     text = f"""
 pools:
   - name: taxi
@@ -55,7 +59,9 @@ def taxi() -> History:
     return full.since(MONDAY - 21 * DAY_SECONDS).until(MONDAY + 2 * DAY_SECONDS)
 
 
-def seasonal_forecast(history: History, at: float, horizon: float = 2 * DAY_SECONDS, width: float = 0.8) -> Forecast:
+def seasonal_forecast(
+    history: History, at: float, horizon: float = 2 * DAY_SECONDS, width: float = 0.8
+) -> Forecast:
     """Same time last week, with a band from last week's errors of that rule: a simple real forecast."""
     known = history.until(at)
     step = known.step_seconds
@@ -64,7 +70,9 @@ def seasonal_forecast(history: History, at: float, horizon: float = 2 * DAY_SECO
     recent = known.since(at - WEEK_SECONDS)
     errors = recent.values - np.interp(recent.times - WEEK_SECONDS, known.times, known.values)
     lo, hi = np.quantile(errors, [(1 - width) / 2, (1 + width) / 2])
-    return Forecast(times, yhat, np.maximum(yhat + lo, 0), yhat + hi, "seasonal-naive-test", known.end)
+    return Forecast(
+        times, yhat, np.maximum(yhat + lo, 0), yhat + hi, "seasonal-naive-test", known.end
+    )
 
 
 def test_peaks_are_the_forecast_highs_with_the_pods_warm_during_the_lead_time(taxi):
@@ -79,7 +87,10 @@ def test_peaks_are_the_forecast_highs_with_the_pods_warm_during_the_lead_time(ta
         assert peak.demand == pytest.approx(forecast.yhat[around].max())
         lead = (r.plan_times >= peak.at - HOUR) & (r.plan_times <= peak.at)
         assert peak.warm_replicas == r.plan_desired[lead].max()
-        assert peak.warm_from <= peak.at - HOUR or r.plan_desired[r.plan_times == peak.warm_from][0] == peak.warm_replicas
+        assert (
+            peak.warm_from <= peak.at - HOUR
+            or r.plan_desired[r.plan_times == peak.warm_from][0] == peak.warm_replicas
+        )
         # From warm_from until the peak the count never drops below the warm count.
         between = (r.plan_times >= peak.warm_from) & (r.plan_times <= peak.at - HOUR)
         assert (r.plan_desired[between] >= peak.warm_replicas).all()
@@ -108,12 +119,23 @@ cost: {costPerCpuHour: 0.04, costPerGiBHour: 0.005, currency: EUR}
     assert r.cost.cpu_hours == pytest.approx(78)
     assert r.cost.gib_hours == pytest.approx(312)
     assert r.cost.money == pytest.approx(78 * 0.04 + 312 * 0.005)
-    assert r.cost.currency == "EUR" and r.cost.peak_replicas == 5 and r.cost.static_replica_hours == 240
+    assert (
+        r.cost.currency == "EUR"
+        and r.cost.peak_replicas == 5
+        and r.cost.static_replica_hours == 240
+    )
     assert [name for name, _, _ in r.windows] == ["office", "office"]
     assert {reason for reason in r.plan_reasons} == {"min", "schedule:office"}
 
 
-GOOD_ACCURACY = {"model": "test", "mape": 9.0, "smape": 9.0, "mase": 0.8, "coverage": 0.78, "interval_width": 0.8}
+GOOD_ACCURACY = {
+    "model": "test",
+    "mape": 9.0,
+    "smape": 9.0,
+    "mase": 0.8,
+    "coverage": 0.78,
+    "interval_width": 0.8,
+}
 
 
 @pytest.mark.parametrize(
@@ -121,21 +143,80 @@ GOOD_ACCURACY = {"model": "test", "mape": 9.0, "smape": 9.0, "mase": 0.8, "cover
     [
         ("healthy", None, "", 21, "fit", GOOD_ACCURACY, set()),
         ("two weeks are preferred", None, "", 9, "fit", GOOD_ACCURACY, {"short-history"}),
-        ("too little history", None, "", 0.5, NoForecast("insufficient-history", "12 h of history"), None,
-         {"too-little-history", "forecast-unavailable"}),
-        ("low coverage", None, "", 21, "fit", {**GOOD_ACCURACY, "coverage": 0.62}, {"low-coverage"}),
-        ("coverage just inside the margin", None, "", 21, "fit", {**GOOD_ACCURACY, "coverage": 0.71}, set()),
-        ("disabled", "{enabled: false, query: taxi, demandPerReplica: 1000}", "", 21, NoForecast("disabled"), None,
-         {"forecast-disabled"}),
-        ("prometheus down", None, "", None, NoForecast("source-error", "connection refused"), None, {"forecast-unavailable"}),
-        ("hits maxReplicas", "{query: taxi, demandPerReplica: 10}", "", 21, "fit", GOOD_ACCURACY, {"max-replicas"}),
-        ("proportional without cluster state", None,
-         "    proportional: {linear: {nodesPerReplica: 4}}", 21, "fit", GOOD_ACCURACY, {"no-cluster-state"}),
+        (
+            "too little history",
+            None,
+            "",
+            0.5,
+            NoForecast("insufficient-history", "12 h of history"),
+            None,
+            {"too-little-history", "forecast-unavailable"},
+        ),
+        (
+            "low coverage",
+            None,
+            "",
+            21,
+            "fit",
+            {**GOOD_ACCURACY, "coverage": 0.62},
+            {"low-coverage"},
+        ),
+        (
+            "coverage just inside the margin",
+            None,
+            "",
+            21,
+            "fit",
+            {**GOOD_ACCURACY, "coverage": 0.71},
+            set(),
+        ),
+        (
+            "disabled",
+            "{enabled: false, query: taxi, demandPerReplica: 1000}",
+            "",
+            21,
+            NoForecast("disabled"),
+            None,
+            {"forecast-disabled"},
+        ),
+        (
+            "prometheus down",
+            None,
+            "",
+            None,
+            NoForecast("source-error", "connection refused"),
+            None,
+            {"forecast-unavailable"},
+        ),
+        (
+            "hits maxReplicas",
+            "{query: taxi, demandPerReplica: 10}",
+            "",
+            21,
+            "fit",
+            GOOD_ACCURACY,
+            {"max-replicas"},
+        ),
+        (
+            "proportional without cluster state",
+            None,
+            "    proportional: {linear: {nodesPerReplica: 4}}",
+            21,
+            "fit",
+            GOOD_ACCURACY,
+            {"no-cluster-state"},
+        ),
     ],
 )
-def test_warnings_a_reviewer_must_see(taxi, name, forecast_yaml, extra, history_days, forecast_kind, accuracy, expected):
+def test_warnings_a_reviewer_must_see(
+    taxi, name, forecast_yaml, extra, history_days, forecast_kind, accuracy, expected
+):
     p = policy(extra, forecast_yaml) if forecast_yaml else policy(extra)
-    histories = {} if history_days is None else {"taxi": taxi.until(MONDAY).since(MONDAY - history_days * DAY_SECONDS)}
+    histories = (
+        {}
+        if history_days is None
+        else {"taxi": taxi.until(MONDAY).since(MONDAY - history_days * DAY_SECONDS)}
+    )
     forecast = seasonal_forecast(taxi, MONDAY) if forecast_kind == "fit" else forecast_kind
     [r] = build_report(p, histories, {"taxi": forecast}, {"taxi": accuracy}, MONDAY).pools
     codes = {n.code for n in r.notices}
@@ -147,21 +228,46 @@ def test_warnings_a_reviewer_must_see(taxi, name, forecast_yaml, extra, history_
 def test_past_forecasts_are_judged_against_what_happened(taxi):
     p = policy()
     day_before = MONDAY - DAY_SECONDS
-    earlier = build_report(p, {"taxi": taxi.until(day_before)}, {"taxi": seasonal_forecast(taxi, day_before)}, {}, day_before)
+    earlier = build_report(
+        p,
+        {"taxi": taxi.until(day_before)},
+        {"taxi": seasonal_forecast(taxi, day_before)},
+        {},
+        day_before,
+    )
     saved = json.loads(json.dumps(report_to_json(earlier), allow_nan=False))
-    now = build_report(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY, past=[saved])
+    now = build_report(
+        p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY, past=[saved]
+    )
     [past] = now.pools[0].past
     actual = taxi.since(day_before + 1).until(MONDAY)
     assert past.made_at == day_before and past.times.size == len(actual) == 48
-    predicted = np.interp(actual.times, earlier.pools[0].forecast.times, earlier.pools[0].forecast.yhat)
-    assert past.mape == pytest.approx(100 * np.mean(np.abs(actual.values - predicted) / actual.values), rel=1e-4)
+    predicted = np.interp(
+        actual.times, earlier.pools[0].forecast.times, earlier.pools[0].forecast.yhat
+    )
+    assert past.mape == pytest.approx(
+        100 * np.mean(np.abs(actual.values - predicted) / actual.values), rel=1e-4
+    )
     assert 0 <= past.coverage <= 1
     out = report_to_json(now)["pools"][0]["past_forecasts"]
-    assert out == [{"made_at": "2014-12-07T00:00:00Z", "points": 48, "mape": past.mape, "coverage": past.coverage}]
+    assert out == [
+        {
+            "made_at": "2014-12-07T00:00:00Z",
+            "points": 48,
+            "mape": past.mape,
+            "coverage": past.coverage,
+        }
+    ]
 
 
 def test_report_json_holds_the_facts(taxi):
-    report = build_report(policy(cost=True), {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {"taxi": GOOD_ACCURACY}, MONDAY)
+    report = build_report(
+        policy(cost=True),
+        {"taxi": taxi},
+        {"taxi": seasonal_forecast(taxi, MONDAY)},
+        {"taxi": GOOD_ACCURACY},
+        MONDAY,
+    )
     data = json.loads(json.dumps(report_to_json(report), allow_nan=False))
     [pool] = data["pools"]
     assert data["generated_at"] == "2014-12-08T00:00:00Z"
@@ -173,21 +279,39 @@ def test_report_json_holds_the_facts(taxi):
 
 def test_write_report_keeps_the_last_n_and_points_latest_at_the_newest(tmp_path, taxi):
     p = policy()
-    days = [MONDAY - 3 * DAY_SECONDS, MONDAY - 2 * DAY_SECONDS, MONDAY - DAY_SECONDS, MONDAY, MONDAY]
+    days = [
+        MONDAY - 3 * DAY_SECONDS,
+        MONDAY - 2 * DAY_SECONDS,
+        MONDAY - DAY_SECONDS,
+        MONDAY,
+        MONDAY,
+    ]
     written = [
-        write_report(tmp_path, build_report(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, at)}, {}, at), keep=3)
+        write_report(
+            tmp_path,
+            build_report(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, at)}, {}, at),
+            keep=3,
+        )
         for at in days
     ]
-    kept = sorted(d.name for d in tmp_path.iterdir() if not d.name.startswith(".") and d.name != "latest")
+    kept = sorted(
+        d.name for d in tmp_path.iterdir() if not d.name.startswith(".") and d.name != "latest"
+    )
     assert kept == ["20141207T000000Z", "20141208T000000Z", "20141208T000000Z-1"]
     assert latest_report_dir(tmp_path) == written[-1] == tmp_path / "20141208T000000Z-1"
     assert (tmp_path / "latest" / "index.html").read_text().startswith("<!DOCTYPE html>")
     assert [json.loads((d / "report.json").read_text())["at"] for d in written[-1:]] == [MONDAY]
-    assert [r["generated_at"] for r in load_past_reports(tmp_path)] == ["2014-12-07T00:00:00Z", "2014-12-08T00:00:00Z", "2014-12-08T00:00:00Z"]
+    assert [r["generated_at"] for r in load_past_reports(tmp_path)] == [
+        "2014-12-07T00:00:00Z",
+        "2014-12-08T00:00:00Z",
+        "2014-12-08T00:00:00Z",
+    ]
     assert latest_report_dir(tmp_path / "nothing-here") is None
 
 
-def test_cli_report_from_a_csv_alone_uses_the_default_pool_and_replaces_a_previous_report(tmp_path, capsys):
+def test_cli_report_from_a_csv_alone_uses_the_default_pool_and_replaces_a_previous_report(
+    tmp_path, capsys
+):
     csv = tmp_path / "taxi.csv"
     lines = TAXI.read_text().splitlines()
     csv.write_text("\n".join(lines[:1] + lines[3000:4100]) + "\n")  # about 23 days
@@ -196,7 +320,10 @@ def test_cli_report_from_a_csv_alone_uses_the_default_pool_and_replaces_a_previo
         assert main(["report", "--data", str(csv), "--out", str(out)]) == 0
         assert capsys.readouterr().out.strip() == str(out / "index.html")
     assert sorted(p.name for p in out.iterdir()) == ["index.html", "report.json"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report", "taxi.csv"]  # nothing left aside
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "report",
+        "taxi.csv",
+    ]  # nothing left aside
     data = json.loads((out / "report.json").read_text())
     [pool] = data["pools"]
     assert pool["name"] == "default" and pool["forecast"]["status"] == "ok"
@@ -222,17 +349,29 @@ def _closed_port() -> int:
         ("out holds other files", "holds other files"),
     ],
 )
-def test_cli_bad_input_is_a_clear_error_and_leaves_no_half_report(tmp_path, capsys, monkeypatch, case, message):
+def test_cli_bad_input_is_a_clear_error_and_leaves_no_half_report(
+    tmp_path, capsys, monkeypatch, case, message
+):
     monkeypatch.setenv("PH_PROMETHEUS_RETRIES", "0")
     monkeypatch.setenv("PH_PROMETHEUS_TIMEOUT", "5")
     config = tmp_path / "policy.yaml"
-    config.write_text("pools:\n  - {name: web, target: {namespace: ns, name: web}, maxReplicas: 3, forecast: {query: up, demandPerReplica: 1}}\n")
+    config.write_text(
+        "pools:\n  - {name: web, target: {namespace: ns, name: web}, maxReplicas: 3, forecast: {query: up, demandPerReplica: 1}}\n"
+    )
     data = tmp_path / "data.csv"
-    data.write_text({"empty file": "", "header only": "timestamp,value\n"}.get(case, TAXI.read_text()))
+    data.write_text(
+        {"empty file": "", "header only": "timestamp,value\n"}.get(case, TAXI.read_text())
+    )
     out = tmp_path / "out" / "report"
     args = ["report", "--data", str(data)]
     if case == "unreachable prometheus":
-        args = ["report", "--prometheus-url", f"http://127.0.0.1:{_closed_port()}", "--config", str(config)]
+        args = [
+            "report",
+            "--prometheus-url",
+            f"http://127.0.0.1:{_closed_port()}",
+            "--config",
+            str(config),
+        ]
     elif case == "prometheus without config":
         args = ["report", "--prometheus-url", f"http://127.0.0.1:{_closed_port()}"]
     elif case == "out is a file":
@@ -262,11 +401,18 @@ def test_the_page_shows_past_forecasts_next_to_what_happened(taxi):
     past = []
     for days in (2, 1):
         at = MONDAY - days * DAY_SECONDS
-        made = build_report(p, {"taxi": taxi.until(at)}, {"taxi": seasonal_forecast(taxi, at)}, {}, at)
+        made = build_report(
+            p, {"taxi": taxi.until(at)}, {"taxi": seasonal_forecast(taxi, at)}, {}, at
+        )
         past.append(report_to_json(made))
-    report = build_report(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY, past=past)
+    report = build_report(
+        p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY, past=past
+    )
     page = render_html(report)
     assert "Past forecasts against what happened" in page and page.count("<svg") == 3
     for judged in report.pools[0].past:
-        assert f"<td>{fmt_time(judged.made_at)}</td><td>{judged.times.size}</td><td>{fmt_percent(judged.mape)}</td><td>{fmt_share(judged.coverage)}</td>" in page
+        assert (
+            f"<td>{fmt_time(judged.made_at)}</td><td>{judged.times.size}</td><td>{fmt_percent(judged.mape)}</td><td>{fmt_share(judged.coverage)}</td>"
+            in page
+        )
     assert [j.times.size for j in report.pools[0].past] == [96, 48]

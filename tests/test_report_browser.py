@@ -26,10 +26,15 @@ from predictive_headroom.pages.format import (
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not chromium_available(), reason="needs Debian chromium at /usr/bin/chromium (`make test` installs it)"),
+    pytest.mark.skipif(
+        not chromium_available(),
+        reason="needs Debian chromium at /usr/bin/chromium (`make test` installs it)",
+    ),
 ]
 
-AZURE = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "azure_v2_vm_cpu_total_5min.csv"
+AZURE = (
+    Path(__file__).resolve().parents[2] / "shared" / "datasets" / "azure_v2_vm_cpu_total_5min.csv"
+)
 POLICY = """\
 pools:
   - name: web
@@ -53,10 +58,25 @@ def _time(iso_text: str) -> str:
 def page(tmp_path_factory):
     work = tmp_path_factory.mktemp("browser")
     lines = AZURE.read_text().splitlines()
-    (work / "azure.csv").write_text("\n".join(lines[: 1 + 21 * 288]) + "\n")  # the first three weeks
+    (work / "azure.csv").write_text(
+        "\n".join(lines[: 1 + 21 * 288]) + "\n"
+    )  # the first three weeks
     (work / "policy.yaml").write_text(POLICY)
     out = work / "report"
-    assert main(["report", "--data", str(work / "azure.csv"), "--config", str(work / "policy.yaml"), "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "--data",
+                str(work / "azure.csv"),
+                "--config",
+                str(work / "policy.yaml"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     seen = visit((out / "index.html").as_uri(), work / "profile")
     (work / "report.png").write_bytes(seen.png)
     return out, json.loads((out / "report.json").read_text()), seen
@@ -85,8 +105,15 @@ def test_the_page_loads_nothing_from_the_network_and_logs_no_errors(page):
 
 def test_the_key_sections_are_on_the_page(page):
     _, _, seen = page
-    for heading in ("Headroom report", "Pool web", "Next peaks", "Cost of headroom (next 48 h)",
-                    "Forecast accuracy on held-back recent data", "Warnings", "Plan changes"):
+    for heading in (
+        "Headroom report",
+        "Pool web",
+        "Next peaks",
+        "Cost of headroom (next 48 h)",
+        "Forecast accuracy on held-back recent data",
+        "Warnings",
+        "Plan changes",
+    ):
         assert heading in seen.text, heading
     assert seen.dom.count("<svg") == 3  # demand, plan, and the burst model's last day
     assert 'aria-label="demand and demand plus burst allowance' in seen.dom
@@ -100,16 +127,35 @@ def test_report_json_numbers_are_the_ones_on_the_page(page):
     text = seen.text
     assert pool["forecast"]["status"] == "ok" and pool["forecast"]["model"] == "prophet"
     assert f"As of {_time(data['generated_at'])}" in text
-    assert str(pool["plan"]["now"]["desired_replicas"]) in text and f"reason: {pool['plan']['now']['reason']}" in text
+    assert (
+        str(pool["plan"]["now"]["desired_replicas"]) in text
+        and f"reason: {pool['plan']['now']['reason']}" in text
+    )
     assert pool["peaks"], "a three-week series with a daily pattern has peaks in the next 48 h"
     for n, peak in enumerate(pool["peaks"], 1):
-        row = "\t".join([str(n), _time(peak["at"]), fmt_number(peak["demand"]), fmt_number(peak["upper"]),
-                         str(peak["warm_replicas"]), _time(peak["warm_from"]), fmt_lead(peak["lead_seconds"])])
+        row = "\t".join(
+            [
+                str(n),
+                _time(peak["at"]),
+                fmt_number(peak["demand"]),
+                fmt_number(peak["upper"]),
+                str(peak["warm_replicas"]),
+                _time(peak["warm_from"]),
+                fmt_lead(peak["lead_seconds"]),
+            ]
+        )
         assert row in text, row
     acc = pool["accuracy"]
-    assert f"{fmt_percent(acc['mape'])}\t{fmt_percent(acc['smape'])}\t{fmt_ratio(acc['mase'])}\t{fmt_share(acc['coverage'])}" in text
+    assert (
+        f"{fmt_percent(acc['mape'])}\t{fmt_percent(acc['smape'])}\t{fmt_ratio(acc['mase'])}\t{fmt_share(acc['coverage'])}"
+        in text
+    )
     cost = pool["cost"]
-    for label, value in (("pod-hours", cost["replica_hours"]), ("CPU-hours", cost["cpu_hours"]), ("GiB-hours", cost["gib_hours"])):
+    for label, value in (
+        ("pod-hours", cost["replica_hours"]),
+        ("CPU-hours", cost["cpu_hours"]),
+        ("GiB-hours", cost["gib_hours"]),
+    ):
         assert f"{label}\t{fmt_number(value)}" in text, label
     assert cost["money"] > 0 and f"cost\t{fmt_money(cost['money'], 'USD')}" in text
     assert cost["cpu_hours"] == pytest.approx(2 * cost["replica_hours"])

@@ -1,7 +1,7 @@
 """KEDA-cron window semantics: open from a start firing to the next end firing, wall-clock in the
 window's time zone, overlaps take the max, lead time opens early, DST in both directions."""
 
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -21,7 +21,7 @@ def window(start, end, tz="UTC", replicas=3, name="w"):
 
 
 def utc(*args):
-    return datetime(*args, tzinfo=timezone.utc).timestamp()
+    return datetime(*args, tzinfo=UTC).timestamp()
 
 
 def local(tz, *args, fold=0):
@@ -102,13 +102,20 @@ def test_business_hours_follow_wall_clock_across_dst(tz, day, hour, minute, fold
         ("0 1 * * *", NY, (2026, 11, 1), [(1, 0, 0)]),
         # An hourly expression follows elapsed time: it skips the gap, repeats with the hour.
         ("30 * * * *", BERLIN, (2026, 3, 29), [(h, 30, 0) for h in (0, 1, *range(3, 24))]),
-        ("30 * * * *", NY, (2026, 11, 1), [(0, 30, 0), (1, 30, 0), (1, 30, 1), *[(h, 30, 0) for h in range(2, 24)]]),
+        (
+            "30 * * * *",
+            NY,
+            (2026, 11, 1),
+            [(0, 30, 0), (1, 30, 0), (1, 30, 1), *[(h, 30, 0) for h in range(2, 24)]],
+        ),
     ],
 )
 def test_firings_on_daylight_saving_days(expression, tz, day, expected):
     start = local(tz, *day, 0, 0)
     next_day = date(*day) + timedelta(days=1)
-    end = local(tz, next_day.year, next_day.month, next_day.day, 0, 0) - 1  # gap and fall-back days are 23 h and 25 h
+    end = (
+        local(tz, next_day.year, next_day.month, next_day.day, 0, 0) - 1
+    )  # gap and fall-back days are 23 h and 25 h
     got = list(firings(cron_trigger(expression, str(tz)), start, end))
     assert got == [local(tz, *day, h, m, fold=f) for h, m, f in expected]
 
@@ -117,7 +124,13 @@ def test_firings_on_daylight_saving_days(expression, tz, day, expected):
     "start, end, tz, at, expected",
     [
         # The issue's case: Berlin 2026-03-29, window 02:30-04:00 opens at 03:00 CEST.
-        ("30 2 * * *", "0 4 * * *", BERLIN, (2026, 3, 29, 1, 59, 59), False),  # the last second before the gap
+        (
+            "30 2 * * *",
+            "0 4 * * *",
+            BERLIN,
+            (2026, 3, 29, 1, 59, 59),
+            False,
+        ),  # the last second before the gap
         ("30 2 * * *", "0 4 * * *", BERLIN, (2026, 3, 29, 3, 0), True),
         ("30 2 * * *", "0 4 * * *", BERLIN, (2026, 3, 29, 3, 15), True),
         ("30 2 * * *", "0 4 * * *", BERLIN, (2026, 3, 29, 4, 0), False),
@@ -171,7 +184,14 @@ def test_overlapping_windows_take_the_maximum():
         window("0 12 * * *", "0 14 * * *", replicas=7, name="lunch"),
         window("0 13 * * *", "0 20 * * *", replicas=5, name="afternoon"),
     ]
-    cases = {(9, 0): (3, "day"), (12, 30): (7, "lunch"), (13, 30): (7, "lunch"), (15, 0): (5, "afternoon"), (19, 0): (5, "afternoon"), (21, 0): (0, None)}
+    cases = {
+        (9, 0): (3, "day"),
+        (12, 30): (7, "lunch"),
+        (13, 30): (7, "lunch"),
+        (15, 0): (5, "afternoon"),
+        (19, 0): (5, "afternoon"),
+        (21, 0): (0, None),
+    }
     for (h, m), (replicas, name) in cases.items():
         floor = schedule_floor(windows, utc(2026, 11, 23, h, m))
         assert (floor.replicas, floor.window) == (replicas, name), (h, m)

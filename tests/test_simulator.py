@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -20,7 +22,11 @@ def bursty(minutes: int = 3000, seed: int = 1) -> np.ndarray:
     """App pods with a daily wave and random bursts."""
     rng = np.random.default_rng(seed)
     t = np.arange(minutes)
-    demand = 20 + 8 * np.sin(2 * np.pi * t / 1440) + rng.gamma(1.0, 3.0, minutes) * (rng.random(minutes) < 0.05)
+    demand = (
+        20
+        + 8 * np.sin(2 * np.pi * t / 1440)
+        + rng.gamma(1.0, 3.0, minutes) * (rng.random(minutes) < 0.05)
+    )
     return app_pods(demand, 1.0)
 
 
@@ -39,7 +45,9 @@ def test_minute_grid_interpolates_coarse_series():
 @pytest.mark.parametrize("delay", [0, 10])
 def test_without_lag_reactive_serves_everything(delay):
     pods = bursty()
-    run = simulate(pods, np.zeros(pods.size, dtype=int), ClusterSpec(lag_minutes=0, scale_down_minutes=delay))
+    run = simulate(
+        pods, np.zeros(pods.size, dtype=int), ClusterSpec(lag_minutes=0, scale_down_minutes=delay)
+    )
     assert score(run).unserved_pod_minutes == 0
 
 
@@ -54,8 +62,11 @@ def test_oracle_leaves_nothing_unserved_and_reactive_does(lag):
 def test_more_static_placeholders_never_increase_unserved_demand():
     pods = bursty(seed=7)
     cluster = ClusterSpec(node_slots=4, lag_minutes=3, scale_down_minutes=5)
-    unserved = [score(simulate(pods, np.full(pods.size, n), cluster)).unserved_pod_minutes for n in range(12)]
-    assert all(b <= a for a, b in zip(unserved, unserved[1:]))
+    unserved = [
+        score(simulate(pods, np.full(pods.size, n), cluster)).unserved_pod_minutes
+        for n in range(12)
+    ]
+    assert all(b <= a for a, b in itertools.pairwise(unserved))
     assert unserved[0] > unserved[-1]
 
 
@@ -63,7 +74,11 @@ def test_node_hours_with_scale_down_delay_hand_computed():
     # 8 slots per node; W needs 2 nodes for minutes 0-9 and 1 node after. The second node is
     # unneeded from minute 10, removed after 10 minutes: present through minute 19.
     pods = np.array([16] * 10 + [8] * 50)
-    run = simulate(pods, np.zeros(60, dtype=int), ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10))
+    run = simulate(
+        pods,
+        np.zeros(60, dtype=int),
+        ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10),
+    )
     assert run.ready.tolist() == [2] * 20 + [1] * 40
     m = score(run)
     assert m.node_hours == pytest.approx((2 * 20 + 40) / 60)
@@ -72,7 +87,11 @@ def test_node_hours_with_scale_down_delay_hand_computed():
 
 def test_scale_up_waits_for_the_lag_and_counts_cold_starts():
     pods = np.array([8] * 5 + [20] * 10)
-    run = simulate(pods, np.zeros(15, dtype=int), ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10))
+    run = simulate(
+        pods,
+        np.zeros(15, dtype=int),
+        ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10),
+    )
     # 20 pods need 3 nodes; they arrive 3 minutes after minute 5: 12 pods short for 3 minutes.
     assert run.ready.tolist() == [1] * 8 + [3] * 7
     m = score(run)

@@ -24,8 +24,12 @@ from predictive_headroom.pages.svg import RC, figure_svg
 logger = logging.getLogger(__name__)
 
 _COLOURS = {
-    "reactive": "#7f7f7f", "proportional": "#9467bd", "schedule": "#8c564b",
-    "forecast": "#d62728", "naive": "#ff7f0e", "oracle": "#2ca02c",
+    "reactive": "#7f7f7f",
+    "proportional": "#9467bd",
+    "schedule": "#8c564b",
+    "forecast": "#d62728",
+    "naive": "#ff7f0e",
+    "oracle": "#2ca02c",
 }
 STRATEGY_WORDS = {
     "reactive": "no placeholders: nodes are added only when pods are already waiting",
@@ -37,16 +41,32 @@ STRATEGY_WORDS = {
 }
 # Settings shown with a label and a unit; any other key is shown by its name (`_seconds` as a duration).
 SETTING_LABELS = {
-    "data": "data", "points": "data points", "data_step_seconds": "data step", "pool": "pool replayed",
-    "demand_per_replica": "demand one placeholder serves", "median_app_pods": "median app pods",
-    "node_slots": "placeholder-sized slots per node", "lag_seconds": "node provisioning lag",
-    "scale_down_delay_seconds": "an unneeded node is removed after", "hpa_hold_seconds": "app pods scale down after",
-    "lead_seconds": "lead time", "quantile": "burst quantile", "burst_model": "burst model",
-    "observation_delay_seconds": "observation delay", "scale_down_stabilization_seconds": "scale-down stabilisation",
-    "warmup_seconds": "warm-up (not scored)", "scored_from": "scored from", "scored_to": "scored to",
-    "scored_minutes": "scored span", "refit_every_seconds": "refit every", "refits": "refits", "models": "models fitted",
-    "fit_seconds": "time spent fitting", "cores_per_node": "cores per simulated node",
-    "schedule_windows": "schedule windows", "proportional_rule": "proportional rule",
+    "data": "data",
+    "points": "data points",
+    "data_step_seconds": "data step",
+    "pool": "pool replayed",
+    "demand_per_replica": "demand one placeholder serves",
+    "median_app_pods": "median app pods",
+    "node_slots": "placeholder-sized slots per node",
+    "lag_seconds": "node provisioning lag",
+    "scale_down_delay_seconds": "an unneeded node is removed after",
+    "hpa_hold_seconds": "app pods scale down after",
+    "lead_seconds": "lead time",
+    "quantile": "burst quantile",
+    "burst_model": "burst model",
+    "observation_delay_seconds": "observation delay",
+    "scale_down_stabilization_seconds": "scale-down stabilisation",
+    "warmup_seconds": "warm-up (not scored)",
+    "scored_from": "scored from",
+    "scored_to": "scored to",
+    "scored_minutes": "scored span",
+    "refit_every_seconds": "refit every",
+    "refits": "refits",
+    "models": "models fitted",
+    "fit_seconds": "time spent fitting",
+    "cores_per_node": "cores per simulated node",
+    "schedule_windows": "schedule windows",
+    "proportional_rule": "proportional rule",
 }
 
 
@@ -59,23 +79,64 @@ def plot_figure(result: BacktestResult) -> Figure:
         un = [m.unserved_pod_minutes for _, m in result.static_curve]
         ax.plot(nh, un, "-o", color="#1f77b4", markersize=3, label="static N placeholders")
         for n, m in result.static_curve[:: max(1, len(result.static_curve) // 8)]:
-            ax.annotate(f"N={n}", (m.node_hours, m.unserved_pod_minutes), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                f"N={n}",
+                (m.node_hours, m.unserved_pod_minutes),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
         for name, s in result.strategies.items():
-            ax.scatter([s.metrics.node_hours], [s.metrics.unserved_pod_minutes], s=160 if name in ("oracle", "forecast") else 60,
-                       marker="*" if name == "oracle" else "o", color=_COLOURS.get(name, "black"), label=name, zorder=3,
-                       edgecolors="black", linewidths=0.5)
-        sweeps = (("dial", "quantile", "d", "burst quantile dial", lambda q: f"q={q:g}"),
-                  ("stabilization_dial", "stabilization_seconds", "s", "stabilisation window dial", lambda w: f"w={fmt_duration(w)}"))
+            ax.scatter(
+                [s.metrics.node_hours],
+                [s.metrics.unserved_pod_minutes],
+                s=160 if name in ("oracle", "forecast") else 60,
+                marker="*" if name == "oracle" else "o",
+                color=_COLOURS.get(name, "black"),
+                label=name,
+                zorder=3,
+                edgecolors="black",
+                linewidths=0.5,
+            )
+        sweeps = (
+            ("dial", "quantile", "d", "burst quantile dial", lambda q: f"q={q:g}"),
+            (
+                "stabilization_dial",
+                "stabilization_seconds",
+                "s",
+                "stabilisation window dial",
+                lambda w: f"w={fmt_duration(w)}",
+            ),
+        )
         for attr, key, marker, what, label in sweeps:
-            for name, style in (("forecast", "-" if marker == "d" else ":"), ("naive", "--" if marker == "d" else ":")):
-                points = [(getattr(p, key), getattr(p, name).metrics) for p in getattr(result, attr)]
+            for name, style in (
+                ("forecast", "-" if marker == "d" else ":"),
+                ("naive", "--" if marker == "d" else ":"),
+            ):
+                points = [
+                    (getattr(p, key), getattr(p, name).metrics) for p in getattr(result, attr)
+                ]
                 if not points:
                     continue
-                ax.plot([m.node_hours for _, m in points], [m.unserved_pod_minutes for _, m in points], style, marker=marker,
-                        markersize=4, color=_COLOURS[name], alpha=0.8, label=f"{name}, {what}")
+                ax.plot(
+                    [m.node_hours for _, m in points],
+                    [m.unserved_pod_minutes for _, m in points],
+                    style,
+                    marker=marker,
+                    markersize=4,
+                    color=_COLOURS[name],
+                    alpha=0.8,
+                    label=f"{name}, {what}",
+                )
                 for value, m in points:
-                    ax.annotate(label(value), (m.node_hours, m.unserved_pod_minutes), fontsize=7, color=_COLOURS[name],
-                                xytext=(3, -9 if marker == "d" else 4), textcoords="offset points")
+                    ax.annotate(
+                        label(value),
+                        (m.node_hours, m.unserved_pod_minutes),
+                        fontsize=7,
+                        color=_COLOURS[name],
+                        xytext=(3, -9 if marker == "d" else 4),
+                        textcoords="offset points",
+                    )
         ax.set_yscale("symlog", linthresh=1.0)
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _pos: fmt_number(value)))
         ax.set_xlabel("node-hours (cost)")
@@ -114,11 +175,21 @@ def settings_rows(settings: dict[str, Any]) -> list[tuple[str, str]]:
     """The settings as (label, value in human units) rows, known keys first in their order."""
     known = [k for k in SETTING_LABELS if k in settings and k != "demand_per_replica_source"]
     rows = [(SETTING_LABELS[k], _setting(k, settings[k])) for k in known]
-    rows += [(k.removesuffix("_seconds").replace("_", " "), _setting(k, v)) for k, v in settings.items()
-             if k not in SETTING_LABELS and k != "demand_per_replica_source"]
+    rows += [
+        (k.removesuffix("_seconds").replace("_", " "), _setting(k, v))
+        for k, v in settings.items()
+        if k not in SETTING_LABELS and k != "demand_per_replica_source"
+    ]
     if "demand_per_replica_source" in settings:
-        rows = [(label, f"{value} ({settings['demand_per_replica_source']})" if label == SETTING_LABELS["demand_per_replica"] else value)
-                for label, value in rows]
+        rows = [
+            (
+                label,
+                f"{value} ({settings['demand_per_replica_source']})"
+                if label == SETTING_LABELS["demand_per_replica"]
+                else value,
+            )
+            for label, value in rows
+        ]
     return rows
 
 
@@ -130,10 +201,24 @@ def fmt_x(x: float | None) -> str:
 def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
     """The backtest as one self-contained HTML document (inline CSS and SVG, no scripts)."""
     data = result.to_dict()
-    figure = svg if svg is not None else figure_svg(plot_figure(result), "backtest", "unserved pod-minutes against node-hours")
-    return render("predictive_headroom.backtest", "backtest.html", data=data, settings=data["settings"],
-                  headline=headline(result), plot=figure, settings_rows=settings_rows(data["settings"]),
-                  words=STRATEGY_WORDS, fmt_x=fmt_x, notes=result.notes, burst=data.get("burst"))
+    figure = (
+        svg
+        if svg is not None
+        else figure_svg(plot_figure(result), "backtest", "unserved pod-minutes against node-hours")
+    )
+    return render(
+        "predictive_headroom.backtest",
+        "backtest.html",
+        data=data,
+        settings=data["settings"],
+        headline=headline(result),
+        plot=figure,
+        settings_rows=settings_rows(data["settings"]),
+        words=STRATEGY_WORDS,
+        fmt_x=fmt_x,
+        notes=result.notes,
+        burst=data.get("burst"),
+    )
 
 
 def write_report(result: BacktestResult, out_dir: str | Path) -> tuple[Path, Path]:

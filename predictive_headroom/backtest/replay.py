@@ -16,7 +16,9 @@ from predictive_headroom.policy.config import Pool, Proportional, ScheduleWindow
 from predictive_headroom.protocols import ClusterState
 
 
-def schedule_series(windows: Sequence[ScheduleWindow], times: np.ndarray, lead: float) -> tuple[np.ndarray, np.ndarray]:
+def schedule_series(
+    windows: Sequence[ScheduleWindow], times: np.ndarray, lead: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Per minute: the schedule floor and the index of the window setting it (-1: none open)."""
     best = np.zeros(times.size, dtype=np.int64)
     which = np.full(times.size, -1, dtype=np.int64)
@@ -33,8 +35,12 @@ def schedule_series(windows: Sequence[ScheduleWindow], times: np.ndarray, lead: 
 
 
 def planner_strategy(
-    pool: Pool, times: np.ndarray, schedule: tuple[np.ndarray, np.ndarray], parts: Sequence[ForecastPart],
-    rule: Proportional | None, cores_per_node: float,
+    pool: Pool,
+    times: np.ndarray,
+    schedule: tuple[np.ndarray, np.ndarray],
+    parts: Sequence[ForecastPart],
+    rule: Proportional | None,
+    cores_per_node: float,
 ) -> np.ndarray | Callable[[int, int], int]:
     """The planner as a simulator strategy: combine() each minute with scale-down stabilisation.
 

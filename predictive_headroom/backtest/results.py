@@ -28,9 +28,15 @@ class BacktestSettings:
     quantile: float | None = None  # None: the pool's burstQuantile (0.95)
     lead_seconds: float | None = None  # None: the pool's leadTime with a config, else lag + 1 min
     stabilization_seconds: float | None = None  # None: the pool's scaleDownStabilization (30 min)
-    dial: tuple[float, ...] = ()  # burst quantiles to sweep: forecast and naive at each (the dial's price)
-    stabilization_dial: tuple[float, ...] = ()  # scale-down stabilisation windows (seconds) to sweep likewise
-    observation_delay_seconds: float | None = None  # None: the pool's forecast.observationDelay (60 s)
+    dial: tuple[
+        float, ...
+    ] = ()  # burst quantiles to sweep: forecast and naive at each (the dial's price)
+    stabilization_dial: tuple[
+        float, ...
+    ] = ()  # scale-down stabilisation windows (seconds) to sweep likewise
+    observation_delay_seconds: float | None = (
+        None  # None: the pool's forecast.observationDelay (60 s)
+    )
     burst_model: str | None = None  # None: the pool's forecast.burstModel (quantile); or "profile"
     cores_per_node: float = 8.0
     progress_every: int = 10  # without a terminal, one stderr line per this many refits
@@ -66,7 +72,11 @@ class DialPoint:
     naive: StrategyResult
 
     def to_dict(self) -> dict[str, Any]:
-        return {"quantile": self.quantile, "forecast": self.forecast.to_dict(), "naive": self.naive.to_dict()}
+        return {
+            "quantile": self.quantile,
+            "forecast": self.forecast.to_dict(),
+            "naive": self.naive.to_dict(),
+        }
 
 
 @dataclass
@@ -78,7 +88,11 @@ class WindowPoint:
     naive: StrategyResult
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stabilization_seconds": self.stabilization_seconds, "forecast": self.forecast.to_dict(), "naive": self.naive.to_dict()}
+        return {
+            "stabilization_seconds": self.stabilization_seconds,
+            "forecast": self.forecast.to_dict(),
+            "naive": self.naive.to_dict(),
+        }
 
 
 @dataclass
@@ -95,12 +109,16 @@ class BacktestResult:
     notes: list[str] = field(default_factory=list)
     dial: list[DialPoint] = field(default_factory=list)
     stabilization_dial: list[WindowPoint] = field(default_factory=list)
-    burst: dict[str, Any] | None = None  # the burst model's allowance over the last scored day (core.series.burst_view)
+    burst: dict[str, Any] | None = (
+        None  # the burst model's allowance over the last scored day (core.series.burst_view)
+    )
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """The yardstick: static unserved at `node_hours` over `unserved` (see the module docstring)."""
         nh = np.maximum.accumulate([m.node_hours for _, m in self.static_curve])
-        static_unserved = float(np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in self.static_curve]))
+        static_unserved = float(
+            np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in self.static_curve])
+        )
         if unserved > 0:
             return static_unserved / unserved
         return 1.0 if static_unserved == 0 else None
@@ -112,8 +130,14 @@ class BacktestResult:
         return {
             "x_forecast": self.strategies["forecast"].to_dict()["x"],
             "x_naive": self.strategies["naive"].to_dict()["x"],
-            "forecast_unserved_pct_of_reactive": round(100 * f.metrics.unserved_pod_minutes / reactive_u, 2) if reactive_u else None,
-            "forecast_overhead_vs_oracle": round(f.overhead_node_hours / o.overhead_node_hours, 3) if o.overhead_node_hours > 0 else None,
+            "forecast_unserved_pct_of_reactive": round(
+                100 * f.metrics.unserved_pod_minutes / reactive_u, 2
+            )
+            if reactive_u
+            else None,
+            "forecast_overhead_vs_oracle": round(f.overhead_node_hours / o.overhead_node_hours, 3)
+            if o.overhead_node_hours > 0
+            else None,
             "text": headline(self),
         }
 
@@ -122,7 +146,12 @@ class BacktestResult:
         out = {
             "strategies": {name: s.to_dict() for name, s in self.strategies.items()},
             "static_curve": [
-                {"replicas": n, "unserved_pod_minutes": m.unserved_pod_minutes, "node_hours": round(m.node_hours, 3), "cold_starts": m.cold_starts}
+                {
+                    "replicas": n,
+                    "unserved_pod_minutes": m.unserved_pod_minutes,
+                    "node_hours": round(m.node_hours, 3),
+                    "cold_starts": m.cold_starts,
+                }
                 for n, m in self.static_curve
             ],
             "settings": self.settings,
@@ -142,10 +171,15 @@ def headline(result: BacktestResult) -> str:
     static headroom at equal cost, and what static headroom costs to protect as well. "Tie" when
     both leave nothing unserved at equal cost: then the cost to get there is what to compare."""
     f = result.strategies["forecast"]
-    unserved, static = f.metrics.unserved_pod_minutes, _static_unserved_at(result, f.metrics.node_hours)
+    unserved, static = (
+        f.metrics.unserved_pod_minutes,
+        _static_unserved_at(result, f.metrics.node_hours),
+    )
     if unserved == 0 and static == 0:
-        return ("Tie: at the same cost static headroom and the forecast both leave no demand unserved, so compare "
-                f"the cost to get there: {_equal_protection(result)}.")
+        return (
+            "Tie: at the same cost static headroom and the forecast both leave no demand unserved, so compare "
+            f"the cost to get there: {_equal_protection(result)}."
+        )
     protection = _equal_protection(result)
     return f"{_equal_cost(unserved, static)}. {protection[0].upper()}{protection[1:]}."
 
@@ -153,23 +187,31 @@ def headline(result: BacktestResult) -> str:
 def _static_unserved_at(result: BacktestResult, node_hours: float) -> float:
     """Unserved pod-minutes of static headroom costing `node_hours` (the static curve, linear between points)."""
     nh = np.maximum.accumulate([m.node_hours for _, m in result.static_curve])
-    return float(np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in result.static_curve]))
+    return float(
+        np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in result.static_curve])
+    )
 
 
 def _equal_protection(result: BacktestResult) -> str:
     f = result.strategies["forecast"]
     reactive_nh = result.strategies["reactive"].metrics.node_hours
     unserved = f.metrics.unserved_pod_minutes
-    match = next(((n, m) for n, m in result.static_curve if m.unserved_pod_minutes <= unserved), None)
+    match = next(
+        ((n, m) for n, m in result.static_curve if m.unserved_pod_minutes <= unserved), None
+    )
     if match is None:
         most = result.static_curve[-1][0]
-        return (f"to protect as well, static headroom would need more than {most} placeholder{'s' if most != 1 else ''}; "
-                f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom")
+        return (
+            f"to protect as well, static headroom would need more than {most} placeholder{'s' if most != 1 else ''}; "
+            f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom"
+        )
     n, m = match
     static_overhead = m.node_hours - reactive_nh
     if static_overhead <= 0:
-        return (f"to protect as well, static headroom needs no placeholder at all; "
-                f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom")
+        return (
+            f"to protect as well, static headroom needs no placeholder at all; "
+            f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom"
+        )
     return (
         f"to protect as well, static headroom needs {n} placeholder{'s' if n != 1 else ''}, {static_overhead:.1f} node-hours over "
         f"no headroom; the forecast spends {f.overhead_node_hours:.1f} ({100 * f.overhead_node_hours / static_overhead:.0f}% of that)"

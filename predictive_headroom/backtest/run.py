@@ -88,23 +88,42 @@ def auto_demand_per_replica(history: History) -> float:
     """The demand one replica serves so that the median demand is about 20 pods (3 significant digits)."""
     median = float(np.median(history.values))
     if not median > 0:
-        raise ValueError(f"series {history.source!r} has median {median:g}; pass --demand-per-replica")
+        raise ValueError(
+            f"series {history.source!r} has median {median:g}; pass --demand-per-replica"
+        )
     raw = median / TARGET_MEDIAN_PODS
     digits = 2 - int(math.floor(math.log10(raw)))
     return float(round(raw, digits))
 
 
 def backtest_pool(
-    pool: Pool | None, history: History, dpr: float, lead: float, quantile: float | None, stabilization: float | None = None,
+    pool: Pool | None,
+    history: History,
+    dpr: float,
+    lead: float,
+    quantile: float | None,
+    stabilization: float | None = None,
     forecast: dict[str, Any] | None = None,
 ) -> Pool:
     """The pool to replay: the given one (with dpr/quantile/lead/stabilisation applied), or a forecast-only default."""
     if pool is None:
         step = timedelta(seconds=max(300.0, round(history.step_seconds)))
         spec = ForecastSpec(query=history.source or "csv", demand_per_replica=dpr, step=step)
-        pool = Pool(name="backtest", target=Target(namespace="backtest", name="placeholder"), max_replicas=100_000, forecast=spec)
+        pool = Pool(
+            name="backtest",
+            target=Target(namespace="backtest", name="placeholder"),
+            max_replicas=100_000,
+            forecast=spec,
+        )
     spec = pool.forecast or ForecastSpec(query=history.source or "csv", demand_per_replica=dpr)
-    spec = spec.model_copy(update={"demand_per_replica": dpr, "enabled": True, **({"burst_quantile": quantile} if quantile else {}), **(forecast or {})})
+    spec = spec.model_copy(
+        update={
+            "demand_per_replica": dpr,
+            "enabled": True,
+            **({"burst_quantile": quantile} if quantile else {}),
+            **(forecast or {}),
+        }
+    )
     update = {"forecast": spec, "lead_time": timedelta(seconds=lead)}
     if stabilization is not None:
         update["scale_down_stabilization"] = timedelta(seconds=stabilization)
@@ -114,7 +133,9 @@ def backtest_pool(
 def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]:
     """The schedule and CPA rule used when the pool has none (see the module docstring)."""
     replicas = max(1, round(0.15 * float(np.median(pods))))
-    window = ScheduleWindow(name="daytime", start="0 8 * * *", end="0 20 * * *", desired_replicas=replicas)
+    window = ScheduleWindow(
+        name="daytime", start="0 8 * * *", end="0 20 * * *", desired_replicas=replicas
+    )
     return [window], Proportional(linear=Linear(nodes_per_replica=1))
 
 
@@ -130,7 +151,9 @@ so single steps are often flat: nab_aws_elb_requests_5min leaves 343 unserved po
 strategies costing more than the curve's end look better than static headroom at equal cost."""
 
 
-def static_curve(pods: np.ndarray, cluster: ClusterSpec, start: int, cap: int) -> list[tuple[int, Metrics]]:
+def static_curve(
+    pods: np.ndarray, cluster: ClusterSpec, start: int, cap: int
+) -> list[tuple[int, Metrics]]:
     """Static N = 0, 1, ... until unserved demand reaches 0, stops falling (`STATIC_PLATEAU_NODES`) or N reaches `cap`."""
     plateau = STATIC_PLATEAU_NODES * cluster.node_slots
     curve: list[tuple[int, Metrics]] = []
@@ -148,8 +171,13 @@ def static_curve(pods: np.ndarray, cluster: ClusterSpec, start: int, cap: int) -
 
 
 def run_backtest(
-    history: History, pool: Pool | None, settings: BacktestSettings, progress: bool = False,
-    *, forecaster: Forecaster | None = None, naive_fit: NaiveFit | None = None,
+    history: History,
+    pool: Pool | None,
+    settings: BacktestSettings,
+    progress: bool = False,
+    *,
+    forecaster: Forecaster | None = None,
+    naive_fit: NaiveFit | None = None,
 ) -> BacktestResult:
     """Replay `history` through every strategy; raises ValueError (saying what is needed) on unusable input."""
     if forecaster is None:
@@ -171,18 +199,25 @@ def run_backtest(
     elif s.demand_per_replica is not None:
         dpr, dpr_source = s.demand_per_replica, "flag"
     else:
-        dpr, dpr_source = auto_demand_per_replica(history), f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
+        dpr, dpr_source = (
+            auto_demand_per_replica(history),
+            f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods",
+        )
     if s.lead_seconds is not None:
         lead = s.lead_seconds
     else:
         lead = pool.lead_time.total_seconds() if pool is not None else s.lag_seconds + 60.0
-    cluster = ClusterSpec(s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60))
+    cluster = ClusterSpec(
+        s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
+    )
     overrides: dict[str, Any] = {}
     if s.observation_delay_seconds is not None:
         overrides["observation_delay"] = timedelta(seconds=s.observation_delay_seconds)
     if s.burst_model is not None:
         overrides["burst_model"] = s.burst_model
-    plan_pool = backtest_pool(pool, history, dpr, lead, s.quantile, s.stabilization_seconds, overrides)
+    plan_pool = backtest_pool(
+        pool, history, dpr, lead, s.quantile, s.stabilization_seconds, overrides
+    )
 
     times, demand = minute_grid(history)
     pods = app_pods(demand, dpr, cluster.hpa_hold_minutes)
@@ -192,18 +227,47 @@ def run_backtest(
     prop_rule = plan_pool.proportional or cpa_rule
 
     wf = walk_forward(
-        history, plan_pool, times, start, s.refit_every_seconds, forecaster, naive_fit, progress, s.progress_every, s.dial,
+        history,
+        plan_pool,
+        times,
+        start,
+        s.refit_every_seconds,
+        forecaster,
+        naive_fit,
+        progress,
+        s.progress_every,
+        s.dial,
     )
     own_schedule = schedule_series(plan_pool.schedules, times, lead)
     runs: dict[str, Run] = {}
     runs["reactive"] = simulate(pods, np.zeros(pods.size, dtype=np.int64), cluster)
-    solo = plan_pool.model_copy(update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None})
+    solo = plan_pool.model_copy(
+        update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None}
+    )
     off = [ForecastPart(None, "not-configured")] * times.size
-    runs["proportional"] = simulate(pods, planner_strategy(solo, times, schedule_series([], times, 0), off, prop_rule, s.cores_per_node), cluster)
+    runs["proportional"] = simulate(
+        pods,
+        planner_strategy(
+            solo, times, schedule_series([], times, 0), off, prop_rule, s.cores_per_node
+        ),
+        cluster,
+    )
     sched_pool = solo.model_copy(update={"schedules": sched_windows})
-    runs["schedule"] = simulate(pods, planner_strategy(sched_pool, times, schedule_series(sched_windows, times, lead), off, None, 0), cluster)
+    runs["schedule"] = simulate(
+        pods,
+        planner_strategy(
+            sched_pool, times, schedule_series(sched_windows, times, lead), off, None, 0
+        ),
+        cluster,
+    )
     for name, parts in (("forecast", wf.model), ("naive", wf.naive)):
-        runs[name] = simulate(pods, planner_strategy(plan_pool, times, own_schedule, parts, plan_pool.proportional, s.cores_per_node), cluster)
+        runs[name] = simulate(
+            pods,
+            planner_strategy(
+                plan_pool, times, own_schedule, parts, plan_pool.proportional, s.cores_per_node
+            ),
+            cluster,
+        )
     runs["oracle"] = simulate(pods, oracle_placeholders(pods, cluster.lag_minutes), cluster)
 
     scored = {name: score(run, start) for name, run in runs.items()}
@@ -213,40 +277,74 @@ def run_backtest(
     result = BacktestResult({}, curve, {}, times, pods, start, wf.fit_seconds)
     for name in STRATEGIES:
         m = scored[name]
-        result.strategies[name] = StrategyResult(m, runs[name], m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes))
+        result.strategies[name] = StrategyResult(
+            m,
+            runs[name],
+            m.node_hours - reactive_nh,
+            result.x_of(m.node_hours, m.unserved_pod_minutes),
+        )
 
     def replay(parts: Sequence[ForecastPart], pool: Pool = plan_pool) -> StrategyResult:
-        run = simulate(pods, planner_strategy(pool, times, own_schedule, parts, pool.proportional, s.cores_per_node), cluster)
+        run = simulate(
+            pods,
+            planner_strategy(pool, times, own_schedule, parts, pool.proportional, s.cores_per_node),
+            cluster,
+        )
         m = score(run, start)
-        return StrategyResult(m, run, m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes))
+        return StrategyResult(
+            m, run, m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes)
+        )
 
-    result.dial = [DialPoint(q, replay(model), replay(naive)) for q, (model, naive) in sorted(wf.dial.items())]
+    result.dial = [
+        DialPoint(q, replay(model), replay(naive)) for q, (model, naive) in sorted(wf.dial.items())
+    ]
     for w in sorted(set(s.stabilization_dial)):
         windowed = plan_pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=w)})
-        result.stabilization_dial.append(WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed)))
+        result.stabilization_dial.append(
+            WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed))
+        )
     result.burst = last_day_burst(wf.model, times, demand, plan_pool.name)
     result.settings = {
-        "data": history.source, "points": len(history), "data_step_seconds": history.step_seconds,
+        "data": history.source,
+        "points": len(history),
+        "data_step_seconds": history.step_seconds,
         "pool": plan_pool.name if pool is not None else None,
-        "demand_per_replica": dpr, "demand_per_replica_source": dpr_source,
+        "demand_per_replica": dpr,
+        "demand_per_replica_source": dpr_source,
         "median_app_pods": float(np.median(pods)),
-        "node_slots": s.node_slots, "lag_seconds": cluster.lag_minutes * 60, "scale_down_delay_seconds": cluster.scale_down_minutes * 60,
-        "hpa_hold_seconds": cluster.hpa_hold_minutes * 60, "lead_seconds": lead,
+        "node_slots": s.node_slots,
+        "lag_seconds": cluster.lag_minutes * 60,
+        "scale_down_delay_seconds": cluster.scale_down_minutes * 60,
+        "hpa_hold_seconds": cluster.hpa_hold_minutes * 60,
+        "lead_seconds": lead,
         "quantile": plan_pool.forecast.burst_quantile if plan_pool.forecast else None,
         "burst_model": plan_pool.forecast.burst_model if plan_pool.forecast else None,
-        "observation_delay_seconds": plan_pool.forecast.observation_delay.total_seconds() if plan_pool.forecast else None,
+        "observation_delay_seconds": plan_pool.forecast.observation_delay.total_seconds()
+        if plan_pool.forecast
+        else None,
         "scale_down_stabilization_seconds": plan_pool.scale_down_stabilization.total_seconds(),
-        "warmup_seconds": warmup, "scored_from": float(times[start]), "scored_to": float(times[-1]),
+        "warmup_seconds": warmup,
+        "scored_from": float(times[start]),
+        "scored_to": float(times[-1]),
         "scored_minutes": int(times.size - start),
-        "refit_every_seconds": s.refit_every_seconds, "refits": wf.refits, "models": wf.models,
-        "fit_seconds": round(wf.fit_seconds, 2), "cores_per_node": s.cores_per_node,
-        "schedule_windows": "config" if plan_pool.schedules else f"default: daytime 08:00-20:00 UTC, {windows[0].desired_replicas} replicas",
-        "proportional_rule": "config" if plan_pool.proportional else "default: linear nodesPerReplica 1",
+        "refit_every_seconds": s.refit_every_seconds,
+        "refits": wf.refits,
+        "models": wf.models,
+        "fit_seconds": round(wf.fit_seconds, 2),
+        "cores_per_node": s.cores_per_node,
+        "schedule_windows": "config"
+        if plan_pool.schedules
+        else f"default: daytime 08:00-20:00 UTC, {windows[0].desired_replicas} replicas",
+        "proportional_rule": "config"
+        if plan_pool.proportional
+        else "default: linear nodesPerReplica 1",
     }
     return result
 
 
-def last_day_burst(parts: RefitParts, times: np.ndarray, demand: np.ndarray, pool: str, every: int = 5) -> dict[str, Any] | None:
+def last_day_burst(
+    parts: RefitParts, times: np.ndarray, demand: np.ndarray, pool: str, every: int = 5
+) -> dict[str, Any] | None:
     """The burst allowance the forecast strategy used over the last scored day (every `every` minutes),
     next to demand, with the last refit's feature importance; None when no burst model was in force."""
     last = parts.forecasts[-1] if parts.forecasts else None
@@ -257,4 +355,11 @@ def last_day_burst(parts: RefitParts, times: np.ndarray, demand: np.ndarray, poo
     return burst_view(pool, last.burst_model, times[span], demand[span], allowance)
 
 
-__all__ = ["BacktestResult", "BacktestSettings", "DialPoint", "StrategyResult", "WindowPoint", "run_backtest"]
+__all__ = [
+    "BacktestResult",
+    "BacktestSettings",
+    "DialPoint",
+    "StrategyResult",
+    "WindowPoint",
+    "run_backtest",
+]

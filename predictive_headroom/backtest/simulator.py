@@ -185,7 +185,9 @@ def _simulate_feedback(pods: np.ndarray, decide: Decide, cluster: ClusterSpec) -
         ready_out[i] = ready
         p_out[i] = p
     ready_arr = np.asarray(ready_out, dtype=np.int64)
-    return Run(np.asarray(p_out, dtype=np.int64), ready_arr, np.maximum(0, pods - slots * ready_arr))
+    return Run(
+        np.asarray(p_out, dtype=np.int64), ready_arr, np.maximum(0, pods - slots * ready_arr)
+    )
 
 
 def score(run: Run, start: int = 0) -> Metrics:

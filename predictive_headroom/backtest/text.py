@@ -10,14 +10,36 @@ from predictive_headroom.policy.durations import format_duration
 
 def format_table(result: BacktestResult) -> str:
     """The strategy table as aligned text."""
-    headers = ["strategy", "unserved pod-min", "node-hours", "cold starts", "overhead node-h", "x vs static"]
+    headers = [
+        "strategy",
+        "unserved pod-min",
+        "node-hours",
+        "cold starts",
+        "overhead node-h",
+        "x vs static",
+    ]
     rows = [headers]
     for name, s in result.strategies.items():
         d = s.to_dict()
         x = "inf" if d["x"] is None else f"{d['x']:.2f}"
-        rows.append([name, f"{d['unserved_pod_minutes']:.0f}", f"{d['node_hours']:.1f}", str(d["cold_starts"]), f"{d['overhead_node_hours']:+.1f}", x])
+        rows.append(
+            [
+                name,
+                f"{d['unserved_pod_minutes']:.0f}",
+                f"{d['node_hours']:.1f}",
+                str(d["cold_starts"]),
+                f"{d['overhead_node_hours']:+.1f}",
+                x,
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=False))
+        )
+        for row in rows
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -29,20 +51,35 @@ def format_dial(result: BacktestResult) -> str:
 
 def format_stabilization_dial(result: BacktestResult) -> str:
     """The stabilisation-window sweep as aligned text: what holding placeholders longer buys and costs."""
-    rows = [(format_duration(timedelta(seconds=p.stabilization_seconds)), p.forecast, p.naive) for p in result.stabilization_dial]
+    rows = [
+        (format_duration(timedelta(seconds=p.stabilization_seconds)), p.forecast, p.naive)
+        for p in result.stabilization_dial
+    ]
     return _sweep_table("window", rows)
 
 
 def _sweep_table(first: str, points: list[tuple[str, StrategyResult, StrategyResult]]) -> str:
-    headers = [first, "forecast unserved", "overhead node-h", "x", "naive unserved", "overhead node-h", "x"]
+    headers = [
+        first,
+        "forecast unserved",
+        "overhead node-h",
+        "x",
+        "naive unserved",
+        "overhead node-h",
+        "x",
+    ]
     rows = [headers]
     for label, forecast, naive in points:
         row = [label]
         for s in (forecast, naive):
             d = s.to_dict()
-            row += [f"{d['unserved_pod_minutes']:.0f}", f"{d['overhead_node_hours']:+.1f}", "inf" if d["x"] is None else f"{d['x']:.2f}"]
+            row += [
+                f"{d['unserved_pod_minutes']:.0f}",
+                f"{d['overhead_node_hours']:+.1f}",
+                "inf" if d["x"] is None else f"{d['x']:.2f}",
+            ]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in rows]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

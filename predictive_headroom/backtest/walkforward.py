@@ -26,7 +26,9 @@ from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
-NaiveFit = Callable[[History, float, float, float], Any]  # (history, lead, quantile, now) -> BurstProfile
+NaiveFit = Callable[
+    [History, float, float, float], Any
+]  # (history, lead, quantile, now) -> BurstProfile
 WARMUP = ForecastPart(None, "warmup")
 
 
@@ -39,8 +41,14 @@ class RefitParts(Sequence[ForecastPart]):
     that minute minus the observation delay (`predictive_headroom.forecast.burst_features`)."""
 
     def __init__(
-        self, times: np.ndarray, first: int, starts: np.ndarray, forecasts: list[Forecast | NoForecast],
-        lead: float, dpr: float, observed: History | None = None,
+        self,
+        times: np.ndarray,
+        first: int,
+        starts: np.ndarray,
+        forecasts: list[Forecast | NoForecast],
+        lead: float,
+        dpr: float,
+        observed: History | None = None,
     ) -> None:
         self.times, self.first, self.starts, self.forecasts = times, first, starts, forecasts
         self.lead, self.dpr, self.observed = lead, dpr, observed
@@ -58,23 +66,39 @@ class RefitParts(Sequence[ForecastPart]):
         k = int(np.searchsorted(self.starts, i, side="right")) - 1
         forecast = self.forecasts[k]
         at = float(self.times[i])
-        if self.observed is None or not isinstance(forecast, Forecast) or forecast.burst_model is None:
+        if (
+            self.observed is None
+            or not isinstance(forecast, Forecast)
+            or forecast.burst_model is None
+        ):
             return forecast_part(forecast, at, self.lead, self.dpr)
         value = float(self.allowances(k)[i - int(self.starts[k])])
         if math.isfinite(value):
             return forecast_part(forecast, at, self.lead, self.dpr, burst=(value, "model", ""))
-        return forecast_part(forecast, at, self.lead, self.dpr, burst=(table_burst(forecast, at, self.lead), "profile", "stale-observations"))
+        return forecast_part(
+            forecast,
+            at,
+            self.lead,
+            self.dpr,
+            burst=(table_burst(forecast, at, self.lead), "profile", "stale-observations"),
+        )
 
     def allowances(self, k: int) -> np.ndarray:
         """The burst model's allowance at every minute forecast `k` is in force (NaN: no fresh sample)."""
         if k not in self._bursts:
             forecast = self.forecasts[k]
-            assert isinstance(forecast, Forecast) and forecast.burst_model is not None and self.observed is not None
+            assert (
+                isinstance(forecast, Forecast)
+                and forecast.burst_model is not None
+                and self.observed is not None
+            )
             end = int(self.starts[k + 1]) if k + 1 < len(self.starts) else len(self)
             minutes = self.times[int(self.starts[k]) : end]
             model = forecast.burst_model
             # Only what the features of these minutes can read (twice the lookback, for margin).
-            seen = self.observed.until(float(minutes[-1])).since(float(minutes[0]) - 2 * (model.lookback_seconds + model.delay_seconds))
+            seen = self.observed.until(float(minutes[-1])).since(
+                float(minutes[0]) - 2 * (model.lookback_seconds + model.delay_seconds)
+            )
             self._bursts[k] = model.allowance(seen, minutes, forecast)
         return self._bursts[k]
 
@@ -100,20 +124,33 @@ def naive_forecast(profile: Any, now: float, horizon: float) -> Forecast:
 
 
 def walk_forward(
-    history: History, pool: Pool, times: np.ndarray, first: int, every: float,
-    forecaster: Forecaster, naive_fit: NaiveFit, progress: bool, every_line: int,
+    history: History,
+    pool: Pool,
+    times: np.ndarray,
+    first: int,
+    every: float,
+    forecaster: Forecaster,
+    naive_fit: NaiveFit,
+    progress: bool,
+    every_line: int,
     quantiles: Sequence[float] = (),
 ) -> WalkForward:
     """Refit at times[first] and every `every` seconds after on the history known then (up to the
     observation delay before it)."""
     spec = pool.forecast
     assert spec is not None
-    lead, dpr, horizon = pool.lead_time.total_seconds(), spec.demand_per_replica, spec.horizon.total_seconds()
+    lead, dpr, horizon = (
+        pool.lead_time.total_seconds(),
+        spec.demand_per_replica,
+        spec.horizon.total_seconds(),
+    )
     refit_at = np.arange(times[first], times[-1] + 1, every)
     starts = np.searchsorted(times, refit_at, side="left")
     model: list[Forecast | NoForecast] = []
     naive: list[Forecast | NoForecast] = []
-    swept: dict[float, tuple[list[Forecast | NoForecast], list[Forecast | NoForecast]]] = {q: ([], []) for q in quantiles}
+    swept: dict[float, tuple[list[Forecast | NoForecast], list[Forecast | NoForecast]]] = {
+        q: ([], []) for q in quantiles
+    }
     fit_seconds, models = 0.0, {}
     bar = _progress_bar(len(refit_at), progress)
     for k, at in enumerate(refit_at):
@@ -126,13 +163,21 @@ def walk_forward(
         key = fitted.model if isinstance(fitted, Forecast) else f"none:{fitted.why}"
         models[key] = models.get(key, 0) + 1
         model.append(fitted)
-        naive.append(naive_forecast(naive_fit(known, lead, spec.burst_quantile, float(at)), float(at), horizon))
+        naive.append(
+            naive_forecast(
+                naive_fit(known, lead, spec.burst_quantile, float(at)), float(at), horizon
+            )
+        )
         for q, (mq, nq) in swept.items():
             mq.append(fitted.at_quantile(q) if isinstance(fitted, Forecast) else fitted)
             nq.append(naive_forecast(naive_fit(known, lead, q, float(at)), float(at), horizon))
         bar.update(1)
         if progress and bar.disable and ((k + 1) % every_line == 0 or k + 1 == len(refit_at)):
-            print(f"backtest: refit {k + 1}/{len(refit_at)} ({fit_seconds:.0f}s fitting)", file=sys.stderr, flush=True)
+            print(
+                f"backtest: refit {k + 1}/{len(refit_at)} ({fit_seconds:.0f}s fitting)",
+                file=sys.stderr,
+                flush=True,
+            )
     bar.close()
 
     def parts(forecasts: list[Forecast | NoForecast]) -> RefitParts:
@@ -145,4 +190,10 @@ def walk_forward(
 def _progress_bar(total: int, progress: bool) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc="refits", unit="fit", file=sys.stderr, disable=not (progress and sys.stderr.isatty()))
+    return tqdm(
+        total=total,
+        desc="refits",
+        unit="fit",
+        file=sys.stderr,
+        disable=not (progress and sys.stderr.isatty()),
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from predictive_headroom.policy.config import Policy
@@ -25,19 +25,23 @@ def print_error(message: str) -> None:
 def parse_time(text: str) -> float:
     """POSIX seconds for an ISO-8601 time with an offset or `Z` (`now` is the current time)."""
     if text == "now":
-        return datetime.now(timezone.utc).timestamp()
+        return datetime.now(UTC).timestamp()
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise CommandError(f"--at {text!r} is not an ISO-8601 time; use e.g. 2026-11-20T08:00:00Z or 2026-11-20T09:00:00+01:00") from None
+        raise CommandError(
+            f"--at {text!r} is not an ISO-8601 time; use e.g. 2026-11-20T08:00:00Z or 2026-11-20T09:00:00+01:00"
+        ) from None
     if when.tzinfo is None:
-        raise CommandError(f"--at {text!r} has no UTC offset; add 'Z' or e.g. '+01:00' so the instant is unambiguous")
+        raise CommandError(
+            f"--at {text!r} has no UTC offset; add 'Z' or e.g. '+01:00' so the instant is unambiguous"
+        )
     return when.timestamp()
 
 
 def iso(seconds: float) -> str:
     """ISO-8601 UTC text for POSIX seconds, e.g. 2026-11-20T08:00:00Z."""
-    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def duration_arg(text: str) -> float:
@@ -58,7 +62,13 @@ def load_config(path: str) -> Policy:
 
 def add_output_argument(parser: argparse.ArgumentParser, default: str = "table") -> None:
     """The shared `--output json|table` option."""
-    parser.add_argument("--output", "-o", choices=("json", "table"), default=default, help=f"output format (default {default})")
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("json", "table"),
+        default=default,
+        help=f"output format (default {default})",
+    )
 
 
 def print_json(data: Any) -> None:
@@ -69,9 +79,11 @@ def print_json(data: Any) -> None:
 
 def print_table(headers: list[str], rows: list[list[Any]]) -> None:
     """A plain aligned text table on stdout."""
-    cells = [[str(h) for h in headers]] + [[("" if c is None else str(c)) for c in row] for row in rows]
+    cells = [[str(h) for h in headers]] + [
+        [("" if c is None else str(c)) for c in row] for row in rows
+    ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
         if n == 0:
             print("  ".join("-" * w for w in widths))

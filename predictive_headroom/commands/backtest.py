@@ -28,35 +28,86 @@ HELP = "backtest strategies (reactive, static, proportional, schedule, forecast,
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", metavar="CSV", required=True, help="demand history CSV (timestamp,value)")
-    parser.add_argument("--config", "-c", help="policy YAML: the pool's windows, CPA rule, forecast spec and lead time are replayed")
-    parser.add_argument("--pool", help="pool to replay (default: the first pool with a forecast, else the first)")
-    parser.add_argument("--demand-per-replica", type=float, help="demand one placeholder slot serves (default: the pool's, else median demand / 20)")
-    parser.add_argument("--node-slots", type=int, default=8, help="placeholder-sized slots per node (default 8)")
-    parser.add_argument("--lag", type=duration_arg, default=180.0, help="node provisioning lag (default 3m)")
-    parser.add_argument("--scale-down-delay", type=duration_arg, default=600.0, help="a node unneeded this long is removed (default 10m)")
-    parser.add_argument("--warmup", type=duration_arg, help="unscored start of the series (default 14d; 7d for series under 28d)")
-    parser.add_argument("--refit-every", type=duration_arg, default=86400.0, help="walk-forward refit interval (default 24h)")
-    parser.add_argument("--quantile", type=float, help="burst quantile, the protection/cost dial (default: the pool's, 0.95)")
     parser.add_argument(
-        "--dial", metavar="Q[,Q...]",
+        "--data", metavar="CSV", required=True, help="demand history CSV (timestamp,value)"
+    )
+    parser.add_argument(
+        "--config",
+        "-c",
+        help="policy YAML: the pool's windows, CPA rule, forecast spec and lead time are replayed",
+    )
+    parser.add_argument(
+        "--pool", help="pool to replay (default: the first pool with a forecast, else the first)"
+    )
+    parser.add_argument(
+        "--demand-per-replica",
+        type=float,
+        help="demand one placeholder slot serves (default: the pool's, else median demand / 20)",
+    )
+    parser.add_argument(
+        "--node-slots", type=int, default=8, help="placeholder-sized slots per node (default 8)"
+    )
+    parser.add_argument(
+        "--lag", type=duration_arg, default=180.0, help="node provisioning lag (default 3m)"
+    )
+    parser.add_argument(
+        "--scale-down-delay",
+        type=duration_arg,
+        default=600.0,
+        help="a node unneeded this long is removed (default 10m)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=duration_arg,
+        help="unscored start of the series (default 14d; 7d for series under 28d)",
+    )
+    parser.add_argument(
+        "--refit-every",
+        type=duration_arg,
+        default=86400.0,
+        help="walk-forward refit interval (default 24h)",
+    )
+    parser.add_argument(
+        "--quantile",
+        type=float,
+        help="burst quantile, the protection/cost dial (default: the pool's, 0.95)",
+    )
+    parser.add_argument(
+        "--dial",
+        metavar="Q[,Q...]",
         help="also replay forecast and naive at each of these burst quantiles (e.g. 0.8,0.9,0.95,0.99): the dial's price, no extra fits",
     )
     parser.add_argument(
-        "--stabilization-dial", metavar="D[,D...]",
+        "--stabilization-dial",
+        metavar="D[,D...]",
         help="also replay forecast and naive with each of these scale-down stabilisation windows (e.g. 5m,15m,30m), no extra fits",
     )
-    parser.add_argument("--lead-time", type=duration_arg, help="forecast lead time (default: the pool's leadTime, else lag + 1m)")
     parser.add_argument(
-        "--observation-delay", type=duration_arg,
+        "--lead-time",
+        type=duration_arg,
+        help="forecast lead time (default: the pool's leadTime, else lag + 1m)",
+    )
+    parser.add_argument(
+        "--observation-delay",
+        type=duration_arg,
         help="how late the newest sample is seen: the burst model at t reads samples at or before t minus this (default: the pool's, 1m)",
     )
     parser.add_argument(
-        "--burst-model", choices=("quantile", "profile"),
+        "--burst-model",
+        choices=("quantile", "profile"),
         help="burst allowance: the conditional quantile model on the latest observations, or the time-of-day table (default: the pool's, quantile)",
     )
-    parser.add_argument("--cores-per-node", type=float, default=8.0, help="cores per simulated node for a CPA cores rule (default 8)")
-    parser.add_argument("--out", metavar="DIR", help="write backtest.html and backtest.png (cost/protection plot) here")
+    parser.add_argument(
+        "--cores-per-node",
+        type=float,
+        default=8.0,
+        help="cores per simulated node for a CPA cores rule (default 8)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write backtest.html and backtest.png (cost/protection plot) here",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_output_argument(parser)
 
@@ -68,7 +119,9 @@ def parse_quantiles(text: str) -> tuple[float, ...]:
         try:
             q = float(item)
         except ValueError:
-            raise ValueError(f"{item.strip()!r} is not a number; give quantiles like 0.8,0.9,0.95") from None
+            raise ValueError(
+                f"{item.strip()!r} is not a number; give quantiles like 0.8,0.9,0.95"
+            ) from None
         if not 0 < q < 1:
             raise ValueError(f"quantile {q:g} must be between 0 and 1 (exclusive)")
         values.append(q)
@@ -82,7 +135,9 @@ def parse_windows(text: str) -> tuple[float, ...]:
         try:
             values.append(parse_duration(item.strip()).total_seconds())
         except ValueError:
-            raise ValueError(f"{item.strip()!r} is not a duration; give windows like 5m,15m,30m") from None
+            raise ValueError(
+                f"{item.strip()!r} is not a duration; give windows like 5m,15m,30m"
+            ) from None
     return tuple(sorted(set(values)))
 
 
@@ -116,11 +171,19 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
     if problems:
         raise CommandError("; ".join(problems))
     return BacktestSettings(
-        demand_per_replica=args.demand_per_replica, node_slots=args.node_slots, lag_seconds=args.lag,
-        scale_down_delay_seconds=args.scale_down_delay, warmup_seconds=args.warmup,
-        refit_every_seconds=args.refit_every, quantile=args.quantile, lead_seconds=args.lead_time,
-        cores_per_node=args.cores_per_node, dial=dial, stabilization_dial=windows,
-        observation_delay_seconds=args.observation_delay, burst_model=args.burst_model,
+        demand_per_replica=args.demand_per_replica,
+        node_slots=args.node_slots,
+        lag_seconds=args.lag,
+        scale_down_delay_seconds=args.scale_down_delay,
+        warmup_seconds=args.warmup,
+        refit_every_seconds=args.refit_every,
+        quantile=args.quantile,
+        lead_seconds=args.lead_time,
+        cores_per_node=args.cores_per_node,
+        dial=dial,
+        stabilization_dial=windows,
+        observation_delay_seconds=args.observation_delay,
+        burst_model=args.burst_model,
     )
 
 
@@ -170,11 +233,15 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(result))
         if result.dial:
             print()
-            print("burst quantile dial (forecast and naive replayed at each; x vs static at equal node-hours):")
+            print(
+                "burst quantile dial (forecast and naive replayed at each; x vs static at equal node-hours):"
+            )
             print(format_dial(result))
         if result.stabilization_dial:
             print()
-            print("scale-down stabilisation dial (forecast and naive replayed with each window; x vs static at equal node-hours):")
+            print(
+                "scale-down stabilisation dial (forecast and naive replayed with each window; x vs static at equal node-hours):"
+            )
             print(format_stabilization_dial(result))
         print()
         print(headline(result))

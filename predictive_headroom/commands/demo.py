@@ -23,7 +23,11 @@ START, END = "2014-11-10T00:00:00Z", "2014-12-22T00:00:00Z"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="demo-out", help="directory for the data slice, report and backtest page (default demo-out)")
+    parser.add_argument(
+        "--out",
+        default="demo-out",
+        help="directory for the data slice, report and backtest page (default demo-out)",
+    )
 
 
 def _slice(history: History, start: float, end: float) -> History:
@@ -32,7 +36,9 @@ def _slice(history: History, start: float, end: float) -> History:
 
 def write_csv(history: History, path: Path) -> None:
     """Write a series as `timestamp,value` CSV."""
-    lines = ["timestamp,value"] + [f"{iso(t)},{v:g}" for t, v in zip(history.times, history.values)]
+    lines = ["timestamp,value"] + [
+        f"{iso(t)},{v:g}" for t, v in zip(history.times, history.values, strict=False)
+    ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -46,7 +52,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError(f"cannot create --out {out}: {exc}") from None
     package = resources.files("predictive_headroom") / "data"
-    with resources.as_file(package / DATA) as data_path, resources.as_file(package / "demo.yaml") as config_path:
+    with (
+        resources.as_file(package / DATA) as data_path,
+        resources.as_file(package / "demo.yaml") as config_path,
+    ):
         history = read_csv_history(data_path)
         sliced = _slice(history, parse_time(START), parse_time(END))
         data = out / "taxi-demand.csv"
@@ -62,17 +71,47 @@ def run(args: argparse.Namespace) -> int:
         f" {sliced.span_seconds / DAY_SECONDS:.0f} days.\nPolicy: {config}\n"
     )
     steps = [
-        ("1. The forecast at the end of the data, and how it did on the last two held-back days",
-         ["forecast", "--config", str(config), "--data", str(data)]),
-        ("2. The plan for the next 24 h (rows where it changes)",
-         ["plan", "--config", str(config), "--data", str(data), "--at", now, "--horizon", "24h", "--step", "30m"]),
-        ("3. Backtest: the last four weeks replayed minute by minute on a simulated cluster whose nodes take 3 minutes to boot.\n"
-         "   Each row is a strategy. 'unserved pod-min' counts app pods left waiting for a node, 'overhead node-h' what the\n"
-         "   spare room cost, and 'x vs static' how many times less unserved demand it leaves than always-on placeholders\n"
-         "   costing the same ('inf': none left where static leaves some). The dial prices the burst quantile.",
-         ["backtest", "--config", str(config), "--data", str(data), "--dial", "0.8,0.9,0.95,0.99", "--out", str(out / "backtest")]),
-        ("4. The forecast report",
-         ["report", "--config", str(config), "--data", str(data), "--out", str(out / "report")]),
+        (
+            "1. The forecast at the end of the data, and how it did on the last two held-back days",
+            ["forecast", "--config", str(config), "--data", str(data)],
+        ),
+        (
+            "2. The plan for the next 24 h (rows where it changes)",
+            [
+                "plan",
+                "--config",
+                str(config),
+                "--data",
+                str(data),
+                "--at",
+                now,
+                "--horizon",
+                "24h",
+                "--step",
+                "30m",
+            ],
+        ),
+        (
+            "3. Backtest: the last four weeks replayed minute by minute on a simulated cluster whose nodes take 3 minutes to boot.\n"
+            "   Each row is a strategy. 'unserved pod-min' counts app pods left waiting for a node, 'overhead node-h' what the\n"
+            "   spare room cost, and 'x vs static' how many times less unserved demand it leaves than always-on placeholders\n"
+            "   costing the same ('inf': none left where static leaves some). The dial prices the burst quantile.",
+            [
+                "backtest",
+                "--config",
+                str(config),
+                "--data",
+                str(data),
+                "--dial",
+                "0.8,0.9,0.95,0.99",
+                "--out",
+                str(out / "backtest"),
+            ],
+        ),
+        (
+            "4. The forecast report",
+            ["report", "--config", str(config), "--data", str(data), "--out", str(out / "report")],
+        ),
     ]
     for title, argv in steps:
         print(f"== {title}\n$ predictive-headroom {' '.join(argv)}", flush=True)
@@ -83,5 +122,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"Done in {time.perf_counter() - began:.0f} s. Open these in a browser:")
     print(f"  report:   {(out / 'report' / 'index.html').resolve()}")
     print(f"  backtest: {(out / 'backtest' / 'backtest.html').resolve()}")
-    print(f"  data:     {data.resolve()} (try: predictive-headroom plan --config {config} --data {data} --at {now})")
+    print(
+        f"  data:     {data.resolve()} (try: predictive-headroom plan --config {config} --data {data} --at {now})"
+    )
     return 0

@@ -35,17 +35,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument("--prometheus-url", metavar="URL", help="Prometheus base URL")
     parser.add_argument("--pool", help="only this pool")
-    parser.add_argument("--at", help="cut history at this ISO-8601 time (replay); default: the end of --data, or now")
+    parser.add_argument(
+        "--at",
+        help="cut history at this ISO-8601 time (replay); default: the end of --data, or now",
+    )
     parser.add_argument("--no-accuracy", action="store_true", help="skip the hold-out accuracy fit")
     add_output_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     policy = load_config(args.config)
-    pools = [p for p in policy.pools if p.forecast is not None and (args.pool is None or p.name == args.pool)]
+    pools = [
+        p
+        for p in policy.pools
+        if p.forecast is not None and (args.pool is None or p.name == args.pool)
+    ]
     if not pools:
         which = f"pool {args.pool!r}" if args.pool else "no pool"
-        raise CommandError(f"{which} has a 'forecast' section in {args.config}; add one (see config/example.yaml)")
+        raise CommandError(
+            f"{which} has a 'forecast' section in {args.config}; add one (see config/example.yaml)"
+        )
     source = source_from_args(args.data, args.prometheus_url)
     at = _cut_time(args, source)
     forecaster = default_forecaster()
@@ -61,9 +70,19 @@ def run(args: argparse.Namespace) -> int:
         out = summary(pool, history, forecast, accuracy)
         if isinstance(forecast, Forecast):
             allowance, used, fallback = burst_allowance(
-                forecast, at, pool.lead_time.total_seconds(), observe_pool(pool, forecast, source, at))
-            out["burst"] = {"at": iso(at), "allowance": round(allowance, 4), "source": used, "fallback": fallback or None,
-                            "quantile": pool.forecast.burst_quantile, "model": pool.forecast.burst_model}
+                forecast,
+                at,
+                pool.lead_time.total_seconds(),
+                observe_pool(pool, forecast, source, at),
+            )
+            out["burst"] = {
+                "at": iso(at),
+                "allowance": round(allowance, 4),
+                "source": used,
+                "fallback": fallback or None,
+                "quantile": pool.forecast.burst_quantile,
+                "model": pool.forecast.burst_model,
+            }
         results.append(out)
     if args.output == "json":
         print_json({"at": iso(at), "pools": results})
@@ -80,9 +99,16 @@ def _cut_time(args: argparse.Namespace, source: object) -> float:
     return full().end if full else parse_time("now")
 
 
-def summary(pool: Pool, history: History, forecast: Forecast | NoForecast, accuracy: Accuracy | None) -> dict[str, Any]:
+def summary(
+    pool: Pool, history: History, forecast: Forecast | NoForecast, accuracy: Accuracy | None
+) -> dict[str, Any]:
     """The JSON facts about one pool's forecast."""
-    out: dict[str, Any] = {"name": pool.name, "history_points": len(history), "history_start": iso(history.start), "history_end": iso(history.end)}
+    out: dict[str, Any] = {
+        "name": pool.name,
+        "history_points": len(history),
+        "history_start": iso(history.start),
+        "history_end": iso(history.end),
+    }
     if isinstance(forecast, NoForecast):
         out.update(model=None, status=forecast.why, detail=forecast.detail)
         return out
@@ -93,11 +119,16 @@ def summary(pool: Pool, history: History, forecast: Forecast | NoForecast, accur
         model=forecast.model,
         fit_seconds=round(forecast.fit_seconds, 3),
         warnings=list(forecast.warnings),
-        next_peaks=[{"at": iso(t), "yhat": round(v, 3), "replicas_of_demand": round(v / dpr, 2)} for t, v in forecast.daily_peaks()],
+        next_peaks=[
+            {"at": iso(t), "yhat": round(v, 3), "replicas_of_demand": round(v / dpr, 2)}
+            for t, v in forecast.daily_peaks()
+        ],
         accuracy=accuracy.to_dict() if accuracy else None,
         points=[
             {"at": iso(t), "yhat": round(y, 4), "lower": round(lo, 4), "upper": round(hi, 4)}
-            for t, y, lo, hi in zip(forecast.times, forecast.yhat, forecast.lower, forecast.upper)
+            for t, y, lo, hi in zip(
+                forecast.times, forecast.yhat, forecast.lower, forecast.upper, strict=False
+            )
         ],
     )
     return out
@@ -108,18 +139,28 @@ def _fmt(value: float | None, pattern: str) -> str:
 
 
 def _print_summary(result: dict[str, Any]) -> None:
-    print(f"pool {result['name']}: {result['history_points']} points of history, {result['history_start']} .. {result['history_end']}")
+    print(
+        f"pool {result['name']}: {result['history_points']} points of history, {result['history_start']} .. {result['history_end']}"
+    )
     if result["status"] != "ok":
         print(f"  no forecast: {result['status']} {result.get('detail', '')}")
         return
-    print(f"  model {result['model']}, fitted in {result['fit_seconds']:.2f} s, {len(result['points'])} points ahead")
+    print(
+        f"  model {result['model']}, fitted in {result['fit_seconds']:.2f} s, {len(result['points'])} points ahead"
+    )
     for warning in result["warnings"]:
         print(f"  warning: {warning}")
     burst = result.get("burst")
     if burst:
-        where = "the burst model on the latest observations" if burst["source"] == "model" else "the refit-time table"
+        where = (
+            "the burst model on the latest observations"
+            if burst["source"] == "model"
+            else "the refit-time table"
+        )
         why = f" ({burst['fallback']})" if burst["fallback"] else ""
-        print(f"  burst allowance at {burst['at']}: {burst['allowance']:.4g} demand units, q={burst['quantile']:g}, from {where}{why}")
+        print(
+            f"  burst allowance at {burst['at']}: {burst['allowance']:.4g} demand units, q={burst['quantile']:g}, from {where}{why}"
+        )
     acc = result["accuracy"]
     if acc:
         print(
@@ -127,5 +168,8 @@ def _print_summary(result: dict[str, Any]) -> None:
             f"MAPE {_fmt(acc['mape'], '{:.1f}%')}, sMAPE {acc['smape']:.1f}%, MASE {_fmt(acc['mase'], '{:.2f}')} "
             f"(below 1 beats repeating the last season), coverage {acc['coverage']:.0%} of a {acc['interval_width']:.0%} band"
         )
-    print_table(["next peak at", "demand", "placeholders' worth"], [[p["at"], p["yhat"], p["replicas_of_demand"]] for p in result["next_peaks"]])
+    print_table(
+        ["next peak at", "demand", "placeholders' worth"],
+        [[p["at"], p["yhat"], p["replicas_of_demand"]] for p in result["next_peaks"]],
+    )
     print()

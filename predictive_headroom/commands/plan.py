@@ -26,15 +26,31 @@ HELP = "show the plan at one instant (or a timeline with --horizon): desired pla
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", required=True, help="policy YAML file")
     parser.add_argument("--at", default="now", help="ISO-8601 time with offset or Z (default: now)")
-    parser.add_argument("--nodes", type=int, help="nodes in the cluster (for the proportional rule)")
+    parser.add_argument(
+        "--nodes", type=int, help="nodes in the cluster (for the proportional rule)"
+    )
     parser.add_argument("--cores", type=float, help="CPU cores of those nodes")
-    parser.add_argument("--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)")
-    parser.add_argument("--horizon", type=duration_arg, help="print the plan at every --step over this span, e.g. 24h")
-    parser.add_argument("--step", type=duration_arg, default=900.0, help="timeline step (default 15m)")
+    parser.add_argument(
+        "--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)"
+    )
+    parser.add_argument(
+        "--horizon",
+        type=duration_arg,
+        help="print the plan at every --step over this span, e.g. 24h",
+    )
+    parser.add_argument(
+        "--step", type=duration_arg, default=900.0, help="timeline step (default 15m)"
+    )
     parser.add_argument("--pool", help="only this pool")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value) to fill the forecast component")
-    source.add_argument("--prometheus-url", metavar="URL", help="Prometheus to read demand history from")
+    source.add_argument(
+        "--data",
+        metavar="CSV",
+        help="demand history CSV (timestamp,value) to fill the forecast component",
+    )
+    source.add_argument(
+        "--prometheus-url", metavar="URL", help="Prometheus to read demand history from"
+    )
     add_output_argument(parser)
 
 
@@ -48,19 +64,28 @@ def cluster_from_args(args: argparse.Namespace, policy: Policy) -> ClusterState 
         raise CommandError("--nodes and --cores cannot be negative")
     schedulable = args.nodes if args.schedulable_nodes is None else args.schedulable_nodes
     if not 0 <= schedulable <= args.nodes:
-        raise CommandError(f"--schedulable-nodes {schedulable} must be between 0 and --nodes {args.nodes}")
+        raise CommandError(
+            f"--schedulable-nodes {schedulable} must be between 0 and --nodes {args.nodes}"
+        )
     if args.cores is None:
         for pool in policy.pools:
             rule = pool.proportional
-            if rule and ((rule.linear and rule.linear.cores_per_replica) or (rule.ladder and rule.ladder.cores_to_replicas)):
-                raise CommandError(f"pool {pool.name!r} counts cores in its proportional rule; pass --cores")
+            if rule and (
+                (rule.linear and rule.linear.cores_per_replica)
+                or (rule.ladder and rule.ladder.cores_to_replicas)
+            ):
+                raise CommandError(
+                    f"pool {pool.name!r} counts cores in its proportional rule; pass --cores"
+                )
     cores = args.cores or 0.0
     share = schedulable / args.nodes if args.nodes else 0.0
     return ClusterState(args.nodes, cores, schedulable, cores * share)
 
 
 def forecasts_from_args(
-    args: argparse.Namespace, policy: Policy, at: float,
+    args: argparse.Namespace,
+    policy: Policy,
+    at: float,
 ) -> tuple[dict[str, Forecast | NoForecast], dict[str, History | Unobserved]]:
     """Fit each forecasting pool on --data or --prometheus-url history up to `at`, and read its latest
     observations at `at` for the burst model, as the daemon does at reconcile (empty without either)."""
@@ -89,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
     cluster = cluster_from_args(args, policy)
     forecasts, observed = forecasts_from_args(args, policy, at)
     if args.horizon is None:
-        plans = [plan_pool(p, at, cluster, forecasts.get(p.name), (), observed.get(p.name)) for p in policy.pools]
+        plans = [
+            plan_pool(p, at, cluster, forecasts.get(p.name), (), observed.get(p.name))
+            for p in policy.pools
+        ]
         if args.output == "json":
             print_json({"at": iso(at), "pools": [plan_to_dict(p) for p in plans]})
         else:
@@ -125,9 +153,18 @@ def plan_timeline(
         steps = []
         for k in range(int(horizon // step) + 1):
             at = start + k * step
-            plan = plan_pool(pool, at, cluster, forecasts.get(pool.name), recent, observed.get(pool.name))
+            plan = plan_pool(
+                pool, at, cluster, forecasts.get(pool.name), recent, observed.get(pool.name)
+            )
             recent.append(plan.record())
-            steps.append({"at": iso(at), "desired_replicas": plan.desired, "reason": plan.reason, "components": plan.components})
+            steps.append(
+                {
+                    "at": iso(at),
+                    "desired_replicas": plan.desired,
+                    "reason": plan.reason,
+                    "components": plan.components,
+                }
+            )
         out.append({"name": pool.name, "steps": steps})
     return out
 
@@ -149,7 +186,10 @@ def _burst_text(plan: Plan) -> str:
 def _print_plans(plans: list[Plan]) -> None:
     print_table(
         ["pool", "desired", "reason", "components", "burst"],
-        [[p.pool, p.desired, p.reason, _components_text(p.components), _burst_text(p)] for p in plans],
+        [
+            [p.pool, p.desired, p.reason, _components_text(p.components), _burst_text(p)]
+            for p in plans
+        ],
     )
 
 
@@ -160,7 +200,14 @@ def _print_timeline(timeline: list[dict[str, Any]]) -> None:
         for step in pool["steps"]:
             key = (step["desired_replicas"], step["reason"])
             if key != last:
-                rows.append([step["at"], step["desired_replicas"], step["reason"], _components_text(step["components"])])
+                rows.append(
+                    [
+                        step["at"],
+                        step["desired_replicas"],
+                        step["reason"],
+                        _components_text(step["components"]),
+                    ]
+                )
                 last = key
         print_table(["from", "desired", "reason", "components"], rows)
         print()

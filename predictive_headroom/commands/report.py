@@ -28,7 +28,9 @@ from predictive_headroom.report.store import write_report_files
 
 logger = logging.getLogger(__name__)
 
-HELP = "write a forecast report for review: DIR/index.html (self-contained page) and DIR/report.json"
+HELP = (
+    "write a forecast report for review: DIR/index.html (self-contained page) and DIR/report.json"
+)
 REPORT_FILES = {"index.html", "report.json"}
 DEFAULT_MAX_REPLICAS = 20
 DEFAULT_SHARE_OF_P95 = 10
@@ -37,14 +39,31 @@ DEFAULT_SHARE_OF_P95 = 10
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
-    source.add_argument("--prometheus-url", metavar="URL", help="Prometheus base URL (needs --config for the query)")
-    parser.add_argument("--config", "-c", help="policy YAML file (default: one built-in pool sized from --data, see the docs)")
-    parser.add_argument("--at", help="report as of this ISO-8601 time; default: the end of --data, or now")
+    source.add_argument(
+        "--prometheus-url", metavar="URL", help="Prometheus base URL (needs --config for the query)"
+    )
+    parser.add_argument(
+        "--config",
+        "-c",
+        help="policy YAML file (default: one built-in pool sized from --data, see the docs)",
+    )
+    parser.add_argument(
+        "--at", help="report as of this ISO-8601 time; default: the end of --data, or now"
+    )
     parser.add_argument("--pool", help="only this pool")
-    parser.add_argument("--out", required=True, metavar="DIR", help="directory to write index.html and report.json into (replaced as a whole)")
-    parser.add_argument("--nodes", type=int, help="nodes in the cluster (for the proportional rule)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="directory to write index.html and report.json into (replaced as a whole)",
+    )
+    parser.add_argument(
+        "--nodes", type=int, help="nodes in the cluster (for the proportional rule)"
+    )
     parser.add_argument("--cores", type=float, help="CPU cores of those nodes")
-    parser.add_argument("--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)")
+    parser.add_argument(
+        "--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)"
+    )
 
 
 def default_policy(history: History) -> Policy:
@@ -87,11 +106,19 @@ def make_report(args: argparse.Namespace) -> Report:
     from predictive_headroom.daemon.pipeline import default_forecaster, source_from_args
 
     if args.config is None and args.prometheus_url:
-        raise CommandError("--prometheus-url needs --config: the pool's forecast.query names the series to read")
+        raise CommandError(
+            "--prometheus-url needs --config: the pool's forecast.query names the series to read"
+        )
     source = source_from_args(args.data, args.prometheus_url)
     try:
-        at = parse_time(args.at) if args.at else (source.full().end if args.data else parse_time("now"))  # type: ignore[attr-defined]
-        policy = load_config(args.config) if args.config else default_policy(source.full().until(at))  # type: ignore[attr-defined]
+        at = (
+            parse_time(args.at)
+            if args.at
+            else (source.full().end if args.data else parse_time("now"))
+        )  # type: ignore[attr-defined]
+        policy = (
+            load_config(args.config) if args.config else default_policy(source.full().until(at))
+        )  # type: ignore[attr-defined]
     except SourceError as exc:
         raise CommandError(str(exc)) from None
     if args.pool:
@@ -105,7 +132,9 @@ def make_report(args: argparse.Namespace) -> Report:
     return build_report(policy, histories, forecasts, accuracies, at, cluster, source=str(where))
 
 
-def fit_all(policy: Policy, source: Source, at: float, forecaster: Any) -> tuple[dict[str, History], dict[str, Forecast | NoForecast], dict[str, Any]]:
+def fit_all(
+    policy: Policy, source: Source, at: float, forecaster: Any
+) -> tuple[dict[str, History], dict[str, Forecast | NoForecast], dict[str, Any]]:
     """Each forecasting pool's history, forecast and hold-out accuracy.
 
     A pool whose history cannot be read gets NoForecast('source-error') and a warning in the

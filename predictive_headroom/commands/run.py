@@ -32,17 +32,30 @@ HELP = "run the daemon: refit forecasts on schedule and keep each pool's placeho
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", "-c", required=True, help="policy YAML file (re-read when it changes)")
-    parser.add_argument("--once", action="store_true",
-                        help="one refit and one reconcile, then exit (1 if any pool failed); no leader election")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="log 'DRY-RUN would scale ...' and send writes with dryRun=All (also PH_DRY_RUN=true)")
+    parser.add_argument(
+        "--config", "-c", required=True, help="policy YAML file (re-read when it changes)"
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="one refit and one reconcile, then exit (1 if any pool failed); no leader election",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="log 'DRY-RUN would scale ...' and send writes with dryRun=All (also PH_DRY_RUN=true)",
+    )
 
 
 def report_writer(settings: Settings, source_name: str) -> Any:
     """The after-refit hook writing the report into PH_REPORT_DIR, keeping PH_REPORT_KEEP of them."""
 
-    def write(policy: Policy, forecasts: Mapping[str, Forecast | NoForecast], histories: Mapping[str, History], at: float) -> Path:
+    def write(
+        policy: Policy,
+        forecasts: Mapping[str, Forecast | NoForecast],
+        histories: Mapping[str, History],
+        at: float,
+    ) -> Path:
         from predictive_headroom.report.build import build_report
         from predictive_headroom.report.store import load_past_reports, write_report
 
@@ -53,7 +66,9 @@ def report_writer(settings: Settings, source_name: str) -> Any:
     return write
 
 
-def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -> tuple[Daemon, ApiClient]:
+def build_daemon(
+    args: argparse.Namespace, settings: Settings, policy: Policy
+) -> tuple[Daemon, ApiClient]:
     """The daemon with its real collaborators (Prometheus, Prophet, the Kubernetes API) and its API client."""
     from predictive_headroom.daemon.pipeline import default_forecaster
     from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
@@ -63,7 +78,9 @@ def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -
     source: Source | None = None
     if any(p.forecast and p.forecast.enabled for p in policy.pools):
         if not settings.prometheus_url:
-            raise CommandError("the config has forecasting pools: set PH_PROMETHEUS_URL to the Prometheus holding their history")
+            raise CommandError(
+                "the config has forecasting pools: set PH_PROMETHEUS_URL to the Prometheus holding their history"
+            )
         from predictive_headroom.sources.prometheus import PrometheusSource
 
         try:
@@ -76,9 +93,17 @@ def build_daemon(args: argparse.Namespace, settings: Settings, policy: Policy) -
         raise CommandError(str(exc)) from None
     discovery = CapacityBufferDiscovery(api)  # which CapacityBuffer version the cluster serves
     daemon = Daemon(
-        args.config, policy, source=source, forecaster=default_forecaster(), actuator=TargetActuator(api, discovery=discovery),
-        cluster=KubeClusterReader(api), dry_run=args.dry_run or settings.dry_run, interval=settings.reconcile_interval,
-        report_writer=report_writer(settings, getattr(source, "display_url", "")) if source else None,
+        args.config,
+        policy,
+        source=source,
+        forecaster=default_forecaster(),
+        actuator=TargetActuator(api, discovery=discovery),
+        cluster=KubeClusterReader(api),
+        dry_run=args.dry_run or settings.dry_run,
+        interval=settings.reconcile_interval,
+        report_writer=report_writer(settings, getattr(source, "display_url", ""))
+        if source
+        else None,
         target_apis=discovery,
     )
     return daemon, api
@@ -88,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings()
     except ValidationError as exc:
-        problems = "; ".join(f"PH_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"PH_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+        )
         raise CommandError(f"invalid environment settings: {problems}") from None
     setup_logging(settings.log_level, settings.log_format)
     policy = load_config(args.config)
@@ -102,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
         from predictive_headroom.kube.leader import LeaderElector
 
         # Followers refit and plan too (warm forecasts on failover); a new leader reconciles at once.
-        daemon.elector = LeaderElector.from_settings(api, settings, on_started_leading=runner.reconcile_now)
+        daemon.elector = LeaderElector.from_settings(
+            api, settings, on_started_leading=runner.reconcile_now
+        )
     return serve(daemon, runner, settings)
 
 
@@ -119,15 +148,27 @@ def serve(daemon: Daemon, runner: Runner, settings: Settings) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        http = HttpServer(daemon, daemon.metrics.exposition, settings.listen_host, settings.listen_port,
-                          settings.report_dir).start()
+        http = HttpServer(
+            daemon,
+            daemon.metrics.exposition,
+            settings.listen_host,
+            settings.listen_port,
+            settings.report_dir,
+        ).start()
     except OSError as exc:
-        raise CommandError(f"cannot listen on {settings.listen_host}:{settings.listen_port} (PH_LISTEN_PORT): {exc}") from None
+        raise CommandError(
+            f"cannot listen on {settings.listen_host}:{settings.listen_port} (PH_LISTEN_PORT): {exc}"
+        ) from None
     daemon.elector.start()
     runner.start()
     mode = "DRY-RUN, " if daemon.dry_run else ""
-    logger.info("daemon started (%s%d pool(s), reconcile every %gs, config %s)", mode, len(daemon.policy.pools),
-                settings.reconcile_interval, daemon.config_path)
+    logger.info(
+        "daemon started (%s%d pool(s), reconcile every %gs, config %s)",
+        mode,
+        len(daemon.policy.pools),
+        settings.reconcile_interval,
+        daemon.config_path,
+    )
     while not stop.wait(1.0):
         pass
     runner.stop()

@@ -7,7 +7,9 @@ import sys
 
 from predictive_headroom.policy.load import ConfigError, load_policy
 
-HELP = "check policy files; exit 2 with every problem (field path, line, bad value, what is expected)"
+HELP = (
+    "check policy files; exit 2 with every problem (field path, line, bad value, what is expected)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,5 +27,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         windows = sum(len(p.schedules) for p in policy.pools)
         forecasts = sum(1 for p in policy.pools if p.forecast and p.forecast.enabled)
-        print(f"{path}: ok: {len(policy.pools)} pool(s), {windows} schedule window(s), {forecasts} forecast(s)")
+        print(
+            f"{path}: ok: {len(policy.pools)} pool(s), {windows} schedule window(s), {forecasts} forecast(s)"
+        )
     return 2 if failed else 0

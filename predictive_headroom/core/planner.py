@@ -66,8 +66,12 @@ class ForecastPart:
 
 
 def forecast_part(
-    forecast: Forecast | NoForecast | None, at: float, lead_seconds: float, demand_per_replica: float,
-    observed: History | Unobserved | None = None, burst: tuple[float, str, str] | None = None,
+    forecast: Forecast | NoForecast | None,
+    at: float,
+    lead_seconds: float,
+    demand_per_replica: float,
+    observed: History | Unobserved | None = None,
+    burst: tuple[float, str, str] | None = None,
 ) -> ForecastPart:
     """Size the growth expected within the lead time: ceil((ramp + burst) / demandPerReplica).
 
@@ -89,7 +93,9 @@ def forecast_part(
         return ForecastPart(None, "forecast-expired")
     now_value = float(forecast.value_at(at))
     ramp = forecast.ramp_between(at, min(at + lead_seconds, forecast.expires_at))
-    value, source, fallback = burst if burst is not None else burst_allowance(forecast, at, lead_seconds, observed)
+    value, source, fallback = (
+        burst if burst is not None else burst_allowance(forecast, at, lead_seconds, observed)
+    )
     replicas = math.ceil(max(0.0, ramp + value) / demand_per_replica - 1e-9)
     return ForecastPart(max(0, replicas), "ok", ramp, value, now_value, source, fallback)
 
@@ -99,12 +105,17 @@ def table_burst(forecast: Forecast, at: float, lead_seconds: float) -> float:
     (placeholders asked for now must cover bursts that start anywhere within the lead time)."""
     if forecast.burst is None:
         return 0.0
-    edges = np.append(np.arange(at, at + lead_seconds, forecast.burst.bin_seconds), at + lead_seconds)
+    edges = np.append(
+        np.arange(at, at + lead_seconds, forecast.burst.bin_seconds), at + lead_seconds
+    )
     return float(np.max(forecast.burst.at(edges)))
 
 
 def burst_allowance(
-    forecast: Forecast, at: float, lead_seconds: float, observed: History | Unobserved | None,
+    forecast: Forecast,
+    at: float,
+    lead_seconds: float,
+    observed: History | Unobserved | None,
 ) -> tuple[float, str, str]:
     """(allowance, source, fallback): the model's answer on fresh observations, else the table's
     with the reason the model could not be used."""
@@ -174,8 +185,12 @@ def combine(
 
     info: dict[str, Any] = {"forecast_status": forecast.status}
     if forecast.status == "ok":
-        info.update(ramp=round(forecast.ramp, 6), burst=round(forecast.burst, 6), yhat=round(forecast.yhat or 0.0, 6),
-                    burst_source=forecast.burst_source)
+        info.update(
+            ramp=round(forecast.ramp, 6),
+            burst=round(forecast.burst, 6),
+            yhat=round(forecast.yhat or 0.0, 6),
+            burst_source=forecast.burst_source,
+        )
         if forecast.burst_fallback:
             info["burst_fallback"] = forecast.burst_fallback
     if details:
@@ -225,7 +240,9 @@ def plan_policy(
     """Plans for every pool, in config order; mappings are keyed by pool name."""
     clusters, forecasts, recent = clusters or {}, forecasts or {}, recent or {}
     return [
-        plan_pool(pool, at, clusters.get(pool.name), forecasts.get(pool.name), recent.get(pool.name, ()))
+        plan_pool(
+            pool, at, clusters.get(pool.name), forecasts.get(pool.name), recent.get(pool.name, ())
+        )
         for pool in policy.pools
     ]
 

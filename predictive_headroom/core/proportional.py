@@ -51,7 +51,14 @@ def ladder_step(steps: list[Step], value: float) -> int | None:
 
 def ladder_replicas(params: Ladder, nodes: int, cores: float) -> int:
     """CPA ladder: the larger of the cores ladder and the nodes ladder (a ladder may yield 0)."""
-    results = [r for r in (ladder_step(params.cores_to_replicas, cores), ladder_step(params.nodes_to_replicas, nodes)) if r is not None]
+    results = [
+        r
+        for r in (
+            ladder_step(params.cores_to_replicas, cores),
+            ladder_step(params.nodes_to_replicas, nodes),
+        )
+        if r is not None
+    ]
     return max(results)
 
 

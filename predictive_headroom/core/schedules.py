@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 
 from apscheduler.triggers.cron import CronTrigger
@@ -27,7 +27,7 @@ def _trigger(expression: str, tz: str) -> CronTrigger:
 
 
 def _utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, tz=timezone.utc)
+    return datetime.fromtimestamp(seconds, tz=UTC)
 
 
 def firings(trigger: CronTrigger, start: float, end: float) -> Iterator[float]:
@@ -90,7 +90,9 @@ class Floor:
     open_windows: tuple[str, ...]
 
 
-def schedule_floor(windows: Sequence[ScheduleWindow], at: float, lead_seconds: float = 0.0) -> Floor:
+def schedule_floor(
+    windows: Sequence[ScheduleWindow], at: float, lead_seconds: float = 0.0
+) -> Floor:
     """The highest `desiredReplicas` among the windows open at `at` (overlaps take the maximum)."""
     best, name, names = 0, None, []
     for window in windows:
@@ -101,7 +103,9 @@ def schedule_floor(windows: Sequence[ScheduleWindow], at: float, lead_seconds: f
     return Floor(best, name, tuple(names))
 
 
-def open_intervals(window: ScheduleWindow, start: float, end: float, lead_seconds: float = 0.0) -> list[tuple[float, float]]:
+def open_intervals(
+    window: ScheduleWindow, start: float, end: float, lead_seconds: float = 0.0
+) -> list[tuple[float, float]]:
     """The [open, close) intervals of `window` that overlap [start, end], lead time included.
 
     Equivalent to calling `is_open` at every instant, but fast enough for a backtest.

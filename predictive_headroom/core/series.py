@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -17,13 +17,15 @@ WEEK_SECONDS = 7 * DAY_SECONDS
 def to_epoch(when: datetime) -> float:
     """Return POSIX seconds for an aware datetime (naive ones are refused: time zones matter here)."""
     if when.tzinfo is None:
-        raise ValueError(f"time {when.isoformat()} has no UTC offset; add one, e.g. 'Z' or '+01:00'")
+        raise ValueError(
+            f"time {when.isoformat()} has no UTC offset; add one, e.g. 'Z' or '+01:00'"
+        )
     return when.timestamp()
 
 
 def from_epoch(seconds: float) -> datetime:
     """Return an aware UTC datetime for POSIX seconds."""
-    return datetime.fromtimestamp(float(seconds), tz=timezone.utc)
+    return datetime.fromtimestamp(float(seconds), tz=UTC)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,9 @@ class History:
         times = np.asarray(self.times, dtype=float)
         values = np.asarray(self.values, dtype=float)
         if times.shape != values.shape or times.ndim != 1:
-            raise ValueError(f"history {self.source!r}: times and values must be 1-D and of equal length")
+            raise ValueError(
+                f"history {self.source!r}: times and values must be 1-D and of equal length"
+            )
         if times.size > 1 and np.any(np.diff(times) <= 0):
             raise ValueError(f"history {self.source!r}: timestamps must be strictly ascending")
         object.__setattr__(self, "times", times)
@@ -64,12 +68,12 @@ class History:
         """The typical sampling interval (median spacing)."""
         return float(np.median(np.diff(self.times))) if len(self) > 1 else 0.0
 
-    def until(self, cutoff: float) -> "History":
+    def until(self, cutoff: float) -> History:
         """Return the part of the series at or before `cutoff` (POSIX seconds): what was known then."""
         n = int(np.searchsorted(self.times, cutoff, side="right"))
         return History(self.times[:n], self.values[:n], self.source)
 
-    def since(self, cutoff: float) -> "History":
+    def since(self, cutoff: float) -> History:
         """Return the part of the series at or after `cutoff`."""
         n = int(np.searchsorted(self.times, cutoff, side="left"))
         return History(self.times[n:], self.values[n:], self.source)
@@ -95,7 +99,7 @@ class BurstProfile:
         tod = ((np.mod(t, DAY_SECONDS)) // self.bin_seconds).astype(int) % bins
         if self.by_weekday:
             # 1970-01-01 was a Thursday; weekday() numbering has Monday = 0.
-            dow = ((np.floor(t / DAY_SECONDS).astype(int) + 3) % 7)
+            dow = (np.floor(t / DAY_SECONDS).astype(int) + 3) % 7
         else:
             dow = np.zeros_like(tod)
         out = self.values[dow, tod]
@@ -116,7 +120,7 @@ class BurstModel(Protocol):
     max_age_seconds: float
     """The oldest the latest observed sample may be (after the delay) for the model to be used."""
 
-    def allowance(self, observed: History, at: np.ndarray, forecast: "Forecast") -> np.ndarray:
+    def allowance(self, observed: History, at: np.ndarray, forecast: Forecast) -> np.ndarray:
         """The burst allowance (demand units, >= 0) at each instant of `at`, from samples of
         `observed` at or before `at - delay_seconds` only."""
         ...
@@ -147,7 +151,9 @@ class Forecast:
     shape: np.ndarray | None = None
     """The curve the planner reads the predictable ramp from, at `times`: the model's own fit, the
     one the burst profile's residuals were measured against. None means `yhat` itself."""
-    burst_for: Callable[[float], BurstProfile] | None = field(default=None, repr=False, compare=False)
+    burst_for: Callable[[float], BurstProfile] | None = field(
+        default=None, repr=False, compare=False
+    )
     """The burst profile at another quantile, from the same fit's residuals (None: not available).
     The backtest's quantile sweep uses it to price the dial without refitting."""
     burst_model: Any = field(default=None, repr=False, compare=False)
@@ -167,9 +173,13 @@ class Forecast:
     def at_quantile(self, quantile: float) -> Forecast:
         """This forecast with its burst profile at `quantile` (unchanged when that is unavailable)."""
         out = self
-        if self.burst_for is not None and not (self.burst is not None and self.burst.quantile == quantile):
+        if self.burst_for is not None and not (
+            self.burst is not None and self.burst.quantile == quantile
+        ):
             out = replace(out, burst=self.burst_for(quantile))
-        if self.burst_model_for is not None and not (self.burst_model is not None and self.burst_model.quantile == quantile):
+        if self.burst_model_for is not None and not (
+            self.burst_model is not None and self.burst_model.quantile == quantile
+        ):
             out = replace(out, burst_model=self.burst_model_for(quantile))
         return out
 
@@ -184,7 +194,10 @@ class Forecast:
 
     def covers(self, t: float) -> bool:
         """True when `t` lies within the forecast (allowing one step before the first point)."""
-        return bool(self.times.size) and self.times[0] - max(self.step_seconds, 1.0) <= t <= self.times[-1]
+        return (
+            bool(self.times.size)
+            and self.times[0] - max(self.step_seconds, 1.0) <= t <= self.times[-1]
+        )
 
     def value_at(self, t: float | np.ndarray) -> float | np.ndarray:
         """Linear interpolation of yhat at `t`."""
@@ -208,7 +221,9 @@ class Forecast:
     def ramp_between(self, start: float, end: float) -> float:
         """The predictable rise from `start` to the highest point of `shape` (else yhat) in [start, end]."""
         curve = self.yhat if self.shape is None else self.shape
-        return max(0.0, _peak(self.times, curve, start, end) - float(np.interp(start, self.times, curve)))
+        return max(
+            0.0, _peak(self.times, curve, start, end) - float(np.interp(start, self.times, curve))
+        )
 
 
 def _peak(times: np.ndarray, curve: np.ndarray, start: float, end: float) -> float:
@@ -228,7 +243,11 @@ class NoForecast:
 
 
 def burst_view(
-    pool: str, model: BurstModel | None, times: np.ndarray, demand: np.ndarray, allowance: np.ndarray,
+    pool: str,
+    model: BurstModel | None,
+    times: np.ndarray,
+    demand: np.ndarray,
+    allowance: np.ndarray,
 ) -> dict[str, Any] | None:
     """What the burst model asked for over `times` next to demand, and which features moved it
     (permutation importance, when the model can tell): the burst section of the report and the
@@ -241,7 +260,12 @@ def burst_view(
         return round(float(x), 4) if math.isfinite(x) else None
 
     return {
-        "pool": pool, "quantile": model.quantile, "lead_seconds": model.lead_seconds, "model": "quantile",
+        "pool": pool,
+        "quantile": model.quantile,
+        "lead_seconds": model.lead_seconds,
+        "model": "quantile",
         "times": [from_epoch(t).isoformat().replace("+00:00", "Z") for t in times],
-        "demand": [num(x) for x in demand], "allowance": [num(x) for x in allowance], "importance": list(ranked),
+        "demand": [num(x) for x in demand],
+        "allowance": [num(x) for x in allowance],
+        "importance": list(ranked),
     }

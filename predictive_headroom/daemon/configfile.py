@@ -49,7 +49,9 @@ class ConfigFile:
         except (ConfigError, OSError, UnicodeDecodeError) as exc:
             self._rejected, self.error = digest, str(exc)
             self.metrics.error("config")
-            logger.error("config changed but cannot be used; the previous config stays in force: %s", exc)
+            logger.error(
+                "config changed but cannot be used; the previous config stays in force: %s", exc
+            )
             return None
         return digest, policy
 

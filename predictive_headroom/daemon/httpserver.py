@@ -44,18 +44,26 @@ def latest_report(report_dir: Path | None) -> Path | None:
 class HttpServer:
     """Serves the endpoints on (host, port); port 0 picks a free one (see `.port`)."""
 
-    def __init__(self, daemon: Status, metrics_exposition: Any, host: str, port: int,
-                 report_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        daemon: Status,
+        metrics_exposition: Any,
+        host: str,
+        port: int,
+        report_dir: Path | None = None,
+    ) -> None:
         self.daemon, self.exposition, self.report_dir = daemon, metrics_exposition, report_dir
         self._httpd = ThreadingHTTPServer((host, port), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.1,), name="http", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.1,), name="http", daemon=True
+        )
 
     @property
     def port(self) -> int:
         return int(self._httpd.server_address[1])
 
-    def start(self) -> "HttpServer":
+    def start(self) -> HttpServer:
         """Serve in a background thread."""
         self._thread.start()
         logger.info("serving %s on port %d", ", ".join(ROUTES), self.port)
@@ -74,7 +82,11 @@ class HttpServer:
             return 200, "text/plain; charset=utf-8", b"ok\n"
         if path == "/readyz":
             ready, why = self.daemon.readiness()
-            return (200 if ready else 503), "text/plain; charset=utf-8", f"{'ok' if ready else 'not ready'}: {why}\n".encode()
+            return (
+                (200 if ready else 503),
+                "text/plain; charset=utf-8",
+                f"{'ok' if ready else 'not ready'}: {why}\n".encode(),
+            )
         if path == "/last-run":
             body = json.dumps(self.daemon.status(), indent=2, default=str).encode()
             return 200, "application/json", body
@@ -87,8 +99,10 @@ class HttpServer:
         directory = latest_report(self.report_dir)
         target = directory / name if directory else None
         if target is None or not target.is_file():
-            hint = (f"no report yet in {self.report_dir}: one is written after each refit (PH_REPORT_DIR); "
-                    "`predictive-headroom report` makes one by hand\n")
+            hint = (
+                f"no report yet in {self.report_dir}: one is written after each refit (PH_REPORT_DIR); "
+                "`predictive-headroom report` makes one by hand\n"
+            )
             return 404, "text/plain; charset=utf-8", hint.encode()
         kind = "application/json" if name.endswith(".json") else "text/html; charset=utf-8"
         return 200, kind, target.read_bytes()
@@ -100,13 +114,17 @@ class HttpServer:
             def log_message(self, fmt: str, *args: Any) -> None:
                 logger.debug("http: " + fmt, *args)
 
-            def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 try:
                     code, kind, body = server.answer(path)
                 except Exception:
                     logger.exception("http: answering %s failed", path)
-                    code, kind, body = 500, "text/plain; charset=utf-8", b"internal error; see the daemon's log\n"
+                    code, kind, body = (
+                        500,
+                        "text/plain; charset=utf-8",
+                        b"internal error; see the daemon's log\n",
+                    )
                 self.send_response(HTTPStatus(code))
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))

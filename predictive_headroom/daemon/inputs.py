@@ -43,12 +43,18 @@ class Inputs:
             self.metrics.error("cluster")
             last = self._clusters.get(pool.name)
             note = f"pool {pool.name}: cannot count nodes: {exc}"
-            logger.error("%s; %s", note, "using the last count" if last else "not scaling below the current replicas")
+            logger.error(
+                "%s; %s",
+                note,
+                "using the last count" if last else "not scaling below the current replicas",
+            )
             return last, None if last else note
         self._clusters[pool.name] = state
         return state, None
 
-    def prefetch(self, pools: Sequence[Pool], forecasts: Mapping[str, Forecast | NoForecast], at: float) -> None:
+    def prefetch(
+        self, pools: Sequence[Pool], forecasts: Mapping[str, Forecast | NoForecast], at: float
+    ) -> None:
         """Start the fresh reads of every pool that needs one at once: they wait on Prometheus, not on
         the CPU, so ten pools cost about one round trip. `observed` then collects each."""
         wanted = [p for p in pools if needs_observations(p, forecasts.get(p.name))]
@@ -56,16 +62,24 @@ class Inputs:
         if len(wanted) < 2 or self.source is None:
             return
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=FRESH_READ_WORKERS, thread_name_prefix="fresh-read")
+            self._executor = ThreadPoolExecutor(
+                max_workers=FRESH_READ_WORKERS, thread_name_prefix="fresh-read"
+            )
         for pool in wanted:
-            self._pending[pool.name] = self._executor.submit(observe_pool, pool, forecasts.get(pool.name), self.source, at)
+            self._pending[pool.name] = self._executor.submit(
+                observe_pool, pool, forecasts.get(pool.name), self.source, at
+            )
 
-    def observed(self, pool: Pool, forecast: Forecast | NoForecast | None, at: float) -> History | Unobserved | None:
+    def observed(
+        self, pool: Pool, forecast: Forecast | NoForecast | None, at: float
+    ) -> History | Unobserved | None:
         """The pool's latest observations when its forecast carries a burst model (one short range
         query covering what the model's features read, started by `prefetch` or read now); None
         when nothing needs them."""
         future = self._pending.pop(pool.name, None)
-        observed = future.result() if future is not None else observe_pool(pool, forecast, self.source, at)
+        observed = (
+            future.result() if future is not None else observe_pool(pool, forecast, self.source, at)
+        )
         if isinstance(observed, Unobserved) and observed.why == "fresh-read-failed":
             self.metrics.error("fresh-read")
             self.metrics.fresh_read_failures.labels(pool=pool.name).inc()

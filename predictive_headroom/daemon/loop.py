@@ -31,7 +31,7 @@ from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.inputs import Inputs
-from predictive_headroom.daemon.leadership import AlwaysLeader, Elector  # noqa: F401  (re-exported)
+from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
@@ -51,7 +51,9 @@ from predictive_headroom.protocols import (
 logger = logging.getLogger(__name__)
 
 NOT_FITTED = "not-fitted-yet"
-ReportWriter = Callable[[Policy, Mapping[str, Forecast | NoForecast], Mapping[str, History], float], Any]
+ReportWriter = Callable[
+    [Policy, Mapping[str, Forecast | NoForecast], Mapping[str, History], float], Any
+]
 """Writes the report after a refit: (policy, forecasts, histories, at) -> anything (e.g. its path)."""
 
 
@@ -79,7 +81,12 @@ class Daemon:
         self.config = ConfigFile(config_path, self.metrics)
         self.config_path = self.config.path
         self.policy = policy
-        self.source, self.forecaster, self.actuator, self.cluster = source, forecaster, actuator, cluster
+        self.source, self.forecaster, self.actuator, self.cluster = (
+            source,
+            forecaster,
+            actuator,
+            cluster,
+        )
         self.elector: Elector = elector or AlwaysLeader()
         self.clock, self.dry_run, self.interval = clock, dry_run, interval
         self.report_writer = report_writer
@@ -88,10 +95,15 @@ class Daemon:
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._forecasts: dict[str, Forecast | NoForecast] = {
-            p.name: NoForecast(NOT_FITTED) for p in policy.pools if p.forecast and p.forecast.enabled}
+            p.name: NoForecast(NOT_FITTED)
+            for p in policy.pools
+            if p.forecast and p.forecast.enabled
+        }
         self._recent: dict[str, list[PlanRecord]] = {}
         self.inputs = Inputs(source, cluster, self.metrics)
-        self.writer = TargetWriter(actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader)
+        self.writer = TargetWriter(
+            actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
+        )
         self.target_apis = TargetApiTracker(target_apis)
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
@@ -110,11 +122,15 @@ class Daemon:
         swapped in then. A failed fit keeps the last good forecast until it expires.
         """
         policy, at, started = self.policy, self.clock(), time.perf_counter()
-        chosen = [p for p in policy.pools if p.forecast is not None and (pools is None or p.name in pools)]
+        chosen = [
+            p for p in policy.pools if p.forecast is not None and (pools is None or p.name in pools)
+        ]
         if not chosen:
             return True
         if self.source is None:
-            raise RuntimeError("pools forecast but no demand source is configured (set PH_PROMETHEUS_URL)")
+            raise RuntimeError(
+                "pools forecast but no demand source is configured (set PH_PROMETHEUS_URL)"
+            )
         fresh: dict[str, Forecast | NoForecast] = {}
         histories: dict[str, History] = {}
         for pool in chosen:
@@ -126,7 +142,9 @@ class Daemon:
             logger.info("refit abandoned: the daemon is stopping; its forecasts are discarded")
             return False
         with self._lock:
-            if self.policy is not policy:  # reloaded meanwhile: keep results whose spec did not change
+            if (
+                self.policy is not policy
+            ):  # reloaded meanwhile: keep results whose spec did not change
                 fresh = {n: f for n, f in fresh.items() if same_forecast(policy, self.policy, n)}
             merged = {**self._forecasts, **keep_usable(self._forecasts, fresh, at)}
             self._forecasts = merged
@@ -138,25 +156,44 @@ class Daemon:
                 self.metrics.fit_seconds.labels(pool=name).set(fc.fit_seconds)
         if any(isinstance(fc, Forecast) for fc in fresh.values()):
             self.metrics.last_refit.set(self.clock())
-        self.last_refit = {"at": at, "seconds": round(time.perf_counter() - started, 3),
-                           "pools": {n: describe(merged[n]) for n in fresh if n in merged}}
+        self.last_refit = {
+            "at": at,
+            "seconds": round(time.perf_counter() - started, 3),
+            "pools": {n: describe(merged[n]) for n in fresh if n in merged},
+        }
         self._write_report(policy, merged, histories, at)
         return True
 
-    def _fit_one(self, policy: Policy, pool: Pool, at: float, histories: dict[str, History]) -> dict[str, Forecast | NoForecast]:
+    def _fit_one(
+        self, policy: Policy, pool: Pool, at: float, histories: dict[str, History]
+    ) -> dict[str, Forecast | NoForecast]:
         assert self.source is not None
         try:
-            result = fit_policy(policy.model_copy(update={"pools": [pool]}), self.source, at, self.forecaster, histories)
+            result = fit_policy(
+                policy.model_copy(update={"pools": [pool]}),
+                self.source,
+                at,
+                self.forecaster,
+                histories,
+            )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)
             self.metrics.error("fit")
             return {pool.name: NoForecast("fit-error", str(exc))}
-        if isinstance(result.get(pool.name), NoForecast) and result[pool.name].why == "source-error":
+        if (
+            isinstance(result.get(pool.name), NoForecast)
+            and result[pool.name].why == "source-error"
+        ):
             self.metrics.error("source")
         return result
 
-    def _write_report(self, policy: Policy, forecasts: Mapping[str, Forecast | NoForecast],
-                      histories: Mapping[str, History], at: float) -> None:
+    def _write_report(
+        self,
+        policy: Policy,
+        forecasts: Mapping[str, Forecast | NoForecast],
+        histories: Mapping[str, History],
+        at: float,
+    ) -> None:
         if self.report_writer is None or not histories:
             return
         try:
@@ -182,7 +219,9 @@ class Daemon:
         outcomes = []
         for pool in policy.pools:
             if self.stopping.is_set():  # leave the remaining pools as they are
-                outcomes.append(PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping"))
+                outcomes.append(
+                    PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
+                )
                 continue
             outcomes.append(self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)))
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
@@ -191,10 +230,19 @@ class Daemon:
             self.last_success_at = at
             self.metrics.last_reconcile.set(at)
         log = logger.info if result.ok else logger.warning
-        log(result.summary(), extra={"pools": [o.to_dict() for o in outcomes], "leader": leader, "dry_run": self.dry_run})
+        log(
+            result.summary(),
+            extra={
+                "pools": [o.to_dict() for o in outcomes],
+                "leader": leader,
+                "dry_run": self.dry_run,
+            },
+        )
         return result
 
-    def _reconcile_pool(self, pool: Pool, at: float, leader: bool, forecast: Forecast | NoForecast | None) -> PoolOutcome:
+    def _reconcile_pool(
+        self, pool: Pool, at: float, leader: bool, forecast: Forecast | NoForecast | None
+    ) -> PoolOutcome:
         plan: Plan | None = None
         try:
             cluster, cluster_note = self.inputs.cluster_state(pool)
@@ -211,7 +259,11 @@ class Daemon:
             if outcome.plan is not None and outcome.plan is not plan:  # held up for a missing input
                 self.metrics.record_plan(outcome.plan)
             if outcome.current is not None:
-                applied = outcome.plan.desired if outcome.action == "scaled" and outcome.plan else outcome.current
+                applied = (
+                    outcome.plan.desired
+                    if outcome.action == "scaled" and outcome.plan
+                    else outcome.current
+                )
                 self.metrics.applied.labels(pool=pool.name).set(applied)
             if cluster_note and outcome.error is None:
                 outcome.error = cluster_note
@@ -223,7 +275,9 @@ class Daemon:
         except Exception as exc:
             logger.exception("pool %s: reconcile failed", pool.name)
             self.metrics.error("internal")
-            return PoolOutcome(pool.name, "error", plan, error=f"pool {pool.name}: {type(exc).__name__}: {exc}")
+            return PoolOutcome(
+                pool.name, "error", plan, error=f"pool {pool.name}: {type(exc).__name__}: {exc}"
+            )
 
     # -- config reload -------------------------------------------------------------------------
 
@@ -247,8 +301,16 @@ class Daemon:
         names = {p.name for p in policy.pools}
         removed = {p.name for p in old.pools} - names
         with self._lock:
-            forecasts = {n: f for n, f in self._forecasts.items() if n in names and same_forecast(old, policy, n)}
-            refit = {p.name for p in policy.pools if p.forecast and p.forecast.enabled and p.name not in forecasts}
+            forecasts = {
+                n: f
+                for n, f in self._forecasts.items()
+                if n in names and same_forecast(old, policy, n)
+            }
+            refit = {
+                p.name
+                for p in policy.pools
+                if p.forecast and p.forecast.enabled and p.name not in forecasts
+            }
             forecasts.update({n: NoForecast(NOT_FITTED) for n in refit})
             self.policy, self._forecasts = policy, forecasts
         self.writer.forget(removed)
@@ -258,9 +320,13 @@ class Daemon:
         for name in removed:
             self.metrics.forget_pool(name)
         self.target_apis.invalidate()  # a pool may pin another CapacityBuffer version now
-        logger.info("config reloaded from %s: %d pool(s)%s%s", self.config_path, len(policy.pools),
-                    f"; removed {', '.join(sorted(removed))}" if removed else "",
-                    f"; refitting {', '.join(sorted(refit))}" if refit else "")
+        logger.info(
+            "config reloaded from %s: %d pool(s)%s%s",
+            self.config_path,
+            len(policy.pools),
+            f"; removed {', '.join(sorted(removed))}" if removed else "",
+            f"; refitting {', '.join(sorted(refit))}" if refit else "",
+        )
         return refit
 
     # -- health --------------------------------------------------------------------------------
@@ -273,14 +339,21 @@ class Daemon:
             return False, "leader, but no reconcile has succeeded yet"
         age = self.clock() - self.last_success_at
         if age > 3 * self.interval:
-            return False, f"leader, but the last successful reconcile was {age:.0f}s ago (limit {3 * self.interval:.0f}s)"
+            return (
+                False,
+                f"leader, but the last successful reconcile was {age:.0f}s ago (limit {3 * self.interval:.0f}s)",
+            )
         return True, f"config loaded; leader; last successful reconcile {age:.0f}s ago"
 
     def status(self) -> dict[str, Any]:
         """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config, `target_apis`."""
         return {
-            "config": {"path": str(self.config_path), "sha256": self.config.sha256, "pools": [p.name for p in self.policy.pools],
-                       "rejected_change": self.config.error},
+            "config": {
+                "path": str(self.config_path),
+                "sha256": self.config.sha256,
+                "pools": [p.name for p in self.policy.pools],
+                "rejected_change": self.config.error,
+            },
             "leader": bool(self.elector.is_leader),
             "dry_run": self.dry_run,
             "reconcile": self.last_reconcile.to_dict() if self.last_reconcile else None,
@@ -291,7 +364,9 @@ class Daemon:
         }
 
 
-def _missing_input(pool: Pool, forecast: Forecast | NoForecast | None, cluster: ClusterState | None) -> str | None:
+def _missing_input(
+    pool: Pool, forecast: Forecast | NoForecast | None, cluster: ClusterState | None
+) -> str | None:
     """Why the plan lacks an input it will have later (then the target is not scaled down)."""
     if isinstance(forecast, NoForecast) and forecast.why == NOT_FITTED:
         return NOT_FITTED

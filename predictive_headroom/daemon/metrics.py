@@ -5,6 +5,8 @@ Each daemon (and each test) owns a `Metrics`; the HTTP server exposes its `regis
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
@@ -22,9 +24,17 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.desired = Gauge(f"{PREFIX}_desired_replicas", "Placeholder pod replicas the plan asks for.", ["pool"], registry=r)
+        self.desired = Gauge(
+            f"{PREFIX}_desired_replicas",
+            "Placeholder pod replicas the plan asks for.",
+            ["pool"],
+            registry=r,
+        )
         self.applied = Gauge(
-            f"{PREFIX}_applied_replicas", "Replicas the target had after the last reconcile.", ["pool"], registry=r
+            f"{PREFIX}_applied_replicas",
+            "Replicas the target had after the last reconcile.",
+            ["pool"],
+            registry=r,
         )
         self.component = Gauge(
             f"{PREFIX}_component_replicas",
@@ -33,7 +43,10 @@ class Metrics:
             registry=r,
         )
         self.reason = Gauge(
-            f"{PREFIX}_plan_reason_info", "The reason of the current plan (value 1).", ["pool", "reason"], registry=r
+            f"{PREFIX}_plan_reason_info",
+            "The reason of the current plan (value 1).",
+            ["pool", "reason"],
+            registry=r,
         )
         self.forecast_demand = Gauge(
             f"{PREFIX}_forecast_demand",
@@ -42,7 +55,10 @@ class Metrics:
             registry=r,
         )
         self.observed_demand = Gauge(
-            f"{PREFIX}_observed_demand", "The latest demand sample read (at the last refit or reconcile).", ["pool"], registry=r
+            f"{PREFIX}_observed_demand",
+            "The latest demand sample read (at the last refit or reconcile).",
+            ["pool"],
+            registry=r,
         )
         self.burst_allowance = Gauge(
             f"{PREFIX}_burst_allowance",
@@ -58,16 +74,22 @@ class Metrics:
             registry=r,
         )
         self.last_refit = Gauge(
-            f"{PREFIX}_last_refit_timestamp_seconds", "When the last refit that fitted a forecast completed (POSIX seconds).", registry=r
+            f"{PREFIX}_last_refit_timestamp_seconds",
+            "When the last refit that fitted a forecast completed (POSIX seconds).",
+            registry=r,
         )
         self.last_reconcile = Gauge(
             f"{PREFIX}_last_reconcile_timestamp_seconds",
             "When the last successful reconcile completed (POSIX seconds).",
             registry=r,
         )
-        self.fit_seconds = Gauge(f"{PREFIX}_fit_seconds", "Seconds the last forecast fit took.", ["pool"], registry=r)
+        self.fit_seconds = Gauge(
+            f"{PREFIX}_fit_seconds", "Seconds the last forecast fit took.", ["pool"], registry=r
+        )
         self.errors = Counter(f"{PREFIX}_errors", "Errors by kind.", ["kind"], registry=r)
-        self.leader = Gauge(f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r)
+        self.leader = Gauge(
+            f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
+        )
         for kind in ERROR_KINDS:
             self.errors.labels(kind=kind)
         self._reasons: dict[str, str] = {}
@@ -94,13 +116,21 @@ class Metrics:
             if other != source:
                 self._drop(self.burst_allowance, plan.pool, other)
         if source is not None:
-            self.burst_allowance.labels(pool=plan.pool, source=source).set(float(plan.details.get("burst", 0.0)))
+            self.burst_allowance.labels(pool=plan.pool, source=source).set(
+                float(plan.details.get("burst", 0.0))
+            )
 
     def record_forecast(self, pool: str, forecast: Forecast | NoForecast | None, at: float) -> None:
         """Forecast yhat/lower/upper at `at` (now + leadTime); removed when there is no usable forecast."""
         if isinstance(forecast, Forecast) and forecast.covers(at):
-            for bound, values in (("yhat", forecast.yhat), ("lower", forecast.lower), ("upper", forecast.upper)):
-                self.forecast_demand.labels(pool=pool, bound=bound).set(float(np.interp(at, forecast.times, values)))
+            for bound, values in (
+                ("yhat", forecast.yhat),
+                ("lower", forecast.lower),
+                ("upper", forecast.upper),
+            ):
+                self.forecast_demand.labels(pool=pool, bound=bound).set(
+                    float(np.interp(at, forecast.times, values))
+                )
         else:
             for bound in ("yhat", "lower", "upper"):
                 self._drop(self.forecast_demand, pool, bound)
@@ -122,10 +152,8 @@ class Metrics:
 
     @staticmethod
     def _drop(metric: Gauge, *labels: str) -> None:
-        try:
+        with contextlib.suppress(KeyError):
             metric.remove(*labels)
-        except KeyError:
-            pass
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""

@@ -22,7 +22,11 @@ class PoolOutcome:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.pool, "action": self.action, "current_replicas": self.current}
+        out: dict[str, Any] = {
+            "name": self.pool,
+            "action": self.action,
+            "current_replicas": self.current,
+        }
         if self.plan is not None:
             out.update({k: v for k, v in plan_to_dict(self.plan).items() if k != "name"})
         if self.error:
@@ -32,7 +36,11 @@ class PoolOutcome:
     def summary(self) -> str:
         if self.plan is None:
             return f"{self.pool}=? ({self.action}: {self.error})"
-        change = f"{self.current}->{self.plan.desired}" if self.action in ("scaled", "dry-run") else self.action
+        change = (
+            f"{self.current}->{self.plan.desired}"
+            if self.action in ("scaled", "dry-run")
+            else self.action
+        )
         if self.action == "error":
             change = f"error: {self.error}"
         return f"{self.pool}={self.plan.desired} ({self.plan.reason}, {change})"
@@ -60,10 +68,17 @@ class ReconcileResult:
 
     def summary(self) -> str:
         role = ("DRY-RUN " if self.dry_run else "") + ("leader" if self.leader else "follower")
-        return (f"reconcile ({role}, {self.seconds * 1000:.0f} ms): "
-                + "; ".join(o.summary() for o in self.pools))
+        return f"reconcile ({role}, {self.seconds * 1000:.0f} ms): " + "; ".join(
+            o.summary() for o in self.pools
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"at": self.at, "seconds": round(self.seconds, 4), "ok": self.ok, "leader": self.leader,
-                "dry_run": self.dry_run, "pools": [o.to_dict() for o in self.pools],
-                "errors": [o.error for o in self.pools if o.error]}
+        return {
+            "at": self.at,
+            "seconds": round(self.seconds, 4),
+            "ok": self.ok,
+            "leader": self.leader,
+            "dry_run": self.dry_run,
+            "pools": [o.to_dict() for o in self.pools],
+            "errors": [o.error for o in self.pools if o.error],
+        }

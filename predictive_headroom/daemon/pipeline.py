@@ -16,7 +16,9 @@ from predictive_headroom.protocols import Forecaster, Source, SourceError
 logger = logging.getLogger(__name__)
 
 
-def source_from_args(data: str | None, prometheus_url: str | None, settings: Settings | None = None) -> Source:
+def source_from_args(
+    data: str | None, prometheus_url: str | None, settings: Settings | None = None
+) -> Source:
     """A CSV source for `data`, else a Prometheus source for `prometheus_url` (or PH_PROMETHEUS_URL)."""
     settings = settings or Settings()
     if data:
@@ -27,7 +29,9 @@ def source_from_args(data: str | None, prometheus_url: str | None, settings: Set
     if not url:
         from predictive_headroom.commands import CommandError
 
-        raise CommandError("no demand history: pass --data CSV or --prometheus-url URL (or set PH_PROMETHEUS_URL)")
+        raise CommandError(
+            "no demand history: pass --data CSV or --prometheus-url URL (or set PH_PROMETHEUS_URL)"
+        )
     from predictive_headroom.sources.prometheus import PrometheusSource
 
     return PrometheusSource(url, settings)
@@ -50,7 +54,9 @@ def fetch_history(pool: Pool, source: Source, at: float) -> History | NoForecast
         return NoForecast("source-error", str(exc))
 
 
-def fit_pool(pool: Pool, history: History, forecaster: Forecaster, at: float) -> Forecast | NoForecast:
+def fit_pool(
+    pool: Pool, history: History, forecaster: Forecaster, at: float
+) -> Forecast | NoForecast:
     """Fit one pool's forecast on `history` as known at `at`."""
     assert pool.forecast is not None
     return forecaster.fit(history, pool.forecast, pool.lead_time.total_seconds(), at)
@@ -88,10 +94,16 @@ def fit_policy(
 
 def needs_observations(pool: Pool, forecast: Forecast | NoForecast | None) -> bool:
     """True when the pool's forecast carries a burst model, which reads the latest observations."""
-    return isinstance(forecast, Forecast) and forecast.burst_model is not None and pool.forecast is not None
+    return (
+        isinstance(forecast, Forecast)
+        and forecast.burst_model is not None
+        and pool.forecast is not None
+    )
 
 
-def observe_pool(pool: Pool, forecast: Forecast | NoForecast | None, source: Source | None, at: float) -> History | Unobserved | None:
+def observe_pool(
+    pool: Pool, forecast: Forecast | NoForecast | None, source: Source | None, at: float
+) -> History | Unobserved | None:
     """The pool's latest observations up to `at` when its forecast carries a burst model: one short
     range query covering what the model's features read. None when nothing needs them; an
     `Unobserved` saying why when the read fails (the planner then uses the refit-time table)."""
@@ -105,7 +117,11 @@ def observe_pool(pool: Pool, forecast: Forecast | NoForecast | None, source: Sou
     try:
         return source.recent(pool.forecast, at, span)
     except Exception as exc:  # any failure: the table stands in, the floors are untouched
-        logger.warning("pool %s: cannot read the latest observations, using the refit-time burst table: %s", pool.name, exc)
+        logger.warning(
+            "pool %s: cannot read the latest observations, using the refit-time burst table: %s",
+            pool.name,
+            exc,
+        )
         return Unobserved("fresh-read-failed", str(exc))
 
 
@@ -113,7 +129,12 @@ def same_forecast(a: Policy, b: Policy, name: str) -> bool:
     """True when pool `name` exists in both policies with the same forecast spec and lead time."""
     pa = next((p for p in a.pools if p.name == name), None)
     pb = next((p for p in b.pools if p.name == name), None)
-    return pa is not None and pb is not None and pa.forecast == pb.forecast and pa.lead_time == pb.lead_time
+    return (
+        pa is not None
+        and pb is not None
+        and pa.forecast == pb.forecast
+        and pa.lead_time == pb.lead_time
+    )
 
 
 def describe(forecast: Forecast | NoForecast) -> str:
@@ -124,7 +145,9 @@ def describe(forecast: Forecast | NoForecast) -> str:
 
 
 def keep_usable(
-    previous: Mapping[str, Forecast | NoForecast], fresh: Mapping[str, Forecast | NoForecast], at: float
+    previous: Mapping[str, Forecast | NoForecast],
+    fresh: Mapping[str, Forecast | NoForecast],
+    at: float,
 ) -> dict[str, Forecast | NoForecast]:
     """Fresh forecasts, except that a failed refit keeps the last good forecast until it expires."""
     merged: dict[str, Forecast | NoForecast] = dict(fresh)
@@ -132,8 +155,15 @@ def keep_usable(
         old = previous.get(name)
         if isinstance(new, NoForecast) and isinstance(old, Forecast) and new.why != "disabled":
             if at <= old.expires_at:
-                logger.warning("pool %s: refit failed (%s); keeping the forecast fitted at %s", name, new.why, old.history_end)
+                logger.warning(
+                    "pool %s: refit failed (%s); keeping the forecast fitted at %s",
+                    name,
+                    new.why,
+                    old.history_end,
+                )
                 merged[name] = old
             else:
-                merged[name] = NoForecast("forecast-expired", f"last good forecast expired; refit failed: {new.why}")
+                merged[name] = NoForecast(
+                    "forecast-expired", f"last good forecast expired; refit failed: {new.why}"
+                )
     return merged

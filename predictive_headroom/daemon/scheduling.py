@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from datetime import UTC
 from typing import Any
 
 from predictive_headroom.daemon.loop import Daemon
@@ -45,7 +46,11 @@ class Runner:
         self.scheduler = BackgroundScheduler(
             timezone="UTC",
             executors={"default": ThreadPoolExecutor(1), "refit": ThreadPoolExecutor(1)},
-            job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": max(30, int(interval))},
+            job_defaults={
+                "max_instances": 1,
+                "coalesce": True,
+                "misfire_grace_time": max(30, int(interval)),
+            },
         )
         daemon.on_reload = self._reloaded
         self._gate = threading.Lock()
@@ -55,8 +60,12 @@ class Runner:
         """Schedule the jobs, then run a refit and a reconcile at once."""
         from apscheduler.triggers.interval import IntervalTrigger
 
-        self.scheduler.add_job(self._reconcile, IntervalTrigger(seconds=self.interval, timezone="UTC"),
-                               id="reconcile", next_run_time=_utc_now())
+        self.scheduler.add_job(
+            self._reconcile,
+            IntervalTrigger(seconds=self.interval, timezone="UTC"),
+            id="reconcile",
+            next_run_time=_utc_now(),
+        )
         self._schedule_refits(self.daemon.policy)
         self._refit_now(None)
         self.scheduler.start()
@@ -114,16 +123,27 @@ class Runner:
                 return
 
     def _refit_now(self, pools: list[str] | None) -> None:
-        self.scheduler.add_job(self._refit, args=[pools], executor="refit", next_run_time=_utc_now(),
-                               misfire_grace_time=None)
+        self.scheduler.add_job(
+            self._refit,
+            args=[pools],
+            executor="refit",
+            next_run_time=_utc_now(),
+            misfire_grace_time=None,
+        )
 
     def _schedule_refits(self, policy: Policy) -> None:
         for job in self.scheduler.get_jobs():
             if job.id.startswith("refit:"):
                 job.remove()
         for cron, pools in _refit_groups(policy).items():
-            self.scheduler.add_job(self._refit, cron_trigger(cron, "UTC"), args=[pools], id=f"refit:{cron}",
-                                   executor="refit", misfire_grace_time=600)
+            self.scheduler.add_job(
+                self._refit,
+                cron_trigger(cron, "UTC"),
+                args=[pools],
+                id=f"refit:{cron}",
+                executor="refit",
+                misfire_grace_time=600,
+            )
 
     def _reloaded(self, refit: set[str]) -> None:
         self._schedule_refits(self.daemon.policy)
@@ -132,6 +152,6 @@ class Runner:
 
 
 def _utc_now() -> Any:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

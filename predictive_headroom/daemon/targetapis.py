@@ -16,8 +16,11 @@ from predictive_headroom.protocols import TargetApis
 
 logger = logging.getLogger(__name__)
 
-_CHOSEN_BY = {"target.apiVersion": "pinned by target.apiVersion", "server-preferred": "the server's preferred version",
-              "newest-supported": "the newest served version this daemon supports"}
+_CHOSEN_BY = {
+    "target.apiVersion": "pinned by target.apiVersion",
+    "server-preferred": "the server's preferred version",
+    "newest-supported": "the newest served version this daemon supports",
+}
 
 
 class TargetApiTracker:
@@ -41,19 +44,33 @@ class TargetApiTracker:
             self.apis.refresh()
         try:
             found = self.apis.describe(pools)
-        except Exception as exc:  # an unexpected answer must not stop the other pools; each pool reports it
+        except (
+            Exception
+        ) as exc:  # an unexpected answer must not stop the other pools; each pool reports it
             logger.exception("API discovery failed")
-            found = {p.name: {"kind": p.target.kind, "api_version": None, "scope": None, "chosen_by": None,
-                              "error": f"pool {p.name}: API discovery failed: {type(exc).__name__}: {exc}"}
-                     for p in pools if p.target.kind == "CapacityBuffer"}
+            found = {
+                p.name: {
+                    "kind": p.target.kind,
+                    "api_version": None,
+                    "scope": None,
+                    "chosen_by": None,
+                    "error": f"pool {p.name}: API discovery failed: {type(exc).__name__}: {exc}",
+                }
+                for p in pools
+                if p.target.kind == "CapacityBuffer"
+            }
         for name, entry in sorted(found.items()):
             if self.found.get(name) == entry:
                 continue
             if entry.get("error"):
                 logger.error("%s", entry["error"])
             else:
-                logger.info("pool %s: CapacityBuffer API %s (%s, %s)", name, entry["api_version"],
-                            "namespaced" if entry["scope"] == "Namespaced" else "cluster-scoped",
-                            _CHOSEN_BY.get(entry["chosen_by"], entry["chosen_by"]))
+                logger.info(
+                    "pool %s: CapacityBuffer API %s (%s, %s)",
+                    name,
+                    entry["api_version"],
+                    "namespaced" if entry["scope"] == "Namespaced" else "cluster-scoped",
+                    _CHOSEN_BY.get(entry["chosen_by"], entry["chosen_by"]),
+                )
         self.found, self._fresh = found, True
         return found

@@ -70,8 +70,15 @@ class TargetWriter:
         state = self.actuator.read(pool)
         if state.paused:
             self._applied.pop(pool.name, None)
-            logger.info("pool %s: %s is paused (annotation predictive-headroom.io/paused=true); leaving it at %d "
-                        "replicas (plan: %d, %s)", pool.name, target, state.replicas, plan.desired, plan.reason)
+            logger.info(
+                "pool %s: %s is paused (annotation predictive-headroom.io/paused=true); leaving it at %d "
+                "replicas (plan: %d, %s)",
+                pool.name,
+                target,
+                state.replicas,
+                plan.desired,
+                plan.reason,
+            )
             return PoolOutcome(pool.name, "paused", plan, state.replicas)
         if missing and plan.desired < state.replicas:
             plan = dataclasses.replace(plan, desired=state.replicas, reason=f"hold:{missing}")
@@ -84,8 +91,15 @@ class TargetWriter:
             return PoolOutcome(pool.name, "unchanged", plan, state.replicas)
         if applied is not None and state.replicas != applied and plan.desired == planned_before:
             if pool.name not in self._overridden:
-                logger.warning("pool %s: %s was scaled to %d by someone else (we set %d); leaving it until the plan "
-                               "changes from %d", pool.name, target, state.replicas, applied, plan.desired)
+                logger.warning(
+                    "pool %s: %s was scaled to %d by someone else (we set %d); leaving it until the plan "
+                    "changes from %d",
+                    pool.name,
+                    target,
+                    state.replicas,
+                    applied,
+                    plan.desired,
+                )
                 self._overridden.add(pool.name)
             return PoolOutcome(pool.name, "manual-override", plan, state.replicas)
         if self.dry_run:

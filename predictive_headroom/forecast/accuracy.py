@@ -68,7 +68,9 @@ def holdout_seconds(history: History) -> float:
     return min(DEFAULT_HOLDOUT_SECONDS, history_length(history) / 4)
 
 
-def scores(actual: np.ndarray, predicted: np.ndarray, naive: np.ndarray) -> tuple[float | None, float, float | None]:
+def scores(
+    actual: np.ndarray, predicted: np.ndarray, naive: np.ndarray
+) -> tuple[float | None, float, float | None]:
     """Return (MAPE %, sMAPE %, MASE) of `predicted` against `actual`, MASE relative to `naive`."""
     err = np.abs(actual - predicted)
     nonzero = actual != 0
@@ -82,7 +84,9 @@ def scores(actual: np.ndarray, predicted: np.ndarray, naive: np.ndarray) -> tupl
     return mape, smape, mase
 
 
-def evaluate(history: History, spec: ForecastSpec, forecaster: Forecaster, lead_seconds: float) -> Accuracy:
+def evaluate(
+    history: History, spec: ForecastSpec, forecaster: Forecaster, lead_seconds: float
+) -> Accuracy:
     """Fit `forecaster` on all but the last days of `history` and score it on those days.
 
     Raises ValueError when the history is too short to leave a day to fit on, or when the
@@ -105,7 +109,9 @@ def evaluate(history: History, spec: ForecastSpec, forecaster: Forecaster, lead_
     actual = held.values
     predicted = _read(result, held.times, "yhat")
     mape, smape, mase = scores(actual, predicted, _read(naive, held.times, "yhat"))
-    inside = (actual >= _read(result, held.times, "lower")) & (actual <= _read(result, held.times, "upper"))
+    inside = (actual >= _read(result, held.times, "lower")) & (
+        actual <= _read(result, held.times, "upper")
+    )
     return Accuracy(
         model=result.model,
         mape=mape,
@@ -116,7 +122,9 @@ def evaluate(history: History, spec: ForecastSpec, forecaster: Forecaster, lead_
         holdout_start=float(held.start),
         holdout_end=float(held.end),
         points=len(held),
-        seasonal_period_seconds=float(WEEK_SECONDS if history_length(train) >= WEEK_SECONDS else DAY_SECONDS),
+        seasonal_period_seconds=float(
+            WEEK_SECONDS if history_length(train) >= WEEK_SECONDS else DAY_SECONDS
+        ),
     )
 
 

@@ -26,7 +26,9 @@ class Choice:
     level_share: float
     errors: np.ndarray
 
-    def combine(self, prophet: np.ndarray, level: float | np.ndarray, naive: np.ndarray) -> np.ndarray:
+    def combine(
+        self, prophet: np.ndarray, level: float | np.ndarray, naive: np.ndarray
+    ) -> np.ndarray:
         """The blended forecast: weighted Prophet (plus its share of the level) and seasonal naive."""
         return self.weight * (prophet + self.level_share * level) + (1 - self.weight) * naive
 

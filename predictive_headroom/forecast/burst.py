@@ -73,7 +73,9 @@ def residual_growth(values: np.ndarray, yhat: np.ndarray | None, window: int) ->
     if yhat is None:
         ramp = np.zeros_like(values)
     else:
-        ramp = np.maximum(0.0, _forward_max(np.asarray(yhat, dtype=float), window, include_current=True) - yhat)
+        ramp = np.maximum(
+            0.0, _forward_max(np.asarray(yhat, dtype=float), window, include_current=True) - yhat
+        )
     return np.maximum(0.0, growth - ramp)
 
 
@@ -113,13 +115,17 @@ def burst_profile(
     if not 0 < quantile < 1:
         raise ValueError(f"burst quantile must be between 0 and 1, got {quantile}")
     if bin_seconds <= 0 or DAY_SECONDS % bin_seconds:
-        raise ValueError(f"burst bin width {bin_seconds:g}s must divide a day (e.g. 900, 1800, 3600)")
+        raise ValueError(
+            f"burst bin width {bin_seconds:g}s must divide a day (e.g. 900, 1800, 3600)"
+        )
     step = step_seconds or history.step_seconds or bin_seconds
     bins = int(DAY_SECONDS // bin_seconds)
     span = history.span_seconds + step if len(history) else 0.0
     weekday = span >= WEEKDAY_MIN_DAYS * DAY_SECONDS if by_weekday is None else by_weekday
     if len(history) < 2:
-        return BurstProfile(quantile, lead_seconds, bin_seconds, np.zeros((7 if weekday else 1, bins)), weekday)
+        return BurstProfile(
+            quantile, lead_seconds, bin_seconds, np.zeros((7 if weekday else 1, bins)), weekday
+        )
 
     values = np.asarray(history.values, dtype=float)
     times = history.times
@@ -154,7 +160,9 @@ def burst_profile(
     return BurstProfile(quantile, lead_seconds, bin_seconds, table, True)
 
 
-def naive_burst_profile(history: History, lead_seconds: float, quantile: float, now: float) -> BurstProfile:
+def naive_burst_profile(
+    history: History, lead_seconds: float, quantile: float, now: float
+) -> BurstProfile:
     """The model-free baseline: burst by time of day from the 14 days before `now`, with ramp 0."""
     recent = history.until(now).since(now - NAIVE_WINDOW_SECONDS)
     return burst_profile(recent, None, lead_seconds, quantile, by_weekday=False)

@@ -27,9 +27,19 @@ from numpy.lib.stride_tricks import sliding_window_view
 from predictive_headroom.core.series import DAY_SECONDS, WEEK_SECONDS
 
 FEATURES = (
-    "time of day (sin)", "time of day (cos)", "day of week (sin)", "day of week (cos)",
-    "observation age", "level", "change 1 step", "change 3 steps", "change 10 steps",
-    "largest growth 30 min", "largest growth 2 h", "predicted ramp", "residual",
+    "time of day (sin)",
+    "time of day (cos)",
+    "day of week (sin)",
+    "day of week (cos)",
+    "observation age",
+    "level",
+    "change 1 step",
+    "change 3 steps",
+    "change 10 steps",
+    "largest growth 30 min",
+    "largest growth 2 h",
+    "predicted ramp",
+    "residual",
 )
 """Column names, in order; the report names them in the importance table."""
 CHANGE_STEPS = (1, 3, 10)
@@ -83,8 +93,16 @@ def newest_known(times: np.ndarray, at: np.ndarray, delay: float) -> np.ndarray:
 
 
 def feature_matrix(
-    times: np.ndarray, values: np.ndarray, columns: np.ndarray, at: np.ndarray, *,
-    delay: float, step: float, lead: float, scale: float, curve: tuple[np.ndarray, np.ndarray] | None,
+    times: np.ndarray,
+    values: np.ndarray,
+    columns: np.ndarray,
+    at: np.ndarray,
+    *,
+    delay: float,
+    step: float,
+    lead: float,
+    scale: float,
+    curve: tuple[np.ndarray, np.ndarray] | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(X, newest) for instants `at`: the feature rows and the index of the sample each one read.
 
@@ -96,7 +114,9 @@ def feature_matrix(
     safe = np.where(has, idx, 0)
     x = np.full((at.size, len(FEATURES)), np.nan)
     day = 2 * math.pi * np.mod(at, DAY_SECONDS) / DAY_SECONDS
-    week = 2 * math.pi * np.mod(at + 3 * DAY_SECONDS, WEEK_SECONDS) / WEEK_SECONDS  # epoch was a Thursday
+    week = (
+        2 * math.pi * np.mod(at + 3 * DAY_SECONDS, WEEK_SECONDS) / WEEK_SECONDS
+    )  # epoch was a Thursday
     x[:, 0], x[:, 1], x[:, 2], x[:, 3] = np.sin(day), np.cos(day), np.sin(week), np.cos(week)
     x[:, 4] = (at - times[safe]) / step
     x[:, 5:11] = columns[safe] / scale

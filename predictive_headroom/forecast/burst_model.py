@@ -43,7 +43,13 @@ MAX_ROWS = 10_000
 """Training minutes, evenly strided (28 days: every fourth minute)."""
 IMPORTANCE_ROWS = 1440
 """Permutation importance is measured on the last day of training minutes."""
-PARAMS = {"max_iter": 150, "max_leaf_nodes": 15, "min_samples_leaf": 100, "learning_rate": 0.1, "l2_regularization": 1.0}
+PARAMS = {
+    "max_iter": 150,
+    "max_leaf_nodes": 15,
+    "min_samples_leaf": 100,
+    "learning_rate": 0.1,
+    "l2_regularization": 1.0,
+}
 """Moderately shrunk (at least 100 rows a leaf, l2 1). Measured end to end (`bench/backtest_bench.py`,
 x at q = 0.95, relative target) on asg / elb / twitter / taxi and two series grown 40x:
 50 rows and no l2: 0.97 / 1.61 / 1.02 / 43.2; this: 1.01 / 1.91 / 1.03 / 31.1 (elb x40 1.36,
@@ -59,9 +65,8 @@ the growing ones (elb x40 1.86 -> 1.59, twitter x40 0.237 -> 0.231)."""
 
 @functools.cache
 def _controller() -> Any:
-    from threadpoolctl import ThreadpoolController
-
     import sklearn.ensemble  # noqa: F401  (load its OpenMP runtime before the controller looks)
+    from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
 
@@ -98,15 +103,23 @@ class BurstTrainer:
             from sklearn.ensemble import HistGradientBoostingRegressor
 
             started = time.perf_counter()
-            regressor = HistGradientBoostingRegressor(loss="quantile", quantile=quantile, random_state=0, early_stopping=False, **PARAMS)
+            regressor = HistGradientBoostingRegressor(
+                loss="quantile", quantile=quantile, random_state=0, early_stopping=False, **PARAMS
+            )
             with one_thread():
                 regressor.fit(self.x, self.y)
-            self.models[quantile] = QuantileBurstModel(self, quantile, regressor, time.perf_counter() - started)
+            self.models[quantile] = QuantileBurstModel(
+                self, quantile, regressor, time.perf_counter() - started
+            )
         return self.models[quantile]
 
 
 def train(
-    history: History, lead: float, delay: float, curve: tuple[np.ndarray, np.ndarray] | None, max_rows: int = MAX_ROWS,
+    history: History,
+    lead: float,
+    delay: float,
+    curve: tuple[np.ndarray, np.ndarray] | None,
+    max_rows: int = MAX_ROWS,
 ) -> BurstTrainer | None:
     """The training set from `history` (what was known at refit time) and the model's in-sample curve
     (`curve`: times and values; None fits without ramp and residual). None when under a day is usable."""
@@ -123,7 +136,9 @@ def train(
     minutes = minutes[:: max(1, math.ceil(minutes.size / max_rows))]
     scale = float(np.median(np.abs(values))) or float(np.max(np.abs(values))) or 1.0
     columns = sample_columns(times, values, step, lead)
-    x, newest = feature_matrix(times, values, columns, minutes, delay=delay, step=step, lead=lead, scale=scale, curve=curve)
+    x, newest = feature_matrix(
+        times, values, columns, minutes, delay=delay, step=step, lead=lead, scale=scale, curve=curve
+    )
     ramp = x[:, 11] * scale
     y = (growth_target(times, values, minutes, lead) - ramp) / per_level(values, newest, scale)
     keep = np.isfinite(y) & np.isfinite(x[:, 5])
@@ -173,12 +188,21 @@ class QuantileBurstModel:
             return np.full(at.size, np.nan)
         columns = sample_columns(times, values, t.step_seconds, t.lead_seconds)
         x, newest = feature_matrix(
-            times, values, columns, at, delay=t.delay_seconds, step=t.step_seconds, lead=t.lead_seconds,
-            scale=t.scale, curve=self._curve(forecast),
+            times,
+            values,
+            columns,
+            at,
+            delay=t.delay_seconds,
+            step=t.step_seconds,
+            lead=t.lead_seconds,
+            scale=t.scale,
+            curve=self._curve(forecast),
         )
         with one_thread():
             out = self.regressor.predict(x) * per_level(values, newest, t.scale)
-        stale = (newest < 0) | (at - t.delay_seconds - times[np.maximum(newest, 0)] > self.max_age_seconds)
+        stale = (newest < 0) | (
+            at - t.delay_seconds - times[np.maximum(newest, 0)] > self.max_age_seconds
+        )
         out[stale] = np.nan
         return out
 
@@ -191,7 +215,9 @@ class QuantileBurstModel:
             return past
         shape = forecast.yhat if forecast.shape is None else forecast.shape
         before = past[0] < forecast.times[0]
-        return np.concatenate([past[0][before], forecast.times]), np.concatenate([past[1][before], shape])
+        return np.concatenate([past[0][before], forecast.times]), np.concatenate(
+            [past[1][before], shape]
+        )
 
     def importance(self) -> list[dict[str, Any]]:
         """Permutation importance on the last day of training minutes: how much the pinball loss
@@ -204,8 +230,12 @@ class QuantileBurstModel:
             t = self.trainer
             x, y = t.x[-IMPORTANCE_ROWS:], t.y[-IMPORTANCE_ROWS:]
             scorer = make_scorer(mean_pinball_loss, alpha=self.quantile, greater_is_better=False)
-            result = permutation_importance(self.regressor, x, y, scoring=scorer, n_repeats=3, random_state=0)
+            result = permutation_importance(
+                self.regressor, x, y, scoring=scorer, n_repeats=3, random_state=0
+            )
             drops = result.importances_mean * t.scale
             order = np.argsort(-drops)
-            self._importance = [{"feature": FEATURES[i], "drop": round(float(drops[i]), 6)} for i in order]
+            self._importance = [
+                {"feature": FEATURES[i], "drop": round(float(drops[i]), 6)} for i in order
+            ]
         return self._importance

@@ -31,7 +31,11 @@ within 3 x 2% = 6% of its weekday's typical day is never an outlier, however sma
 
 
 def outlier_days(
-    times: np.ndarray, values: np.ndarray, threshold: float = 3.0, max_share: float = 0.15, settle_days: int = 2
+    times: np.ndarray,
+    values: np.ndarray,
+    threshold: float = 3.0,
+    max_share: float = 0.15,
+    settle_days: int = 2,
 ) -> np.ndarray:
     """The UTC day numbers (`floor(t / 86400)`) of the outlier days in `values` (see the module docstring).
 
@@ -80,7 +84,9 @@ def outlier_days(
     return np.sort(days[keep])
 
 
-def without_outlier_days(times: np.ndarray, values: np.ndarray, threshold: float = 3.0) -> np.ndarray:
+def without_outlier_days(
+    times: np.ndarray, values: np.ndarray, threshold: float = 3.0
+) -> np.ndarray:
     """`values` with the points of `outlier_days` set to NaN (unchanged when there are none)."""
     days = outlier_days(times, values, threshold)
     if days.size == 0:
@@ -89,7 +95,9 @@ def without_outlier_days(times: np.ndarray, values: np.ndarray, threshold: float
     return np.where(drop, np.nan, values)
 
 
-def band_scale(errors: np.ndarray, half: float, width: float, low: float = 0.5, high: float = 2.0) -> float:
+def band_scale(
+    errors: np.ndarray, half: float, width: float, low: float = 0.5, high: float = 2.0
+) -> float:
     """The factor by which a symmetric band of half-width `half` must grow (or shrink) to hold
     `width` of `errors` (actual - forecast, out of sample), clipped to `[low, high]`.
 

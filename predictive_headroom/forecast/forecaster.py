@@ -66,6 +66,8 @@ WEEKLY_MIN_DAYS = 7.0
 """Fit weekly seasonality from one full week of history on (Prophet's own default needs two)."""
 VALIDATION_MIN_TRAIN_DAYS = 7.0
 """Validate only when a full week of training is left before the validation window."""
+
+
 class ProphetForecaster:
     """Prophet with explicit daily and weekly seasonality, validated against seasonal naive, and a burst profile.
 
@@ -153,7 +155,9 @@ class ProphetForecaster:
         self.validation_folds = validation_folds
         self.hourly = hourly
 
-    def fit(self, history: History, spec: ForecastSpec, lead_seconds: float, now: float) -> Forecast | NoForecast:
+    def fit(
+        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+    ) -> Forecast | NoForecast:
         """Fit on the history known at `now` and forecast `spec.horizon` ahead (see the module docstring)."""
         started = time.perf_counter()
         known = history.until(now)
@@ -174,23 +178,46 @@ class ProphetForecaster:
             return self._fallback(known, spec, lead_seconds, now, notes, started)
         try:
             return self._prophet(known, spec, lead_seconds, now, notes, started)
-        except Exception as exc:  # Prophet/Stan failures are many and varied; the fallback still serves.
-            logger.warning("Prophet fit failed for %s, using seasonal naive: %s", known.source or "series", exc)
+        except (
+            Exception
+        ) as exc:  # Prophet/Stan failures are many and varied; the fallback still serves.
+            logger.warning(
+                "Prophet fit failed for %s, using seasonal naive: %s", known.source or "series", exc
+            )
             notes.append(f"prophet failed ({type(exc).__name__}: {exc}); using seasonal naive")
             return self._fallback(known, spec, lead_seconds, now, notes, started)
 
     @staticmethod
     def _fallback(
-        known: History, spec: ForecastSpec, lead: float, now: float, notes: list[str], started: float
+        known: History,
+        spec: ForecastSpec,
+        lead: float,
+        now: float,
+        notes: list[str],
+        started: float,
     ) -> Forecast:
         naive = seasonal_naive(known, spec, now, lead)
         return Forecast(
-            naive.times, naive.yhat, naive.lower, naive.upper, naive.model, naive.history_end,
-            time.perf_counter() - started, naive.burst, tuple(notes) + naive.warnings, burst_for=naive.burst_for,
+            naive.times,
+            naive.yhat,
+            naive.lower,
+            naive.upper,
+            naive.model,
+            naive.history_end,
+            time.perf_counter() - started,
+            naive.burst,
+            tuple(notes) + naive.warnings,
+            burst_for=naive.burst_for,
         )
 
     def _prophet(
-        self, known: History, spec: ForecastSpec, lead: float, now: float, notes: list[str], started: float
+        self,
+        known: History,
+        spec: ForecastSpec,
+        lead: float,
+        now: float,
+        notes: list[str],
+        started: float,
     ) -> Forecast:
         step = working_step(known, spec)
         times, values = regular_grid(known, step)
@@ -217,13 +244,23 @@ class ProphetForecaster:
             )
         else:
             naive = seasonal_naive(known, spec, now).yhat
-            yhat = choice.combine(yhat, recent_level(times, values - fitted, self.level_seconds), naive)
+            yhat = choice.combine(
+                yhat, recent_level(times, values - fitted, self.level_seconds), naive
+            )
             # Half-width: the mean of two error sizes, out of sample at the horizon (validation) and
             # last week's seasonal naive; symmetric, so one event in either window (a blizzard)
             # cannot collapse one side of the band.
             recent_naive = naive_errors(times, values, history_length(known))
-            half = (abs_quantile(choice.errors, spec.interval_width) + abs_quantile(recent_naive, spec.interval_width)) / 2
-            half *= band_scale(rolling_errors(times, values - fitted, self.validation_seconds), half, spec.interval_width, low=1.0)
+            half = (
+                abs_quantile(choice.errors, spec.interval_width)
+                + abs_quantile(recent_naive, spec.interval_width)
+            ) / 2
+            half *= band_scale(
+                rolling_errors(times, values - fitted, self.validation_seconds),
+                half,
+                spec.interval_width,
+                low=1.0,
+            )
             lo, hi = -half, half
             if choice.weight < 0.5:
                 notes.append(
@@ -231,11 +268,15 @@ class ProphetForecaster:
                     f"Prophet: weighted {1 - choice.weight:.0%} in the blend"
                 )
         grid = History(times, values, known.source)
-        burst_for = partial(burst_profile, grid, fitted, lead, step_seconds=step, bin_seconds=self.burst_bin_seconds)
+        burst_for = partial(
+            burst_profile, grid, fitted, lead, step_seconds=step, bin_seconds=self.burst_bin_seconds
+        )
         burst: BurstProfile = burst_for(spec.burst_quantile)
         trainer = None
         if spec.burst_model == "quantile":
-            trainer = train_burst_model(known, lead, spec.observation_delay.total_seconds(), (times, fitted))
+            trainer = train_burst_model(
+                known, lead, spec.observation_delay.total_seconds(), (times, fitted)
+            )
         if trainer is None and spec.burst_model == "quantile":
             notes.append("burst model: under a day of usable history; using the time-of-day table")
         yhat = np.maximum(yhat, 0.0)
@@ -285,15 +326,20 @@ class ProphetForecaster:
             parts.append((held.values[ok], fit.predict(at), np.full(at.size, level), naive_at))
         if not parts:
             return None
-        actual, prophet, level, naive = (np.concatenate(c) for c in zip(*parts))
+        actual, prophet, level, naive = (np.concatenate(c) for c in zip(*parts, strict=False))
         return choose(actual, prophet, level, naive)
 
     def _fit(
-        self, times: np.ndarray, values: np.ndarray, step: float, weekly: bool, spec: ForecastSpec, notes: list[str]
+        self,
+        times: np.ndarray,
+        values: np.ndarray,
+        step: float,
+        weekly: bool,
+        spec: ForecastSpec,
+        notes: list[str],
     ) -> Fit:
         """Prophet on `values`, plus the within-hour profile of its residuals (see `predictive_headroom.forecast.hourly`)."""
         model = fitted_model(self, times, values, step, weekly, spec, notes)
         fitted = predict(model, times)
         hourly = hourly_profile(times, values - fitted, step) if self.hourly else None
         return Fit(model, hourly, fitted if hourly is None else fitted + hourly(times))
-

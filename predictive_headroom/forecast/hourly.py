@@ -72,7 +72,13 @@ def hourly_profile(times: np.ndarray, residuals: np.ndarray, step: float) -> Hou
     if k % 2:
         trend = series.rolling(k, center=True, min_periods=k).mean()
     else:
-        trend = series.rolling(k, min_periods=k).mean().rolling(2, min_periods=2).mean().shift(-(k // 2))
+        trend = (
+            series.rolling(k, min_periods=k)
+            .mean()
+            .rolling(2, min_periods=2)
+            .mean()
+            .shift(-(k // 2))
+        )
     within = (series - trend).to_numpy()
     bins = np.round((times - times[0]) / step).astype(int) % k
     ok = np.isfinite(within)

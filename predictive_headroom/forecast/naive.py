@@ -105,7 +105,11 @@ def seasonal_naive(
     fitted = _lagged(times, values, times - period)
     errors = naive_errors(times, values, length)
     if np.isfinite(errors).sum() < 24:
-        local = pd.Series(values).rolling(max(3, int(3600 // step)), center=True, min_periods=1).median()
+        local = (
+            pd.Series(values)
+            .rolling(max(3, int(3600 // step)), center=True, min_periods=1)
+            .median()
+        )
         errors = _recent(times, values - local.to_numpy(), end)
     lo, hi = band(errors, spec.interval_width)
 
@@ -113,7 +117,9 @@ def seasonal_naive(
     if lead_seconds is not None:
         grid = History(times, values, known.source)
         usable = np.isfinite(fitted).sum() * step >= DAY_SECONDS
-        burst_for = partial(burst_profile, grid, fitted if usable else None, lead_seconds, step_seconds=step)
+        burst_for = partial(
+            burst_profile, grid, fitted if usable else None, lead_seconds, step_seconds=step
+        )
         burst = burst_for(spec.burst_quantile)
     yhat = np.maximum(yhat, 0.0)
     return Forecast(

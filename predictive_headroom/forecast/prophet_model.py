@@ -34,7 +34,13 @@ _silence_prophet_logs()
 
 
 def fitted_model(
-    params: Any, times: np.ndarray, values: np.ndarray, step: float, weekly: bool, spec: ForecastSpec, notes: list[str]
+    params: Any,
+    times: np.ndarray,
+    values: np.ndarray,
+    step: float,
+    weekly: bool,
+    spec: ForecastSpec,
+    notes: list[str],
 ) -> object:
     """Prophet fitted on `values` as `params` (a `ProphetForecaster`: growth, Fourier orders, prior
     scales, `max_fit_points`) says, with the pool's holidays when Prophet knows the country."""
@@ -61,7 +67,9 @@ def fitted_model(
     return model
 
 
-def training_frame(times: np.ndarray, values: np.ndarray, step: float, max_fit_points: int) -> pd.DataFrame:
+def training_frame(
+    times: np.ndarray, values: np.ndarray, step: float, max_fit_points: int
+) -> pd.DataFrame:
     """Bucket means on the coarsest grid that is a divisor of a day and keeps under max_fit_points."""
     factor = max(1, math.ceil(values.size / max_fit_points))
     while factor < values.size and DAY_SECONDS % (step * factor):

@@ -47,11 +47,14 @@ class CallOptions:
         return Retrying(
             retry=retry_if_exception(_transient),
             stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential_jitter(multiplier=self.backoff_initial, max=self.backoff_max,
-                                         jitter=self.backoff_initial),
+            wait=wait_exponential_jitter(
+                multiplier=self.backoff_initial, max=self.backoff_max, jitter=self.backoff_initial
+            ),
             before_sleep=lambda state: logger.info(
-                "retrying Kubernetes call (attempt %d failed: %s)", state.attempt_number,
-                _short(state.outcome.exception() or RuntimeError("?")) if state.outcome else "?"),
+                "retrying Kubernetes call (attempt %d failed: %s)",
+                state.attempt_number,
+                _short(state.outcome.exception() or RuntimeError("?")) if state.outcome else "?",
+            ),
             reraise=True,
         )
 
@@ -95,27 +98,39 @@ class _Op:
         if not self.namespace:  # cluster-scoped: listing nodes
             where = f"{self.verb} {self.resource} (label selector {self.name!r})"
             if isinstance(exc, ApiException) and exc.status == 403:
-                return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
-                        f"cluster-wide (a ClusterRole) — see deploy/ (server said: {_status_message(exc)})")
+                return (
+                    f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
+                    f"cluster-wide (a ClusterRole) — see deploy/ (server said: {_status_message(exc)})"
+                )
         else:
-            where = f"pool {self.pool}: {self.verb} {self.resource} {obj}" + ("" if self.namespaced else " (cluster-scoped)")
+            where = f"pool {self.pool}: {self.verb} {self.resource} {obj}" + (
+                "" if self.namespaced else " (cluster-scoped)"
+            )
         if isinstance(exc, ApiException) and exc.status == 403:
             if not self.namespaced:
-                return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
-                        f"(API group '{self.group}') named {self.name} cluster-wide: {self.api_version} "
-                        f"{self.resource} are cluster-scoped, so this takes a ClusterRole with resourceNames (Helm "
-                        f"value capacityBuffer.scope: Cluster; see deploy/) (server said: {_status_message(exc)})")
-            return (f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
-                    f"(API group '{self.group}') named {self.name} in namespace {self.namespace} — see the Role "
-                    f"in deploy/ (server said: {_status_message(exc)})")
+                return (
+                    f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
+                    f"(API group '{self.group}') named {self.name} cluster-wide: {self.api_version} "
+                    f"{self.resource} are cluster-scoped, so this takes a ClusterRole with resourceNames (Helm "
+                    f"value capacityBuffer.scope: Cluster; see deploy/) (server said: {_status_message(exc)})"
+                )
+            return (
+                f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
+                f"(API group '{self.group}') named {self.name} in namespace {self.namespace} — see the Role "
+                f"in deploy/ (server said: {_status_message(exc)})"
+            )
         if isinstance(exc, ApiException) and exc.status == 404:
             details = _status_details(exc)
             if self.kind == "CapacityBuffer" and not details.get("name"):
-                return (f"{where}: the API {self.api_version} {self.resource} is no longer served by this cluster "
-                        "(the autoscaler was upgraded or its CRD changed); the version is looked up again by API "
-                        "discovery on the next reconcile")
-            return (f"{where}: {self.kind} {obj} not found: create the placeholder "
-                    f"{self.kind} or fix the target of pool {self.pool}")
+                return (
+                    f"{where}: the API {self.api_version} {self.resource} is no longer served by this cluster "
+                    "(the autoscaler was upgraded or its CRD changed); the version is looked up again by API "
+                    "discovery on the next reconcile"
+                )
+            return (
+                f"{where}: {self.kind} {obj} not found: create the placeholder "
+                f"{self.kind} or fix the target of pool {self.pool}"
+            )
         if _transient(exc):
             return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {_short(exc)}"
         return f"{where}: {_short(exc)}"
@@ -129,7 +144,13 @@ def _status_details(exc: ApiException) -> dict[str, Any]:
     return details if isinstance(details, dict) else {}
 
 
-def _call(op: _Op, options: CallOptions, fn: Callable[..., T], error: type[ActuatorError] = ActuatorError, **kwargs: Any) -> T:
+def _call(
+    op: _Op,
+    options: CallOptions,
+    fn: Callable[..., T],
+    error: type[ActuatorError] = ActuatorError,
+    **kwargs: Any,
+) -> T:
     """Run one API call with timeout and retries; turn failures into `error` (409 passes through)."""
     try:
         for attempt in options.retrying():

@@ -20,7 +20,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import kubernetes.client
 import kubernetes.config
@@ -67,8 +67,9 @@ def load_kube_config(context: str | None = None) -> ApiClient:
     except ConfigException as in_cluster:
         try:
             config_file = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-            kubernetes.config.load_kube_config(config_file=config_file, context=context,
-                                               client_configuration=configuration)
+            kubernetes.config.load_kube_config(
+                config_file=config_file, context=context, client_configuration=configuration
+            )
             source = "kubeconfig"
         except (ConfigException, OSError, TypeError) as kubeconfig:
             raise ActuatorError(
@@ -106,8 +107,15 @@ class _ReplicaTarget:
         self._events = kubernetes.client.CoreV1Api(api_client)
 
     def _op(self, pool: Pool, verb: str, resource: str | None = None) -> _Op:
-        return _Op(verb, resource or self.resource, self.group, self.kind,
-                   pool.target.namespace, pool.target.name, pool.name)
+        return _Op(
+            verb,
+            resource or self.resource,
+            self.group,
+            self.kind,
+            pool.target.namespace,
+            pool.target.name,
+            pool.name,
+        )
 
     def read(self, pool: Pool) -> TargetState:
         raise NotImplementedError
@@ -128,15 +136,24 @@ class _ReplicaTarget:
             raise ValueError(f"pool {pool.name}: replicas must be >= 0, got {replicas}")
         target = f"{pool.target.namespace}/{pool.target.name}"
         try:
-            for attempt in Retrying(retry=retry_if_exception_type(ConflictException),
-                                    stop=stop_after_attempt(self.options.conflict_attempts), reraise=True):
+            for attempt in Retrying(
+                retry=retry_if_exception_type(ConflictException),
+                stop=stop_after_attempt(self.options.conflict_attempts),
+                reraise=True,
+            ):
                 with attempt:
                     current = self._current(pool)
                     if current.replicas == replicas:
-                        logger.debug("pool %s: %s already has %d replicas", pool.name, target, replicas)
+                        logger.debug(
+                            "pool %s: %s already has %d replicas", pool.name, target, replicas
+                        )
                         return
                     if attempt.retry_state.attempt_number > 1:
-                        logger.info("pool %s: %s changed meanwhile (409 Conflict), applying again", pool.name, target)
+                        logger.info(
+                            "pool %s: %s changed meanwhile (409 Conflict), applying again",
+                            pool.name,
+                            target,
+                        )
                     self._write(pool, current, replicas, dry_run)
         except ConflictException as exc:
             raise ActuatorError(
@@ -148,7 +165,9 @@ class _ReplicaTarget:
             logger.info("DRY-RUN would scale pool %s: %s", pool.name, change)
             return
         logger.info("pool %s: %s", pool.name, change)
-        self._record(pool, current, f"pool {pool.name}: replicas {current.replicas} -> {replicas} ({reason})")
+        self._record(
+            pool, current, f"pool {pool.name}: replicas {current.replicas} -> {replicas} ({reason})"
+        )
 
     def _record(self, pool: Pool, current: _Current, message: str) -> None:
         """Create a Normal Event on the target; failures are logged, never raised.
@@ -158,23 +177,46 @@ class _ReplicaTarget:
         """
         if not self.options.events:
             return
-        now = datetime.now(timezone.utc).replace(microsecond=0)
+        now = datetime.now(UTC).replace(microsecond=0)
         ns, name = (pool.target.namespace if current.namespaced else "default"), pool.target.name
         event = kubernetes.client.CoreV1Event(
-            metadata=kubernetes.client.V1ObjectMeta(name=f"{name}.{time.time_ns():x}", namespace=ns),
+            metadata=kubernetes.client.V1ObjectMeta(
+                name=f"{name}.{time.time_ns():x}", namespace=ns
+            ),
             involved_object=kubernetes.client.V1ObjectReference(
-                api_version=current.api_version or self.api_version, kind=self.kind, name=name,
-                namespace=ns if current.namespaced else None, uid=current.uid),
-            reason=EVENT_REASON, message=message[:1024], type="Normal",
+                api_version=current.api_version or self.api_version,
+                kind=self.kind,
+                name=name,
+                namespace=ns if current.namespaced else None,
+                uid=current.uid,
+            ),
+            reason=EVENT_REASON,
+            message=message[:1024],
+            type="Normal",
             source=kubernetes.client.V1EventSource(component=EVENT_COMPONENT),
-            first_timestamp=now, last_timestamp=now, count=1,
-            reporting_component=EVENT_COMPONENT, reporting_instance=self.options.instance,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            reporting_component=EVENT_COMPONENT,
+            reporting_instance=self.options.instance,
         )
         try:
-            _call(self._op(pool, "create", "events"), self.options, self._events.create_namespaced_event,
-                  namespace=ns, body=event)
+            _call(
+                self._op(pool, "create", "events"),
+                self.options,
+                self._events.create_namespaced_event,
+                namespace=ns,
+                body=event,
+            )
         except (ActuatorError, ConflictException) as exc:
-            logger.warning("pool %s: could not record the Event on %s %s/%s: %s", pool.name, self.kind, ns, name, exc)
+            logger.warning(
+                "pool %s: could not record the Event on %s %s/%s: %s",
+                pool.name,
+                self.kind,
+                ns,
+                name,
+                exc,
+            )
 
 
 class KubeClusterReader:
@@ -185,7 +227,9 @@ class KubeClusterReader:
     the floor.
     """
 
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None, page_size: int = 500) -> None:
+    def __init__(
+        self, api_client: ApiClient, options: CallOptions | None = None, page_size: int = 500
+    ) -> None:
         self.options = options or CallOptions()
         self.page_size = page_size
         self._core = kubernetes.client.CoreV1Api(api_client)
@@ -197,8 +241,15 @@ class KubeClusterReader:
         cores = schedulable_cores = 0.0
         token: str | None = None
         while True:
-            page = _call(op, self.options, self._core.list_node, error=ClusterReadError,
-                         label_selector=label_selector or None, limit=self.page_size, _continue=token)
+            page = _call(
+                op,
+                self.options,
+                self._core.list_node,
+                error=ClusterReadError,
+                label_selector=label_selector or None,
+                limit=self.page_size,
+                _continue=token,
+            )
             for node in page.items:
                 allocatable = (node.status.allocatable if node.status else None) or {}
                 cpu = float(parse_quantity(allocatable.get("cpu", "0")))

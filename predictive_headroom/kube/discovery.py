@@ -38,8 +38,10 @@ from predictive_headroom.protocols import ActuatorError
 
 logger = logging.getLogger(__name__)
 
-NOT_INSTALLED = (f"CapacityBuffer is not installed: no {CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_PLURAL} on this "
-                 "cluster; install Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature, or use kind: Deployment")
+NOT_INSTALLED = (
+    f"CapacityBuffer is not installed: no {CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_PLURAL} on this "
+    "cluster; install Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature, or use kind: Deployment"
+)
 
 
 class CapacityBufferUnavailable(ActuatorError):
@@ -74,8 +76,13 @@ class BufferApi:
         return "Namespaced" if self.namespaced else "Cluster"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "CapacityBuffer", "api_version": self.api_version, "scope": self.scope,
-                "chosen_by": self.chosen_by, "error": None}
+        return {
+            "kind": "CapacityBuffer",
+            "api_version": self.api_version,
+            "scope": self.scope,
+            "chosen_by": self.chosen_by,
+            "error": None,
+        }
 
 
 def choose_api(served: Served, pinned: str | None) -> BufferApi | str:
@@ -86,13 +93,17 @@ def choose_api(served: Served, pinned: str | None) -> BufferApi | str:
     if pinned is not None:
         if pinned in served.buffers:
             return BufferApi(pinned, served.buffers[pinned], "target.apiVersion")
-        return (f"CapacityBuffer {CAPACITY_BUFFER_GROUP}/{pinned}, pinned by target.apiVersion, is not served by this "
-                f"cluster (it serves {_versions(served.buffers)}): set target.apiVersion to one of those, or remove it "
-                "to use the server's preferred version")
+        return (
+            f"CapacityBuffer {CAPACITY_BUFFER_GROUP}/{pinned}, pinned by target.apiVersion, is not served by this "
+            f"cluster (it serves {_versions(served.buffers)}): set target.apiVersion to one of those, or remove it "
+            "to use the server's preferred version"
+        )
     if not supported:
-        return (f"this cluster serves CapacityBuffer only as {_versions(served.buffers)}, which this daemon cannot "
-                f"write (it supports {', '.join(CAPACITY_BUFFER_VERSIONS)}): upgrade predictive-headroom, or use kind: "
-                "Deployment")
+        return (
+            f"this cluster serves CapacityBuffer only as {_versions(served.buffers)}, which this daemon cannot "
+            f"write (it supports {', '.join(CAPACITY_BUFFER_VERSIONS)}): upgrade predictive-headroom, or use kind: "
+            "Deployment"
+        )
     if served.preferred in supported:
         return BufferApi(served.preferred, served.buffers[served.preferred], "server-preferred")
     return BufferApi(supported[0], served.buffers[supported[0]], "newest-supported")
@@ -140,8 +151,13 @@ class CapacityBufferDiscovery:
             try:
                 out[pool.name] = self.api_for(pool).to_dict()
             except ActuatorError as exc:
-                out[pool.name] = {"kind": "CapacityBuffer", "api_version": None, "scope": None, "chosen_by": None,
-                                  "error": str(exc)}
+                out[pool.name] = {
+                    "kind": "CapacityBuffer",
+                    "api_version": None,
+                    "scope": None,
+                    "chosen_by": None,
+                    "error": str(exc),
+                }
         return out
 
     def _discover(self) -> Served:
@@ -157,16 +173,25 @@ class CapacityBufferDiscovery:
         buffers: dict[str, bool] = {}
         for version in versions:
             try:
-                resources = self._get(f"{CAPACITY_BUFFER_GROUP}/{version}", self._custom.get_api_resources,
-                                      group=CAPACITY_BUFFER_GROUP, version=version)
+                resources = self._get(
+                    f"{CAPACITY_BUFFER_GROUP}/{version}",
+                    self._custom.get_api_resources,
+                    group=CAPACITY_BUFFER_GROUP,
+                    version=version,
+                )
             except _NotServed:  # listed a moment ago, gone now (a CRD being changed): not served
                 continue
             for resource in resources.resources or []:
                 if resource.name == CAPACITY_BUFFER_PLURAL:
                     buffers[version] = bool(resource.namespaced)
         served = Served(versions, preferred, buffers)
-        logger.debug("discovery of %s: versions %s (preferred %s); capacitybuffers in %s", CAPACITY_BUFFER_GROUP,
-                     versions, preferred, buffers)
+        logger.debug(
+            "discovery of %s: versions %s (preferred %s); capacitybuffers in %s",
+            CAPACITY_BUFFER_GROUP,
+            versions,
+            preferred,
+            buffers,
+        )
         return served
 
     def _get(self, what: str, fn: Any, **kwargs: Any) -> Any:
@@ -177,11 +202,15 @@ class CapacityBufferDiscovery:
         except ApiException as exc:
             if exc.status == 404:
                 raise _NotServed(what) from exc
-            raise ActuatorError(f"API discovery of {what} failed: {_short(exc)}; CapacityBuffer pools wait for the "
-                                "next reconcile") from exc
+            raise ActuatorError(
+                f"API discovery of {what} failed: {_short(exc)}; CapacityBuffer pools wait for the "
+                "next reconcile"
+            ) from exc
         except urllib3.exceptions.HTTPError as exc:
-            raise ActuatorError(f"API discovery of {what} failed after {self.options.attempts} attempt(s) (timeout "
-                                f"{self.options.timeout:g}s): {_short(exc)}") from exc
+            raise ActuatorError(
+                f"API discovery of {what} failed after {self.options.attempts} attempt(s) (timeout "
+                f"{self.options.timeout:g}s): {_short(exc)}"
+            ) from exc
         raise AssertionError("unreachable: tenacity either returns or raises")
 
 

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import kubernetes.client
 import urllib3
@@ -61,7 +61,7 @@ class LeaseTiming:
             )
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "LeaseTiming":
+    def from_settings(cls, settings: Settings) -> LeaseTiming:
         """Timing from `PH_LEASE_DURATION`, with client-go's proportions (15 s / 10 s / 2 s)."""
         duration = settings.lease_duration
         return cls(duration, duration * 2 / 3, duration * 2 / 15)
@@ -73,7 +73,7 @@ def default_identity() -> str:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class LeaderElector:
@@ -104,10 +104,17 @@ class LeaderElector:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def from_settings(cls, api_client: ApiClient, settings: Settings, **kwargs: object) -> "LeaderElector":
+    def from_settings(
+        cls, api_client: ApiClient, settings: Settings, **kwargs: object
+    ) -> LeaderElector:
         """An elector for the Lease `settings.lease_name` in `settings.namespace`."""
-        return cls(api_client, settings.namespace, settings.lease_name,
-                   timing=LeaseTiming.from_settings(settings), **kwargs)  # type: ignore[arg-type]
+        return cls(
+            api_client,
+            settings.namespace,
+            settings.lease_name,
+            timing=LeaseTiming.from_settings(settings),
+            **kwargs,
+        )  # type: ignore[arg-type]
 
     @property
     def is_leader(self) -> bool:
@@ -119,7 +126,12 @@ class LeaderElector:
         """Start campaigning in a daemon thread."""
         if self._thread is not None:
             raise RuntimeError("LeaderElector.start() called twice")
-        logger.info("leader election: %s campaigning for Lease %s/%s", self.identity, self.namespace, self.name)
+        logger.info(
+            "leader election: %s campaigning for Lease %s/%s",
+            self.identity,
+            self.namespace,
+            self.name,
+        )
         self._thread = threading.Thread(target=self._run, name=f"leader-{self.name}", daemon=True)
         self._thread.start()
 
@@ -146,7 +158,9 @@ class LeaderElector:
             try:
                 self._tick()
             except Exception:  # one bad round must not end the campaign
-                logger.exception("leader election: unexpected error for Lease %s/%s", self.namespace, self.name)
+                logger.exception(
+                    "leader election: unexpected error for Lease %s/%s", self.namespace, self.name
+                )
             if self._leading and time.monotonic() >= self._valid_until:
                 self._step_down(f"could not renew the Lease within {self.timing.renew_deadline:g}s")
             period = self.timing.retry_period
@@ -159,7 +173,9 @@ class LeaderElector:
     def _tick(self) -> None:
         started = time.monotonic()
         try:
-            lease = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._request_timeout)
+            lease = self._api.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=self._request_timeout
+            )
         except ApiException as exc:
             if exc.status == 404:
                 self._create(started)
@@ -178,7 +194,12 @@ class LeaderElector:
             duration = spec.lease_duration_seconds or math.ceil(self.timing.lease_duration)
             if started < self._observed_at + duration:
                 return  # someone else leads and their lease has not expired
-            logger.info("leader election: Lease %s/%s held by %s expired, taking it", self.namespace, self.name, holder)
+            logger.info(
+                "leader election: Lease %s/%s held by %s expired, taking it",
+                self.namespace,
+                self.name,
+                holder,
+            )
         now = _now()
         renewing = holder == self.identity
         lease.spec = V1LeaseSpec(
@@ -189,7 +210,9 @@ class LeaderElector:
             lease_transitions=(spec.lease_transitions or 0) + (0 if renewing or not holder else 1),
         )
         try:
-            self._api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self._request_timeout)
+            self._api.replace_namespaced_lease(
+                self.name, self.namespace, lease, _request_timeout=self._request_timeout
+            )
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             self._failed("renew" if renewing else "acquire", exc)
             return
@@ -199,11 +222,18 @@ class LeaderElector:
         now = _now()
         lease = V1Lease(
             metadata=V1ObjectMeta(name=self.name, namespace=self.namespace),
-            spec=V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=math.ceil(self.timing.lease_duration),
-                             acquire_time=now, renew_time=now, lease_transitions=0),
+            spec=V1LeaseSpec(
+                holder_identity=self.identity,
+                lease_duration_seconds=math.ceil(self.timing.lease_duration),
+                acquire_time=now,
+                renew_time=now,
+                lease_transitions=0,
+            ),
         )
         try:
-            self._api.create_namespaced_lease(self.namespace, lease, _request_timeout=self._request_timeout)
+            self._api.create_namespaced_lease(
+                self.namespace, lease, _request_timeout=self._request_timeout
+            )
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
             self._failed("create", exc)
             return
@@ -215,7 +245,12 @@ class LeaderElector:
             self._leading = True
             self._valid_until = started + self.timing.renew_deadline
         if newly:
-            logger.info("leader election: %s is now the leader (Lease %s/%s)", self.identity, self.namespace, self.name)
+            logger.info(
+                "leader election: %s is now the leader (Lease %s/%s)",
+                self.identity,
+                self.namespace,
+                self.name,
+            )
             if self._on_started:
                 self._on_started()
 
@@ -223,12 +258,20 @@ class LeaderElector:
         if isinstance(exc, ApiException) and exc.status == 409:
             logger.debug("leader election: %s lost a race to %s the Lease", self.identity, action)
             return
-        what = f"{exc.status} {exc.reason}" if isinstance(exc, ApiException) else f"{type(exc).__name__}: {exc}"
+        what = (
+            f"{exc.status} {exc.reason}"
+            if isinstance(exc, ApiException)
+            else f"{type(exc).__name__}: {exc}"
+        )
         if isinstance(exc, ApiException) and exc.status == 403:
-            what += (f" (the daemon's ServiceAccount needs get, create and update on leases in API group "
-                     f"coordination.k8s.io in namespace {self.namespace}; see deploy/)")
+            what += (
+                f" (the daemon's ServiceAccount needs get, create and update on leases in API group "
+                f"coordination.k8s.io in namespace {self.namespace}; see deploy/)"
+            )
         log = logger.warning if self._leading else logger.info
-        log("leader election: could not %s Lease %s/%s: %s", action, self.namespace, self.name, what)
+        log(
+            "leader election: could not %s Lease %s/%s: %s", action, self.namespace, self.name, what
+        )
 
     def _step_down(self, why: str) -> bool:
         with self._lock:
@@ -243,13 +286,28 @@ class LeaderElector:
     def _release(self) -> None:
         """Empty the holder so a follower can take the Lease at once (only if we still hold it)."""
         try:
-            lease = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._request_timeout)
+            lease = self._api.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=self._request_timeout
+            )
             if lease.spec is None or lease.spec.holder_identity != self.identity:
                 return
-            lease.spec = V1LeaseSpec(holder_identity=None, lease_duration_seconds=1, renew_time=_now(),
-                                     acquire_time=lease.spec.acquire_time, lease_transitions=lease.spec.lease_transitions)
-            self._api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self._request_timeout)
-            logger.info("leader election: %s released Lease %s/%s", self.identity, self.namespace, self.name)
+            lease.spec = V1LeaseSpec(
+                holder_identity=None,
+                lease_duration_seconds=1,
+                renew_time=_now(),
+                acquire_time=lease.spec.acquire_time,
+                lease_transitions=lease.spec.lease_transitions,
+            )
+            self._api.replace_namespaced_lease(
+                self.name, self.namespace, lease, _request_timeout=self._request_timeout
+            )
+            logger.info(
+                "leader election: %s released Lease %s/%s", self.identity, self.namespace, self.name
+            )
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
-            logger.warning("leader election: could not release Lease %s/%s (a follower takes over when it expires): %s",
-                           self.namespace, self.name, exc)
+            logger.warning(
+                "leader election: could not release Lease %s/%s (a follower takes over when it expires): %s",
+                self.namespace,
+                self.name,
+                exc,
+            )

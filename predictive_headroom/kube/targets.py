@@ -45,23 +45,44 @@ class DeploymentScaleActuator(_ReplicaTarget):
 
     def read(self, pool: Pool) -> TargetState:
         """Current replicas from /scale, and `paused` from the Deployment's kill-switch annotation."""
-        deployment = _call(self._op(pool, "get", "deployments"), self.options, self._apps.read_namespaced_deployment,
-                           name=pool.target.name, namespace=pool.target.namespace)
+        deployment = _call(
+            self._op(pool, "get", "deployments"),
+            self.options,
+            self._apps.read_namespaced_deployment,
+            name=pool.target.name,
+            namespace=pool.target.namespace,
+        )
         current = self._current(pool)
         meta = deployment.metadata or kubernetes.client.V1ObjectMeta()
         return TargetState(current.replicas, current.resource_version, _paused(meta.annotations))
 
     def _current(self, pool: Pool) -> _Current:
-        scale = _call(self._op(pool, "get"), self.options, self._apps.read_namespaced_deployment_scale,
-                      name=pool.target.name, namespace=pool.target.namespace)
+        scale = _call(
+            self._op(pool, "get"),
+            self.options,
+            self._apps.read_namespaced_deployment_scale,
+            name=pool.target.name,
+            namespace=pool.target.namespace,
+        )
         meta = scale.metadata or kubernetes.client.V1ObjectMeta()
-        return _Current((scale.spec.replicas or 0) if scale.spec else 0, meta.resource_version or "", meta.uid)
+        return _Current(
+            (scale.spec.replicas or 0) if scale.spec else 0, meta.resource_version or "", meta.uid
+        )
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
-        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": {"replicas": replicas}}
-        _call(self._op(pool, "patch"), self.options, self._apps.patch_namespaced_deployment_scale,
-              name=pool.target.name, namespace=pool.target.namespace, body=body,
-              dry_run="All" if dry_run else None)
+        body = {
+            "metadata": {"resourceVersion": current.resource_version},
+            "spec": {"replicas": replicas},
+        }
+        _call(
+            self._op(pool, "patch"),
+            self.options,
+            self._apps.patch_namespaced_deployment_scale,
+            name=pool.target.name,
+            namespace=pool.target.namespace,
+            body=body,
+            dry_run="All" if dry_run else None,
+        )
 
 
 class CapacityBufferActuator(_ReplicaTarget):
@@ -71,11 +92,18 @@ class CapacityBufferActuator(_ReplicaTarget):
     the daemon's count would otherwise be mixed with it (v1beta1 takes the larger) or rejected (v1).
     """
 
-    kind, api_version = "CapacityBuffer", ""  # the apiVersion is per pool, from discovery (`_Current.api_version`)
+    kind, api_version = (
+        "CapacityBuffer",
+        "",
+    )  # the apiVersion is per pool, from discovery (`_Current.api_version`)
     resource, group = CAPACITY_BUFFER_PLURAL, CAPACITY_BUFFER_GROUP
 
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None,
-                 discovery: CapacityBufferDiscovery | None = None) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        options: CallOptions | None = None,
+        discovery: CapacityBufferDiscovery | None = None,
+    ) -> None:
         super().__init__(api_client, options)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
         self.discovery = discovery or CapacityBufferDiscovery(api_client, self.options)
@@ -87,38 +115,82 @@ class CapacityBufferActuator(_ReplicaTarget):
 
     def _current(self, pool: Pool) -> _Current:
         api = self.discovery.api_for(pool)
-        found = self._buffer_call(api, pool, "get", self._custom.get_namespaced_custom_object,
-                                  self._custom.get_cluster_custom_object)
+        found = self._buffer_call(
+            api,
+            pool,
+            "get",
+            self._custom.get_namespaced_custom_object,
+            self._custom.get_cluster_custom_object,
+        )
         obj: dict[str, Any] = found if isinstance(found, dict) else {}
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-        return _Current(int(spec.get("replicas") or 0), meta.get("resourceVersion", ""), meta.get("uid"),
-                        _paused(meta.get("annotations")), api.api_version, api.namespaced,
-                        spec.get("percentage") is not None)
+        return _Current(
+            int(spec.get("replicas") or 0),
+            meta.get("resourceVersion", ""),
+            meta.get("uid"),
+            _paused(meta.get("annotations")),
+            api.api_version,
+            api.namespaced,
+            spec.get("percentage") is not None,
+        )
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
         spec: dict[str, Any] = {"replicas": replicas}
         if current.percentage_set:
-            logger.warning("pool %s: CapacityBuffer %s has spec.percentage set; %s it, because the daemon sizes the "
-                           "buffer through spec.replicas", pool.name, pool.target.name,
-                           "DRY-RUN would remove" if dry_run else "removing")
+            logger.warning(
+                "pool %s: CapacityBuffer %s has spec.percentage set; %s it, because the daemon sizes the "
+                "buffer through spec.replicas",
+                pool.name,
+                pool.target.name,
+                "DRY-RUN would remove" if dry_run else "removing",
+            )
             spec["percentage"] = None  # merge patch: null removes the field
         body = {"metadata": {"resourceVersion": current.resource_version}, "spec": spec}
         api = self.discovery.api_for(pool)
-        self._buffer_call(api, pool, "patch", self._custom.patch_namespaced_custom_object,
-                          self._custom.patch_cluster_custom_object, body=body,
-                          dry_run="All" if dry_run else None, _content_type="application/merge-patch+json")
+        self._buffer_call(
+            api,
+            pool,
+            "patch",
+            self._custom.patch_namespaced_custom_object,
+            self._custom.patch_cluster_custom_object,
+            body=body,
+            dry_run="All" if dry_run else None,
+            _content_type="application/merge-patch+json",
+        )
 
-    def _buffer_call(self, api: BufferApi, pool: Pool, verb: str, namespaced: Callable[..., Any],
-                     cluster: Callable[..., Any], **kwargs: Any) -> Any:
+    def _buffer_call(
+        self,
+        api: BufferApi,
+        pool: Pool,
+        verb: str,
+        namespaced: Callable[..., Any],
+        cluster: Callable[..., Any],
+        **kwargs: Any,
+    ) -> Any:
         """One call at the namespaced or cluster-wide path; a 404 for the whole API forgets the discovery."""
-        op: _Op = dataclasses.replace(self._op(pool, verb), api_version=api.api_version, namespaced=api.namespaced)
+        op: _Op = dataclasses.replace(
+            self._op(pool, verb), api_version=api.api_version, namespaced=api.namespaced
+        )
         where = {"namespace": pool.target.namespace} if api.namespaced else {}
         try:
-            return _call(op, self.options, namespaced if api.namespaced else cluster, group=CAPACITY_BUFFER_GROUP,
-                         version=api.version, plural=CAPACITY_BUFFER_PLURAL, name=pool.target.name, **where, **kwargs)
+            return _call(
+                op,
+                self.options,
+                namespaced if api.namespaced else cluster,
+                group=CAPACITY_BUFFER_GROUP,
+                version=api.version,
+                plural=CAPACITY_BUFFER_PLURAL,
+                name=pool.target.name,
+                **where,
+                **kwargs,
+            )
         except ActuatorError as exc:
             cause = exc.__cause__
-            if isinstance(cause, ApiException) and cause.status == 404 and not _status_details(cause).get("name"):
+            if (
+                isinstance(cause, ApiException)
+                and cause.status == 404
+                and not _status_details(cause).get("name")
+            ):
                 self.discovery.refresh()  # the version went away: look it up again next time
             raise
 
@@ -126,8 +198,12 @@ class CapacityBufferActuator(_ReplicaTarget):
 class TargetActuator:
     """The Actuator the daemon uses: dispatches on `pool.target.kind`."""
 
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None,
-                 discovery: CapacityBufferDiscovery | None = None) -> None:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        options: CallOptions | None = None,
+        discovery: CapacityBufferDiscovery | None = None,
+    ) -> None:
         self._by_kind: dict[str, _ReplicaTarget] = {
             "Deployment": DeploymentScaleActuator(api_client, options),
             "CapacityBuffer": CapacityBufferActuator(api_client, options, discovery),
@@ -140,4 +216,3 @@ class TargetActuator:
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
         """Set the pool's target to `replicas` (server-side dry run when `dry_run`)."""
         self._by_kind[pool.target.kind].scale(pool, replicas, reason, dry_run)
-

@@ -30,7 +30,7 @@ def _nice_top(value: float) -> float:
 
 
 def _points(xs: list[float], ys: list[float]) -> str:
-    return " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys))
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys, strict=False))
 
 
 def _drop(value: float) -> str:
@@ -44,7 +44,7 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
     t = [_seconds(s) for s in burst["times"]]
     demand = [float(v) for v in burst["demand"]]
     allowance = [float(v) for v in burst["allowance"]]
-    asked = [d + a for d, a in zip(demand, allowance)]
+    asked = [d + a for d, a in zip(demand, allowance, strict=False)]
     top = _nice_top(max(asked + demand))
     span = (t[-1] - t[0]) or 1.0
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -55,19 +55,38 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
 
     hours = 6 * 3600
     first_tick = math.ceil(t[0] / hours) * hours
-    x_ticks = [{"x": LEFT + plot_w * (s - t[0]) / span, "label": fmt_clock(s)} for s in range(int(first_tick), int(t[-1]) + 1, hours)]
+    x_ticks = [
+        {"x": LEFT + plot_w * (s - t[0]) / span, "label": fmt_clock(s)}
+        for s in range(int(first_tick), int(t[-1]) + 1, hours)
+    ]
     y_ticks = [{"y": y(top * k / 4), "label": fmt_number(top * k / 4)} for k in range(5)]
     peak = max(range(len(allowance)), key=allowance.__getitem__)
-    features = [row["feature"] for row in burst.get("importance") or [] if row.get("drop", 0) > 0][:TOP_FEATURES]
+    features = [row["feature"] for row in burst.get("importance") or [] if row.get("drop", 0) > 0][
+        :TOP_FEATURES
+    ]
     return {
-        "width": WIDTH, "height": HEIGHT, "left": LEFT, "right": WIDTH - RIGHT, "bottom": HEIGHT - BOTTOM, "top": TOP,
+        "width": WIDTH,
+        "height": HEIGHT,
+        "left": LEFT,
+        "right": WIDTH - RIGHT,
+        "bottom": HEIGHT - BOTTOM,
+        "top": TOP,
         "demand_points": _points(xs, [y(v) for v in demand]),
         "asked_points": _points(xs, [y(v) for v in asked]),
         "band_points": _points(xs + xs[::-1], [y(v) for v in asked] + [y(v) for v in demand[::-1]]),
-        "x_ticks": x_ticks, "y_ticks": y_ticks,
-        "quantile": f"{float(burst['quantile']):g}", "lead": fmt_lead(float(burst["lead_seconds"])),
-        "who": "the time-of-day burst profile" if burst.get("model") == "profile" else "the burst model",
-        "most": fmt_number(allowance[peak]), "most_at": fmt_clock(t[peak]),
-        "features": features, "importance": [(row["feature"], _drop(row["drop"])) for row in burst.get("importance") or []],
-        "from": burst["times"][0], "to": burst["times"][-1],
+        "x_ticks": x_ticks,
+        "y_ticks": y_ticks,
+        "quantile": f"{float(burst['quantile']):g}",
+        "lead": fmt_lead(float(burst["lead_seconds"])),
+        "who": "the time-of-day burst profile"
+        if burst.get("model") == "profile"
+        else "the burst model",
+        "most": fmt_number(allowance[peak]),
+        "most_at": fmt_clock(t[peak]),
+        "features": features,
+        "importance": [
+            (row["feature"], _drop(row["drop"])) for row in burst.get("importance") or []
+        ],
+        "from": burst["times"][0],
+        "to": burst["times"][-1],
     }

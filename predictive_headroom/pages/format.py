@@ -92,7 +92,15 @@ _UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 
 FILTERS = {
-    "number": fmt_number, "share": fmt_share, "percent": fmt_percent, "ratio": fmt_ratio, "money": fmt_money,
-    "time": fmt_time, "utc": fmt_utc, "clock": fmt_clock, "lead": fmt_lead, "duration": fmt_duration,
+    "number": fmt_number,
+    "share": fmt_share,
+    "percent": fmt_percent,
+    "ratio": fmt_ratio,
+    "money": fmt_money,
+    "time": fmt_time,
+    "utc": fmt_utc,
+    "clock": fmt_clock,
+    "lead": fmt_lead,
+    "duration": fmt_duration,
 }
 """The formatters as Jinja2 filters, e.g. `{{ cost.replica_hours|number }}`."""

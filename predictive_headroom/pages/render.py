@@ -25,7 +25,12 @@ from predictive_headroom.pages.format import FILTERS
 def environment(package: str) -> Environment:
     """The environment for pages of `package` (e.g. 'predictive_headroom.report'): its templates first, then the shared ones."""
     env = Environment(
-        loader=ChoiceLoader([PackageLoader(package, "templates"), PackageLoader("predictive_headroom.pages", "templates")]),
+        loader=ChoiceLoader(
+            [
+                PackageLoader(package, "templates"),
+                PackageLoader("predictive_headroom.pages", "templates"),
+            ]
+        ),
         autoescape=select_autoescape(["html"]),
         undefined=StrictUndefined,
         trim_blocks=True,

@@ -9,7 +9,13 @@ import matplotlib
 from markupsafe import Markup, escape
 from matplotlib.figure import Figure
 
-RC = {"svg.fonttype": "none", "font.family": "DejaVu Sans", "font.size": 10, "axes.spines.top": False, "axes.spines.right": False}
+RC = {
+    "svg.fonttype": "none",
+    "font.family": "DejaVu Sans",
+    "font.size": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
 """matplotlib settings every page plot is drawn with (use with `matplotlib.rc_context`)."""
 
 
@@ -20,4 +26,11 @@ def figure_svg(fig: Figure, salt: str, label: str) -> Markup:
         fig.savefig(buf, format="svg")
     text = buf.getvalue()
     text = text[text.index("<svg") :]
-    return Markup(re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', rf'<svg\1 role="img" aria-label="{escape(label)}"', text, count=1))
+    return Markup(
+        re.sub(
+            r'<svg([^>]*?) width="[^"]*" height="[^"]*"',
+            rf'<svg\1 role="img" aria-label="{escape(label)}"',
+            text,
+            count=1,
+        )
+    )

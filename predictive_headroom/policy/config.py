@@ -35,7 +35,9 @@ def _same_start_end_message(end: str) -> str:
 
 
 def _min_max_message(lo: int, hi: int) -> str:
-    return f"minReplicas {lo} is greater than maxReplicas {hi}; raise maxReplicas or lower minReplicas"
+    return (
+        f"minReplicas {lo} is greater than maxReplicas {hi}; raise maxReplicas or lower minReplicas"
+    )
 
 
 class _Model(BaseModel):
@@ -61,7 +63,9 @@ class ScheduleWindow(_Model):
         except (ZoneInfoNotFoundError, ValueError):
             close = difflib.get_close_matches(value, sorted(available_timezones()), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown IANA time zone {value!r}{hint} (e.g. 'Europe/Berlin')") from None
+            raise ValueError(
+                f"unknown IANA time zone {value!r}{hint} (e.g. 'Europe/Berlin')"
+            ) from None
         return value
 
     @field_validator("start", "end")
@@ -71,7 +75,7 @@ class ScheduleWindow(_Model):
         return value
 
     @model_validator(mode="after")
-    def _distinct(self) -> "ScheduleWindow":
+    def _distinct(self) -> ScheduleWindow:
         if self.start.split() == self.end.split():
             raise FieldProblem("end", _same_start_end_message(self.end))
         return self
@@ -88,9 +92,11 @@ class Linear(_Model):
     include_unschedulable_nodes: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> "Linear":
+    def _check(self) -> Linear:
         if self.cores_per_replica is None and self.nodes_per_replica is None:
-            raise FieldProblem("coresPerReplica", "set coresPerReplica or nodesPerReplica (or both)")
+            raise FieldProblem(
+                "coresPerReplica", "set coresPerReplica or nodesPerReplica (or both)"
+            )
         if self.max is not None and self.min > self.max:
             raise FieldProblem("min", f"min {self.min} is greater than max {self.max}")
         return self
@@ -120,9 +126,11 @@ class Ladder(_Model):
         return steps
 
     @model_validator(mode="after")
-    def _some(self) -> "Ladder":
+    def _some(self) -> Ladder:
         if not self.cores_to_replicas and not self.nodes_to_replicas:
-            raise FieldProblem("coresToReplicas", "set coresToReplicas or nodesToReplicas (or both)")
+            raise FieldProblem(
+                "coresToReplicas", "set coresToReplicas or nodesToReplicas (or both)"
+            )
         return self
 
 
@@ -134,7 +142,7 @@ class Proportional(_Model):
     node_selector: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _one_mode(self) -> "Proportional":
+    def _one_mode(self) -> Proportional:
         if (self.linear is None) == (self.ladder is None):
             raise FieldProblem("linear", "set exactly one of 'linear' or 'ladder'")
         return self
@@ -185,7 +193,9 @@ class ForecastSpec(_Model):
         from holidays import list_supported_countries
 
         if value not in list_supported_countries():
-            raise ValueError(f"no holiday calendar for country code {value!r}; use an ISO 3166 code such as US, DE, GB")
+            raise ValueError(
+                f"no holiday calendar for country code {value!r}; use an ISO 3166 code such as US, DE, GB"
+            )
         return value
 
     @field_validator("step")
@@ -209,7 +219,9 @@ class Resources(_Model):
             if parse_quantity(value) < 0:
                 raise ValueError
         except ValueError:
-            raise ValueError(f"{value!r} is not a Kubernetes quantity such as '500m', '2', '1Gi'") from None
+            raise ValueError(
+                f"{value!r} is not a Kubernetes quantity such as '500m', '2', '1Gi'"
+            ) from None
         return value
 
     @property
@@ -236,9 +248,11 @@ class Pool(_Model):
     placeholder: Resources = Field(default_factory=Resources)
 
     @model_validator(mode="after")
-    def _check(self) -> "Pool":
+    def _check(self) -> Pool:
         if self.min_replicas > self.max_replicas:
-            raise FieldProblem("minReplicas", _min_max_message(self.min_replicas, self.max_replicas))
+            raise FieldProblem(
+                "minReplicas", _min_max_message(self.min_replicas, self.max_replicas)
+            )
         seen: set[str] = set()
         for i, window in enumerate(self.schedules):
             if window.name in seen:
@@ -262,7 +276,7 @@ class Policy(_Model):
     cost: Cost | None = None
 
     @model_validator(mode="after")
-    def _unique(self) -> "Policy":
+    def _unique(self) -> Policy:
         names: set[str] = set()
         targets: set[tuple[str, str, str]] = set()
         for i, pool in enumerate(self.pools):
@@ -270,7 +284,10 @@ class Policy(_Model):
                 raise FieldProblem(f"pools[{i}].name", f"duplicate pool name {pool.name!r}")
             key = (pool.target.kind, pool.target.namespace, pool.target.name)
             if key in targets:
-                raise FieldProblem(f"pools[{i}].target", f"target {key[1]}/{key[2]} is already used by another pool")
+                raise FieldProblem(
+                    f"pools[{i}].target",
+                    f"target {key[1]}/{key[2]} is already used by another pool",
+                )
             names.add(pool.name)
             targets.add(key)
         return self

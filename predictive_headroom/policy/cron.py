@@ -11,7 +11,7 @@ instead: it fires in both passes of the repeated hour and skips times that do no
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.cron import CronTrigger
@@ -88,7 +88,7 @@ def hour_is_wildcard(trigger: CronTrigger) -> bool:
 
 
 def _offset(ts: int, tz) -> object:
-    return datetime.fromtimestamp(ts, timezone.utc).astimezone(tz).utcoffset()
+    return datetime.fromtimestamp(ts, UTC).astimezone(tz).utcoffset()
 
 
 def gap_end(fire: datetime) -> float | None:
@@ -97,9 +97,13 @@ def gap_end(fire: datetime) -> float | None:
     None when `fire` is a real local time (no gap).
     """
     ts = fire.timestamp()
-    if datetime.fromtimestamp(ts, timezone.utc).astimezone(fire.tzinfo).replace(tzinfo=None) == fire.replace(tzinfo=None):
+    if datetime.fromtimestamp(ts, UTC).astimezone(fire.tzinfo).replace(tzinfo=None) == fire.replace(
+        tzinfo=None
+    ):
         return None
-    lo = int(fire.replace(fold=1).timestamp())  # read at the offset after the change: before the gap
+    lo = int(
+        fire.replace(fold=1).timestamp()
+    )  # read at the offset after the change: before the gap
     hi = int(fire.replace(fold=0).timestamp())  # read at the offset before the change: after it
     after = _offset(hi, fire.tzinfo)
     while hi - lo > 1:

@@ -66,12 +66,12 @@ def _line_index(node: yaml.Node | None, prefix: tuple[Any, ...] = ()) -> dict[tu
     index[prefix] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            path = prefix + (key.value,)
+            path = (*prefix, key.value)
             index.update(_line_index(value, path))
             index[path] = key.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            index.update(_line_index(item, prefix + (i,)))
+            index.update(_line_index(item, (*prefix, i)))
     return index
 
 
@@ -116,7 +116,9 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
         message = err["msg"].removeprefix("Value error, ")
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, FieldProblem):
-            sub = tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", cause.field) if p)
+            sub = tuple(
+                int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", cause.field) if p
+            )
             loc = loc + sub
             message = str(cause)
         elif err["type"] == "extra_forbidden":
@@ -124,10 +126,18 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
             known = _known_keys(model) if model else []
             close = difflib.get_close_matches(str(loc[-1]), known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            message = f"unknown key {loc[-1]!r}{hint} (allowed: {', '.join(known)})" if known else "unknown key"
+            message = (
+                f"unknown key {loc[-1]!r}{hint} (allowed: {', '.join(known)})"
+                if known
+                else "unknown key"
+            )
         elif err["type"] == "missing":
             message = "required field is missing"
-        elif "input" in err and not isinstance(err["input"], (dict, list)) and repr(err["input"]) not in message:
+        elif (
+            "input" in err
+            and not isinstance(err["input"], (dict, list))
+            and repr(err["input"]) not in message
+        ):
             message = f"{message} (got {err['input']!r})"
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     return problems
@@ -144,7 +154,9 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
         what = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(source, [Problem("", f"not valid YAML: {what}", line)]) from None
     if not isinstance(data, dict):
-        raise ConfigError(source, [Problem("", "expected a mapping with a 'pools' list at the top level")])
+        raise ConfigError(
+            source, [Problem("", "expected a mapping with a 'pools' list at the top level")]
+        )
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
@@ -186,7 +198,9 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
             if isinstance(start, str) and isinstance(end, str) and start.split() == end.split():
                 found.append((("pools", i, "schedules", j, "end"), _same_start_end_message(end)))
             if isinstance(wname, str) and wname in seen:
-                found.append((("pools", i, "schedules", j, "name"), f"duplicate window name {wname!r}"))
+                found.append(
+                    (("pools", i, "schedules", j, "name"), f"duplicate window name {wname!r}")
+                )
             seen.add(wname) if isinstance(wname, str) else None
     return found
 
@@ -197,7 +211,9 @@ def load_policy(path: str | Path) -> Policy:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(str(p), [Problem("", "file not found; pass the path of a policy YAML file")]) from None
+        raise ConfigError(
+            str(p), [Problem("", "file not found; pass the path of a policy YAML file")]
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(p), [Problem("", f"cannot read file: {exc}")]) from None
     return parse_policy(text, str(p))

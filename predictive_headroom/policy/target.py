@@ -26,14 +26,22 @@ DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 class Target(BaseModel):
     """The object whose replica count the daemon sets."""
 
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
 
     kind: Literal["Deployment", "CapacityBuffer"] = "Deployment"
     namespace: str = Field(pattern=DNS_LABEL.pattern, description="namespace of the target")
-    name: str = Field(pattern=DNS_SUBDOMAIN.pattern, description="name of the Deployment or CapacityBuffer")
-    api_version: str | None = Field(default=None, description=(
-        "CapacityBuffer only: pin one API version (e.g. autoscaling.x-k8s.io/v1beta1); "
-        "unset = the server's preferred version among the supported ones"))
+    name: str = Field(
+        pattern=DNS_SUBDOMAIN.pattern, description="name of the Deployment or CapacityBuffer"
+    )
+    api_version: str | None = Field(
+        default=None,
+        description=(
+            "CapacityBuffer only: pin one API version (e.g. autoscaling.x-k8s.io/v1beta1); "
+            "unset = the server's preferred version among the supported ones"
+        ),
+    )
 
     @field_validator("api_version")
     @classmethod
@@ -42,13 +50,17 @@ class Target(BaseModel):
             return value
         if info.data.get("kind", "Deployment") == "Deployment":
             if value != "apps/v1":
-                raise ValueError(f"{value!r}: a Deployment is written through apps/v1; remove target.apiVersion "
-                                 "(it only chooses a CapacityBuffer version)")
+                raise ValueError(
+                    f"{value!r}: a Deployment is written through apps/v1; remove target.apiVersion "
+                    "(it only chooses a CapacityBuffer version)"
+                )
             return value
         supported = [f"{CAPACITY_BUFFER_GROUP}/{v}" for v in CAPACITY_BUFFER_VERSIONS]
         if value not in supported:
-            raise ValueError(f"{value!r} is not a CapacityBuffer version this daemon supports; use one of "
-                             f"{', '.join(supported)}, or leave it unset to use the server's preferred one")
+            raise ValueError(
+                f"{value!r} is not a CapacityBuffer version this daemon supports; use one of "
+                f"{', '.join(supported)}, or leave it unset to use the server's preferred one"
+            )
         return value
 
     @property

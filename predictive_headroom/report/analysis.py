@@ -104,8 +104,12 @@ def find_peaks(
     if v.size < 3:
         return ()
     radius = max(1, int(round(PEAK_RADIUS_SECONDS / forecast.step_seconds)))
-    hi = np.lib.stride_tricks.sliding_window_view(np.pad(v, radius, constant_values=-np.inf), 2 * radius + 1)
-    lo = np.lib.stride_tricks.sliding_window_view(np.pad(v, radius, constant_values=np.inf), 2 * radius + 1)
+    hi = np.lib.stride_tricks.sliding_window_view(
+        np.pad(v, radius, constant_values=-np.inf), 2 * radius + 1
+    )
+    lo = np.lib.stride_tricks.sliding_window_view(
+        np.pad(v, radius, constant_values=np.inf), 2 * radius + 1
+    )
     is_peak = (v >= hi.max(axis=1)) & (v > hi[:, :radius].max(axis=1))
     is_peak &= v - lo.min(axis=1) >= 0.05 * (v.max() - v.min())
     is_peak[[0, -1]] = False
@@ -121,7 +125,9 @@ def find_peaks(
     return tuple(peaks)
 
 
-def _warm_for(peak: float, times: np.ndarray, desired: np.ndarray, lead: float) -> tuple[int, float]:
+def _warm_for(
+    peak: float, times: np.ndarray, desired: np.ndarray, lead: float
+) -> tuple[int, float]:
     step = float(times[1] - times[0]) if times.size > 1 else 0.0
     last = max(0, int(np.searchsorted(times, peak + 1e-6)) - 1)
     first = min(last, int(np.searchsorted(times, peak - lead - step / 2)))
@@ -132,7 +138,9 @@ def _warm_for(peak: float, times: np.ndarray, desired: np.ndarray, lead: float) 
     return warm, float(times[k])
 
 
-def headroom_cost(pool: Pool, times: np.ndarray, desired: np.ndarray, policy: Policy) -> HeadroomCost:
+def headroom_cost(
+    pool: Pool, times: np.ndarray, desired: np.ndarray, policy: Policy
+) -> HeadroomCost:
     """Replica-, CPU- and GiB-hours the plan reserves (each step held until the next), and money."""
     dt = np.diff(times)
     replica_hours = float(np.sum(desired[:-1] * dt) / 3600)
@@ -141,13 +149,19 @@ def headroom_cost(pool: Pool, times: np.ndarray, desired: np.ndarray, policy: Po
     gib_hours = replica_hours * pool.placeholder.memory_gib
     money, currency = None, None
     if policy.cost is not None:
-        money = cpu_hours * policy.cost.cost_per_cpu_hour + gib_hours * policy.cost.cost_per_gib_hour
+        money = (
+            cpu_hours * policy.cost.cost_per_cpu_hour + gib_hours * policy.cost.cost_per_gib_hour
+        )
         currency = policy.cost.currency
     peak = int(desired.max()) if desired.size else 0
-    return HeadroomCost(hours, replica_hours, cpu_hours, gib_hours, money, currency, peak, peak * hours)
+    return HeadroomCost(
+        hours, replica_hours, cpu_hours, gib_hours, money, currency, peak, peak * hours
+    )
 
 
-def judge_past(name: str, past: Sequence[Mapping[str, Any]], known: History, at: float) -> tuple[PastForecast, ...]:
+def judge_past(
+    name: str, past: Sequence[Mapping[str, Any]], known: History, at: float
+) -> tuple[PastForecast, ...]:
     """Earlier forecasts of pool `name` (from saved report.json data) against the actuals since."""
     judged = []
     for data in past:
@@ -160,11 +174,25 @@ def judge_past(name: str, past: Sequence[Mapping[str, Any]], known: History, at:
         actual = known.since(made + 1e-6).until(min(at, float(ft[-1])))
         if len(actual) < 3:
             continue
-        read = {k: np.interp(actual.times, ft, np.asarray(series[k], dtype=float)) for k in ("yhat", "lower", "upper")}
+        read = {
+            k: np.interp(actual.times, ft, np.asarray(series[k], dtype=float))
+            for k in ("yhat", "lower", "upper")
+        }
         nonzero = actual.values != 0
         err = np.abs(actual.values - read["yhat"])[nonzero] / np.abs(actual.values[nonzero])
         mape = float(100 * err.mean()) if nonzero.any() else None
         inside = (actual.values >= read["lower"]) & (actual.values <= read["upper"])
-        judged.append(PastForecast(made, actual.times, actual.values, read["yhat"], read["lower"], read["upper"], mape, float(inside.mean())))
+        judged.append(
+            PastForecast(
+                made,
+                actual.times,
+                actual.values,
+                read["yhat"],
+                read["lower"],
+                read["upper"],
+                mape,
+                float(inside.mean()),
+            )
+        )
     judged.sort(key=lambda p: p.made_at)
     return tuple(judged[-MAX_PAST:])

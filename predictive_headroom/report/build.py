@@ -116,7 +116,14 @@ def build_report(
     """
     pools = tuple(
         _pool_report(
-            pool, histories.get(pool.name), forecasts.get(pool.name), accuracies.get(pool.name), at, cluster, past or (), policy
+            pool,
+            histories.get(pool.name),
+            forecasts.get(pool.name),
+            accuracies.get(pool.name),
+            at,
+            cluster,
+            past or (),
+            policy,
         )
         for pool in policy.pools
     )
@@ -140,21 +147,38 @@ def _pool_report(
     elif isinstance(forecast, NoForecast):
         status, detail = forecast.why, forecast.detail
     elif isinstance(forecast, Forecast):
-        status, detail = "forecast-expired", f"the forecast ended at {iso(forecast.expires_at)}, before {iso(at)}"
+        status, detail = (
+            "forecast-expired",
+            f"the forecast ended at {iso(forecast.expires_at)}, before {iso(at)}",
+        )
     elif spec is None:
         status, detail = "not-configured", ""
     else:
-        status, detail = ("disabled", "") if not spec.enabled else ("not-fitted", "no forecast was fitted for this pool")
-    horizon_end = usable.expires_at if usable else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
+        status, detail = (
+            ("disabled", "")
+            if not spec.enabled
+            else ("not-fitted", "no forecast was fitted for this pool")
+        )
+    horizon_end = (
+        usable.expires_at
+        if usable
+        else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
+    )
     step = usable.step_seconds if usable else (spec.step.total_seconds() if spec else 300.0)
-    times, plans = plan_horizon(pool, at, horizon_end, min(max(step, 60.0), 900.0), cluster, forecast)
+    times, plans = plan_horizon(
+        pool, at, horizon_end, min(max(step, 60.0), 900.0), cluster, forecast
+    )
     desired = np.array([p.desired for p in plans], dtype=float)
     windows = tuple(
         (w.name, max(a, at), min(b, horizon_end))
         for w in pool.schedules
         for a, b in open_intervals(w, at, horizon_end, pool.lead_time.total_seconds())
     )
-    acc = accuracy.to_dict() if hasattr(accuracy, "to_dict") else (dict(accuracy) if accuracy else None)
+    acc = (
+        accuracy.to_dict()
+        if hasattr(accuracy, "to_dict")
+        else (dict(accuracy) if accuracy else None)
+    )
     peaks = find_peaks(usable, at, times, desired, pool.lead_time.total_seconds()) if usable else ()
     known = history.until(at) if history is not None else None
     recent = known.since(at - RECENT_SECONDS) if known is not None else None
@@ -162,7 +186,9 @@ def _pool_report(
         pool=pool,
         recent=recent,
         history_points=len(known) if known is not None else 0,
-        history_seconds=known.span_seconds + known.step_seconds if known is not None and len(known) > 1 else 0.0,
+        history_seconds=known.span_seconds + known.step_seconds
+        if known is not None and len(known) > 1
+        else 0.0,
         forecast=usable,
         forecast_status=status,
         forecast_detail=detail,
@@ -184,13 +210,17 @@ def _pool_report(
 BURST_STEP_SECONDS = 300.0
 
 
-def _last_day_burst(pool: str, forecast: Forecast | None, known: History | None, at: float) -> dict[str, Any] | None:
+def _last_day_burst(
+    pool: str, forecast: Forecast | None, known: History | None, at: float
+) -> dict[str, Any] | None:
     """What the burst model asks for at every 5 minutes of the last day, from what was observed then."""
     if forecast is None or forecast.burst_model is None or known is None or len(known) < 2:
         return None
     times = np.arange(at - DAY_SECONDS + BURST_STEP_SECONDS, at + 1, BURST_STEP_SECONDS)
     allowance = forecast.burst_model.allowance(known, times, forecast)
-    return burst_view(pool, forecast.burst_model, times, np.interp(times, known.times, known.values), allowance)
+    return burst_view(
+        pool, forecast.burst_model, times, np.interp(times, known.times, known.values), allowance
+    )
 
 
 def _hours(seconds: float) -> str:
@@ -203,26 +233,66 @@ def _with_notices(r: PoolReport, plans: list[Plan]) -> PoolReport:
     if spec is not None and spec.enabled and r.forecast_status != "source-error":
         needed = spec.min_history.total_seconds()
         if r.history_seconds < needed:
-            found.append(Notice("too-little-history", f"only {_hours(r.history_seconds)} of history; the forecast needs {_hours(needed)} (minHistory) to fit Prophet"))
+            found.append(
+                Notice(
+                    "too-little-history",
+                    f"only {_hours(r.history_seconds)} of history; the forecast needs {_hours(needed)} (minHistory) to fit Prophet",
+                )
+            )
         elif r.history_seconds < PREFERRED_HISTORY_SECONDS:
-            found.append(Notice("short-history", f"only {_hours(r.history_seconds)} of history; 14 days or more let the model learn the weekly pattern"))
+            found.append(
+                Notice(
+                    "short-history",
+                    f"only {_hours(r.history_seconds)} of history; 14 days or more let the model learn the weekly pattern",
+                )
+            )
     if r.forecast_status == "disabled":
-        found.append(Notice("forecast-disabled", "the forecast is disabled (forecast.enabled: false); only schedules, the proportional rule and minReplicas size this pool"))
+        found.append(
+            Notice(
+                "forecast-disabled",
+                "the forecast is disabled (forecast.enabled: false); only schedules, the proportional rule and minReplicas size this pool",
+            )
+        )
     elif r.forecast_status not in ("ok", "not-configured"):
-        found.append(Notice("forecast-unavailable", f"no forecast ({r.forecast_status}){': ' + r.forecast_detail if r.forecast_detail else ''}; the pool falls back to its floors"))
+        found.append(
+            Notice(
+                "forecast-unavailable",
+                f"no forecast ({r.forecast_status}){': ' + r.forecast_detail if r.forecast_detail else ''}; the pool falls back to its floors",
+            )
+        )
     if r.forecast is not None:
         found.extend(Notice("forecast-note", w) for w in r.forecast.warnings)
     if r.accuracy and r.accuracy.get("coverage") is not None and spec is not None:
         coverage, width = float(r.accuracy["coverage"]), spec.interval_width
         if coverage < width - LOW_COVERAGE_MARGIN:
-            found.append(Notice("low-coverage", f"only {coverage:.0%} of recent actuals fell inside the {width:.0%} forecast band; the band is too narrow to trust"))
-    at_max = (r.plan_desired >= pool.max_replicas) & (pool.max_replicas > 0) | np.array([p.reason == "max" for p in plans])
+            found.append(
+                Notice(
+                    "low-coverage",
+                    f"only {coverage:.0%} of recent actuals fell inside the {width:.0%} forecast band; the band is too narrow to trust",
+                )
+            )
+    at_max = (r.plan_desired >= pool.max_replicas) & (pool.max_replicas > 0) | np.array(
+        [p.reason == "max" for p in plans]
+    )
     if at_max.any():
-        asked = max(max((v for k, v in p.components.items() if k != "max" and v is not None), default=0) for p in plans)
+        asked = max(
+            max((v for k, v in p.components.items() if k != "max" and v is not None), default=0)
+            for p in plans
+        )
         first = float(r.plan_times[np.flatnonzero(at_max)[0]])
-        found.append(Notice("max-replicas", f"the plan reaches maxReplicas {pool.max_replicas} for {_hours(at_max.sum() * r.step_seconds)} of the horizon, first at {iso(first)}; up to {asked} were asked for"))
+        found.append(
+            Notice(
+                "max-replicas",
+                f"the plan reaches maxReplicas {pool.max_replicas} for {_hours(at_max.sum() * r.step_seconds)} of the horizon, first at {iso(first)}; up to {asked} were asked for",
+            )
+        )
     if r.now.details.get("proportional_status") == "no-cluster-state":
-        found.append(Notice("no-cluster-state", "the proportional rule was left out: no cluster state was given (the daemon reads it from the nodes)"))
+        found.append(
+            Notice(
+                "no-cluster-state",
+                "the proportional rule was left out: no cluster state was given (the daemon reads it from the nodes)",
+            )
+        )
     return PoolReport(**{**r.__dict__, "notices": tuple(found)})
 
 
@@ -236,7 +306,13 @@ def _num(x: float | None, digits: int = 6) -> float | None:
 
 def report_to_json(report: Report) -> dict[str, Any]:
     """The report's facts as JSON-ready data (the shape of report.json)."""
-    return {"schema": SCHEMA, "at": report.at, "generated_at": iso(report.at), "source": report.source, "pools": [_pool_json(p) for p in report.pools]}
+    return {
+        "schema": SCHEMA,
+        "at": report.at,
+        "generated_at": iso(report.at),
+        "source": report.source,
+        "pools": [_pool_json(p) for p in report.pools],
+    }
 
 
 def _pool_json(r: PoolReport) -> dict[str, Any]:
@@ -249,16 +325,25 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
             history_end=iso(f.history_end),
             expires_at=iso(f.expires_at),
             interval_width=pool.forecast.interval_width if pool.forecast else None,
-            series={"times": f.times.tolist(), **{k: [_num(x) for x in getattr(f, k)] for k in ("yhat", "lower", "upper")}},
+            series={
+                "times": f.times.tolist(),
+                **{k: [_num(x) for x in getattr(f, k)] for k in ("yhat", "lower", "upper")},
+            },
         )
     changes = [
         {"at": iso(t), "desired_replicas": int(d), "reason": why}
-        for k, (t, d, why) in enumerate(zip(r.plan_times, r.plan_desired, r.plan_reasons))
+        for k, (t, d, why) in enumerate(
+            zip(r.plan_times, r.plan_desired, r.plan_reasons, strict=False)
+        )
         if k == 0 or (d, why) != (r.plan_desired[k - 1], r.plan_reasons[k - 1])
     ]
     return {
         "name": pool.name,
-        "target": {"kind": pool.target.kind, "namespace": pool.target.namespace, "name": pool.target.name},
+        "target": {
+            "kind": pool.target.kind,
+            "namespace": pool.target.namespace,
+            "name": pool.target.name,
+        },
         "min_replicas": pool.min_replicas,
         "max_replicas": pool.max_replicas,
         "lead_time_seconds": pool.lead_time.total_seconds(),
@@ -267,18 +352,35 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
         "plan": {"now": plan_to_dict(r.now), "step_seconds": r.step_seconds, "changes": changes},
         "schedule_windows": [{"name": n, "from": iso(a), "to": iso(b)} for n, a, b in r.windows],
         "peaks": [
-            {"at": iso(p.at), "demand": p.demand, "upper": p.upper, "warm_replicas": p.warm_replicas,
-             "warm_from": iso(p.warm_from), "lead_seconds": p.lead_seconds}
+            {
+                "at": iso(p.at),
+                "demand": p.demand,
+                "upper": p.upper,
+                "warm_replicas": p.warm_replicas,
+                "warm_from": iso(p.warm_from),
+                "lead_seconds": p.lead_seconds,
+            }
             for p in r.peaks
         ],
         "accuracy": r.accuracy,
         "past_forecasts": [
-            {"made_at": iso(p.made_at), "points": int(p.times.size), "mape": p.mape, "coverage": p.coverage}
+            {
+                "made_at": iso(p.made_at),
+                "points": int(p.times.size),
+                "mape": p.mape,
+                "coverage": p.coverage,
+            }
             for p in r.past
         ],
         "cost": {
-            "hours": c.hours, "replica_hours": c.replica_hours, "cpu_hours": c.cpu_hours, "gib_hours": c.gib_hours,
-            "money": c.money, "currency": c.currency, "peak_replicas": c.peak_replicas, "static_replica_hours": c.static_replica_hours,
+            "hours": c.hours,
+            "replica_hours": c.replica_hours,
+            "cpu_hours": c.cpu_hours,
+            "gib_hours": c.gib_hours,
+            "money": c.money,
+            "currency": c.currency,
+            "peak_replicas": c.peak_replicas,
+            "static_replica_hours": c.static_replica_hours,
         },
         "warnings": [{"code": n.code, "message": n.message} for n in r.notices],
         "burst": r.burst,

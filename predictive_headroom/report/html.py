@@ -32,7 +32,16 @@ from predictive_headroom.pages.svg import RC as _RC
 from predictive_headroom.pages.svg import figure_svg
 from predictive_headroom.report.build import PoolReport, Report
 
-__all__ = ["fmt_lead", "fmt_money", "fmt_number", "fmt_percent", "fmt_ratio", "fmt_share", "fmt_time", "render_html"]
+__all__ = [
+    "fmt_lead",
+    "fmt_money",
+    "fmt_number",
+    "fmt_percent",
+    "fmt_ratio",
+    "fmt_share",
+    "fmt_time",
+    "render_html",
+]
 
 # Reason groups of the plan and their colours (schedule windows share the schedule colour).
 REASON_COLOURS = {
@@ -77,24 +86,72 @@ def demand_svg(r: PoolReport, at: float) -> Markup:
         fig = Figure(figsize=(11.2, 3.4), layout="constrained")
         ax = _axes(fig)
         if r.recent is not None and len(r.recent):
-            ax.plot(_dates(r.recent.times), r.recent.values, color="#334155", linewidth=0.9, label="actual")
+            ax.plot(
+                _dates(r.recent.times),
+                r.recent.values,
+                color="#334155",
+                linewidth=0.9,
+                label="actual",
+            )
         f = r.forecast
         if f is not None:
             width = r.pool.forecast.interval_width if r.pool.forecast else 0.8
-            ax.fill_between(_dates(f.times), f.lower, f.upper, color="#93c5fd", alpha=0.45, linewidth=0, label=f"{width:.0%} interval")
+            ax.fill_between(
+                _dates(f.times),
+                f.lower,
+                f.upper,
+                color="#93c5fd",
+                alpha=0.45,
+                linewidth=0,
+                label=f"{width:.0%} interval",
+            )
             ax.plot(_dates(f.times), f.yhat, color="#2563eb", linewidth=1.5, label="forecast")
         for n, p in enumerate(r.peaks, 1):
-            ax.plot(_dates([p.at]), [p.demand], marker="v", color="#dc2626", markersize=7, linestyle="none", label="next peaks" if n == 1 else None)
-            ax.annotate(str(n), (_dates([p.at])[0], p.demand), textcoords="offset points", xytext=(0, 8), ha="center", color="#dc2626", fontweight="bold")
+            ax.plot(
+                _dates([p.at]),
+                [p.demand],
+                marker="v",
+                color="#dc2626",
+                markersize=7,
+                linestyle="none",
+                label="next peaks" if n == 1 else None,
+            )
+            ax.annotate(
+                str(n),
+                (_dates([p.at])[0], p.demand),
+                textcoords="offset points",
+                xytext=(0, 8),
+                ha="center",
+                color="#dc2626",
+                fontweight="bold",
+            )
         ax.axvline(_dates([at])[0], color="#dc2626", linestyle="--", linewidth=1.2)
-        ax.annotate("now", (_dates([at])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(4, -12), textcoords="offset points", color="#dc2626")
+        ax.annotate(
+            "now",
+            (_dates([at])[0], 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -12),
+            textcoords="offset points",
+            color="#dc2626",
+        )
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(_compact))
         ax.set_ylabel("demand")
-        shown = [a for a in (r.recent.values if r.recent is not None else [], f.lower if f is not None else []) if len(a)]
-        if shown and min(float(np.min(a)) for a in shown) < 0.3 * max(float(np.max(a)) for a in shown):
+        shown = [
+            a
+            for a in (
+                r.recent.values if r.recent is not None else [],
+                f.lower if f is not None else [],
+            )
+            if len(a)
+        ]
+        if shown and min(float(np.min(a)) for a in shown) < 0.3 * max(
+            float(np.max(a)) for a in shown
+        ):
             ax.set_ylim(bottom=0)
         fig.legend(loc="outside upper left", ncols=5, frameon=False, fontsize=9)
-        return figure_svg(fig, f"demand-{r.pool.name}", f"demand and forecast for pool {r.pool.name}")
+        return figure_svg(
+            fig, f"demand-{r.pool.name}", f"demand and forecast for pool {r.pool.name}"
+        )
 
 
 def _runs(groups: list[str]) -> list[tuple[int, int, str]]:
@@ -121,15 +178,34 @@ def plan_svg(r: PoolReport) -> Markup:
         t, d = r.plan_times, r.plan_desired
         end = t[-1] + (r.step_seconds or 0.0)
         for name, a, b in r.windows:
-            ax.axvspan(_dates([a])[0], _dates([b])[0], color=REASON_COLOURS["schedule"], alpha=0.08, linewidth=0)
-            ax.annotate(name, (_dates([a])[0], 1.0), xycoords=("data", "axes fraction"), xytext=(3, -11), textcoords="offset points", color=REASON_COLOURS["schedule"], fontsize=8)
+            ax.axvspan(
+                _dates([a])[0],
+                _dates([b])[0],
+                color=REASON_COLOURS["schedule"],
+                alpha=0.08,
+                linewidth=0,
+            )
+            ax.annotate(
+                name,
+                (_dates([a])[0], 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -11),
+                textcoords="offset points",
+                color=REASON_COLOURS["schedule"],
+                fontsize=8,
+            )
         xs, ys = _dates(np.append(t, end)), np.append(d, d[-1:])
         ax.fill_between(xs, ys, step="post", color="#94a3b8", alpha=0.25, linewidth=0)
         ax.step(xs, ys, where="post", color="#1e293b", linewidth=1.6)
         groups = [reason_group(x) for x in r.plan_reasons]
         for first, last, group in _runs(groups):
             stop = t[last] if last < t.size else end
-            ribbon.axvspan(_dates([t[first]])[0], _dates([stop])[0], color=REASON_COLOURS.get(group, "#334155"), linewidth=0)
+            ribbon.axvspan(
+                _dates([t[first]])[0],
+                _dates([stop])[0],
+                color=REASON_COLOURS.get(group, "#334155"),
+                linewidth=0,
+            )
         ribbon.set_yticks([])
         ribbon.set_ylabel("why", rotation=0, ha="right", va="center")
         for side in ("left", "top", "right"):
@@ -139,20 +215,44 @@ def plan_svg(r: PoolReport) -> Markup:
         if cap <= 1.5 * top + 2:
             top = max(top, cap)
             ax.axhline(cap, color=REASON_COLOURS["max"], linestyle=":", linewidth=1)
-            ax.annotate(f"maxReplicas {cap}", (1.0, cap), xycoords=("axes fraction", "data"), xytext=(-4, 3), textcoords="offset points", ha="right", color=REASON_COLOURS["max"], fontsize=8)
+            ax.annotate(
+                f"maxReplicas {cap}",
+                (1.0, cap),
+                xycoords=("axes fraction", "data"),
+                xytext=(-4, 3),
+                textcoords="offset points",
+                ha="right",
+                color=REASON_COLOURS["max"],
+                fontsize=8,
+            )
         else:
-            ax.annotate(f"maxReplicas {cap} (off the chart)", (1.0, 1.0), xycoords="axes fraction", xytext=(-4, -11), textcoords="offset points", ha="right", color=REASON_COLOURS["max"], fontsize=8)
+            ax.annotate(
+                f"maxReplicas {cap} (off the chart)",
+                (1.0, 1.0),
+                xycoords="axes fraction",
+                xytext=(-4, -11),
+                textcoords="offset points",
+                ha="right",
+                color=REASON_COLOURS["max"],
+                fontsize=8,
+            )
         for p in r.peaks:
             ax.axvline(_dates([p.at])[0], color="#dc2626", linestyle=":", linewidth=0.9)
         handles = [Patch(color=REASON_COLOURS[g], label=g) for g in REASON_COLOURS if g in groups]
         if r.windows:
-            handles.append(Patch(color=REASON_COLOURS["schedule"], alpha=0.15, label="schedule window open"))
-        fig.legend(handles=handles, loc="outside lower left", ncols=len(handles), frameon=False, fontsize=9)
+            handles.append(
+                Patch(color=REASON_COLOURS["schedule"], alpha=0.15, label="schedule window open")
+            )
+        fig.legend(
+            handles=handles, loc="outside lower left", ncols=len(handles), frameon=False, fontsize=9
+        )
         ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
         ax.set_ylim(0, top * 1.2 + 0.5)
         ax.set_ylabel("placeholder pods")
         ax.tick_params(labelbottom=False)
-        return figure_svg(fig, f"plan-{r.pool.name}", f"planned placeholder pods for pool {r.pool.name}")
+        return figure_svg(
+            fig, f"plan-{r.pool.name}", f"planned placeholder pods for pool {r.pool.name}"
+        )
 
 
 def past_svg(r: PoolReport) -> Markup:
@@ -165,12 +265,22 @@ def past_svg(r: PoolReport) -> Markup:
         order = np.unique(times, return_index=True)[1]
         ax.plot(_dates(times[order]), actual[order], color="#334155", linewidth=1, label="actual")
         shades = ["#bfdbfe", "#93c5fd", "#60a5fa", "#3b82f6", "#1d4ed8"][-len(r.past) :]
-        for p, colour in zip(r.past, shades):
-            ax.plot(_dates(p.times), p.yhat, color=colour, linewidth=1.4, label=f"made {fmt_time(p.made_at)}")
+        for p, colour in zip(r.past, shades, strict=False):
+            ax.plot(
+                _dates(p.times),
+                p.yhat,
+                color=colour,
+                linewidth=1.4,
+                label=f"made {fmt_time(p.made_at)}",
+            )
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(_compact))
         ax.set_ylabel("demand")
         fig.legend(loc="outside lower left", ncols=len(r.past) + 1, frameon=False, fontsize=8)
-        return figure_svg(fig, f"past-{r.pool.name}", f"past forecasts against actual demand for pool {r.pool.name}")
+        return figure_svg(
+            fig,
+            f"past-{r.pool.name}",
+            f"past forecasts against actual demand for pool {r.pool.name}",
+        )
 
 
 def _when(iso_text: object) -> str:
@@ -184,9 +294,15 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
     """The figures and table rows of one pool; the template lays them out."""
     c, acc = r.cost, r.accuracy or {}
     has_demand = r.forecast is not None or (r.recent is not None and len(r.recent) > 0)
-    cost_rows = [["placeholder pod requests", f"{r.pool.placeholder.cpu} CPU, {r.pool.placeholder.memory}"], ["horizon", f"{c.hours:.0f} h"],
-                 ["pod-hours", fmt_number(c.replica_hours)], ["CPU-hours", fmt_number(c.cpu_hours)], ["GiB-hours", fmt_number(c.gib_hours)],
-                 ["peak pods", str(c.peak_replicas)], ["pod-hours if the peak count were kept all the time", fmt_number(c.static_replica_hours)]]
+    cost_rows = [
+        ["placeholder pod requests", f"{r.pool.placeholder.cpu} CPU, {r.pool.placeholder.memory}"],
+        ["horizon", f"{c.hours:.0f} h"],
+        ["pod-hours", fmt_number(c.replica_hours)],
+        ["CPU-hours", fmt_number(c.cpu_hours)],
+        ["GiB-hours", fmt_number(c.gib_hours)],
+        ["peak pods", str(c.peak_replicas)],
+        ["pod-hours if the peak count were kept all the time", fmt_number(c.static_replica_hours)],
+    ]
     if c.money is not None:
         cost_rows.append(["cost", fmt_money(c.money, c.currency)])
     return {
@@ -195,18 +311,46 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         "shown_days": min(r.history_seconds, 7 * 86400) / 86400,
         "plan_svg": plan_svg(r),
         "past_svg": past_svg(r) if r.past else None,
-        "peak_rows": [[str(n), fmt_time(p.at), fmt_number(p.demand), fmt_number(p.upper), str(p.warm_replicas), fmt_time(p.warm_from), fmt_lead(p.lead_seconds)]
-                      for n, p in enumerate(r.peaks, 1)],
+        "peak_rows": [
+            [
+                str(n),
+                fmt_time(p.at),
+                fmt_number(p.demand),
+                fmt_number(p.upper),
+                str(p.warm_replicas),
+                fmt_time(p.warm_from),
+                fmt_lead(p.lead_seconds),
+            ]
+            for n, p in enumerate(r.peaks, 1)
+        ],
         "cost_rows": cost_rows,
-        "held_back": f"{acc['points']} points from {_when(acc['holdout_start'])}" if "points" in acc and "holdout_start" in acc else "",
-        "past_rows": [[fmt_time(p.made_at), str(p.times.size), fmt_percent(p.mape), fmt_share(p.coverage)] for p in r.past],
-        "changes": [[fmt_time(t), str(int(d)), why] for k, (t, d, why) in enumerate(zip(r.plan_times, r.plan_desired, r.plan_reasons))
-                    if k == 0 or (d, why) != (r.plan_desired[k - 1], r.plan_reasons[k - 1])],
-        "burst": getattr(r, "burst", None),  # the burst allowance of the last day, when the report carries one
+        "held_back": f"{acc['points']} points from {_when(acc['holdout_start'])}"
+        if "points" in acc and "holdout_start" in acc
+        else "",
+        "past_rows": [
+            [fmt_time(p.made_at), str(p.times.size), fmt_percent(p.mape), fmt_share(p.coverage)]
+            for p in r.past
+        ],
+        "changes": [
+            [fmt_time(t), str(int(d)), why]
+            for k, (t, d, why) in enumerate(
+                zip(r.plan_times, r.plan_desired, r.plan_reasons, strict=False)
+            )
+            if k == 0 or (d, why) != (r.plan_desired[k - 1], r.plan_reasons[k - 1])
+        ],
+        "burst": getattr(
+            r, "burst", None
+        ),  # the burst allowance of the last day, when the report carries one
     }
 
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document with everything inline (no network needed to view)."""
     pools = [_pool_view(r, report.at) for r in report.pools]
-    return render("predictive_headroom.report", "report.html", report=report, pools=pools, warnings=sum(len(r.notices) for r in report.pools))
+    return render(
+        "predictive_headroom.report",
+        "report.html",
+        report=report,
+        pools=pools,
+        warnings=sum(len(r.notices) for r in report.pools),
+    )

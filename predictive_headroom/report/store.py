@@ -29,7 +29,9 @@ def write_report_files(directory: Path, report: Report) -> None:
     """Write index.html and report.json into the existing `directory`."""
     from predictive_headroom.report.html import render_html
 
-    (directory / "report.json").write_text(json.dumps(report_to_json(report), indent=1), encoding="utf-8")
+    (directory / "report.json").write_text(
+        json.dumps(report_to_json(report), indent=1), encoding="utf-8"
+    )
     (directory / "index.html").write_text(render_html(report), encoding="utf-8")
 
 
@@ -65,7 +67,11 @@ def write_report(out_root: Path, report: Report, keep: int) -> Path:
 
 def _report_dirs(out_root: Path) -> list[Path]:
     """Report directories under `out_root`, oldest first."""
-    found = [p for p in out_root.iterdir() if p.is_dir() and not p.is_symlink() and _REPORT_DIR.match(p.name)]
+    found = [
+        p
+        for p in out_root.iterdir()
+        if p.is_dir() and not p.is_symlink() and _REPORT_DIR.match(p.name)
+    ]
     return sorted(found, key=lambda p: (p.name[:16], int(p.name[17:] or 0)))
 
 

@@ -34,7 +34,9 @@ def _iso_seconds(text: str) -> float:
     except ValueError:
         raise _BadRow(f"timestamp {text!r} is not {_ISO_EXAMPLE}") from None
     if when.tzinfo is None:
-        raise _BadRow(f"timestamp {text!r} has no UTC offset; add 'Z' or an offset such as '+02:00'")
+        raise _BadRow(
+            f"timestamp {text!r} has no UTC offset; add 'Z' or an offset such as '+02:00'"
+        )
     return when.timestamp()
 
 
@@ -78,19 +80,27 @@ def read_csv_history(path: str | Path) -> History:
     try:
         text = p.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise SourceError(f"{p}: file not found; pass a CSV file with a 'timestamp,value' header") from None
+        raise SourceError(
+            f"{p}: file not found; pass a CSV file with a 'timestamp,value' header"
+        ) from None
     except IsADirectoryError:
-        raise SourceError(f"{p}: is a directory; pass a CSV file with a 'timestamp,value' header") from None
+        raise SourceError(
+            f"{p}: is a directory; pass a CSV file with a 'timestamp,value' header"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(f"{p}: cannot read the file: {exc}") from None
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if header is None:
-        raise SourceError(f"{p}: the file is empty; expected a 'timestamp,value' header and data rows")
+        raise SourceError(
+            f"{p}: the file is empty; expected a 'timestamp,value' header and data rows"
+        )
     if [h.strip().lower() for h in header] != HEADER:
         found = ",".join(header)
         if len(header) == 2 and _looks_like_epoch(header[1].strip()):
-            raise SourceError(f"{p}:1: missing header; the first line must be 'timestamp,value', found data {found!r}")
+            raise SourceError(
+                f"{p}:1: missing header; the first line must be 'timestamp,value', found data {found!r}"
+            )
         raise SourceError(f"{p}:1: header is {found!r}; expected 'timestamp,value'")
 
     parse_time: Callable[[str], float] | None = None
@@ -104,7 +114,9 @@ def read_csv_history(path: str | Path) -> History:
             continue  # blank lines carry nothing
         try:
             if len(row) != 2:
-                raise _BadRow(f"expected 2 fields 'timestamp,value', found {len(row)} in {','.join(row)!r}")
+                raise _BadRow(
+                    f"expected 2 fields 'timestamp,value', found {len(row)} in {','.join(row)!r}"
+                )
             stamp = row[0].strip()
             if parse_time is None:
                 parse_time = _epoch_seconds if _looks_like_epoch(stamp) else _iso_seconds
@@ -134,7 +146,9 @@ def _ordered(path: Path, times: np.ndarray, values: np.ndarray, lines: np.ndarra
             before, here = lines[i], lines[i + 1]
             stamp = from_epoch(times[i + 1]).isoformat().replace("+00:00", "Z")
             if steps[i] == 0:
-                problems.append(f"{here}: duplicate timestamp {stamp} (also on line {before}); each time must appear once")
+                problems.append(
+                    f"{here}: duplicate timestamp {stamp} (also on line {before}); each time must appear once"
+                )
             else:
                 problems.append(
                     f"{here}: timestamp {stamp} is earlier than line {before}; rows must be sorted oldest first"
@@ -177,7 +191,9 @@ class CsvSource:
         full = self.full()
         part = full.until(end).since(end - span_seconds)
         if not len(part):
-            raise SourceError(f"{self.path}: no rows between {_utc(end - span_seconds)} and {_utc(end)}")
+            raise SourceError(
+                f"{self.path}: no rows between {_utc(end - span_seconds)} and {_utc(end)}"
+            )
         return part
 
 

@@ -57,21 +57,29 @@ class PrometheusSource:
         self.warnings: tuple[str, ...] = ()
         self._settings = settings
         password = settings.prometheus_password
-        self._secrets = [s for s in (urlsplit(self.url).password, password and password.get_secret_value()) if s]
+        self._secrets = [
+            s for s in (urlsplit(self.url).password, password and password.get_secret_value()) if s
+        ]
         auth = _auth(settings)
         session = requests.Session()
         ca_file = settings.prometheus_ca_file
         if ca_file is not None and not Path(ca_file).is_file():
-            raise SourceError(f"the Prometheus CA bundle file {ca_file} does not exist (PH_PROMETHEUS_CA_FILE)")
+            raise SourceError(
+                f"the Prometheus CA bundle file {ca_file} does not exist (PH_PROMETHEUS_CA_FILE)"
+            )
         session.verify = str(ca_file) if ca_file else settings.prometheus_verify_tls
         if session.verify is False:
-            logger.warning("TLS certificate verification is off for Prometheus at %s", self.display_url)
+            logger.warning(
+                "TLS certificate verification is off for Prometheus at %s", self.display_url
+            )
         session.hooks["response"].append(_raise_for_status)
         self._attempts = settings.prometheus_retries + 1
         self._client = PrometheusConnect(
             url=self.url,
             headers=dict(settings.prometheus_headers) or None,
-            retry=_retry(settings.prometheus_retries, backoff_factor, f"Prometheus at {self.display_url}"),
+            retry=_retry(
+                settings.prometheus_retries, backoff_factor, f"Prometheus at {self.display_url}"
+            ),
             auth=auth,
             session=session,
             timeout=settings.prometheus_timeout,  # type: ignore[arg-type]
@@ -98,7 +106,9 @@ class PrometheusSource:
         """
         step = float(round(step_seconds))
         if step < 1 or abs(step - step_seconds) > 1e-9:
-            raise SourceError(f"the query step must be a whole number of seconds, got {step_seconds:g}s")
+            raise SourceError(
+                f"the query step must be a whole number of seconds, got {step_seconds:g}s"
+            )
         start = float(math.ceil(start))
         series: dict[LabelSet, list[tuple[np.ndarray, np.ndarray]]] = {}
         for first, last in chunk_ranges(start, end, step):
@@ -116,7 +126,15 @@ class PrometheusSource:
         values = np.concatenate([v for _, v in parts])[first_index]
         return self._clean(query, times, values, start, end, step)
 
-    def _clean(self, query: str, times: np.ndarray, values: np.ndarray, start: float, end: float, step: float) -> History:
+    def _clean(
+        self,
+        query: str,
+        times: np.ndarray,
+        values: np.ndarray,
+        start: float,
+        end: float,
+        step: float,
+    ) -> History:
         finite = np.isfinite(values)
         warnings = []
         if not finite.any():
@@ -126,7 +144,9 @@ class PrometheusSource:
             )
         if not finite.all():
             dropped = int(values.size - finite.sum())
-            warnings.append(f"query {query!r}: dropped {dropped} NaN/infinite sample(s) of {values.size}")
+            warnings.append(
+                f"query {query!r}: dropped {dropped} NaN/infinite sample(s) of {values.size}"
+            )
             times, values = times[finite], values[finite]
         warnings += quality_warnings(times, start, end, step, query)
         for line in warnings:
@@ -139,7 +159,9 @@ class PrometheusSource:
         """One range request; every failure becomes a SourceError that says what to check."""
         where = f"Prometheus at {self.display_url}"
         try:
-            result = self._client.custom_query_range(query, from_epoch(start), from_epoch(end), f"{step:.0f}")
+            result = self._client.custom_query_range(
+                query, from_epoch(start), from_epoch(end), f"{step:.0f}"
+            )
             if not isinstance(result, list):
                 raise TypeError("result is not a list")
             return result
@@ -163,7 +185,9 @@ class PrometheusSource:
                 "check the URL and that Prometheus is running and reachable from here"
             )
         except (ValueError, KeyError, TypeError):
-            message = f"{where} sent an answer that is not a Prometheus query API response; check the URL"
+            message = (
+                f"{where} sent an answer that is not a Prometheus query API response; check the URL"
+            )
         except requests.exceptions.RequestException as exc:
             message = f"request to {where} failed: {type(exc).__name__}"
         raise SourceError(self._scrub(message))
@@ -202,7 +226,9 @@ class PrometheusSource:
         return text
 
 
-def from_settings(settings: Settings, url: str | None = None, **kwargs: Any) -> PrometheusSource | None:
+def from_settings(
+    settings: Settings, url: str | None = None, **kwargs: Any
+) -> PrometheusSource | None:
     """Build the source for `url` (e.g. `--prometheus-url`) or `settings.prometheus_url`; None when neither is set."""
     chosen = url or settings.prometheus_url
     return PrometheusSource(chosen, settings, **kwargs) if chosen else None

@@ -41,7 +41,9 @@ class _HttpError(Exception):
         self.status, self.reason, self.detail = status, reason, detail
 
 
-def _raise_for_status(response: requests.Response, *_args: Any, **_kwargs: Any) -> requests.Response:
+def _raise_for_status(
+    response: requests.Response, *_args: Any, **_kwargs: Any
+) -> requests.Response:
     """requests response hook: turn an error answer into _HttpError carrying Prometheus's message."""
     if response.status_code < 400:
         return response
@@ -63,7 +65,9 @@ class _BearerTokenFile(requests.auth.AuthBase):
         try:
             token = self.path.read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise SourceError(f"cannot read the Prometheus bearer token file {self.path}: {exc.strerror or exc}") from None
+            raise SourceError(
+                f"cannot read the Prometheus bearer token file {self.path}: {exc.strerror or exc}"
+            ) from None
         if not token:
             raise SourceError(f"the Prometheus bearer token file {self.path} is empty")
         request.headers["Authorization"] = f"Bearer {token}"
@@ -97,7 +101,9 @@ def _auth(settings: Settings) -> requests.auth.AuthBase | None:
         return _BearerTokenFile(Path(token_file))
     if user or password:
         if not (user and password):
-            raise SourceError("Prometheus basic auth needs both PH_PROMETHEUS_USERNAME and PH_PROMETHEUS_PASSWORD")
+            raise SourceError(
+                "Prometheus basic auth needs both PH_PROMETHEUS_USERNAME and PH_PROMETHEUS_PASSWORD"
+            )
         return requests.auth.HTTPBasicAuth(user, password.get_secret_value())
     return None
 
@@ -116,15 +122,31 @@ class _AnnouncedRetry(Retry):
         out.where = self.where
         return out
 
-    def increment(self, method: str | None = None, url: str | None = None, response: Any = None,
-                  error: Exception | None = None, _pool: Any = None, _stacktrace: Any = None) -> _AnnouncedRetry:
-        new = super().increment(method, url, response, error, _pool, _stacktrace)  # raises when no tries are left
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: Any = None,
+    ) -> _AnnouncedRetry:
+        new = super().increment(
+            method, url, response, error, _pool, _stacktrace
+        )  # raises when no tries are left
         failed = len(new.history)
-        cause = _connection_reason(error) if error is not None else f"HTTP {getattr(response, 'status', '?')}"
+        cause = (
+            _connection_reason(error)
+            if error is not None
+            else f"HTTP {getattr(response, 'status', '?')}"
+        )
         wait = new.get_backoff_time()
         logger.warning(
             "%s: attempt %d of %d failed (%s); %s",
-            self.where, failed, failed + (new.total or 0) + 1, cause,
+            self.where,
+            failed,
+            failed + (new.total or 0) + 1,
+            cause,
             f"retrying in {wait:.1f}s" if wait > 0 else "retrying",
         )
         return new

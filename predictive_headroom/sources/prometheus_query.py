@@ -32,7 +32,9 @@ def query_window(end: float, history_seconds: float, step: float) -> tuple[float
     return stop - math.floor(history_seconds / step) * step, stop
 
 
-def chunk_ranges(start: float, end: float, step: float, max_points: int = MAX_POINTS_PER_REQUEST) -> list[tuple[float, float]]:
+def chunk_ranges(
+    start: float, end: float, step: float, max_points: int = MAX_POINTS_PER_REQUEST
+) -> list[tuple[float, float]]:
     """Split the grid `start, start+step, ... <= end` into inclusive (first, last) pieces of at most
     `max_points` points each; consecutive pieces share no point."""
     total = math.floor((end - start) / step) + 1 if end >= start else 0
@@ -42,7 +44,9 @@ def chunk_ranges(start: float, end: float, step: float, max_points: int = MAX_PO
     ]
 
 
-def parse_matrix(result: Sequence[Mapping[str, Any]]) -> dict[LabelSet, tuple[np.ndarray, np.ndarray]]:
+def parse_matrix(
+    result: Sequence[Mapping[str, Any]],
+) -> dict[LabelSet, tuple[np.ndarray, np.ndarray]]:
     """Turn a range query's `data.result` into float arrays keyed by each series' sorted labels."""
     out: dict[LabelSet, tuple[np.ndarray, np.ndarray]] = {}
     for series in result:
@@ -65,7 +69,9 @@ def differing_labels(label_sets: Sequence[LabelSet]) -> dict[str, list[str]]:
     }
 
 
-def find_gaps(times: np.ndarray, step: float, min_steps: int = GAP_STEPS) -> list[tuple[float, float]]:
+def find_gaps(
+    times: np.ndarray, step: float, min_steps: int = GAP_STEPS
+) -> list[tuple[float, float]]:
     """Return (last point before, first point after) for every hole longer than `min_steps` steps."""
     if times.size < 2:
         return []
@@ -95,7 +101,9 @@ def many_series_message(query: str, label_sets: Sequence[LabelSet]) -> str:
     )
 
 
-def quality_warnings(times: np.ndarray, start: float, end: float, step: float, query: str) -> list[str]:
+def quality_warnings(
+    times: np.ndarray, start: float, end: float, step: float, query: str
+) -> list[str]:
     """Describe holes in a fetched series: inside it, before its first point and after its last."""
     warnings = []
     limit = GAP_STEPS * step

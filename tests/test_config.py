@@ -66,8 +66,8 @@ def problems(text: str) -> list[str]:
         ),
         (
             GOOD_POOL
-            + "    proportional:\n      ladder: {nodesToReplicas: [[1, 1], [5, 2], [3, 4]]}\n",
-            "pools[0].proportional.ladder.nodesToReplicas: thresholds must be strictly ascending: step 2 threshold 3",
+            + "    proportional:\n      ladder: {nodesToReplicas: [[1, 1], [5, 2], [1, 4]]}\n",
+            "pools[0].proportional.ladder.nodesToReplicas: threshold 1 appears twice (steps 0 and 2)",
         ),
         (
             GOOD_POOL + "    leadTim: 5m\n",

@@ -24,8 +24,18 @@ from predictive_headroom.protocols import ClusterState
         ({"coresPerReplica": 1, "max": 5}, 10, 100, 5),  # max
         ({"nodesPerReplica": 10, "preventSinglePointFailure": True}, 2, 8, 2),  # HA
         ({"nodesPerReplica": 10, "preventSinglePointFailure": True}, 1, 8, 1),  # one node: no HA
-        ({"nodesPerReplica": 10, "preventSinglePointFailure": True, "max": 1}, 5, 8, 1),  # max wins
-        ({"nodesPerReplica": 10}, 0, 0, 0),
+        # CPA's edge rules (its controller code; no upstream test covers them):
+        (
+            {"nodesPerReplica": 10, "preventSinglePointFailure": True, "max": 1},
+            5,
+            8,
+            2,
+        ),  # HA after max
+        ({"nodesPerReplica": 10}, 0, 0, 1),  # min omitted is 1
+        ({"nodesPerReplica": 10, "min": 0}, 0, 0, 0),  # an explicit 0 is kept (see README)
+        ({"nodesPerReplica": 1, "max": 0}, 500, 0, 500),  # max 0: no cap
+        ({"coresPerReplica": 0, "nodesPerReplica": 4}, 8, 1000, 2),  # divisor 0: unset
+        ({"coresPerReplica": 4, "nodesPerReplica": 0}, 100, 8, 2),
     ],
 )
 def test_linear(params, nodes, cores, expected):
@@ -55,6 +65,8 @@ LADDER = {
             4,
         ),  # below the first threshold: first step (CPA)
         ({"coresToReplicas": [[0, 1], [8, 3]]}, 0, 0, 1),
+        ({"nodesToReplicas": [[5, 2], [1, 1], [10, 4]]}, 7, 0, 2),  # any order: sorted on load
+        ({"nodesToReplicas": [[10, 4], [5, 2], [1, 1]]}, 0, 0, 1),  # below the smallest threshold
     ],
 )
 def test_ladder(params, nodes, cores, expected):
@@ -78,3 +90,22 @@ def test_label_selector_text():
         linear=Linear(nodesPerReplica=1), nodeSelector={"pool": "spot", "arch": "arm64"}
     )
     assert rule.label_selector == "arch=arm64,pool=spot"
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"coresPerReplica": 0, "nodesPerReplica": 0}, "set coresPerReplica or nodesPerReplica"),
+        ({"nodesPerReplica": 1, "min": 5, "max": 3}, "min 5 is greater than max 3"),
+        ({"nodesPerReplica": -1}, "greater than or equal to 0"),
+    ],
+)
+def test_linear_rejects(params, message):
+    with pytest.raises(ValueError, match=message):
+        Linear(**params)
+
+
+def test_ladder_rejects_a_repeated_threshold():
+    # CPA sorts with an unstable sort, so which of two equal thresholds wins is undefined there.
+    with pytest.raises(ValueError, match="threshold 5 appears twice"):
+        Ladder(nodesToReplicas=[[1, 1], [5, 2], [5, 3]])

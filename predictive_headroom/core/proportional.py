@@ -19,17 +19,19 @@ def counted(rule: Proportional, cluster: ClusterState) -> tuple[int, float]:
 
 
 def linear_replicas(params: Linear, nodes: int, cores: float) -> int:
-    """CPA linear: max(ceil(cores/coresPerReplica), ceil(nodes/nodesPerReplica)), then the HA rule and [min, max]."""
+    """CPA linear: max(ceil(cores/coresPerReplica), ceil(nodes/nodesPerReplica)) clamped to
+    [min, max] (no cap when max is unset), then at least 2 with preventSinglePointFailure and
+    more than one node: that rule applies after `max`, as in CPA's controller."""
     wanted = 0
     if params.cores_per_replica:
         wanted = max(wanted, math.ceil(cores / params.cores_per_replica))
     if params.nodes_per_replica:
         wanted = max(wanted, math.ceil(nodes / params.nodes_per_replica))
-    if params.prevent_single_point_failure and nodes > 1:
-        wanted = max(wanted, 2)
-    wanted = max(wanted, params.min)
     if params.max is not None:
         wanted = min(wanted, params.max)
+    wanted = max(wanted, params.min)
+    if params.prevent_single_point_failure and nodes > 1:
+        wanted = max(wanted, 2)
     return wanted
 
 

@@ -82,23 +82,36 @@ class ScheduleWindow(_Model):
 
 
 class Linear(_Model):
-    """CPA linear mode: replicas = max(ceil(cores/coresPerReplica), ceil(nodes/nodesPerReplica))."""
+    """CPA linear mode, with CPA's own edge rules (its code, not only its docs).
 
-    cores_per_replica: float | None = Field(default=None, gt=0)
-    nodes_per_replica: float | None = Field(default=None, gt=0)
-    min: int = Field(default=0, ge=0)
+    replicas = max(ceil(cores/coresPerReplica), ceil(nodes/nodesPerReplica)), clamped to
+    [min, max], then at least 2 with preventSinglePointFailure and more than one node. As in CPA:
+    `min` omitted is 1, `max: 0` means no cap, a per-replica divisor of 0 means unset.
+    """
+
+    cores_per_replica: float | None = Field(default=None, ge=0)
+    nodes_per_replica: float | None = Field(default=None, ge=0)
+    min: int = Field(default=1, ge=0)
     max: int | None = Field(default=None, ge=0)
     prevent_single_point_failure: bool = False
     include_unschedulable_nodes: bool = False
+
+    @field_validator("cores_per_replica", "nodes_per_replica", "max")
+    @classmethod
+    def _zero_is_unset(cls, value: float | None) -> float | None:
+        return value or None
 
     @model_validator(mode="after")
     def _check(self) -> Linear:
         if self.cores_per_replica is None and self.nodes_per_replica is None:
             raise FieldProblem(
-                "coresPerReplica", "set coresPerReplica or nodesPerReplica (or both)"
+                "coresPerReplica",
+                "set coresPerReplica or nodesPerReplica (or both) to a number above 0",
             )
         if self.max is not None and self.min > self.max:
-            raise FieldProblem("min", f"min {self.min} is greater than max {self.max}")
+            raise FieldProblem(
+                "min", f"min {self.min} is greater than max {self.max} (max 0 means no cap)"
+            )
         return self
 
 
@@ -106,7 +119,10 @@ Step = tuple[float, int]
 
 
 class Ladder(_Model):
-    """CPA ladder mode: the step with the largest threshold not above the value wins."""
+    """CPA ladder mode: the step with the largest threshold not above the value wins.
+
+    Steps may be listed in any order (sorted on load, as CPA does); a threshold may appear once.
+    """
 
     cores_to_replicas: list[Step] = Field(default_factory=list)
     nodes_to_replicas: list[Step] = Field(default_factory=list)
@@ -114,16 +130,18 @@ class Ladder(_Model):
 
     @field_validator("cores_to_replicas", "nodes_to_replicas")
     @classmethod
-    def _ascending(cls, steps: list[Step]) -> list[Step]:
+    def _sorted(cls, steps: list[Step]) -> list[Step]:
+        seen: dict[float, int] = {}
         for i, (threshold, replicas) in enumerate(steps):
             if threshold < 0 or replicas < 0:
                 raise ValueError(f"step {i} [{threshold:g}, {replicas}] has a negative number")
-            if i and threshold <= steps[i - 1][0]:
+            if threshold in seen:
                 raise ValueError(
-                    f"thresholds must be strictly ascending: step {i} threshold {threshold:g} "
-                    f"is not above step {i - 1} threshold {steps[i - 1][0]:g}"
+                    f"threshold {threshold:g} appears twice (steps {seen[threshold]} and {i}); "
+                    "keep one step per threshold"
                 )
-        return steps
+            seen[threshold] = i
+        return sorted(steps)
 
     @model_validator(mode="after")
     def _some(self) -> Ladder:

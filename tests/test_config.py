@@ -174,3 +174,51 @@ def test_unknown_holiday_country_is_rejected():
     assert any(
         "pools[0].forecast.holidays: no holiday calendar for country code 'XX'" in p for p in found
     ), found
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("sum(rate(x[5m])", "column 4: parenthesis '(' is never closed"),
+        ('sum(rate(x{job="web}[5m]))', 'column 16: string opened with " is never closed'),
+        ("sum(rate(x[5m])))", "column 17: unexpected closing ')'"),
+        ("rate(x)", "not valid PromQL: expected type matrix in call to function 'rate'"),
+    ],
+)
+def test_promql_is_parsed_with_position_and_query(query, expected):
+    found = problems(GOOD_POOL + f"    forecast: {{query: '{query}', demandPerReplica: 1}}\n")
+    (problem,) = found
+    assert problem.startswith("line 5: pools[0].forecast.query: ") and expected in problem, found
+    assert query in problem
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        'histogram_quantile(0.9, sum by (le) (rate(http_request_duration_seconds_bucket{job="web"}[5m])))',
+        "last_over_time(taxi_passengers[30m])",
+        "rollup_candlestick(x[5m])",  # a MetricsQL function: the backend decides
+    ],
+)
+def test_valid_promql_passes(query):
+    parse_policy(GOOD_POOL + f"    forecast: {{query: '{query}', demandPerReplica: 1}}\n")
+
+
+@pytest.mark.parametrize(
+    "start, end, message",
+    [
+        ("@daily", "@hourly", None),
+        ("@midnight", "0 6 * * *", None),
+        ("@daily", "@midnight", "equals start"),
+        ("@every 5m", "0 6 * * *", "@every is not supported"),
+        ("@fortnightly", "0 6 * * *", "unknown cron descriptor '@fortnightly'"),
+    ],
+)
+def test_cron_descriptors_as_keda_accepts_them(start, end, message):
+    text = GOOD_POOL + (
+        f"    schedules:\n      - {{name: a, start: '{start}', end: '{end}', desiredReplicas: 1}}\n"
+    )
+    if message is None:
+        assert parse_policy(text).pools[0].schedules[0].start == start
+    else:
+        assert any(message in p for p in problems(text))

@@ -8,26 +8,19 @@ every problem with its line lives in `policy.load`; the cron syntax in `policy.c
 
 from __future__ import annotations
 
-import difflib
 from datetime import timedelta
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from kubernetes.utils import parse_quantity
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from predictive_headroom.policy.cron import cron_trigger
+from predictive_headroom.policy.cron import CRON_PATTERN, cron_trigger, expand
 from predictive_headroom.policy.durations import Duration
+from predictive_headroom.policy.errors import FieldProblem
+from predictive_headroom.policy.placeholder import Placeholder
+from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.target import DNS_LABEL, Target
-
-
-class FieldProblem(ValueError):
-    """A cross-field check that knows which sub-field is wrong (so the message can name it)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
+from predictive_headroom.policy.zones import check_zone, zone_names
 
 
 def _same_start_end_message(end: str) -> str:
@@ -46,27 +39,22 @@ class _Model(BaseModel):
     )
 
 
+_CRON = {"pattern": CRON_PATTERN, "description": "5-field cron or a descriptor such as @daily"}
+
+
 class ScheduleWindow(_Model):
     """A KEDA-cron style window: open from a `start` firing until the next `end` firing."""
 
     name: str = Field(min_length=1)
-    timezone: str = "UTC"
-    start: str
-    end: str
+    timezone: str = Field(default="UTC", json_schema_extra={"enum": zone_names()})
+    start: str = Field(json_schema_extra=_CRON)
+    end: str = Field(json_schema_extra=_CRON)
     desired_replicas: int = Field(ge=0)
 
     @field_validator("timezone")
     @classmethod
     def _known_timezone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            close = difflib.get_close_matches(value, sorted(available_timezones()), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(
-                f"unknown IANA time zone {value!r}{hint} (e.g. 'Europe/Berlin')"
-            ) from None
-        return value
+        return check_zone(value)
 
     @field_validator("start", "end")
     @classmethod
@@ -76,7 +64,7 @@ class ScheduleWindow(_Model):
 
     @model_validator(mode="after")
     def _distinct(self) -> ScheduleWindow:
-        if self.start.split() == self.end.split():
+        if expand(self.start).split() == expand(self.end).split():
             raise FieldProblem("end", _same_start_end_message(self.end))
         return self
 
@@ -180,7 +168,7 @@ class ForecastSpec(_Model):
     """Where demand comes from and how one placeholder relates to it."""
 
     enabled: bool = True
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, description="PromQL returning one series (checked on load)")
     demand_per_replica: float = Field(gt=0)
     history: Duration = timedelta(days=28)
     min_history: Duration = timedelta(hours=24)
@@ -194,8 +182,13 @@ class ForecastSpec(_Model):
     observation_delay: Duration = timedelta(seconds=60)
     """How late the newest sample is visible (scrape interval plus rule evaluation): the burst model
     at time t reads only samples at or before t minus this."""
-    refit: str = "0 */6 * * *"
+    refit: str = Field(default="0 */6 * * *", json_schema_extra=_CRON)
     holidays: str | None = Field(default=None, pattern=r"^[A-Z]{2}$")
+
+    @field_validator("query")
+    @classmethod
+    def _valid_promql(cls, value: str) -> str:
+        return check_promql(value)
 
     @field_validator("refit")
     @classmethod
@@ -224,33 +217,6 @@ class ForecastSpec(_Model):
         return value
 
 
-class Resources(_Model):
-    """What one placeholder pod requests (used to show the cost of headroom)."""
-
-    cpu: str = "1"
-    memory: str = "1Gi"
-
-    @field_validator("cpu", "memory")
-    @classmethod
-    def _quantity(cls, value: str) -> str:
-        try:
-            if parse_quantity(value) < 0:
-                raise ValueError
-        except ValueError:
-            raise ValueError(
-                f"{value!r} is not a Kubernetes quantity such as '500m', '2', '1Gi'"
-            ) from None
-        return value
-
-    @property
-    def cpu_cores(self) -> float:
-        return float(parse_quantity(self.cpu))
-
-    @property
-    def memory_gib(self) -> float:
-        return float(parse_quantity(self.memory)) / 2**30
-
-
 class Pool(_Model):
     """One placeholder Deployment (one node pool) and the rules that size it."""
 
@@ -263,7 +229,7 @@ class Pool(_Model):
     schedules: list[ScheduleWindow] = Field(default_factory=list)
     proportional: Proportional | None = None
     forecast: ForecastSpec | None = None
-    placeholder: Resources = Field(default_factory=Resources)
+    placeholder: Placeholder = Field(default_factory=Placeholder)
 
     @model_validator(mode="after")
     def _check(self) -> Pool:

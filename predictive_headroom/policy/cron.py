@@ -18,6 +18,36 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.cron.expressions import AllExpression
 
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+# The descriptors KEDA's cron scaler accepts (robfig/cron's), as the 5-field expressions they mean.
+DESCRIPTORS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+CRON_PATTERN = r"^\s*(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|\S+(\s+\S+){4})\s*$"
+"""What a JSON schema can check of a cron expression: a descriptor, or exactly 5 fields."""
+
+
+def expand(expression: str) -> str:
+    """The 5-field form of `expression` (descriptors such as @daily expanded)."""
+    text = expression.strip()
+    if text.startswith("@"):
+        if text.lower() in DESCRIPTORS:
+            return DESCRIPTORS[text.lower()]
+        if text.lower().startswith("@every"):
+            raise ValueError(
+                f"{expression!r}: @every is not supported; a window needs wall-clock times, "
+                "e.g. '*/30 * * * *' for every 30 minutes"
+            )
+        raise ValueError(
+            f"unknown cron descriptor {expression!r}; use one of {', '.join(DESCRIPTORS)} "
+            "or a 5-field expression"
+        )
+    return expression
 
 
 def _weekday_number(token: str) -> int:
@@ -60,12 +90,14 @@ def _standard_day_of_week(field: str) -> str:
 
 
 def cron_trigger(expression: str, tz: str = "UTC") -> CronTrigger:
-    """Return APScheduler's trigger for a standard 5-field cron expression in time zone `tz`."""
-    fields = expression.split()
+    """Return APScheduler's trigger for a standard 5-field cron expression (or a descriptor such
+    as @daily) in time zone `tz`."""
+    fields = expand(expression).split()
     if len(fields) != 5:
         raise ValueError(
             f"cron expression {expression!r} has {len(fields)} fields; expected 5 "
-            "(minute hour day-of-month month day-of-week), e.g. '0 8 * * 1-5'"
+            "(minute hour day-of-month month day-of-week), e.g. '0 8 * * 1-5', or a descriptor "
+            "such as @daily"
         )
     minute, hour, day, month, day_of_week = fields
     try:

@@ -23,6 +23,7 @@ from predictive_headroom.policy.config import (
     _min_max_message,
     _same_start_end_message,
 )
+from predictive_headroom.policy.cron import expand
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class ConfigError(Exception):
 def _format_path(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
+        if part == "[key]":
+            continue
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -137,6 +140,7 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
             "input" in err
             and not isinstance(err["input"], (dict, list))
             and repr(err["input"]) not in message
+            and str(err["input"]) not in message
         ):
             message = f"{message} (got {err['input']!r})"
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
@@ -195,7 +199,7 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
             if not isinstance(window, dict):
                 continue
             start, end, wname = window.get("start"), window.get("end"), window.get("name")
-            if isinstance(start, str) and isinstance(end, str) and start.split() == end.split():
+            if isinstance(start, str) and isinstance(end, str) and _same_times(start, end):
                 found.append((("pools", i, "schedules", j, "end"), _same_start_end_message(end)))
             if isinstance(wname, str) and wname in seen:
                 found.append(
@@ -203,6 +207,13 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
                 )
             seen.add(wname) if isinstance(wname, str) else None
     return found
+
+
+def _same_times(start: str, end: str) -> bool:
+    try:
+        return expand(start).split() == expand(end).split()
+    except ValueError:
+        return False
 
 
 def load_policy(path: str | Path) -> Policy:

@@ -1,0 +1,192 @@
+"""The placeholder pod of a pool: what it requests and where it may run.
+
+The daemon reads only the requests (to show the cost of headroom); the Helm chart renders the
+whole pod from this section, so one schema describes a pool in the policy file and in the chart's
+values. `cpu` and `memory` are the policy file's original shorthand for `requests.cpu` and
+`requests.memory`, kept so existing files stay valid.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from kubernetes.utils import parse_quantity
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from predictive_headroom.policy.errors import FieldProblem
+
+QUANTITY_PATTERN = r"^\+?((\d+(\.\d*)?)|(\.\d+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?\d+))?$"
+RESOURCE_NAME_PATTERN = (
+    r"^(cpu|memory|ephemeral-storage|hugepages-[0-9A-Za-z.]+"
+    r"|[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$"
+)
+# Resources the kubelet may overcommit; every other one (GPUs, hugepages, device plugins) needs
+# limits equal to requests, so the chart copies the request into the limit.
+OVERCOMMITTABLE = ("cpu", "memory", "ephemeral-storage")
+# The labels the chart's selector uses; a placeholder's own labels may not replace them.
+SELECTOR_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "predictive-headroom.io/pool",
+)
+
+
+def _quantity(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity such as '500m', '2', '1Gi'")
+    text = str(value)
+    try:
+        if not re.match(QUANTITY_PATTERN, text) or parse_quantity(text) < 0:
+            raise ValueError
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a Kubernetes quantity such as '500m', '2', '1Gi'"
+        ) from None
+    return text
+
+
+Quantity = Annotated[
+    str,
+    BeforeValidator(_quantity),
+    WithJsonSchema(
+        {
+            "type": ["string", "number"],
+            "pattern": QUANTITY_PATTERN,
+            "minimum": 0,
+            "description": "a Kubernetes quantity such as 500m, 2, 1Gi",
+        }
+    ),
+]
+
+
+def _resource_name(name: str) -> str:
+    if not re.match(RESOURCE_NAME_PATTERN, name):
+        raise ValueError(
+            f"{name!r} is not a resource name: use cpu, memory, ephemeral-storage, "
+            "hugepages-<size> or a domain-prefixed name such as nvidia.com/gpu"
+        )
+    return name
+
+
+ResourceName = Annotated[str, AfterValidator(_resource_name)]
+_RESOURCES = {"propertyNames": {"pattern": RESOURCE_NAME_PATTERN}}
+FreeForm = dict[str, Any]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
+
+
+class Spread(_Model):
+    """How placeholder pods spread over nodes; unset fields take the chart's default."""
+
+    mode: Literal["topologySpread", "antiAffinity", "none"] | None = None
+    topology_key: str | None = Field(default=None, min_length=1)
+    when_unsatisfiable: Literal["ScheduleAnyway", "DoNotSchedule"] | None = None
+
+
+class LocalObjectReference(_Model):
+    """An imagePullSecrets entry: the name of a Secret in the placeholder's namespace."""
+
+    name: str = Field(min_length=1)
+
+
+class Placeholder(_Model):
+    """One placeholder pod: requests (any resource names), limits and its scheduling settings."""
+
+    cpu: Quantity = "1"
+    memory: Quantity = "1Gi"
+    requests: dict[ResourceName, Quantity] = Field(
+        default_factory=dict, json_schema_extra=_RESOURCES
+    )
+    limits: dict[ResourceName, Quantity] = Field(default_factory=dict, json_schema_extra=_RESOURCES)
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[FreeForm] = Field(default_factory=list)
+    affinity: FreeForm = Field(default_factory=dict)
+    topology_spread_constraints: list[FreeForm] = Field(default_factory=list)
+    spread: Spread | None = None
+    image_pull_secrets: list[LocalObjectReference] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_shorthand(cls, data: Any) -> Any:
+        """`cpu`/`memory` and `requests` describe the same requests; make both say the same."""
+        if not isinstance(data, dict) or not isinstance(data.get("requests", {}), dict):
+            return data
+        data = dict(data)
+        requests = dict(data.get("requests") or {})
+        given = "requests" in data
+        for key, default in (("cpu", "1"), ("memory", "1Gi")):
+            if key in data and key in requests and str(data[key]) != str(requests[key]):
+                raise ValueError(
+                    f"{key} is set twice, as {key}: {data[key]!r} and requests.{key}: "
+                    f"{requests[key]!r}; keep requests.{key} only"
+                )
+            if key in data:
+                requests[key] = data[key]
+            elif not given:
+                requests[key] = default
+            data[key] = requests.get(key, "0")
+        data["requests"] = requests
+        return data
+
+    @field_validator("labels")
+    @classmethod
+    def _own_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        taken = sorted(set(labels) & set(SELECTOR_LABELS))
+        if taken:
+            raise ValueError(
+                f"label {taken[0]!r} is set by the chart to select the placeholder pods; "
+                "choose another key"
+            )
+        return labels
+
+    @model_validator(mode="after")
+    def _limits_fit(self) -> Placeholder:
+        for name, limit in self.limits.items():
+            request = self.requests.get(name)
+            if request is None:
+                continue
+            if name in OVERCOMMITTABLE:
+                if parse_quantity(limit) < parse_quantity(request):
+                    raise FieldProblem(
+                        f"limits.{name}",
+                        f"limit {limit} is below the request {request}; a limit must be at "
+                        "least the request",
+                    )
+            elif parse_quantity(limit) != parse_quantity(request):
+                raise FieldProblem(
+                    f"limits.{name}",
+                    f"{name} cannot be overcommitted: its limit ({limit}) must equal its request "
+                    f"({request}); leave the limit out and the chart sets it to the request",
+                )
+        return self
+
+    @property
+    def cpu_cores(self) -> float:
+        return float(parse_quantity(self.cpu))
+
+    @property
+    def memory_gib(self) -> float:
+        return float(parse_quantity(self.memory)) / 2**30
+
+    def pod_limits(self) -> dict[str, str]:
+        """The limits the chart renders: the given ones, plus requests of resources that cannot
+        be overcommitted (GPUs, hugepages), whose limit must equal the request."""
+        extra = {k: v for k, v in self.requests.items() if k not in OVERCOMMITTABLE}
+        return {**extra, **self.limits}

@@ -1,19 +1,21 @@
-# Two commands do all set-up on a fresh Debian machine with Python 3.11:
+# Two commands do all set-up on a fresh Debian machine with Python 3.11, 3.12 or 3.13:
 #   make demo   run the main job on bundled real data (no cluster, no Prometheus)
 #   make test   install everything the tests need and run them
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+# The first of python3.11, python3.12, python3.13, python3 found is used (PYTHON=... to choose).
+PYTHON ?= $(shell for p in python3.11 python3.12 python3.13 python3; do command -v $$p && break; done)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint venv system-deps bench clean
+.PHONY: demo test lint schema venv system-deps bench clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
+	@test -n "$(PYTHON)" || { echo "no python3 found; install Python 3.11, 3.12 or 3.13" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 11) <= v <= (3, 13) else "Python 3.11, 3.12 or 3.13 is required; $(PYTHON) is " + sys.version.split()[0] + " (run make PYTHON=/path/to/python3.12 ...)")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
@@ -36,6 +38,10 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The chart's values.schema.json is generated from the policy models; a test fails when stale.
+schema: $(STAMP)
+	$(BIN)/python -m predictive_headroom.policy.chart > deploy/helm/predictive-headroom/values.schema.json
 
 test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q

@@ -128,7 +128,7 @@ def test_shipped_examples_are_valid(capsys):
     assert files
     assert main(["validate", *files]) == 0
     out = capsys.readouterr().out
-    assert all(f"{f}: ok:" in out for f in files)
+    assert all(f"{f}: ok (policy):" in out for f in files)
 
 
 def test_validate_exits_2_and_lists_problems_on_stderr(tmp_path, capsys):
@@ -158,7 +158,7 @@ def test_console_entry_point_runs():
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    assert "ok: 2 pool(s)" in result.stdout
+    assert "ok (policy): 2 pool(s)" in result.stdout
 
 
 def test_example_covers_every_policy_field():

@@ -27,7 +27,7 @@ kubernetes_validate = pytest.importorskip(
 Object = dict[str, Any]
 SCHEMA_VERSIONS = ["1.30.0", kubernetes_validate.utils.latest_version()]
 CA_EXPENDABLE_CUTOFF = -10  # Cluster Autoscaler's default --expendable-pods-priority-cutoff
-PAUSE_IMAGE = re.compile(r"^registry\.k8s\.io/pause:(\d+\.\d+)$")
+PAUSE_IMAGE = re.compile(r"^(registry\.k8s\.io|mirror\.example\.com:5000)/pause:(\d+\.\d+)$")
 CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}  # not in the Kubernetes schemas
 
 # A chart install using the options the defaults leave off: pools in two namespaces, a
@@ -40,71 +40,109 @@ MULTI_VALUES: dict[str, Any] = {
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "priorityClass": {"value": -5},
     "pools": [
-        {"name": "general", "maxReplicas": 10, "resources": {"cpu": "1", "memory": "1Gi"}},
+        {"name": "general", "maxReplicas": 10, "placeholder": {"cpu": "1", "memory": "1Gi"}},
         {
             "name": "spot",
-            "namespace": "workloads",
+            "target": {"namespace": "workloads"},
             "minReplicas": 1,
             "maxReplicas": 6,
-            "resources": {"cpu": "3500m", "memory": "14Gi"},
-            "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
-            "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": "kubernetes.io/arch",
-                                        "operator": "In",
-                                        "values": ["amd64"],
-                                    }
-                                ]
-                            }
-                        ]
+            "forecast": {"query": "sum(rate(http_requests_total[5m]))", "demandPerReplica": 400},
+            "placeholder": {
+                "requests": {"cpu": "3500m", "memory": "14Gi"},
+                "nodeSelector": {"karpenter.sh/capacity-type": "spot"},
+                "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "kubernetes.io/arch",
+                                            "operator": "In",
+                                            "values": ["amd64"],
+                                        }
+                                    ]
+                                }
+                            ]
+                        }
                     }
-                }
-            },
-            "spread": {"mode": "antiAffinity"},
-            "policy": {
-                "forecast": {"query": "sum(rate(http_requests_total[5m]))", "demandPerReplica": 400}
+                },
+                "spread": {"mode": "antiAffinity"},
             },
         },
         {
             "name": "buffer",
-            "namespace": "workloads",
-            "kind": "CapacityBuffer",
-            "targetName": "gpu-buffer",
+            "target": {"kind": "CapacityBuffer", "namespace": "workloads", "name": "gpu-buffer"},
             "maxReplicas": 4,
-            "resources": {"cpu": "8", "memory": "32Gi"},
+            "placeholder": {"cpu": "8", "memory": "32Gi"},
         },
     ],
 }
 
 
-# CapacityBuffer pools on a cluster whose capacitybuffers are cluster-scoped (as in Cluster
-# Autoscaler's v1 API): one pool pinned to v1, one left to discovery, in two namespaces.
+# CapacityBuffer pools on a cluster whose capacitybuffers are cluster-scoped (Cluster
+# Autoscaler 1.34.0-1.34.1's v1alpha1): one pool pinned, one left to discovery, two namespaces.
 BUFFER_CLUSTER_VALUES: dict[str, Any] = {
     "capacityBuffer": {"scope": "Cluster"},
     "pools": [
-        {"name": "general", "maxReplicas": 5, "resources": {"cpu": "1", "memory": "1Gi"}},
+        {"name": "general", "maxReplicas": 5},
         {
             "name": "gpu",
-            "namespace": "workloads",
-            "kind": "CapacityBuffer",
-            "targetName": "gpu-buffer",
-            "apiVersion": "autoscaling.x-k8s.io/v1",
+            "target": {
+                "kind": "CapacityBuffer",
+                "namespace": "workloads",
+                "name": "gpu-buffer",
+                "apiVersion": "autoscaling.x-k8s.io/v1alpha1",
+            },
             "maxReplicas": 4,
-            "resources": {"cpu": "8", "memory": "32Gi"},
+            "placeholder": {"requests": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 1}},
         },
         {
             "name": "batch",
-            "kind": "CapacityBuffer",
-            "targetName": "batch-buffer",
+            "target": {"kind": "CapacityBuffer", "name": "batch-buffer"},
             "maxReplicas": 3,
-            "resources": {"cpu": "2", "memory": "4Gi"},
         },
+    ],
+}
+
+# Placeholders as GPU and air-gapped users run them: extended resources, limits, labels,
+# annotations, a pause mirror with pull secrets, free-form scheduling settings.
+GPU_VALUES: dict[str, Any] = {
+    "placeholder": {
+        "image": {"registry": "mirror.example.com:5000"},
+        "imagePullSecrets": [{"name": "mirror-pull"}],
+    },
+    "pools": [
+        {
+            "name": "gpu",
+            "maxReplicas": 4,
+            "proportional": {"ladder": {"nodesToReplicas": [[10, 2], [0, 1]]}},
+            "placeholder": {
+                "requests": {
+                    "cpu": "7",
+                    "memory": "28Gi",
+                    "nvidia.com/gpu": 1,
+                    "ephemeral-storage": "20Gi",
+                },
+                "limits": {"memory": "28Gi"},
+                "labels": {"team": "ml"},
+                "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+                "nodeSelector": {"karpenter.sh/nodepool": "gpu"},
+                "tolerations": [
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+                ],
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"predictive-headroom.io/pool": "gpu"}},
+                    }
+                ],
+                "imagePullSecrets": [{"name": "gpu-pull"}],
+            },
+        }
     ],
 }
 BUFFER_SCOPE = {"helm-buffers-cluster": "Cluster"}  # the others: Namespaced
@@ -116,6 +154,7 @@ def renderings() -> dict[str, list[Object]]:
         "helm-defaults": render_chart(),
         "helm-multi": render_chart(MULTI_VALUES),
         "helm-buffers-cluster": render_chart(BUFFER_CLUSTER_VALUES),
+        "helm-gpu": render_chart(GPU_VALUES),
         "kustomize-base": render_kustomize("base"),
         "kustomize-example": render_kustomize("overlays/example"),
     }
@@ -125,6 +164,7 @@ RENDERINGS = [
     "helm-defaults",
     "helm-multi",
     "helm-buffers-cluster",
+    "helm-gpu",
     "kustomize-base",
     "kustomize-example",
 ]
@@ -362,6 +402,12 @@ def test_placeholder_deployments_are_preemptible_pause_pods(renderings, renderin
     assert {
         (d["metadata"]["namespace"], d["metadata"]["name"]) for d in placeholders
     } == deployment_targets
+    from predictive_headroom.policy.load import parse_policy
+
+    pods = {
+        p.target.name: p.placeholder
+        for p in parse_policy(_policy(objects)["data"]["config.yaml"]).pools
+    }
     for deployment in placeholders:
         name = deployment["metadata"]["name"]
         assert "replicas" not in deployment["spec"], (
@@ -375,7 +421,9 @@ def test_placeholder_deployments_are_preemptible_pause_pods(renderings, renderin
         assert PAUSE_IMAGE.match(container["image"]), (
             f"{name}: {container['image']} is not a pinned pause image"
         )
-        assert set(container["resources"]["requests"]) == {"cpu", "memory"}
+        resources = container["resources"]
+        assert resources["requests"] == pods[name].requests
+        assert resources.get("limits", {}) == pods[name].pod_limits()
         spread = pod.get("topologySpreadConstraints") or pod.get("affinity", {}).get(
             "podAntiAffinity"
         )
@@ -398,7 +446,10 @@ def test_pool_options_reach_the_placeholder_pods(renderings):
     assert "topologySpreadConstraints" not in pod
     (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert term["labelSelector"]["matchLabels"] == spot["spec"]["selector"]["matchLabels"]
-    assert pod["affinity"]["nodeAffinity"] == MULTI_VALUES["pools"][1]["affinity"]["nodeAffinity"]
+    assert (
+        pod["affinity"]["nodeAffinity"]
+        == MULTI_VALUES["pools"][1]["placeholder"]["affinity"]["nodeAffinity"]
+    )
     names = {
         (r["metadata"]["namespace"], r["metadata"]["name"])
         for r in _of_kind(renderings["helm-multi"], "Role")
@@ -616,7 +667,7 @@ BAD_VALUES = [
         "duplicate pool",
         {
             "pools": [
-                {"name": "a", "maxReplicas": 3, "resources": {"cpu": "1", "memory": "1Gi"}},
+                {"name": "a", "maxReplicas": 3},
                 {"name": "a", "maxReplicas": 3},
             ]
         },
@@ -644,14 +695,22 @@ BAD_VALUES = [
     ),
     ("bad spread mode", {"placeholder": {"spread": {"mode": "pack"}}}, "/placeholder/spread/mode'"),
     (
-        "Deployment pool without resources",
-        {"pools": [{"name": "a", "maxReplicas": 3}]},
-        "pools[0] (a): resources is required for kind Deployment",
+        "a pool key of the old chart",
+        {"pools": [{"name": "a", "maxReplicas": 3, "resources": {"cpu": "1"}}]},
+        "additional properties 'resources' not allowed",
     ),
     (
         "apiVersion on a Deployment pool",
-        {"pools": [{"name": "a", "maxReplicas": 3, "apiVersion": "autoscaling.x-k8s.io/v1beta1"}]},
-        "pools[0] (a): apiVersion only pins a CapacityBuffer version",
+        {
+            "pools": [
+                {
+                    "name": "a",
+                    "maxReplicas": 3,
+                    "target": {"apiVersion": "autoscaling.x-k8s.io/v1beta1"},
+                }
+            ]
+        },
+        "pools[0] (a): target.apiVersion only pins a CapacityBuffer version",
     ),
     (
         "unsupported CapacityBuffer version",
@@ -659,13 +718,79 @@ BAD_VALUES = [
             "pools": [
                 {
                     "name": "a",
-                    "kind": "CapacityBuffer",
                     "maxReplicas": 3,
-                    "apiVersion": "autoscaling.x-k8s.io/v2",
+                    "target": {"kind": "CapacityBuffer", "apiVersion": "autoscaling.x-k8s.io/v2"},
                 }
             ]
         },
-        "/pools/0/apiVersion'",
+        "/pools/0/target/apiVersion'",
+    ),
+    (
+        "unknown time zone",
+        {
+            "pools": [
+                {
+                    "name": "a",
+                    "maxReplicas": 3,
+                    "schedules": [
+                        {
+                            "name": "w",
+                            "timezone": "Europe/Berln",
+                            "start": "0 8 * * *",
+                            "end": "0 9 * * *",
+                            "desiredReplicas": 1,
+                        }
+                    ],
+                }
+            ]
+        },
+        "/pools/0/schedules/0/timezone'",
+    ),
+    (
+        "cron with four fields",
+        {
+            "pools": [
+                {
+                    "name": "a",
+                    "maxReplicas": 3,
+                    "schedules": [
+                        {"name": "w", "start": "0 8 * *", "end": "0 9 * * *", "desiredReplicas": 1}
+                    ],
+                }
+            ]
+        },
+        "/pools/0/schedules/0/start'",
+    ),
+    (
+        "a bare resource name",
+        {"pools": [{"name": "a", "maxReplicas": 3, "placeholder": {"requests": {"gpu": 1}}}]},
+        "at '/pools/0/placeholder/requests': additional properties 'gpu' not allowed",
+    ),
+    (
+        "a negative ladder threshold",
+        {
+            "pools": [
+                {
+                    "name": "a",
+                    "maxReplicas": 3,
+                    "proportional": {"ladder": {"nodesToReplicas": [[-1, 1]]}},
+                }
+            ]
+        },
+        "/pools/0/proportional/ladder/nodesToReplicas/0/0'",
+    ),
+    (
+        "burst quantile out of range",
+        {
+            "pools": [
+                {
+                    "name": "a",
+                    "maxReplicas": 3,
+                    "forecast": {"query": "up", "demandPerReplica": 1, "burstQuantile": 1.5},
+                }
+            ]
+        },
+        "/pools/0/forecast/burstQuantile'",
     ),
     (
         "bad CapacityBuffer scope",
@@ -707,7 +832,7 @@ def test_a_chart_with_capacity_buffer_pools_renders_a_policy_the_daemon_accepts(
             _policy(renderings["helm-buffers-cluster"])["data"]["config.yaml"]
         ).pools
     }
-    assert pinned == {"general": None, "gpu": "autoscaling.x-k8s.io/v1", "batch": None}
+    assert pinned == {"general": None, "gpu": "autoscaling.x-k8s.io/v1alpha1", "batch": None}
 
 
 def test_raising_the_cutoff_allows_a_lower_priority():

@@ -9,7 +9,7 @@ every problem with its line lives in `policy.load`; the cron syntax in `policy.c
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -103,7 +103,7 @@ class Linear(_Model):
         return self
 
 
-Step = tuple[float, int]
+Step = tuple[Annotated[float, Field(ge=0)], Annotated[int, Field(ge=0)]]
 
 
 class Ladder(_Model):
@@ -220,7 +220,7 @@ class ForecastSpec(_Model):
 class Pool(_Model):
     """One placeholder Deployment (one node pool) and the rules that size it."""
 
-    name: str = Field(pattern=DNS_LABEL.pattern)
+    name: str = Field(json_schema_extra={"pattern": DNS_LABEL.pattern})
     target: Target
     min_replicas: int = Field(default=0, ge=0)
     max_replicas: int = Field(ge=0)
@@ -230,6 +230,17 @@ class Pool(_Model):
     proportional: Proportional | None = None
     forecast: ForecastSpec | None = None
     placeholder: Placeholder = Field(default_factory=Placeholder)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        if not DNS_LABEL.match(value):
+            raise ValueError(
+                f"pool name {value!r} must be a DNS label: at most 63 lower-case letters, digits "
+                "and '-', starting and ending with a letter or digit (it names the placeholder "
+                "Deployment), e.g. 'general' or 'gpu-spot'"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Pool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 from pytimeparse2 import parse as _parse_timespan
 
 
@@ -44,5 +44,13 @@ Duration = Annotated[
     timedelta,
     BeforeValidator(_validate),
     PlainSerializer(format_duration, return_type=str, when_used="json"),
+    WithJsonSchema(
+        {
+            "type": ["string", "number"],
+            "pattern": r"^\s*[0-9.]",
+            "minimum": 0,
+            "description": "a duration such as 90s, 10m, 6h or 28d (a number: seconds)",
+        }
+    ),
 ]
 """A pydantic field type that accepts `90s`, `10m`, `6h`, `28d` (or seconds) and holds a timedelta."""

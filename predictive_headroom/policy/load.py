@@ -147,8 +147,8 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
     return problems
 
 
-def parse_policy(text: str, source: str = "<config>") -> Policy:
-    """Parse and validate policy YAML text; raise ConfigError listing every problem."""
+def read_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
+    """The YAML mapping in `text` and the line of every path in it; ConfigError when it is not one."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -161,17 +161,30 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
         raise ConfigError(
             source, [Problem("", "expected a mapping with a 'pools' list at the top level")]
         )
+    return data, _line_index(root)
+
+
+def policy_problems(data: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
+    """Every problem of the policy `data` (none: it is valid), each with its line from `index`."""
     try:
-        return Policy.model_validate(data)
+        Policy.model_validate(data)
     except ValidationError as exc:
-        index = _line_index(root)
         problems = _problems_from(exc, index)
         # Cross-field rules of parts that failed other checks did not run in pydantic; check them
         # on the raw data as well so one run reports every problem.
         for loc, message in _cross_field_problems(data):
             problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
-        unique = list({(p.path, p.message): p for p in problems}.values())
-        raise ConfigError(source, sorted(unique, key=lambda p: (p.line or 0, p.path))) from None
+        return list({(p.path, p.message): p for p in problems}.values())
+    return []
+
+
+def parse_policy(text: str, source: str = "<config>") -> Policy:
+    """Parse and validate policy YAML text; raise ConfigError listing every problem."""
+    data, index = read_yaml(text, source)
+    problems = policy_problems(data, index)
+    if problems:
+        raise ConfigError(source, sorted(problems, key=lambda p: (p.line or 0, p.path)))
+    return Policy.model_validate(data)
 
 
 def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:

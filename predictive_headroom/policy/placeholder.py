@@ -56,18 +56,13 @@ def _quantity(value: Any) -> str:
     return text
 
 
-Quantity = Annotated[
-    str,
-    BeforeValidator(_quantity),
-    WithJsonSchema(
-        {
-            "type": ["string", "number"],
-            "pattern": QUANTITY_PATTERN,
-            "minimum": 0,
-            "description": "a Kubernetes quantity such as 500m, 2, 1Gi",
-        }
-    ),
-]
+_QUANTITY_SCHEMA = {
+    "type": ["string", "number"],
+    "pattern": QUANTITY_PATTERN,
+    "minimum": 0,
+    "description": "a Kubernetes quantity such as 500m, 2, 1Gi",
+}
+Quantity = Annotated[str, BeforeValidator(_quantity), WithJsonSchema(_QUANTITY_SCHEMA)]
 
 
 def _resource_name(name: str) -> str:
@@ -80,7 +75,11 @@ def _resource_name(name: str) -> str:
 
 
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
-_RESOURCES = {"propertyNames": {"pattern": RESOURCE_NAME_PATTERN}}
+# Keys checked by pattern, so Helm names the bad key and where it is.
+_RESOURCES = {
+    "patternProperties": {RESOURCE_NAME_PATTERN: _QUANTITY_SCHEMA},
+    "additionalProperties": False,
+}
 FreeForm = dict[str, Any]
 
 

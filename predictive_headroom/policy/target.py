@@ -37,6 +37,9 @@ class Target(BaseModel):
     )
     api_version: str | None = Field(
         default=None,
+        json_schema_extra={
+            "enum": ["apps/v1", *(f"{CAPACITY_BUFFER_GROUP}/{v}" for v in CAPACITY_BUFFER_VERSIONS)]
+        },
         description=(
             "CapacityBuffer only: pin one API version (e.g. autoscaling.x-k8s.io/v1beta1); "
             "unset = the server's preferred version among the supported ones"

@@ -36,8 +36,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
-The pools with defaults filled in and checked: a list of dicts with name, namespace, kind,
-targetName, and the pool's own values. Render errors name the pool by index.
+The pools with their targets filled in and checked: a list of dicts with name, kind, namespace,
+targetName and `pool`, the pool as the policy file gets it (the values' pool with its target
+filled in: pools take exactly the policy file's pool fields). Render errors name the pool by index.
 Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 */}}
 {{- define "ph.pools" -}}
@@ -58,28 +59,21 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- fail (printf "pools[%d] (%s): maxReplicas is required" $i $name) -}}
 {{- end -}}
 {{- $max := int $pool.maxReplicas -}}
-{{- if or (lt $min 0) (lt $max 0) -}}
-{{- fail (printf "pools[%d] (%s): minReplicas and maxReplicas must not be negative (got %d and %d)" $i $name $min $max) -}}
-{{- end -}}
 {{- if gt $min $max -}}
 {{- fail (printf "pools[%d] (%s): minReplicas %d is greater than maxReplicas %d" $i $name $min $max) -}}
 {{- end -}}
-{{- $kind := default "Deployment" $pool.kind -}}
-{{- if and $pool.apiVersion (ne $kind "CapacityBuffer") -}}
-{{- fail (printf "pools[%d] (%s): apiVersion only pins a CapacityBuffer version; remove it or set kind: CapacityBuffer" $i $name) -}}
+{{- $target := deepCopy ($pool.target | default dict) -}}
+{{- $kind := default "Deployment" $target.kind -}}
+{{- if and $target.apiVersion (ne $kind "CapacityBuffer") -}}
+{{- fail (printf "pools[%d] (%s): target.apiVersion only pins a CapacityBuffer version; remove it or set target.kind: CapacityBuffer" $i $name) -}}
 {{- end -}}
-{{- if and (eq $kind "Deployment") (not $pool.resources) -}}
-{{- fail (printf "pools[%d] (%s): resources is required for kind Deployment: what one placeholder pod requests, e.g. resources: {cpu: \"1\", memory: 1Gi}" $i $name) -}}
-{{- end -}}
-{{- $target := default (printf "%s-placeholder-%s" (include "ph.fullname" $root) $name) $pool.targetName -}}
+{{- $targetName := default (printf "%s-placeholder-%s" (include "ph.fullname" $root) $name | trunc 63 | trimSuffix "-") $target.name -}}
+{{- $_ := set $target "kind" $kind -}}
+{{- $_ := set $target "namespace" (default $root.Release.Namespace $target.namespace) -}}
+{{- $_ := set $target "name" $targetName -}}
 {{- $p := deepCopy $pool -}}
-{{- $_ := set $p "name" $name -}}
-{{- $_ := set $p "namespace" (default $root.Release.Namespace $pool.namespace) -}}
-{{- $_ := set $p "kind" $kind -}}
-{{- $_ := set $p "targetName" ($target | trunc 63 | trimSuffix "-") -}}
-{{- $_ := set $p "minReplicas" $min -}}
-{{- $_ := set $p "maxReplicas" $max -}}
-{{- $out = append $out $p -}}
+{{- $_ := set $p "target" $target -}}
+{{- $out = append $out (dict "name" $name "kind" $kind "namespace" $target.namespace "targetName" $targetName "pool" $p) -}}
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}
@@ -91,4 +85,20 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- $_ := set $byNs $pool.namespace (append (get $byNs $pool.namespace | default list) $pool) -}}
 {{- end -}}
 {{- toYaml $byNs -}}
+{{- end -}}
+
+
+{{/* The placeholder image: placeholder.image.registry, when set, replaces the registry of the
+repository (or is put in front of a repository that names none). */}}
+{{- define "ph.placeholderImage" -}}
+{{- $image := .Values.placeholder.image -}}
+{{- $repo := $image.repository -}}
+{{- $parts := splitList "/" $repo -}}
+{{- $host := first $parts -}}
+{{- $hasHost := and (gt (len $parts) 1) (or (contains "." $host) (contains ":" $host) (eq $host "localhost")) -}}
+{{- if $image.registry -}}
+{{- if $hasHost -}}{{- $repo = join "/" (rest $parts) -}}{{- end -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" $image.registry) $repo -}}
+{{- end -}}
+{{- printf "%s:%s" $repo $image.tag -}}
 {{- end -}}

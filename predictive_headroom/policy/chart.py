@@ -1,0 +1,182 @@
+"""The Helm chart's values, described by the policy's own models.
+
+A chart pool is a policy pool whose `target` may be left out (the chart fills in the placeholder
+Deployment it creates); the chart copies every pool into the daemon's policy file as it is. So
+`values_schema()` generates the chart's `values.schema.json` from the pydantic models (plus the
+chart-only settings in `chart_values.base.json`), and `values_problems()` checks a values file
+with those same models, every problem with its line and field path.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from predictive_headroom.policy.config import Cost, Pool
+from predictive_headroom.policy.load import Problem, _format_path, _nearest_line, policy_problems
+from predictive_headroom.policy.target import DNS_LABEL, DNS_SUBDOMAIN, Target
+
+CHART_NAME = "predictive-headroom"
+DEFAULT_RELEASE = "predictive-headroom"
+DEFAULT_NAMESPACE = "predictive-headroom"
+DRAFT_07 = "http://json-schema.org/draft-07/schema#"
+
+# Pool keys of chart versions before the pool schema was the policy's, and where they went.
+MOVED = {
+    "resources": "placeholder.requests",
+    "policy": "the pool itself (leadTime, schedules, proportional, forecast are pool fields)",
+    "targetName": "target.name",
+    "namespace": "target.namespace",
+    "kind": "target.kind",
+    "apiVersion": "target.apiVersion",
+    "nodeSelector": "placeholder.nodeSelector",
+    "tolerations": "placeholder.tolerations",
+    "affinity": "placeholder.affinity",
+    "spread": "placeholder.spread",
+}
+
+
+class ChartTarget(Target):
+    """A pool's target in the chart: every field optional (the chart's placeholder by default)."""
+
+    namespace: str | None = Field(
+        default=None, pattern=DNS_LABEL.pattern, description="default: the release namespace"
+    )
+    name: str | None = Field(
+        default=None,
+        pattern=DNS_SUBDOMAIN.pattern,
+        description="default: <release fullname>-placeholder-<pool name>",
+    )
+
+
+class ChartPool(Pool):
+    """A pool in the chart's values: a policy pool whose target may be left out."""
+
+    target: ChartTarget = Field(default_factory=ChartTarget)  # type: ignore[assignment]
+
+
+class ChartPolicy(BaseModel):
+    """The part of the chart's values that becomes the daemon's policy file."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    pools: list[ChartPool] = Field(min_length=1)
+    cost: Cost | None = None
+
+
+def fullname(release: str) -> str:
+    """The chart's `ph.fullname`: the release name, or `<release>-predictive-headroom`."""
+    name = release if CHART_NAME in release else f"{release}-{CHART_NAME}"
+    return name[:63].rstrip("-")
+
+
+def default_target_name(release: str, pool: str) -> str:
+    """The placeholder Deployment the chart creates for `pool`."""
+    return f"{fullname(release)}-placeholder-{pool}"[:63].rstrip("-")
+
+
+def values_to_policy(values: dict[str, Any], release: str, namespace: str) -> dict[str, Any]:
+    """The policy file the chart renders from `values` (targets filled in as the chart does)."""
+    pools = []
+    for pool in values.get("pools") or []:
+        if not isinstance(pool, dict):
+            pools.append(pool)
+            continue
+        target = dict(pool.get("target") or {})
+        target.setdefault("kind", "Deployment")
+        target["namespace"] = target.get("namespace") or namespace
+        target["name"] = target.get("name") or default_target_name(release, str(pool.get("name")))
+        pools.append({**pool, "target": target})
+    policy: dict[str, Any] = {"pools": pools}
+    if values.get("cost") is not None:
+        policy["cost"] = values["cost"]
+    return policy
+
+
+@cache
+def values_schema() -> dict[str, Any]:
+    """The chart's values.schema.json: chart-only settings plus the pools generated from the
+    policy models, in JSON schema draft-07 (what Helm's validator reads)."""
+    base = json.loads(files(__package__).joinpath("chart_values.base.json").read_text())
+    generated = _draft07(ChartPolicy.model_json_schema(by_alias=True))
+    schema = {"$schema": DRAFT_07, **base}
+    schema["properties"] = {**base["properties"], **generated["properties"]}
+    schema["$defs"] = generated["$defs"]
+    return schema
+
+
+def _draft07(node: Any) -> Any:
+    """pydantic's JSON schema (2020-12) in draft-07 terms, without titles."""
+    if isinstance(node, list):
+        return [_draft07(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _draft07(v) for k, v in node.items() if k != "title"}
+    if "prefixItems" in out:  # a fixed-length tuple, e.g. a ladder step [threshold, replicas]
+        out["items"] = out.pop("prefixItems")
+        out["additionalItems"] = False
+    return out
+
+
+def values_problems(
+    values: dict[str, Any], index: dict[tuple[Any, ...], int], release: str, namespace: str
+) -> list[Problem]:
+    """Every problem of a chart values file: chart settings against the schema, pools and cost
+    with the policy's own models (the same checks the daemon makes at start)."""
+    import jsonschema
+
+    # A values file overrides the chart's defaults key by key, so what the schema requires may
+    # come from values.yaml: check what is given, not what is left out (Helm checks the merge).
+    schema = _optional(copy.deepcopy(values_schema()))
+    for key in ("pools", "cost"):
+        schema["properties"].pop(key)
+    validator = jsonschema.Draft7Validator(schema)
+    problems = []
+    for err in validator.iter_errors(
+        {k: v for k, v in values.items() if k not in ("pools", "cost")}
+    ):
+        loc = tuple(err.absolute_path)
+        message = err.message if len(err.message) < 300 else err.message[:297] + "..."
+        if err.validator == "not":
+            message = f"{err.instance!r} is not allowed here"
+        if isinstance(err.schema, dict) and err.schema.get("description"):
+            message += f" ({err.schema['description']})"
+        problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+    if "pools" in values:
+        problems += [
+            _with_hint(p)
+            for p in policy_problems(values_to_policy(values, release, namespace), index)
+        ]
+    return problems
+
+
+def _optional(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _optional(v) for k, v in node.items() if k != "required"}
+    if isinstance(node, list):
+        return [_optional(n) for n in node]
+    return node
+
+
+def _with_hint(problem: Problem) -> Problem:
+    key = problem.path.rpartition(".")[2]
+    if "unknown key" in problem.message and key in MOVED and problem.path.count(".") == 1:
+        return Problem(
+            problem.path, f"{key} moved to {MOVED[key]} (see deploy/README.md)", problem.line
+        )
+    return problem
+
+
+def main() -> None:
+    """Print the chart's values.schema.json (`python -m predictive_headroom.policy.chart`)."""
+    print(json.dumps(values_schema(), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,7 @@ recorded so tests can assert what was written.
 
 Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
 capacitybuffers (GET, PATCH, PUT) in the versions and the scope the test asks for (only v1beta1,
-only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET);
+only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET) and pods (LIST);
 coordination.k8s.io/v1 leases (GET, POST, PUT, DELETE); core/v1 and events.k8s.io/v1 events (POST,
 LIST); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
 404 with the apiserver's "the server could not find the requested resource".
@@ -47,6 +47,7 @@ _KINDS = {  # (group, resource) -> (kind, apiVersion, namespaced)
         True,
     ),
     ("", "nodes"): ("Node", "v1", False),
+    ("", "pods"): ("Pod", "v1", True),
     ("coordination.k8s.io", "leases"): ("Lease", "coordination.k8s.io/v1", True),
     ("", "events"): ("Event", "v1", True),
     ("events.k8s.io", "events"): ("Event", "events.k8s.io/v1", True),
@@ -378,7 +379,9 @@ class FakeApiServer:
         labels: dict[str, str] | None = None,
         unschedulable: bool = False,
         ready: bool = True,
+        allocatable: dict[str, str] | None = None,
     ) -> dict[str, Any]:
+        resources = {"cpu": cpu, "memory": "15Gi", "pods": "110", **(allocatable or {})}
         return self._put(
             "",
             "nodes",
@@ -391,7 +394,7 @@ class FakeApiServer:
                 "spec": {"unschedulable": unschedulable} if unschedulable else {},
                 "status": {
                     "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
-                    "allocatable": {"cpu": cpu, "memory": "15Gi", "pods": "110"},
+                    "allocatable": resources,
                     "conditions": [
                         {
                             "type": "Ready",
@@ -400,6 +403,38 @@ class FakeApiServer:
                         }
                     ],
                 },
+            },
+        )
+
+    def add_pod(
+        self,
+        ns: str,
+        name: str,
+        node: str,
+        requests: dict[str, str],
+        owner_kind: str = "DaemonSet",
+        phase: str = "Running",
+    ) -> dict[str, Any]:
+        """A pod bound to `node`, owned by a controller of `owner_kind` (listed, not served)."""
+        owner = {
+            "apiVersion": "apps/v1",
+            "kind": owner_kind,
+            "name": name,
+            "uid": str(uuid.uuid4()),
+        }
+        return self._put(
+            "",
+            "pods",
+            ns,
+            {
+                "metadata": {"name": name, "namespace": ns, "ownerReferences": [owner]},
+                "spec": {
+                    "nodeName": node,
+                    "containers": [
+                        {"name": "main", "image": "example", "resources": {"requests": requests}}
+                    ],
+                },
+                "status": {"phase": phase},
             },
         )
 

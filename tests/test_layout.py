@@ -129,7 +129,7 @@ def test_subpackages_import_only_shared_modules_and_their_own() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["run", "validate", "plan", "forecast", "report", "backtest", "demo"]
+    "command", ["run", "validate", "size", "plan", "forecast", "report", "backtest", "demo"]
 )
 def test_every_command_has_help(command: str) -> None:
     done = subprocess.run(

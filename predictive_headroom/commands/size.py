@@ -1,0 +1,271 @@
+"""`predictive-headroom size`: placeholder requests that fill a fraction of a pool's nodes.
+
+Reads the nodes and the DaemonSet pods on them, from the cluster (kubeconfig) or from the output
+of `kubectl get nodes,pods -A -o json`, and prints per node shape what one placeholder should
+request to hold `--fraction` (default 0.9) of a node after its DaemonSets, the values to paste,
+and what that means for the pool's `demandPerReplica`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from predictive_headroom.commands import (
+    CommandError,
+    add_output_argument,
+    load_config,
+    print_json,
+    print_table,
+)
+from predictive_headroom.core.sizing import Shape, app_pods_per_placeholder, node_shapes
+
+HELP = (
+    "suggest placeholder requests from the nodes: a fraction (default 0.9) of a node's "
+    "allocatable after its DaemonSets, per node shape"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--from-file",
+        metavar="JSON",
+        help="output of `kubectl get nodes,pods -A -o json` (default: read the cluster from your kubeconfig)",
+    )
+    source.add_argument("--context", help="kubeconfig context to read (default: the current one)")
+    parser.add_argument(
+        "--selector",
+        "-l",
+        default="",
+        help="node labels of the pool, e.g. karpenter.sh/nodepool=gpu (k=v,k2=v2)",
+    )
+    parser.add_argument(
+        "--config", "-c", help="policy or Helm values file: take --pool's nodeSelector"
+    )
+    parser.add_argument("--pool", help="pool whose placeholder.nodeSelector selects the nodes")
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=0.9,
+        help="share of a node's free allocatable one placeholder holds (default 0.9)",
+    )
+    parser.add_argument(
+        "--app-pod",
+        metavar="REQUESTS",
+        help="requests of one app pod, e.g. cpu=500m,memory=1Gi: how many fit in one placeholder",
+    )
+    parser.add_argument(
+        "--demand-per-pod",
+        type=float,
+        help="demand one app pod serves (in the unit of forecast.query): gives demandPerReplica",
+    )
+    add_output_argument(parser)
+
+
+def _pairs(text: str, what: str) -> dict[str, str]:
+    out = {}
+    for term in filter(None, (t.strip() for t in text.split(","))):
+        key, sep, value = term.partition("=")
+        if not sep or not key or not value:
+            raise CommandError(f"{what} {text!r}: expected key=value pairs, e.g. {_EXAMPLES[what]}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+_EXAMPLES = {"--selector": "karpenter.sh/nodepool=gpu", "--app-pod": "cpu=500m,memory=1Gi"}
+
+
+def _selector(args: argparse.Namespace) -> dict[str, str]:
+    selector = _pairs(args.selector, "--selector")
+    if args.pool or args.config:
+        if not (args.pool and args.config):
+            raise CommandError("--pool and --config go together: the pool is read from the file")
+        pool = _pool(args.config, args.pool)
+        chosen = pool.placeholder.node_selector or (
+            pool.proportional.node_selector if pool.proportional else {}
+        )
+        selector = {**chosen, **selector}
+    return selector
+
+
+def _pool(path: str, name: str) -> Any:
+    from predictive_headroom.commands.validate import POLICY_KEYS
+    from predictive_headroom.policy.chart import values_to_policy
+    from predictive_headroom.policy.config import Policy
+    from predictive_headroom.policy.load import read_yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data, _ = read_yaml(f.read(), path)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc}") from None
+    if set(data) - POLICY_KEYS or any(
+        isinstance(p, dict) and "target" not in p for p in data.get("pools") or []
+    ):
+        data = values_to_policy(data, "predictive-headroom", "predictive-headroom")
+    try:
+        return Policy.model_validate(data).pool(name)
+    except KeyError as exc:
+        raise CommandError(str(exc.args[0])) from None
+    except ValueError:
+        load_config(path)  # not valid: report every problem the way validate does
+        raise
+
+
+def _items_from_file(path: str) -> list[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise CommandError(f"cannot read {path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise CommandError(
+            f"{path} is not JSON ({exc}); write it with `kubectl get nodes,pods -A -o json > {path}`"
+        ) from None
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise CommandError(f"{path}: expected a Kubernetes List with items (kubectl ... -o json)")
+    return items
+
+
+def _items_from_cluster(context: str | None, selector: dict[str, str]) -> list[dict[str, Any]]:
+    import kubernetes.client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from predictive_headroom.kube.cluster import load_kube_config
+    from predictive_headroom.protocols import ActuatorError
+
+    try:
+        client = load_kube_config(context)
+        core = kubernetes.client.CoreV1Api(client)
+        label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
+        nodes = _list(client, core.list_node, label_selector=label_selector)
+        pods = _list(client, core.list_pod_for_all_namespaces)
+    except ActuatorError as exc:
+        raise CommandError(str(exc)) from None
+    except ApiException as exc:
+        raise CommandError(
+            f"the API server refused to list nodes or pods ({exc.status} {exc.reason}); "
+            "`size` needs get/list on nodes and pods, or use --from-file"
+        ) from None
+    except HTTPError as exc:
+        raise CommandError(f"cannot reach the API server: {exc}") from None
+    return [{"kind": "Node", **n} for n in nodes] + [{"kind": "Pod", **p} for p in pods]
+
+
+def _list(client: Any, call: Any, **kwargs: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    token = None
+    while True:
+        page = call(limit=500, _continue=token, _request_timeout=30, **kwargs)
+        items += [client.sanitize_for_serialization(i) for i in page.items]
+        token = page.metadata._continue if page.metadata else None
+        if not token:
+            return items
+
+
+def _advice(shape: Shape, args: argparse.Namespace, app_pod: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "shape": shape.name,
+        "nodes": len(shape.nodes),
+        "allocatable": {k: str(v) for k, v in shape.allocatable.items()},
+        "daemonsets": {k: str(v) for k, v in shape.daemonsets.items() if k in shape.allocatable},
+        "daemonset_pods": shape.daemonset_pods,
+        "placeholder_requests": shape.placeholder,
+    }
+    if app_pod:
+        fit = app_pods_per_placeholder(shape.placeholder, app_pod)
+        out["app_pods_per_placeholder"] = fit
+        if args.demand_per_pod is not None:
+            out["demand_per_replica"] = fit * args.demand_per_pod
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    selector = _selector(args)
+    app_pod = _pairs(args.app_pod or "", "--app-pod")
+    if args.demand_per_pod is not None and not app_pod:
+        raise CommandError("--demand-per-pod needs --app-pod (the requests of that pod)")
+    items = (
+        _items_from_file(args.from_file)
+        if args.from_file
+        else _items_from_cluster(args.context, selector)
+    )
+    try:
+        shapes = node_shapes(items, selector, args.fraction)
+    except ValueError as exc:
+        raise CommandError(f"--fraction: {exc}") from None
+    if not shapes:
+        where = f" with labels {selector}" if selector else ""
+        raise CommandError(
+            f"no schedulable nodes{where}; check --selector (kubectl get nodes --show-labels)"
+        )
+    advice = [_advice(s, args, app_pod) for s in shapes]
+    if args.output == "json":
+        print_json({"fraction": args.fraction, "selector": selector, "shapes": advice})
+        return 0
+    _print(advice, args.fraction)
+    return 0
+
+
+def _print(advice: list[dict[str, Any]], fraction: float) -> None:
+    rows = [
+        [
+            a["shape"],
+            a["nodes"],
+            _fmt(a["allocatable"]),
+            f"{_fmt(a['daemonsets'])} ({a['daemonset_pods']} pods)",
+            _fmt(a["placeholder_requests"]),
+        ]
+        for a in advice
+    ]
+    print_table(
+        ["shape", "nodes", "allocatable", "DaemonSets (per node)", f"placeholder ({fraction:.0%})"],
+        rows,
+    )
+    for a in advice:
+        print(
+            f"\n{a['shape']}: paste into the pool (one placeholder per node holds {fraction:.0%} of it):"
+        )
+        print("  placeholder:")
+        print(
+            "    requests: {"
+            + ", ".join(f"{k}: {v}" for k, v in a["placeholder_requests"].items())
+            + "}"
+        )
+        print("    spread: {mode: antiAffinity}")
+        if "demand_per_replica" in a:
+            print(
+                f"  forecast.demandPerReplica: {a['demand_per_replica']:g}  "
+                f"({a['app_pods_per_placeholder']} app pods fit in one placeholder)"
+            )
+        elif "app_pods_per_placeholder" in a:
+            print(
+                f"  {a['app_pods_per_placeholder']} app pods fit in one placeholder: demandPerReplica "
+                "is that many times the demand one app pod serves (--demand-per-pod gives the number)"
+            )
+    if len(advice) > 1:
+        print(
+            "\nThe pool has several node shapes and its placeholders one size: take the smallest "
+            "suggestion (it fits on every shape), or split the pool by nodeSelector."
+        )
+    if not any("demand_per_replica" in a for a in advice):
+        print(
+            "\ndemandPerReplica is the demand the room of one placeholder serves: with placeholders "
+            "this size, the demand one node's worth of app pods serves (pass --app-pod and "
+            "--demand-per-pod to compute it)."
+        )
+
+
+def _fmt(resources: dict[str, Any]) -> str:
+    from kubernetes.utils import parse_quantity
+
+    def human(key: str, value: Any) -> str:
+        amount = float(parse_quantity(value))
+        return f"{amount / 2**30:.1f}Gi" if key == "memory" else f"{amount:g}"
+
+    shown = [(k, v) for k, v in resources.items() if k in ("cpu", "memory") or "/" in k]
+    return ", ".join(f"{k} {human(k, v)}" for k, v in shown) or "none"

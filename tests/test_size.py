@@ -1,0 +1,189 @@
+"""`predictive-headroom size`: placeholder requests from the nodes and their DaemonSets."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+from fake_apiserver import FakeApiServer
+
+from predictive_headroom.cli import main
+from predictive_headroom.core.sizing import app_pods_per_placeholder, node_shapes, pod_requests
+from predictive_headroom.policy.placeholder import Placeholder
+
+FIXTURE = Path(__file__).parent / "data" / "kubectl_nodes_pods.json"
+ITEMS = json.loads(FIXTURE.read_text())["items"]
+
+
+def _by_name(shapes):
+    return {s.name: s for s in shapes}
+
+
+def test_each_shape_gets_a_fraction_of_what_its_heaviest_daemonsets_leave():
+    shapes = _by_name(node_shapes(ITEMS))
+    assert sorted(shapes) == ["c5.2xlarge", "g5.2xlarge", "m5.xlarge"]
+    m5 = shapes["m5.xlarge"]
+    # m5-b carries kube-proxy (100m, 128Mi), aws-node (its 200m init container outweighs the
+    # 25m container; 64Mi) and fluent-bit (250m, 320Mi): 550m and 512Mi; the cordoned node and
+    # the app pod on m5-a do not count.
+    assert m5.nodes == ["m5-a", "m5-b"]
+    assert m5.daemonsets["cpu"] == Decimal("0.55")
+    assert m5.daemonsets["memory"] == 512 * 2**20
+    assert m5.placeholder == {"cpu": "3033m", "memory": "12950Mi"}  # 0.9 x (3920m - 550m), ...
+    # A Failed DaemonSet pod holds nothing.
+    assert shapes["c5.2xlarge"].placeholder == {"cpu": "6849m", "memory": "13003Mi"}
+    # A GPU is counted in whole devices: the placeholder takes the free one, not 0.9 of it; the
+    # device plugin's pod overhead counts.
+    assert shapes["g5.2xlarge"].placeholder == {
+        "cpu": "6795m",
+        "memory": "26539Mi",
+        "nvidia.com/gpu": "1",
+    }
+
+
+def test_the_suggestion_is_a_valid_placeholder_that_fits():
+    for shape in node_shapes(ITEMS, {"karpenter.sh/nodepool": "gpu"}):
+        placeholder = Placeholder(requests=shape.placeholder)
+        assert placeholder.pod_limits() == {"nvidia.com/gpu": "1"}
+        free_cpu = shape.allocatable["cpu"] - shape.daemonsets["cpu"]
+        assert Decimal(placeholder.cpu_cores) <= free_cpu
+
+
+@pytest.mark.parametrize(
+    ("fraction", "cpu"),
+    [(1.0, "3370m"), (0.5, "1685m"), (0.9, "3033m")],
+)
+def test_fraction(fraction, cpu):
+    (m5,) = node_shapes(ITEMS, {"node.kubernetes.io/instance-type": "m5.xlarge"}, fraction)
+    assert m5.placeholder["cpu"] == cpu
+
+
+@pytest.mark.parametrize("fraction", [0, -0.1, 1.5])
+def test_bad_fraction(fraction):
+    with pytest.raises(ValueError, match="must be above 0 and at most 1"):
+        node_shapes(ITEMS, fraction=fraction)
+
+
+def test_pod_requests_follow_the_scheduler():
+    pod = {
+        "spec": {
+            "containers": [{"resources": {"requests": {"cpu": "100m", "memory": "1Gi"}}}, {}],
+            "initContainers": [{"resources": {"requests": {"cpu": "1", "memory": "10Mi"}}}],
+            "overhead": {"cpu": "50m"},
+        }
+    }
+    assert pod_requests(pod) == {"cpu": Decimal("1.05"), "memory": Decimal(2**30)}
+
+
+def test_app_pods_per_placeholder():
+    room = {"cpu": "3033m", "memory": "12950Mi"}
+    assert app_pods_per_placeholder(room, {"cpu": "500m", "memory": "1Gi"}) == 6
+    assert app_pods_per_placeholder(room, {"memory": "4Gi"}) == 3
+
+
+def test_cli_prints_values_to_paste_and_demand_per_replica(capsys):
+    code = main(
+        [
+            "size",
+            "--from-file",
+            str(FIXTURE),
+            "-l",
+            "karpenter.sh/nodepool=general",
+            "--app-pod",
+            "cpu=500m,memory=1Gi",
+            "--demand-per-pod",
+            "40",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "requests: {cpu: 3033m, memory: 12950Mi}" in out
+    assert "forecast.demandPerReplica: 240  (6 app pods fit in one placeholder)" in out
+    assert "g5.2xlarge" not in out
+
+
+def test_cli_json_and_a_pool_from_a_values_file(tmp_path, capsys):
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "pools": [
+                    {
+                        "name": "gpu",
+                        "maxReplicas": 2,
+                        "placeholder": {"nodeSelector": {"karpenter.sh/nodepool": "gpu"}},
+                    }
+                ]
+            }
+        )
+    )
+    args = ["size", "--from-file", str(FIXTURE), "--config", str(values), "--pool", "gpu"]
+    assert main([*args, "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["selector"] == {"karpenter.sh/nodepool": "gpu"}
+    (shape,) = doc["shapes"]
+    assert shape["placeholder_requests"]["nvidia.com/gpu"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-l", "nodepool"], "--selector 'nodepool': expected key=value pairs"),
+        (["-l", "karpenter.sh/nodepool=none"], "no schedulable nodes with labels"),
+        (["--fraction", "2"], "--fraction: fraction 2.0 must be above 0 and at most 1"),
+        (["--demand-per-pod", "3"], "--demand-per-pod needs --app-pod"),
+        (["--pool", "web"], "--pool and --config go together"),
+    ],
+)
+def test_cli_errors(args, message, capsys):
+    assert main(["size", "--from-file", str(FIXTURE), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_reads_a_file_that_is_not_json(tmp_path, capsys):
+    bad = tmp_path / "nodes.yaml"
+    bad.write_text("items: []\n")
+    assert main(["size", "--from-file", str(bad)]) == 2
+    assert "kubectl get nodes,pods -A -o json" in capsys.readouterr().err
+
+
+def test_cli_reads_the_cluster_through_the_kubeconfig(tmp_path, monkeypatch, capsys):
+    with FakeApiServer() as server:
+        for name in ("n1", "n2"):
+            server.add_node(
+                name,
+                cpu="4",
+                labels={"node.kubernetes.io/instance-type": "m6i.xlarge", "pool": "web"},
+                allocatable={"memory": "15Gi"},
+            )
+            server.add_pod(
+                "kube-system", f"kube-proxy-{name}", name, {"cpu": "100m", "memory": "128Mi"}
+            )
+        server.add_node("other", cpu="16", labels={"pool": "batch"})
+        server.add_pod("web", "app-1", "n1", {"cpu": "2", "memory": "8Gi"}, owner_kind="ReplicaSet")
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
+                    "users": [{"name": "me", "user": {"token": "t"}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
+                    "current-context": "fake",
+                }
+            )
+        )
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        assert main(["size", "-l", "pool=web", "-o", "json"]) == 0
+        listed = [r.path for r in server.requests("GET")]
+    (shape,) = json.loads(capsys.readouterr().out)["shapes"]
+    assert shape["shape"] == "m6i.xlarge" and shape["nodes"] == 2
+    # 0.9 x (4 - 0.1) CPU and 0.9 x (15Gi - 128Mi)
+    assert shape["placeholder_requests"] == {"cpu": "3510m", "memory": "13708Mi"}
+    assert any(p.startswith("/api/v1/nodes") for p in listed)
+    assert any(p.startswith("/api/v1/pods") for p in listed)

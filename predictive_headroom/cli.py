@@ -9,6 +9,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from predictive_headroom import __version__
 from predictive_headroom.commands import CommandError, print_error
 from predictive_headroom.policy.load import ConfigError
@@ -59,6 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except (CommandError, ConfigError, SourceError) as exc:
         print_error(str(exc))
+        return 2
+    except ValidationError as exc:  # PH_* environment settings
+        problems = "; ".join(
+            f"PH_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+        )
+        print_error(f"bad setting: {problems}".replace("Value error, ", ""))
         return 2
     except KeyboardInterrupt:
         print_error("interrupted")

@@ -222,3 +222,32 @@ def test_cron_descriptors_as_keda_accepts_them(start, end, message):
         assert parse_policy(text).pools[0].schedules[0].start == start
     else:
         assert any(message in p for p in problems(text))
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        (
+            "prometheus:9090",
+            "has no scheme; write it with http:// or https://, e.g. http://prometheus:9090",
+        ),
+        ("localhost:9090/prom", "has no scheme"),
+        ("ftp://prom:21", "uses ftp://"),
+        ("http://", "has no host"),
+    ],
+)
+def test_prometheus_url_needs_a_scheme(url, message, monkeypatch):
+    from pydantic import ValidationError
+
+    from predictive_headroom.policy.settings import Settings
+
+    monkeypatch.setenv("PH_PROMETHEUS_URL", url)
+    with pytest.raises(ValidationError, match=message):
+        Settings()
+
+
+def test_prometheus_url_with_a_scheme_passes(monkeypatch):
+    from predictive_headroom.policy.settings import Settings
+
+    monkeypatch.setenv("PH_PROMETHEUS_URL", "https://thanos.example.com/prometheus")
+    assert Settings().prometheus_url == "https://thanos.example.com/prometheus"

@@ -4,9 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def check_prometheus_url(url: str) -> str:
+    """Return `url` when it is an http(s) URL with a host; raise ValueError saying how to write it."""
+    parts = urlsplit(url.strip())
+    if not parts.scheme or "://" not in url:
+        raise ValueError(
+            f"Prometheus URL {url!r} has no scheme; write it with http:// or https://, "
+            f"e.g. http://{url.strip().lstrip('/') or 'prometheus:9090'}"
+        )
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"Prometheus URL {url!r} uses {parts.scheme}://; use http:// or https://")
+    if not parts.hostname:
+        raise ValueError(f"Prometheus URL {url!r} has no host, e.g. http://prometheus:9090")
+    return url
 
 
 class Settings(BaseSettings):
@@ -35,3 +51,8 @@ class Settings(BaseSettings):
     leader_election: bool = True
     report_dir: Path = Path("/tmp/predictive-headroom/reports")
     report_keep: int = Field(default=5, ge=1)
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return check_prometheus_url(value) if value else value

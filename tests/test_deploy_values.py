@@ -4,6 +4,7 @@ from the policy models, `validate` reads values files, and the chart renders wha
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -216,3 +217,21 @@ def test_schema_is_plain_draft_07():
     generated = json.dumps(schema["$defs"])
     assert '"prefixItems"' not in generated and '"title"' not in generated
     assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+
+
+def _yaml_examples(path: Path) -> list[str]:
+    """Every YAML example in a Markdown file that describes pools (```yaml blocks and heredocs)."""
+    text = path.read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    blocks += re.findall(r"cat > [\w.-]+ <<EOF\n(.*?)\nEOF", text, flags=re.S)
+    return [b.replace("${GATEWAY}", "172.18.0.1") for b in blocks if "pools:" in b]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "deploy/README.md"])
+def test_every_pool_example_in_the_docs_passes_validate(doc, tmp_path, capsys):
+    examples = _yaml_examples(REPO / doc)
+    assert examples, f"no pool examples found in {doc}"
+    for i, example in enumerate(examples):
+        path = tmp_path / f"example-{i}.yaml"
+        path.write_text(example)
+        assert main(["validate", str(path)]) == 0, f"{doc} example {i}:\n{capsys.readouterr().err}"

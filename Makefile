@@ -40,7 +40,9 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # The chart's values.schema.json is generated from the policy models; a test fails when stale.
+# The time zone names come from the installed tzdata (zones.txt), so every install agrees.
 schema: $(STAMP)
+	$(BIN)/python -m predictive_headroom.policy.zones > predictive_headroom/policy/zones.txt
 	$(BIN)/python -m predictive_headroom.policy.chart > deploy/helm/predictive-headroom/values.schema.json
 
 test: $(STAMP) system-deps lint

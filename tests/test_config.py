@@ -251,3 +251,16 @@ def test_prometheus_url_with_a_scheme_passes(monkeypatch):
 
     monkeypatch.setenv("PH_PROMETHEUS_URL", "https://thanos.example.com/prometheus")
     assert Settings().prometheus_url == "https://thanos.example.com/prometheus"
+
+
+def test_every_listed_time_zone_loads():
+    """zones.txt (the schema's enum) names only zones zoneinfo can load: IANA never removes a
+    name (old ones stay as links), so a newer tzdata keeps this true."""
+    from zoneinfo import ZoneInfo
+
+    from predictive_headroom.policy.zones import zone_names
+
+    names = zone_names()
+    assert len(names) > 400 and "Europe/Berlin" in names and "UTC" in names
+    for name in names:
+        ZoneInfo(name)

@@ -264,3 +264,16 @@ def test_every_listed_time_zone_loads():
     assert len(names) > 400 and "Europe/Berlin" in names and "UTC" in names
     for name in names:
         ZoneInfo(name)
+
+
+def test_plan_without_nodes_says_the_proportional_rule_was_skipped(capsys):
+    config = str(REPO / "config" / "example.yaml")
+    assert main(["plan", "--config", config, "--at", "2026-11-23T07:00:00Z"]) == 0
+    assert "proportional rule of pool(s) web was skipped: pass --nodes" in capsys.readouterr().err
+    assert (
+        main(
+            ["plan", "-c", config, "--at", "2026-11-23T07:00:00Z", "--nodes", "3", "--cores", "12"]
+        )
+        == 0
+    )
+    assert "skipped" not in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from predictive_headroom.commands import (
@@ -112,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(exc.args[0])) from None
     at = parse_time(args.at)
     cluster = cluster_from_args(args, policy)
+    _note_skipped_proportional(policy, cluster)
     forecasts, observed = forecasts_from_args(args, policy, at)
     if args.horizon is None:
         plans = [
@@ -211,3 +213,14 @@ def _print_timeline(timeline: list[dict[str, Any]]) -> None:
                 last = key
         print_table(["from", "desired", "reason", "components"], rows)
         print()
+
+
+def _note_skipped_proportional(policy: Policy, cluster: ClusterState | None) -> None:
+    """Say on stderr that the cluster-size rule did not count, when no --nodes was given."""
+    skipped = [p.name for p in policy.pools if p.proportional is not None]
+    if cluster is None and skipped:
+        print(
+            f"note: the proportional rule of pool(s) {', '.join(skipped)} was skipped: "
+            "pass --nodes N (and --cores C) to apply it",
+            file=sys.stderr,
+        )

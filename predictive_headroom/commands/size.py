@@ -93,8 +93,7 @@ def _selector(args: argparse.Namespace) -> dict[str, str]:
 def _pool(path: str, name: str) -> Any:
     from predictive_headroom.commands.validate import POLICY_KEYS
     from predictive_headroom.policy.chart import values_to_policy
-    from predictive_headroom.policy.config import Policy
-    from predictive_headroom.policy.load import read_yaml
+    from predictive_headroom.policy.load import read_yaml, validate_policy
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -106,7 +105,7 @@ def _pool(path: str, name: str) -> Any:
     ):
         data = values_to_policy(data, "predictive-headroom", "predictive-headroom")
     try:
-        return Policy.model_validate(data).pool(name)
+        return validate_policy(data).pool(name)
     except KeyError as exc:
         raise CommandError(str(exc.args[0])) from None
     except ValueError:

@@ -13,8 +13,13 @@ from predictive_headroom.policy.chart import (
     values_problems,
     values_to_policy,
 )
-from predictive_headroom.policy.config import Policy
-from predictive_headroom.policy.load import ConfigError, Problem, policy_problems, read_yaml
+from predictive_headroom.policy.load import (
+    ConfigError,
+    Problem,
+    policy_problems,
+    read_yaml,
+    validate_policy,
+)
 
 HELP = (
     "check policy files or Helm values files (- reads stdin); exit 2 with every problem "
@@ -79,7 +84,7 @@ def check(text: str, source: str, kind: str | None, release: str, namespace: str
         raise ConfigError(source, sorted(problems, key=lambda p: (p.line or 0, p.path)))
     if is_values and "pools" not in data:
         return f"{source}: ok: Helm values without pools (the chart's default pool applies)"
-    parsed = Policy.model_validate(policy)
+    parsed = validate_policy(policy)
     windows = sum(len(p.schedules) for p in parsed.pools)
     forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)
     what = "Helm values" if is_values else "policy"

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from predictive_headroom.policy.config import (
+    CHECK_PROMQL,
     FieldProblem,
     Policy,
     _min_max_message,
@@ -167,7 +168,7 @@ def read_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[tuple[Any, .
 def policy_problems(data: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
     """Every problem of the policy `data` (none: it is valid), each with its line from `index`."""
     try:
-        Policy.model_validate(data)
+        validate_policy(data)
     except ValidationError as exc:
         problems = _problems_from(exc, index)
         # Cross-field rules of parts that failed other checks did not run in pydantic; check them
@@ -184,7 +185,12 @@ def parse_policy(text: str, source: str = "<config>") -> Policy:
     problems = policy_problems(data, index)
     if problems:
         raise ConfigError(source, sorted(problems, key=lambda p: (p.line or 0, p.path)))
-    return Policy.model_validate(data)
+    return validate_policy(data)
+
+
+def validate_policy(data: dict[str, Any]) -> Policy:
+    """The Policy in `data`, with every check a policy file gets (PromQL included)."""
+    return Policy.model_validate(data, context={CHECK_PROMQL: True})
 
 
 def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], str]]:

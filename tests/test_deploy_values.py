@@ -236,3 +236,22 @@ def test_every_pool_example_in_the_docs_passes_validate(doc, tmp_path, capsys):
         path = tmp_path / f"example-{i}.yaml"
         path.write_text(example)
         assert main(["validate", str(path)]) == 0, f"{doc} example {i}:\n{capsys.readouterr().err}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("pools: 3\n", "line 1: pools: Input should be a valid list (got 3)"),
+        ("pools: [3]\n", "line 1: pools[0]: Input should be a valid dictionary"),
+        (
+            "pools: [{name: a, maxReplicas: 1, target: 5}]\n",
+            "pools[0].target: Input should be a valid dictionary",
+        ),
+        ("image: 3\n", "line 1: image: 3 is not of type 'object'"),
+    ],
+)
+def test_malformed_values_are_problems_not_crashes(text, expected, tmp_path, capsys):
+    path = tmp_path / "v.yaml"
+    path.write_text(text)
+    assert main(["validate", "--values", str(path)]) == 2
+    assert expected in capsys.readouterr().err

@@ -187,3 +187,11 @@ def test_cli_reads_the_cluster_through_the_kubeconfig(tmp_path, monkeypatch, cap
     assert shape["placeholder_requests"] == {"cpu": "3510m", "memory": "13708Mi"}
     assert any(p.startswith("/api/v1/nodes") for p in listed)
     assert any(p.startswith("/api/v1/pods") for p in listed)
+
+
+def test_cli_reports_every_problem_of_the_pool_file(tmp_path, capsys):
+    bad = tmp_path / "values.yaml"
+    bad.write_text("image: {tag: 1}\npools: [{name: gpu, maxReplicas: -1}]\n")
+    assert main(["size", "--from-file", str(FIXTURE), "--config", str(bad), "--pool", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert "2 problem(s)" in err and "image.tag" in err and "pools[0].maxReplicas" in err

@@ -15,11 +15,11 @@ from typing import Any
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
-    load_config,
     print_json,
     print_table,
 )
 from predictive_headroom.core.sizing import Shape, app_pods_per_placeholder, node_shapes
+from predictive_headroom.policy.config import Pool
 
 HELP = (
     "suggest placeholder requests from the nodes: a fraction (default 0.9) of a node's "
@@ -90,27 +90,18 @@ def _selector(args: argparse.Namespace) -> dict[str, str]:
     return selector
 
 
-def _pool(path: str, name: str) -> Any:
-    from predictive_headroom.commands.validate import POLICY_KEYS
-    from predictive_headroom.policy.chart import values_to_policy
-    from predictive_headroom.policy.load import read_yaml, validate_policy
+def _pool(path: str, name: str) -> Pool:
+    """Pool `name` of a policy or Helm values file (every problem of the file if it is not valid)."""
+    from predictive_headroom.commands.validate import _read, load_any
+    from predictive_headroom.policy.chart import DEFAULT_NAMESPACE, DEFAULT_RELEASE
 
+    policy, _ = load_any(_read(path), path, None, DEFAULT_RELEASE, DEFAULT_NAMESPACE)
+    if policy is None:
+        raise CommandError(f"{path} has no pools; pass the values file that defines pool {name!r}")
     try:
-        with open(path, encoding="utf-8") as f:
-            data, _ = read_yaml(f.read(), path)
-    except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc}") from None
-    if set(data) - POLICY_KEYS or any(
-        isinstance(p, dict) and "target" not in p for p in data.get("pools") or []
-    ):
-        data = values_to_policy(data, "predictive-headroom", "predictive-headroom")
-    try:
-        return validate_policy(data).pool(name)
+        return policy.pool(name)
     except KeyError as exc:
         raise CommandError(str(exc.args[0])) from None
-    except ValueError:
-        load_config(path)  # not valid: report every problem the way validate does
-        raise
 
 
 def _items_from_file(path: str) -> list[dict[str, Any]]:

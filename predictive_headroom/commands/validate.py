@@ -13,6 +13,7 @@ from predictive_headroom.policy.chart import (
     values_problems,
     values_to_policy,
 )
+from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.load import (
     ConfigError,
     Problem,
@@ -70,8 +71,11 @@ def _read(path: str) -> str:
         raise ConfigError(path, [Problem("", f"cannot read file: {exc}")]) from None
 
 
-def check(text: str, source: str, kind: str | None, release: str, namespace: str) -> str:
-    """Validate one file; return the line to print when it is fine, raise ConfigError if not."""
+def load_any(
+    text: str, source: str, kind: str | None, release: str, namespace: str
+) -> tuple[Policy | None, bool]:
+    """The policy in a policy file or a Helm values file (None: values without pools, the chart's
+    default applies) and whether it was a values file; ConfigError with every problem if not valid."""
     data, index = read_yaml(text, source)
     is_values = kind == "values" or (kind is None and bool(set(data) - POLICY_KEYS))
     if is_values:
@@ -83,8 +87,15 @@ def check(text: str, source: str, kind: str | None, release: str, namespace: str
     if problems:
         raise ConfigError(source, sorted(problems, key=lambda p: (p.line or 0, p.path)))
     if is_values and "pools" not in data:
+        return None, True
+    return validate_policy(policy), is_values
+
+
+def check(text: str, source: str, kind: str | None, release: str, namespace: str) -> str:
+    """Validate one file; return the line to print when it is fine, raise ConfigError if not."""
+    parsed, is_values = load_any(text, source, kind, release, namespace)
+    if parsed is None:
         return f"{source}: ok: Helm values without pools (the chart's default pool applies)"
-    parsed = validate_policy(policy)
     windows = sum(len(p.schedules) for p in parsed.pools)
     forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)
     what = "Helm values" if is_values else "policy"

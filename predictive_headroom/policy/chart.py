@@ -83,9 +83,12 @@ def default_target_name(release: str, pool: str) -> str:
 
 def values_to_policy(values: dict[str, Any], release: str, namespace: str) -> dict[str, Any]:
     """The policy file the chart renders from `values` (targets filled in as the chart does)."""
+    given = values.get("pools")
+    if not isinstance(given, list):  # the policy's own check names what is wrong
+        return {"pools": given, **({"cost": values["cost"]} if values.get("cost") else {})}
     pools = []
-    for pool in values.get("pools") or []:
-        if not isinstance(pool, dict):
+    for pool in given:
+        if not isinstance(pool, dict) or not isinstance(pool.get("target", {}), dict | None):
             pools.append(pool)
             continue
         target = dict(pool.get("target") or {})

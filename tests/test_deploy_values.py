@@ -125,6 +125,11 @@ def test_validate_reads_stdin():
             "line 4: pools[0].resources: resources moved to placeholder.requests",
         ),
         (
+            "priorityClass: {value: -20}\n",
+            "line 1: priorityClass.value: -20 is below Cluster Autoscaler's "
+            "--expendable-pods-priority-cutoff -10",
+        ),
+        (
             "pools:\n  - name: Web_1\n    maxReplicas: 3\n",
             "line 2: pools[0].name: pool name 'Web_1' must be a DNS label",
         ),

@@ -151,12 +151,30 @@ def values_problems(
         if isinstance(err.schema, dict) and err.schema.get("description"):
             message += f" ({err.schema['description']})"
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+    problems += _priority_problems(values, index)
     if "pools" in values:
         problems += [
             _with_hint(p)
             for p in policy_problems(values_to_policy(values, release, namespace), index)
         ]
     return problems
+
+
+def _priority_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
+    """The template's check: the placeholders' priority is not below the autoscaler's cutoff."""
+    given = values.get("priorityClass")
+    if not isinstance(given, dict):
+        return []
+    value, cutoff = given.get("value", -1), given.get("expendablePodsPriorityCutoff", -10)
+    if not (isinstance(value, int) and isinstance(cutoff, int)) or value >= cutoff:
+        return []
+    loc = ("priorityClass", "value")
+    message = (
+        f"{value} is below Cluster Autoscaler's --expendable-pods-priority-cutoff {cutoff}: it "
+        "would add no nodes for evicted placeholders; raise the value or set "
+        "priorityClass.expendablePodsPriorityCutoff to your autoscaler's flag"
+    )
+    return [Problem(_format_path(loc), message, _nearest_line(index, loc))]
 
 
 def _optional(node: Any) -> Any:

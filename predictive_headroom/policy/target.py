@@ -1,9 +1,11 @@
 """The object whose replica count the daemon sets (`Target`), and the API versions of it this code
 knows how to write.
 
-A Deployment is always `apps/v1`. A CapacityBuffer (`autoscaling.x-k8s.io`) has been published as
-`v1alpha1`, `v1beta1` and `v1`; which one a cluster serves is found by API discovery at start (see
-`kube.discovery`), unless `target.apiVersion` pins one.
+A Deployment is always `apps/v1`. A CapacityBuffer (`autoscaling.x-k8s.io`) is served as `v1alpha1`
+(Cluster Autoscaler 1.34) and `v1beta1` (Cluster Autoscaler 1.35, Karpenter 1.14); `v1` does not
+exist yet and is accepted for when it does, as `spec.replicas` is expected to keep its meaning.
+Which one a cluster serves is found by API discovery at start (see `kube.discovery`), unless
+`target.apiVersion` pins one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pydantic.alias_generators import to_camel
 CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
 CAPACITY_BUFFER_PLURAL = "capacitybuffers"
 CAPACITY_BUFFER_VERSIONS = ("v1", "v1beta1", "v1alpha1")
-"""The CapacityBuffer versions this code reads and writes (`spec.replicas`), newest first."""
+"""The CapacityBuffer versions this code reads and writes (`spec.replicas`), newest first (`v1`
+is not published yet)."""
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")

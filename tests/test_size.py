@@ -126,6 +126,7 @@ def test_cli_json_and_a_pool_from_a_values_file(tmp_path, capsys):
     assert doc["selector"] == {"karpenter.sh/nodepool": "gpu"}
     (shape,) = doc["shapes"]
     assert shape["placeholder_requests"]["nvidia.com/gpu"] == "1"
+    assert shape["free_pod_slots"] == 110 - 3  # kube-proxy, aws-node, the device plugin
 
 
 @pytest.mark.parametrize(

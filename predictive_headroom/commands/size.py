@@ -178,6 +178,7 @@ def _advice(shape: Shape, args: argparse.Namespace, app_pod: dict[str, str]) -> 
         "daemonsets": {k: str(v) for k, v in shape.daemonsets.items() if k in shape.allocatable},
         "daemonset_pods": shape.daemonset_pods,
         "placeholder_requests": shape.placeholder,
+        "free_pod_slots": shape.free_pods,
     }
     if app_pod:
         fit = app_pods_per_placeholder(shape.placeholder, app_pod)

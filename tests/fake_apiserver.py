@@ -124,6 +124,8 @@ class Recorded:
     body: Any
     content_type: str
     at: float
+    agent: str = ""
+    """The client's User-Agent (`api_client(agent=...)` tells replicas apart)."""
 
 
 @dataclass
@@ -212,6 +214,8 @@ class FakeApiServer:
         self._faults: list[_Fault] = []
         self._requests: list[Recorded] = []
         self._stopping = threading.Event()
+        self.bytes_sent = 0
+        """Bytes of response bodies sent so far (what the clients had to read and parse)."""
         self._clients: list[kubernetes.client.ApiClient] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
@@ -271,9 +275,12 @@ class FakeApiServer:
         config.retries = False
         return config
 
-    def api_client(self) -> kubernetes.client.ApiClient:
-        """A real ApiClient for this server, closed when the server stops."""
+    def api_client(self, agent: str | None = None) -> kubernetes.client.ApiClient:
+        """A real ApiClient for this server, closed when the server stops; `agent` sets its User-Agent
+        so `Recorded.agent` tells which replica sent a request."""
         client = kubernetes.client.ApiClient(self.configuration())
+        if agent is not None:
+            client.user_agent = agent
         self._clients.append(client)
         return client
 
@@ -378,7 +385,10 @@ class FakeApiServer:
         labels: dict[str, str] | None = None,
         unschedulable: bool = False,
         ready: bool = True,
+        images: int = 0,
     ) -> dict[str, Any]:
+        """A Node; `images` adds that many `status.images` entries, as a kubelet reports them (a real
+        node's object is mostly these: about 13 KB with 50 images)."""
         return self._put(
             "",
             "nodes",
@@ -398,6 +408,16 @@ class FakeApiServer:
                             "status": "True" if ready else "False",
                             "reason": "KubeletReady",
                         }
+                    ],
+                    "images": [
+                        {
+                            "names": [
+                                f"registry.example.com/team/image-{i}@sha256:{uuid.uuid5(uuid.NAMESPACE_OID, str(i)).hex * 2}",
+                                f"registry.example.com/team/image-{i}:v1.{i}.0",
+                            ],
+                            "sizeBytes": 10_000_000 + i,
+                        }
+                        for i in range(images)
                     ],
                 },
             },
@@ -502,7 +522,15 @@ class FakeApiServer:
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 content_type = self.headers.get("Content-Type", "")
-                request = Recorded(self.command, parts.path, query, body, content_type, time.time())
+                request = Recorded(
+                    self.command,
+                    parts.path,
+                    query,
+                    body,
+                    content_type,
+                    time.time(),
+                    self.headers.get("User-Agent", ""),
+                )
                 with server._lock:
                     server._requests.append(request)
                 try:
@@ -510,6 +538,8 @@ class FakeApiServer:
                 except ApiError as err:
                     code, answer = err.code, err.status()
                 data = json.dumps(answer).encode()
+                with server._lock:
+                    server.bytes_sent += len(data)
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")

@@ -15,7 +15,9 @@ Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 - a replica count changed by a person is left alone until the plan's desired value changes;
 - missing inputs never lower the count: until the first refit, or when a proportional pool's
   nodes were never read, the target is not scaled below what it has;
-- a failed pool is reported and the others are still served; a failed cycle is counted.
+- a failed pool is reported and the others are still served; a failed cycle is counted;
+- pools are reconciled concurrently (at most `pool_workers` at once), so one slow API call
+  holds one pool only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,8 @@ from predictive_headroom.protocols import (
 logger = logging.getLogger(__name__)
 
 NOT_FITTED = "not-fitted-yet"
+POOL_WORKERS = 8
+"""How many pools one reconcile serves at a time: a slow API call holds one pool, not all."""
 ReportWriter = Callable[
     [Policy, Mapping[str, Forecast | NoForecast], Mapping[str, History], float], Any
 ]
@@ -76,6 +81,7 @@ class Daemon:
         interval: float = 60.0,
         report_writer: ReportWriter | None = None,
         target_apis: TargetApis | None = None,
+        pool_workers: int = POOL_WORKERS,
     ) -> None:
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
@@ -105,6 +111,8 @@ class Daemon:
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
         self.target_apis = TargetApiTracker(target_apis)
+        self._pools = ThreadPoolExecutor(max_workers=pool_workers, thread_name_prefix="pool")
+        """Pools are reconciled concurrently, at most `pool_workers` at a time."""
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
@@ -216,14 +224,12 @@ class Daemon:
         policy, forecasts = self.policy, self._forecasts
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
-        outcomes = []
-        for pool in policy.pools:
-            if self.stopping.is_set():  # leave the remaining pools as they are
-                outcomes.append(
-                    PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
-                )
-                continue
-            outcomes.append(self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)))
+        outcomes = list(
+            self._pools.map(
+                lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
+                policy.pools,
+            )
+        )
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
         if result.served:
@@ -243,6 +249,8 @@ class Daemon:
     def _reconcile_pool(
         self, pool: Pool, at: float, leader: bool, forecast: Forecast | NoForecast | None
     ) -> PoolOutcome:
+        if self.stopping.is_set():  # leave the remaining pools as they are
+            return PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
         plan: Plan | None = None
         try:
             cluster, cluster_note = self.inputs.cluster_state(pool)

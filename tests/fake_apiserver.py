@@ -4,7 +4,7 @@ The real `kubernetes` client talks to it over HTTP (`server.api_client()`), so t
 client's serialisation, error classes and timeouts. It keeps objects in memory with a global
 resourceVersion like etcd, honours optimistic concurrency (409 Conflict on a stale
 resourceVersion), `dryRun=All`, label selectors and `limit`/`continue` on node lists, and can
-inject faults (403/404/409/500/..., slow answers) per method and path pattern. Every request is
+inject faults (403/404/409/500/..., slow answers, truncated bodies) per method and path pattern. Every request is
 recorded so tests can assert what was written.
 
 Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
@@ -212,6 +212,7 @@ class FakeApiServer:
         self._objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self._rv = itertools.count(100)
         self._faults: list[_Fault] = []
+        self._truncations: list[_Fault] = []
         self._requests: list[Recorded] = []
         self._stopping = threading.Event()
         self.bytes_sent = 0
@@ -468,9 +469,24 @@ class FakeApiServer:
                 _Fault(method.upper(), re.compile(path_pattern), None, seconds, times, None, when)
             )
 
+    def truncate(
+        self,
+        method: str,
+        path_pattern: str,
+        times: int | None = 1,
+        when: Callable[[Recorded], bool] | None = None,
+    ) -> None:
+        """Answer the next `times` matching requests (None = all) with the first half of the JSON body
+        (status 200 and a Content-Length that matches what is sent), as a broken proxy would."""
+        with self._lock:
+            self._truncations.append(
+                _Fault(method.upper(), re.compile(path_pattern), None, 0.0, times, None, when)
+            )
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._truncations.clear()
 
     def requests(self, method: str | None = None, path_contains: str = "") -> list[Recorded]:
         """Requests received so far, optionally filtered by method and a path substring."""
@@ -485,9 +501,9 @@ class FakeApiServer:
         """Requests that would change state (POST/PUT/PATCH/DELETE), dry-run ones included."""
         return [r for r in self.requests(path_contains=path_contains) if r.method != "GET"]
 
-    def _take_fault(self, request: Recorded) -> _Fault | None:
+    def _take_fault(self, request: Recorded, faults: list[_Fault] | None = None) -> _Fault | None:
         with self._lock:
-            for fault in self._faults:
+            for fault in self._faults if faults is None else faults:
                 if (
                     fault.method in ("*", request.method)
                     and fault.pattern.search(request.path)
@@ -538,6 +554,8 @@ class FakeApiServer:
                 except ApiError as err:
                     code, answer = err.code, err.status()
                 data = json.dumps(answer).encode()
+                if server._take_fault(request, server._truncations) is not None:
+                    data = data[: len(data) // 2]
                 with server._lock:
                     server.bytes_sent += len(data)
                 try:

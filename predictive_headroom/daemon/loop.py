@@ -47,6 +47,7 @@ from predictive_headroom.protocols import (
     ClusterReader,
     ClusterState,
     Forecaster,
+    LeaseLost,
     Source,
     TargetApis,
 )
@@ -76,6 +77,7 @@ class Daemon:
         cluster: ClusterReader,
         elector: Elector | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         metrics: Metrics | None = None,
         dry_run: bool = False,
         interval: float = 60.0,
@@ -95,6 +97,9 @@ class Daemon:
         )
         self.elector: Elector = elector or AlwaysLeader()
         self.clock, self.dry_run, self.interval = clock, dry_run, interval
+        self.monotonic = monotonic
+        """Ages and the loop's health are measured on this clock, never on the wall clock `clock`
+        (which only says what time it is for the plan: schedules, forecasts)."""
         self.report_writer = report_writer
         self.on_reload: Callable[[set[str]], None] | None = None
         """Called after a config switch with the pools whose forecast must be refitted now."""
@@ -116,6 +121,12 @@ class Daemon:
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
+        self._created = monotonic()
+        self._success_tick: float | None = None
+        """`monotonic()` when the last reconcile that served pools ended."""
+        self._running_since: float | None = None
+        """`monotonic()` when the reconcile in progress started (None between reconciles)."""
+        self._last_started: float | None = None
 
     # -- refit ---------------------------------------------------------------------------------
 
@@ -215,6 +226,13 @@ class Daemon:
     def reconcile(self) -> ReconcileResult:
         """Plan every pool and, when leader, bring its target to the plan; never raises for a pool."""
         started = time.perf_counter()
+        self._running_since = self._last_started = self.monotonic()
+        try:
+            return self._reconcile(started)
+        finally:
+            self._running_since = None
+
+    def _reconcile(self, started: float) -> ReconcileResult:
         self.reload_if_changed()
         at = self.clock()
         leader = bool(self.elector.is_leader)
@@ -230,10 +248,13 @@ class Daemon:
                 policy.pools,
             )
         )
+        if leader and not self.elector.is_leader:  # lost the Lease during this reconcile
+            leader = False
+            self.leadership_changed(False)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
         if result.served:
-            self.last_success_at = at
+            self.last_success_at, self._success_tick = at, self.monotonic()
             self.metrics.last_reconcile.set(at)
         log = logger.info if result.ok else logger.warning
         log(
@@ -276,6 +297,9 @@ class Daemon:
             if cluster_note and outcome.error is None:
                 outcome.error = cluster_note
             return outcome
+        except LeaseLost as exc:
+            logger.warning("%s", exc)
+            return PoolOutcome(pool.name, "follower", plan)
         except ActuatorError as exc:
             logger.error("%s", exc)
             self.metrics.error("actuator")
@@ -339,19 +363,49 @@ class Daemon:
 
     # -- health --------------------------------------------------------------------------------
 
+    def leadership_changed(self, leading: bool) -> None:
+        """The elector's news: the leader metric follows at once, and a replica that stopped leading
+        forgets what it wrote (whoever leads meanwhile owns the targets)."""
+        self.metrics.leader.set(1 if leading else 0)
+        if not leading:
+            self.writer.step_down()
+
+    def health(self) -> str | None:
+        """None while the reconcile loop runs; else why it is stuck (then the elector lets the Lease go).
+
+        Stuck: a reconcile running for more than 3 intervals, or none started for 3 intervals.
+        """
+        now, limit = self.monotonic(), 3 * self.interval
+        running = self._running_since
+        if running is not None and now - running > limit:
+            return f"a reconcile has been running for {now - running:.0f}s (limit {limit:.0f}s)"
+        last = self._last_started if self._last_started is not None else self._created
+        if running is None and now - last > limit:
+            return f"no reconcile started for {now - last:.0f}s (limit {limit:.0f}s)"
+        return None
+
     def readiness(self) -> tuple[bool, str]:
-        """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals."""
+        """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals.
+
+        Ages are measured on the monotonic clock, so a wall-clock step changes nothing; an age that
+        is negative all the same is not ready. A policy file that cannot be used is named in `why`.
+        """
+        note = (
+            f"; config file problem (the last good config runs): {self.config.error}"
+            if self.config.error
+            else ""
+        )
         if not self.elector.is_leader:
-            return True, "config loaded; follower (not leader)"
-        if self.last_success_at is None:
-            return False, "leader, but no reconcile has succeeded yet"
-        age = self.clock() - self.last_success_at
-        if age > 3 * self.interval:
+            return True, f"config loaded; follower (not leader){note}"
+        if self._success_tick is None:
+            return False, f"leader, but no reconcile has succeeded yet{note}"
+        age, limit = self.monotonic() - self._success_tick, 3 * self.interval
+        if age < 0 or age > limit:
             return (
                 False,
-                f"leader, but the last successful reconcile was {age:.0f}s ago (limit {3 * self.interval:.0f}s)",
+                f"leader, but the last successful reconcile was {age:.0f}s ago (limit {limit:.0f}s){note}",
             )
-        return True, f"config loaded; leader; last successful reconcile {age:.0f}s ago"
+        return True, f"config loaded; leader; last successful reconcile {age:.0f}s ago{note}"
 
     def status(self) -> dict[str, Any]:
         """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config, `target_apis`."""

@@ -38,6 +38,7 @@ from tenacity import (
 
 from predictive_headroom.kube.api import (
     CallOptions,
+    Fence,
     _call,
     _Op,
     _status_message,
@@ -104,8 +105,12 @@ class _ReplicaTarget:
     resource = ""
     group = ""
 
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+    def __init__(
+        self, api_client: ApiClient, options: CallOptions | None = None, fence: Fence | None = None
+    ) -> None:
         self.options = options or CallOptions()
+        self.fence = fence
+        """Asked before every write attempt (see `kube.api._call`); None: writes are not fenced."""
         self._events = kubernetes.client.CoreV1Api(api_client)
 
     def _op(self, pool: Pool, verb: str, resource: str | None = None) -> _Op:
@@ -207,6 +212,7 @@ class _ReplicaTarget:
                 self._op(pool, "create", "events"),
                 self.options,
                 self._events.create_namespaced_event,
+                fence=self.fence,
                 namespace=ns,
                 body=event,
             )

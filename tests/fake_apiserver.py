@@ -334,6 +334,11 @@ class FakeApiServer:
             },
         )
 
+    def delete_deployment(self, ns: str, name: str) -> None:
+        """A person's `kubectl delete deployment` (no grace: gone at once)."""
+        with self._lock:
+            del self._objects[("apps", "deployments", ns, name)]
+
     def deployment(self, ns: str, name: str) -> dict[str, Any] | None:
         return self._get("apps", "deployments", ns, name)
 

@@ -191,7 +191,7 @@ class LeaderElector:
     def _sick(self) -> bool:
         """True when `healthy()` reports a problem (logged once per change): no acquire, no renewal."""
         problem = self.healthy() if self.healthy is not None else None
-        if problem != self._unhealthy:
+        if (problem is None) != (self._unhealthy is None):
             if problem:
                 logger.error(
                     "leader election: %s is not healthy (%s): not %s Lease %s/%s",

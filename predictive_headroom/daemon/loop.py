@@ -9,13 +9,17 @@ stay in the pure planner; this module reads and plans, and `writes.TargetWriter`
 and remembers what it wrote.
 
 Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
-- only the leader writes; followers still refit and plan, so a takeover starts with warm
+- only the leader writes, and each write attempt only while its Lease has time left (the
+  actuator's fence; a write abandoned for a lost Lease is a `follower` outcome); followers still
+  refit and plan, so a takeover starts with warm
   forecasts and stabilisation history (no scale-down on failover);
 - a target paused with the kill-switch annotation is left alone;
 - a replica count changed by a person is left alone until the plan's desired value changes;
 - missing inputs never lower the count: until the first refit, or when a proportional pool's
   nodes were never read, the target is not scaled below what it has;
 - a failed pool is reported and the others are still served; a failed cycle is counted;
+- ages (`/readyz`, the loop's `health()` the elector asks before renewing) are measured on the
+  monotonic clock; the wall clock only says what time it is for the plan;
 - pools are reconciled concurrently (at most `pool_workers` at once), so one slow API call
   holds one pool only.
 """

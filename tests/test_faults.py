@@ -39,8 +39,9 @@ from predictive_headroom.kube.leader import LeaderElector, LeaseTiming
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.pages.burst import burst_view
 from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.policy.load import load_policy
 from predictive_headroom.policy.settings import Settings
-from predictive_headroom.protocols import SourceError
+from predictive_headroom.protocols import LeaseLost, SourceError
 from predictive_headroom.sources.prometheus import PrometheusSource
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,6 +141,27 @@ def test_an_old_leader_on_a_slow_api_sends_no_write_after_the_new_leader_takes_o
         "not sent" in r.getMessage() and "leader Lease" in r.getMessage() for r in caplog.records
     )
     assert daemons["a"].metrics.registry.get_sample_value("predictive_headroom_leader") == 0
+
+
+def test_a_write_is_not_sent_without_lease_time_and_never_waited_on_past_it(
+    tmp_path, server
+) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=3))
+    (pool,) = load_policy(config).pools
+    server.add_deployment(NS, "web-placeholder", 0)
+    api = server.api_client()
+    with pytest.raises(LeaseLost, match="not sent \\(attempt 1\\)"):
+        TargetActuator(api, FAST, fence=lambda: 0.0).scale(pool, 3, "min", dry_run=False)
+    assert server.writes("/scale") == []
+    deadline = time.monotonic() + 0.6  # the lease runs out 0.6 s from now
+    server.delay("PATCH", "/scale", 2.0)  # longer than that, shorter than the 2 s call timeout
+    began = time.monotonic()
+    with pytest.raises(LeaseLost):
+        TargetActuator(api, FAST, fence=lambda: deadline - time.monotonic()).scale(
+            pool, 3, "min", dry_run=False
+        )
+    assert time.monotonic() - began < 1.0  # the attempt was cut at the lease's end, not at 2 s
+    assert len(server.writes("/scale")) == 1  # and not retried without lease time
 
 
 # -- 2. the wall clock steps: the loop neither stops nor doubles ---------------------------------

@@ -37,6 +37,7 @@ from typing import Any
 from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.daemon.configfile import ConfigFile
+from predictive_headroom.daemon.health import LoopWatch
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
@@ -102,8 +103,8 @@ class Daemon:
         self.elector: Elector = elector or AlwaysLeader()
         self.clock, self.dry_run, self.interval = clock, dry_run, interval
         self.monotonic = monotonic
-        """Ages and the loop's health are measured on this clock, never on the wall clock `clock`
-        (which only says what time it is for the plan: schedules, forecasts)."""
+        """Ages are measured on this clock (`watch`), never on the wall clock `clock`, which only
+        says what time it is for the plan (schedules, forecasts)."""
         self.report_writer = report_writer
         self.on_reload: Callable[[set[str]], None] | None = None
         """Called after a config switch with the pools whose forecast must be refitted now."""
@@ -125,12 +126,7 @@ class Daemon:
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
-        self._created = monotonic()
-        self._success_tick: float | None = None
-        """`monotonic()` when the last reconcile that served pools ended."""
-        self._running_since: float | None = None
-        """`monotonic()` when the reconcile in progress started (None between reconciles)."""
-        self._last_started: float | None = None
+        self.watch = LoopWatch(monotonic, interval)
 
     # -- refit ---------------------------------------------------------------------------------
 
@@ -229,12 +225,14 @@ class Daemon:
 
     def reconcile(self) -> ReconcileResult:
         """Plan every pool and, when leader, bring its target to the plan; never raises for a pool."""
-        started = time.perf_counter()
-        self._running_since = self._last_started = self.monotonic()
+        started, served = time.perf_counter(), False
+        self.watch.started()
         try:
-            return self._reconcile(started)
+            result = self._reconcile(started)
+            served = result.served
+            return result
         finally:
-            self._running_since = None
+            self.watch.ended(served)
 
     def _reconcile(self, started: float) -> ReconcileResult:
         self.reload_if_changed()
@@ -258,7 +256,7 @@ class Daemon:
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
         if result.served:
-            self.last_success_at, self._success_tick = at, self.monotonic()
+            self.last_success_at = at
             self.metrics.last_reconcile.set(at)
         log = logger.info if result.ok else logger.warning
         log(
@@ -375,41 +373,16 @@ class Daemon:
             self.writer.step_down()
 
     def health(self) -> str | None:
-        """None while the reconcile loop runs; else why it is stuck (then the elector lets the Lease go).
-
-        Stuck: a reconcile running for more than 3 intervals, or none started for 3 intervals.
-        """
-        now, limit = self.monotonic(), 3 * self.interval
-        running = self._running_since
-        if running is not None and now - running > limit:
-            return f"a reconcile has been running for {now - running:.0f}s (limit {limit:.0f}s)"
-        last = self._last_started if self._last_started is not None else self._created
-        if running is None and now - last > limit:
-            return f"no reconcile started for {now - last:.0f}s (limit {limit:.0f}s)"
-        return None
+        """None while the reconcile loop runs; else why it is stuck (the elector then lets the Lease go)."""
+        return self.watch.stuck()
 
     def readiness(self) -> tuple[bool, str]:
-        """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals.
-
-        Ages are measured on the monotonic clock, so a wall-clock step changes nothing; an age that
-        is negative all the same is not ready. A policy file that cannot be used is named in `why`.
-        """
-        note = (
-            f"; config file problem (the last good config runs): {self.config.error}"
-            if self.config.error
-            else ""
-        )
-        if not self.elector.is_leader:
-            return True, f"config loaded; follower (not leader){note}"
-        if self._success_tick is None:
-            return False, f"leader, but no reconcile has succeeded yet{note}"
-        age, limit = self.monotonic() - self._success_tick, 3 * self.interval
-        if age < 0 or age > limit:
-            return (
-                False,
-                f"leader, but the last successful reconcile was {age:.0f}s ago (limit {limit:.0f}s){note}",
-            )
-        return True, f"config loaded; leader; last successful reconcile {age:.0f}s ago{note}"
+        """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals
+        (on the monotonic clock). A policy file that cannot be used is named in `why`."""
+        ready, why = self.watch.readiness(bool(self.elector.is_leader))
+        if self.config.error:
+            why += f"; config file problem (the last good config runs): {self.config.error}"
+        return ready, why
 
     def status(self) -> dict[str, Any]:
         """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config, `target_apis`."""

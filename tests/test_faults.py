@@ -360,6 +360,31 @@ def test_report_on_data_ending_before_at_writes_the_page(tmp_path, capsys) -> No
     assert (out / "index.html").is_file()
 
 
+@pytest.mark.prometheus
+def test_nan_and_inf_in_the_newest_samples_on_real_prometheus_still_write_the_report(
+    env,  # noqa: F811
+    server,
+    prometheus_server,
+    capsys,
+    monkeypatch,
+) -> None:
+    """The last 30 minutes of the series are NaN (0/0) on a real Prometheus: they are dropped, the
+    burst model has nothing recent enough for the newest instants, and the report is written."""
+    monkeypatch.setenv("PH_PROMETHEUS_URL", prometheus_server.url)
+    cut = int(time.time()) - 1800
+    query = f'ph_demand{{job="web"}} + (0 * ph_demand{{job="web"}}) / (time() < bool {cut})'
+    config = write_config(
+        env / "p.yaml", pool_yaml("web", minReplicas=1, forecast={**FORECAST, "query": query})
+    )
+    server.add_deployment(NS, "web-placeholder", 0)
+    code, lines = run_once(config, capsys)
+    messages = [str(line["message"]) for line in lines]
+    assert any("NaN/infinite sample(s)" in m for m in messages), messages
+    assert not any("could not write the report" in m for m in messages), messages
+    assert (env / "reports" / "latest" / "index.html").is_file()
+    assert code == 0
+
+
 def test_the_burst_chart_leaves_out_points_without_a_finite_value() -> None:
     burst = {
         "pool": "web",

@@ -34,6 +34,7 @@ from test_daemon import (
 from predictive_headroom import cli
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.daemon.scheduling import Runner
+from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.kube.cluster import KubeClusterReader
 from predictive_headroom.kube.leader import LeaderElector, LeaseTiming
 from predictive_headroom.kube.targets import TargetActuator
@@ -570,3 +571,21 @@ def test_run_once_exits_0_when_every_pool_is_served(env, server, capsys) -> None
     server.add_deployment(NS, "web-placeholder", 0)
     code, _ = run_once(config, capsys)
     assert code == 0 and server.replicas(NS, "web-placeholder") == 2
+
+
+def test_pools_are_served_at_most_workers_at_a_time_in_their_order() -> None:
+    running, most, lock = 0, 0, threading.Lock()
+
+    def serve(n: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+        return n * n
+
+    assert map_bounded(serve, list(range(10)), 3, "test") == [n * n for n in range(10)]
+    assert most == 3
+    assert map_bounded(serve, [], 3, "test") == []

@@ -30,7 +30,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
 from predictive_headroom.daemon.targetapis import TargetApiTracker
+from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import (
@@ -121,8 +121,8 @@ class Daemon:
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
         self.target_apis = TargetApiTracker(target_apis)
-        self._pools = ThreadPoolExecutor(max_workers=pool_workers, thread_name_prefix="pool")
-        """Pools are reconciled concurrently, at most `pool_workers` at a time."""
+        self.pool_workers = pool_workers
+        """Pools are reconciled concurrently, at most this many at a time."""
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
@@ -244,11 +244,11 @@ class Daemon:
         policy, forecasts = self.policy, self._forecasts
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
-        outcomes = list(
-            self._pools.map(
-                lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
-                policy.pools,
-            )
+        outcomes = map_bounded(
+            lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
+            policy.pools,
+            self.pool_workers,
+            "pool",
         )
         if leader and not self.elector.is_leader:  # lost the Lease during this reconcile
             leader = False

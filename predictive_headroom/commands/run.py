@@ -170,20 +170,15 @@ def once(daemon: Daemon) -> int:
         for name, fc in daemon.forecasts().items()
         if isinstance(fc, NoForecast) and fc.why in ("fit-error", "source-error", NOT_FITTED)
     ]
-    if failed or unfit:
-        logger.error(
-            "run --once: %s",
-            "; ".join(
-                part
-                for part in (
-                    f"pool(s) not served: {', '.join(failed)}" if failed else "",
-                    f"forecast failed for pool(s): {', '.join(unfit)} (the plan used the floors only)"
-                    if unfit
-                    else "",
-                )
-                if part
-            ),
+    problems = []
+    if failed:
+        problems.append(f"pool(s) with a failed read or write: {', '.join(failed)}")
+    if unfit:
+        problems.append(
+            f"forecast failed for pool(s): {', '.join(unfit)} (the plan used the floors only)"
         )
+    if problems:
+        logger.error("run --once: %s", "; ".join(problems))
         return 1
     return 0
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.pipeline import needs_observations, observe_pool
+from predictive_headroom.daemon.workers import submit_bounded
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ClusterReader, ClusterState, Source
 
@@ -36,7 +37,6 @@ class Inputs:
         """This reconcile's node count per label selector (read by the first pool that needs it)."""
         self._node_lock = threading.Lock()
         self._pending: dict[str, Future[History | Unobserved | None]] = {}
-        self._executor: ThreadPoolExecutor | None = None
 
     def cluster_state(self, pool: Pool) -> tuple[ClusterState | None, str | None]:
         """Nodes for the proportional rule; on failure the last good count (and a note saying so)."""
@@ -83,14 +83,14 @@ class Inputs:
         self._pending = {}
         if len(wanted) < 2 or self.source is None:
             return
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=FRESH_READ_WORKERS, thread_name_prefix="fresh-read"
-            )
-        for pool in wanted:
-            self._pending[pool.name] = self._executor.submit(
-                observe_pool, pool, forecasts.get(pool.name), self.source, at
-            )
+        source = self.source
+        reads = submit_bounded(
+            lambda pool: observe_pool(pool, forecasts.get(pool.name), source, at),
+            wanted,
+            FRESH_READ_WORKERS,
+            "fresh-read",
+        )
+        self._pending = {pool.name: read for pool, read in zip(wanted, reads, strict=True)}
 
     def observed(
         self, pool: Pool, forecast: Forecast | NoForecast | None, at: float

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -48,3 +49,24 @@ def map_bounded(fn: Callable[[T], R], items: Sequence[T], workers: int, name: st
     if failures:
         raise failures[0]
     return [results[i] for i in range(len(items))]
+
+
+def submit_bounded(
+    fn: Callable[[T], R], items: Sequence[T], workers: int, name: str
+) -> list[Future[R]]:
+    """Start `fn(item)` for every item, at most `workers` at a time, on daemon threads; return at
+    once with one Future per item (holding its result or its exception)."""
+    futures: list[Future[R]] = [Future() for _ in items]
+
+    def one(pair: tuple[Future[R], T]) -> None:
+        future, item = pair
+        try:
+            future.set_result(fn(item))
+        except BaseException as exc:  # the Future carries it to whoever waits
+            future.set_exception(exc)
+
+    pairs = list(zip(futures, items, strict=True))
+    threading.Thread(
+        target=map_bounded, args=(one, pairs, workers, name), name=name, daemon=True
+    ).start()
+    return futures

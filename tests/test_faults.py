@@ -375,7 +375,8 @@ def test_nan_and_inf_in_the_newest_samples_on_real_prometheus_still_write_the_re
     cut = int(time.time()) - 1800
     query = f'ph_demand{{job="web"}} + (0 * ph_demand{{job="web"}}) / (time() < bool {cut})'
     config = write_config(
-        env / "p.yaml", pool_yaml("web", minReplicas=1, forecast={**FORECAST, "query": query})
+        env / "p.yaml",
+        pool_yaml("web", minReplicas=1, forecast={**FORECAST, "query": query, "history": "3d"}),
     )
     server.add_deployment(NS, "web-placeholder", 0)
     code, lines = run_once(config, capsys)

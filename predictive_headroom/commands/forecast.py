@@ -14,7 +14,7 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
-from predictive_headroom.core.planner import burst_allowance
+from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.daemon.pipeline import (
     default_forecaster,
@@ -69,17 +69,13 @@ def run(args: argparse.Namespace) -> int:
             accuracy = evaluate(history, pool.forecast, forecaster, pool.lead_time.total_seconds())
         out = summary(pool, history, forecast, accuracy)
         if isinstance(forecast, Forecast):
-            allowance, used, fallback = burst_allowance(
-                forecast,
-                at,
-                pool.lead_time.total_seconds(),
-                observe_pool(pool, forecast, source, at),
-            )
+            seen = observe_pool(pool, forecast, source, at)
+            allowance = burst_allowances(forecast, [at], pool.lead_time.total_seconds(), seen)[0]
             out["burst"] = {
                 "at": iso(at),
-                "allowance": round(allowance, 4),
-                "source": used,
-                "fallback": fallback or None,
+                "allowance": round(allowance.value, 4),
+                "source": str(allowance.source),
+                "fallback": allowance.why or None,
                 "quantile": pool.forecast.burst_quantile,
                 "model": pool.forecast.burst_model,
             }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import numpy as np
+
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
@@ -15,7 +17,8 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
-from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool, plan_to_dict
+from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.protocols import ClusterState
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     forecasts, observed = forecasts_from_args(args, policy, at)
     if args.horizon is None:
         plans = [
-            plan_pool(p, at, cluster, forecasts.get(p.name), (), observed.get(p.name))
+            plan_over_time(p, [at], _inputs(p.name, forecasts, observed, cluster)).plans[0]
             for p in policy.pools
         ]
         if args.output == "json":
@@ -147,26 +150,30 @@ def plan_timeline(
     The burst model reads the observations known at `start`; later steps, whose observations are
     not known yet, use the refit-time table once those are too old (`burst_fallback`)."""
     observed = observed or {}
+    times = start + step * np.arange(int(horizon // step) + 1, dtype=float)
     out = []
     for pool in policy.pools:
-        recent: list[PlanRecord] = []
-        steps = []
-        for k in range(int(horizon // step) + 1):
-            at = start + k * step
-            plan = plan_pool(
-                pool, at, cluster, forecasts.get(pool.name), recent, observed.get(pool.name)
-            )
-            recent.append(plan.record())
-            steps.append(
-                {
-                    "at": iso(at),
-                    "desired_replicas": plan.desired,
-                    "reason": plan.reason,
-                    "components": plan.components,
-                }
-            )
+        timeline = plan_over_time(pool, times, _inputs(pool.name, forecasts, observed, cluster))
+        steps = [
+            {
+                "at": iso(plan.at),
+                "desired_replicas": plan.desired,
+                "reason": plan.reason,
+                "components": plan.components,
+            }
+            for plan in timeline.plans
+        ]
         out.append({"name": pool.name, "steps": steps})
     return out
+
+
+def _inputs(
+    name: str,
+    forecasts: dict[str, Forecast | NoForecast],
+    observed: dict[str, History | Unobserved],
+    cluster: ClusterState | None,
+) -> PlanInputs:
+    return PlanInputs(forecasts.get(name), observed.get(name), cluster)
 
 
 def _components_text(components: dict[str, int | None]) -> str:

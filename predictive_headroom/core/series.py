@@ -214,24 +214,10 @@ class Forecast:
                 peaks.append((float(self.times[k]), float(self.yhat[k])))
         return peaks
 
-    def peak_between(self, start: float, end: float) -> float:
-        """The highest yhat in [start, end], including the interpolated end points."""
-        return _peak(self.times, self.yhat, start, end)
-
-    def ramp_between(self, start: float, end: float) -> float:
-        """The predictable rise from `start` to the highest point of `shape` (else yhat) in [start, end]."""
-        curve = self.yhat if self.shape is None else self.shape
-        return max(
-            0.0, _peak(self.times, curve, start, end) - float(np.interp(start, self.times, curve))
-        )
-
-
-def _peak(times: np.ndarray, curve: np.ndarray, start: float, end: float) -> float:
-    """The highest value of `curve` in [start, end], including the interpolated end points."""
-    i, j = np.searchsorted(times, [start, end], side="left")
-    inside = curve[i:j]
-    ends = np.interp([start, end], times, curve)
-    return float(max(ends.max(), inside.max() if inside.size else -math.inf))
+    @property
+    def ramp_curve(self) -> np.ndarray:
+        """The curve the predictable ramp is read from, at `times`: `shape` when set, else `yhat`."""
+        return self.yhat if self.shape is None else self.shape
 
 
 @dataclass(frozen=True)

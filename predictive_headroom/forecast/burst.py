@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 import pandas as pd
-from numpy.lib.stride_tricks import sliding_window_view
 
+from predictive_headroom.core.forecast_math import forward_max
 from predictive_headroom.core.series import DAY_SECONDS, BurstProfile, History
 
 logger = logging.getLogger(__name__)
@@ -56,25 +56,14 @@ def regular_grid(history: History, step: float) -> tuple[np.ndarray, np.ndarray]
     return times, values
 
 
-def _forward_max(values: np.ndarray, window: int, include_current: bool) -> np.ndarray:
-    """Max over the next `window` points (and the current one when asked); NaN if any is missing or past the end."""
-    n = values.size
-    padded = np.concatenate([values, np.full(window, np.nan)])
-    start = 0 if include_current else 1
-    size = window + 1 if include_current else window
-    windows = sliding_window_view(padded, size)[start : start + n]
-    out = windows.max(axis=1)  # NaN propagates: incomplete or gappy windows are dropped
-    return out
-
-
 def residual_growth(values: np.ndarray, yhat: np.ndarray | None, window: int) -> np.ndarray:
     """Return g(s) of the module docstring for each grid point (NaN where it cannot be known)."""
-    growth = _forward_max(values, window, include_current=False) - values
+    growth = forward_max(values, window, include_current=False, past_end=np.nan) - values
     if yhat is None:
         ramp = np.zeros_like(values)
     else:
         ramp = np.maximum(
-            0.0, _forward_max(np.asarray(yhat, dtype=float), window, include_current=True) - yhat
+            0.0, forward_max(np.asarray(yhat, dtype=float), window, past_end=np.nan) - yhat
         )
     return np.maximum(0.0, growth - ramp)
 

@@ -213,10 +213,9 @@ class QuantileBurstModel:
             return None
         if forecast is None:
             return past
-        shape = forecast.yhat if forecast.shape is None else forecast.shape
         before = past[0] < forecast.times[0]
         return np.concatenate([past[0][before], forecast.times]), np.concatenate(
-            [past[1][before], shape]
+            [past[1][before], forecast.ramp_curve]
         )
 
     def importance(self) -> list[dict[str, Any]]:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
-from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.planner import Plan
+from predictive_headroom.core.series import Forecast, History
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.protocols import ClusterState
 
 PEAK_RADIUS_SECONDS = 6 * 3600
 """A peak is the highest forecast within 6 h either side (so at most two a day)."""
@@ -74,19 +74,11 @@ def plan_horizon(
     start: float,
     end: float,
     step: float,
-    cluster: ClusterState | None,
-    forecast: Forecast | NoForecast | None,
+    inputs: PlanInputs,
 ) -> tuple[np.ndarray, list[Plan]]:
-    """The plan at every `step` from `start` to `end`, stabilised with recent plans as the daemon does."""
+    """The plan at every `step` from `start` to `end` (`core.engine.plan_over_time`)."""
     times = start + step * np.arange(int(math.floor((end - start) / step + 1e-9)) + 1, dtype=float)
-    window = pool.scale_down_stabilization.total_seconds()
-    recent: list[PlanRecord] = []
-    plans = []
-    for t in times:
-        plan = plan_pool(pool, float(t), cluster, forecast, recent)
-        plans.append(plan)
-        recent = [r for r in recent if r.at > t - window] + [plan.record()]
-    return times, plans
+    return times, list(plan_over_time(pool, times, inputs).plans)
 
 
 def find_peaks(

@@ -14,7 +14,11 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
-from predictive_headroom.core.forecast_math import burst_allowances
+from predictive_headroom.core.forecast_math import (
+    PEAK_RADIUS_SECONDS,
+    burst_allowances,
+    local_peaks,
+)
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.daemon.pipeline import (
     default_forecaster,
@@ -24,6 +28,7 @@ from predictive_headroom.daemon.pipeline import (
     source_from_args,
 )
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
+from predictive_headroom.pages.format import fallback_words
 from predictive_headroom.policy.config import Pool
 
 HELP = "fit the forecast of each pool and show its next peaks and accuracy on held-back recent days"
@@ -67,13 +72,16 @@ def run(args: argparse.Namespace) -> int:
         accuracy = None
         if not args.no_accuracy and isinstance(forecast, Forecast):
             accuracy = evaluate(history, pool.forecast, forecaster, pool.lead_time.total_seconds())
-        out = summary(pool, history, forecast, accuracy)
+        out = summary(pool, history, forecast, accuracy, at)
         if isinstance(forecast, Forecast):
             seen = observe_pool(pool, forecast, source, at)
             allowance = burst_allowances(forecast, [at], pool.lead_time.total_seconds(), seen)[0]
             out["burst"] = {
                 "at": iso(at),
                 "allowance": round(allowance.value, 4),
+                "allowance_placeholders": round(
+                    allowance.value / pool.forecast.demand_per_replica, 3
+                ),
                 "source": str(allowance.source),
                 "fallback": allowance.why or None,
                 "quantile": pool.forecast.burst_quantile,
@@ -95,10 +103,25 @@ def _cut_time(args: argparse.Namespace, source: object) -> float:
     return full().end if full else parse_time("now")
 
 
+def next_peaks(forecast: Forecast, at: float) -> list[tuple[float, float]]:
+    """(time, yhat) of the forecast's true local maxima after `at`: never `at` itself, never the
+    horizon's end, never the same peak twice (`core.forecast_math.local_peaks`)."""
+    after = forecast.times > at
+    times, yhat = forecast.times[after], forecast.yhat[after]
+    radius = round(PEAK_RADIUS_SECONDS / forecast.step_seconds) if forecast.step_seconds else 1
+    return [(float(times[i]), float(yhat[i])) for i in local_peaks(yhat, radius)]
+
+
 def summary(
-    pool: Pool, history: History, forecast: Forecast | NoForecast, accuracy: Accuracy | None
+    pool: Pool,
+    history: History,
+    forecast: Forecast | NoForecast,
+    accuracy: Accuracy | None,
+    at: float | None = None,
 ) -> dict[str, Any]:
-    """The JSON facts about one pool's forecast."""
+    """The JSON facts about one pool's forecast (`at`: the instant the peaks are counted from,
+    default the end of the history)."""
+    at = history.end if at is None else at
     out: dict[str, Any] = {
         "name": pool.name,
         "history_points": len(history),
@@ -117,7 +140,7 @@ def summary(
         warnings=list(forecast.warnings),
         next_peaks=[
             {"at": iso(t), "yhat": round(v, 3), "replicas_of_demand": round(v / dpr, 2)}
-            for t, v in forecast.daily_peaks()
+            for t, v in next_peaks(forecast, at)
         ],
         accuracy=accuracy.to_dict() if accuracy else None,
         points=[
@@ -153,9 +176,15 @@ def _print_summary(result: dict[str, Any]) -> None:
             if burst["source"] == "model"
             else "the refit-time table"
         )
-        why = f" ({burst['fallback']})" if burst["fallback"] else ""
+        why = f" ({fallback_words(burst['fallback'])})" if burst["fallback"] else ""
         print(
-            f"  burst allowance at {burst['at']}: {burst['allowance']:.4g} demand units, q={burst['quantile']:g}, from {where}{why}"
+            f"  burst allowance at {burst['at']}: {burst['allowance']:.4g} demand units "
+            f"({burst['allowance_placeholders']:.2f} placeholders' worth), q={burst['quantile']:g}, "
+            f"from {where}{why}"
+        )
+        print(
+            "  placeholders cover the rise in demand expected within the lead time "
+            "(the predictable ramp plus this allowance), not the peak level"
         )
     acc = result["accuracy"]
     if acc:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import numpy as np
-
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
@@ -17,7 +15,7 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
-from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.engine import PlanInputs, horizon_plans, plan_over_time
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.policy.config import Policy
@@ -42,7 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the plan at every --step over this span, e.g. 24h",
     )
     parser.add_argument(
-        "--step", type=duration_arg, default=900.0, help="timeline step (default 15m)"
+        "--step",
+        type=duration_arg,
+        default=900.0,
+        help="timeline step (default 15m): rows at multiples of it, plus the exact instants "
+        "where a schedule window opens or closes and where scale-down stabilisation ends",
     )
     parser.add_argument("--pool", help="only this pool")
     source = parser.add_mutually_exclusive_group()
@@ -145,15 +147,15 @@ def plan_timeline(
     forecasts: dict[str, Forecast | NoForecast],
     observed: dict[str, History | Unobserved] | None = None,
 ) -> list[dict[str, Any]]:
-    """Each pool's plan at every step from `start` over `horizon`, stabilised as the daemon would.
+    """Each pool's plan over `horizon` from `start` (`core.engine.horizon_plans`): at `start`, every
+    multiple of `step`, and the exact instants where windows open or close and stabilisation ends.
 
     The burst model reads the observations known at `start`; later steps, whose observations are
     not known yet, use the refit-time table once those are too old (`burst_fallback`)."""
     observed = observed or {}
-    times = start + step * np.arange(int(horizon // step) + 1, dtype=float)
     out = []
     for pool in policy.pools:
-        timeline = plan_over_time(pool, times, _inputs(pool.name, forecasts, observed, cluster))
+        inputs = _inputs(pool.name, forecasts, observed, cluster)
         steps = [
             {
                 "at": iso(plan.at),
@@ -161,7 +163,7 @@ def plan_timeline(
                 "reason": plan.reason,
                 "components": plan.components,
             }
-            for plan in timeline.plans
+            for plan in horizon_plans(pool, start, start + horizon, step, inputs)
         ]
         out.append({"name": pool.name, "steps": steps})
     return out

@@ -243,3 +243,49 @@ def plan_pool(
 ) -> Plan:
     """The plan for one pool at `at` (POSIX seconds): `plan_over_time` at one instant."""
     return plan_over_time(pool, [at], PlanInputs(forecast, observed, cluster), recent).plans[0]
+
+
+JUST_BEFORE = 1e-3
+"""Seconds before a window edge at which the horizon also plans (not shown): the last instant the
+window's value is still needed, so its scale-down stabilisation ends exactly `window` after the
+edge whatever the step."""
+
+
+def horizon_plans(
+    pool: Pool, start: float, end: float, step: float, inputs: PlanInputs
+) -> tuple[Plan, ...]:
+    """The plans from `start` to `end`: at `start`, at every multiple of `step` after it, and at the
+    exact instants the plan can change between them: schedule windows opening and closing (lead
+    time included) and scale-down stabilisation ending (`scaleDownStabilization` after the
+    unstabilised count dropped). The answer at an instant does not depend on `step`."""
+    lead = pool.lead_time.total_seconds()
+    grid = np.arange(math.ceil(start / step) * step, end + step / 2, step)
+    edges = np.array(
+        [
+            x
+            for w in pool.schedules
+            for interval in open_intervals(w, start, end, lead)
+            for x in interval
+            if start < x <= end
+        ],
+        dtype=float,
+    )
+    times = np.unique(np.concatenate([[start], grid[grid <= end], edges]))
+    hidden = np.setdiff1d(edges - JUST_BEFORE, times)
+    hidden = hidden[hidden > start]
+    window = pool.scale_down_stabilization.total_seconds()
+    for _ in range(3):  # later passes add the instants where stabilisation ends
+        plans = plan_over_time(pool, np.union1d(times, hidden), inputs).plans
+        drops = [
+            plans[k + 1].at + window
+            for k in range(len(plans) - 1)
+            if plans[k + 1].raw < plans[k].raw and start < plans[k + 1].at + window <= end
+        ]
+        new = np.setdiff1d(drops, times)
+        if not new.size:
+            break
+        times = np.union1d(times, new)
+    else:
+        plans = plan_over_time(pool, np.union1d(times, hidden), inputs).plans
+    shown = set(times.tolist())
+    return tuple(p for p in plans if p.at in shown)

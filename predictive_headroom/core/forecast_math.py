@@ -21,6 +21,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from predictive_headroom.core.series import Forecast, History, Unobserved
 from predictive_headroom.core.vocabulary import BurstFallback, BurstSource
 
+PEAK_RADIUS_SECONDS = 6 * 3600
+"""A peak of demand is the highest forecast within 6 h either side (so at most two a day)."""
 RAMP_STEP = 60.0
 """The curve is read at this spacing over the lead time (the burst model is trained on the same)."""
 
@@ -154,3 +156,26 @@ def burst_allowances(
         from_model[fresh[ok]] = True
         why[fresh[~ok]] = BurstFallback.STALE_OBSERVATIONS.value
     return BurstAllowances(values, from_model, why)
+
+
+def local_peaks(
+    values: np.ndarray, radius: int, min_rise_share: float = 0.05, most: int | None = None
+) -> np.ndarray:
+    """Indices of the true local maxima of `values`, ascending: a point higher than everything
+    within `radius` points before it and at least as high as everything within `radius` after,
+    rising by `min_rise_share` of the series' range above the lowest point within `radius`. The
+    first and last points are never peaks (the curve may go on rising past them). With `most`, the
+    highest `most` of them."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 3:
+        return np.zeros(0, dtype=int)
+    radius = max(1, int(radius))
+    hi = sliding_window_view(np.pad(v, radius, constant_values=-np.inf), 2 * radius + 1)
+    lo = sliding_window_view(np.pad(v, radius, constant_values=np.inf), 2 * radius + 1)
+    is_peak = (v >= hi.max(axis=1)) & (v > hi[:, :radius].max(axis=1))
+    is_peak &= v - lo.min(axis=1) >= min_rise_share * (v.max() - v.min())
+    is_peak[[0, -1]] = False
+    index = np.flatnonzero(is_peak)
+    if most is not None:
+        index = np.sort(index[np.argsort(-v[index], kind="stable")][:most])
+    return index

@@ -203,17 +203,6 @@ class Forecast:
         """Linear interpolation of yhat at `t`."""
         return np.interp(t, self.times, self.yhat)
 
-    def daily_peaks(self, start: float | None = None) -> list[tuple[float, float]]:
-        """(time, yhat) of the highest point in each 24-hour span of the forecast from `start`."""
-        first = self.times[0] if start is None else start
-        peaks = []
-        for lo in np.arange(first, self.times[-1], DAY_SECONDS):
-            i, j = np.searchsorted(self.times, [lo, lo + DAY_SECONDS], side="left")
-            if j > i:
-                k = i + int(np.argmax(self.yhat[i:j]))
-                peaks.append((float(self.times[k]), float(self.yhat[k])))
-        return peaks
-
     @property
     def ramp_curve(self) -> np.ndarray:
         """The curve the predictable ramp is read from, at `times`: `shape` when set, else `yhat`."""

@@ -15,12 +15,11 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.forecast_math import PEAK_RADIUS_SECONDS, local_peaks
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, History
 from predictive_headroom.policy.config import Policy, Pool
 
-PEAK_RADIUS_SECONDS = 6 * 3600
-"""A peak is the highest forecast within 6 h either side (so at most two a day)."""
 MAX_PEAKS = 3
 MAX_PAST = 5
 
@@ -96,19 +95,9 @@ def find_peaks(
     if v.size < 3:
         return ()
     radius = max(1, int(round(PEAK_RADIUS_SECONDS / forecast.step_seconds)))
-    hi = np.lib.stride_tricks.sliding_window_view(
-        np.pad(v, radius, constant_values=-np.inf), 2 * radius + 1
-    )
-    lo = np.lib.stride_tricks.sliding_window_view(
-        np.pad(v, radius, constant_values=np.inf), 2 * radius + 1
-    )
-    is_peak = (v >= hi.max(axis=1)) & (v > hi[:, :radius].max(axis=1))
-    is_peak &= v - lo.min(axis=1) >= 0.05 * (v.max() - v.min())
-    is_peak[[0, -1]] = False
-    index = list(np.flatnonzero(is_peak))
-    if not index and 0 < int(np.argmax(v)) < v.size - 1:
-        index = [int(np.argmax(v))]
-    chosen = sorted(sorted(index, key=lambda i: -v[i])[:MAX_PEAKS])
+    chosen = list(local_peaks(v, radius, most=MAX_PEAKS))
+    if not chosen and 0 < int(np.argmax(v)) < v.size - 1:
+        chosen = [int(np.argmax(v))]
     peaks = []
     for i in chosen:
         upper = float(forecast.upper[mask][i])

@@ -20,14 +20,8 @@ from predictive_headroom.core.forecast_math import (
     local_peaks,
 )
 from predictive_headroom.core.series import Forecast, History, NoForecast
-from predictive_headroom.daemon.pipeline import (
-    default_forecaster,
-    fetch_history,
-    fit_pool,
-    observe_pool,
-    source_from_args,
-)
-from predictive_headroom.forecast.accuracy import Accuracy, evaluate
+from predictive_headroom.daemon.pipeline import default_forecaster, fit_pools, source_from_args
+from predictive_headroom.forecast.accuracy import Accuracy
 from predictive_headroom.pages.format import fallback_words
 from predictive_headroom.policy.config import Pool
 
@@ -62,20 +56,30 @@ def run(args: argparse.Namespace) -> int:
         )
     source = source_from_args(args.data, args.prometheus_url)
     at = _cut_time(args, source)
-    forecaster = default_forecaster()
+    # A disabled forecast is still fitted and shown: review it before enabling it.
+    review = [
+        p.model_copy(update={"forecast": p.forecast.model_copy(update={"enabled": True})})
+        for p in pools
+    ]
+    fits = fit_pools(
+        policy.model_copy(update={"pools": review}),
+        source,
+        at,
+        default_forecaster(),
+        accuracy=not args.no_accuracy,
+        observe=True,
+    )
     results = []
     for pool in pools:
-        history = fetch_history(pool, source, at)
-        if isinstance(history, NoForecast):
-            raise CommandError(f"pool {pool.name}: {history.detail}")
-        forecast = fit_pool(pool, history, forecaster, at)
-        accuracy = None
-        if not args.no_accuracy and isinstance(forecast, Forecast):
-            accuracy = evaluate(history, pool.forecast, forecaster, pool.lead_time.total_seconds())
-        out = summary(pool, history, forecast, accuracy, at)
+        fit = fits[pool.name]
+        if fit.history is None:
+            detail = fit.forecast.detail if isinstance(fit.forecast, NoForecast) else ""
+            raise CommandError(f"pool {pool.name}: {detail}")
+        forecast = fit.forecast
+        out = summary(pool, fit.history, forecast, fit.accuracy, at)
         if isinstance(forecast, Forecast):
-            seen = observe_pool(pool, forecast, source, at)
-            allowance = burst_allowances(forecast, [at], pool.lead_time.total_seconds(), seen)[0]
+            lead = pool.lead_time.total_seconds()
+            allowance = burst_allowances(forecast, [at], lead, fit.observed)[0]
             out["burst"] = {
                 "at": iso(at),
                 "allowance": round(allowance.value, 4),

@@ -96,16 +96,11 @@ def forecasts_from_args(
     observations at `at` for the burst model, as the daemon does at reconcile (empty without either)."""
     if not (args.data or args.prometheus_url):
         return {}, {}
-    from predictive_headroom.daemon.pipeline import fit_policy, observe_pool, source_from_args
+    from predictive_headroom.daemon.pipeline import fit_pools, source_from_args
 
-    source = source_from_args(args.data, args.prometheus_url)
-    forecasts = fit_policy(policy, source, at)
-    observed = {}
-    for pool in policy.pools:
-        seen = observe_pool(pool, forecasts.get(pool.name), source, at)
-        if seen is not None:
-            observed[pool.name] = seen
-    return forecasts, observed
+    fits = fit_pools(policy, source_from_args(args.data, args.prometheus_url), at, observe=True)
+    observed = {n: f.observed for n, f in fits.items() if f.observed is not None}
+    return {n: f.forecast for n, f in fits.items()}, observed
 
 
 def run(args: argparse.Namespace) -> int:

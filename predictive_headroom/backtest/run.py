@@ -1,4 +1,4 @@
-"""The backtest (DESIGN.md section 5): replay a demand series through the planner on a simulated cluster.
+"""The backtest (`docs/design.md`, section 4): replay a demand series through the planner on a simulated cluster.
 
 Strategies, all simulated by `predictive_headroom.backtest.simulator` on the same 1-minute app pods W(t):
 
@@ -144,10 +144,8 @@ def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]
 
 STATIC_PLATEAU_NODES = 2
 """The static curve ends when unserved demand has not fallen for this many nodes' worth of
-placeholders (2 x nodeSlots). Unserved demand falls only when the extra placeholders add a node,
-so single steps are often flat: nab_aws_elb_requests_5min leaves 343 unserved pod-minutes at both
-56 and 57 placeholders and 54 from 96 to 101, but 0 at 120. Ending at the first flat step made
-strategies costing more than the curve's end look better than static headroom at equal cost."""
+placeholders (2 x nodeSlots): single steps are often flat, because unserved demand falls only when
+the extra placeholders add a node (`docs/measurements.md`)."""
 
 
 def static_curve(

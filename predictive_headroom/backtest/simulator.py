@@ -1,4 +1,4 @@
-"""A simulated cluster for the backtest (DESIGN.md section 5): pure numpy, 1-minute steps.
+"""A simulated cluster for the backtest (`docs/design.md`, section 4): pure numpy, 1-minute steps.
 
 Everything is counted in placeholder-sized slots:
 
@@ -61,7 +61,7 @@ class Run:
 
 @dataclass(frozen=True)
 class Metrics:
-    """The scored totals of a run (DESIGN.md section 5)."""
+    """The scored totals of a run (`docs/design.md`, section 4)."""
 
     unserved_pod_minutes: float
     node_hours: float

@@ -1,6 +1,6 @@
 """The burst profile: how much demand grew within the lead time beyond what the model predicted.
 
-DESIGN.md section 4 splits the forecast component of headroom into a predictable `ramp` (from
+`docs/design.md` (section 3) splits the forecast component of headroom into a predictable `ramp` (from
 the model's yhat) and a `burst` learned from history. For each past instant `s` on a regular
 grid with step `dt`, and the lead time `L` covering `w = max(1, round(L / dt))` grid steps:
 
@@ -29,10 +29,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BIN_SECONDS = 1800.0
 WEEKDAY_MIN_DAYS = 56.0
-"""Learn a separate profile per weekday only with at least eight weeks of history. With the default
-28 days, a weekday's 30-minute bin holds 4 days x 6 samples, and their 95th percentile is close to
-the largest one: noise. Measured (bench/backtest_bench.py): by time of day alone, x went from 0.92
-to 0.99 on nab_twitter_fb_5min and from 23.1 to 25.0 on nab_nyc_taxi_30min."""
+"""Learn a separate profile per weekday only with at least eight weeks of history (fewer days make
+a weekday's quantile noise; `docs/measurements.md`)."""
 NAIVE_WINDOW_SECONDS = 14 * DAY_SECONDS
 
 

@@ -57,7 +57,7 @@ from predictive_headroom.backtest.simulator import (
 )
 from predictive_headroom.backtest.walkforward import NaiveFit, walk_forward
 from predictive_headroom.core.engine import InForce, PoolTimeline
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_view
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_chart_data
 from predictive_headroom.policy.config import (
     ForecastSpec,
     Linear,
@@ -334,7 +334,7 @@ def last_day_burst(
         max(timeline.first_in_force, times.size - int(DAY_SECONDS // 60)), times.size, every
     )
     allowance = np.array([timeline.forecast_part(int(i)).burst for i in span])
-    return burst_view(pool, last.burst_model, times[span], demand[span], allowance)
+    return burst_chart_data(pool, last.burst_model, times[span], demand[span], allowance)
 
 
 __all__ = [

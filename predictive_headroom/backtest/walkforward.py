@@ -42,8 +42,9 @@ class WalkForward:
     models: dict[str, int]
 
 
-def naive_forecast(profile: Any, now: float, horizon: float) -> Forecast:
-    """A flat zero forecast carrying the naive burst profile, so the planner's ramp is 0."""
+def baseline_forecast(profile: Any, now: float, horizon: float) -> Forecast:
+    """The model-free baseline as a forecast: a flat curve (so no ramp) carrying the naive burst
+    table, which alone sizes the forecast component."""
     times = np.array([now, now + horizon])
     zero = np.zeros(2)
     return Forecast(times, zero, zero, zero, "naive-burst", now, 0.0, profile)
@@ -85,13 +86,13 @@ def walk_forward(
         models[key] = models.get(key, 0) + 1
         model.append(fitted)
         naive.append(
-            naive_forecast(
+            baseline_forecast(
                 naive_fit(known, lead, spec.burst_quantile, float(at)), float(at), horizon
             )
         )
         for q, (mq, nq) in swept.items():
             mq.append(fitted.at_quantile(q) if isinstance(fitted, Forecast) else fitted)
-            nq.append(naive_forecast(naive_fit(known, lead, q, float(at)), float(at), horizon))
+            nq.append(baseline_forecast(naive_fit(known, lead, q, float(at)), float(at), horizon))
         bar.update(1)
         if progress and bar.disable and ((k + 1) % every_line == 0 or k + 1 == len(refit_at)):
             print(

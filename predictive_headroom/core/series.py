@@ -14,18 +14,15 @@ DAY_SECONDS = 86_400
 WEEK_SECONDS = 7 * DAY_SECONDS
 
 
-def to_epoch(when: datetime) -> float:
-    """Return POSIX seconds for an aware datetime (naive ones are refused: time zones matter here)."""
-    if when.tzinfo is None:
-        raise ValueError(
-            f"time {when.isoformat()} has no UTC offset; add one, e.g. 'Z' or '+01:00'"
-        )
-    return when.timestamp()
-
-
 def from_epoch(seconds: float) -> datetime:
     """Return an aware UTC datetime for POSIX seconds."""
     return datetime.fromtimestamp(float(seconds), tz=UTC)
+
+
+def iso_utc(seconds: float) -> str:
+    """ISO-8601 UTC text for POSIX seconds, e.g. 2014-07-15T18:00:00Z: every page, JSON output and
+    message writes instants this way."""
+    return from_epoch(seconds).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -217,7 +214,7 @@ class NoForecast:
     detail: str = ""
 
 
-def burst_view(
+def burst_chart_data(
     pool: str,
     model: BurstModel | None,
     times: np.ndarray,
@@ -239,7 +236,7 @@ def burst_view(
         "quantile": model.quantile,
         "lead_seconds": model.lead_seconds,
         "model": "quantile",
-        "times": [from_epoch(t).isoformat().replace("+00:00", "Z") for t in times],
+        "times": [iso_utc(t) for t in times],
         "demand": [num(x) for x in demand],
         "allowance": [num(x) for x in allowance],
         "importance": list(ranked),

@@ -27,8 +27,8 @@ from predictive_headroom.core.series import (
     History,
     NoForecast,
     Unobserved,
-    burst_view,
-    from_epoch,
+    burst_chart_data,
+    iso_utc,
 )
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import ClusterState
@@ -81,7 +81,7 @@ class PoolReport:
     cost: HeadroomCost
     notices: tuple[Notice, ...]
     burst: dict[str, Any] | None = None
-    """The burst model's allowance over the last day before now, next to demand (`burst_view`)."""
+    """The burst model's allowance over the last day before now, next to demand (`burst_chart_data`)."""
 
     @property
     def step_seconds(self) -> float:
@@ -97,9 +97,8 @@ class Report:
     source: str = ""
 
 
-def iso(seconds: float) -> str:
-    """ISO-8601 UTC text, e.g. 2014-07-15T18:00:00Z."""
-    return from_epoch(seconds).isoformat().replace("+00:00", "Z")
+iso = iso_utc
+"""ISO-8601 UTC text for POSIX seconds (`core.series.iso_utc`)."""
 
 
 def build_report(
@@ -238,7 +237,7 @@ def _last_day_burst(
         return None
     times = np.arange(at - DAY_SECONDS + BURST_STEP_SECONDS, at + 1, BURST_STEP_SECONDS)
     allowance = burst_allowances(forecast, times, lead, known).values
-    return burst_view(
+    return burst_chart_data(
         pool, forecast.burst_model, times, np.interp(times, known.times, known.values), allowance
     )
 

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -156,9 +157,7 @@ def test_the_backtest_page_shows_a_burst_from_its_json():
 
     result = make_result((10, 12.0))
     assert 'class="burst"' not in page_html(result)
-    plain = result.to_dict
-    result.to_dict = lambda: {**plain(), "burst": burst()}
-    page = page_html(result)
+    page = page_html(replace(result, burst=burst()))
     assert (
         page.count('<section class="burst" id="burst-web">') == 1
         and "the burst model asked for up to 400" in page

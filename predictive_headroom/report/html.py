@@ -27,6 +27,7 @@ from predictive_headroom.pages.format import (
     fmt_share,
     fmt_time,
     forecast_sentence,
+    mase_words,
 )
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC as _RC
@@ -340,6 +341,7 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
             if k == 0 or (d, why) != (r.plan_desired[k - 1], r.plan_reasons[k - 1])
         ],
         "burst": r.burst,  # the burst allowance of the last day, when the report carries one
+        "accuracy_words": mase_words(acc) if acc else "",
         "forecast_now": forecast_sentence(
             r.now.details,
             r.now.components.get("forecast"),

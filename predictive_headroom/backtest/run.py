@@ -296,14 +296,14 @@ def run_backtest(
         forecaster = ProphetForecaster()
     if naive_fit is None:
         from predictive_headroom.forecast.burst import naive_burst_profile as naive_fit
-    r = resolve(history, pool, settings)
-    s = settings
+    r, s = resolve(history, pool, settings), settings
+    every = s.refit_every_seconds
     wf = walk_forward(
         history,
         r.pool,
         r.times,
         r.start,
-        s.refit_every_seconds,
+        every,
         forecaster,
         naive_fit,
         progress,
@@ -323,17 +323,7 @@ def run_backtest(
             x_against(curve, m.node_hours, m.unserved_pod_minutes),
         )
 
-    def windowed(seconds: float) -> Pool:
-        return r.pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=seconds)})
-
-    dial = [
-        DialPoint(q, scored(r.plan(r.pool, model)), scored(r.plan(r.pool, naive)))
-        for q, (model, naive) in sorted(wf.dial.items())
-    ]
-    stabilization_dial = [
-        WindowPoint(w, scored(r.plan(windowed(w), wf.model)), scored(r.plan(windowed(w), wf.naive)))
-        for w in sorted(set(s.stabilization_dial))
-    ]
+    dial, stabilization_dial = dials(r, wf, scored)
     timeline = PoolTimeline(r.pool, r.times, wf.model, history)
     return BacktestResult(
         {name: scored(runs[name]) for name in STRATEGIES},
@@ -347,6 +337,26 @@ def run_backtest(
         stabilization_dial,
         last_day_burst(timeline, r.demand, r.pool.name),
     )
+
+
+def dials(
+    r: Replay, wf: WalkForward, scored: Callable[[Run], StrategyResult]
+) -> tuple[list[DialPoint], list[WindowPoint]]:
+    """Forecast and naive replayed from the same refits at each swept burst quantile, and with each
+    swept scale-down stabilisation window."""
+
+    def windowed(seconds: float) -> Pool:
+        return r.pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=seconds)})
+
+    quantiles = [
+        DialPoint(q, scored(r.plan(r.pool, model)), scored(r.plan(r.pool, naive)))
+        for q, (model, naive) in sorted(wf.dial.items())
+    ]
+    windows = [
+        WindowPoint(w, scored(r.plan(windowed(w), wf.model)), scored(r.plan(windowed(w), wf.naive)))
+        for w in sorted(set(r.settings.stabilization_dial))
+    ]
+    return quantiles, windows
 
 
 def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.backtest.simulator import Metrics, Run
+from predictive_headroom.backtest.tuning import GridRun
 from predictive_headroom.core.series import DAY_SECONDS
 
 
@@ -39,6 +40,8 @@ class BacktestSettings:
     )
     burst_model: str | None = None  # None: the pool's forecast.burstModel (quantile); or "profile"
     cores_per_node: float = 8.0
+    protections: tuple[float, ...] = ()  # read each family's cost at these protections (frontier)
+    grid: bool = False  # replay forecast and naive at every (dial quantile, dial window) pair
     progress_every: int = 10  # without a terminal, one stderr line per this many refits
 
 
@@ -112,6 +115,8 @@ class BacktestResult:
     burst: dict[str, Any] | None = (
         None  # the burst model's allowance over the last scored day (core.series.burst_view)
     )
+    grid: list[GridRun] = field(default_factory=list)  # forecast and naive at each setting pair
+    frontier: dict[str, Any] | None = None  # cost at equal protection (backtest.frontier)
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """The yardstick: static unserved at `node_hours` over `unserved` (see the module docstring)."""
@@ -163,6 +168,8 @@ class BacktestResult:
             out["stabilization_dial"] = [p.to_dict() for p in self.stabilization_dial]
         if self.burst is not None:
             out["burst"] = self.burst
+        if self.frontier is not None:
+            out["frontier"] = self.frontier
         return out
 
 

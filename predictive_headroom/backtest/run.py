@@ -56,6 +56,12 @@ from predictive_headroom.backtest.simulator import (
     score,
     simulate,
 )
+from predictive_headroom.backtest.tuning import (
+    DEFAULT_QUANTILES,
+    DEFAULT_WINDOWS,
+    GridRun,
+    replay_grid,
+)
 from predictive_headroom.backtest.walkforward import NaiveFit, RefitParts, walk_forward
 from predictive_headroom.core.planner import ForecastPart
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_view
@@ -236,7 +242,7 @@ def run_backtest(
         naive_fit,
         progress,
         s.progress_every,
-        s.dial,
+        tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
     )
     own_schedule = schedule_series(plan_pool.schedules, times, lead)
     runs: dict[str, Run] = {}
@@ -295,14 +301,43 @@ def run_backtest(
             m, run, m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes)
         )
 
-    result.dial = [
-        DialPoint(q, replay(model), replay(naive)) for q, (model, naive) in sorted(wf.dial.items())
-    ]
-    for w in sorted(set(s.stabilization_dial)):
-        windowed = plan_pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=w)})
-        result.stabilization_dial.append(
-            WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed))
+    if s.grid or s.protections:
+        result.grid = _grid(s, wf, plan_pool, times, own_schedule, pods, cluster, start)
+        by = {(g.family, g.setting.quantile, g.setting.window): g for g in result.grid}
+        q0, w0 = (
+            plan_pool.forecast.burst_quantile,
+            plan_pool.scale_down_stabilization.total_seconds(),
         )
+
+        def point(family: str, q: float, w: float) -> StrategyResult:
+            g = by[(family, q, w)]
+            m = g.metrics
+            return StrategyResult(
+                m,
+                g.run,
+                m.node_hours - reactive_nh,
+                result.x_of(m.node_hours, m.unserved_pod_minutes),
+            )
+
+        result.dial = [
+            DialPoint(q, point("forecast", q, w0), point("naive", q, w0)) for q in s.dial
+        ]
+        result.stabilization_dial = [
+            WindowPoint(w, point("forecast", q0, w), point("naive", q0, w))
+            for w in s.stabilization_dial
+        ]
+    else:
+        result.dial = [
+            DialPoint(q, replay(model), replay(naive))
+            for q, (model, naive) in sorted(wf.dial.items())
+        ]
+        for w in sorted(set(s.stabilization_dial)):
+            windowed = plan_pool.model_copy(
+                update={"scale_down_stabilization": timedelta(seconds=w)}
+            )
+            result.stabilization_dial.append(
+                WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed))
+            )
     result.burst = last_day_burst(wf.model, times, demand, plan_pool.name)
     result.settings = {
         "data": history.source,
@@ -339,7 +374,51 @@ def run_backtest(
         if plan_pool.proportional
         else "default: linear nodesPerReplica 1",
     }
+    if s.protections:
+        from predictive_headroom.backtest.frontier import frontier
+
+        result.frontier = frontier(result, s.protections)
     return result
+
+
+def _grid(
+    s: BacktestSettings,
+    wf: Any,
+    pool: Pool,
+    times: np.ndarray,
+    schedule: tuple[np.ndarray, np.ndarray],
+    pods: np.ndarray,
+    cluster: ClusterSpec,
+    start: int,
+) -> list[GridRun]:
+    """Forecast and naive at every (quantile, window) pair: the dials' values (or the defaults),
+    the pool's own setting included."""
+    assert pool.forecast is not None
+    q0, w0 = pool.forecast.burst_quantile, pool.scale_down_stabilization.total_seconds()
+    quantiles = sorted({*(s.dial or DEFAULT_QUANTILES), q0})
+    windows = sorted({*(s.stabilization_dial or DEFAULT_WINDOWS), w0})
+    return replay_grid(
+        pool,
+        times,
+        schedule,
+        grid_parts(wf, q0, quantiles),
+        windows,
+        pods,
+        cluster,
+        start,
+        s.cores_per_node,
+    )
+
+
+def grid_parts(
+    wf: Any, pool_quantile: float, quantiles: Sequence[float]
+) -> dict[str, dict[float, Sequence[ForecastPart]]]:
+    """The walk-forward parts of forecast and naive at each grid quantile."""
+    out: dict[str, dict[float, Sequence[ForecastPart]]] = {"forecast": {}, "naive": {}}
+    for q in quantiles:
+        model, naive = (wf.model, wf.naive) if q == pool_quantile else wf.dial[q]
+        out["forecast"][q], out["naive"][q] = model, naive
+    return out
 
 
 def last_day_burst(

@@ -41,6 +41,7 @@ class BacktestSettings:
     burst_model: str | None = None  # None: the pool's forecast.burstModel (quantile); or "profile"
     cores_per_node: float = 8.0
     protections: tuple[float, ...] = ()  # read each family's cost at these protections (frontier)
+    burst_view: bool = True  # the burst model's last scored day and what moves it (slow)
     grid: bool = False  # replay forecast and naive at every (dial quantile, dial window) pair
     progress_every: int = 10  # without a terminal, one stderr line per this many refits
 

@@ -338,7 +338,8 @@ def run_backtest(
             result.stabilization_dial.append(
                 WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed))
             )
-    result.burst = last_day_burst(wf.model, times, demand, plan_pool.name)
+    if s.burst_view:
+        result.burst = last_day_burst(wf.model, times, demand, plan_pool.name)
     result.settings = {
         "data": history.source,
         "points": len(history),

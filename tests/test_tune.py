@@ -22,7 +22,7 @@ pools:
     protection: {protection}
     forecast: {{query: '{query}', demandPerReplica: 5, history: {history}}}
 """
-GRID = ["--quantiles", "0.5,0.95", "--windows", "5m,30m"]
+GRID = ["--quantiles", "0.5,0.95", "--windows", "5m,30m", "--refit-every", "1d"]
 
 
 def config(tmp_path, protection="90%", query="demand", history="28d"):

@@ -21,6 +21,7 @@ from predictive_headroom.backtest.tuning import choose
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
+    duration_arg,
     iso,
     load_config,
     parse_time,
@@ -51,6 +52,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--windows", metavar="D[,D...]", help="stabilisation windows to try (default 5m,15m,30m)"
+    )
+    parser.add_argument(
+        "--refit-every",
+        type=duration_arg,
+        default=2 * 86400.0,
+        help="refit interval of the replay (default 2d: half the fits of the backtest's daily "
+        "refits, for speed)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=duration_arg,
+        help="unscored start of the history (default 14d; 7d for histories under 28d)",
     )
     parser.add_argument(
         "--at", help="tune on history up to this ISO-8601 time (default: now / end of --data)"
@@ -96,8 +109,15 @@ def run(args: argparse.Namespace) -> int:
     history = fetch_history(pool, source, at)
     if isinstance(history, NoForecast):
         raise CommandError(f"pool {pool.name}: {history.detail}")
+    if args.refit_every < 60:
+        raise CommandError(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
     settings = BacktestSettings(
-        dial=quantiles, stabilization_dial=windows, protections=(target,), burst_view=False
+        dial=quantiles,
+        stabilization_dial=windows,
+        protections=(target,),
+        burst_view=False,
+        refit_every_seconds=args.refit_every,
+        warmup_seconds=args.warmup,
     )
     started = time.perf_counter()
     try:

@@ -5,7 +5,7 @@ Protection p of a strategy is the share of `reactive`'s unserved pod-minutes it 
 reactive leaves none). A family is a set of points (overhead node-hours over reactive, unserved
 pod-minutes): static over N, forecast and naive over their grid of settings (fixed for the whole
 run, chosen in hindsight like static's N), the same two tuned walk-forward to a range of targets
-(the setting used in week k chosen from the weeks before it), proportional and the oracle one
+(the setting used each day chosen on the week before it), proportional and the oracle one
 point each. The cost of reaching p is read along the family's Pareto frontier, linear in
 protection between the two neighbours around p; the cheapest point when even it protects more
 than p; None when no point reaches p.

@@ -6,9 +6,9 @@ unstabilised count does not depend on the window, so it is computed once per qua
 window is a trailing maximum of it (`stabilise`, proved equal to `planner.combine`'s hold in
 tests); with a rule the planner is replayed per pair.
 
-Walk-forward tuning (`tune_walk_forward`) splices the grid: in each period (a week by default)
+Walk-forward tuning (`tune_walk_forward`) splices the grid: in each period (a day by default)
 it uses the setting that was the cheapest reaching the target protection over the scored minutes
-before that period, counting only minutes whose demand was known at the period's start (the
+of the week before that period, counting only minutes whose demand was known at the period's start (the
 observation delay and one data step before it: later minutes are interpolated towards samples
 not yet seen). The first period, with no scored past, uses the pool's own setting.
 """
@@ -160,10 +160,11 @@ def tune_walk_forward(
     *,
     period: int = DAY_MINUTES,
     known_lag: int = 2,
-    history: int | None = None,
+    history: int | None = 7 * DAY_MINUTES,
 ) -> Tuned:
     """Splice `family`'s grid runs walk-forward (see the module docstring): the setting used in
-    period k is chosen on minutes [start, b_k - known_lag) (at most the last `history` of them).
+    period k is chosen on minutes [start, b_k - known_lag), at most the last `history` of them (a
+    week by default: on a series whose level grows 40x, the first weeks misjudge the last).
     `known_lag` is the observation delay plus one data step, in minutes."""
     runs = {g.setting: g.run for g in grid if g.family == family}
     if not runs:

@@ -8,9 +8,10 @@ import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series, write_csv
 
 from predictive_headroom.backtest.frontier import protection
+from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.cli import main
-from predictive_headroom.commands.tune import print_recommendation, recommend
+from predictive_headroom.commands.tune import print_recommendation
 from predictive_headroom.policy.load import parse_policy
 
 POLICY = """\

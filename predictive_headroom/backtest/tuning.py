@@ -35,7 +35,7 @@ from predictive_headroom.core.planner import ForecastPart
 from predictive_headroom.policy.config import Pool
 
 DAY_MINUTES = 24 * 60
-DEFAULT_QUANTILES = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+DEFAULT_QUANTILES = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999)
 DEFAULT_WINDOWS = (300.0, 900.0, 1800.0)
 
 

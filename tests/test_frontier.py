@@ -11,7 +11,7 @@ import pytest
 from test_backtest import DAY, POOL, SeasonalNaiveForecaster, series, write_csv
 
 from predictive_headroom.backtest.frontier import Point, cost_at, protection
-from predictive_headroom.backtest.replay import planner_strategy, schedule_series
+from predictive_headroom.backtest.replay import planner_strategy
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
 from predictive_headroom.backtest.tuning import (
@@ -23,7 +23,6 @@ from predictive_headroom.backtest.tuning import (
 )
 from predictive_headroom.cli import main
 from predictive_headroom.commands.backtest import parse_protections
-from predictive_headroom.core.planner import ForecastPart
 
 # A static-like curve: reactive leaves 1000 unserved pod-minutes.
 CURVE = [Point(0, 1000, "N=0"), Point(10, 400, "N=1"), Point(20, 100, "N=2"), Point(30, 0, "N=3")]
@@ -68,25 +67,31 @@ def test_choose_takes_the_cheapest_reaching_the_target_else_the_most_protective(
 
 
 @pytest.mark.parametrize("window", [0.0, 60.0, 300.0, 1800.0, 90.0])
-def test_stabilise_is_the_planners_hold(window):
-    rng = np.random.default_rng(7)
-    times = 1e9 + 60.0 * np.arange(600)
-    parts = [
-        ForecastPart(int(r), "ok") for r in rng.poisson(3, times.size) * (rng.random(600) < 0.2)
+def test_stabilise_is_the_engines_hold(window):
+    # Windows opening and closing at odd minutes make the unstabilised plan rise and fall.
+    schedules = [
+        {
+            "name": f"w{k}",
+            "start": f"{m} * * * *",
+            "end": f"{(m + d) % 60} * * * *",
+            "desiredReplicas": r,
+        }
+        for k, (m, d, r) in enumerate([(3, 7, 4), (20, 2, 9), (31, 17, 2), (50, 4, 12)])
     ]
-    pool = POOL.model_copy(
-        update={
-            "schedules": [],
-            "proportional": None,
-            "max_replicas": 6,
-            "scale_down_stabilization": timedelta(seconds=window),
+    pool = POOL.model_validate(
+        {
+            **POOL.model_dump(by_alias=True, exclude={"proportional", "forecast", "schedules"}),
+            "schedules": schedules,
+            "maxReplicas": 10,
+            "scaleDownStabilization": f"{window:g}s",
         }
     )
-    sched = schedule_series([], times, 0)
-    planned = planner_strategy(pool, times, sched, parts, None, 0)
+    times = 1e9 + 60.0 * np.arange(600)
+    planned = planner_strategy(pool, times)[1]
     flat = pool.model_copy(update={"scale_down_stabilization": timedelta(0)})
-    raw = planner_strategy(flat, times, sched, parts, None, 0)
-    assert np.asarray(planned).tolist() == stabilise(np.asarray(raw), window, 6).tolist()
+    raw = np.asarray(planner_strategy(flat, times)[1])
+    assert raw.max() == 10 and raw.min() == 0  # capped at maxReplicas, closed at times
+    assert np.asarray(planned).tolist() == stabilise(raw, window, 10).tolist()
 
 
 def _grid(pods, cluster, rng, size):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series, write_csv
@@ -120,7 +121,10 @@ def test_an_unreachable_target_says_the_best_reached(capsys):
     assert "static headroom reaches 100% where no forecast setting does" in text
     assert f"minReplicas: {out['static']['replicas']}" in text
     # A static curve that stopped short (a plateau) and nothing else reaching it: unreachable.
-    result.static_curve = [(n, m) for n, m in result.static_curve if m.unserved_pod_minutes > 0]
+    result = replace(
+        result,
+        static_curve=[(n, m) for n, m in result.static_curve if m.unserved_pod_minutes > 0],
+    )
     out = recommend(result, pool, 1.0)
     assert out["status"] == "unreachable" and out["yaml"] == []
     out["seconds"] = 1.0

@@ -150,11 +150,11 @@ def tune_result(
         return []
     s = result.settings
     cluster = ClusterSpec(
-        s["node_slots"], round(s["lag_seconds"] / 60), round(s["scale_down_delay_seconds"] / 60)
+        s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
     )
-    default = Setting(s["quantile"], s["scale_down_stabilization_seconds"])
-    delay = s.get("observation_delay_seconds") or 0.0
-    known_lag = int(-(-(delay + s["data_step_seconds"]) // 60))
+    default = Setting(s.quantile, s.scale_down_stabilization_seconds)
+    delay = s.observation_delay_seconds or 0.0
+    known_lag = int(-(-(delay + s.data_step_seconds) // 60))
     reactive = result.strategies["reactive"].run
     return [
         tune_walk_forward(

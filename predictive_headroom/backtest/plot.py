@@ -217,7 +217,6 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         settings_rows=settings_rows(data["settings"]),
         words=STRATEGY_WORDS,
         fmt_x=fmt_x,
-        notes=result.notes,
         burst=data.get("burst"),
         frontier=data.get("frontier"),
         frontier_plot=figure_svg(

@@ -47,8 +47,8 @@ def recommend(result: BacktestResult, pool: Pool, target: float) -> dict[str, An
         "history": {
             "from": _iso(float(result.times[0])),
             "to": _iso(float(result.times[-1])),
-            "scored_from": _iso(result.settings["scored_from"]),
-            "refits": result.settings["refits"],
+            "scored_from": _iso(result.settings.scored_from),
+            "refits": result.settings.refits,
         },
         "reactive_unserved_pod_minutes": reactive_u,
         "chosen": {

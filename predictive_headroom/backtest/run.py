@@ -1,4 +1,4 @@
-"""The backtest (DESIGN.md section 5): replay a demand series through the planner on a simulated cluster.
+"""The backtest (`docs/design.md`, section 4): replay a demand series through the planner on a simulated cluster.
 
 Strategies, all simulated by `predictive_headroom.backtest.simulator` on the same 1-minute app pods W(t):
 
@@ -32,22 +32,26 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
-from predictive_headroom.backtest.replay import planner_strategy, schedule_series
+from predictive_headroom.backtest.replay import planner_strategy
 from predictive_headroom.backtest.results import (
     BacktestResult,
     BacktestSettings,
     DialPoint,
+    ReplaySettings,
     StrategyResult,
     WindowPoint,
+    x_against,
 )
 from predictive_headroom.backtest.simulator import (
     ClusterSpec,
+    Decide,
     Metrics,
     Run,
     app_pods,
@@ -62,9 +66,9 @@ from predictive_headroom.backtest.tuning import (
     GridRun,
     replay_grid,
 )
-from predictive_headroom.backtest.walkforward import NaiveFit, RefitParts, walk_forward
-from predictive_headroom.core.planner import ForecastPart
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_view
+from predictive_headroom.backtest.walkforward import NaiveFit, WalkForward, walk_forward
+from predictive_headroom.core.engine import InForce, PoolTimeline
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_chart_data
 from predictive_headroom.policy.config import (
     ForecastSpec,
     Linear,
@@ -151,10 +155,8 @@ def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]
 
 STATIC_PLATEAU_NODES = 2
 """The static curve ends when unserved demand has not fallen for this many nodes' worth of
-placeholders (2 x nodeSlots). Unserved demand falls only when the extra placeholders add a node,
-so single steps are often flat: nab_aws_elb_requests_5min leaves 343 unserved pod-minutes at both
-56 and 57 placeholders and 54 from 96 to 101, but 0 at 120. Ending at the first flat step made
-strategies costing more than the curve's end look better than static headroom at equal cost."""
+placeholders (2 x nodeSlots): single steps are often flat, because unserved demand falls only when
+the extra placeholders add a node (`docs/measurements.md`)."""
 
 
 def static_curve(
@@ -176,22 +178,46 @@ def static_curve(
     return curve[: len(curve) - since_best] if since_best >= plateau else curve
 
 
-def run_backtest(
-    history: History,
-    pool: Pool | None,
-    settings: BacktestSettings,
-    progress: bool = False,
-    *,
-    forecaster: Forecaster | None = None,
-    naive_fit: NaiveFit | None = None,
-) -> BacktestResult:
-    """Replay `history` through every strategy; raises ValueError (saying what is needed) on unusable input."""
-    if forecaster is None:
-        from predictive_headroom.forecast.forecaster import ProphetForecaster
+@dataclass(frozen=True)
+class Replay:
+    """Everything a backtest run is resolved to before any strategy runs: the pool to replay with
+    demand per replica, lead time and overrides applied, the simulated cluster, the minute grid,
+    the app pods and the first scored minute."""
 
-        forecaster = ProphetForecaster()
-    if naive_fit is None:
-        from predictive_headroom.forecast.burst import naive_burst_profile as naive_fit
+    history: History
+    given_pool: Pool | None
+    pool: Pool
+    settings: BacktestSettings
+    dpr_source: str
+    warmup: float
+    cluster: ClusterSpec
+    times: np.ndarray
+    demand: np.ndarray
+    pods: np.ndarray
+    start: int
+    default_windows: list[ScheduleWindow]
+    schedule_windows: list[ScheduleWindow]
+    proportional_rule: Proportional
+
+    def simulate(self, strategy: np.ndarray | Decide) -> Run:
+        return simulate(self.pods, strategy, self.cluster)
+
+    def plan(self, pool: Pool, in_force: InForce = ()) -> Run:
+        """The engine on `pool` at every minute, refitted forecasts `in_force`, as a strategy."""
+        cpn = self.settings.cores_per_node
+        return self.simulate(planner_strategy(pool, self.times, in_force, self.history, cpn)[1])
+
+    @property
+    def solo(self) -> Pool:
+        """The pool without schedules, proportional rule, minReplicas or forecast."""
+        return self.pool.model_copy(
+            update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None}
+        )
+
+
+def resolve(history: History, pool: Pool | None, settings: BacktestSettings) -> Replay:
+    """The `Replay` for `history` and `pool` (None: a forecast-only default); raises ValueError
+    saying what is needed when the series is too short or has no usable level."""
     s = settings
     span = history.span_seconds
     warmup = s.warmup_seconds if s.warmup_seconds is not None else default_warmup(span)
@@ -205,10 +231,8 @@ def run_backtest(
     elif s.demand_per_replica is not None:
         dpr, dpr_source = s.demand_per_replica, "flag"
     else:
-        dpr, dpr_source = (
-            auto_demand_per_replica(history),
-            f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods",
-        )
+        dpr = auto_demand_per_replica(history)
+        dpr_source = f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
     if s.lead_seconds is not None:
         lead = s.lead_seconds
     else:
@@ -221,218 +245,198 @@ def run_backtest(
         overrides["observation_delay"] = timedelta(seconds=s.observation_delay_seconds)
     if s.burst_model is not None:
         overrides["burst_model"] = s.burst_model
-    plan_pool = backtest_pool(
+    replayed = backtest_pool(
         pool, history, dpr, lead, s.quantile, s.stabilization_seconds, overrides
     )
-
     times, demand = minute_grid(history)
     pods = app_pods(demand, dpr, cluster.hpa_hold_minutes)
-    start = int(np.searchsorted(times, history.start + warmup, side="left"))
     windows, cpa_rule = default_rules(pods)
-    sched_windows = list(plan_pool.schedules) or windows
-    prop_rule = plan_pool.proportional or cpa_rule
+    return Replay(
+        history,
+        pool,
+        replayed,
+        s,
+        dpr_source,
+        warmup,
+        cluster,
+        times,
+        demand,
+        pods,
+        int(np.searchsorted(times, history.start + warmup, side="left")),
+        windows,
+        list(replayed.schedules) or windows,
+        replayed.proportional or cpa_rule,
+    )
 
+
+Strategy = Callable[[Replay, WalkForward], Run]
+
+STRATEGIES: dict[str, Strategy] = {
+    "reactive": lambda r, wf: r.simulate(np.zeros(r.pods.size, dtype=np.int64)),
+    "proportional": lambda r, wf: r.plan(
+        r.solo.model_copy(update={"proportional": r.proportional_rule})
+    ),
+    "schedule": lambda r, wf: r.plan(r.solo.model_copy(update={"schedules": r.schedule_windows})),
+    "forecast": lambda r, wf: r.plan(r.pool, wf.model),
+    "naive": lambda r, wf: r.plan(r.pool, wf.naive),
+    "oracle": lambda r, wf: r.simulate(oracle_placeholders(r.pods, r.cluster.lag_minutes)),
+}
+"""Each strategy of the module docstring: how it runs on the simulated cluster, in table order."""
+
+
+def run_backtest(
+    history: History,
+    pool: Pool | None,
+    settings: BacktestSettings,
+    progress: bool = False,
+    *,
+    forecaster: Forecaster | None = None,
+    naive_fit: NaiveFit | None = None,
+) -> BacktestResult:
+    """Replay `history` through every strategy: resolve the run, refit walk-forward, run the table
+    of `STRATEGIES` and the dials, score them against the static curve. Raises ValueError (saying
+    what is needed) on unusable input."""
+    if forecaster is None:
+        from predictive_headroom.forecast.forecaster import ProphetForecaster
+
+        forecaster = ProphetForecaster()
+    if naive_fit is None:
+        from predictive_headroom.forecast.burst import naive_burst_profile as naive_fit
+    r, s = resolve(history, pool, settings), settings
+    every = s.refit_every_seconds
     wf = walk_forward(
         history,
-        plan_pool,
-        times,
-        start,
-        s.refit_every_seconds,
+        r.pool,
+        r.times,
+        r.start,
+        every,
         forecaster,
         naive_fit,
         progress,
         s.progress_every,
         tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
     )
-    own_schedule = schedule_series(plan_pool.schedules, times, lead)
-    runs: dict[str, Run] = {}
-    runs["reactive"] = simulate(pods, np.zeros(pods.size, dtype=np.int64), cluster)
-    solo = plan_pool.model_copy(
-        update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None}
-    )
-    off = [ForecastPart(None, "not-configured")] * times.size
-    runs["proportional"] = simulate(
-        pods,
-        planner_strategy(
-            solo, times, schedule_series([], times, 0), off, prop_rule, s.cores_per_node
-        ),
-        cluster,
-    )
-    sched_pool = solo.model_copy(update={"schedules": sched_windows})
-    runs["schedule"] = simulate(
-        pods,
-        planner_strategy(
-            sched_pool, times, schedule_series(sched_windows, times, lead), off, None, 0
-        ),
-        cluster,
-    )
-    for name, parts in (("forecast", wf.model), ("naive", wf.naive)):
-        runs[name] = simulate(
-            pods,
-            planner_strategy(
-                plan_pool, times, own_schedule, parts, plan_pool.proportional, s.cores_per_node
-            ),
-            cluster,
-        )
-    runs["oracle"] = simulate(pods, oracle_placeholders(pods, cluster.lag_minutes), cluster)
+    runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}
+    curve = static_curve(r.pods, r.cluster, r.start, max(50, 5 * int(r.pods.max())))
+    reactive_nh = score(runs["reactive"], r.start).node_hours
 
-    scored = {name: score(run, start) for name, run in runs.items()}
-    cap = max(50, 5 * int(pods.max()))
-    curve = static_curve(pods, cluster, start, cap)
-    reactive_nh = scored["reactive"].node_hours
-    result = BacktestResult({}, curve, {}, times, pods, start, wf.fit_seconds)
-    for name in STRATEGIES:
-        m = scored[name]
-        result.strategies[name] = StrategyResult(
-            m,
-            runs[name],
-            m.node_hours - reactive_nh,
-            result.x_of(m.node_hours, m.unserved_pod_minutes),
-        )
-
-    def replay(parts: Sequence[ForecastPart], pool: Pool = plan_pool) -> StrategyResult:
-        run = simulate(
-            pods,
-            planner_strategy(pool, times, own_schedule, parts, pool.proportional, s.cores_per_node),
-            cluster,
-        )
-        m = score(run, start)
+    def scored(run: Run) -> StrategyResult:
+        m = score(run, r.start)
         return StrategyResult(
-            m, run, m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes)
+            m,
+            run,
+            m.node_hours - reactive_nh,
+            x_against(curve, m.node_hours, m.unserved_pod_minutes),
         )
 
-    if s.grid or s.protections:
-        result.grid = _grid(s, wf, plan_pool, times, own_schedule, pods, cluster, start)
-        by = {(g.family, g.setting.quantile, g.setting.window): g for g in result.grid}
-        q0, w0 = (
-            plan_pool.forecast.burst_quantile,
-            plan_pool.scale_down_stabilization.total_seconds(),
-        )
-
-        def point(family: str, q: float, w: float) -> StrategyResult:
-            g = by[(family, q, w)]
-            m = g.metrics
-            return StrategyResult(
-                m,
-                g.run,
-                m.node_hours - reactive_nh,
-                result.x_of(m.node_hours, m.unserved_pod_minutes),
-            )
-
-        result.dial = [
-            DialPoint(q, point("forecast", q, w0), point("naive", q, w0)) for q in s.dial
-        ]
-        result.stabilization_dial = [
-            WindowPoint(w, point("forecast", q0, w), point("naive", q0, w))
-            for w in s.stabilization_dial
-        ]
-    else:
-        result.dial = [
-            DialPoint(q, replay(model), replay(naive))
-            for q, (model, naive) in sorted(wf.dial.items())
-        ]
-        for w in sorted(set(s.stabilization_dial)):
-            windowed = plan_pool.model_copy(
-                update={"scale_down_stabilization": timedelta(seconds=w)}
-            )
-            result.stabilization_dial.append(
-                WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed))
-            )
-    if s.burst_view:
-        result.burst = last_day_burst(wf.model, times, demand, plan_pool.name)
-    result.settings = {
-        "data": history.source,
-        "points": len(history),
-        "data_step_seconds": history.step_seconds,
-        "pool": plan_pool.name if pool is not None else None,
-        "demand_per_replica": dpr,
-        "demand_per_replica_source": dpr_source,
-        "median_app_pods": float(np.median(pods)),
-        "node_slots": s.node_slots,
-        "lag_seconds": cluster.lag_minutes * 60,
-        "scale_down_delay_seconds": cluster.scale_down_minutes * 60,
-        "hpa_hold_seconds": cluster.hpa_hold_minutes * 60,
-        "lead_seconds": lead,
-        "quantile": plan_pool.forecast.burst_quantile if plan_pool.forecast else None,
-        "burst_model": plan_pool.forecast.burst_model if plan_pool.forecast else None,
-        "observation_delay_seconds": plan_pool.forecast.observation_delay.total_seconds()
-        if plan_pool.forecast
-        else None,
-        "scale_down_stabilization_seconds": plan_pool.scale_down_stabilization.total_seconds(),
-        "warmup_seconds": warmup,
-        "scored_from": float(times[start]),
-        "scored_to": float(times[-1]),
-        "scored_minutes": int(times.size - start),
-        "refit_every_seconds": s.refit_every_seconds,
-        "refits": wf.refits,
-        "models": wf.models,
-        "fit_seconds": round(wf.fit_seconds, 2),
-        "cores_per_node": s.cores_per_node,
-        "schedule_windows": "config"
-        if plan_pool.schedules
-        else f"default: daytime 08:00-20:00 UTC, {windows[0].desired_replicas} replicas",
-        "proportional_rule": "config"
-        if plan_pool.proportional
-        else "default: linear nodesPerReplica 1",
-    }
+    dial, stabilization_dial = dials(r, wf, scored)
+    timeline = PoolTimeline(r.pool, r.times, wf.model, history)
+    result = BacktestResult(
+        {name: scored(runs[name]) for name in STRATEGIES},
+        curve,
+        replay_settings(r, wf),
+        r.times,
+        r.pods,
+        r.start,
+        wf.fit_seconds,
+        dial,
+        stabilization_dial,
+        last_day_burst(timeline, r.demand, r.pool.name) if s.burst_view else None,
+        grid(r, wf) if s.grid or s.protections else [],
+    )
     if s.protections:
         from predictive_headroom.backtest.frontier import frontier
 
-        result.frontier = frontier(result, s.protections)
+        result = replace(result, frontier=frontier(result, s.protections))
     return result
 
 
-def _grid(
-    s: BacktestSettings,
-    wf: Any,
-    pool: Pool,
-    times: np.ndarray,
-    schedule: tuple[np.ndarray, np.ndarray],
-    pods: np.ndarray,
-    cluster: ClusterSpec,
-    start: int,
-) -> list[GridRun]:
+def grid(r: Replay, wf: WalkForward) -> list[GridRun]:
     """Forecast and naive at every (quantile, window) pair: the dials' values (or the defaults),
     the pool's own setting included."""
+    s, pool = r.settings, r.pool
     assert pool.forecast is not None
     q0, w0 = pool.forecast.burst_quantile, pool.scale_down_stabilization.total_seconds()
     quantiles = sorted({*(s.dial or DEFAULT_QUANTILES), q0})
     windows = sorted({*(s.stabilization_dial or DEFAULT_WINDOWS), w0})
-    return replay_grid(
-        pool,
-        times,
-        schedule,
-        grid_parts(wf, q0, quantiles),
-        windows,
-        pods,
-        cluster,
-        start,
-        s.cores_per_node,
+    parts: dict[str, dict[float, InForce]] = {"forecast": {}, "naive": {}}
+    for q in quantiles:
+        model, naive = (wf.model, wf.naive) if q == q0 else wf.dial[q]
+        parts["forecast"][q], parts["naive"][q] = model, naive
+    return replay_grid(pool, parts, windows, r.plan, r.simulate, r.start)
+
+
+def dials(
+    r: Replay, wf: WalkForward, scored: Callable[[Run], StrategyResult]
+) -> tuple[list[DialPoint], list[WindowPoint]]:
+    """Forecast and naive replayed from the same refits at each swept burst quantile, and with each
+    swept scale-down stabilisation window."""
+
+    def windowed(seconds: float) -> Pool:
+        return r.pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=seconds)})
+
+    quantiles = [
+        DialPoint(q, scored(r.plan(r.pool, model)), scored(r.plan(r.pool, naive)))
+        for q, (model, naive) in sorted(wf.dial.items())
+        if q in r.settings.dial
+    ]
+    windows = [
+        WindowPoint(w, scored(r.plan(windowed(w), wf.model)), scored(r.plan(windowed(w), wf.naive)))
+        for w in sorted(set(r.settings.stabilization_dial))
+    ]
+    return quantiles, windows
+
+
+def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
+    """What the run used, resolved (the JSON `settings`)."""
+    s, spec, cluster = r.settings, r.pool.forecast, r.cluster
+    return ReplaySettings(
+        data=r.history.source,
+        points=len(r.history),
+        data_step_seconds=r.history.step_seconds,
+        pool=r.pool.name if r.given_pool is not None else None,
+        demand_per_replica=spec.demand_per_replica if spec else 0.0,
+        demand_per_replica_source=r.dpr_source,
+        median_app_pods=float(np.median(r.pods)),
+        node_slots=s.node_slots,
+        lag_seconds=cluster.lag_minutes * 60,
+        scale_down_delay_seconds=cluster.scale_down_minutes * 60,
+        hpa_hold_seconds=cluster.hpa_hold_minutes * 60,
+        lead_seconds=r.pool.lead_time.total_seconds(),
+        quantile=spec.burst_quantile if spec else None,
+        burst_model=spec.burst_model if spec else None,
+        observation_delay_seconds=spec.observation_delay.total_seconds() if spec else None,
+        scale_down_stabilization_seconds=r.pool.scale_down_stabilization.total_seconds(),
+        warmup_seconds=r.warmup,
+        scored_from=float(r.times[r.start]),
+        scored_to=float(r.times[-1]),
+        scored_minutes=int(r.times.size - r.start),
+        refit_every_seconds=s.refit_every_seconds,
+        refits=wf.refits,
+        models=wf.models,
+        fit_seconds=round(wf.fit_seconds, 2),
+        cores_per_node=s.cores_per_node,
+        schedule_windows="config"
+        if r.pool.schedules
+        else f"default: daytime 08:00-20:00 UTC, {r.default_windows[0].desired_replicas} replicas",
+        proportional_rule="config" if r.pool.proportional else "default: linear nodesPerReplica 1",
     )
 
 
-def grid_parts(
-    wf: Any, pool_quantile: float, quantiles: Sequence[float]
-) -> dict[str, dict[float, Sequence[ForecastPart]]]:
-    """The walk-forward parts of forecast and naive at each grid quantile."""
-    out: dict[str, dict[float, Sequence[ForecastPart]]] = {"forecast": {}, "naive": {}}
-    for q in quantiles:
-        model, naive = (wf.model, wf.naive) if q == pool_quantile else wf.dial[q]
-        out["forecast"][q], out["naive"][q] = model, naive
-    return out
-
-
 def last_day_burst(
-    parts: RefitParts, times: np.ndarray, demand: np.ndarray, pool: str, every: int = 5
+    timeline: PoolTimeline, demand: np.ndarray, pool: str, every: int = 5
 ) -> dict[str, Any] | None:
     """The burst allowance the forecast strategy used over the last scored day (every `every` minutes),
     next to demand, with the last refit's feature importance; None when no burst model was in force."""
-    last = parts.forecasts[-1] if parts.forecasts else None
+    times = timeline.times
+    _, last = timeline.forecast_in_force(times.size - 1)
     if not isinstance(last, Forecast) or last.burst_model is None:
         return None
-    span = np.arange(max(parts.first, times.size - int(DAY_SECONDS // 60)), times.size, every)
-    allowance = np.array([parts[int(i)].burst for i in span])
-    return burst_view(pool, last.burst_model, times[span], demand[span], allowance)
+    span = np.arange(
+        max(timeline.first_in_force, times.size - int(DAY_SECONDS // 60)), times.size, every
+    )
+    allowance = np.array([timeline.forecast_part(int(i)).burst for i in span])
+    return burst_chart_data(pool, last.burst_model, times[span], demand[span], allowance)
 
 
 __all__ = [

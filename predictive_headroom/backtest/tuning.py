@@ -16,13 +16,13 @@ not yet seen). The first period, with no scored past, uses the pool's own settin
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 
-from predictive_headroom.backtest.replay import planner_strategy
 from predictive_headroom.backtest.simulator import (
     ClusterSpec,
     Metrics,
@@ -31,7 +31,6 @@ from predictive_headroom.backtest.simulator import (
     score,
     simulate,
 )
-from predictive_headroom.core.planner import ForecastPart
 from predictive_headroom.policy.config import Pool
 
 DAY_MINUTES = 24 * 60
@@ -88,35 +87,30 @@ def stabilise(
 
 def replay_grid(
     pool: Pool,
-    times: np.ndarray,
-    schedule: tuple[np.ndarray, np.ndarray],
-    parts: dict[str, dict[float, Sequence[ForecastPart]]],
+    parts: dict[str, dict[float, Any]],
     windows: Sequence[float],
-    pods: np.ndarray,
-    cluster: ClusterSpec,
+    plan: Callable[[Pool, Any], Run],
+    run_placeholders: Callable[[np.ndarray], Run],
     start: int,
-    cores_per_node: float,
 ) -> list[GridRun]:
-    """Every family of `parts` ({family: {quantile: parts}}) at every quantile and window."""
+    """Every family of `parts` ({family: {quantile: forecasts in force}}) at every quantile and
+    window. `plan(pool, in_force)` replays the engine; `run_placeholders` simulates a count per
+    minute."""
     out: list[GridRun] = []
-    rule = pool.proportional
     for family, by_quantile in parts.items():
-        for q, family_parts in sorted(by_quantile.items()):
+        for q, in_force in sorted(by_quantile.items()):
             raw = None
-            if rule is None:
+            if pool.proportional is None:
                 flat = pool.model_copy(update={"scale_down_stabilization": timedelta(0)})
-                raw = planner_strategy(flat, times, schedule, family_parts, None, 0)
+                raw = plan(flat, in_force).placeholders
             for w in windows:
                 if raw is not None:
-                    placeholders = stabilise(np.asarray(raw), w, pool.max_replicas)
+                    run = run_placeholders(stabilise(raw, w, pool.max_replicas))
                 else:
                     windowed = pool.model_copy(
                         update={"scale_down_stabilization": timedelta(seconds=w)}
                     )
-                    placeholders = planner_strategy(  # type: ignore[assignment]
-                        windowed, times, schedule, family_parts, rule, cores_per_node
-                    )
-                run = simulate(pods, placeholders, cluster)
+                    run = plan(windowed, in_force)
                 out.append(GridRun(family, Setting(q, w), run, score(run, start)))
     return out
 

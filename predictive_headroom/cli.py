@@ -17,7 +17,7 @@ from predictive_headroom.policy.load import ConfigError
 from predictive_headroom.protocols import SourceError
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
-COMMANDS = ("run", "validate", "size", "plan", "forecast", "report", "backtest", "demo")
+COMMANDS = ("run", "validate", "size", "plan", "forecast", "report", "backtest", "tune", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -54,6 +54,8 @@ def page(tmp_path_factory):
                 "0.8,0.99",
                 "--stabilization-dial",
                 "5m,30m",
+                "--protection",
+                "90%,95%",
                 "--out",
                 str(out),
             ]
@@ -93,12 +95,14 @@ def test_the_key_sections_are_on_the_page(page):
         "Strategies",
         "Burst quantile dial",
         "Scale-down stabilisation dial",
+        "Cost at equal protection",
         "Settings",
     ):
         assert heading in seen.text, heading
-    # The cost/protection plot and the burst model's last day.
+    # The cost/protection plot, the frontier and the burst model's last day.
+    assert 'aria-label="overhead node-hours against protection, one line per family"' in seen.dom
     assert (
-        seen.dom.count("<svg") == 2
+        seen.dom.count("<svg") == 3
         and 'aria-label="unserved pod-minutes against node-hours"' in seen.dom
     )
     assert 'aria-label="demand and demand plus burst allowance' in seen.dom
@@ -166,3 +170,18 @@ def test_the_json_numbers_are_the_ones_on_the_page(page):
         assert f"{label}\t{value}" in text, label
     assert f"Scored {fmt_utc(s['scored_from'])} to {fmt_utc(s['scored_to'])}" in text
     assert str(s["scored_from"]) not in text and "lag_seconds" not in text
+
+
+def test_the_frontier_table_shows_each_familys_cost_from_the_json(page):
+    _, data, seen = page
+    frontier = data["frontier"]
+    assert [a["protection"] for a in frontier["at"]] == [0.9, 0.95]
+    for at in frontier["at"]:
+        label = f"{100 * at['protection']:g}%"
+        row = next(line for line in seen.text.splitlines() if line.startswith(label + "\t"))
+        cells = row.split("\t")
+        static = at["cost"]["static"]
+        assert cells[1] == (fmt_number(static) if static is not None else cells[1])
+        assert cells[-1] == (at["chosen"]["label"] if at["chosen"] else "–")
+        oracle = at["cost"]["oracle"]
+        assert fmt_number(oracle) in cells

@@ -53,6 +53,23 @@ def problems(text: str) -> list[str]:
             "line 5: pools[0].minReplicas: minReplicas 12 is greater than maxReplicas 10",
         ),
         (
+            GOOD_POOL
+            + "    protection: 95%\n    forecast: {query: q, demandPerReplica: 5, burstQuantile: 0.9}\n",
+            "line 6: pools[0].forecast.burstQuantile: set protection or forecast.burstQuantile, not both",
+        ),
+        (
+            GOOD_POOL + "    protection: 95%\n",
+            "line 5: pools[0].protection: protection needs a forecast",
+        ),
+        (
+            GOOD_POOL + "    protection: 120%\n    forecast: {query: q, demandPerReplica: 5}\n",
+            "pools[0].protection: Input should be less than or equal to 1",
+        ),
+        (
+            GOOD_POOL + "    protection: most\n    forecast: {query: q, demandPerReplica: 5}\n",
+            "line 5: pools[0].protection: 'most' is not a protection; write it like 95%",
+        ),
+        (
             GOOD_POOL + "    minReplicas: -1\n",
             "pools[0].minReplicas: Input should be greater than or equal to 0 (got -1)",
         ),
@@ -277,3 +294,13 @@ def test_plan_without_nodes_says_the_proportional_rule_was_skipped(capsys):
         == 0
     )
     assert "skipped" not in capsys.readouterr().err
+
+
+def test_protection_reads_percent_or_share():
+    for text in ("95%", "0.95"):
+        policy = parse_policy(
+            GOOD_POOL
+            + f"    protection: {text!r}\n    forecast: {{query: q, demandPerReplica: 5}}\n",
+            "t.yaml",
+        )
+        assert policy.pools[0].protection == 0.95

@@ -16,6 +16,7 @@ from markupsafe import Markup
 from matplotlib import ticker
 from matplotlib.figure import Figure
 
+from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.results import BacktestResult, headline
 from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_utc
 from predictive_headroom.pages.render import render
@@ -217,6 +218,14 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         words=STRATEGY_WORDS,
         fmt_x=fmt_x,
         burst=data.get("burst"),
+        frontier=data.get("frontier"),
+        frontier_plot=figure_svg(
+            frontier_figure(data["frontier"]),
+            "frontier-plot",
+            "overhead node-hours against protection, one line per family",
+        )
+        if data.get("frontier")
+        else None,
     )
 
 

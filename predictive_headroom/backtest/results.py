@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.backtest.simulator import Metrics, Run
+from predictive_headroom.backtest.tuning import GridRun
 from predictive_headroom.core.series import DAY_SECONDS
 
 
@@ -40,6 +41,9 @@ class BacktestSettings:
     burst_model: str | None = None  # None: the pool's forecast.burstModel (quantile); or "profile"
     cores_per_node: float = 8.0
     progress_every: int = 10  # without a terminal, one stderr line per this many refits
+    protections: tuple[float, ...] = ()  # read each family's cost at these protections (frontier)
+    burst_view: bool = True  # the burst model's last scored day and what moves it (slow)
+    grid: bool = False  # replay forecast and naive at every (dial quantile, dial window) pair
 
 
 @dataclass
@@ -161,6 +165,8 @@ class BacktestResult:
     dial: list[DialPoint] = field(default_factory=list)
     stabilization_dial: list[WindowPoint] = field(default_factory=list)
     burst: dict[str, Any] | None = None
+    grid: list[GridRun] = field(default_factory=list)  # forecast and naive at each setting pair
+    frontier: dict[str, Any] | None = None  # cost at equal protection (backtest.frontier)
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """`x_against` this result's static curve."""
@@ -206,6 +212,8 @@ class BacktestResult:
             out["stabilization_dial"] = [p.to_dict() for p in self.stabilization_dial]
         if self.burst is not None:
             out["burst"] = self.burst
+        if self.frontier is not None:
+            out["frontier"] = self.frontier
         return out
 
 

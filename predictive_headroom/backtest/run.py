@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -59,6 +59,12 @@ from predictive_headroom.backtest.simulator import (
     oracle_placeholders,
     score,
     simulate,
+)
+from predictive_headroom.backtest.tuning import (
+    DEFAULT_QUANTILES,
+    DEFAULT_WINDOWS,
+    GridRun,
+    replay_grid,
 )
 from predictive_headroom.backtest.walkforward import NaiveFit, WalkForward, walk_forward
 from predictive_headroom.core.engine import InForce, PoolTimeline
@@ -308,7 +314,7 @@ def run_backtest(
         naive_fit,
         progress,
         s.progress_every,
-        s.dial,
+        tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
     )
     runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}
     curve = static_curve(r.pods, r.cluster, r.start, max(50, 5 * int(r.pods.max())))
@@ -325,7 +331,7 @@ def run_backtest(
 
     dial, stabilization_dial = dials(r, wf, scored)
     timeline = PoolTimeline(r.pool, r.times, wf.model, history)
-    return BacktestResult(
+    result = BacktestResult(
         {name: scored(runs[name]) for name in STRATEGIES},
         curve,
         replay_settings(r, wf),
@@ -335,8 +341,29 @@ def run_backtest(
         wf.fit_seconds,
         dial,
         stabilization_dial,
-        last_day_burst(timeline, r.demand, r.pool.name),
+        last_day_burst(timeline, r.demand, r.pool.name) if s.burst_view else None,
+        grid(r, wf) if s.grid or s.protections else [],
     )
+    if s.protections:
+        from predictive_headroom.backtest.frontier import frontier
+
+        result = replace(result, frontier=frontier(result, s.protections))
+    return result
+
+
+def grid(r: Replay, wf: WalkForward) -> list[GridRun]:
+    """Forecast and naive at every (quantile, window) pair: the dials' values (or the defaults),
+    the pool's own setting included."""
+    s, pool = r.settings, r.pool
+    assert pool.forecast is not None
+    q0, w0 = pool.forecast.burst_quantile, pool.scale_down_stabilization.total_seconds()
+    quantiles = sorted({*(s.dial or DEFAULT_QUANTILES), q0})
+    windows = sorted({*(s.stabilization_dial or DEFAULT_WINDOWS), w0})
+    parts: dict[str, dict[float, InForce]] = {"forecast": {}, "naive": {}}
+    for q in quantiles:
+        model, naive = (wf.model, wf.naive) if q == q0 else wf.dial[q]
+        parts["forecast"][q], parts["naive"][q] = model, naive
+    return replay_grid(pool, parts, windows, r.plan, r.simulate, r.start)
 
 
 def dials(
@@ -351,6 +378,7 @@ def dials(
     quantiles = [
         DialPoint(q, scored(r.plan(r.pool, model)), scored(r.plan(r.pool, naive)))
         for q, (model, naive) in sorted(wf.dial.items())
+        if q in r.settings.dial
     ]
     windows = [
         WindowPoint(w, scored(r.plan(windowed(w), wf.model)), scored(r.plan(windowed(w), wf.naive)))

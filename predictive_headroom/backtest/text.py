@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from predictive_headroom.backtest.results import BacktestResult, StrategyResult
 from predictive_headroom.policy.durations import format_duration
@@ -79,6 +80,48 @@ def _sweep_table(first: str, points: list[tuple[str, StrategyResult, StrategyRes
                 "inf" if d["x"] is None else f"{d['x']:.2f}",
             ]
         rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+FRONTIER_COLUMNS = ("static", "proportional", "naive tuned", "forecast tuned", "forecast", "oracle")
+
+
+def _cost(value: float | None) -> str:
+    return "not reached" if value is None else f"{value:.1f}"
+
+
+def _times(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def format_frontier(frontier: dict[str, Any]) -> str:
+    """Each family's cost at each protection, the ratios and the setting tuning would choose now."""
+    fams = [c for c in FRONTIER_COLUMNS if c in frontier["families"]]
+    headers = [
+        "protection",
+        *fams,
+        "static/forecast",
+        "naive/forecast",
+        "forecast/oracle",
+        "choose",
+    ]
+    rows = [headers]
+    for at in frontier["at"]:
+        chosen = at.get("chosen")
+        rows.append(
+            [
+                f"{100 * at['protection']:g}%",
+                *(_cost(at["cost"][f]) for f in fams),
+                *(
+                    _times(at["ratios"][k])
+                    for k in ("static/forecast", "naive/forecast", "forecast/oracle")
+                ),
+                chosen["label"] if chosen else "-",
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -9,6 +9,7 @@ from predictive_headroom.backtest.results import headline
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
+    format_frontier,
     format_stabilization_dial,
     format_table,
 )
@@ -83,6 +84,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also replay forecast and naive with each of these scale-down stabilisation windows (e.g. 5m,15m,30m), no extra fits",
     )
     parser.add_argument(
+        "--protection",
+        metavar="P[,P...]",
+        help="read each family's cost at these protections (e.g. 90%%,95%%: the share of the "
+        "pod-minutes that would wait for a node without headroom that it absorbs); replays "
+        "forecast and naive over the grid of --dial quantiles and --stabilization-dial windows "
+        "(defaults 0.3-0.99 and 5m,15m,30m) and tunes them walk-forward",
+    )
+    parser.add_argument(
         "--lead-time",
         type=duration_arg,
         help="forecast lead time (default: the pool's leadTime, else lag + 1m)",
@@ -128,6 +137,23 @@ def parse_quantiles(text: str) -> tuple[float, ...]:
     return tuple(sorted(set(values)))
 
 
+def parse_protection(text: str) -> float:
+    """Parse `95%` or `0.95` into a share in (0, 1]; ValueError says what is wrong."""
+    item = text.strip()
+    try:
+        value = float(item.removesuffix("%")) / (100 if item.endswith("%") else 1)
+    except ValueError:
+        raise ValueError(f"{item!r} is not a protection; give it like 95% or 0.95") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"protection {item} must be above 0% and at most 100%")
+    return value
+
+
+def parse_protections(text: str) -> tuple[float, ...]:
+    """Parse `90%,95%` into sorted unique shares."""
+    return tuple(sorted({parse_protection(item) for item in text.split(",")}))
+
+
 def parse_windows(text: str) -> tuple[float, ...]:
     """Parse `5m,15m,30m` into sorted unique windows in seconds; ValueError says which item is wrong."""
     values = []
@@ -164,6 +190,12 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
             windows = parse_windows(args.stabilization_dial)
         except ValueError as exc:
             problems.append(f"--stabilization-dial: {exc}")
+    protections: tuple[float, ...] = ()
+    if getattr(args, "protection", None):
+        try:
+            protections = parse_protections(args.protection)
+        except ValueError as exc:
+            problems.append(f"--protection: {exc}")
     if args.observation_delay is not None and args.observation_delay < 0:
         problems.append(f"--observation-delay cannot be negative, got {args.observation_delay:g}s")
     if not args.cores_per_node > 0:
@@ -184,6 +216,7 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         stabilization_dial=windows,
         observation_delay_seconds=args.observation_delay,
         burst_model=args.burst_model,
+        protections=protections,
     )
 
 
@@ -243,6 +276,13 @@ def run(args: argparse.Namespace) -> int:
                 "scale-down stabilisation dial (forecast and naive replayed with each window; x vs static at equal node-hours):"
             )
             print(format_stabilization_dial(result))
+        if result.frontier is not None:
+            print()
+            print(
+                "cost at equal protection (overhead node-hours over no headroom; forecast and naive "
+                "tuned walk-forward, static's N chosen in hindsight):"
+            )
+            print(format_frontier(result.frontier))
         print()
         print(headline(result))
     return 0

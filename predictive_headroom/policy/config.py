@@ -163,6 +163,21 @@ class Pool(_Model):
     proportional: Proportional | None = None
     forecast: ForecastSpec | None = None
     placeholder: Placeholder = Field(default_factory=Placeholder)
+    protection: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        json_schema_extra={
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                {"type": "string", "pattern": r"^\s*(100|[1-9]?[0-9](\.[0-9]+)?)\s*%\s*$"},
+                {"type": "null"},
+            ]
+        },
+    )
+    """Absorb at least this share (`95%` or 0.95) of the pod-minutes that would otherwise wait for
+    a node: `predictive-headroom tune` picks the cheapest burst quantile and stabilisation window
+    reaching it on the pool's own history. Instead of `forecast.burstQuantile`."""
 
     @field_validator("name")
     @classmethod
@@ -175,8 +190,31 @@ class Pool(_Model):
             )
         return value
 
+    @field_validator("protection", mode="before")
+    @classmethod
+    def _percent(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                return float(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a protection; write it like 95%") from None
+        return value
+
     @model_validator(mode="after")
     def _check(self) -> Pool:
+        if self.protection is not None:
+            if self.forecast is None:
+                raise FieldProblem(
+                    "protection",
+                    "protection needs a forecast: add forecast (query, demandPerReplica)",
+                )
+            if "burst_quantile" in self.forecast.model_fields_set:
+                raise FieldProblem(
+                    "forecast.burstQuantile",
+                    "set protection or forecast.burstQuantile, not both: protection chooses the "
+                    "quantile (burstQuantile is for experts)",
+                )
         if self.min_replicas > self.max_replicas:
             raise FieldProblem(
                 "minReplicas", _min_max_message(self.min_replicas, self.max_replicas)

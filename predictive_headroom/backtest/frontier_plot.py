@@ -1,0 +1,82 @@
+"""The frontier chart of the backtest page: overhead node-hours against protection, per family."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import matplotlib
+from matplotlib.figure import Figure
+
+from predictive_headroom.pages.svg import RC
+
+COLOURS = {
+    "proportional": "#9467bd",
+    "forecast": "#d62728",
+    "naive": "#ff7f0e",
+    "oracle": "#2ca02c",
+}
+_FAMILY_STYLE = {
+    "static": ("#1f77b4", "-", "o"),
+    "proportional": (COLOURS["proportional"], "", "s"),
+    "forecast": (COLOURS["forecast"], ":", "d"),
+    "naive": (COLOURS["naive"], ":", "d"),
+    "forecast tuned": (COLOURS["forecast"], "-", "o"),
+    "naive tuned": (COLOURS["naive"], "--", "o"),
+    "oracle": (COLOURS["oracle"], "", "*"),
+}
+
+
+def frontier_figure(frontier: dict[str, Any]) -> Figure:
+    """Overhead node-hours against protection: each family's Pareto frontier as a line, the oracle's
+    point, the asked protections as vertical lines and the setting tuning picks marked."""
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(11.2, 5.0), layout="constrained")
+        ax = fig.add_subplot()
+        for name, points in frontier["families"].items():
+            colour, line, marker = _FAMILY_STYLE.get(name, ("black", "-", "o"))
+            front, best = [], -1.0
+            for pt in sorted(points, key=lambda q: (q["overhead_node_hours"], -q["protection"])):
+                if pt["protection"] > best:
+                    front.append(pt)
+                    best = pt["protection"]
+            ax.plot(
+                [100 * pt["protection"] for pt in front],
+                [pt["overhead_node_hours"] for pt in front],
+                line or "none",
+                marker=marker,
+                markersize=12 if name == "oracle" else 4,
+                color=colour,
+                label=name if name != "forecast" else "forecast, each fixed setting",
+                alpha=0.6 if name in ("forecast", "naive") else 1.0,
+                zorder=3 if name in ("oracle", "forecast tuned") else 2,
+            )
+        for at in frontier["at"]:
+            ax.axvline(100 * at["protection"], color="#94a3b8", linewidth=0.8, linestyle="--")
+            chosen = at.get("chosen")
+            if chosen:
+                ax.scatter(
+                    [100 * chosen["protection"]],
+                    [chosen["overhead_node_hours"]],
+                    s=140,
+                    marker="X",
+                    color=COLOURS["forecast"],
+                    edgecolors="black",
+                    linewidths=0.6,
+                    zorder=4,
+                )
+                ax.annotate(
+                    f"tune picks {chosen['label']} for {100 * at['protection']:g}%",
+                    (100 * chosen["protection"], chosen["overhead_node_hours"]),
+                    fontsize=7,
+                    xytext=(-6, 8),
+                    textcoords="offset points",
+                    ha="right",
+                )
+        lowest = min((100 * at["protection"] for at in frontier["at"]), default=90.0)
+        ax.set_xlim(max(0.0, min(50.0, lowest - 20)), 100.5)
+        ax.set_xlabel("protection: % of the pod-minutes waiting without headroom that are absorbed")
+        ax.set_ylabel("overhead node-hours (cost)")
+        ax.grid(True, color="#e2e8f0", linewidth=0.8)
+        ax.set_axisbelow(True)
+        ax.legend(fontsize=8, loc="upper left")
+        return fig

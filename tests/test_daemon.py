@@ -594,7 +594,7 @@ def test_prometheus_down_keeps_floors_and_the_last_forecast_until_it_expires(
     daemon.refit()
     plan = daemon.reconcile().pools[0].plan
     assert plan.components["forecast"] is None and plan.desired == 2  # type: ignore[union-attr]
-    assert plan.reason == "hold:forecast-expired"  # type: ignore[union-attr]
+    assert plan.reason == "min:forecast-expired"  # type: ignore[union-attr]
     assert forecast_bounds(daemon) == {}  # no forecast, no forecast series
     assert "expired" in daemon.status()["forecasts"]["web"]
 

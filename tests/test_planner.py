@@ -108,12 +108,12 @@ def test_forecast_component_sizes_growth_within_lead_time(yhat_fn, burst, expect
 @pytest.mark.parametrize(
     "fc, status, reason",
     [
-        (None, "no-history", "hold:no-history"),
-        (NoForecast("insufficient-history"), "insufficient-history", "hold:insufficient-history"),
+        (None, "no-history", "min:no-history"),
+        (NoForecast("insufficient-history"), "insufficient-history", "min:insufficient-history"),
         (
             forecast(lambda t: 100.0, start=T0 - 3 * 86400, hours=24),
             "forecast-expired",
-            "hold:forecast-expired",
+            "min:forecast-expired",
         ),
     ],
 )

@@ -104,6 +104,42 @@ def test_from_settings_prefers_the_explicit_url():
     )
 
 
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("prometheus:9090", "has no scheme; write it with http:// or https://"),
+        ("localhost:9090/prom", "has no scheme"),
+        ("ftp://prom:21", "uses ftp://"),
+    ],
+)
+def test_a_url_without_scheme_is_refused_before_any_request(url, message):
+    """`--prometheus-url prometheus:9090` says how to write it instead of 'not a Prometheus
+    query API response'."""
+    with pytest.raises(SourceError, match=message):
+        from_settings(Settings(prometheus_url=None), url)
+
+
+def test_https_against_plain_http_says_so():
+    """A TLS handshake answered in plain HTTP: the message says to use http://, not to set a CA."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        src = source(f"https://127.0.0.1:{server.server_address[1]}", prometheus_retries=0)
+        with pytest.raises(SourceError) as err:
+            src.history(spec(), time.time())
+    finally:
+        server.shutdown()
+    message = str(err.value)
+    assert "the URL says https:// but the server is plain HTTP; write the URL with http://" in (
+        message
+    ), message
+    assert "PH_PROMETHEUS_CA_FILE" not in message
+
+
 # ---------------------------------------------------------------------------------------------
 # Against a real Prometheus.
 

@@ -97,7 +97,7 @@ def combine(
         else winner
     )
     if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
-        reason = f"{PlanReason.HOLD_PREFIX}{forecast.status}"
+        reason = f"{PlanReason.MIN_PREFIX}{forecast.status}"
     raw = wanted
     if raw > pool.max_replicas:
         raw, reason = pool.max_replicas, PlanReason.MAX

@@ -59,7 +59,9 @@ class PlanReason(StrEnum):
 
     MAX = "max"
     HOLD_STABILIZATION = "hold:scale-down-stabilization"
-    HOLD_PREFIX = "hold:"
-    """Followed by the forecast status when `min` wins because the forecast is missing."""
+    MIN_PREFIX = "min:"
+    """Followed by the forecast status when `minReplicas` wins because the forecast is missing
+    (e.g. `min:insufficient-history`): the value is `minReplicas`, and this says why no forecast
+    competed. (`hold:<why>` is kept for the daemon holding the current replicas, `daemon/writes.py`.)"""
     SCHEDULE_PREFIX = "schedule:"
     """Followed by the name of the window that sets the floor."""

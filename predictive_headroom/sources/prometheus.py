@@ -21,7 +21,7 @@ from prometheus_api_client import PrometheusConnect
 
 from predictive_headroom.core.series import History, from_epoch
 from predictive_headroom.policy.config import ForecastSpec
-from predictive_headroom.policy.settings import Settings
+from predictive_headroom.policy.settings import Settings, check_prometheus_url
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.sources.prometheus_http import (
     _auth,
@@ -201,10 +201,7 @@ class PrometheusSource:
         except _HttpError as exc:
             message = self._http_message(exc, query, attempts)
         except requests.exceptions.SSLError as exc:
-            message = (
-                f"TLS connection to {where} failed ({_connection_reason(exc)}); set PH_PROMETHEUS_CA_FILE "
-                "to the CA bundle that signed its certificate, or PH_PROMETHEUS_VERIFY_TLS=false to skip checks"
-            )
+            message = _tls_message(exc, where)
         except requests.exceptions.ConnectTimeout as exc:
             message = (
                 f"cannot reach {where}: connect timeout ({timeout:g}s) after "
@@ -265,9 +262,31 @@ class PrometheusSource:
         return text
 
 
+def _tls_message(exc: BaseException, where: str) -> str:
+    """What to do about a failed TLS handshake; an https:// URL pointed at plain HTTP gets its own."""
+    text = str(exc).lower()
+    if any(s in text for s in ("wrong version number", "record layer failure", "http request")):
+        return (
+            f"{where} does not speak TLS (the handshake got a plain-HTTP answer): the URL says "
+            "https:// but the server is plain HTTP; write the URL with http://"
+        )
+    return (
+        f"TLS connection to {where} failed ({_connection_reason(exc)}); set PH_PROMETHEUS_CA_FILE "
+        "to the CA bundle that signed its certificate, or PH_PROMETHEUS_VERIFY_TLS=false to skip checks"
+    )
+
+
 def from_settings(
     settings: Settings, url: str | None = None, **kwargs: Any
 ) -> PrometheusSource | None:
-    """Build the source for `url` (e.g. `--prometheus-url`) or `settings.prometheus_url`; None when neither is set."""
+    """Build the source for `url` (e.g. `--prometheus-url`) or `settings.prometheus_url`; None when neither is set.
+
+    A URL without a scheme or host is refused here with how to write it (SourceError), before any
+    request is made."""
     chosen = url or settings.prometheus_url
+    if chosen:
+        try:
+            check_prometheus_url(chosen)
+        except ValueError as exc:
+            raise SourceError(str(exc)) from None
     return PrometheusSource(chosen, settings, **kwargs) if chosen else None

@@ -227,12 +227,14 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     server.add_deployment(NS, "web-placeholder", 0)
     server.add_deployment(NS, "plain-placeholder", 0)
     clock = Clock(history.end)
+    reported: list = []
     daemon = make_daemon(
         config,
         server,
         clock,
         source=SeriesSource(history),
         forecaster=SeasonalNaiveForecaster(),
+        report_writer=lambda policy, *rest: reported.append(policy),
     )
     daemon.retune_window = WINDOW
     assert daemon.refit()
@@ -259,6 +261,9 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     assert plan.components["forecast"] > 0
     assert server.replicas(NS, "web-placeholder") == plan.desired
     assert daemon.planned_pool(web) == tuned
+    # The report after the refit plans the pools as the reconcile does.
+    [policy] = reported
+    assert policy.pool("web") == tuned and policy.pool("plain") == load_policy(config).pool("plain")
 
     # /last-run and the metrics say what was chosen and why.
     status = json.loads(json.dumps(daemon.status()))

@@ -193,7 +193,8 @@ class Daemon:
             "pools": {n: describe(merged[n]) for n in fresh if n in merged},
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
         }
-        self._write_report(policy, merged, histories, at)
+        tuned = policy.model_copy(update={"pools": [self.planned_pool(p) for p in policy.pools]})
+        self._write_report(tuned, merged, histories, at)  # planned as the reconcile plans
         return True
 
     def _fit_one(

@@ -306,3 +306,38 @@ def test_the_daemon_keeps_the_defaults_and_says_why_on_a_short_history(tmp_path,
     plan = daemon.reconcile().pools[0].plan
     assert daemon.forecasts()["web"].burst.quantile == 0.95
     assert plan.desired >= 2 and plan.components["min"] == 2
+
+
+def test_a_changed_protection_refits_and_retunes_and_a_removed_one_plans_at_the_defaults(
+    tmp_path, server
+):
+    history = series(8)
+    forecast = {"query": "q", "demandPerReplica": 5, "history": "28d"}
+    common = {"leadTime": "4m", "scaleDownStabilization": "20m", "forecast": forecast}
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", protection="70%", **common))
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock = Clock(history.end)
+    daemon = make_daemon(
+        config, server, clock, source=SeriesSource(history), forecaster=SeasonalNaiveForecaster()
+    )
+    daemon.retune_window = WINDOW
+    refits: list[set[str]] = []
+    daemon.on_reload = refits.append
+    daemon.refit()
+    assert daemon.tunings["web"].target == 0.7
+
+    write_config(config, pool_yaml("web", protection="80%", **common))
+    assert daemon.reload_if_changed()
+    assert refits == [{"web"}] and "web" not in daemon.tunings  # the old choice is dropped
+    assert gauges(daemon, "tuned_burst_quantile") == {}
+    daemon.refit()
+    assert daemon.tunings["web"].target == 0.8 and daemon.tunings["web"].status == "tuned"
+
+    write_config(config, pool_yaml("web", **common))  # no protection: defaults, no tuning
+    assert daemon.reload_if_changed()
+    daemon.refit()
+    assert "web" not in daemon.tunings and daemon.status()["tuning"] == {}
+    assert gauges(daemon, "tuned_stabilization_seconds") == {}
+    assert daemon.forecasts()["web"].burst.quantile == 0.95
+    web = daemon.policy.pool("web")
+    assert daemon.planned_pool(web) is web

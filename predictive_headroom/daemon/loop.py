@@ -379,7 +379,9 @@ class Daemon:
         self.writer.forget(removed)
         for name in removed:
             self._recent.pop(name, None)
+        for name in removed | refit:  # a tuning holds with the forecast fitted at its quantile
             self.tunings.pop(name, None)
+            self.metrics.forget_tuning(name)
         self.inputs.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)

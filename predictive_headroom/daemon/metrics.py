@@ -166,6 +166,11 @@ class Metrics:
             float("nan") if reached is None else reached
         )
 
+    def forget_tuning(self, pool: str) -> None:
+        """Remove a pool's tuned_* series (its tuning no longer holds)."""
+        for gauge in (self.tuned_quantile, self.tuned_window, self.tuned_protection):
+            self._drop(gauge, pool)
+
     def forget_pool(self, pool: str) -> None:
         """Remove every series of a pool that left the config."""
         for gauge in (

@@ -216,7 +216,8 @@ def observe_pool(
 
 
 def same_forecast(a: Policy, b: Policy, name: str) -> bool:
-    """True when pool `name` exists in both policies with the same forecast spec and lead time."""
+    """True when pool `name` exists in both policies with the same forecast spec, lead time and
+    protection (which chooses the quantile the forecast is fitted at)."""
     pa = next((p for p in a.pools if p.name == name), None)
     pb = next((p for p in b.pools if p.name == name), None)
     return (
@@ -224,6 +225,7 @@ def same_forecast(a: Policy, b: Policy, name: str) -> bool:
         and pb is not None
         and pa.forecast == pb.forecast
         and pa.lead_time == pb.lead_time
+        and pa.protection == pb.protection
     )
 
 

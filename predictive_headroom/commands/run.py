@@ -121,6 +121,7 @@ def build_daemon(
         else None,
         target_apis=discovery,
     )
+    daemon.retune_window = settings.retune_window
     return daemon, api
 
 

@@ -43,6 +43,7 @@ from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
+from predictive_headroom.daemon.retune import RETUNE_WINDOW, Tuning
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
@@ -127,6 +128,10 @@ class Daemon:
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
+        self.retune_window = RETUNE_WINDOW
+        """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
+        self.tunings: dict[str, Tuning] = {}
+        """Each `protection:` pool's setting chosen at its last refit (`daemon.retune`)."""
         self.watch = LoopWatch(monotonic, interval)
 
     # -- refit ---------------------------------------------------------------------------------
@@ -153,11 +158,12 @@ class Daemon:
             )
         fresh: dict[str, Forecast | NoForecast] = {}
         histories: dict[str, History] = {}
+        tunings: dict[str, Tuning] = {}
         for pool in chosen:
             if self.stopping.is_set():
                 logger.info("refit abandoned: the daemon is stopping")
                 return False
-            fresh.update(self._fit_one(policy, pool, at, histories))
+            fresh.update(self._fit_one(policy, pool, at, histories, tunings))
         if self.stopping.is_set():
             logger.info("refit abandoned: the daemon is stopping; its forecasts are discarded")
             return False
@@ -168,6 +174,11 @@ class Daemon:
                 fresh = {n: f for n, f in fresh.items() if same_forecast(policy, self.policy, n)}
             merged = {**self._forecasts, **keep_usable(self._forecasts, fresh, at)}
             self._forecasts = merged
+            # a tuning counts with the forecast fitted at its quantile; a failed fit keeps the old pair
+            tunings = {n: t for n, t in tunings.items() if isinstance(fresh.get(n), Forecast)}
+            self.tunings.update(tunings)
+        for tuning in tunings.values():
+            self.metrics.record_tuning(tuning)
         for name, history in histories.items():
             if len(history):
                 self.metrics.observed_demand.labels(pool=name).set(float(history.values[-1]))
@@ -180,12 +191,19 @@ class Daemon:
             "at": at,
             "seconds": round(time.perf_counter() - started, 3),
             "pools": {n: describe(merged[n]) for n in fresh if n in merged},
+            "tuning": {n: t.to_dict() for n, t in tunings.items()},
         }
-        self._write_report(policy, merged, histories, at)
+        tuned = policy.model_copy(update={"pools": [self.planned_pool(p) for p in policy.pools]})
+        self._write_report(tuned, merged, histories, at)  # planned as the reconcile plans
         return True
 
     def _fit_one(
-        self, policy: Policy, pool: Pool, at: float, histories: dict[str, History]
+        self,
+        policy: Policy,
+        pool: Pool,
+        at: float,
+        histories: dict[str, History],
+        tunings: dict[str, Tuning],
     ) -> dict[str, Forecast | NoForecast]:
         assert self.source is not None
         try:
@@ -195,6 +213,8 @@ class Daemon:
                 at,
                 self.forecaster,
                 histories,
+                tunings,
+                self.retune_window,
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)
@@ -246,7 +266,9 @@ class Daemon:
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
         outcomes = map_bounded(
-            lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
+            lambda pool: self._reconcile_pool(
+                self.planned_pool(pool), at, leader, forecasts.get(pool.name)
+            ),
             policy.pools,
             self.pool_workers,
             "pool",
@@ -314,6 +336,12 @@ class Daemon:
                 pool.name, "error", plan, error=f"pool {pool.name}: {type(exc).__name__}: {exc}"
             )
 
+    def planned_pool(self, pool: Pool) -> Pool:
+        """`pool` with the burst quantile and stabilisation window its last re-tune chose (when
+        it has `protection:`); the floors are untouched."""
+        tuning = self.tunings.get(pool.name)
+        return pool if tuning is None else tuning.apply(pool)
+
     # -- config reload -------------------------------------------------------------------------
 
     def reload_if_changed(self) -> bool:
@@ -351,6 +379,9 @@ class Daemon:
         self.writer.forget(removed)
         for name in removed:
             self._recent.pop(name, None)
+        for name in removed | refit:  # a tuning holds with the forecast fitted at its quantile
+            self.tunings.pop(name, None)
+            self.metrics.forget_tuning(name)
         self.inputs.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)
@@ -400,6 +431,7 @@ class Daemon:
             "last_successful_reconcile_at": self.last_success_at,
             "refit": self.last_refit,
             "forecasts": {n: describe(f) for n, f in self._forecasts.items()},
+            "tuning": {n: t.to_dict() for n, t in self.tunings.items()},
             "target_apis": self.target_apis.found,
         }
 

@@ -6,12 +6,16 @@ Each daemon (and each test) owns a `Metrics`; the HTTP server exposes its `regis
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, NoForecast
+
+if TYPE_CHECKING:
+    from predictive_headroom.daemon.retune import Tuning
 
 PREFIX = "predictive_headroom"
 ERROR_KINDS = ("source", "fresh-read", "fit", "cluster", "actuator", "config", "report", "internal")
@@ -86,6 +90,24 @@ class Metrics:
         self.fit_seconds = Gauge(
             f"{PREFIX}_fit_seconds", "Seconds the last forecast fit took.", ["pool"], registry=r
         )
+        self.tuned_quantile = Gauge(
+            f"{PREFIX}_tuned_burst_quantile",
+            "The burst quantile a pool with protection chose at its last refit.",
+            ["pool"],
+            registry=r,
+        )
+        self.tuned_window = Gauge(
+            f"{PREFIX}_tuned_stabilization_seconds",
+            "The scale-down stabilisation window a pool with protection chose at its last refit.",
+            ["pool"],
+            registry=r,
+        )
+        self.tuned_protection = Gauge(
+            f"{PREFIX}_tuned_protection_ratio",
+            "The protection the chosen setting reached on the recent history (NaN: not tuned).",
+            ["pool"],
+            registry=r,
+        )
         self.errors = Counter(f"{PREFIX}_errors", "Errors by kind.", ["kind"], registry=r)
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
@@ -135,9 +157,31 @@ class Metrics:
             for bound in ("yhat", "lower", "upper"):
                 self._drop(self.forecast_demand, pool, bound)
 
+    def record_tuning(self, tuning: Tuning) -> None:
+        """The setting a pool's re-tune chose (`daemon.retune.Tuning`)."""
+        self.tuned_quantile.labels(pool=tuning.pool).set(tuning.burst_quantile)
+        self.tuned_window.labels(pool=tuning.pool).set(tuning.stabilization_seconds)
+        reached = tuning.protection
+        self.tuned_protection.labels(pool=tuning.pool).set(
+            float("nan") if reached is None else reached
+        )
+
+    def forget_tuning(self, pool: str) -> None:
+        """Remove a pool's tuned_* series (its tuning no longer holds)."""
+        for gauge in (self.tuned_quantile, self.tuned_window, self.tuned_protection):
+            self._drop(gauge, pool)
+
     def forget_pool(self, pool: str) -> None:
         """Remove every series of a pool that left the config."""
-        for gauge in (self.desired, self.applied, self.observed_demand, self.fit_seconds):
+        for gauge in (
+            self.desired,
+            self.applied,
+            self.observed_demand,
+            self.fit_seconds,
+            self.tuned_quantile,
+            self.tuned_window,
+            self.tuned_protection,
+        ):
             self._drop(gauge, pool)
         for name in ("min", "max", "schedule", "proportional", "forecast"):
             self._drop(self.component, pool, name)

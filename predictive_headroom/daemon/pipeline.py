@@ -19,6 +19,7 @@ from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import Forecaster, Source, SourceError
 
 if TYPE_CHECKING:
+    from predictive_headroom.daemon.retune import Tuning
     from predictive_headroom.forecast.accuracy import Accuracy
 
 logger = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class PoolFit:
     observed: History | Unobserved | None = None
     accuracy: Accuracy | None = None
     warnings: tuple[str, ...] = ()
+    tuning: Tuning | None = None
 
 
 def fit_one(
@@ -92,8 +94,11 @@ def fit_one(
     *,
     accuracy: bool = False,
     observe: bool = False,
+    retune_window: float | None = None,
 ) -> PoolFit:
-    """Read, fit (and optionally score and observe) one pool with a forecast section."""
+    """Read, fit (and optionally score and observe) one pool with a forecast section. With
+    `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
+    history (`daemon.retune.retune`) and fitted at the chosen burst quantile."""
     spec = pool.forecast
     assert spec is not None
     if not spec.enabled:
@@ -106,6 +111,12 @@ def fit_one(
         return PoolFit(
             pool.name, NoForecast("source-error", why), warnings=(f"pool {pool.name}: {why}",)
         )
+    tuning = None
+    if retune_window is not None and pool.protection is not None:
+        from predictive_headroom.daemon.retune import retune
+
+        tuning = retune(pool, history, at, forecaster, window_seconds=retune_window)
+        pool = tuning.apply(pool)
     forecast = fit_pool(pool, history, forecaster, at)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = None, []
@@ -118,7 +129,7 @@ def fit_one(
             logger.info("pool %s: no hold-out accuracy: %s", pool.name, exc)
             warnings.append(f"pool {pool.name}: no hold-out accuracy: {exc}")
     observed = observe_pool(pool, forecast, source, at) if observe else None
-    return PoolFit(pool.name, forecast, history, observed, scored, tuple(warnings))
+    return PoolFit(pool.name, forecast, history, observed, scored, tuple(warnings), tuning)
 
 
 def fit_pools(
@@ -129,11 +140,20 @@ def fit_pools(
     *,
     accuracy: bool = False,
     observe: bool = False,
+    retune_window: float | None = None,
 ) -> dict[str, PoolFit]:
     """`fit_one` for every pool with a forecast section, in config order (the others are left out)."""
     forecaster = forecaster or default_forecaster()
     return {
-        pool.name: fit_one(pool, source, at, forecaster, accuracy=accuracy, observe=observe)
+        pool.name: fit_one(
+            pool,
+            source,
+            at,
+            forecaster,
+            accuracy=accuracy,
+            observe=observe,
+            retune_window=retune_window,
+        )
         for pool in policy.pools
         if pool.forecast is not None
     }
@@ -145,12 +165,20 @@ def fit_policy(
     at: float,
     forecaster: Forecaster | None = None,
     histories: dict[str, History] | None = None,
+    tunings: dict[str, Tuning] | None = None,
+    retune_window: float | None = None,
 ) -> dict[str, Forecast | NoForecast]:
     """The forecasts of `fit_pools` (the daemon's refit); `histories`, when given, is filled with
-    the history each pool was fitted on."""
-    fits = fit_pools(policy, source, at, forecaster)
+    the history each pool was fitted on, `tunings` with the re-tune of each pool with
+    `protection:` (on `retune_window` seconds of recent history, `daemon.retune.RETUNE_WINDOW`
+    when None)."""
+    if tunings is not None and retune_window is None:
+        from predictive_headroom.daemon.retune import RETUNE_WINDOW as retune_window
+    fits = fit_pools(policy, source, at, forecaster, retune_window=retune_window)
     if histories is not None:
         histories.update({n: f.history for n, f in fits.items() if f.history is not None})
+    if tunings is not None:
+        tunings.update({n: f.tuning for n, f in fits.items() if f.tuning is not None})
     return {n: f.forecast for n, f in fits.items()}
 
 
@@ -188,7 +216,8 @@ def observe_pool(
 
 
 def same_forecast(a: Policy, b: Policy, name: str) -> bool:
-    """True when pool `name` exists in both policies with the same forecast spec and lead time."""
+    """True when pool `name` exists in both policies with the same forecast spec, lead time and
+    protection (which chooses the quantile the forecast is fitted at)."""
     pa = next((p for p in a.pools if p.name == name), None)
     pb = next((p for p in b.pools if p.name == name), None)
     return (
@@ -196,6 +225,7 @@ def same_forecast(a: Policy, b: Policy, name: str) -> bool:
         and pb is not None
         and pa.forecast == pb.forecast
         and pa.lead_time == pb.lead_time
+        and pa.protection == pb.protection
     )
 
 

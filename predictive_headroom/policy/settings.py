@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     leader_election: bool = True
     report_dir: Path = Path("/tmp/predictive-headroom/reports")
     report_keep: int = Field(default=5, ge=1)
+    retune_window: float = Field(default=7 * 86400.0, ge=86400.0)
+    """Seconds of recent history a pool with `protection:` is re-tuned on at each refit (the
+    extra fit ends where it starts; at least a day)."""
 
     @field_validator("prometheus_url")
     @classmethod

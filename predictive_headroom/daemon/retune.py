@@ -1,0 +1,228 @@
+"""The daemon tunes itself: a pool with `protection:` re-tunes its burst quantile and scale-down
+stabilisation window at each refit, on its own recent history (issue 23, item 4).
+
+At a refit at time T, with a tuning window W (7 days by default, `PH_RETUNE_WINDOW`):
+
+1. one extra fit of the pool's forecast on the history known at T - W (like every backtest
+   refit: up to the observation delay before it, at most `forecast.history` of it), with a
+   horizon covering the window, so the replay never uses a forecast fitted on the days it replays;
+2. the one plan engine replays the pool (its floors included) over [T - W, T] on the simulated
+   cluster of the backtest, at every (burst quantile, window) pair of a small grid
+   (`backtest.tuning.replay_grid`: one replay per quantile, each window a trailing maximum);
+3. `backtest.tuning.choose` picks the cheapest setting reaching the target protection, else the
+   most protective one reached (status `best-reached`, with the reason).
+
+Only samples at or before T are read (the history is cut at T first), so the choice is
+walk-forward by construction. When the history is too short for a fit plus the window, or the
+extra fit or the replay fails, the pool keeps its defaults (burstQuantile 0.95, its own
+scaleDownStabilization) and the reason says why (status `default`). The floors (schedules,
+proportional, min) never depend on the choice: only the forecast component's quantile and the
+scale-down hold change.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import resolve
+from predictive_headroom.backtest.simulator import score
+from predictive_headroom.backtest.tuning import choose, replay_grid
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.protocols import Forecaster
+
+logger = logging.getLogger(__name__)
+
+RETUNE_WINDOW = 7 * DAY_SECONDS
+"""The recent history each re-tune replays (the fit it replays with ends where it starts)."""
+RETUNE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
+RETUNE_WINDOWS = (300.0, 900.0, 1800.0)
+"""The default grid: 5 quantiles x 3 windows, 5 engine replays (`bench/retune_bench.py`)."""
+REPLAY_WARMUP = 3600.0
+"""Unscored minutes before the replayed window, for the simulated cluster to settle."""
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What a re-tune chose for one pool at one refit, and why.
+
+    `status`: `tuned` (the cheapest setting reaching the target), `best-reached` (none reached
+    it: the most protective one), `default` (could not tune: the pool's defaults, see `reason`).
+    `protection` and `overhead_node_hours` are those of the chosen setting on the replayed days
+    (None for `default`)."""
+
+    pool: str
+    status: str
+    burst_quantile: float
+    stabilization_seconds: float
+    target: float
+    reason: str
+    at: float
+    protection: float | None = None
+    overhead_node_hours: float | None = None
+    days: float = 0.0
+    fitted_until: float | None = None
+    seconds: float = 0.0
+
+    def apply(self, pool: Pool) -> Pool:
+        """`pool` planning with the chosen quantile and window (unchanged without `protection:`)."""
+        if pool.protection is None or pool.forecast is None:
+            return pool
+        spec = pool.forecast.model_copy(update={"burst_quantile": self.burst_quantile})
+        return pool.model_copy(
+            update={
+                "forecast": spec,
+                "scale_down_stabilization": timedelta(seconds=self.stabilization_seconds),
+            }
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "burst_quantile": self.burst_quantile,
+            "scale_down_stabilization_seconds": self.stabilization_seconds,
+            "protection_target": self.target,
+            "protection_reached": None if self.protection is None else round(self.protection, 4),
+            "overhead_node_hours": None
+            if self.overhead_node_hours is None
+            else round(self.overhead_node_hours, 2),
+            "days": round(self.days, 2),
+            "fitted_until": self.fitted_until,
+            "at": self.at,
+            "seconds": round(self.seconds, 2),
+            "reason": self.reason,
+        }
+
+
+def retune(
+    pool: Pool,
+    history: History,
+    at: float,
+    forecaster: Forecaster,
+    *,
+    window_seconds: float = RETUNE_WINDOW,
+    quantiles: Sequence[float] = RETUNE_QUANTILES,
+    windows: Sequence[float] = RETUNE_WINDOWS,
+) -> Tuning:
+    """Choose `pool`'s burst quantile and stabilisation window at `at` from `history` (see the
+    module docstring). Never raises for bad data: a `default` Tuning says why instead."""
+    assert pool.forecast is not None and pool.protection is not None
+    started = time.perf_counter()
+
+    def fallback(why: str) -> Tuning:
+        return _default(pool, at, why, started)
+
+    known = history.until(at)
+    need = window_seconds + pool.forecast.min_history.total_seconds()
+    if not len(known) or known.span_seconds < need:
+        have = known.span_seconds / DAY_SECONDS if len(known) else 0.0
+        return fallback(
+            f"history too short to tune: {have:.1f} days, needs {need / DAY_SECONDS:.1f} "
+            f"({window_seconds / DAY_SECONDS:g} days to replay after a fit on at least "
+            f"{pool.forecast.min_history.total_seconds() / 3600:g} hours)"
+        )
+    try:
+        return _tune(pool, known, at, forecaster, window_seconds, quantiles, windows, started)
+    except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
+        logger.exception("pool %s: re-tune failed", pool.name)
+        return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
+
+
+def _tune(
+    pool: Pool,
+    known: History,
+    at: float,
+    forecaster: Forecaster,
+    window_seconds: float,
+    quantiles: Sequence[float],
+    windows: Sequence[float],
+    started: float,
+) -> Tuning:
+    assert pool.forecast is not None and pool.protection is not None
+    target = pool.protection
+    spec = pool.forecast
+    lead = pool.lead_time.total_seconds()
+    begin = known.end - window_seconds
+    # The one extra fit: only samples at or before begin - delay, horizon covering the replay.
+    seen = begin - spec.observation_delay.total_seconds()
+    train = known.until(seen).since(seen - spec.history.total_seconds())
+    horizon = timedelta(seconds=window_seconds + lead + 3600.0)
+    fitted = forecaster.fit(
+        train, spec.model_copy(update={"horizon": max(horizon, spec.horizon)}), lead, begin
+    )
+    if not isinstance(fitted, Forecast):
+        detail = f": {fitted.detail}" if fitted.detail else ""
+        why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
+        return _default(pool, at, why, started)
+    # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
+    replayed = known.since(begin - REPLAY_WARMUP)
+    settings = BacktestSettings(
+        warmup_seconds=begin - replayed.start,
+        refit_every_seconds=2 * window_seconds,
+        burst_view=False,
+    )
+    # The burst model reads its features from every sample known before each replayed minute.
+    r = replace(resolve(replayed, pool, settings), history=known)
+    begin = float(r.times[r.start])
+    parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
+    grid = replay_grid(r.pool, parts, sorted(set(windows)), r.plan, r.simulate, r.start)
+    reactive = score(r.simulate(np.zeros(r.pods.size, dtype=np.int64)), r.start)
+    candidates = [
+        (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
+        for g in grid
+    ]
+    setting, reached = choose(candidates, reactive.unserved_pod_minutes, target)
+    cost = next(c for s, c, _ in candidates if s == setting)
+    days = (float(r.times[-1]) - begin) / DAY_SECONDS
+    label = f"burstQuantile {setting.quantile:g}, scaleDownStabilization {setting.window / 60:g}m"
+    if reached >= target - 1e-12:
+        status = "tuned"
+        reason = (
+            f"cheapest of {len(candidates)} settings absorbing at least {100 * target:g}% on the "
+            f"last {days:.1f} days: {label} absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
+        )
+    else:
+        status = "best-reached"
+        reason = (
+            f"no setting of {len(candidates)} absorbs {100 * target:g}% on the last {days:.1f} days; "
+            f"the most protective, {label}, absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
+        )
+    logger.info("pool %s: re-tuned: %s", pool.name, reason)
+    return Tuning(
+        pool.name,
+        status,
+        setting.quantile,
+        setting.window,
+        target,
+        reason,
+        at,
+        reached,
+        cost,
+        days,
+        float(train.end) if len(train) else None,
+        time.perf_counter() - started,
+    )
+
+
+def _default(pool: Pool, at: float, why: str, started: float) -> Tuning:
+    assert pool.forecast is not None and pool.protection is not None
+    q0, w0 = pool.forecast.burst_quantile, pool.scale_down_stabilization.total_seconds()
+    logger.info("pool %s: cannot tune (%s); planning with the defaults", pool.name, why)
+    return Tuning(
+        pool.name,
+        "default",
+        q0,
+        w0,
+        pool.protection,
+        f"{why}; using burstQuantile {q0:g} and scaleDownStabilization {w0 / 60:g}m",
+        at,
+        seconds=time.perf_counter() - started,
+    )

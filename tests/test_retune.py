@@ -1,0 +1,343 @@
+"""The daemon's re-tune (`daemon/retune.py`): the cheapest setting reaching `protection:` on the
+recent history, chosen only from what was known at the refit, and its fallbacks."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from fake_apiserver import FakeApiServer
+from prometheus_client.parser import text_string_to_metric_families
+from test_backtest import DAY, START, SeasonalNaiveForecaster, series
+from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
+
+from predictive_headroom.backtest.tuning import Setting
+from predictive_headroom.core.engine import plan_pool
+from predictive_headroom.core.series import History, NoForecast
+from predictive_headroom.daemon.loop import Daemon
+from predictive_headroom.daemon.retune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
+from predictive_headroom.forecast.naive import seasonal_naive
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.load import load_policy
+
+WINDOW = 2 * DAY
+
+
+def pool(protection: float = 0.7, **extra: object) -> Pool:
+    return Pool.model_validate(
+        {
+            "name": "web",
+            "target": {"namespace": "ns", "name": "ph"},
+            "maxReplicas": 200,
+            "leadTime": "4m",
+            "scaleDownStabilization": "20m",
+            "protection": protection,
+            "forecast": {"query": "q", "demandPerReplica": 5, "history": "28d"},
+            **extra,
+        }
+    )
+
+
+class RecordingForecaster(SeasonalNaiveForecaster):
+    """Seasonal naive, remembering the last sample and the instant of every fit."""
+
+    def __init__(self) -> None:
+        self.fits: list[tuple[float, float]] = []
+
+    def fit(self, history, spec, lead_seconds, now):
+        self.fits.append((float(history.end), now))
+        return super().fit(history, spec, lead_seconds, now)
+
+
+def same_choice(a, b) -> bool:
+    return replace(a, seconds=0.0) == replace(b, seconds=0.0)
+
+
+def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_the_window():
+    history = series(8)
+    at = history.end
+    forecaster = RecordingForecaster()
+    tuning = retune(pool(0.7), history, at, forecaster, window_seconds=WINDOW)
+
+    assert tuning.status == "tuned", tuning.reason
+    assert tuning.burst_quantile in RETUNE_QUANTILES
+    assert tuning.stabilization_seconds in RETUNE_WINDOWS
+    assert tuning.protection is not None and tuning.protection >= 0.7
+    assert tuning.overhead_node_hours is not None and tuning.overhead_node_hours > 0
+    assert tuning.days == pytest.approx(2.0, abs=0.01)
+    assert "cheapest of 15 settings" in tuning.reason
+    # One extra fit, on samples before the replayed window only.
+    [(last_sample, fitted_at)] = forecaster.fits
+    assert fitted_at == pytest.approx(at - WINDOW)
+    assert last_sample <= at - WINDOW - 60
+    assert tuning.fitted_until == last_sample
+
+    # A higher target costs at least as much: the cheaper choice did not reach it.
+    strict = retune(pool(0.8), history, at, RecordingForecaster(), window_seconds=WINDOW)
+    assert strict.status == "tuned" and strict.protection >= 0.8
+    assert strict.overhead_node_hours > tuning.overhead_node_hours
+    assert strict.protection >= tuning.protection
+
+
+def test_the_choice_depends_only_on_data_before_the_refit():
+    history = series(9)
+    at = START + 8 * DAY + 3600.0
+    tuning = retune(pool(), history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    later = history.times > at
+    changed = History(
+        history.times, np.where(later, 10 * history.values + 400, history.values), "changed"
+    )
+    again = retune(pool(), changed, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    cut = retune(pool(), history.until(at), at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    assert same_choice(tuning, again) and same_choice(tuning, cut)
+    # ... while data before the refit does move it (the replay reads the window).
+    earlier = (history.times > at - WINDOW) & (history.times <= at)
+    burst = History(history.times, np.where(earlier, 3 * history.values, history.values), "x")
+    moved = retune(pool(), burst, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    assert moved.overhead_node_hours != tuning.overhead_node_hours
+
+
+def test_too_short_a_history_keeps_the_defaults_and_says_why():
+    tuning = retune(pool(), series(2.5), START + 2.5 * DAY, SeasonalNaiveForecaster())
+    assert tuning.status == "default"
+    assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
+    assert tuning.protection is None and tuning.overhead_node_hours is None
+    assert "history too short to tune: 2.5 days, needs 8.0" in tuning.reason
+    assert "using burstQuantile 0.95 and scaleDownStabilization 20m" in tuning.reason
+    # The pool plans unchanged then.
+    assert tuning.apply(pool()).forecast.burst_quantile == 0.95
+    assert tuning.apply(pool()).scale_down_stabilization == timedelta(minutes=20)
+
+
+def test_a_target_no_setting_reaches_takes_the_most_protective_and_says_so():
+    history = series(6)
+    tuning = retune(
+        pool(1.0),
+        history,
+        history.end,
+        SeasonalNaiveForecaster(),
+        window_seconds=WINDOW,
+        quantiles=(0.5, 0.99),
+        windows=(300.0,),
+    )
+    assert tuning.status == "best-reached"
+    assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.99, 300.0)
+    assert tuning.protection is not None and tuning.protection < 1.0
+    assert "no setting of 2 absorbs 100%" in tuning.reason
+
+
+class NoFit:
+    def fit(self, history, spec, lead_seconds, now):
+        return NoForecast("insufficient-history", "needs 2 days")
+
+
+class Broken:
+    def fit(self, history, spec, lead_seconds, now):
+        raise RuntimeError("stan crashed")
+
+
+@pytest.mark.parametrize(
+    ("forecaster", "why"),
+    [
+        (NoFit(), "gave no forecast (insufficient-history: needs 2 days)"),
+        (Broken(), "re-tune failed: RuntimeError: stan crashed"),
+    ],
+)
+def test_a_failed_fit_keeps_the_defaults_and_says_why(forecaster, why):
+    history = series(6)
+    tuning = retune(pool(), history, history.end, forecaster, window_seconds=WINDOW)
+    assert tuning.status == "default"
+    assert why in tuning.reason
+    assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
+
+
+def test_apply_changes_only_the_quantile_and_the_window():
+    history = series(6)
+    floors = {
+        "minReplicas": 2,
+        "schedules": [
+            {"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 3}
+        ],
+        "proportional": {"linear": {"nodesPerReplica": 4}},
+    }
+    p = pool(**floors)
+    tuning = retune(p, history, history.end, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    assert tuning.status in ("tuned", "best-reached")
+    tuned = tuning.apply(p)
+    assert tuned.forecast.burst_quantile == tuning.burst_quantile
+    assert tuned.scale_down_stabilization.total_seconds() == tuning.stabilization_seconds
+    keep = ("min_replicas", "schedules", "proportional", "max_replicas", "protection")
+    assert all(getattr(tuned, k) == getattr(p, k) for k in keep)
+    # A pool without protection is never changed by a tuning.
+    plain = p.model_copy(update={"protection": None})
+    assert tuning.apply(plain) is plain
+    assert Setting(tuning.burst_quantile, tuning.stabilization_seconds) in {
+        Setting(q, w) for q in RETUNE_QUANTILES for w in RETUNE_WINDOWS
+    }
+
+
+# -- the daemon: protection: re-tunes at each refit, plans with it, reports it --------------------
+
+
+class SeriesSource:
+    """A demand source serving `history` as known at each instant."""
+
+    def __init__(self, history: History) -> None:
+        self.full = history
+
+    def history(self, spec, end):
+        return self.full.until(end)
+
+    def recent(self, spec, end, span_seconds):
+        return self.full.until(end).since(end - span_seconds)
+
+
+@pytest.fixture
+def server():
+    with FakeApiServer() as fake:
+        for i in range(4):
+            fake.add_node(f"node-{i}", cpu="8", labels={"pool": "web"})
+        yield fake
+
+
+def gauges(daemon: Daemon, name: str) -> dict[str, float]:
+    text = daemon.metrics.exposition().decode()
+    return {
+        s.labels["pool"]: s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == f"predictive_headroom_{name}"
+    }
+
+
+def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports_it(
+    tmp_path, server
+):
+    history = series(8)
+    forecast = {"query": "q", "demandPerReplica": 5, "history": "28d"}
+    common = {"leadTime": "4m", "scaleDownStabilization": "20m", "forecast": forecast}
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml("web", protection="70%", **common),
+        pool_yaml("plain", minReplicas=1, **common),
+    )
+    server.add_deployment(NS, "web-placeholder", 0)
+    server.add_deployment(NS, "plain-placeholder", 0)
+    clock = Clock(history.end)
+    reported: list = []
+    daemon = make_daemon(
+        config,
+        server,
+        clock,
+        source=SeriesSource(history),
+        forecaster=SeasonalNaiveForecaster(),
+        report_writer=lambda policy, *rest: reported.append(policy),
+    )
+    daemon.retune_window = WINDOW
+    assert daemon.refit()
+
+    web = load_policy(config).pool("web")
+    expected = retune(web, history, clock.now, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    tuning = daemon.tunings["web"]
+    assert expected.status == "tuned" and same_choice(tuning, expected)
+    assert "plain" not in daemon.tunings  # no protection: no tuning
+    assert (tuning.burst_quantile, tuning.stabilization_seconds) != (0.95, 1200.0)
+
+    # The forecast in force is fitted at the chosen quantile; the other pool keeps 0.95.
+    assert daemon.forecasts()["web"].burst.quantile == tuning.burst_quantile
+    assert daemon.forecasts()["plain"].burst.quantile == 0.95
+
+    # The reconcile plans with the chosen quantile and window, through the one engine.
+    result = daemon.reconcile()
+    assert result.ok
+    plan = next(o.plan for o in result.pools if o.pool == "web")
+    tuned = tuning.apply(web)
+    assert tuned.scale_down_stabilization == timedelta(seconds=tuning.stabilization_seconds)
+    own = seasonal_naive(history, tuned.forecast, clock.now, tuned.lead_time.total_seconds())
+    assert plan == plan_pool(tuned, clock.now, forecast=own)
+    assert plan.components["forecast"] > 0
+    assert server.replicas(NS, "web-placeholder") == plan.desired
+    assert daemon.planned_pool(web) == tuned
+    # The report after the refit plans the pools as the reconcile does.
+    [policy] = reported
+    assert policy.pool("web") == tuned and policy.pool("plain") == load_policy(config).pool("plain")
+
+    # /last-run and the metrics say what was chosen and why.
+    status = json.loads(json.dumps(daemon.status()))
+    shown = status["tuning"]["web"]
+    assert shown["status"] == "tuned"
+    assert shown["burst_quantile"] == tuning.burst_quantile
+    assert shown["scale_down_stabilization_seconds"] == tuning.stabilization_seconds
+    assert shown["protection_target"] == 0.7 and shown["protection_reached"] >= 0.7
+    assert shown["overhead_node_hours"] > 0 and shown["days"] == pytest.approx(2.0, abs=0.01)
+    assert "cheapest of 15 settings absorbing at least 70%" in shown["reason"]
+    assert status["refit"]["tuning"]["web"] == shown
+    assert gauges(daemon, "tuned_burst_quantile") == {"web": tuning.burst_quantile}
+    assert gauges(daemon, "tuned_stabilization_seconds") == {"web": tuning.stabilization_seconds}
+    assert gauges(daemon, "tuned_protection_ratio")["web"] == pytest.approx(tuning.protection)
+
+
+def test_the_daemon_keeps_the_defaults_and_says_why_on_a_short_history(tmp_path, server):
+    history = series(3)
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml(
+            "web",
+            protection="95%",
+            minReplicas=2,
+            forecast={"query": "q", "demandPerReplica": 5, "minHistory": "1d"},
+        ),
+    )
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock = Clock(history.end)
+    daemon = make_daemon(
+        config, server, clock, source=SeriesSource(history), forecaster=SeasonalNaiveForecaster()
+    )
+    assert daemon.refit()
+    shown = daemon.status()["tuning"]["web"]
+    assert shown["status"] == "default"
+    assert (shown["burst_quantile"], shown["scale_down_stabilization_seconds"]) == (0.95, 1800.0)
+    assert shown["reason"].startswith("history too short to tune: 3.0 days, needs 8.0")
+    assert np.isnan(gauges(daemon, "tuned_protection_ratio")["web"])
+    # The forecast and the floors still plan.
+    plan = daemon.reconcile().pools[0].plan
+    assert daemon.forecasts()["web"].burst.quantile == 0.95
+    assert plan.desired >= 2 and plan.components["min"] == 2
+
+
+def test_a_changed_protection_refits_and_retunes_and_a_removed_one_plans_at_the_defaults(
+    tmp_path, server
+):
+    history = series(8)
+    forecast = {"query": "q", "demandPerReplica": 5, "history": "28d"}
+    common = {"leadTime": "4m", "scaleDownStabilization": "20m", "forecast": forecast}
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", protection="70%", **common))
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock = Clock(history.end)
+    daemon = make_daemon(
+        config, server, clock, source=SeriesSource(history), forecaster=SeasonalNaiveForecaster()
+    )
+    daemon.retune_window = WINDOW
+    refits: list[set[str]] = []
+    daemon.on_reload = refits.append
+    daemon.refit()
+    assert daemon.tunings["web"].target == 0.7
+
+    write_config(config, pool_yaml("web", protection="80%", **common))
+    assert daemon.reload_if_changed()
+    assert refits == [{"web"}] and "web" not in daemon.tunings  # the old choice is dropped
+    assert gauges(daemon, "tuned_burst_quantile") == {}
+    daemon.refit()
+    assert daemon.tunings["web"].target == 0.8 and daemon.tunings["web"].status == "tuned"
+
+    write_config(config, pool_yaml("web", **common))  # no protection: defaults, no tuning
+    assert daemon.reload_if_changed()
+    daemon.refit()
+    assert "web" not in daemon.tunings and daemon.status()["tuning"] == {}
+    assert gauges(daemon, "tuned_stabilization_seconds") == {}
+    assert daemon.forecasts()["web"].burst.quantile == 0.95
+    web = daemon.policy.pool("web")
+    assert daemon.planned_pool(web) is web

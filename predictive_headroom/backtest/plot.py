@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.results import BacktestResult, headline
-from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_utc
+from predictive_headroom.pages.format import fmt_compact, fmt_duration, fmt_number, fmt_utc
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC, figure_svg
 
@@ -139,7 +139,8 @@ def plot_figure(result: BacktestResult) -> Figure:
                         textcoords="offset points",
                     )
         ax.set_yscale("symlog", linthresh=1.0)
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _pos: fmt_number(value)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
         ax.set_xlabel("node-hours (cost)")
         ax.set_ylabel("unserved pod-minutes (lower is better)")
         ax.grid(True, color="#e2e8f0", linewidth=0.8)

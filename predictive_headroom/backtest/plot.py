@@ -15,6 +15,8 @@ import matplotlib
 from markupsafe import Markup
 from matplotlib import ticker
 from matplotlib.figure import Figure
+from matplotlib.text import Annotation, Text
+from matplotlib.transforms import Bbox
 
 from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.results import BacktestResult, headline
@@ -109,6 +111,7 @@ def plot_figure(result: BacktestResult) -> Figure:
                 lambda w: f"w={fmt_duration(w)}",
             ),
         )
+        dial_labels: list[Annotation] = []
         for attr, key, marker, what, label in sweeps:
             for name, style in (
                 ("forecast", "-" if marker == "d" else ":"),
@@ -130,13 +133,22 @@ def plot_figure(result: BacktestResult) -> Figure:
                     label=f"{name}, {what}",
                 )
                 for value, m in points:
-                    ax.annotate(
-                        label(value),
-                        (m.node_hours, m.unserved_pod_minutes),
-                        fontsize=7,
-                        color=_COLOURS[name],
-                        xytext=(3, -9 if marker == "d" else 4),
-                        textcoords="offset points",
+                    dial_labels.append(
+                        ax.annotate(
+                            label(value),
+                            (m.node_hours, m.unserved_pod_minutes),
+                            fontsize=7,
+                            color=_COLOURS[name],
+                            xytext=(3, -9 if marker == "d" else 4),
+                            textcoords="offset points",
+                            arrowprops={
+                                "arrowstyle": "-",
+                                "color": _COLOURS[name],
+                                "linewidth": 0.4,
+                                "shrinkA": 0,
+                                "shrinkB": 2,
+                            },
+                        )
                     )
         ax.set_yscale("symlog", linthresh=1.0)
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
@@ -146,7 +158,48 @@ def plot_figure(result: BacktestResult) -> Figure:
         ax.grid(True, color="#e2e8f0", linewidth=0.8)
         ax.set_axisbelow(True)
         ax.legend(fontsize=8)
+        static_labels = [t for t in ax.texts if t not in dial_labels]
+        _declutter(fig, static_labels, dial_labels)
         return fig
+
+
+_NUDGES = [(3, 4), (3, -9)] + [(3, sign * (4 + 9 * k)) for k in range(1, 8) for sign in (1, -1)]
+"""Offsets (points) a dial label may take, nearest first: beside its point, then stacked further up
+or down, so close dial settings (q=0.5, 0.7, 0.8 a hair apart in cost) each keep a readable label."""
+
+
+def _text_box(t: Text, renderer: Any) -> Bbox:
+    """The box of a label's text alone (an annotation's own extent includes its leader line),
+    a little padded."""
+    if isinstance(t, Annotation):
+        t.update_positions(renderer)
+    return Text.get_window_extent(t, renderer).expanded(1.05, 1.15)
+
+
+def _declutter(fig: Figure, fixed: list[Text], labels: list[Annotation]) -> None:
+    """Move each label, leftmost first, to the first offset in `_NUDGES` where its box overlaps no
+    label placed before it (nor the fixed ones), with a thin leader line when it moved away; a
+    label that fits nowhere is hidden (the dial's table still lists it). Layout is settled first
+    and the labels kept out of it, so the boxes measured here are where they are drawn."""
+    if not labels:
+        return
+    for t in labels:
+        t.set_in_layout(False)
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    placed = [_text_box(t, renderer) for t in fixed if t.get_visible()]
+    scale = fig.dpi / 72
+    for t in sorted(labels, key=lambda a: a.xy[0]):
+        home = t.xyann
+        for dx, dy in [home] + [n for n in _NUDGES if n != home]:
+            t.xyann = (dx, dy)
+            box = _text_box(t, renderer)
+            if not any(box.overlaps(other) for other in placed):
+                placed.append(box)
+                t.arrow_patch.set_visible(abs(dy - home[1]) * scale > 6)
+                break
+        else:
+            t.set_visible(False)
 
 
 def plot_png(result: BacktestResult) -> bytes:

@@ -259,14 +259,30 @@ def _crowded_dial(result: BacktestResult, scale: float = 1.0) -> BacktestResult:
 
 def test_dial_labels_never_overlap_even_when_the_settings_cost_the_same():
     fig = plot_figure(_crowded_dial(make_result((10, 12.0))))
-    texts = [t for t in fig.axes[0].texts if t.get_text().startswith("q=")]
-    assert len(texts) == 14 and all(t.get_visible() for t in texts)
+    texts = [t for t in fig.axes[0].texts if t.get_visible() and t.get_text().startswith("q=")]
+    for colour in {t.get_color() for t in texts}:  # every quantile of each sweep is labelled
+        shown = [t.get_text()[2:].split(", ") for t in texts if t.get_color() == colour]
+        assert sorted(q for qs in shown for q in qs) == [
+            "0.3",
+            "0.5",
+            "0.7",
+            "0.8",
+            "0.9",
+            "0.95",
+            "0.99",
+        ]
+    assert len({t.get_color() for t in texts}) == 2
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
     boxes = []
-    for t in fig.axes[0].texts:
-        t.update_positions(renderer)
+    ax = fig.axes[0]
+    for t in [*ax.texts, ax.xaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]:
+        if not t.get_visible() or not t.get_text():
+            continue
+        if hasattr(t, "update_positions"):
+            t.update_positions(renderer)
         boxes.append((t.get_text(), Text.get_window_extent(t, renderer)))
+    boxes.append(("legend", ax.get_legend().get_window_extent(renderer)))
     overlapping = [
         (a, b)
         for k, (a, box) in enumerate(boxes)

@@ -15,6 +15,7 @@ import matplotlib
 from markupsafe import Markup
 from matplotlib import ticker
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.text import Annotation, Text
 from matplotlib.transforms import Bbox
 
@@ -141,13 +142,13 @@ def plot_figure(result: BacktestResult) -> Figure:
                             color=_COLOURS[name],
                             xytext=(3, -9 if marker == "d" else 4),
                             textcoords="offset points",
-                            arrowprops={
-                                "arrowstyle": "-",
-                                "color": _COLOURS[name],
-                                "linewidth": 0.4,
-                                "shrinkA": 0,
-                                "shrinkB": 2,
+                            bbox={
+                                "boxstyle": "square,pad=0.1",
+                                "facecolor": "white",
+                                "edgecolor": "none",
+                                "alpha": 0.8,
                             },
+                            zorder=5,
                         )
                     )
         ax.set_yscale("symlog", linthresh=1.0)
@@ -176,9 +177,40 @@ def _text_box(t: Text, renderer: Any) -> Bbox:
     return Text.get_window_extent(t, renderer).expanded(1.05, 1.15)
 
 
+def _merge_coinciding(labels: list[Annotation]) -> list[Annotation]:
+    """Labels of one sweep whose points fall within a few pixels of each other become one label
+    ('q=0.5, 0.7, 0.8' for settings that cost and leave unserved the same); the others are hidden.
+    Returns the labels still shown."""
+    groups: list[list[Annotation]] = []
+    for t in labels:
+        key = (t.get_color(), t.get_text().split("=", 1)[0])
+        at = t.axes.transData.transform(t.xy)
+        for group in groups:
+            first = group[0]
+            if (first.get_color(), first.get_text().split("=", 1)[0]) == key and (
+                abs(first.axes.transData.transform(first.xy) - at) <= _SAME_POINT_PX
+            ).all():
+                group.append(t)
+                break
+        else:
+            groups.append([t])
+    for group in groups:
+        if len(group) > 1:
+            prefix = group[0].get_text().split("=", 1)[0]
+            group[0].set_text(
+                f"{prefix}=" + ", ".join(t.get_text().split("=", 1)[1] for t in group)
+            )
+            for t in group[1:]:
+                t.set_visible(False)
+    return [group[0] for group in groups]
+
+
+_SAME_POINT_PX = 4.0
+
+
 def _declutter(fig: Figure, fixed: list[Text], labels: list[Annotation]) -> None:
     """Move each label, leftmost first, to the first offset in `_NUDGES` where its box overlaps no
-    label placed before it (nor the fixed ones), with a thin leader line when it moved away; a
+    label placed before it (nor the fixed ones, the axis labels, ticks and legend), with a thin leader line (under the labels) when it moved away; a
     label that fits nowhere is hidden (the dial's table still lists it). Layout is settled first
     and the labels kept out of it, so the boxes measured here are where they are drawn."""
     if not labels:
@@ -187,8 +219,21 @@ def _declutter(fig: Figure, fixed: list[Text], labels: list[Annotation]) -> None
         t.set_in_layout(False)
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
-    placed = [_text_box(t, renderer) for t in fixed if t.get_visible()]
+    labels = _merge_coinciding(labels)
+    ax = labels[0].axes
+    fixed = [
+        *fixed,
+        ax.xaxis.label,
+        ax.yaxis.label,
+        *ax.get_xticklabels(),
+        *ax.get_yticklabels(),
+    ]
+    placed = [_text_box(t, renderer) for t in fixed if t.get_visible() and t.get_text()]
+    legend = ax.get_legend()
+    if legend is not None:
+        placed.append(legend.get_window_extent(renderer))
     scale = fig.dpi / 72
+    leaders: list[tuple[Annotation, tuple[float, float]]] = []
     for t in sorted(labels, key=lambda a: a.xy[0]):
         home = t.xyann
         for dx, dy in [home] + [n for n in _NUDGES if n != home]:
@@ -196,10 +241,21 @@ def _declutter(fig: Figure, fixed: list[Text], labels: list[Annotation]) -> None
             box = _text_box(t, renderer)
             if not any(box.overlaps(other) for other in placed):
                 placed.append(box)
-                t.arrow_patch.set_visible(abs(dy - home[1]) * scale > 6)
+                if abs(dy - home[1]) * scale > 6:
+                    leaders.append((t, (box.x0, box.y0 if dy > 0 else box.y1)))
                 break
         else:
             t.set_visible(False)
+    ax.set_xlim(ax.get_xlim())  # the leaders must not widen the axes
+    ax.set_ylim(ax.get_ylim())
+    to_data = ax.transData.inverted()
+    for t, corner in leaders:
+        (x, y) = to_data.transform(corner)
+        ax.add_line(
+            Line2D(
+                [t.xy[0], x], [t.xy[1], y], color=t.get_color(), linewidth=0.4, alpha=0.7, zorder=4
+            )
+        )
 
 
 def plot_png(result: BacktestResult) -> bytes:

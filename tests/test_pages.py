@@ -293,3 +293,33 @@ def test_the_burst_chart_keeps_a_tiny_allowance_readable_on_its_own_scale_and_la
     # A hundred times the allowance is as spread over the panel: the scale follows the allowance alone.
     bigger = section({**b, "demand": demand.tolist(), "allowance": (100 * allowance).tolist()})
     assert np.ptp(_points(bigger, "allowance")[:, 1]) > 25
+
+
+def test_the_reports_plots_tick_million_scale_demand_in_human_units():
+    """Azure-like demand in the millions: every axis tick on the report is short (8M, not
+    8,000,000), the burst chart's included, so none is clipped at the left edge."""
+    from test_report import MONDAY, TAXI, policy, seasonal_forecast
+
+    from predictive_headroom.report.build import build_report
+    from predictive_headroom.report.html import render_html
+    from predictive_headroom.sources.csvsource import read_csv_history
+
+    taxi = read_csv_history(TAXI).since(MONDAY - 21 * 86400).until(MONDAY)
+    big = replace(taxi, values=taxi.values * 1000)
+    report = build_report(
+        policy(forecast="{query: taxi, demandPerReplica: 1000000, step: 30m}"),
+        {"taxi": big},
+        {"taxi": seasonal_forecast(big, MONDAY)},
+        {},
+        MONDAY,
+    )
+    b = burst()
+    object.__setattr__(
+        report.pools[0],
+        "burst",
+        {**b, "pool": "taxi", "demand": [6000 * d for d in b["demand"]]},
+    )
+    page = render_html(report)
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", page)
+    assert any(re.fullmatch(r"[0-9.]+M", t) for t in texts), texts
+    assert not any(re.fullmatch(r"-?[0-9,.]*,[0-9]{3}", t) for t in texts), texts

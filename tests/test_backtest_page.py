@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from matplotlib.text import Text
 
-from predictive_headroom.backtest.plot import page_html, settings_rows
+from predictive_headroom.backtest.plot import page_html, plot_figure, settings_rows
 from predictive_headroom.backtest.results import (
     BacktestResult,
+    DialPoint,
     ReplaySettings,
     StrategyResult,
     headline,
@@ -238,3 +240,64 @@ def test_the_page_is_self_contained_and_escapes_what_it_shows():
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
     assert not re.search(r"url\(\s*['\"]?\s*(?:https?:)?//|@import", page, re.I)
     assert "<b>odd</b>" not in page and "&lt;b&gt;odd&lt;/b&gt;.csv" in page
+
+
+def _crowded_dial(result: BacktestResult, scale: float = 1.0) -> BacktestResult:
+    """Seven burst quantiles a hair apart in cost and all leaving nothing unserved, as on azure's
+    series, for both the forecast and the naive baseline."""
+    quantiles = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+    dial = [
+        DialPoint(
+            q,
+            _strategy(result, 0, scale * (12.0 + 0.02 * k)),
+            _strategy(result, 0, scale * (12.01 + 0.015 * k)),
+        )
+        for k, q in enumerate(quantiles)
+    ]
+    return replace(result, dial=dial)
+
+
+def test_dial_labels_never_overlap_even_when_the_settings_cost_the_same():
+    fig = plot_figure(_crowded_dial(make_result((10, 12.0))))
+    texts = [t for t in fig.axes[0].texts if t.get_visible() and t.get_text().startswith("q=")]
+    for colour in {t.get_color() for t in texts}:  # every quantile of each sweep is labelled
+        shown = [t.get_text()[2:].split(", ") for t in texts if t.get_color() == colour]
+        assert sorted(q for qs in shown for q in qs) == [
+            "0.3",
+            "0.5",
+            "0.7",
+            "0.8",
+            "0.9",
+            "0.95",
+            "0.99",
+        ]
+    assert len({t.get_color() for t in texts}) == 2
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    boxes = []
+    ax = fig.axes[0]
+    for t in [*ax.texts, ax.xaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]:
+        if not t.get_visible() or not t.get_text():
+            continue
+        if hasattr(t, "update_positions"):
+            t.update_positions(renderer)
+        boxes.append((t.get_text(), Text.get_window_extent(t, renderer)))
+    boxes.append(("legend", ax.get_legend().get_window_extent(renderer)))
+    overlapping = [
+        (a, b)
+        for k, (a, box) in enumerate(boxes)
+        for b, other in boxes[k + 1 :]
+        if box.overlaps(other)
+    ]
+    assert not overlapping, overlapping
+    # Each label still sits near its own point: within 80 points of it.
+    for t in texts:
+        assert abs(t.xyann[1]) <= 80 and abs(t.xyann[0]) <= 10
+
+
+def test_backtest_plot_ticks_are_in_human_units_for_millions():
+    """Node-hours in the millions are ticked 2.4M, not 2,400,000 (nor with a 1e6 offset)."""
+    result = _crowded_dial(make_result((10, 2_000_000.0)), scale=200_000.0)
+    ticks = re.findall(r"<text [^>]*>([^<]*)</text>", str(page_html(result)))
+    assert any(re.fullmatch(r"[0-9.]+M", t) for t in ticks), ticks
+    assert not any(re.fullmatch(r"[0-9,]*,000", t) or "1e6" in t for t in ticks), ticks

@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from predictive_headroom.pages.burst import LEFT
 from predictive_headroom.pages.format import (
     fmt_clock,
+    fmt_compact,
     fmt_duration,
     fmt_time,
     fmt_utc,
@@ -243,3 +245,81 @@ def test_the_accuracy_headline_is_scale_free_and_in_words(accuracy, words):
     from predictive_headroom.pages.format import mase_words
 
     assert mase_words(accuracy).startswith(words)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (8_000_000, "8M"),
+        (1_234_567, "1.23M"),
+        (350_000, "350k"),
+        (2_500, "2.5k"),
+        (42, "42"),
+        (0.25, "0.25"),
+        (0, "0"),
+        (-1_500_000, "-1.5M"),
+        (3e9, "3G"),
+        (None, "n/a"),
+        (float("nan"), "n/a"),
+    ],
+)
+def test_fmt_compact_puts_axis_ticks_in_human_units(value, text):
+    assert fmt_compact(value) == text
+
+
+def _max_label_px(labels: list[str], font_px: float = 11.0) -> float:
+    """A generous width of a tick label in DejaVu Sans at `font_px` (digits are 0.64 em wide)."""
+    return max(len(label) for label in labels) * 0.64 * font_px
+
+
+def test_the_burst_chart_keeps_a_tiny_allowance_readable_on_its_own_scale_and_labels_unclipped():
+    """Demand in the millions (azure's) and an allowance of 1 % of it: the demand panel's ticks fit
+    the left margin in human units, and the allowance alone spans its own panel, not a flat line."""
+    b = burst()
+    demand = (np.array(b["demand"]) * 6000).round(1)
+    allowance = 0.01 * demand * (1 + 0.5 * np.sin(np.arange(len(demand)) / 20))
+    html = section({**b, "demand": demand.tolist(), "allowance": allowance.tolist()})
+    labels = re.findall(r'text-anchor="end">([^<]*)<', html)
+    assert labels and not any(",000" in label for label in labels), labels
+    assert {"0", "10M"} <= set(labels)  # 9M of demand at most: the axis tops out at 10M
+    assert _max_label_px(labels) <= LEFT - 6, labels  # the text ends 6 px left of the axis
+    lower = _points(html, "allowance")
+    upper_demand = _points(html, "demand")
+    assert lower.shape == upper_demand.shape
+    panel_top = float(re.search(r'<text class="panel" x="[^"]*" y="([^"]*)"', html).group(1))
+    assert lower[:, 1].min() > panel_top > upper_demand[:, 1].max()  # below the demand panel
+    # Its own scale: the allowance's rise and fall fills a good part of its panel (70 px).
+    assert np.ptp(lower[:, 1]) > 25
+    # A hundred times the allowance is as spread over the panel: the scale follows the allowance alone.
+    bigger = section({**b, "demand": demand.tolist(), "allowance": (100 * allowance).tolist()})
+    assert np.ptp(_points(bigger, "allowance")[:, 1]) > 25
+
+
+def test_the_reports_plots_tick_million_scale_demand_in_human_units():
+    """Azure-like demand in the millions: every axis tick on the report is short (8M, not
+    8,000,000), the burst chart's included, so none is clipped at the left edge."""
+    from test_report import MONDAY, TAXI, policy, seasonal_forecast
+
+    from predictive_headroom.report.build import build_report
+    from predictive_headroom.report.html import render_html
+    from predictive_headroom.sources.csvsource import read_csv_history
+
+    taxi = read_csv_history(TAXI).since(MONDAY - 21 * 86400).until(MONDAY)
+    big = replace(taxi, values=taxi.values * 1000)
+    report = build_report(
+        policy(forecast="{query: taxi, demandPerReplica: 1000000, step: 30m}"),
+        {"taxi": big},
+        {"taxi": seasonal_forecast(big, MONDAY)},
+        {},
+        MONDAY,
+    )
+    b = burst()
+    object.__setattr__(
+        report.pools[0],
+        "burst",
+        {**b, "pool": "taxi", "demand": [6000 * d for d in b["demand"]]},
+    )
+    page = render_html(report)
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", page)
+    assert any(re.fullmatch(r"[0-9.]+M", t) for t in texts), texts
+    assert not any(re.fullmatch(r"-?[0-9,.]*,[0-9]{3}", t) for t in texts), texts

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import matplotlib
+from matplotlib import ticker
 from matplotlib.figure import Figure
 
+from predictive_headroom.pages.format import fmt_compact
 from predictive_headroom.pages.svg import RC
 
 COLOURS = {
@@ -76,6 +78,7 @@ def frontier_figure(frontier: dict[str, Any]) -> Figure:
         ax.set_xlim(max(0.0, min(50.0, lowest - 20)), 100.5)
         ax.set_xlabel("protection: % of the pod-minutes waiting without headroom that are absorbed")
         ax.set_ylabel("overhead node-hours (cost)")
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
         ax.grid(True, color="#e2e8f0", linewidth=0.8)
         ax.set_axisbelow(True)
         ax.legend(fontsize=8, loc="upper left")

@@ -15,10 +15,13 @@ import matplotlib
 from markupsafe import Markup
 from matplotlib import ticker
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.text import Annotation, Text
+from matplotlib.transforms import Bbox
 
 from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.results import BacktestResult, headline
-from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_utc
+from predictive_headroom.pages.format import fmt_compact, fmt_duration, fmt_number, fmt_utc
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC, figure_svg
 
@@ -109,6 +112,7 @@ def plot_figure(result: BacktestResult) -> Figure:
                 lambda w: f"w={fmt_duration(w)}",
             ),
         )
+        dial_labels: list[Annotation] = []
         for attr, key, marker, what, label in sweeps:
             for name, style in (
                 ("forecast", "-" if marker == "d" else ":"),
@@ -130,22 +134,128 @@ def plot_figure(result: BacktestResult) -> Figure:
                     label=f"{name}, {what}",
                 )
                 for value, m in points:
-                    ax.annotate(
-                        label(value),
-                        (m.node_hours, m.unserved_pod_minutes),
-                        fontsize=7,
-                        color=_COLOURS[name],
-                        xytext=(3, -9 if marker == "d" else 4),
-                        textcoords="offset points",
+                    dial_labels.append(
+                        ax.annotate(
+                            label(value),
+                            (m.node_hours, m.unserved_pod_minutes),
+                            fontsize=7,
+                            color=_COLOURS[name],
+                            xytext=(3, -9 if marker == "d" else 4),
+                            textcoords="offset points",
+                            bbox={
+                                "boxstyle": "square,pad=0.1",
+                                "facecolor": "white",
+                                "edgecolor": "none",
+                                "alpha": 0.8,
+                            },
+                            zorder=5,
+                        )
                     )
         ax.set_yscale("symlog", linthresh=1.0)
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _pos: fmt_number(value)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
         ax.set_xlabel("node-hours (cost)")
         ax.set_ylabel("unserved pod-minutes (lower is better)")
         ax.grid(True, color="#e2e8f0", linewidth=0.8)
         ax.set_axisbelow(True)
         ax.legend(fontsize=8)
+        static_labels = [t for t in ax.texts if t not in dial_labels]
+        _declutter(fig, static_labels, dial_labels)
         return fig
+
+
+_NUDGES = [(3, 4), (3, -9)] + [(3, sign * (4 + 9 * k)) for k in range(1, 8) for sign in (1, -1)]
+"""Offsets (points) a dial label may take, nearest first: beside its point, then stacked further up
+or down, so close dial settings (q=0.5, 0.7, 0.8 a hair apart in cost) each keep a readable label."""
+
+
+def _text_box(t: Text, renderer: Any) -> Bbox:
+    """The box of a label's text alone (an annotation's own extent includes its leader line),
+    a little padded."""
+    if isinstance(t, Annotation):
+        t.update_positions(renderer)
+    return Text.get_window_extent(t, renderer).expanded(1.05, 1.15)
+
+
+def _merge_coinciding(labels: list[Annotation]) -> list[Annotation]:
+    """Labels of one sweep whose points fall within a few pixels of each other become one label
+    ('q=0.5, 0.7, 0.8' for settings that cost and leave unserved the same); the others are hidden.
+    Returns the labels still shown."""
+    groups: list[list[Annotation]] = []
+    for t in labels:
+        key = (t.get_color(), t.get_text().split("=", 1)[0])
+        at = t.axes.transData.transform(t.xy)
+        for group in groups:
+            first = group[0]
+            if (first.get_color(), first.get_text().split("=", 1)[0]) == key and (
+                abs(first.axes.transData.transform(first.xy) - at) <= _SAME_POINT_PX
+            ).all():
+                group.append(t)
+                break
+        else:
+            groups.append([t])
+    for group in groups:
+        if len(group) > 1:
+            prefix = group[0].get_text().split("=", 1)[0]
+            group[0].set_text(
+                f"{prefix}=" + ", ".join(t.get_text().split("=", 1)[1] for t in group)
+            )
+            for t in group[1:]:
+                t.set_visible(False)
+    return [group[0] for group in groups]
+
+
+_SAME_POINT_PX = 4.0
+
+
+def _declutter(fig: Figure, fixed: list[Text], labels: list[Annotation]) -> None:
+    """Move each label, leftmost first, to the first offset in `_NUDGES` where its box overlaps no
+    label placed before it (nor the fixed ones, the axis labels, ticks and legend), with a thin leader line (under the labels) when it moved away; a
+    label that fits nowhere is hidden (the dial's table still lists it). Layout is settled first
+    and the labels kept out of it, so the boxes measured here are where they are drawn."""
+    if not labels:
+        return
+    for t in labels:
+        t.set_in_layout(False)
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    labels = _merge_coinciding(labels)
+    ax = labels[0].axes
+    fixed = [
+        *fixed,
+        ax.xaxis.label,
+        ax.yaxis.label,
+        *ax.get_xticklabels(),
+        *ax.get_yticklabels(),
+    ]
+    placed = [_text_box(t, renderer) for t in fixed if t.get_visible() and t.get_text()]
+    legend = ax.get_legend()
+    if legend is not None:
+        placed.append(legend.get_window_extent(renderer))
+    scale = fig.dpi / 72
+    leaders: list[tuple[Annotation, tuple[float, float]]] = []
+    for t in sorted(labels, key=lambda a: a.xy[0]):
+        home = t.xyann
+        for dx, dy in [home] + [n for n in _NUDGES if n != home]:
+            t.xyann = (dx, dy)
+            box = _text_box(t, renderer)
+            if not any(box.overlaps(other) for other in placed):
+                placed.append(box)
+                if abs(dy - home[1]) * scale > 6:
+                    leaders.append((t, (box.x0, box.y0 if dy > 0 else box.y1)))
+                break
+        else:
+            t.set_visible(False)
+    ax.set_xlim(ax.get_xlim())  # the leaders must not widen the axes
+    ax.set_ylim(ax.get_ylim())
+    to_data = ax.transData.inverted()
+    for t, corner in leaders:
+        (x, y) = to_data.transform(corner)
+        ax.add_line(
+            Line2D(
+                [t.xy[0], x], [t.xy[1], y], color=t.get_color(), linewidth=0.4, alpha=0.7, zorder=4
+            )
+        )
 
 
 def plot_png(result: BacktestResult) -> bytes:

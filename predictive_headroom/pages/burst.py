@@ -11,10 +11,13 @@ import math
 from datetime import datetime
 from typing import Any
 
-from predictive_headroom.pages.format import fmt_clock, fmt_lead, fmt_number
+from predictive_headroom.pages.format import fmt_clock, fmt_compact, fmt_lead, fmt_number
 
-WIDTH, HEIGHT = 720.0, 200.0
+WIDTH, HEIGHT = 720.0, 290.0
 LEFT, RIGHT, TOP, BOTTOM = 56.0, 12.0, 10.0, 24.0
+PANEL_GAP, LOWER_HEIGHT = 26.0, 70.0
+"""The lower panel draws the allowance alone on its own scale, so an allowance of 1 % of demand is
+not a flat line at the bottom of the demand panel."""
 TOP_FEATURES = 3
 
 
@@ -56,11 +59,18 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
     asked = [d + a for d, a in zip(demand, allowance, strict=False)]
     top = _nice_top(max(asked + demand))
     span = (t[-1] - t[0]) or 1.0
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    low_top = _nice_top(max(allowance))
+    plot_w = WIDTH - LEFT - RIGHT
+    low_bottom = HEIGHT - BOTTOM
+    low_upper = low_bottom - LOWER_HEIGHT
+    plot_h = low_upper - PANEL_GAP - TOP
     xs = [LEFT + plot_w * (s - t[0]) / span for s in t]
 
     def y(value: float) -> float:
         return TOP + plot_h * (1 - value / top)
+
+    def y_low(value: float) -> float:
+        return low_upper + LOWER_HEIGHT * (1 - max(0.0, value) / low_top)
 
     hours = 6 * 3600
     first_tick = math.ceil(t[0] / hours) * hours
@@ -68,7 +78,10 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
         {"x": LEFT + plot_w * (s - t[0]) / span, "label": fmt_clock(s)}
         for s in range(int(first_tick), int(t[-1]) + 1, hours)
     ]
-    y_ticks = [{"y": y(top * k / 4), "label": fmt_number(top * k / 4)} for k in range(5)]
+    y_ticks = [{"y": y(top * k / 4), "label": fmt_compact(top * k / 4)} for k in range(5)]
+    low_ticks = [
+        {"y": y_low(low_top * k / 2), "label": fmt_compact(low_top * k / 2)} for k in range(3)
+    ]
     peak = max(range(len(allowance)), key=allowance.__getitem__)
     features = [row["feature"] for row in burst.get("importance") or [] if row.get("drop", 0) > 0][
         :TOP_FEATURES
@@ -80,6 +93,10 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
         "right": WIDTH - RIGHT,
         "bottom": HEIGHT - BOTTOM,
         "top": TOP,
+        "upper_bottom": TOP + plot_h,
+        "lower_top": low_upper,
+        "allowance_points": _points(xs, [y_low(v) for v in allowance]),
+        "lower_ticks": low_ticks,
         "demand_points": _points(xs, [y(v) for v in demand]),
         "asked_points": _points(xs, [y(v) for v in asked]),
         "band_points": _points(xs + xs[::-1], [y(v) for v in asked] + [y(v) for v in demand[::-1]]),

@@ -29,6 +29,19 @@ def fmt_number(x: float | None) -> str:
     return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
 
 
+def fmt_compact(x: float | None, _pos: int | None = None) -> str:
+    """An axis tick in human units, short enough for a narrow margin: 1,200,000 -> '1.2M',
+    350,000 -> '350k', 2,500 -> '2.5k', 42 -> '42', 0.25 -> '0.25' ('n/a' when missing). The
+    unused second argument lets matplotlib's FuncFormatter call it."""
+    if _missing(x):
+        return "n/a"
+    assert x is not None
+    for size, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.3g}"
+
+
 def fmt_share(x: float | None) -> str:
     """A share 0..1 as a percentage, e.g. 0.83 -> '83 %'."""
     return "n/a" if _missing(x) else f"{100 * x:.0f} %"
@@ -101,6 +114,7 @@ _UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 FILTERS = {
     "number": fmt_number,
+    "compact": fmt_compact,
     "share": fmt_share,
     "percent": fmt_percent,
     "ratio": fmt_ratio,

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from predictive_headroom.pages.format import (
+    fmt_compact,
     fmt_lead,
     fmt_money,
     fmt_number,
@@ -63,13 +64,6 @@ def reason_group(reason: str) -> str:
 
 def _dates(seconds: np.ndarray | Iterable[float]) -> np.ndarray:
     return (np.asarray(seconds, dtype=float) * 1000).astype("datetime64[ms]")
-
-
-def _compact(value: float, _pos: int | None = None) -> str:
-    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= size:
-            return f"{value / size:.3g}{unit}"
-    return f"{value:.3g}"
 
 
 def _axes(fig: Figure):
@@ -136,7 +130,7 @@ def demand_svg(r: PoolReport, at: float) -> Markup:
             textcoords="offset points",
             color="#dc2626",
         )
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(_compact))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
         ax.set_ylabel("demand")
         shown = [
             a
@@ -275,7 +269,7 @@ def past_svg(r: PoolReport) -> Markup:
                 linewidth=1.4,
                 label=f"made {fmt_time(p.made_at)}",
             )
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(_compact))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
         ax.set_ylabel("demand")
         fig.legend(loc="outside lower left", ncols=len(r.past) + 1, frameon=False, fontsize=8)
         return figure_svg(

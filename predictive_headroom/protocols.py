@@ -56,6 +56,8 @@ class TargetState:
     replicas: int
     resource_version: str = ""
     paused: bool = False
+    uid: str | None = None
+    """The object's uid: a new one means the target was deleted and created again."""
 
 
 class Actuator(Protocol):
@@ -96,3 +98,7 @@ class SourceError(Exception):
 
 class ActuatorError(Exception):
     """A target could not be read or written; the message names the object or permission."""
+
+
+class LeaseLost(ActuatorError):
+    """A write was not sent because this replica no longer holds the leader Lease with time to spare."""

@@ -4,7 +4,7 @@ The real `kubernetes` client talks to it over HTTP (`server.api_client()`), so t
 client's serialisation, error classes and timeouts. It keeps objects in memory with a global
 resourceVersion like etcd, honours optimistic concurrency (409 Conflict on a stale
 resourceVersion), `dryRun=All`, label selectors and `limit`/`continue` on node lists, and can
-inject faults (403/404/409/500/..., slow answers) per method and path pattern. Every request is
+inject faults (403/404/409/500/..., slow answers, truncated bodies) per method and path pattern. Every request is
 recorded so tests can assert what was written.
 
 Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
@@ -125,6 +125,8 @@ class Recorded:
     body: Any
     content_type: str
     at: float
+    agent: str = ""
+    """The client's User-Agent (`api_client(agent=...)` tells replicas apart)."""
 
 
 @dataclass
@@ -211,8 +213,11 @@ class FakeApiServer:
         self._objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self._rv = itertools.count(100)
         self._faults: list[_Fault] = []
+        self._truncations: list[_Fault] = []
         self._requests: list[Recorded] = []
         self._stopping = threading.Event()
+        self.bytes_sent = 0
+        """Bytes of response bodies sent so far (what the clients had to read and parse)."""
         self._clients: list[kubernetes.client.ApiClient] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
@@ -272,9 +277,12 @@ class FakeApiServer:
         config.retries = False
         return config
 
-    def api_client(self) -> kubernetes.client.ApiClient:
-        """A real ApiClient for this server, closed when the server stops."""
+    def api_client(self, agent: str | None = None) -> kubernetes.client.ApiClient:
+        """A real ApiClient for this server, closed when the server stops; `agent` sets its User-Agent
+        so `Recorded.agent` tells which replica sent a request."""
         client = kubernetes.client.ApiClient(self.configuration())
+        if agent is not None:
+            client.user_agent = agent
         self._clients.append(client)
         return client
 
@@ -326,6 +334,11 @@ class FakeApiServer:
                 "status": {"replicas": replicas},
             },
         )
+
+    def delete_deployment(self, ns: str, name: str) -> None:
+        """A person's `kubectl delete deployment` (no grace: gone at once)."""
+        with self._lock:
+            del self._objects[("apps", "deployments", ns, name)]
 
     def deployment(self, ns: str, name: str) -> dict[str, Any] | None:
         return self._get("apps", "deployments", ns, name)
@@ -380,7 +393,10 @@ class FakeApiServer:
         unschedulable: bool = False,
         ready: bool = True,
         allocatable: dict[str, str] | None = None,
+        images: int = 0,
     ) -> dict[str, Any]:
+        """A Node; `images` adds that many `status.images` entries, as a kubelet reports them (a real
+        node's object is mostly these: about 13 KB with 50 images)."""
         resources = {"cpu": cpu, "memory": "15Gi", "pods": "110", **(allocatable or {})}
         return self._put(
             "",
@@ -401,6 +417,16 @@ class FakeApiServer:
                             "status": "True" if ready else "False",
                             "reason": "KubeletReady",
                         }
+                    ],
+                    "images": [
+                        {
+                            "names": [
+                                f"registry.example.com/team/image-{i}@sha256:{uuid.uuid5(uuid.NAMESPACE_OID, str(i)).hex * 2}",
+                                f"registry.example.com/team/image-{i}:v1.{i}.0",
+                            ],
+                            "sizeBytes": 10_000_000 + i,
+                        }
+                        for i in range(images)
                     ],
                 },
             },
@@ -483,9 +509,24 @@ class FakeApiServer:
                 _Fault(method.upper(), re.compile(path_pattern), None, seconds, times, None, when)
             )
 
+    def truncate(
+        self,
+        method: str,
+        path_pattern: str,
+        times: int | None = 1,
+        when: Callable[[Recorded], bool] | None = None,
+    ) -> None:
+        """Answer the next `times` matching requests (None = all) with the first half of the JSON body
+        (status 200 and a Content-Length that matches what is sent), as a broken proxy would."""
+        with self._lock:
+            self._truncations.append(
+                _Fault(method.upper(), re.compile(path_pattern), None, 0.0, times, None, when)
+            )
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
+            self._truncations.clear()
 
     def requests(self, method: str | None = None, path_contains: str = "") -> list[Recorded]:
         """Requests received so far, optionally filtered by method and a path substring."""
@@ -500,9 +541,9 @@ class FakeApiServer:
         """Requests that would change state (POST/PUT/PATCH/DELETE), dry-run ones included."""
         return [r for r in self.requests(path_contains=path_contains) if r.method != "GET"]
 
-    def _take_fault(self, request: Recorded) -> _Fault | None:
+    def _take_fault(self, request: Recorded, faults: list[_Fault] | None = None) -> _Fault | None:
         with self._lock:
-            for fault in self._faults:
+            for fault in self._faults if faults is None else faults:
                 if (
                     fault.method in ("*", request.method)
                     and fault.pattern.search(request.path)
@@ -537,7 +578,15 @@ class FakeApiServer:
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
                 content_type = self.headers.get("Content-Type", "")
-                request = Recorded(self.command, parts.path, query, body, content_type, time.time())
+                request = Recorded(
+                    self.command,
+                    parts.path,
+                    query,
+                    body,
+                    content_type,
+                    time.time(),
+                    self.headers.get("User-Agent", ""),
+                )
                 with server._lock:
                     server._requests.append(request)
                 try:
@@ -545,6 +594,10 @@ class FakeApiServer:
                 except ApiError as err:
                     code, answer = err.code, err.status()
                 data = json.dumps(answer).encode()
+                if server._take_fault(request, server._truncations) is not None:
+                    data = data[: len(data) // 2]
+                with server._lock:
+                    server.bytes_sent += len(data)
                 try:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")

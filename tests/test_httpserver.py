@@ -109,6 +109,7 @@ def setup(tmp_path: Path) -> Iterator[tuple[Daemon, Clock, FakeActuator, Elector
         cluster=FakeCluster(),
         elector=elector,
         clock=clock,
+        monotonic=clock,  # ages are measured on the monotonic clock
         interval=INTERVAL,
     )
     reports = tmp_path / "reports"

@@ -2,6 +2,10 @@
 
 Settings come from the environment (`PH_*`, see settings.Settings); the Kubernetes credentials
 from the pod's ServiceAccount, else KUBECONFIG / ~/.kube/config.
+
+Exit codes: 0 after a clean stop (or, with `--once`, when every pool was forecast and served);
+1 with `--once` when any pool's forecast or any read or write failed; 2 for a bad config, bad
+settings or missing credentials.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import argparse
 import logging
 import signal
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +23,9 @@ from pydantic import ValidationError
 
 from predictive_headroom.commands import CommandError, load_config
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.logs import setup_logging
-from predictive_headroom.daemon.loop import Daemon
+from predictive_headroom.daemon.loop import NOT_FITTED, Daemon
 from predictive_headroom.daemon.scheduling import Runner
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.settings import Settings
@@ -38,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--once",
         action="store_true",
-        help="one refit and one reconcile, then exit (1 if any pool failed); no leader election",
+        help="one refit and one reconcile, then exit (1 if any pool's forecast, read or write failed); "
+        "no leader election",
     )
     parser.add_argument(
         "--dry-run",
@@ -67,9 +73,16 @@ def report_writer(settings: Settings, source_name: str) -> Any:
 
 
 def build_daemon(
-    args: argparse.Namespace, settings: Settings, policy: Policy
+    args: argparse.Namespace,
+    settings: Settings,
+    policy: Policy,
+    elector_for: Callable[[ApiClient], Elector] | None = None,
 ) -> tuple[Daemon, ApiClient]:
-    """The daemon with its real collaborators (Prometheus, Prophet, the Kubernetes API) and its API client."""
+    """The daemon with its real collaborators (Prometheus, Prophet, the Kubernetes API) and its API client.
+
+    `elector_for(api)` builds the leader elector (default: always leader); its `write_budget` fences
+    every write of the actuator.
+    """
     from predictive_headroom.daemon.pipeline import default_forecaster
     from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
     from predictive_headroom.kube.discovery import CapacityBufferDiscovery
@@ -92,12 +105,14 @@ def build_daemon(
     except ActuatorError as exc:
         raise CommandError(str(exc)) from None
     discovery = CapacityBufferDiscovery(api)  # which CapacityBuffer version the cluster serves
+    elector = elector_for(api) if elector_for is not None else AlwaysLeader()
     daemon = Daemon(
         args.config,
         policy,
         source=source,
         forecaster=default_forecaster(),
-        actuator=TargetActuator(api, discovery=discovery),
+        actuator=TargetActuator(api, discovery=discovery, fence=elector.write_budget),
+        elector=elector,
         cluster=KubeClusterReader(api),
         dry_run=args.dry_run or settings.dry_run,
         interval=settings.reconcile_interval,
@@ -119,20 +134,53 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"invalid environment settings: {problems}") from None
     setup_logging(settings.log_level, settings.log_format)
     policy = load_config(args.config)
-    daemon, api = build_daemon(args, settings, policy)
-    daemon.target_apis.update(policy.pools)  # logs the CapacityBuffer version each such pool uses
-    if args.once:  # one shot by hand: no leader election
-        daemon.refit()
-        return 0 if daemon.reconcile().ok else 1
-    runner = Runner(daemon, settings.reconcile_interval)
-    if settings.leader_election:
-        from predictive_headroom.kube.leader import LeaderElector
+    from predictive_headroom.kube.leader import LeaderElector
 
-        # Followers refit and plan too (warm forecasts on failover); a new leader reconciles at once.
-        daemon.elector = LeaderElector.from_settings(
-            api, settings, on_started_leading=runner.reconcile_now
-        )
+    elector_for = None
+    if settings.leader_election and not args.once:  # one shot by hand: no leader election
+
+        def elector_for(api: ApiClient) -> Elector:
+            return LeaderElector.from_settings(api, settings)
+
+    daemon, _api = build_daemon(args, settings, policy, elector_for)
+    daemon.target_apis.update(policy.pools)  # logs the CapacityBuffer version each such pool uses
+    if args.once:
+        return once(daemon)
+    runner = Runner(daemon, settings.reconcile_interval)
+    if isinstance(daemon.elector, LeaderElector):
+        # Followers refit and plan too (warm forecasts on failover); a new leader reconciles at once;
+        # a replica whose loop is stuck lets the Lease go.
+        def started() -> None:
+            daemon.leadership_changed(True)
+            runner.reconcile_now()
+
+        daemon.elector.on_started = started
+        daemon.elector.on_stopped = lambda: daemon.leadership_changed(False)
+        daemon.elector.healthy = daemon.health
     return serve(daemon, runner, settings)
+
+
+def once(daemon: Daemon) -> int:
+    """One refit and one reconcile; 0 when every pool was forecast (if it forecasts) and served, else 1."""
+    daemon.refit()
+    result = daemon.reconcile()
+    failed = [o.pool for o in result.pools if o.error is not None]
+    unfit = [
+        name
+        for name, fc in daemon.forecasts().items()
+        if isinstance(fc, NoForecast) and fc.why in ("fit-error", "source-error", NOT_FITTED)
+    ]
+    problems = []
+    if failed:
+        problems.append(f"pool(s) with a failed read or write: {', '.join(failed)}")
+    if unfit:
+        problems.append(
+            f"forecast failed for pool(s): {', '.join(unfit)} (the plan used the floors only)"
+        )
+    if problems:
+        logger.error("run --once: %s", "; ".join(problems))
+        return 1
+    return 0
 
 
 def serve(daemon: Daemon, runner: Runner, settings: Settings) -> int:

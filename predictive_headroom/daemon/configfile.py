@@ -1,6 +1,11 @@
 """The policy file the daemon runs from: a change is noticed by its content and parsed; invalid content
 is reported once, with every problem, and the config in force stays.
 
+A file that cannot be read while the daemon runs (deleted, replaced by a directory, unreadable, a
+dangling symlink) is treated the same way: logged once with the path and the cause, counted in
+`errors_total{kind="config"}`, kept in `error` for /last-run and /readyz, and the last good config
+keeps running. When the file is back, that is logged too.
+
 ConfigMap mounts change by a symlink swap, so the content is compared, not the mtime.
 """
 
@@ -8,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from pathlib import Path
 
 from predictive_headroom.daemon.metrics import Metrics
@@ -28,26 +34,57 @@ class ConfigFile:
         self.error: str | None = None
         """Why the file's current content was rejected (None when it is the content in force)."""
         self._rejected: str | None = None
+        self._rejected_error: str | None = None
 
     def digest(self) -> str | None:
         """The SHA-256 of the file's content, or None when it cannot be read."""
+        return self._read()[0]
+
+    def _read(self) -> tuple[str | None, str | None]:
+        """(digest, None) for a readable file, else (None, why it cannot be read)."""
         try:
-            return hashlib.sha256(self.path.read_bytes()).hexdigest()
-        except OSError:
-            return None
+            return hashlib.sha256(self.path.read_bytes()).hexdigest(), None
+        except IsADirectoryError:
+            return None, "is a directory, not a file"
+        except FileNotFoundError:
+            if self.path.is_symlink():
+                return None, f"is a symlink to {os.readlink(self.path)!s}, which does not exist"
+            return None, "does not exist"
+        except PermissionError:
+            return None, "cannot be read: permission denied"
+        except OSError as exc:
+            return None, f"cannot be read: {exc.strerror or exc}"
+
+    def _unreadable(self, why: str) -> None:
+        message = f"config file {self.path} {why}"
+        if message == self.error:
+            return  # said once already
+        self.error = message
+        self.metrics.error("config")
+        logger.error("%s; the last good config stays in force", message)
 
     def changed(self) -> tuple[str, Policy] | None:
         """(digest, policy) when the content changed and is valid; None when unchanged or invalid.
 
         Invalid content is logged with every problem and counted once; `error` keeps the message.
         """
-        digest = self.digest()
-        if digest is None or digest in (self.sha256, self._rejected):
+        digest, why = self._read()
+        if digest is None:
+            self._unreadable(why or "cannot be read")
+            return None
+        if digest == self.sha256:
+            if self.error is not None:
+                logger.info("config file %s is back to the config in force", self.path)
+            self.error = self._rejected = None
+            return None
+        if digest == self._rejected:
+            self.error = self._rejected_error
             return None
         try:
             policy = parse_policy(self.path.read_text(encoding="utf-8"), str(self.path))
         except (ConfigError, OSError, UnicodeDecodeError) as exc:
             self._rejected, self.error = digest, str(exc)
+            self._rejected_error = self.error
             self.metrics.error("config")
             logger.error(
                 "config changed but cannot be used; the previous config stays in force: %s", exc

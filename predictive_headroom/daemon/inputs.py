@@ -1,5 +1,6 @@
 """What a reconcile reads before it plans: each pool's node counts and its latest demand observations.
 
+Nodes are listed once per distinct label selector per reconcile, however many pools share it.
 Both reads may fail without failing the pool. Node counts fall back to the last good count (or,
 before the first one, the target is not scaled below what it has). The latest observations feed
 the burst model; when they cannot be read, the planner falls back to the refit-time burst table
@@ -10,12 +11,14 @@ which `/last-run` shows, and `predictive_headroom_fresh_read_failures_total` cou
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.pipeline import needs_observations, observe_pool
+from predictive_headroom.daemon.workers import submit_bounded
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ClusterReader, ClusterState, Source
 
@@ -30,17 +33,18 @@ class Inputs:
     def __init__(self, source: Source | None, cluster: ClusterReader, metrics: Metrics) -> None:
         self.source, self.cluster, self.metrics = source, cluster, metrics
         self._clusters: dict[str, ClusterState] = {}
+        self._node_reads: dict[str, Future[ClusterState]] = {}
+        """This reconcile's node count per label selector (read by the first pool that needs it)."""
+        self._node_lock = threading.Lock()
         self._pending: dict[str, Future[History | Unobserved | None]] = {}
-        self._executor: ThreadPoolExecutor | None = None
 
     def cluster_state(self, pool: Pool) -> tuple[ClusterState | None, str | None]:
         """Nodes for the proportional rule; on failure the last good count (and a note saying so)."""
         if pool.proportional is None:
             return None, None
         try:
-            state = self.cluster.cluster_state(pool.proportional.label_selector)
+            state = self._count_nodes(pool.proportional.label_selector)
         except Exception as exc:
-            self.metrics.error("cluster")
             last = self._clusters.get(pool.name)
             note = f"pool {pool.name}: cannot count nodes: {exc}"
             logger.error(
@@ -52,23 +56,41 @@ class Inputs:
         self._clusters[pool.name] = state
         return state, None
 
+    def _count_nodes(self, selector: str) -> ClusterState:
+        """The node count for `selector`, listed once per reconcile; pools sharing it wait for it."""
+        with self._node_lock:
+            read = self._node_reads.get(selector)
+            mine = read is None
+            if read is None:
+                read = self._node_reads[selector] = Future()
+        if mine:
+            try:
+                read.set_result(self.cluster.cluster_state(selector))
+            except Exception as exc:
+                self.metrics.error("cluster")
+                read.set_exception(exc)
+        return read.result()
+
     def prefetch(
         self, pools: Sequence[Pool], forecasts: Mapping[str, Forecast | NoForecast], at: float
     ) -> None:
-        """Start the fresh reads of every pool that needs one at once: they wait on Prometheus, not on
-        the CPU, so ten pools cost about one round trip. `observed` then collects each."""
+        """Begin a reconcile: node counts are listed afresh, and the fresh reads of every pool that
+        needs one start at once (they wait on Prometheus, not on the CPU, so ten pools cost about one
+        round trip). `observed` then collects each."""
+        with self._node_lock:
+            self._node_reads = {}  # a new reconcile lists nodes afresh
         wanted = [p for p in pools if needs_observations(p, forecasts.get(p.name))]
         self._pending = {}
         if len(wanted) < 2 or self.source is None:
             return
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=FRESH_READ_WORKERS, thread_name_prefix="fresh-read"
-            )
-        for pool in wanted:
-            self._pending[pool.name] = self._executor.submit(
-                observe_pool, pool, forecasts.get(pool.name), self.source, at
-            )
+        source = self.source
+        reads = submit_bounded(
+            lambda pool: observe_pool(pool, forecasts.get(pool.name), source, at),
+            wanted,
+            FRESH_READ_WORKERS,
+            "fresh-read",
+        )
+        self._pending = {pool.name: read for pool, read in zip(wanted, reads, strict=True)}
 
     def observed(
         self, pool: Pool, forecast: Forecast | NoForecast | None, at: float

@@ -3,6 +3,7 @@ single replica. The Lease-based elector is `kube.leader.LeaderElector`."""
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 
@@ -11,6 +12,10 @@ class Elector(Protocol):
 
     @property
     def is_leader(self) -> bool: ...
+
+    def write_budget(self) -> float:
+        """Seconds this replica may still send writes for (0 when it does not lead)."""
+        ...
 
     def start(self) -> None: ...
 
@@ -21,6 +26,10 @@ class AlwaysLeader:
     """The elector for a single replica (leader election off, or `--once`)."""
 
     is_leader = True
+
+    def write_budget(self) -> float:
+        """No other replica: writes are never cut short."""
+        return math.inf
 
     def start(self) -> None:
         """Nothing to campaign for."""

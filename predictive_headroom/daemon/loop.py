@@ -9,13 +9,19 @@ stay in the pure planner; this module reads and plans, and `writes.TargetWriter`
 and remembers what it wrote.
 
 Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
-- only the leader writes; followers still refit and plan, so a takeover starts with warm
+- only the leader writes, and each write attempt only while its Lease has time left (the
+  actuator's fence; a write abandoned for a lost Lease is a `follower` outcome); followers still
+  refit and plan, so a takeover starts with warm
   forecasts and stabilisation history (no scale-down on failover);
 - a target paused with the kill-switch annotation is left alone;
 - a replica count changed by a person is left alone until the plan's desired value changes;
 - missing inputs never lower the count: until the first refit, or when a proportional pool's
   nodes were never read, the target is not scaled below what it has;
-- a failed pool is reported and the others are still served; a failed cycle is counted.
+- a failed pool is reported and the others are still served; a failed cycle is counted;
+- ages (`/readyz`, the loop's `health()` the elector asks before renewing) are measured on the
+  monotonic clock; the wall clock only says what time it is for the plan;
+- pools are reconciled concurrently (at most `pool_workers` at once), so one slow API call
+  holds one pool only.
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ from typing import Any
 from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.daemon.configfile import ConfigFile
+from predictive_headroom.daemon.health import LoopWatch
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
 from predictive_headroom.daemon.targetapis import TargetApiTracker
+from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import (
@@ -44,6 +52,7 @@ from predictive_headroom.protocols import (
     ClusterReader,
     ClusterState,
     Forecaster,
+    LeaseLost,
     Source,
     TargetApis,
 )
@@ -51,6 +60,8 @@ from predictive_headroom.protocols import (
 logger = logging.getLogger(__name__)
 
 NOT_FITTED = "not-fitted-yet"
+POOL_WORKERS = 8
+"""How many pools one reconcile serves at a time: a slow API call holds one pool, not all."""
 ReportWriter = Callable[
     [Policy, Mapping[str, Forecast | NoForecast], Mapping[str, History], float], Any
 ]
@@ -71,11 +82,13 @@ class Daemon:
         cluster: ClusterReader,
         elector: Elector | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         metrics: Metrics | None = None,
         dry_run: bool = False,
         interval: float = 60.0,
         report_writer: ReportWriter | None = None,
         target_apis: TargetApis | None = None,
+        pool_workers: int = POOL_WORKERS,
     ) -> None:
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
@@ -89,6 +102,9 @@ class Daemon:
         )
         self.elector: Elector = elector or AlwaysLeader()
         self.clock, self.dry_run, self.interval = clock, dry_run, interval
+        self.monotonic = monotonic
+        """Ages are measured on this clock (`watch`), never on the wall clock `clock`, which only
+        says what time it is for the plan (schedules, forecasts)."""
         self.report_writer = report_writer
         self.on_reload: Callable[[set[str]], None] | None = None
         """Called after a config switch with the pools whose forecast must be refitted now."""
@@ -105,9 +121,12 @@ class Daemon:
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
         self.target_apis = TargetApiTracker(target_apis)
+        self.pool_workers = pool_workers
+        """Pools are reconciled concurrently, at most this many at a time."""
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
+        self.watch = LoopWatch(monotonic, interval)
 
     # -- refit ---------------------------------------------------------------------------------
 
@@ -206,7 +225,16 @@ class Daemon:
 
     def reconcile(self) -> ReconcileResult:
         """Plan every pool and, when leader, bring its target to the plan; never raises for a pool."""
-        started = time.perf_counter()
+        started, served = time.perf_counter(), False
+        self.watch.started()
+        try:
+            result = self._reconcile(started)
+            served = result.served
+            return result
+        finally:
+            self.watch.ended(served)
+
+    def _reconcile(self, started: float) -> ReconcileResult:
         self.reload_if_changed()
         at = self.clock()
         leader = bool(self.elector.is_leader)
@@ -216,14 +244,15 @@ class Daemon:
         policy, forecasts = self.policy, self._forecasts
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
-        outcomes = []
-        for pool in policy.pools:
-            if self.stopping.is_set():  # leave the remaining pools as they are
-                outcomes.append(
-                    PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
-                )
-                continue
-            outcomes.append(self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)))
+        outcomes = map_bounded(
+            lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
+            policy.pools,
+            self.pool_workers,
+            "pool",
+        )
+        if leader and not self.elector.is_leader:  # lost the Lease during this reconcile
+            leader = False
+            self.leadership_changed(False)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
         if result.served:
@@ -243,6 +272,8 @@ class Daemon:
     def _reconcile_pool(
         self, pool: Pool, at: float, leader: bool, forecast: Forecast | NoForecast | None
     ) -> PoolOutcome:
+        if self.stopping.is_set():  # leave the remaining pools as they are
+            return PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
         plan: Plan | None = None
         try:
             cluster, cluster_note = self.inputs.cluster_state(pool)
@@ -268,6 +299,9 @@ class Daemon:
             if cluster_note and outcome.error is None:
                 outcome.error = cluster_note
             return outcome
+        except LeaseLost as exc:
+            logger.warning("%s", exc)
+            return PoolOutcome(pool.name, "follower", plan)
         except ActuatorError as exc:
             logger.error("%s", exc)
             self.metrics.error("actuator")
@@ -331,19 +365,24 @@ class Daemon:
 
     # -- health --------------------------------------------------------------------------------
 
+    def leadership_changed(self, leading: bool) -> None:
+        """The elector's news: the leader metric follows at once, and a replica that stopped leading
+        forgets what it wrote (whoever leads meanwhile owns the targets)."""
+        self.metrics.leader.set(1 if leading else 0)
+        if not leading:
+            self.writer.step_down()
+
+    def health(self) -> str | None:
+        """None while the reconcile loop runs; else why it is stuck (the elector then lets the Lease go)."""
+        return self.watch.stuck()
+
     def readiness(self) -> tuple[bool, str]:
-        """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals."""
-        if not self.elector.is_leader:
-            return True, "config loaded; follower (not leader)"
-        if self.last_success_at is None:
-            return False, "leader, but no reconcile has succeeded yet"
-        age = self.clock() - self.last_success_at
-        if age > 3 * self.interval:
-            return (
-                False,
-                f"leader, but the last successful reconcile was {age:.0f}s ago (limit {3 * self.interval:.0f}s)",
-            )
-        return True, f"config loaded; leader; last successful reconcile {age:.0f}s ago"
+        """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals
+        (on the monotonic clock). A policy file that cannot be used is named in `why`."""
+        ready, why = self.watch.readiness(bool(self.elector.is_leader))
+        if self.config.error:
+            why += f"; config file problem (the last good config runs): {self.config.error}"
+        return ready, why
 
     def status(self) -> dict[str, Any]:
         """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config, `target_apis`."""

@@ -1,7 +1,10 @@
-"""Scheduling: run a Daemon's reconcile, refits and config reloads on APScheduler until stopped.
+"""Scheduling: run a Daemon's reconcile loop and its refits until stopped.
 
 `Runner` owns the timing only; what a reconcile or a refit does lives in `daemon.Daemon`.
-Work runs in threads that are abandoned on stop, so SIGTERM never waits for a slow fit or call.
+The reconcile runs on its own thread, timed by the monotonic clock: a wall-clock step back or
+forward neither stops nor doubles it. Refits follow their cron expressions on APScheduler (wall
+time, as a cron means). Work runs in threads that are abandoned on stop, so SIGTERM never waits
+for a slow fit or call.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ def _refit_groups(policy: Policy) -> dict[str, list[str]]:
 class Runner:
     """Runs a Daemon on an APScheduler BackgroundScheduler until `stop()`.
 
-    Jobs: `reconcile` every `interval` seconds (first run at once) and one `refit:<cron>` job per
-    distinct refit cron (UTC), plus a refit at start and after a config change. Refits run one at
-    a time in their own executor. Each job's work runs in a daemon thread that is abandoned on
+    The reconcile runs every `interval` seconds of the monotonic clock (first run at once; one
+    that overruns is followed by the next at once, never by two); refits are APScheduler jobs, one
+    `refit:<cron>` job per distinct refit cron (UTC), plus a refit at start and after a config
+    change, one at a time in their own executor. Each job's work runs in a daemon thread that is abandoned on
     stop, so SIGTERM never waits for a Prophet fit or a slow API call: an abandoned refit swaps
     nothing in, and a scale write is a single PATCH that the apiserver applies whole or not at all.
     """
@@ -53,49 +57,42 @@ class Runner:
             },
         )
         daemon.on_reload = self._reloaded
-        self._gate = threading.Lock()
-        self._busy = self._again = False
+        self._wake = threading.Event()
+        self._loop = threading.Thread(target=self._reconcile_loop, name="reconciler", daemon=True)
+        self.reconciles = 0
+        """Reconciles run so far."""
 
     def start(self) -> None:
-        """Schedule the jobs, then run a refit and a reconcile at once."""
-        from apscheduler.triggers.interval import IntervalTrigger
-
-        self.scheduler.add_job(
-            self._reconcile,
-            IntervalTrigger(seconds=self.interval, timezone="UTC"),
-            id="reconcile",
-            next_run_time=_utc_now(),
-        )
+        """Start the reconcile loop and the refit jobs, then run a refit and a reconcile at once."""
         self._schedule_refits(self.daemon.policy)
         self._refit_now(None)
         self.scheduler.start()
+        self._loop.start()
 
     def stop(self) -> None:
         """Stop at once: no new jobs, a refit in progress is abandoned, the reconcile running ends."""
         self.daemon.stopping.set()
+        self._wake.set()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
 
     def reconcile_now(self) -> None:
         """Reconcile at once (e.g. on becoming leader), or once more right after the one running."""
-        with self._gate:
-            self._again = True
-            if self._busy:
-                return
-        if self.scheduler.running and not self.daemon.stopping.is_set():
-            self.scheduler.modify_job("reconcile", next_run_time=_utc_now())
+        self._wake.set()
 
-    def _reconcile(self) -> None:
-        with self._gate:
-            self._busy = True
-        while True:
-            with self._gate:
-                self._again = False
+    def _reconcile_loop(self) -> None:
+        clock = self.daemon.monotonic
+        due = clock()
+        while not self.daemon.stopping.is_set():
+            # Event.wait times out on the monotonic clock; `due` is on the daemon's monotonic clock.
+            if self._wake.wait(max(0.0, due - clock())):
+                self._wake.clear()
+            if self.daemon.stopping.is_set():
+                return
+            started = clock()
             self._abandonable("reconcile", self.daemon.reconcile)
-            with self._gate:
-                if not self._again or self.daemon.stopping.is_set():
-                    self._busy = False
-                    return
+            self.reconciles += 1
+            due = max(started + self.interval, clock())
 
     def _refit(self, pools: list[str] | None) -> None:
         self._abandonable("refit", self.daemon.refit, pools)

@@ -13,9 +13,12 @@ Safety rules:
 - a replica count changed by a person (not what was last written, while the plan's desired value
   is the same as last time) is left alone, with one warning, until the plan's desired value
   changes;
+- a target deleted and created again (a new uid) is a new object: what was written to the old one
+  is forgotten and the new one is brought to the plan;
 - in dry-run nothing is written: each change is sent once as a server-side dry run;
-- it writes only while still leader, checked again right before the write; the daemon calls
-  `step_down()` while a follower, so a takeover starts afresh.
+- it writes only while still leader, checked again right before the write (and the actuator's
+  fence checks each attempt); the daemon calls `step_down()` while a follower, so a takeover
+  starts afresh.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class TargetWriter:
         """Pools whose manual change has been warned about."""
         self._dry_reported: dict[str, tuple[int, int]] = {}
         """Per pool, the (current, desired) last sent as a dry run."""
+        self._uids: dict[str, str] = {}
+        """Per pool, the uid of the target object last read."""
 
     def step_down(self) -> None:
         """Forget what was written and planned: whoever leads meanwhile owns the targets."""
@@ -58,7 +63,27 @@ class TargetWriter:
             self._applied.pop(name, None)
             self._planned.pop(name, None)
             self._dry_reported.pop(name, None)
+            self._uids.pop(name, None)
             self._overridden.discard(name)
+
+    def _notice_recreated(self, pool: Pool, uid: str | None, target: str) -> None:
+        """Forget what was written to `pool`'s target when it is a new object (another uid)."""
+        if uid is None:
+            return
+        old = self._uids.get(pool.name)
+        self._uids[pool.name] = uid
+        if old is not None and old != uid:
+            logger.info(
+                "pool %s: %s was deleted and created again (uid %s -> %s); bringing it to the plan",
+                pool.name,
+                target,
+                old,
+                uid,
+            )
+            self._applied.pop(pool.name, None)
+            self._planned.pop(pool.name, None)
+            self._dry_reported.pop(pool.name, None)
+            self._overridden.discard(pool.name)
 
     def write(self, pool: Pool, plan: Plan, missing: str | None) -> PoolOutcome:
         """Bring `pool`'s target to `plan` unless a rule above says not to; return what was done.
@@ -68,6 +93,7 @@ class TargetWriter:
         """
         target = f"{pool.target.namespace}/{pool.target.name}"
         state = self.actuator.read(pool)
+        self._notice_recreated(pool, state.uid, target)
         if state.paused:
             self._applied.pop(pool.name, None)
             logger.info(

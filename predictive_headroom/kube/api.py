@@ -23,9 +23,16 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from predictive_headroom.protocols import ActuatorError
+from predictive_headroom.protocols import ActuatorError, LeaseLost
 
 T = TypeVar("T")
+
+Fence = Callable[[], float]
+"""Seconds this replica may still send writes for: `math.inf` without leader election, at most the
+time left before its Lease could pass to another replica, 0 when it does not lead."""
+
+MIN_WRITE_SECONDS = 0.2
+"""A write is not started with less lease time left than this."""
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +100,13 @@ class _Op:
     namespaced: bool = True
     """False for a cluster-scoped target (a CapacityBuffer version that discovery says is cluster-wide)."""
 
+    def describe(self) -> str:
+        """`pool <name>: <verb> <resource> <namespace>/<name>`, for messages."""
+        if not self.namespace:
+            return f"{self.verb} {self.resource} (label selector {self.name!r})"
+        obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
+        return f"pool {self.pool}: {self.verb} {self.resource} {obj}"
+
     def explain(self, exc: BaseException, options: CallOptions) -> str:
         obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
         if not self.namespace:  # cluster-scoped: listing nodes
@@ -149,15 +163,37 @@ def _call(
     options: CallOptions,
     fn: Callable[..., T],
     error: type[ActuatorError] = ActuatorError,
+    fence: Fence | None = None,
     **kwargs: Any,
 ) -> T:
-    """Run one API call with timeout and retries; turn failures into `error` (409 passes through)."""
+    """Run one API call with timeout and retries; turn failures into `error` (409 passes through).
+
+    With a `fence` (writes), every attempt first asks it how long this replica may still write:
+    below `MIN_WRITE_SECONDS` the attempt is not sent and `LeaseLost` is raised; otherwise the
+    attempt's timeout ends before the lease could pass to another replica, so the client never
+    waits on a write past its leadership (the write's resourceVersion guards one the apiserver
+    is still holding).
+    """
     try:
         for attempt in options.retrying():
             with attempt:
-                return fn(**kwargs, _request_timeout=options.timeout)
-    except ConflictException:
+                timeout = options.timeout
+                if fence is not None:
+                    left = fence()
+                    if left < MIN_WRITE_SECONDS:
+                        raise LeaseLost(
+                            f"{op.describe()}: not sent (attempt {attempt.retry_state.attempt_number}): "
+                            "this replica no longer holds the leader Lease; the new leader writes"
+                        )
+                    timeout = min(timeout, left)
+                return fn(**kwargs, _request_timeout=timeout)
+    except (ConflictException, LeaseLost):
         raise
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         raise error(op.explain(exc, options)) from exc
+    except ValueError as exc:  # the client could not decode the answer (truncated, not JSON)
+        raise error(
+            f"{op.describe()}: the API server sent an answer that could not be read ({exc}); "
+            "will try again next reconcile"
+        ) from exc
     raise AssertionError("unreachable: tenacity either returns or raises")

@@ -16,11 +16,13 @@ in `kube.targets`; running one API call with retries (`CallOptions`) and explain
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import kubernetes.client
 import kubernetes.config
@@ -36,6 +38,7 @@ from tenacity import (
 
 from predictive_headroom.kube.api import (
     CallOptions,
+    Fence,
     _call,
     _Op,
     _status_message,
@@ -102,8 +105,12 @@ class _ReplicaTarget:
     resource = ""
     group = ""
 
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+    def __init__(
+        self, api_client: ApiClient, options: CallOptions | None = None, fence: Fence | None = None
+    ) -> None:
         self.options = options or CallOptions()
+        self.fence = fence
+        """Asked before every write attempt (see `kube.api._call`); None: writes are not fenced."""
         self._events = kubernetes.client.CoreV1Api(api_client)
 
     def _op(self, pool: Pool, verb: str, resource: str | None = None) -> _Op:
@@ -205,6 +212,7 @@ class _ReplicaTarget:
                 self._op(pool, "create", "events"),
                 self.options,
                 self._events.create_namespaced_event,
+                fence=self.fence,
                 namespace=ns,
                 body=event,
             )
@@ -235,13 +243,17 @@ class KubeClusterReader:
         self._core = kubernetes.client.CoreV1Api(api_client)
 
     def cluster_state(self, label_selector: str) -> ClusterState:
-        """Node and core counts (all, and schedulable) for nodes matching `label_selector` ('' = all)."""
+        """Node and core counts (all, and schedulable) for nodes matching `label_selector` ('' = all).
+
+        The list is read as JSON and only the fields counted are looked at: a node object is mostly
+        its image list, and turning a thousand of them into client model objects costs seconds.
+        """
         op = _Op("list", "nodes", "", "Node", "", label_selector, "")
         nodes = schedulable = 0
         cores = schedulable_cores = 0.0
         token: str | None = None
         while True:
-            page = _call(
+            response = _call(
                 op,
                 self.options,
                 self._core.list_node,
@@ -249,15 +261,32 @@ class KubeClusterReader:
                 label_selector=label_selector or None,
                 limit=self.page_size,
                 _continue=token,
+                _preload_content=False,
             )
-            for node in page.items:
-                allocatable = (node.status.allocatable if node.status else None) or {}
+            page = _json_answer(op, response, ClusterReadError)
+            for node in page.get("items") or ():
+                allocatable = (node.get("status") or {}).get("allocatable") or {}
                 cpu = float(parse_quantity(allocatable.get("cpu", "0")))
                 nodes += 1
                 cores += cpu
-                if not (node.spec and node.spec.unschedulable):
+                if not (node.get("spec") or {}).get("unschedulable"):
                     schedulable += 1
                     schedulable_cores += cpu
-            token = page.metadata.var_continue if page.metadata else None
+            token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return ClusterState(nodes, cores, schedulable, schedulable_cores)
+
+
+def _json_answer(op: _Op, response: Any, error: type[ActuatorError]) -> dict[str, Any]:
+    """The JSON object of a raw (not preloaded) answer; a truncated or non-JSON body is `error`."""
+    data = response.data
+    try:
+        answer = json.loads(data)
+    except ValueError as exc:
+        raise error(
+            f"{op.verb} {op.resource}: the API server sent an answer that is not valid JSON "
+            f"({len(data)} bytes; {exc}); will try again next reconcile"
+        ) from None
+    if not isinstance(answer, dict):
+        raise error(f"{op.verb} {op.resource}: the API server sent JSON that is not an object")
+    return answer

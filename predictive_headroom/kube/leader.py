@@ -13,6 +13,14 @@ Rules:
   start of its last successful renewal, which is shorter than the lease duration a follower
   waits, so a leader that cannot renew (API errors, slow answers) stops being leader before
   anyone else can start: `is_leader` is computed from that deadline at the moment it is read.
+- Writes are fenced: `write_budget()` says how long this replica may still send writes (the time
+  left before its renew deadline), and every write attempt is cut to fit in it
+  (`kube.api._call`), so no write is sent or waited on after a follower could take over.
+- A replica whose work is stuck does not hold on: `healthy()` (the daemon's loop check) is asked
+  before every acquire or renewal, and a replica that is not healthy neither takes nor renews the
+  Lease, so another replica takes over within one lease duration.
+- An answer that cannot be read (truncated JSON, a proxy's error page) is one log line with the
+  cause, like any failed renewal.
 - `stop()` first stops leading, then releases the Lease (empty holder) so a follower takes
   over on its next try instead of waiting for the lease to expire.
 """
@@ -88,13 +96,18 @@ class LeaderElector:
         timing: LeaseTiming | None = None,
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
+        healthy: Callable[[], str | None] | None = None,
     ) -> None:
+        """`healthy()` returns None when this replica's work runs, else why not (then it lets the
+        Lease go)."""
         self.namespace, self.name = namespace, name
         self.identity = identity or default_identity()
         self.timing = timing or LeaseTiming()
         self._api = kubernetes.client.CoordinationV1Api(api_client)
-        self._on_started = on_started_leading
-        self._on_stopped = on_stopped_leading
+        self.on_started = on_started_leading
+        self.on_stopped = on_stopped_leading
+        self.healthy = healthy
+        self._unhealthy: str | None = None
         self._lock = threading.Lock()
         self._leading = False
         self._valid_until = 0.0
@@ -121,6 +134,11 @@ class LeaderElector:
         """True while this process holds the Lease and renewed it within the renew deadline."""
         with self._lock:
             return self._leading and time.monotonic() < self._valid_until
+
+    def write_budget(self) -> float:
+        """Seconds this process may still send writes for (0 when it does not lead)."""
+        with self._lock:
+            return max(0.0, self._valid_until - time.monotonic()) if self._leading else 0.0
 
     def start(self) -> None:
         """Start campaigning in a daemon thread."""
@@ -170,7 +188,29 @@ class LeaderElector:
     def _request_timeout(self) -> float:
         return self.timing.renew_deadline / 2
 
+    def _sick(self) -> bool:
+        """True when `healthy()` reports a problem (logged once per change): no acquire, no renewal."""
+        problem = self.healthy() if self.healthy is not None else None
+        if (problem is None) != (self._unhealthy is None):
+            if problem:
+                logger.error(
+                    "leader election: %s is not healthy (%s): not %s Lease %s/%s",
+                    self.identity,
+                    problem,
+                    "renewing" if self._leading else "campaigning for",
+                    self.namespace,
+                    self.name,
+                )
+            else:
+                logger.info("leader election: %s is healthy again, campaigning", self.identity)
+            self._unhealthy = problem
+        if problem:
+            self._step_down(f"not healthy: {problem}")
+        return problem is not None
+
     def _tick(self) -> None:
+        if self._sick():
+            return
         started = time.monotonic()
         try:
             lease = self._api.read_namespaced_lease(
@@ -182,7 +222,7 @@ class LeaderElector:
             else:
                 self._failed("read", exc)
             return
-        except urllib3.exceptions.HTTPError as exc:
+        except (urllib3.exceptions.HTTPError, ValueError) as exc:
             self._failed("read", exc)
             return
         spec = lease.spec or V1LeaseSpec()
@@ -213,7 +253,7 @@ class LeaderElector:
             self._api.replace_namespaced_lease(
                 self.name, self.namespace, lease, _request_timeout=self._request_timeout
             )
-        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
             self._failed("renew" if renewing else "acquire", exc)
             return
         self._renewed(started)
@@ -234,7 +274,7 @@ class LeaderElector:
             self._api.create_namespaced_lease(
                 self.namespace, lease, _request_timeout=self._request_timeout
             )
-        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
             self._failed("create", exc)
             return
         self._renewed(started)
@@ -251,18 +291,19 @@ class LeaderElector:
                 self.namespace,
                 self.name,
             )
-            if self._on_started:
-                self._on_started()
+            if self.on_started:
+                self.on_started()
 
     def _failed(self, action: str, exc: BaseException) -> None:
         if isinstance(exc, ApiException) and exc.status == 409:
             logger.debug("leader election: %s lost a race to %s the Lease", self.identity, action)
             return
-        what = (
-            f"{exc.status} {exc.reason}"
-            if isinstance(exc, ApiException)
-            else f"{type(exc).__name__}: {exc}"
-        )
+        if isinstance(exc, ApiException):
+            what = f"{exc.status} {exc.reason}"
+        elif isinstance(exc, ValueError):
+            what = f"the API server sent an answer that could not be read ({exc})"
+        else:
+            what = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, ApiException) and exc.status == 403:
             what += (
                 f" (the daemon's ServiceAccount needs get, create and update on leases in API group "
@@ -279,8 +320,8 @@ class LeaderElector:
             self._leading = False
         if was:
             logger.warning("leader election: %s stopped leading: %s", self.identity, why)
-            if self._on_stopped:
-                self._on_stopped()
+            if self.on_stopped:
+                self.on_stopped()
         return was
 
     def _release(self) -> None:
@@ -304,7 +345,7 @@ class LeaderElector:
             logger.info(
                 "leader election: %s released Lease %s/%s", self.identity, self.namespace, self.name
             )
-        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
             logger.warning(
                 "leader election: could not release Lease %s/%s (a follower takes over when it expires): %s",
                 self.namespace,

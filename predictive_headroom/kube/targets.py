@@ -17,7 +17,7 @@ from typing import Any
 import kubernetes.client
 from kubernetes.client import ApiClient, ApiException
 
-from predictive_headroom.kube.api import CallOptions, _call, _Op, _status_details
+from predictive_headroom.kube.api import CallOptions, Fence, _call, _Op, _status_details
 from predictive_headroom.kube.cluster import PAUSED_ANNOTATION, _Current, _ReplicaTarget
 from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
 from predictive_headroom.policy.config import Pool
@@ -39,8 +39,10 @@ class DeploymentScaleActuator(_ReplicaTarget):
 
     kind, api_version, resource, group = "Deployment", "apps/v1", "deployments/scale", "apps"
 
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
-        super().__init__(api_client, options)
+    def __init__(
+        self, api_client: ApiClient, options: CallOptions | None = None, fence: Fence | None = None
+    ) -> None:
+        super().__init__(api_client, options, fence)
         self._apps = kubernetes.client.AppsV1Api(api_client)
 
     def read(self, pool: Pool) -> TargetState:
@@ -54,7 +56,9 @@ class DeploymentScaleActuator(_ReplicaTarget):
         )
         current = self._current(pool)
         meta = deployment.metadata or kubernetes.client.V1ObjectMeta()
-        return TargetState(current.replicas, current.resource_version, _paused(meta.annotations))
+        return TargetState(
+            current.replicas, current.resource_version, _paused(meta.annotations), current.uid
+        )
 
     def _current(self, pool: Pool) -> _Current:
         scale = _call(
@@ -78,6 +82,7 @@ class DeploymentScaleActuator(_ReplicaTarget):
             self._op(pool, "patch"),
             self.options,
             self._apps.patch_namespaced_deployment_scale,
+            fence=self.fence,
             name=pool.target.name,
             namespace=pool.target.namespace,
             body=body,
@@ -103,15 +108,16 @@ class CapacityBufferActuator(_ReplicaTarget):
         api_client: ApiClient,
         options: CallOptions | None = None,
         discovery: CapacityBufferDiscovery | None = None,
+        fence: Fence | None = None,
     ) -> None:
-        super().__init__(api_client, options)
+        super().__init__(api_client, options, fence)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
         self.discovery = discovery or CapacityBufferDiscovery(api_client, self.options)
 
     def read(self, pool: Pool) -> TargetState:
         """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
         current = self._current(pool)
-        return TargetState(current.replicas, current.resource_version, current.paused)
+        return TargetState(current.replicas, current.resource_version, current.paused, current.uid)
 
     def _current(self, pool: Pool) -> _Current:
         api = self.discovery.api_for(pool)
@@ -156,6 +162,7 @@ class CapacityBufferActuator(_ReplicaTarget):
             body=body,
             dry_run="All" if dry_run else None,
             _content_type="application/merge-patch+json",
+            fence=self.fence,
         )
 
     def _buffer_call(
@@ -177,6 +184,7 @@ class CapacityBufferActuator(_ReplicaTarget):
                 op,
                 self.options,
                 namespaced if api.namespaced else cluster,
+                fence=kwargs.pop("fence", None),
                 group=CAPACITY_BUFFER_GROUP,
                 version=api.version,
                 plural=CAPACITY_BUFFER_PLURAL,
@@ -203,10 +211,12 @@ class TargetActuator:
         api_client: ApiClient,
         options: CallOptions | None = None,
         discovery: CapacityBufferDiscovery | None = None,
+        fence: Fence | None = None,
     ) -> None:
+        """`fence` (e.g. `LeaderElector.write_budget`) is asked before every write attempt."""
         self._by_kind: dict[str, _ReplicaTarget] = {
-            "Deployment": DeploymentScaleActuator(api_client, options),
-            "CapacityBuffer": CapacityBufferActuator(api_client, options, discovery),
+            "Deployment": DeploymentScaleActuator(api_client, options, fence),
+            "CapacityBuffer": CapacityBufferActuator(api_client, options, discovery, fence),
         }
 
     def read(self, pool: Pool) -> TargetState:

@@ -33,6 +33,10 @@ def _points(xs: list[float], ys: list[float]) -> str:
     return " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys, strict=False))
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
 def _drop(value: float) -> str:
     return fmt_number(value) if abs(value) >= 10 else f"{value:.3g}"
 
@@ -41,9 +45,14 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
     """What the chart, the sentence and the table need; None when there is no burst to show."""
     if not isinstance(burst, dict) or not burst.get("times"):
         return None
-    t = [_seconds(s) for s in burst["times"]]
-    demand = [float(v) for v in burst["demand"]]
-    allowance = [float(v) for v in burst["allowance"]]
+    known = [  # a point without a finite demand or allowance (null in JSON) is left out
+        (_seconds(s), float(d), float(a))
+        for s, d, a in zip(burst["times"], burst["demand"], burst["allowance"], strict=False)
+        if _finite(d) and _finite(a)
+    ]
+    if not known:
+        return None
+    t, demand, allowance = (list(column) for column in zip(*known, strict=True))
     asked = [d + a for d, a in zip(demand, allowance, strict=False)]
     top = _nice_top(max(asked + demand))
     span = (t[-1] - t[0]) or 1.0

@@ -5,15 +5,22 @@ A reader of report.json or the backtest JSON can apply these to find a figure on
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from predictive_headroom.core.series import from_epoch
 
 
+def _missing(x: float | None) -> bool:
+    """None, NaN and infinities are shown as 'n/a'."""
+    return x is None or not math.isfinite(x)
+
+
 def fmt_number(x: float | None) -> str:
-    """A demand or cost figure for people: 16,778 / 123.4 / 0.48 ('n/a' when missing)."""
-    if x is None:
+    """A demand or cost figure for people: 16,778 / 123.4 / 0.48 ('n/a' when missing or not finite)."""
+    if _missing(x):
         return "n/a"
+    assert x is not None
     if float(x).is_integer() and abs(x) < 1e15:
         return f"{int(x):,}"
     if abs(x) >= 1000:
@@ -23,22 +30,22 @@ def fmt_number(x: float | None) -> str:
 
 def fmt_share(x: float | None) -> str:
     """A share 0..1 as a percentage, e.g. 0.83 -> '83 %'."""
-    return "n/a" if x is None else f"{100 * x:.0f} %"
+    return "n/a" if _missing(x) else f"{100 * x:.0f} %"
 
 
 def fmt_percent(x: float | None) -> str:
     """A figure already in percent, e.g. MAPE 8.123 -> '8.1 %'."""
-    return "n/a" if x is None else f"{x:.1f} %"
+    return "n/a" if _missing(x) else f"{x:.1f} %"
 
 
 def fmt_ratio(x: float | None) -> str:
     """A ratio such as MASE, two decimals."""
-    return "n/a" if x is None else f"{x:.2f}"
+    return "n/a" if _missing(x) else f"{x:.2f}"
 
 
 def fmt_money(x: float | None, currency: str | None) -> str:
     """Money with two decimals and the currency code."""
-    return "n/a" if x is None else f"{x:,.2f} {currency or ''}".strip()
+    return "n/a" if _missing(x) else f"{x:,.2f} {currency or ''}".strip()
 
 
 def _instant(value: float | str) -> datetime:

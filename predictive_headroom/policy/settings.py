@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     prometheus_verify_tls: bool = True
     prometheus_timeout: float = Field(default=30.0, gt=0)
     prometheus_retries: int = Field(default=3, ge=0)
+    fresh_read_timeout: float = Field(default=5.0, gt=0)
+    """Seconds the reconcile waits for the latest observations (one attempt, no retries) before
+    the burst table stands in; PH_PROMETHEUS_TIMEOUT is for the refit's history."""
     namespace: str = "predictive-headroom"
     dry_run: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

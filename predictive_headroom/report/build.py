@@ -218,6 +218,10 @@ def _last_day_burst(
         return None
     times = np.arange(at - DAY_SECONDS + BURST_STEP_SECONDS, at + 1, BURST_STEP_SECONDS)
     allowance = forecast.burst_model.allowance(known, times, forecast)
+    seen = np.isfinite(allowance)  # NaN where no observation was recent enough to predict from
+    if not seen.any():
+        return None
+    times, allowance = times[seen], allowance[seen]
     return burst_view(
         pool, forecast.burst_model, times, np.interp(times, known.times, known.values), allowance
     )

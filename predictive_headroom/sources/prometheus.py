@@ -29,6 +29,8 @@ from predictive_headroom.sources.prometheus_http import (
     _HttpError,
     _raise_for_status,
     _retry,
+    attempts_made,
+    is_read_timeout,
     redact_url,
 )
 from predictive_headroom.sources.prometheus_query import (
@@ -61,28 +63,44 @@ class PrometheusSource:
             s for s in (urlsplit(self.url).password, password and password.get_secret_value()) if s
         ]
         auth = _auth(settings)
-        session = requests.Session()
         ca_file = settings.prometheus_ca_file
         if ca_file is not None and not Path(ca_file).is_file():
             raise SourceError(
                 f"the Prometheus CA bundle file {ca_file} does not exist (PH_PROMETHEUS_CA_FILE)"
             )
-        session.verify = str(ca_file) if ca_file else settings.prometheus_verify_tls
-        if session.verify is False:
+        verify: bool | str = str(ca_file) if ca_file else settings.prometheus_verify_tls
+        if verify is False:
             logger.warning(
                 "TLS certificate verification is off for Prometheus at %s", self.display_url
             )
-        session.hooks["response"].append(_raise_for_status)
         self._attempts = settings.prometheus_retries + 1
-        self._client = PrometheusConnect(
+        where = f"Prometheus at {self.display_url}"
+        self._client = self._connect(
+            verify, auth, _retry(settings.prometheus_retries, backoff_factor, where)
+        )
+        # The reconcile's read of the latest observations: one attempt, its own short timeout, so a
+        # hung Prometheus costs a reconcile PH_FRESH_READ_TIMEOUT at most. Its own session, because
+        # the retry policy is mounted on the session.
+        self._fresh_client = self._connect(verify, auth, _retry(0, backoff_factor, where), True)
+
+    def _connect(
+        self,
+        verify: bool | str,
+        auth: requests.auth.AuthBase | None,
+        retry: Any,
+        fresh: bool = False,
+    ) -> PrometheusConnect:
+        session = requests.Session()
+        session.verify = verify
+        session.hooks["response"].append(_raise_for_status)
+        settings = self._settings
+        return PrometheusConnect(
             url=self.url,
             headers=dict(settings.prometheus_headers) or None,
-            retry=_retry(
-                settings.prometheus_retries, backoff_factor, f"Prometheus at {self.display_url}"
-            ),
+            retry=retry,
             auth=auth,
             session=session,
-            timeout=settings.prometheus_timeout,  # type: ignore[arg-type]
+            timeout=settings.fresh_read_timeout if fresh else settings.prometheus_timeout,  # type: ignore[arg-type]
         )
 
     def history(self, spec: ForecastSpec, end: float) -> History:
@@ -92,10 +110,11 @@ class PrometheusSource:
         return self.query_range(spec.query, start, stop, step)
 
     def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
-        """Return `spec.query` over the last `span_seconds` up to `end` at `spec.step` (one short range query)."""
+        """Return `spec.query` over the last `span_seconds` up to `end` at `spec.step` (one short range
+        query, one attempt, answered within `PH_FRESH_READ_TIMEOUT` or failed)."""
         step = spec.step.total_seconds()
         start, stop = query_window(end, span_seconds, step)
-        return self.query_range(spec.query, start, stop, step)
+        return self._query(spec.query, start, stop, step, fresh=True)
 
     def query_range(self, query: str, start: float, end: float, step_seconds: float) -> History:
         """Return the single series `query` yields on the grid start, start+step, ... <= end.
@@ -104,6 +123,11 @@ class PrometheusSource:
         are dropped and gaps kept; both are noted in `warnings`. Raises SourceError when there is no
         usable single series.
         """
+        return self._query(query, start, end, step_seconds, fresh=False)
+
+    def _query(
+        self, query: str, start: float, end: float, step_seconds: float, fresh: bool
+    ) -> History:
         step = float(round(step_seconds))
         if step < 1 or abs(step - step_seconds) > 1e-9:
             raise SourceError(
@@ -112,7 +136,8 @@ class PrometheusSource:
         start = float(math.ceil(start))
         series: dict[LabelSet, list[tuple[np.ndarray, np.ndarray]]] = {}
         for first, last in chunk_ranges(start, end, step):
-            for labels, arrays in parse_matrix(self._fetch(query, first, last, step)).items():
+            chunk = self._fetch(query, first, last, step, fresh)
+            for labels, arrays in parse_matrix(chunk).items():
                 series.setdefault(labels, []).append(arrays)
             if len(series) > 1:
                 raise SourceError(many_series_message(query, list(series)))
@@ -155,35 +180,49 @@ class PrometheusSource:
         logger.debug("query %r: %d points from %s", query, times.size, self.display_url)
         return History(times, values, source=f"prometheus {self.display_url} {query}")
 
-    def _fetch(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+    def _fetch(
+        self, query: str, start: float, end: float, step: float, fresh: bool = False
+    ) -> list[dict[str, Any]]:
         """One range request; every failure becomes a SourceError that says what to check."""
         where = f"Prometheus at {self.display_url}"
+        client, attempts = (self._fresh_client, 1) if fresh else (self._client, self._attempts)
+        timeout, knob = (
+            (self._settings.fresh_read_timeout, "PH_FRESH_READ_TIMEOUT")
+            if fresh
+            else (self._settings.prometheus_timeout, "PH_PROMETHEUS_TIMEOUT")
+        )
         try:
-            result = self._client.custom_query_range(
+            result = client.custom_query_range(
                 query, from_epoch(start), from_epoch(end), f"{step:.0f}"
             )
             if not isinstance(result, list):
                 raise TypeError("result is not a list")
             return result
         except _HttpError as exc:
-            message = self._http_message(exc, query)
+            message = self._http_message(exc, query, attempts)
         except requests.exceptions.SSLError as exc:
             message = (
                 f"TLS connection to {where} failed ({_connection_reason(exc)}); set PH_PROMETHEUS_CA_FILE "
                 "to the CA bundle that signed its certificate, or PH_PROMETHEUS_VERIFY_TLS=false to skip checks"
             )
         except requests.exceptions.ConnectTimeout as exc:
-            message = f"cannot reach {where}: {_connection_reason(exc)} after {self._attempts} attempt(s); check the URL and the network path"
-        except requests.exceptions.ReadTimeout:
             message = (
-                f"{where} did not answer within {self._settings.prometheus_timeout:g}s; raise "
-                "PH_PROMETHEUS_TIMEOUT, or make the query cheaper (larger step, recording rule)"
+                f"cannot reach {where}: connect timeout ({timeout:g}s) after "
+                f"{attempts_made(exc, attempts)} attempt(s); check the URL and the network path"
             )
         except requests.exceptions.ConnectionError as exc:
-            message = (
-                f"cannot reach {where}: {_connection_reason(exc)} after {self._attempts} attempt(s); "
-                "check the URL and that Prometheus is running and reachable from here"
-            )
+            if is_read_timeout(exc):
+                message = (
+                    f"{where} accepted the connection but did not answer within {timeout:g}s (read "
+                    f"timeout, {attempts_made(exc, 1)} attempt(s)); raise {knob}, or make the query "
+                    "cheaper (larger step, recording rule)"
+                )
+            else:
+                message = (
+                    f"cannot reach {where}: {_connection_reason(exc)} after "
+                    f"{attempts_made(exc, attempts)} attempt(s); check the URL and that Prometheus "
+                    "is running and reachable from here"
+                )
         except (ValueError, KeyError, TypeError):
             message = (
                 f"{where} sent an answer that is not a Prometheus query API response; check the URL"
@@ -192,7 +231,7 @@ class PrometheusSource:
             message = f"request to {where} failed: {type(exc).__name__}"
         raise SourceError(self._scrub(message))
 
-    def _http_message(self, exc: _HttpError, query: str) -> str:
+    def _http_message(self, exc: _HttpError, query: str, attempts: int) -> str:
         where = f"Prometheus at {self.display_url}"
         status = f"HTTP {exc.status} {exc.reason}".strip()
         if exc.status in (400, 422):
@@ -207,7 +246,7 @@ class PrometheusSource:
                 "path prefix such as /prometheus or /select/0/prometheus"
             )
         if exc.status >= 500:
-            return f"{where} failed ({status}) after {self._attempts} attempt(s): {exc.detail}"
+            return f"{where} failed ({status}) after {attempts} attempt(s): {exc.detail}"
         return f"{where} answered {status}: {exc.detail}"
 
     def _credentials_hint(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
+from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
 from predictive_headroom.policy.settings import Settings
@@ -86,6 +87,24 @@ def _connection_reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def attempts_made(exc: BaseException, default: int) -> int:
+    """How many attempts a failed request made (`default` when the failure does not say)."""
+    inner = exc.args[0] if exc.args else None
+    return int(getattr(inner, "attempts", default))
+
+
+def is_read_timeout(exc: BaseException) -> bool:
+    """True when the connection was made but the answer did not come in time (not a connect timeout).
+
+    requests reports a read timeout that used up urllib3's retries as a ConnectionError wrapping
+    `MaxRetryError(reason=ReadTimeoutError)`; this looks inside.
+    """
+    if isinstance(exc, requests.exceptions.ReadTimeout):
+        return True
+    inner = exc.args[0] if exc.args else None
+    return isinstance(inner, MaxRetryError) and isinstance(inner.reason, ReadTimeoutError)
+
+
 def _auth(settings: Settings) -> requests.auth.AuthBase | None:
     token_file, user, password = (
         settings.prometheus_bearer_token_file,
@@ -131,9 +150,11 @@ class _AnnouncedRetry(Retry):
         _pool: Any = None,
         _stacktrace: Any = None,
     ) -> _AnnouncedRetry:
-        new = super().increment(
-            method, url, response, error, _pool, _stacktrace
-        )  # raises when no tries are left
+        try:
+            new = super().increment(method, url, response, error, _pool, _stacktrace)
+        except MaxRetryError as exc:  # no tries left: say how many were made
+            exc.attempts = len(self.history) + 1  # type: ignore[attr-defined]
+            raise
         failed = len(new.history)
         cause = (
             _connection_reason(error)

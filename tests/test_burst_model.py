@@ -11,7 +11,8 @@ from test_backtest import DAY, START
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.backtest.simulator import minute_grid
 from predictive_headroom.backtest.walkforward import walk_forward
-from predictive_headroom.core.planner import burst_allowance
+from predictive_headroom.core.engine import PoolTimeline
+from predictive_headroom.core.forecast_math import BurstAllowance, burst_allowances
 from predictive_headroom.core.series import History, Unobserved
 from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.forecast.burst_features import (
@@ -130,16 +131,23 @@ def test_stale_or_missing_observations_fall_back_to_the_table(trainer):
         history.until(START + 12 * DAY), POOL.forecast, LEAD, START + 12 * DAY
     )
     at = START + 12 * DAY + 600
-    value, source, why = burst_allowance(forecast, at, LEAD, history.until(at - 3 * 3600))
-    assert (source, why) == ("profile", "stale-observations")
-    assert value == pytest.approx(
-        burst_allowance(replace(forecast, burst_model=None), at, LEAD, None)[0]
-    )
-    assert burst_allowance(forecast, at, LEAD, Unobserved("fresh-read-failed", "timeout"))[1:] == (
+
+    def decide(observed, fc=forecast) -> BurstAllowance:
+        return burst_allowances(fc, [at], LEAD, observed)[0]
+
+    stale = decide(history.until(at - 3 * 3600))
+    assert (stale.source, stale.why) == ("profile", "stale-observations")
+    assert stale.value == pytest.approx(decide(None, replace(forecast, burst_model=None)).value)
+    failed = decide(Unobserved("fresh-read-failed", "timeout"))
+    assert (failed.source, failed.why, failed.fell_back) == (
         "profile",
         "fresh-read-failed: timeout",
+        True,
     )
-    assert burst_allowance(forecast, at, LEAD, history)[1:] == ("model", "")
+    assert (decide(None).source, decide(None).why) == ("profile", "not-observed")
+    assert (decide(history.until(0.0)).why) == "no-recent-samples"
+    fresh = decide(history)
+    assert (fresh.source, fresh.why, fresh.fell_back) == ("model", "", False)
 
 
 def test_importance_names_every_feature_largest_first(trainer):
@@ -195,13 +203,13 @@ def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop
     wf = walk_forward(
         holed, POOL, times, first, DAY, BurstNaiveForecaster(), naive_burst_profile, False, 10
     )
+    timeline = PoolTimeline(POOL, times, wf.model, holed)
     minutes = times
-    sources = {i: wf.model[i].burst_source for i in range(first, minutes.size, 7)}
+    allowances = {i: timeline.forecast_part(i).allowance for i in range(first, minutes.size, 7)}
+    sources = {i: a.source for i, a in allowances.items()}
     in_gap = [s for i, s in sources.items() if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY]
     outside = [s for i, s in sources.items() if minutes[i] > START + 4.5 * DAY]
     assert set(in_gap) == {"profile"} and set(outside) == {"model"}
     assert {
-        wf.model[i].burst_fallback
-        for i in sources
-        if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY
+        a.why for i, a in allowances.items() if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY
     } == {"stale-observations"}

@@ -54,7 +54,16 @@ def test_forecast_json_has_model_peaks_accuracy_and_points(config, capsys):
     assert pool["name"] == "taxi" and pool["status"] == "ok" and pool["model"] == "prophet"
     assert pool["history_end"] <= "2014-12-10T00:00:00Z"  # --at cuts history: no peeking
     assert len(pool["points"]) == 48 * 2 + 1  # 48 h at 30 min
-    assert len(pool["next_peaks"]) == 2
+    # Next peaks are true local maxima: after now, highest within 6 h either side, never twice.
+    peaks, points = pool["next_peaks"], pool["points"]
+    assert 2 <= len(peaks) <= 4
+    at = [p["at"] for p in peaks]
+    assert at == sorted(at) and at[0] > "2014-12-10T00:00:00Z" and at[-1] < points[-1]["at"]
+    index = {p["at"]: i for i, p in enumerate(points)}
+    for peak in peaks:
+        i = index[peak["at"]]
+        around = [p["yhat"] for p in points[max(0, i - 12) : i + 13]]
+        assert peak["yhat"] == pytest.approx(max(around), abs=1e-3)
     acc = pool["accuracy"]
     assert acc["points"] > 0 and 0 <= acc["coverage"] <= 1 and acc["mase"] > 0
 

@@ -187,3 +187,62 @@ def test_timeline_on_the_gap_day_opens_at_three(tmp_path, capsys):
     )
     opened = next(s for s in out["pools"][0]["steps"] if s["desired_replicas"] == 3)
     assert opened["at"] == "2026-03-29T01:00:00Z"  # 03:00 CEST, the first instant after the gap
+
+
+@pytest.mark.parametrize("step", ["15m", "5m", "1m"])
+def test_timeline_rows_sit_on_the_step_grid_and_on_the_exact_change_instants(config, capsys, step):
+    out = run_json(
+        capsys,
+        "plan",
+        "-c",
+        config,
+        "--at",
+        "2026-11-23T00:03:20Z",
+        "--horizon",
+        "24h",
+        "--step",
+        step,
+        "-o",
+        "json",
+    )
+    steps = out["pools"][0]["steps"]
+    assert steps[0]["at"] == "2026-11-23T00:03:20Z"  # now, then the grid
+    assert (
+        steps[1]["at"]
+        == {
+            "15m": "2026-11-23T00:15:00Z",
+            "5m": "2026-11-23T00:05:00Z",
+            "1m": "2026-11-23T00:04:00Z",
+        }[step]
+    )
+    changes, last = [], None
+    for s in steps:
+        if (s["desired_replicas"], s["reason"]) != last:
+            changes.append((s["at"], s["desired_replicas"], s["reason"]))
+            last = (s["desired_replicas"], s["reason"])
+    # The same instants whatever the step: the window opens 15 minutes early at 06:45, closes at
+    # 17:00 (18:00 CET), and stabilisation holds the count until 30 minutes after that.
+    assert changes[1:] == [
+        ("2026-11-23T06:45:00Z", 4, "schedule:business-hours"),
+        ("2026-11-23T17:00:00Z", 4, "hold:scale-down-stabilization"),
+        ("2026-11-23T17:30:00Z", 1, "min"),
+    ]
+
+
+def test_a_window_opening_between_grid_points_shows_at_its_instant(tmp_path, capsys):
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY.replace("leadTime: 15m", "leadTime: 13m"))
+    out = run_json(
+        capsys,
+        "plan",
+        "-c",
+        str(path),
+        "--at",
+        "2026-11-23T06:00:00Z",
+        "--horizon",
+        "2h",
+        "-o",
+        "json",
+    )
+    opened = next(s for s in out["pools"][0]["steps"] if s["desired_replicas"] == 4)
+    assert opened["at"] == "2026-11-23T06:47:00Z"

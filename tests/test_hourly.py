@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from predictive_headroom.core.forecast_math import ramp_at
 from predictive_headroom.core.series import DAY_SECONDS, Forecast
 from predictive_headroom.forecast.forecaster import ProphetForecaster
 from predictive_headroom.forecast.hourly import hourly_profile
@@ -82,14 +83,17 @@ def test_prophet_foresees_the_hourly_spike_of_the_asg_series():
     assert isinstance(with_hourly, Forecast) and isinstance(daily_only, Forecast)
     assert np.allclose(np.mod(with_hourly.times - history.start, 300.0), 0.0)
     minutes = (np.mod(with_hourly.times, 3600) // 60).astype(int)
-    shape = with_hourly.shape if with_hourly.shape is not None else with_hourly.yhat
+    shape = with_hourly.ramp_curve
     peaks = [minutes[i + int(np.argmax(shape[i : i + 12]))] for i in range(0, shape.size - 12, 12)]
     assert np.mean(np.array(peaks) == 9) > 0.8
     # The ramp read in the 5 minutes before the spike: most of the spike with the profile, little without.
     spike = with_hourly.times[(minutes == 9)][1]
-    ramp = with_hourly.ramp_between(spike - 300, spike)
+    ramp = float(
+        ramp_at(with_hourly.times, with_hourly.ramp_curve, np.array([spike - 300]), 300)[0]
+    )
     assert ramp > 20.0
-    assert daily_only.ramp_between(spike - 300, spike) < ramp / 3
+    other = ramp_at(daily_only.times, daily_only.ramp_curve, np.array([spike - 300]), 300)
+    assert float(other[0]) < ramp / 3
 
 
 def test_gaps_in_the_history_are_skipped_not_filled():

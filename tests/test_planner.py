@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from predictive_headroom.core.planner import PlanRecord, forecast_part, plan_pool
+from predictive_headroom.core.engine import PoolTimeline, plan_pool
+from predictive_headroom.core.planner import ForecastPart, PlanRecord
 from predictive_headroom.core.series import BurstProfile, Forecast, NoForecast
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ClusterState
@@ -44,6 +45,12 @@ def forecast(yhat_fn, burst: float = 0.0, start=T0 - 600, hours=48, step=300) ->
     return Forecast(
         times, yhat, yhat * 0.9, yhat * 1.1, "test", history_end=start, burst=flat_burst(burst)
     )
+
+
+def forecast_part(fc: Forecast, at: float, lead: float, dpr: float) -> ForecastPart:
+    """The forecast component at `at` of a pool with this lead time and demand per replica."""
+    spec = {"query": "q", "demandPerReplica": dpr}
+    return PoolTimeline(pool(leadTime=f"{lead:g}s", forecast=spec), [at], fc).forecast_part(0)
 
 
 WINDOW = {"name": "peak", "start": "0 11 * * *", "end": "0 13 * * *", "desiredReplicas": 4}

@@ -17,6 +17,7 @@ from predictive_headroom.core.series import (
     Forecast,
     History,
     NoForecast,
+    Unobserved,
 )
 from predictive_headroom.policy.load import parse_policy
 from predictive_headroom.report.build import build_report, report_to_json
@@ -416,3 +417,45 @@ def test_the_page_shows_past_forecasts_next_to_what_happened(taxi):
             in page
         )
     assert [j.times.size for j in report.pools[0].past] == [96, 48]
+
+
+@pytest.fixture(scope="module")
+def with_model():
+    """A policy, its history and a forecast carrying a burst model (no Prophet: fast)."""
+    from test_burst_model import BurstNaiveForecaster, level_scaled
+
+    history = level_scaled(6, seed=2)
+    at = history.end - DAY_SECONDS
+    p = policy(forecast="{query: q, demandPerReplica: 5, observationDelay: 1m}")
+    forecast = BurstNaiveForecaster().fit(history.until(at), p.pools[0].forecast, 3600.0, at)
+    assert forecast.burst_model is not None
+    return p, history, forecast, at
+
+
+@pytest.mark.parametrize(
+    "observed, words",
+    [
+        (None, "comes from the burst model on the latest observations"),
+        (
+            Unobserved("fresh-read-failed", "timeout"),
+            "fell back to the refit-time table: reading the latest observations failed (timeout)",
+        ),
+        (
+            "stale",
+            "fell back to the refit-time table: the newest known sample was too old",
+        ),
+    ],
+)
+def test_the_page_says_in_words_where_the_burst_allowance_came_from(observed, words, with_model):
+    from predictive_headroom.report.html import render_html
+
+    p, history, forecast, at = with_model
+    seen = {"taxi": history.until(at - 6 * 3600)} if observed == "stale" else {}
+    if isinstance(observed, Unobserved):
+        seen = {"taxi": observed}
+    report = build_report(p, {"taxi": history}, {"taxi": forecast}, {}, at, observed=seen)
+    now = report_to_json(report)["pools"][0]["plan"]["now"]["details"]
+    assert (now["burst_source"] == "model") == (observed is None)
+    page = " ".join(render_html(report).split())
+    assert words in page
+    assert "not the peak level" in page and "worth at 5 a pod" in page

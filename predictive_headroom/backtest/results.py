@@ -110,7 +110,7 @@ class BacktestResult:
     dial: list[DialPoint] = field(default_factory=list)
     stabilization_dial: list[WindowPoint] = field(default_factory=list)
     burst: dict[str, Any] | None = (
-        None  # the burst model's allowance over the last scored day (core.series.burst_view)
+        None  # the burst model's allowance over the last scored day (core.series.burst_chart_data)
     )
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:

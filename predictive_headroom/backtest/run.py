@@ -1,4 +1,4 @@
-"""The backtest (DESIGN.md section 5): replay a demand series through the planner on a simulated cluster.
+"""The backtest (`docs/design.md`, section 4): replay a demand series through the planner on a simulated cluster.
 
 Strategies, all simulated by `predictive_headroom.backtest.simulator` on the same 1-minute app pods W(t):
 
@@ -32,13 +32,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
-from predictive_headroom.backtest.replay import planner_strategy, schedule_series
+from predictive_headroom.backtest.replay import planner_strategy
 from predictive_headroom.backtest.results import (
     BacktestResult,
     BacktestSettings,
@@ -56,9 +55,9 @@ from predictive_headroom.backtest.simulator import (
     score,
     simulate,
 )
-from predictive_headroom.backtest.walkforward import NaiveFit, RefitParts, walk_forward
-from predictive_headroom.core.planner import ForecastPart
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_view
+from predictive_headroom.backtest.walkforward import NaiveFit, walk_forward
+from predictive_headroom.core.engine import InForce, PoolTimeline
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_chart_data
 from predictive_headroom.policy.config import (
     ForecastSpec,
     Linear,
@@ -145,10 +144,8 @@ def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]
 
 STATIC_PLATEAU_NODES = 2
 """The static curve ends when unserved demand has not fallen for this many nodes' worth of
-placeholders (2 x nodeSlots). Unserved demand falls only when the extra placeholders add a node,
-so single steps are often flat: nab_aws_elb_requests_5min leaves 343 unserved pod-minutes at both
-56 and 57 placeholders and 54 from 96 to 101, but 0 at 120. Ending at the first flat step made
-strategies costing more than the curve's end look better than static headroom at equal cost."""
+placeholders (2 x nodeSlots): single steps are often flat, because unserved demand falls only when
+the extra placeholders add a node (`docs/measurements.md`)."""
 
 
 def static_curve(
@@ -226,6 +223,7 @@ def run_backtest(
     sched_windows = list(plan_pool.schedules) or windows
     prop_rule = plan_pool.proportional or cpa_rule
 
+    cpn = s.cores_per_node
     wf = walk_forward(
         history,
         plan_pool,
@@ -238,36 +236,21 @@ def run_backtest(
         s.progress_every,
         s.dial,
     )
-    own_schedule = schedule_series(plan_pool.schedules, times, lead)
     runs: dict[str, Run] = {}
     runs["reactive"] = simulate(pods, np.zeros(pods.size, dtype=np.int64), cluster)
     solo = plan_pool.model_copy(
         update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None}
     )
-    off = [ForecastPart(None, "not-configured")] * times.size
-    runs["proportional"] = simulate(
-        pods,
-        planner_strategy(
-            solo, times, schedule_series([], times, 0), off, prop_rule, s.cores_per_node
-        ),
-        cluster,
-    )
-    sched_pool = solo.model_copy(update={"schedules": sched_windows})
-    runs["schedule"] = simulate(
-        pods,
-        planner_strategy(
-            sched_pool, times, schedule_series(sched_windows, times, lead), off, None, 0
-        ),
-        cluster,
-    )
-    for name, parts in (("forecast", wf.model), ("naive", wf.naive)):
-        runs[name] = simulate(
-            pods,
-            planner_strategy(
-                plan_pool, times, own_schedule, parts, plan_pool.proportional, s.cores_per_node
-            ),
-            cluster,
-        )
+    alone = {
+        "proportional": solo.model_copy(update={"proportional": prop_rule}),
+        "schedule": solo.model_copy(update={"schedules": sched_windows}),
+    }
+    for name, rule_pool in alone.items():
+        runs[name] = simulate(pods, planner_strategy(rule_pool, times, (), None, cpn)[1], cluster)
+    timelines: dict[str, PoolTimeline] = {}
+    for name, in_force in (("forecast", wf.model), ("naive", wf.naive)):
+        timelines[name], strategy = planner_strategy(plan_pool, times, in_force, history, cpn)
+        runs[name] = simulate(pods, strategy, cluster)
     runs["oracle"] = simulate(pods, oracle_placeholders(pods, cluster.lag_minutes), cluster)
 
     scored = {name: score(run, start) for name, run in runs.items()}
@@ -284,12 +267,8 @@ def run_backtest(
             result.x_of(m.node_hours, m.unserved_pod_minutes),
         )
 
-    def replay(parts: Sequence[ForecastPart], pool: Pool = plan_pool) -> StrategyResult:
-        run = simulate(
-            pods,
-            planner_strategy(pool, times, own_schedule, parts, pool.proportional, s.cores_per_node),
-            cluster,
-        )
+    def replay(in_force: InForce, pool: Pool = plan_pool) -> StrategyResult:
+        run = simulate(pods, planner_strategy(pool, times, in_force, history, cpn)[1], cluster)
         m = score(run, start)
         return StrategyResult(
             m, run, m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes)
@@ -303,7 +282,7 @@ def run_backtest(
         result.stabilization_dial.append(
             WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed))
         )
-    result.burst = last_day_burst(wf.model, times, demand, plan_pool.name)
+    result.burst = last_day_burst(timelines["forecast"], demand, plan_pool.name)
     result.settings = {
         "data": history.source,
         "points": len(history),
@@ -343,16 +322,19 @@ def run_backtest(
 
 
 def last_day_burst(
-    parts: RefitParts, times: np.ndarray, demand: np.ndarray, pool: str, every: int = 5
+    timeline: PoolTimeline, demand: np.ndarray, pool: str, every: int = 5
 ) -> dict[str, Any] | None:
     """The burst allowance the forecast strategy used over the last scored day (every `every` minutes),
     next to demand, with the last refit's feature importance; None when no burst model was in force."""
-    last = parts.forecasts[-1] if parts.forecasts else None
+    times = timeline.times
+    _, last = timeline.forecast_in_force(times.size - 1)
     if not isinstance(last, Forecast) or last.burst_model is None:
         return None
-    span = np.arange(max(parts.first, times.size - int(DAY_SECONDS // 60)), times.size, every)
-    allowance = np.array([parts[int(i)].burst for i in span])
-    return burst_view(pool, last.burst_model, times[span], demand[span], allowance)
+    span = np.arange(
+        max(timeline.first_in_force, times.size - int(DAY_SECONDS // 60)), times.size, every
+    )
+    allowance = np.array([timeline.forecast_part(int(i)).burst for i in span])
+    return burst_chart_data(pool, last.burst_model, times[span], demand[span], allowance)
 
 
 __all__ = [

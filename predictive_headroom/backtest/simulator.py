@@ -1,4 +1,4 @@
-"""A simulated cluster for the backtest (DESIGN.md section 5): pure numpy, 1-minute steps.
+"""A simulated cluster for the backtest (`docs/design.md`, section 4): pure numpy, 1-minute steps.
 
 Everything is counted in placeholder-sized slots:
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from predictive_headroom.core.forecast_math import forward_max
 from predictive_headroom.core.series import History
 
 MINUTE = 60.0
@@ -60,7 +61,7 @@ class Run:
 
 @dataclass(frozen=True)
 class Metrics:
-    """The scored totals of a run (DESIGN.md section 5)."""
+    """The scored totals of a run (`docs/design.md`, section 4)."""
 
     unserved_pod_minutes: float
     node_hours: float
@@ -83,14 +84,6 @@ def rolling_max(values: np.ndarray, window: int) -> np.ndarray:
         return values.copy()
     padded = np.concatenate([np.full(window - 1, values[0]), values])
     return sliding_window_view(padded, window).max(axis=1)
-
-
-def forward_max(values: np.ndarray, window: int) -> np.ndarray:
-    """out[i] = max(values[i : i + window + 1]) (the next `window` steps included, clipped at the end)."""
-    if window <= 0 or values.size == 0:
-        return values.copy()
-    padded = np.concatenate([values, np.full(window, values[-1])])
-    return sliding_window_view(padded, window + 1).max(axis=1)
 
 
 def app_pods(demand: np.ndarray, demand_per_replica: float, hold_minutes: int = 5) -> np.ndarray:

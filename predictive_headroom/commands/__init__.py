@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from predictive_headroom.core.series import iso_utc
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.load import ConfigError, load_policy
@@ -39,9 +40,8 @@ def parse_time(text: str) -> float:
     return when.timestamp()
 
 
-def iso(seconds: float) -> str:
-    """ISO-8601 UTC text for POSIX seconds, e.g. 2026-11-20T08:00:00Z."""
-    return datetime.fromtimestamp(seconds, tz=UTC).isoformat().replace("+00:00", "Z")
+iso = iso_utc
+"""ISO-8601 UTC text for POSIX seconds (`core.series.iso_utc`)."""
 
 
 def duration_arg(text: str) -> float:

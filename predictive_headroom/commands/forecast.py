@@ -14,16 +14,15 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
-from predictive_headroom.core.planner import burst_allowance
-from predictive_headroom.core.series import Forecast, History, NoForecast
-from predictive_headroom.daemon.pipeline import (
-    default_forecaster,
-    fetch_history,
-    fit_pool,
-    observe_pool,
-    source_from_args,
+from predictive_headroom.core.forecast_math import (
+    PEAK_RADIUS_SECONDS,
+    burst_allowances,
+    local_peaks,
 )
-from predictive_headroom.forecast.accuracy import Accuracy, evaluate
+from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.pipeline import default_forecaster, fit_pools, source_from_args
+from predictive_headroom.forecast.accuracy import Accuracy
+from predictive_headroom.pages.format import fallback_words
 from predictive_headroom.policy.config import Pool
 
 HELP = "fit the forecast of each pool and show its next peaks and accuracy on held-back recent days"
@@ -57,29 +56,38 @@ def run(args: argparse.Namespace) -> int:
         )
     source = source_from_args(args.data, args.prometheus_url)
     at = _cut_time(args, source)
-    forecaster = default_forecaster()
+    # A disabled forecast is still fitted and shown: review it before enabling it.
+    review = [
+        p.model_copy(update={"forecast": p.forecast.model_copy(update={"enabled": True})})
+        for p in pools
+    ]
+    fits = fit_pools(
+        policy.model_copy(update={"pools": review}),
+        source,
+        at,
+        default_forecaster(),
+        accuracy=not args.no_accuracy,
+        observe=True,
+    )
     results = []
     for pool in pools:
-        history = fetch_history(pool, source, at)
-        if isinstance(history, NoForecast):
-            raise CommandError(f"pool {pool.name}: {history.detail}")
-        forecast = fit_pool(pool, history, forecaster, at)
-        accuracy = None
-        if not args.no_accuracy and isinstance(forecast, Forecast):
-            accuracy = evaluate(history, pool.forecast, forecaster, pool.lead_time.total_seconds())
-        out = summary(pool, history, forecast, accuracy)
+        fit = fits[pool.name]
+        if fit.history is None:
+            detail = fit.forecast.detail if isinstance(fit.forecast, NoForecast) else ""
+            raise CommandError(f"pool {pool.name}: {detail}")
+        forecast = fit.forecast
+        out = summary(pool, fit.history, forecast, fit.accuracy, at)
         if isinstance(forecast, Forecast):
-            allowance, used, fallback = burst_allowance(
-                forecast,
-                at,
-                pool.lead_time.total_seconds(),
-                observe_pool(pool, forecast, source, at),
-            )
+            lead = pool.lead_time.total_seconds()
+            allowance = burst_allowances(forecast, [at], lead, fit.observed)[0]
             out["burst"] = {
                 "at": iso(at),
-                "allowance": round(allowance, 4),
-                "source": used,
-                "fallback": fallback or None,
+                "allowance": round(allowance.value, 4),
+                "allowance_placeholders": round(
+                    allowance.value / pool.forecast.demand_per_replica, 3
+                ),
+                "source": str(allowance.source),
+                "fallback": allowance.why or None,
                 "quantile": pool.forecast.burst_quantile,
                 "model": pool.forecast.burst_model,
             }
@@ -99,10 +107,25 @@ def _cut_time(args: argparse.Namespace, source: object) -> float:
     return full().end if full else parse_time("now")
 
 
+def next_peaks(forecast: Forecast, at: float) -> list[tuple[float, float]]:
+    """(time, yhat) of the forecast's true local maxima after `at`: never `at` itself, never the
+    horizon's end, never the same peak twice (`core.forecast_math.local_peaks`)."""
+    after = forecast.times > at
+    times, yhat = forecast.times[after], forecast.yhat[after]
+    radius = round(PEAK_RADIUS_SECONDS / forecast.step_seconds) if forecast.step_seconds else 1
+    return [(float(times[i]), float(yhat[i])) for i in local_peaks(yhat, radius)]
+
+
 def summary(
-    pool: Pool, history: History, forecast: Forecast | NoForecast, accuracy: Accuracy | None
+    pool: Pool,
+    history: History,
+    forecast: Forecast | NoForecast,
+    accuracy: Accuracy | None,
+    at: float | None = None,
 ) -> dict[str, Any]:
-    """The JSON facts about one pool's forecast."""
+    """The JSON facts about one pool's forecast (`at`: the instant the peaks are counted from,
+    default the end of the history)."""
+    at = history.end if at is None else at
     out: dict[str, Any] = {
         "name": pool.name,
         "history_points": len(history),
@@ -121,7 +144,7 @@ def summary(
         warnings=list(forecast.warnings),
         next_peaks=[
             {"at": iso(t), "yhat": round(v, 3), "replicas_of_demand": round(v / dpr, 2)}
-            for t, v in forecast.daily_peaks()
+            for t, v in next_peaks(forecast, at)
         ],
         accuracy=accuracy.to_dict() if accuracy else None,
         points=[
@@ -157,9 +180,15 @@ def _print_summary(result: dict[str, Any]) -> None:
             if burst["source"] == "model"
             else "the refit-time table"
         )
-        why = f" ({burst['fallback']})" if burst["fallback"] else ""
+        why = f" ({fallback_words(burst['fallback'])})" if burst["fallback"] else ""
         print(
-            f"  burst allowance at {burst['at']}: {burst['allowance']:.4g} demand units, q={burst['quantile']:g}, from {where}{why}"
+            f"  burst allowance at {burst['at']}: {burst['allowance']:.4g} demand units "
+            f"({burst['allowance_placeholders']:.2f} placeholders' worth), q={burst['quantile']:g}, "
+            f"from {where}{why}"
+        )
+        print(
+            "  placeholders cover the rise in demand expected within the lead time "
+            "(the predictable ramp plus this allowance), not the peak level"
         )
     acc = result["accuracy"]
     if acc:

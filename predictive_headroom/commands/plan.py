@@ -16,7 +16,8 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
-from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool, plan_to_dict
+from predictive_headroom.core.engine import PlanInputs, horizon_plans, plan_over_time
+from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.protocols import ClusterState
@@ -40,7 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print the plan at every --step over this span, e.g. 24h",
     )
     parser.add_argument(
-        "--step", type=duration_arg, default=900.0, help="timeline step (default 15m)"
+        "--step",
+        type=duration_arg,
+        default=900.0,
+        help="timeline step (default 15m): rows at multiples of it, plus the exact instants "
+        "where a schedule window opens or closes and where scale-down stabilisation ends",
     )
     parser.add_argument("--pool", help="only this pool")
     source = parser.add_mutually_exclusive_group()
@@ -92,16 +97,11 @@ def forecasts_from_args(
     observations at `at` for the burst model, as the daemon does at reconcile (empty without either)."""
     if not (args.data or args.prometheus_url):
         return {}, {}
-    from predictive_headroom.daemon.pipeline import fit_policy, observe_pool, source_from_args
+    from predictive_headroom.daemon.pipeline import fit_pools, source_from_args
 
-    source = source_from_args(args.data, args.prometheus_url)
-    forecasts = fit_policy(policy, source, at)
-    observed = {}
-    for pool in policy.pools:
-        seen = observe_pool(pool, forecasts.get(pool.name), source, at)
-        if seen is not None:
-            observed[pool.name] = seen
-    return forecasts, observed
+    fits = fit_pools(policy, source_from_args(args.data, args.prometheus_url), at, observe=True)
+    observed = {n: f.observed for n, f in fits.items() if f.observed is not None}
+    return {n: f.forecast for n, f in fits.items()}, observed
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     forecasts, observed = forecasts_from_args(args, policy, at)
     if args.horizon is None:
         plans = [
-            plan_pool(p, at, cluster, forecasts.get(p.name), (), observed.get(p.name))
+            plan_over_time(p, [at], _inputs(p.name, forecasts, observed, cluster)).plans[0]
             for p in policy.pools
         ]
         if args.output == "json":
@@ -144,31 +144,35 @@ def plan_timeline(
     forecasts: dict[str, Forecast | NoForecast],
     observed: dict[str, History | Unobserved] | None = None,
 ) -> list[dict[str, Any]]:
-    """Each pool's plan at every step from `start` over `horizon`, stabilised as the daemon would.
+    """Each pool's plan over `horizon` from `start` (`core.engine.horizon_plans`): at `start`, every
+    multiple of `step`, and the exact instants where windows open or close and stabilisation ends.
 
     The burst model reads the observations known at `start`; later steps, whose observations are
     not known yet, use the refit-time table once those are too old (`burst_fallback`)."""
     observed = observed or {}
     out = []
     for pool in policy.pools:
-        recent: list[PlanRecord] = []
-        steps = []
-        for k in range(int(horizon // step) + 1):
-            at = start + k * step
-            plan = plan_pool(
-                pool, at, cluster, forecasts.get(pool.name), recent, observed.get(pool.name)
-            )
-            recent.append(plan.record())
-            steps.append(
-                {
-                    "at": iso(at),
-                    "desired_replicas": plan.desired,
-                    "reason": plan.reason,
-                    "components": plan.components,
-                }
-            )
+        inputs = _inputs(pool.name, forecasts, observed, cluster)
+        steps = [
+            {
+                "at": iso(plan.at),
+                "desired_replicas": plan.desired,
+                "reason": plan.reason,
+                "components": plan.components,
+            }
+            for plan in horizon_plans(pool, start, start + horizon, step, inputs)
+        ]
         out.append({"name": pool.name, "steps": steps})
     return out
+
+
+def _inputs(
+    name: str,
+    forecasts: dict[str, Forecast | NoForecast],
+    observed: dict[str, History | Unobserved],
+    cluster: ClusterState | None,
+) -> PlanInputs:
+    return PlanInputs(forecasts.get(name), observed.get(name), cluster)
 
 
 def _components_text(components: dict[str, int | None]) -> str:

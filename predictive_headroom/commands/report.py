@@ -14,15 +14,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from predictive_headroom.commands import CommandError, load_config, parse_time
 from predictive_headroom.commands.plan import cluster_from_args
-from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
-from predictive_headroom.protocols import Source, SourceError
+from predictive_headroom.protocols import SourceError
 from predictive_headroom.report.build import Report, build_report
 from predictive_headroom.report.store import write_report_files
 
@@ -103,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 def make_report(args: argparse.Namespace) -> Report:
     """Read history, fit and score each pool's forecast, and build the report the arguments ask for."""
-    from predictive_headroom.daemon.pipeline import default_forecaster, source_from_args
+    from predictive_headroom.daemon.pipeline import default_forecaster, fit_pools, source_from_args
 
     if args.config is None and args.prometheus_url:
         raise CommandError(
@@ -126,54 +125,23 @@ def make_report(args: argparse.Namespace) -> Report:
             policy = policy.model_copy(update={"pools": [policy.pool(args.pool)]})
         except KeyError as exc:
             raise CommandError(str(exc.args[0])) from None
-    histories, forecasts, accuracies = fit_all(policy, source, at, default_forecaster())
+    fits = fit_pools(policy, source, at, default_forecaster(), accuracy=True, observe=True)
+    read = {n: f for n, f in fits.items() if f.history is not None}
+    failures = [w for f in fits.values() if f.history is None for w in f.warnings]
+    if failures and not read:  # no pool could read any history: an error for the user
+        raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))
     cluster = cluster_from_args(args, policy)
     where = args.data or args.prometheus_url
-    return build_report(policy, histories, forecasts, accuracies, at, cluster, source=str(where))
-
-
-def fit_all(
-    policy: Policy, source: Source, at: float, forecaster: Any
-) -> tuple[dict[str, History], dict[str, Forecast | NoForecast], dict[str, Any]]:
-    """Each forecasting pool's history, forecast and hold-out accuracy.
-
-    A pool whose history cannot be read gets NoForecast('source-error') and a warning in the
-    report; when no pool can read any history at all, that is an error for the user.
-    """
-    from predictive_headroom.forecast.accuracy import evaluate
-
-    histories: dict[str, History] = {}
-    forecasts: dict[str, Forecast | NoForecast] = {}
-    accuracies: dict[str, Any] = {}
-    failures = []
-    for pool in policy.pools:
-        spec = pool.forecast
-        if spec is None:
-            continue
-        if not spec.enabled:
-            forecasts[pool.name] = NoForecast("disabled")
-            continue
-        try:
-            history = source.history(spec, at)
-        except SourceError as exc:
-            failures.append(f"pool {pool.name}: {exc}")
-            forecasts[pool.name] = NoForecast("source-error", str(exc))
-            continue
-        if not len(history):
-            failures.append(f"pool {pool.name}: the series is empty up to the report time")
-            forecasts[pool.name] = NoForecast("source-error", "the series is empty")
-            continue
-        histories[pool.name] = history
-        lead = pool.lead_time.total_seconds()
-        forecasts[pool.name] = forecaster.fit(history, spec, lead, at)
-        if isinstance(forecasts[pool.name], Forecast):
-            try:
-                accuracies[pool.name] = evaluate(history, spec, forecaster, lead)
-            except ValueError as exc:
-                logger.info("pool %s: no hold-out accuracy: %s", pool.name, exc)
-    if failures and not histories:
-        raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))
-    return histories, forecasts, accuracies
+    return build_report(
+        policy,
+        {n: f.history for n, f in read.items()},
+        {n: f.forecast for n, f in fits.items()},
+        {n: f.accuracy for n, f in fits.items() if f.accuracy is not None},
+        at,
+        cluster,
+        source=str(where),
+        observed={n: f.observed for n, f in fits.items()},
+    )
 
 
 def _missing_parents(out: Path) -> list[Path]:

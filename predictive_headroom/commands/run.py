@@ -94,10 +94,10 @@ def build_daemon(
             raise CommandError(
                 "the config has forecasting pools: set PH_PROMETHEUS_URL to the Prometheus holding their history"
             )
-        from predictive_headroom.sources.prometheus import PrometheusSource
+        from predictive_headroom.sources.prometheus import from_settings
 
         try:
-            source = PrometheusSource(settings.prometheus_url, settings)
+            source = from_settings(settings)
         except SourceError as exc:
             raise CommandError(str(exc)) from None
     try:

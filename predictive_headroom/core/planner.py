@@ -1,30 +1,25 @@
-"""The planner: pure functions from (pool, time, cluster, forecast, recent plans) to a Plan.
-
-No clock reads, no I/O. The daemon, the `plan` command, the report and the backtest all call
-these functions, so they all agree on what the placeholder count should be.
+"""The plan's values and the one rule that combines components into a Plan.
 
     desired = clamp(max(schedule, proportional, forecast, minReplicas), 0, maxReplicas)
 
-then held up for `scaleDownStabilization` after a higher value was last needed.
+then held up for `scaleDownStabilization` after a higher value was last needed. Pure: no clock
+reads, no I/O. `core.engine` computes the components over time and calls `combine` at every
+instant; every command and the daemon plan through it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from predictive_headroom.core.proportional import proportional_floor
-from predictive_headroom.core.schedules import schedule_floor
-from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.protocols import ClusterState
+from predictive_headroom.core.forecast_math import BurstAllowance
+from predictive_headroom.core.vocabulary import Component, ForecastStatus, PlanReason
+from predictive_headroom.policy.config import Pool
 
 # Among components asking for the same number, the reason names the first in this order.
-_PRECEDENCE = ("schedule", "proportional", "forecast", "min")
+_PRECEDENCE = tuple(Component)
+_FORECAST_USABLE = (ForecastStatus.OK, ForecastStatus.NOT_CONFIGURED, ForecastStatus.DISABLED)
 
 
 @dataclass(frozen=True)
@@ -54,91 +49,18 @@ class Plan:
 
 @dataclass(frozen=True)
 class ForecastPart:
-    """The forecast component at one instant: replicas (None when unavailable) and its parts."""
+    """The forecast component at one instant: replicas (None when unavailable), why, and its parts."""
 
     replicas: int | None
     status: str
     ramp: float = 0.0
-    burst: float = 0.0
+    allowance: BurstAllowance | None = None
     yhat: float | None = None
-    burst_source: str = "profile"  # model: the conditional model on fresh observations; profile: the refit-time table
-    burst_fallback: str = ""  # why the model was not used although the forecast has one
 
-
-def forecast_part(
-    forecast: Forecast | NoForecast | None,
-    at: float,
-    lead_seconds: float,
-    demand_per_replica: float,
-    observed: History | Unobserved | None = None,
-    burst: tuple[float, str, str] | None = None,
-) -> ForecastPart:
-    """Size the growth expected within the lead time: ceil((ramp + burst) / demandPerReplica).
-
-    ramp  = max(0, max yhat over [at, at+lead] - yhat(at))   (predictable rise, read from the
-            model's own curve, the one the burst was measured against)
-    burst = the burst model's quantile of growth beyond the ramp given what `observed` shows at
-            `at - delay` (negative when less than the ramp is expected; the sum is clipped at 0);
-            without a model, or when observations are missing or stale, the refit-time table's
-            quantile of past unpredicted growth, the largest over [at, at+lead]
-
-    `burst` (value, source, fallback) is the allowance already computed by the caller (the backtest
-    evaluates the model over many minutes at once).
-    """
-    if forecast is None:
-        return ForecastPart(None, "no-history")
-    if isinstance(forecast, NoForecast):
-        return ForecastPart(None, forecast.why)
-    if not forecast.covers(at):
-        return ForecastPart(None, "forecast-expired")
-    now_value = float(forecast.value_at(at))
-    ramp = forecast.ramp_between(at, min(at + lead_seconds, forecast.expires_at))
-    value, source, fallback = (
-        burst if burst is not None else burst_allowance(forecast, at, lead_seconds, observed)
-    )
-    replicas = math.ceil(max(0.0, ramp + value) / demand_per_replica - 1e-9)
-    return ForecastPart(max(0, replicas), "ok", ramp, value, now_value, source, fallback)
-
-
-def table_burst(forecast: Forecast, at: float, lead_seconds: float) -> float:
-    """The refit-time table's allowance: the largest of every time-of-day bin the lead window touches
-    (placeholders asked for now must cover bursts that start anywhere within the lead time)."""
-    if forecast.burst is None:
-        return 0.0
-    edges = np.append(
-        np.arange(at, at + lead_seconds, forecast.burst.bin_seconds), at + lead_seconds
-    )
-    return float(np.max(forecast.burst.at(edges)))
-
-
-def burst_allowance(
-    forecast: Forecast,
-    at: float,
-    lead_seconds: float,
-    observed: History | Unobserved | None,
-) -> tuple[float, str, str]:
-    """(allowance, source, fallback): the model's answer on fresh observations, else the table's
-    with the reason the model could not be used."""
-    model = forecast.burst_model
-    if model is None:
-        return table_burst(forecast, at, lead_seconds), "profile", ""
-    if observed is None:
-        why = "not-observed"
-    elif isinstance(observed, Unobserved):
-        why = f"{observed.why}: {observed.detail}" if observed.detail else observed.why
-    else:
-        cutoff = at - model.delay_seconds
-        known = observed.until(cutoff)
-        if len(known) == 0:
-            why = "no-recent-samples"
-        elif cutoff - known.end > model.max_age_seconds:
-            why = "stale-observations"
-        else:
-            value = float(model.allowance(known, np.array([at], dtype=float), forecast)[0])
-            if math.isfinite(value):
-                return value, "model", ""  # may be negative: below the ramp (see forecast_part)
-            why = "stale-observations"
-    return table_burst(forecast, at, lead_seconds), "profile", why
+    @property
+    def burst(self) -> float:
+        """The burst allowance in demand units (0 without one)."""
+        return self.allowance.value if self.allowance is not None else 0.0
 
 
 def combine(
@@ -169,82 +91,38 @@ def combine(
     }
     wanted = max(candidates.values())
     winner = next(name for name in _PRECEDENCE if candidates.get(name) == wanted)
-    reason = f"schedule:{schedule[1]}" if winner == "schedule" and schedule else winner
-    if winner == "min" and forecast.status not in ("ok", "not-configured", "disabled"):
-        reason = f"hold:{forecast.status}"
+    reason = (
+        f"{PlanReason.SCHEDULE_PREFIX}{schedule[1]}"
+        if winner == "schedule" and schedule
+        else winner
+    )
+    if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
+        reason = f"{PlanReason.HOLD_PREFIX}{forecast.status}"
     raw = wanted
     if raw > pool.max_replicas:
-        raw, reason = pool.max_replicas, "max"
+        raw, reason = pool.max_replicas, PlanReason.MAX
 
     window = pool.scale_down_stabilization.total_seconds()
     held = [r.replicas for r in recent if at - window < r.at < at]
     desired = raw
     if held and max(held) > raw:
         desired = min(max(held), pool.max_replicas)
-        reason = "hold:scale-down-stabilization"
+        reason = PlanReason.HOLD_STABILIZATION
 
-    info: dict[str, Any] = {"forecast_status": forecast.status}
+    info: dict[str, Any] = {"forecast_status": str(forecast.status)}
     if forecast.status == "ok":
         info.update(
             ramp=round(forecast.ramp, 6),
             burst=round(forecast.burst, 6),
             yhat=round(forecast.yhat or 0.0, 6),
-            burst_source=forecast.burst_source,
         )
-        if forecast.burst_fallback:
-            info["burst_fallback"] = forecast.burst_fallback
+        if forecast.allowance is not None:
+            info["burst_source"] = str(forecast.allowance.source)
+            if forecast.allowance.why:
+                info["burst_fallback"] = forecast.allowance.why
     if details:
         info.update(details)
-    return Plan(pool.name, at, desired, raw, reason, components, info)
-
-
-def plan_pool(
-    pool: Pool,
-    at: float,
-    cluster: ClusterState | None = None,
-    forecast: Forecast | NoForecast | None = None,
-    recent: Sequence[PlanRecord] = (),
-    observed: History | Unobserved | None = None,
-) -> Plan:
-    """The plan for one pool at `at` (POSIX seconds).
-
-    `cluster` None leaves the proportional component out; `forecast` None means the pool
-    forecasts nothing (a NoForecast says why a configured forecast is missing). `observed` is the
-    pool's latest demand samples (or why they are missing), which the burst model reads.
-    """
-    lead = pool.lead_time.total_seconds()
-    floor = schedule_floor(pool.schedules, at, lead)
-    schedule = (floor.replicas, floor.window) if floor.window is not None else None
-    proportional = None
-    if pool.proportional is not None and cluster is not None:
-        proportional = proportional_floor(pool.proportional, cluster)
-    if pool.forecast is not None and pool.forecast.enabled:
-        part = forecast_part(forecast, at, lead, pool.forecast.demand_per_replica, observed)
-    elif pool.forecast is not None:
-        part = ForecastPart(None, "disabled")
-    else:
-        part = ForecastPart(None, "not-configured")
-    details = {"open_windows": list(floor.open_windows)} if pool.schedules else {}
-    if pool.proportional is not None and cluster is None:
-        details["proportional_status"] = "no-cluster-state"
-    return combine(pool, at, schedule, proportional, part, recent, details)
-
-
-def plan_policy(
-    policy: Policy,
-    at: float,
-    clusters: Mapping[str, ClusterState] | None = None,
-    forecasts: Mapping[str, Forecast | NoForecast] | None = None,
-    recent: Mapping[str, Sequence[PlanRecord]] | None = None,
-) -> list[Plan]:
-    """Plans for every pool, in config order; mappings are keyed by pool name."""
-    clusters, forecasts, recent = clusters or {}, forecasts or {}, recent or {}
-    return [
-        plan_pool(
-            pool, at, clusters.get(pool.name), forecasts.get(pool.name), recent.get(pool.name, ())
-        )
-        for pool in policy.pools
-    ]
+    return Plan(pool.name, at, desired, raw, str(reason), components, info)
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:

@@ -113,7 +113,9 @@ def open_intervals(
     t_start = _trigger(window.start, window.timezone)
     t_end = _trigger(window.end, window.timezone)
     first_start = last_firing(t_start, start + lead_seconds)
-    scan_from = first_start if first_start is not None else start
+    # From just before the last start: a start moved out of a spring-forward gap fires at the
+    # gap's end, which a scan beginning exactly there would not see.
+    scan_from = first_start - 1 if first_start is not None else start
     starts = list(firings(t_start, scan_from, end + lead_seconds))
     intervals: list[tuple[float, float]] = []
     for s in starts:

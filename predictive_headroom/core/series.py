@@ -14,18 +14,15 @@ DAY_SECONDS = 86_400
 WEEK_SECONDS = 7 * DAY_SECONDS
 
 
-def to_epoch(when: datetime) -> float:
-    """Return POSIX seconds for an aware datetime (naive ones are refused: time zones matter here)."""
-    if when.tzinfo is None:
-        raise ValueError(
-            f"time {when.isoformat()} has no UTC offset; add one, e.g. 'Z' or '+01:00'"
-        )
-    return when.timestamp()
-
-
 def from_epoch(seconds: float) -> datetime:
     """Return an aware UTC datetime for POSIX seconds."""
     return datetime.fromtimestamp(float(seconds), tz=UTC)
+
+
+def iso_utc(seconds: float) -> str:
+    """ISO-8601 UTC text for POSIX seconds, e.g. 2014-07-15T18:00:00Z: every page, JSON output and
+    message writes instants this way."""
+    return from_epoch(seconds).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -203,35 +200,10 @@ class Forecast:
         """Linear interpolation of yhat at `t`."""
         return np.interp(t, self.times, self.yhat)
 
-    def daily_peaks(self, start: float | None = None) -> list[tuple[float, float]]:
-        """(time, yhat) of the highest point in each 24-hour span of the forecast from `start`."""
-        first = self.times[0] if start is None else start
-        peaks = []
-        for lo in np.arange(first, self.times[-1], DAY_SECONDS):
-            i, j = np.searchsorted(self.times, [lo, lo + DAY_SECONDS], side="left")
-            if j > i:
-                k = i + int(np.argmax(self.yhat[i:j]))
-                peaks.append((float(self.times[k]), float(self.yhat[k])))
-        return peaks
-
-    def peak_between(self, start: float, end: float) -> float:
-        """The highest yhat in [start, end], including the interpolated end points."""
-        return _peak(self.times, self.yhat, start, end)
-
-    def ramp_between(self, start: float, end: float) -> float:
-        """The predictable rise from `start` to the highest point of `shape` (else yhat) in [start, end]."""
-        curve = self.yhat if self.shape is None else self.shape
-        return max(
-            0.0, _peak(self.times, curve, start, end) - float(np.interp(start, self.times, curve))
-        )
-
-
-def _peak(times: np.ndarray, curve: np.ndarray, start: float, end: float) -> float:
-    """The highest value of `curve` in [start, end], including the interpolated end points."""
-    i, j = np.searchsorted(times, [start, end], side="left")
-    inside = curve[i:j]
-    ends = np.interp([start, end], times, curve)
-    return float(max(ends.max(), inside.max() if inside.size else -math.inf))
+    @property
+    def ramp_curve(self) -> np.ndarray:
+        """The curve the predictable ramp is read from, at `times`: `shape` when set, else `yhat`."""
+        return self.yhat if self.shape is None else self.shape
 
 
 @dataclass(frozen=True)
@@ -242,7 +214,7 @@ class NoForecast:
     detail: str = ""
 
 
-def burst_view(
+def burst_chart_data(
     pool: str,
     model: BurstModel | None,
     times: np.ndarray,
@@ -264,7 +236,7 @@ def burst_view(
         "quantile": model.quantile,
         "lead_seconds": model.lead_seconds,
         "model": "quantile",
-        "times": [from_epoch(t).isoformat().replace("+00:00", "Z") for t in times],
+        "times": [iso_utc(t) for t in times],
         "demand": [num(x) for x in demand],
         "allowance": [num(x) for x in allowance],
         "importance": list(ranked),

@@ -33,7 +33,8 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
+from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.health import LoopWatch
@@ -278,10 +279,10 @@ class Daemon:
         try:
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
-            recent = self._recent.setdefault(pool.name, [])
-            plan = plan_pool(pool, at, cluster, forecast, recent, observed)
-            window = pool.scale_down_stabilization.total_seconds()
-            recent[:] = [r for r in recent if r.at > at - window] + [plan.record()]
+            timeline = plan_over_time(
+                pool, [at], PlanInputs(forecast, observed, cluster), self._recent.get(pool.name, ())
+            )
+            plan, self._recent[pool.name] = timeline.plans[0], list(timeline.recent)
             self.metrics.record_plan(plan)
             self.metrics.record_forecast(pool.name, forecast, at + pool.lead_time.total_seconds())
             if not leader:

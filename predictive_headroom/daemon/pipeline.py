@@ -1,17 +1,25 @@
-"""Wiring shared by the commands and the daemon: build a source, fit each pool's forecast.
+"""The one fit path, shared by the daemon and the `plan`, `forecast` and `report` commands: build
+the source, then per pool read its history, fit its forecast, optionally score it on held-back
+days and read its latest observations for the burst model (`fit_pools` -> `PoolFit` per pool).
 
-Failures become values (NoForecast with the reason), so one bad pool never stops the others.
+Failures become values (NoForecast with the reason, warnings as strings in `PoolFit.warnings`),
+so one bad pool never stops the others.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import Forecaster, Source, SourceError
+
+if TYPE_CHECKING:
+    from predictive_headroom.forecast.accuracy import Accuracy
 
 logger = logging.getLogger(__name__)
 
@@ -25,16 +33,16 @@ def source_from_args(
         from predictive_headroom.sources.csvsource import CsvSource
 
         return CsvSource(data)
-    url = prometheus_url or settings.prometheus_url
-    if not url:
+    from predictive_headroom.sources.prometheus import from_settings
+
+    source = from_settings(settings, prometheus_url)
+    if source is None:
         from predictive_headroom.commands import CommandError
 
         raise CommandError(
             "no demand history: pass --data CSV or --prometheus-url URL (or set PH_PROMETHEUS_URL)"
         )
-    from predictive_headroom.sources.prometheus import PrometheusSource
-
-    return PrometheusSource(url, settings)
+    return source
 
 
 def default_forecaster() -> Forecaster:
@@ -62,6 +70,75 @@ def fit_pool(
     return forecaster.fit(history, pool.forecast, pool.lead_time.total_seconds(), at)
 
 
+@dataclass(frozen=True)
+class PoolFit:
+    """One pool's fit at one instant: the history it was fitted on (None when it could not be read),
+    the forecast or the reason there is none, the latest observations for the burst model (None
+    when not asked for or not needed), the hold-out accuracy when asked for, and warnings."""
+
+    pool: str
+    forecast: Forecast | NoForecast
+    history: History | None = None
+    observed: History | Unobserved | None = None
+    accuracy: Accuracy | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def fit_one(
+    pool: Pool,
+    source: Source,
+    at: float,
+    forecaster: Forecaster,
+    *,
+    accuracy: bool = False,
+    observe: bool = False,
+) -> PoolFit:
+    """Read, fit (and optionally score and observe) one pool with a forecast section."""
+    spec = pool.forecast
+    assert spec is not None
+    if not spec.enabled:
+        return PoolFit(pool.name, NoForecast("disabled"))
+    history = fetch_history(pool, source, at)
+    if isinstance(history, NoForecast):
+        return PoolFit(pool.name, history, warnings=(f"pool {pool.name}: {history.detail}",))
+    if not len(history):
+        why = "the series is empty up to the report time"
+        return PoolFit(
+            pool.name, NoForecast("source-error", why), warnings=(f"pool {pool.name}: {why}",)
+        )
+    forecast = fit_pool(pool, history, forecaster, at)
+    logger.info("pool %s: %s", pool.name, describe(forecast))
+    scored, warnings = None, []
+    if accuracy and isinstance(forecast, Forecast):
+        from predictive_headroom.forecast.accuracy import evaluate
+
+        try:
+            scored = evaluate(history, spec, forecaster, pool.lead_time.total_seconds())
+        except ValueError as exc:
+            logger.info("pool %s: no hold-out accuracy: %s", pool.name, exc)
+            warnings.append(f"pool {pool.name}: no hold-out accuracy: {exc}")
+    observed = observe_pool(pool, forecast, source, at) if observe else None
+    return PoolFit(pool.name, forecast, history, observed, scored, tuple(warnings))
+
+
+def fit_pools(
+    policy: Policy,
+    source: Source,
+    at: float,
+    forecaster: Forecaster | None = None,
+    *,
+    accuracy: bool = False,
+    observe: bool = False,
+) -> dict[str, PoolFit]:
+    """`fit_one` for every pool with a forecast section, in config order (the others are left out)."""
+    forecaster = forecaster or default_forecaster()
+    return {
+        pool.name: fit_one(pool, source, at, forecaster, accuracy=accuracy, observe=observe)
+        for pool in policy.pools
+        if pool.forecast is not None
+    }
+
+
 def fit_policy(
     policy: Policy,
     source: Source,
@@ -69,27 +146,12 @@ def fit_policy(
     forecaster: Forecaster | None = None,
     histories: dict[str, History] | None = None,
 ) -> dict[str, Forecast | NoForecast]:
-    """Fetch and fit every pool that forecasts; pools without a forecast section are left out.
-
-    When `histories` is given it is filled with the history each pool was fitted on.
-    """
-    forecaster = forecaster or default_forecaster()
-    out: dict[str, Forecast | NoForecast] = {}
-    for pool in policy.pools:
-        if pool.forecast is None:
-            continue
-        if not pool.forecast.enabled:
-            out[pool.name] = NoForecast("disabled")
-            continue
-        history = fetch_history(pool, source, at)
-        if isinstance(history, NoForecast):
-            out[pool.name] = history
-            continue
-        if histories is not None:
-            histories[pool.name] = history
-        out[pool.name] = fit_pool(pool, history, forecaster, at)
-        logger.info("pool %s: %s", pool.name, describe(out[pool.name]))
-    return out
+    """The forecasts of `fit_pools` (the daemon's refit); `histories`, when given, is filled with
+    the history each pool was fitted on."""
+    fits = fit_pools(policy, source, at, forecaster)
+    if histories is not None:
+        histories.update({n: f.history for n, f in fits.items() if f.history is not None})
+    return {n: f.forecast for n, f in fits.items()}
 
 
 def needs_observations(pool: Pool, forecast: Forecast | NoForecast | None) -> bool:

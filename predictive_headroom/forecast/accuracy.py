@@ -27,7 +27,7 @@ from predictive_headroom.core.series import (
     Forecast,
     History,
     NoForecast,
-    from_epoch,
+    iso_utc,
 )
 from predictive_headroom.forecast.naive import history_length, seasonal_naive
 from predictive_headroom.policy.config import ForecastSpec
@@ -58,8 +58,8 @@ class Accuracy:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready figures, with the hold-out bounds as ISO-8601 UTC strings."""
         out = asdict(self)
-        out["holdout_start"] = from_epoch(self.holdout_start).isoformat().replace("+00:00", "Z")
-        out["holdout_end"] = from_epoch(self.holdout_end).isoformat().replace("+00:00", "Z")
+        out["holdout_start"] = iso_utc(self.holdout_start)
+        out["holdout_end"] = iso_utc(self.holdout_end)
         return out
 
 

@@ -1,6 +1,6 @@
 """The burst profile: how much demand grew within the lead time beyond what the model predicted.
 
-DESIGN.md section 4 splits the forecast component of headroom into a predictable `ramp` (from
+`docs/design.md` (section 3) splits the forecast component of headroom into a predictable `ramp` (from
 the model's yhat) and a `burst` learned from history. For each past instant `s` on a regular
 grid with step `dt`, and the lead time `L` covering `w = max(1, round(L / dt))` grid steps:
 
@@ -21,18 +21,16 @@ import math
 
 import numpy as np
 import pandas as pd
-from numpy.lib.stride_tricks import sliding_window_view
 
+from predictive_headroom.core.forecast_math import forward_max
 from predictive_headroom.core.series import DAY_SECONDS, BurstProfile, History
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BIN_SECONDS = 1800.0
 WEEKDAY_MIN_DAYS = 56.0
-"""Learn a separate profile per weekday only with at least eight weeks of history. With the default
-28 days, a weekday's 30-minute bin holds 4 days x 6 samples, and their 95th percentile is close to
-the largest one: noise. Measured (bench/backtest_bench.py): by time of day alone, x went from 0.92
-to 0.99 on nab_twitter_fb_5min and from 23.1 to 25.0 on nab_nyc_taxi_30min."""
+"""Learn a separate profile per weekday only with at least eight weeks of history (fewer days make
+a weekday's quantile noise; `docs/measurements.md`)."""
 NAIVE_WINDOW_SECONDS = 14 * DAY_SECONDS
 
 
@@ -56,25 +54,14 @@ def regular_grid(history: History, step: float) -> tuple[np.ndarray, np.ndarray]
     return times, values
 
 
-def _forward_max(values: np.ndarray, window: int, include_current: bool) -> np.ndarray:
-    """Max over the next `window` points (and the current one when asked); NaN if any is missing or past the end."""
-    n = values.size
-    padded = np.concatenate([values, np.full(window, np.nan)])
-    start = 0 if include_current else 1
-    size = window + 1 if include_current else window
-    windows = sliding_window_view(padded, size)[start : start + n]
-    out = windows.max(axis=1)  # NaN propagates: incomplete or gappy windows are dropped
-    return out
-
-
 def residual_growth(values: np.ndarray, yhat: np.ndarray | None, window: int) -> np.ndarray:
     """Return g(s) of the module docstring for each grid point (NaN where it cannot be known)."""
-    growth = _forward_max(values, window, include_current=False) - values
+    growth = forward_max(values, window, include_current=False, past_end=np.nan) - values
     if yhat is None:
         ramp = np.zeros_like(values)
     else:
         ramp = np.maximum(
-            0.0, _forward_max(np.asarray(yhat, dtype=float), window, include_current=True) - yhat
+            0.0, forward_max(np.asarray(yhat, dtype=float), window, past_end=np.nan) - yhat
         )
     return np.maximum(0.0, growth - ramp)
 

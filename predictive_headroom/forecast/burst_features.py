@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from numpy.lib.stride_tricks import sliding_window_view
 
+from predictive_headroom.core.forecast_math import ramp_at
 from predictive_headroom.core.series import DAY_SECONDS, WEEK_SECONDS
 
 FEATURES = (
@@ -44,8 +45,6 @@ FEATURES = (
 """Column names, in order; the report names them in the importance table."""
 CHANGE_STEPS = (1, 3, 10)
 REALISED_WINDOWS = (1800.0, 7200.0)
-RAMP_STEP = 60.0
-"""The ramp is read off the curve at this spacing over the lead time."""
 
 
 def lookback_seconds(step: float, lead: float) -> float:
@@ -76,15 +75,6 @@ def sample_columns(times: np.ndarray, values: np.ndarray, step: float, lead: flo
             count = max(1, round(span / step))
             out[:, 4 + k] = pd.Series(known).rolling(count, min_periods=1).max().to_numpy()
     return out
-
-
-def ramp_at(curve_times: np.ndarray, curve: np.ndarray, at: np.ndarray, lead: float) -> np.ndarray:
-    """max(curve over [t, t + lead]) - curve(t) for each `t` of `at`, reading the curve every minute."""
-    offsets = np.arange(0.0, lead + RAMP_STEP / 2, RAMP_STEP)
-    if offsets[-1] < lead:
-        offsets = np.append(offsets, lead)
-    grid = np.interp(at[:, None] + offsets[None, :], curve_times, curve)
-    return grid.max(axis=1) - grid[:, 0]
 
 
 def newest_known(times: np.ndarray, at: np.ndarray, delay: float) -> np.ndarray:

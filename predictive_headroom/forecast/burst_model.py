@@ -50,17 +50,10 @@ PARAMS = {
     "learning_rate": 0.1,
     "l2_regularization": 1.0,
 }
-"""Moderately shrunk (at least 100 rows a leaf, l2 1). Measured end to end (`bench/backtest_bench.py`,
-x at q = 0.95, relative target) on asg / elb / twitter / taxi and two series grown 40x:
-50 rows and no l2: 0.97 / 1.61 / 1.02 / 43.2; this: 1.01 / 1.91 / 1.03 / 31.1 (elb x40 1.36,
-twitter x40 1.26); 100 iterations of 7 leaves and 400 rows (lowest pinball loss at lead 4 min on
-3 origins): 0.88 / 1.71 / 1.06 / 30.1. Taxi's spread is 3 unserved pod-minutes in seven months
-(9 against 12), asg's 10 in 56736; elb's is hundreds."""
+"""Moderately shrunk trees (at least 100 rows a leaf, l2 1); see `docs/measurements.md`."""
 LEVEL_FLOOR = 0.1
 """The target is growth relative to the newest observed level, floored at this share of the scale,
-so the allowance follows the level past the range the trees were fitted on. Against growth
-divided by the fixed scale: equal loss on the six shared series (asg 0.040 -> 0.042), lower on
-the growing ones (elb x40 1.86 -> 1.59, twitter x40 0.237 -> 0.231)."""
+so the allowance follows the level past the range the trees were fitted on."""
 
 
 @functools.cache
@@ -72,10 +65,8 @@ def _controller() -> Any:
 
 
 def one_thread() -> Any:
-    """Fit and predict on one OpenMP thread: the model is small, and the daemon shares its cores with
-    Prophet's Stan. Measured on 2 busy cores: 8,000 rows fitted in 1.2 s on one thread, 6.1 s on
-    two; one prediction 5 ms against 47 ms. The controller is built once (10 ms), then a limit
-    costs 0.02 ms."""
+    """A context in which fitting and predicting use one OpenMP thread: the model is small, and the
+    daemon shares its cores with Prophet's Stan (`docs/measurements.md`)."""
     return _controller().limit(limits=1, user_api="openmp")
 
 
@@ -213,10 +204,9 @@ class QuantileBurstModel:
             return None
         if forecast is None:
             return past
-        shape = forecast.yhat if forecast.shape is None else forecast.shape
         before = past[0] < forecast.times[0]
         return np.concatenate([past[0][before], forecast.times]), np.concatenate(
-            [past[1][before], shape]
+            [past[1][before], forecast.ramp_curve]
         )
 
     def importance(self) -> list[dict[str, Any]]:

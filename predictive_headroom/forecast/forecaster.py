@@ -69,61 +69,25 @@ VALIDATION_MIN_TRAIN_DAYS = 7.0
 
 
 class ProphetForecaster:
-    """Prophet with explicit daily and weekly seasonality, validated against seasonal naive, and a burst profile.
+    """Prophet with explicit daily and weekly seasonality, validated against seasonal naive, and a
+    burst allowance. `fit` returns a `Forecast` on the data's own grid over `spec.horizon`, or a
+    `NoForecast` saying why (too little history, ...). It promises:
 
-    Defaults were chosen on the six shared datasets with bench/forecast_bench.py (28 days, 2-day
-    hold-out, and the mean over 4 rolling origins 2 days apart):
+    - a flat trend with daily (order 12) and weekly (order 40, from one week of history)
+      seasonality, fitted on bucket means of at most `max_fit_points` points;
+    - with at least `VALIDATION_MIN_TRAIN_DAYS` before a `validation_seconds` window: Prophet's
+      weight against seasonal naive and a level correction chosen on that window by mean absolute
+      error, applied to the Prophet fitted on all the history (`yhat`);
+    - a symmetric interval holding `interval_width` of out-of-sample errors (the blend's on the
+      validation window and last week's seasonal naive), widened by `forecast.calibrate`; days far
+      from their weekday's median day are left out of the final fit;
+    - `Forecast.shape`: Prophet's own curve plus the within-hour profile (`hourly`), which the
+      planner reads the ramp from and the burst allowance is measured against;
+    - with `burstModel: quantile`, the conditional burst model of `forecast.burst_model` fitted on
+      the same history (`burst_model`, other quantiles through `burst_model_for`), the
+      time-of-day table (`burst`) as its fallback.
 
-    - A flat trend with high Fourier orders (daily 12, weekly 40), so the weekly term can give each
-      weekday its own daily shape; a linear trend extrapolated 48 h was dragged by anomalies near
-      the end of the history (the taxi blizzard, Thanksgiving). Weekly seasonality is on from one
-      week of history. Prophet is fitted on bucket means of at most `max_fit_points` points (28
-      days at 5 min fit on 15-min means) for speed.
-    - Validation (`validation_seconds`, 2 days, over `validation_folds` windows, 1): with at least
-      `VALIDATION_MIN_TRAIN_DAYS` of history before it, a second Prophet is fitted on the history
-      up to 2 days before the end and forecasts those 2 days. On them it picks, by mean absolute
-      error, Prophet's weight against seasonal naive (0, 0.25, .., 1) and the share (0, 0.5, 1) of
-      Prophet's mean residual over the last `level_seconds` (2 days; 6 h followed anomalies
-      and 1 day was worse on azure) added back as a level correction. The final forecast applies
-      that choice to the Prophet fitted on all the history. A flat trend lags a drifting level
-      (azure's week-over-week growth); the level correction and the blend fix that from the
-      training data alone. Measured: 2-day hold-out MASE azure 1.54 -> 0.93, taxi 0.75 -> 0.96;
-      rolling-origin mean MASE over the six series 1.10 -> 0.88 (azure 1.25 -> 0.76, asg
-      1.85 -> 0.99, taxi 0.93 -> 1.01: a single 2-day window after the blizzard misleads it).
-      Two validation folds were no better and cost a third fit.
-    - The interval is symmetric around yhat. Its half-width is the mean of the `interval_width`
-      quantiles of |error| of the blend on the validation window (out of sample, at the forecast
-      horizon) and of last week's seasonal naive. Measured over 8 rolling origins per series
-      (coverage of the 80% band): taxi 0.71 -> 0.78, azure 0.79 -> 0.81, mean |coverage - 0.8|
-      over the six series 0.073 -> 0.055. Pooling both error sets and taking their own quantiles
-      let one event in the validation window (the taxi blizzard) shrink one side of the band to
-      nothing; the validation errors alone undercovered (0.61 on taxi). Without validation (under
-      9 days of history) it is the wider of the in-sample residual and seasonal-naive error
-      quantiles.
-
-    - The planner reads the predictable ramp from Prophet's own curve (`Forecast.shape`), not from
-      the blend: the burst profile is measured against Prophet's in-sample fit, and seasonal naive
-      copies last week's one-sample spikes, which the planner read as ramps. Measured with
-      bench/backtest_bench.py: x on nab_aws_asg_cpu_5min 0.00 -> 0.11 (overhead 4252 -> 3278
-      node-hours), nab_nyc_taxi_30min 25.0 -> 27.6.
-
-    - Within-hour profile (`hourly`, on by default): the median residual at each phase of the hour,
-      shrunk towards zero when it is noise (`predictive_headroom.forecast.hourly`), is added to the fit, the
-      forecast and the ramp curve, and the forecast lands on the data's own grid. Measured with
-      bench/backtest_bench.py: x on nab_aws_asg_cpu_5min 0.11 -> 2.33 (its spike at minute 9 of
-      every hour is now a predicted ramp, not a burst held for half an hour), elb 1.04 -> 1.05,
-      twitter 0.99 -> 1.00; the 30-minute taxi series has no profile.
-
-    - Days > 3 MAD from their weekday's median day are left out of the final fit and the band is
-      widened to hold `interval_width` of rolling in-sample errors (`forecast.calibrate`). Over 8
-      origins: gMASE taxi 1.061 -> 1.015, twitter 0.817 -> 0.762; coverage asg 0.662 -> 0.712.
-    - The burst allowance: with `burstModel: quantile` (the default) the conditional quantile model
-      of `predictive_headroom.forecast.burst_model`, trained on the same history against the same
-      in-sample curve, is attached to the forecast (`burst_model`; other quantiles on demand through
-      `burst_model_for`); the time-of-day table stays as its fallback.
-
-    The extra fit roughly doubles the time: median fit + predict 1.1-1.2 s for 28 days at 5 min
-    on a 2-core machine. Other arguments go to Prophet unchanged.
+    Other arguments go to Prophet unchanged. Why these defaults: `docs/measurements.md`.
     """
 
     def __init__(

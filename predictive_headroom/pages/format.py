@@ -9,6 +9,7 @@ import math
 from datetime import datetime
 
 from predictive_headroom.core.series import from_epoch
+from predictive_headroom.core.vocabulary import BurstFallback, BurstSource
 
 
 def _missing(x: float | None) -> bool:
@@ -111,3 +112,47 @@ FILTERS = {
     "duration": fmt_duration,
 }
 """The formatters as Jinja2 filters, e.g. `{{ cost.replica_hours|number }}`."""
+
+
+FALLBACK_WORDS = {
+    BurstFallback.NOT_OBSERVED: "no recent observations were given to the planner",
+    BurstFallback.NO_RECENT_SAMPLES: "no sample was known before the observation delay",
+    BurstFallback.STALE_OBSERVATIONS: "the newest known sample was too old (more than two data steps)",
+    BurstFallback.NO_SOURCE: "the daemon has no demand source to read observations from",
+    BurstFallback.FRESH_READ_FAILED: "reading the latest observations failed",
+}
+
+
+def fallback_words(why: str) -> str:
+    """Why the burst model was not used, for people: 'fresh-read-failed: timeout' ->
+    'reading the latest observations failed (timeout)'."""
+    code, _, detail = why.partition(": ")
+    words = FALLBACK_WORDS.get(code, code)  # type: ignore[call-overload]
+    return f"{words} ({detail})" if detail else words
+
+
+def forecast_sentence(
+    details: dict, replicas: int | None, demand_per_replica: float, lead: str
+) -> str | None:
+    """What the forecast component asks for now, in words: what placeholders cover, the ramp and
+    the burst allowance in demand units and in placeholders, and where the allowance came from
+    (saying so when it fell back to the table). None without a usable forecast."""
+    if details.get("forecast_status") != "ok" or replicas is None:
+        return None
+    ramp, burst = float(details.get("ramp", 0.0)), float(details.get("burst", 0.0))
+    total = max(0.0, ramp + burst)
+    text = (
+        f"The forecast asks for {replicas} placeholder pod(s) now. Placeholders cover the rise in "
+        f"demand expected within the {lead} lead time, not the peak level (running pods serve "
+        f"today's demand): a predictable ramp of {fmt_number(ramp)} plus a burst allowance of "
+        f"{fmt_number(burst)} makes {fmt_number(total)} demand units, "
+        f"{total / demand_per_replica:.2f} pods' worth at {fmt_number(demand_per_replica)} a pod."
+    )
+    why = details.get("burst_fallback")
+    if why:
+        return (
+            f"{text} The burst allowance fell back to the refit-time table: {fallback_words(why)}."
+        )
+    if details.get("burst_source") == BurstSource.MODEL:
+        return f"{text} The burst allowance comes from the burst model on the latest observations."
+    return f"{text} The burst allowance comes from the refit-time table by time of day."

@@ -14,13 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.planner import Plan, PlanRecord, plan_pool
-from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.forecast_math import PEAK_RADIUS_SECONDS, local_peaks
+from predictive_headroom.core.planner import Plan
+from predictive_headroom.core.series import Forecast, History
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.protocols import ClusterState
 
-PEAK_RADIUS_SECONDS = 6 * 3600
-"""A peak is the highest forecast within 6 h either side (so at most two a day)."""
 MAX_PEAKS = 3
 MAX_PAST = 5
 
@@ -74,19 +73,11 @@ def plan_horizon(
     start: float,
     end: float,
     step: float,
-    cluster: ClusterState | None,
-    forecast: Forecast | NoForecast | None,
+    inputs: PlanInputs,
 ) -> tuple[np.ndarray, list[Plan]]:
-    """The plan at every `step` from `start` to `end`, stabilised with recent plans as the daemon does."""
+    """The plan at every `step` from `start` to `end` (`core.engine.plan_over_time`)."""
     times = start + step * np.arange(int(math.floor((end - start) / step + 1e-9)) + 1, dtype=float)
-    window = pool.scale_down_stabilization.total_seconds()
-    recent: list[PlanRecord] = []
-    plans = []
-    for t in times:
-        plan = plan_pool(pool, float(t), cluster, forecast, recent)
-        plans.append(plan)
-        recent = [r for r in recent if r.at > t - window] + [plan.record()]
-    return times, plans
+    return times, list(plan_over_time(pool, times, inputs).plans)
 
 
 def find_peaks(
@@ -104,19 +95,9 @@ def find_peaks(
     if v.size < 3:
         return ()
     radius = max(1, int(round(PEAK_RADIUS_SECONDS / forecast.step_seconds)))
-    hi = np.lib.stride_tricks.sliding_window_view(
-        np.pad(v, radius, constant_values=-np.inf), 2 * radius + 1
-    )
-    lo = np.lib.stride_tricks.sliding_window_view(
-        np.pad(v, radius, constant_values=np.inf), 2 * radius + 1
-    )
-    is_peak = (v >= hi.max(axis=1)) & (v > hi[:, :radius].max(axis=1))
-    is_peak &= v - lo.min(axis=1) >= 0.05 * (v.max() - v.min())
-    is_peak[[0, -1]] = False
-    index = list(np.flatnonzero(is_peak))
-    if not index and 0 < int(np.argmax(v)) < v.size - 1:
-        index = [int(np.argmax(v))]
-    chosen = sorted(sorted(index, key=lambda i: -v[i])[:MAX_PEAKS])
+    chosen = list(local_peaks(v, radius, most=MAX_PEAKS))
+    if not chosen and 0 < int(np.argmax(v)) < v.size - 1:
+        chosen = [int(np.argmax(v))]
     peaks = []
     for i in chosen:
         upper = float(forecast.upper[mask][i])

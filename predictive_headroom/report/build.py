@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.core.engine import PlanInputs
+from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.schedules import open_intervals
 from predictive_headroom.core.series import (
@@ -24,8 +26,9 @@ from predictive_headroom.core.series import (
     Forecast,
     History,
     NoForecast,
-    burst_view,
-    from_epoch,
+    Unobserved,
+    burst_chart_data,
+    iso_utc,
 )
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import ClusterState
@@ -78,7 +81,7 @@ class PoolReport:
     cost: HeadroomCost
     notices: tuple[Notice, ...]
     burst: dict[str, Any] | None = None
-    """The burst model's allowance over the last day before now, next to demand (`burst_view`)."""
+    """The burst model's allowance over the last day before now, next to demand (`burst_chart_data`)."""
 
     @property
     def step_seconds(self) -> float:
@@ -94,9 +97,8 @@ class Report:
     source: str = ""
 
 
-def iso(seconds: float) -> str:
-    """ISO-8601 UTC text, e.g. 2014-07-15T18:00:00Z."""
-    return from_epoch(seconds).isoformat().replace("+00:00", "Z")
+iso = iso_utc
+"""ISO-8601 UTC text for POSIX seconds (`core.series.iso_utc`)."""
 
 
 def build_report(
@@ -108,11 +110,14 @@ def build_report(
     cluster: ClusterState | None = None,
     past: Sequence[Mapping[str, Any]] | None = None,
     source: str = "",
+    observed: Mapping[str, History | Unobserved | None] | None = None,
 ) -> Report:
     """The report for every pool of `policy` at `at`; maps are keyed by pool name (missing = none).
 
     `accuracies` values are `accuracy.Accuracy` objects (or their `to_dict()`), or None;
     `past` holds earlier `report_to_json` outputs, whose forecasts are judged against `histories`.
+    `observed` is each pool's latest observations for the burst model, as the daemon reads them at
+    `at` (default: the pool's history up to `at`, which holds the same samples).
     """
     pools = tuple(
         _pool_report(
@@ -124,10 +129,24 @@ def build_report(
             cluster,
             past or (),
             policy,
+            _observed_at(pool.name, observed, histories, at),
         )
         for pool in policy.pools
     )
     return Report(at, pools, source)
+
+
+def _observed_at(
+    name: str,
+    observed: Mapping[str, History | Unobserved | None] | None,
+    histories: Mapping[str, History],
+    at: float,
+) -> History | Unobserved | None:
+    """The observations the burst model reads for pool `name` at `at`."""
+    if observed is not None and name in observed:
+        return observed[name]
+    history = histories.get(name)
+    return history.until(at) if history is not None else None
 
 
 def _pool_report(
@@ -139,6 +158,7 @@ def _pool_report(
     cluster: ClusterState | None,
     past: Sequence[Mapping[str, Any]],
     policy: Policy,
+    observed: History | Unobserved | None,
 ) -> PoolReport:
     spec = pool.forecast
     usable = forecast if isinstance(forecast, Forecast) and forecast.expires_at > at else None
@@ -165,9 +185,8 @@ def _pool_report(
         else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
     )
     step = usable.step_seconds if usable else (spec.step.total_seconds() if spec else 300.0)
-    times, plans = plan_horizon(
-        pool, at, horizon_end, min(max(step, 60.0), 900.0), cluster, forecast
-    )
+    inputs = PlanInputs(forecast, observed, cluster)
+    times, plans = plan_horizon(pool, at, horizon_end, min(max(step, 60.0), 900.0), inputs)
     desired = np.array([p.desired for p in plans], dtype=float)
     windows = tuple(
         (w.name, max(a, at), min(b, horizon_end))
@@ -202,7 +221,7 @@ def _pool_report(
         past=judge_past(pool.name, past, known, at) if known is not None else (),
         cost=headroom_cost(pool, times, desired, policy),
         notices=(),
-        burst=_last_day_burst(pool.name, usable, known, at),
+        burst=_last_day_burst(pool.name, usable, known, at, pool.lead_time.total_seconds()),
     )
     return _with_notices(report, plans)
 
@@ -211,18 +230,18 @@ BURST_STEP_SECONDS = 300.0
 
 
 def _last_day_burst(
-    pool: str, forecast: Forecast | None, known: History | None, at: float
+    pool: str, forecast: Forecast | None, known: History | None, at: float, lead: float
 ) -> dict[str, Any] | None:
-    """What the burst model asks for at every 5 minutes of the last day, from what was observed then."""
+    """The burst allowance at every 5 minutes of the last day, from what was observed then."""
     if forecast is None or forecast.burst_model is None or known is None or len(known) < 2:
         return None
     times = np.arange(at - DAY_SECONDS + BURST_STEP_SECONDS, at + 1, BURST_STEP_SECONDS)
-    allowance = forecast.burst_model.allowance(known, times, forecast)
-    seen = np.isfinite(allowance)  # NaN where no observation was recent enough to predict from
+    allowance = burst_allowances(forecast, times, lead, known).values
+    seen = np.isfinite(allowance)  # a point with no finite allowance is left out, not drawn as 0
     if not seen.any():
         return None
     times, allowance = times[seen], allowance[seen]
-    return burst_view(
+    return burst_chart_data(
         pool, forecast.burst_model, times, np.interp(times, known.times, known.values), allowance
     )
 

@@ -26,6 +26,7 @@ from predictive_headroom.pages.format import (
     fmt_ratio,
     fmt_share,
     fmt_time,
+    forecast_sentence,
 )
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC as _RC
@@ -338,9 +339,13 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
             )
             if k == 0 or (d, why) != (r.plan_desired[k - 1], r.plan_reasons[k - 1])
         ],
-        "burst": getattr(
-            r, "burst", None
-        ),  # the burst allowance of the last day, when the report carries one
+        "burst": r.burst,  # the burst allowance of the last day, when the report carries one
+        "forecast_now": forecast_sentence(
+            r.now.details,
+            r.now.components.get("forecast"),
+            r.pool.forecast.demand_per_replica if r.pool.forecast else 1.0,
+            fmt_lead(r.pool.lead_time.total_seconds()),
+        ),
     }
 
 

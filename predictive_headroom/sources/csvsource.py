@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from predictive_headroom.core.series import History, from_epoch
+from predictive_headroom.core.series import History, iso_utc
 from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.protocols import SourceError
 
@@ -144,7 +144,7 @@ def _ordered(path: Path, times: np.ndarray, values: np.ndarray, lines: np.ndarra
         problems = []
         for i in wrong[:SHOWN_PROBLEMS]:
             before, here = lines[i], lines[i + 1]
-            stamp = from_epoch(times[i + 1]).isoformat().replace("+00:00", "Z")
+            stamp = iso_utc(times[i + 1])
             if steps[i] == 0:
                 problems.append(
                     f"{here}: duplicate timestamp {stamp} (also on line {before}); each time must appear once"
@@ -181,8 +181,8 @@ class CsvSource:
         part = full.until(end).since(end - spec.history.total_seconds())
         if not len(part):
             raise SourceError(
-                f"{self.path}: no rows between {_utc(end - spec.history.total_seconds())} and {_utc(end)}; "
-                f"the file covers {_utc(full.start)} to {_utc(full.end)}"
+                f"{self.path}: no rows between {iso_utc(end - spec.history.total_seconds())} and {iso_utc(end)}; "
+                f"the file covers {iso_utc(full.start)} to {iso_utc(full.end)}"
             )
         return part
 
@@ -192,10 +192,6 @@ class CsvSource:
         part = full.until(end).since(end - span_seconds)
         if not len(part):
             raise SourceError(
-                f"{self.path}: no rows between {_utc(end - span_seconds)} and {_utc(end)}"
+                f"{self.path}: no rows between {iso_utc(end - span_seconds)} and {iso_utc(end)}"
             )
         return part
-
-
-def _utc(seconds: float) -> str:
-    return from_epoch(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,291 @@
+"""The plan over time: one pool's stabilised plans at a sequence of instants, computed one way.
+
+The daemon (one instant per reconcile), `plan --at` and `plan --horizon`, the report's horizon and
+the backtest's minute-by-minute replay all plan through `PoolTimeline`, so they give the same
+answer for the same inputs. The API:
+
+- `PlanInputs(forecast, observed, cluster)`: what is known about a pool.
+- `plan_over_time(pool, times, inputs, recent=())` -> `Timeline(plans, recent)`: the plans at
+  `times` (ascending), scale-down stabilisation carried from `recent` (the records a previous
+  call returned) through every instant.
+- `plan_pool(pool, at, cluster, forecast, recent, observed)`: the plan at one instant.
+- `PoolTimeline(pool, times, forecasts, observed, recent)`: the stepping form, for callers whose
+  cluster changes between instants (the backtest feeds it the simulated nodes). `forecasts` may
+  name several forecasts, each in force from an instant on (the backtest's refits).
+
+Per forecast in force, the forecast component is computed for all its instants at once (the ramp,
+the burst decision of `core.forecast_math`), and the schedule floor for all instants at once
+(`schedule_series`); then each instant is combined and stabilised in order (`planner.combine`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from predictive_headroom.core.forecast_math import BurstAllowances, burst_allowances, ramp_at
+from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, combine
+from predictive_headroom.core.proportional import proportional_floor
+from predictive_headroom.core.schedules import open_intervals
+from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
+from predictive_headroom.core.vocabulary import ForecastStatus
+from predictive_headroom.policy.config import Pool, ScheduleWindow
+from predictive_headroom.protocols import ClusterState
+
+AnyForecast = Forecast | NoForecast | None
+InForce = Sequence[tuple[float, AnyForecast]]
+"""Forecasts each in force from an instant on, ascending; before the first, the pool is warming up."""
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What is known about one pool: its forecast (None: it forecasts nothing; a NoForecast says
+    why a configured one is missing), its latest observations for the burst model (or why they are
+    missing) and the cluster for the proportional rule (None leaves that rule out)."""
+
+    forecast: AnyForecast = None
+    observed: History | Unobserved | None = None
+    cluster: ClusterState | None = None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The plans at each instant asked for, and the records to pass as `recent` next time."""
+
+    plans: tuple[Plan, ...]
+    recent: tuple[PlanRecord, ...]
+
+
+def schedule_series(
+    windows: Sequence[ScheduleWindow], times: np.ndarray, lead: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per instant of `times` (ascending): the schedule floor, the index of the window setting it
+    (-1: none open) and which windows are open (a (windows, instants) boolean array). Among open
+    windows the highest `desiredReplicas` wins, the first listed among equals."""
+    times = np.asarray(times, dtype=float)
+    best = np.zeros(times.size, dtype=np.int64)
+    which = np.full(times.size, -1, dtype=np.int64)
+    open_ = np.zeros((len(windows), times.size), dtype=bool)
+    if not times.size:
+        return best, which, open_
+    for k, window in enumerate(windows):
+        for a, b in open_intervals(window, float(times[0]), float(times[-1]), lead):
+            i, j = np.searchsorted(times, [a, b], side="left")
+            seg = slice(int(i), int(j))
+            open_[k, seg] = True
+            better = (which[seg] < 0) | (window.desired_replicas > best[seg])
+            best[seg] = np.where(better, window.desired_replicas, best[seg])
+            which[seg] = np.where(better, k, which[seg])
+    return best, which, open_
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The forecast component at every instant one forecast is in force (arrays, one per field)."""
+
+    status: np.ndarray
+    replicas: np.ndarray
+    ramp: np.ndarray
+    yhat: np.ndarray
+    bursts: BurstAllowances | None
+
+
+def _forecast_parts(
+    pool: Pool, forecast: AnyForecast, at: np.ndarray, observed: History | Unobserved | None
+) -> _Parts:
+    """The forecast component of `pool` at each instant of `at` (see `core.forecast_math`)."""
+    n = at.size
+    nothing = np.zeros(n)
+    spec = pool.forecast
+    if spec is None or not spec.enabled:
+        status = ForecastStatus.NOT_CONFIGURED if spec is None else ForecastStatus.DISABLED
+        return _Parts(np.full(n, str(status), dtype=object), np.full(n, -1), nothing, nothing, None)
+    if not isinstance(forecast, Forecast):
+        why = ForecastStatus.NO_HISTORY if forecast is None else forecast.why
+        return _Parts(np.full(n, str(why), dtype=object), np.full(n, -1), nothing, nothing, None)
+    lead = pool.lead_time.total_seconds()
+    first = forecast.times[0] - max(forecast.step_seconds, 1.0) if forecast.times.size else math.inf
+    covered = (at >= first) & (at <= forecast.expires_at)
+    status = np.where(covered, str(ForecastStatus.OK), str(ForecastStatus.EXPIRED)).astype(object)
+    ramp = ramp_at(forecast.times, forecast.ramp_curve, at, lead)
+    bursts = burst_allowances(forecast, at, lead, observed)
+    total = np.maximum(0.0, ramp + bursts.values)
+    replicas = np.maximum(0, np.ceil(total / spec.demand_per_replica - 1e-9)).astype(np.int64)
+    replicas[~covered] = -1
+    return _Parts(status, replicas, ramp, np.asarray(forecast.value_at(at), dtype=float), bursts)
+
+
+class PoolTimeline:
+    """Plans one pool at the instants `times` (ascending), in order, stabilised as the daemon does.
+
+    `forecasts` is one forecast (in force throughout) or several, each in force from an instant
+    on (`InForce`). `observed` feeds the burst model; `recent` carries stabilisation from earlier
+    plans. Call `plan(i, cluster)` for i = 0, 1, ... (each instant at most once, in order)."""
+
+    def __init__(
+        self,
+        pool: Pool,
+        times: np.ndarray,
+        forecasts: AnyForecast | InForce = None,
+        observed: History | Unobserved | None = None,
+        recent: Sequence[PlanRecord] = (),
+    ) -> None:
+        self.pool = pool
+        self.times = np.asarray(times, dtype=float)
+        in_force = list(forecasts) if isinstance(forecasts, Sequence) else [(-math.inf, forecasts)]
+        self._forecasts = [f for _, f in in_force]
+        self._starts = np.searchsorted(
+            self.times, np.array([t for t, _ in in_force], dtype=float), side="left"
+        )
+        self.observed = observed
+        self.lead = pool.lead_time.total_seconds()
+        self._floor, self._which, self._open = schedule_series(
+            pool.schedules, self.times, self.lead
+        )
+        self._names = [w.name for w in pool.schedules]
+        self._parts: dict[int, _Parts] = {}
+        self._proportional: dict[ClusterState, int] = {}
+        self._window = pool.scale_down_stabilization.total_seconds()
+        self._records: deque[PlanRecord] = deque(sorted(recent, key=lambda r: r.at))
+        self._next = 0
+
+    def __len__(self) -> int:
+        return int(self.times.size)
+
+    @property
+    def recent(self) -> tuple[PlanRecord, ...]:
+        """The records to pass as `recent` to a later timeline of the same pool."""
+        return tuple(self._records)
+
+    @property
+    def first_in_force(self) -> int:
+        """The index of the first instant a named forecast is in force (before it: warming up)."""
+        return int(self._starts[0]) if len(self._starts) else len(self)
+
+    def forecast_in_force(self, i: int) -> tuple[int, AnyForecast]:
+        """(k, forecast): the forecast in force at instant `i` and its index (-1: before the first)."""
+        k = int(np.searchsorted(self._starts, i, side="right")) - 1
+        return k, (self._forecasts[k] if k >= 0 else NoForecast(str(ForecastStatus.WARMUP)))
+
+    def forecast_part(self, i: int) -> ForecastPart:
+        """The forecast component at instant `i`."""
+        k, forecast = self.forecast_in_force(i)
+        if k not in self._parts:
+            lo = int(self._starts[k]) if k >= 0 else 0
+            hi = int(self._starts[k + 1]) if k + 1 < len(self._starts) else len(self)
+            self._parts[k] = _forecast_parts(self.pool, forecast, self.times[lo:hi], self.observed)
+        parts, j = self._parts[k], i - (int(self._starts[k]) if k >= 0 else 0)
+        if parts.bursts is None or parts.status[j] != ForecastStatus.OK:
+            return ForecastPart(None, parts.status[j])
+        return ForecastPart(
+            int(parts.replicas[j]),
+            ForecastStatus.OK,
+            float(parts.ramp[j]),
+            parts.bursts[j],
+            float(parts.yhat[j]),
+        )
+
+    def plan(self, i: int, cluster: ClusterState | None = None) -> Plan:
+        """The plan at instant `i` given the cluster then; instants must be planned in order."""
+        if i < self._next:
+            raise ValueError(f"instant {i} was planned already; plan each instant once, in order")
+        self._next = i + 1
+        pool, at = self.pool, float(self.times[i])
+        k = int(self._which[i])
+        schedule = (int(self._floor[i]), self._names[k]) if k >= 0 else None
+        proportional = None
+        if pool.proportional is not None and cluster is not None:
+            if cluster not in self._proportional:
+                self._proportional[cluster] = proportional_floor(pool.proportional, cluster)
+            proportional = self._proportional[cluster]
+        details: dict[str, object] = {}
+        if pool.schedules:
+            details["open_windows"] = [
+                n for n, o in zip(self._names, self._open[:, i], strict=True) if o
+            ]
+        if pool.proportional is not None and cluster is None:
+            details["proportional_status"] = "no-cluster-state"
+        while self._records and self._records[0].at <= at - self._window:
+            self._records.popleft()
+        plan = combine(
+            pool, at, schedule, proportional, self.forecast_part(i), self._records, details
+        )
+        self._records.append(plan.record())
+        return plan
+
+
+def plan_over_time(
+    pool: Pool,
+    times: Sequence[float] | np.ndarray,
+    inputs: PlanInputs,
+    recent: Sequence[PlanRecord] = (),
+) -> Timeline:
+    """The stabilised plans of `pool` at `times` (ascending POSIX seconds) from `inputs`, carrying
+    scale-down stabilisation from `recent` (the `Timeline.recent` of an earlier call)."""
+    timeline = PoolTimeline(
+        pool, np.asarray(times, dtype=float), inputs.forecast, inputs.observed, recent
+    )
+    plans = tuple(timeline.plan(i, inputs.cluster) for i in range(len(timeline)))
+    return Timeline(plans, timeline.recent)
+
+
+def plan_pool(
+    pool: Pool,
+    at: float,
+    cluster: ClusterState | None = None,
+    forecast: AnyForecast = None,
+    recent: Sequence[PlanRecord] = (),
+    observed: History | Unobserved | None = None,
+) -> Plan:
+    """The plan for one pool at `at` (POSIX seconds): `plan_over_time` at one instant."""
+    return plan_over_time(pool, [at], PlanInputs(forecast, observed, cluster), recent).plans[0]
+
+
+JUST_BEFORE = 1e-3
+"""Seconds before a window edge at which the horizon also plans (not shown): the last instant the
+window's value is still needed, so its scale-down stabilisation ends exactly `window` after the
+edge whatever the step."""
+
+
+def horizon_plans(
+    pool: Pool, start: float, end: float, step: float, inputs: PlanInputs
+) -> tuple[Plan, ...]:
+    """The plans from `start` to `end`: at `start`, at every multiple of `step` after it, and at the
+    exact instants the plan can change between them: schedule windows opening and closing (lead
+    time included) and scale-down stabilisation ending (`scaleDownStabilization` after the
+    unstabilised count dropped). The answer at an instant does not depend on `step`."""
+    lead = pool.lead_time.total_seconds()
+    grid = np.arange(math.ceil(start / step) * step, end + step / 2, step)
+    edges = np.array(
+        [
+            x
+            for w in pool.schedules
+            for interval in open_intervals(w, start, end, lead)
+            for x in interval
+            if start < x <= end
+        ],
+        dtype=float,
+    )
+    times = np.unique(np.concatenate([[start], grid[grid <= end], edges]))
+    hidden = np.setdiff1d(edges - JUST_BEFORE, times)
+    hidden = hidden[hidden > start]
+    window = pool.scale_down_stabilization.total_seconds()
+    for _ in range(3):  # later passes add the instants where stabilisation ends
+        plans = plan_over_time(pool, np.union1d(times, hidden), inputs).plans
+        drops = [
+            plans[k + 1].at + window
+            for k in range(len(plans) - 1)
+            if plans[k + 1].raw < plans[k].raw and start < plans[k + 1].at + window <= end
+        ]
+        new = np.setdiff1d(drops, times)
+        if not new.size:
+            break
+        times = np.union1d(times, new)
+    else:
+        plans = plan_over_time(pool, np.union1d(times, hidden), inputs).plans
+    shown = set(times.tolist())
+    return tuple(p for p in plans if p.at in shown)

@@ -1,0 +1,65 @@
+"""The words plans and allowances are made of, named once.
+
+Every member is a `str`, so JSON output, log lines and metric labels show the same text as
+before (`"model"`, `"stale-observations"`, ...); code compares against the members.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class BurstSource(StrEnum):
+    """Where a burst allowance came from."""
+
+    MODEL = "model"
+    """The conditional burst model, evaluated on the observations known at the instant."""
+    PROFILE = "profile"
+    """The refit-time table by time of day and week (no model, or the model could not be used)."""
+
+
+class BurstFallback(StrEnum):
+    """Why the burst model was not used although the forecast carries one."""
+
+    NOT_OBSERVED = "not-observed"
+    """No observations were passed to the planner."""
+    NO_RECENT_SAMPLES = "no-recent-samples"
+    """No sample at or before the instant minus the observation delay."""
+    STALE_OBSERVATIONS = "stale-observations"
+    """The newest known sample is older than the model accepts (two data steps)."""
+    NO_SOURCE = "no-source"
+    """The daemon has no demand source to read observations from."""
+    FRESH_READ_FAILED = "fresh-read-failed"
+    """Reading the latest observations failed (the detail follows after a colon)."""
+
+
+class ForecastStatus(StrEnum):
+    """The state of a pool's forecast component at one instant (besides a `NoForecast.why`)."""
+
+    OK = "ok"
+    NO_HISTORY = "no-history"
+    EXPIRED = "forecast-expired"
+    DISABLED = "disabled"
+    NOT_CONFIGURED = "not-configured"
+    WARMUP = "warmup"
+    """The backtest before its first refit."""
+
+
+class Component(StrEnum):
+    """The components of a plan, in the order that names the reason among equal values."""
+
+    SCHEDULE = "schedule"
+    PROPORTIONAL = "proportional"
+    FORECAST = "forecast"
+    MIN = "min"
+
+
+class PlanReason(StrEnum):
+    """The reasons a plan can give that are not a component's name (see `Component`)."""
+
+    MAX = "max"
+    HOLD_STABILIZATION = "hold:scale-down-stabilization"
+    HOLD_PREFIX = "hold:"
+    """Followed by the forecast status when `min` wins because the forecast is missing."""
+    SCHEDULE_PREFIX = "schedule:"
+    """Followed by the name of the window that sets the floor."""

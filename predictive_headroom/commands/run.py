@@ -83,9 +83,11 @@ def build_daemon(
     `elector_for(api)` builds the leader elector (default: always leader); its `write_budget` fences
     every write of the actuator.
     """
+    from predictive_headroom.daemon.closedloop import LoopSettings
     from predictive_headroom.daemon.pipeline import default_forecaster
     from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
     from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+    from predictive_headroom.kube.pods import KubePodReader
     from predictive_headroom.kube.targets import TargetActuator
 
     source: Source | None = None
@@ -120,6 +122,10 @@ def build_daemon(
         if source
         else None,
         target_apis=discovery,
+        pods=KubePodReader(api) if settings.observe_placeholders else None,
+        loop_settings=LoopSettings(
+            window_seconds=settings.loop_window, max_samples=settings.loop_max_samples
+        ),
     )
     return daemon, api
 

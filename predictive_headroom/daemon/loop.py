@@ -26,6 +26,7 @@ Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -36,11 +37,13 @@ from typing import Any
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.health import LoopWatch
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
+from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
 from predictive_headroom.daemon.targetapis import TargetApiTracker
@@ -54,6 +57,7 @@ from predictive_headroom.protocols import (
     ClusterState,
     Forecaster,
     LeaseLost,
+    PodReader,
     Source,
     TargetApis,
 )
@@ -90,6 +94,8 @@ class Daemon:
         report_writer: ReportWriter | None = None,
         target_apis: TargetApis | None = None,
         pool_workers: int = POOL_WORKERS,
+        pods: PodReader | None = None,
+        loop_settings: LoopSettings | None = None,
     ) -> None:
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
@@ -118,6 +124,8 @@ class Daemon:
         }
         self._recent: dict[str, list[PlanRecord]] = {}
         self.inputs = Inputs(source, cluster, self.metrics)
+        self.observer = LoopObserver(self.inputs, pods, self.metrics, loop_settings)
+        """The closed loop: node boots, placeholder starts and preemptions; `leadTime: auto`."""
         self.writer = TargetWriter(
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
@@ -190,7 +198,7 @@ class Daemon:
         assert self.source is not None
         try:
             result = fit_policy(
-                policy.model_copy(update={"pools": [pool]}),
+                policy.model_copy(update={"pools": [self.observer.planned(pool)]}),
                 self.source,
                 at,
                 self.forecaster,
@@ -245,6 +253,7 @@ class Daemon:
         policy, forecasts = self.policy, self._forecasts
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
+        self.observer.begin()
         outcomes = map_bounded(
             lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
             policy.pools,
@@ -277,12 +286,23 @@ class Daemon:
             return PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
         plan: Plan | None = None
         try:
+            pool = self.observer.observe(pool, at)  # with its measured lead time (leadTime: auto)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
             timeline = plan_over_time(
                 pool, [at], PlanInputs(forecast, observed, cluster), self._recent.get(pool.name, ())
             )
             plan, self._recent[pool.name] = timeline.plans[0], list(timeline.recent)
+            lead = self.observer.lead_times.get(pool.name)
+            if lead is not None:
+                plan = dataclasses.replace(
+                    plan,
+                    details={
+                        **plan.details,
+                        "lead_time_seconds": lead.seconds,
+                        "lead_time_source": lead.source,
+                    },
+                )
             self.metrics.record_plan(plan)
             self.metrics.record_forecast(pool.name, forecast, at + pool.lead_time.total_seconds())
             if not leader:
@@ -352,6 +372,7 @@ class Daemon:
         for name in removed:
             self._recent.pop(name, None)
         self.inputs.forget(removed)
+        self.observer.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)
         self.target_apis.invalidate()  # a pool may pin another CapacityBuffer version now
@@ -401,6 +422,7 @@ class Daemon:
             "refit": self.last_refit,
             "forecasts": {n: describe(f) for n, f in self._forecasts.items()},
             "target_apis": self.target_apis.found,
+            "closed_loop": self.observer.status(self.clock()),
         }
 
 

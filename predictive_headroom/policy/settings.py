@@ -54,6 +54,13 @@ class Settings(BaseSettings):
     leader_election: bool = True
     report_dir: Path = Path("/tmp/predictive-headroom/reports")
     report_keep: int = Field(default=5, ge=1)
+    observe_placeholders: bool = True
+    """The closed loop reads placeholder pods and `Preempted` Events in the targets' namespaces
+    (read-only; the chart grants it). False: only node boot times are measured."""
+    loop_window: float = Field(default=7 * 86400.0, gt=0)
+    """Seconds of closed-loop samples kept in memory (node boots, placeholder starts, preemptions)."""
+    loop_max_samples: int = Field(default=5000, ge=10)
+    """Per pool and kind, the newest closed-loop samples kept at most."""
 
     @field_validator("prometheus_url")
     @classmethod

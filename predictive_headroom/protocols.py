@@ -80,6 +80,7 @@ class PodSeen:
     scheduled_since: float | None
     ready_since: float | None
     preempted_at: float | None = None
+    node: str = ""
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,10 @@ class PodReader(Protocol):
 
     def preemptions(self, namespace: str) -> tuple[Preemption, ...]:
         """The scheduler's `Preempted` Events on pods in `namespace` that the API still keeps."""
+        ...
+
+    def workload_pods(self, namespace: str) -> tuple[PodSeen, ...]:
+        """The pods of `namespace` that have not ended (for how long they waited for a node)."""
         ...
 
 

@@ -69,7 +69,9 @@ def server() -> Iterator[FakeApiServer]:
         yield fake
 
 
-def make_daemon(config: Path, server: FakeApiServer, clock: Clock) -> Daemon:
+def make_daemon(
+    config: Path, server: FakeApiServer, clock: Clock, settings: LoopSettings | None = None
+) -> Daemon:
     api = server.api_client()
     return Daemon(
         config,
@@ -80,6 +82,7 @@ def make_daemon(config: Path, server: FakeApiServer, clock: Clock) -> Daemon:
         cluster=KubeClusterReader(api, FAST),
         clock=clock,
         pods=KubePodReader(api, FAST),
+        loop_settings=settings,
     )
 
 
@@ -269,3 +272,46 @@ def test_memory_stays_within_the_window_and_the_sample_cap() -> None:
     assert len(loop.boots.items) == 50
     assert len(loop._nodes) <= 2 * 600 / 60 + 1
     assert loop.summary(now)["node_boots"] == 50
+
+
+def test_pods_that_waited_for_a_node_of_the_pool_are_measured_only_when_opted_in(
+    tmp_path, server
+) -> None:
+    boot_node(server, "n-0", NOW - 400, 120)
+    shop = "shop"
+    # Waited 150 s for n-0 (a new node of the pool), placed at once, never placed, other pool.
+    server.add_scheduling_pod(
+        shop, "waited", created=iso(NOW - 200), scheduled_at=iso(NOW - 50), node="n-0"
+    )
+    server.add_scheduling_pod(
+        shop, "at-once", created=iso(NOW - 100), scheduled_at=iso(NOW - 99), node="n-0"
+    )
+    server.add_scheduling_pod(shop, "stuck", created=iso(NOW - 300))
+    server.add_scheduling_pod(
+        shop, "batch", created=iso(NOW - 300), scheduled_at=iso(NOW - 30), node="other-pool"
+    )
+    config = write_policy(tmp_path / "p.yaml", lead="5m")
+
+    plain = make_daemon(config, server, Clock(NOW))
+    before = len(server.requests())
+    plain.reconcile()
+    assert not any("/namespaces/shop/" in r.path for r in server.requests()[before:])
+    assert plain.status()["closed_loop"]["web"]["pods_waited"] == 0
+
+    clock = Clock(NOW)
+    daemon = make_daemon(config, server, clock, LoopSettings(wait_namespaces=(shop,)))
+    daemon.reconcile()
+    summary = daemon.status()["closed_loop"]["web"]
+    assert (summary["pods_waited"], summary["pod_wait_total_seconds"]) == (1, 150.0)
+
+    # The stuck pod gets a node 10 minutes after it was created; the others are not counted again.
+    server.add_scheduling_pod(
+        shop, "stuck", created=iso(NOW - 300), scheduled_at=iso(NOW + 300), node="n-0"
+    )
+    clock.now += 360
+    daemon.reconcile()
+    summary = daemon.status()["closed_loop"]["web"]
+    assert summary["pods_waited"] == 2
+    assert (summary["pod_wait_total_seconds"], summary["pod_wait_worst_seconds"]) == (750.0, 600.0)
+    got = samples(daemon, "predictive_headroom_pod_wait_seconds")
+    assert got[("predictive_headroom_pod_wait_seconds_count", (("pool", "web"),))] == 2

@@ -148,6 +148,8 @@ GPU_VALUES: dict[str, Any] = {
 BUFFER_SCOPE = {"helm-buffers-cluster": "Cluster"}  # the others: Namespaced
 CLOSED_LOOP_RULE = {"apiGroups": [""], "resources": ["events", "pods"], "verbs": ["list"]}
 """The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace."""
+POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
+"""The opt-in pod-wait read, in each watched namespace only."""
 
 
 @pytest.fixture(scope="module")
@@ -265,6 +267,7 @@ def test_rbac_has_no_wildcards_and_names_every_writable_object(renderings, rende
                         and role["metadata"]["name"].endswith("-targets")
                         and rule == CLOSED_LOOP_RULE
                     )
+                    or (role["metadata"]["name"].endswith("-pod-wait") and rule == POD_WAIT_RULE)
                 ), f"{role['metadata']['name']}: unnamed rule {rule}"
 
     cluster_roles = {
@@ -509,6 +512,44 @@ def test_the_closed_loop_opt_out_drops_the_read_and_tells_the_daemon():
         for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
     }
     assert env["PH_OBSERVE_PLACEHOLDERS"] == "false"
+
+
+def test_pod_wait_is_off_by_default_and_reads_only_the_namespaces_named(renderings):
+    for objects in renderings.values():
+        assert not [
+            r for r in _of_kind(objects, "Role") if r["metadata"]["name"].endswith("-pod-wait")
+        ]
+    objects = render_chart({**MULTI_VALUES, "closedLoop": {"podWaitNamespaces": ["shop", "api"]}})
+    roles = {
+        r["metadata"]["namespace"]: r
+        for r in _of_kind(objects, "Role")
+        if r["metadata"]["name"].endswith("-pod-wait")
+    }
+    assert set(roles) == {"shop", "api"}
+    assert all(r["rules"] == [POD_WAIT_RULE] for r in roles.values())
+    bindings = {
+        b["metadata"]["namespace"]: b
+        for b in _of_kind(objects, "RoleBinding")
+        if b["metadata"]["name"].endswith("-pod-wait")
+    }
+    assert set(bindings) == {"shop", "api"}
+    for binding in bindings.values():
+        assert binding["roleRef"]["name"] == roles["shop"]["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "predictive-headroom", "namespace": NAMESPACE}
+        ]
+    env = {
+        e["name"]: e.get("value")
+        for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PH_POD_WAIT_NAMESPACES"] == "shop,api"
+
+    kustomized = render_kustomize("podwait")
+    (role,) = _of_kind(kustomized, "Role")
+    assert role["rules"] == [POD_WAIT_RULE]
+    (binding,) = _of_kind(kustomized, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
 
 
 # --- the daemon --------------------------------------------------------------------------------

@@ -107,6 +107,7 @@ def build_daemon(
     except ActuatorError as exc:
         raise CommandError(str(exc)) from None
     discovery = CapacityBufferDiscovery(api)  # which CapacityBuffer version the cluster serves
+    wait_namespaces = [n.strip() for n in settings.pod_wait_namespaces.split(",") if n.strip()]
     elector = elector_for(api) if elector_for is not None else AlwaysLeader()
     daemon = Daemon(
         args.config,
@@ -122,9 +123,12 @@ def build_daemon(
         if source
         else None,
         target_apis=discovery,
-        pods=KubePodReader(api) if settings.observe_placeholders else None,
+        pods=KubePodReader(api),
         loop_settings=LoopSettings(
-            window_seconds=settings.loop_window, max_samples=settings.loop_max_samples
+            window_seconds=settings.loop_window,
+            max_samples=settings.loop_max_samples,
+            observe_placeholders=settings.observe_placeholders,
+            wait_namespaces=tuple(wait_namespaces),
         ),
     )
     return daemon, api

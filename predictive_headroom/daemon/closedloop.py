@@ -7,7 +7,9 @@ From what each reconcile reads anyway (the pool's node list, its placeholder pod
   counted once (a node that flaps NotReady and back is not counted again);
 - placeholder start: `PodScheduled` to `Ready` of each placeholder pod, counted once;
 - headroom used: placeholders the scheduler preempted (the victim's `DisruptionTarget` condition
-  or the `Preempted` Event; a victim seen both ways is one use).
+  or the `Preempted` Event; a victim seen both ways is one use);
+- pods that waited (opt-in): workload pods scheduled onto a node of the pool at least
+  `wait_threshold_seconds` after their creation, with that wait, each pod once.
 
 `lead_time` turns the samples into the pool's lead time when the policy says `leadTime: auto`:
 the p90 of node boot plus the p90 of placeholder start, bounded to [`lead_min`, `lead_max`], once
@@ -21,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
@@ -49,6 +51,13 @@ class LoopSettings:
     percentile: float = 90.0
     lead_min_seconds: float = 30.0
     lead_max_seconds: float = 1800.0
+    observe_placeholders: bool = True
+    """Read placeholder pods and `Preempted` Events (headroom used, placeholder start)."""
+    wait_namespaces: tuple[str, ...] = ()
+    """Namespaces whose pods are watched for waiting on a node (opt-in; empty: none)."""
+    wait_threshold_seconds: float = 10.0
+    """A pod scheduled this long after its creation waited for capacity (the scheduler places a pod
+    that fits in well under a second)."""
 
 
 LeadSource = Literal["measured", "configured"]
@@ -125,6 +134,9 @@ class PoolLoop:
         self.settings = settings or LoopSettings()
         limit = self.settings.max_samples
         self.boots, self.starts, self.used = _Samples(limit), _Samples(limit), _Samples(limit)
+        self.waits = _Samples(limit)
+        self._waited: dict[str, float] = {}
+        """Workload pods whose wait was counted (uid -> creation)."""
         self.used_total = 0
         self.last_used: float | None = None
         self._nodes: dict[str, float] = {}
@@ -172,6 +184,25 @@ class PoolLoop:
         self._forget(now)
         return starts, used
 
+    def observe_waits(
+        self, pods: Iterable[PodSeen], nodes: Collection[str], now: float
+    ) -> list[float]:
+        """Count workload pods scheduled recently onto one of `nodes` (the pool's) at least
+        `wait_threshold_seconds` after their creation; returns their new waits."""
+        recent = now - self.settings.recent_seconds
+        waits = []
+        for pod in pods:
+            since = pod.scheduled_since
+            if since is None or since < recent or pod.uid in self._waited or pod.node not in nodes:
+                continue
+            wait = since - pod.created
+            self._waited[pod.uid] = pod.created
+            if wait >= self.settings.wait_threshold_seconds:
+                self.waits.add(since, wait)
+                waits.append(wait)
+        self._forget(now)
+        return waits
+
     def observe_preemptions(self, events: Iterable[Preemption], deployment: str, now: float) -> int:
         """Count the `Preempted` Events on this pool's placeholders (named after `deployment`)."""
         owned = _owned_by(deployment)
@@ -188,11 +219,11 @@ class PoolLoop:
 
     def _forget(self, now: float) -> None:
         recent = now - 2 * self.settings.recent_seconds
-        for memo in (self._nodes, self._pods, self._victims):
+        for memo in (self._nodes, self._pods, self._victims, self._waited):
             for uid in [u for u, t in memo.items() if t < recent]:
                 del memo[uid]
         since = now - self.settings.window_seconds
-        for samples in (self.boots, self.starts, self.used):
+        for samples in (self.boots, self.starts, self.used, self.waits):
             samples.prune(since)
 
     def lead_time(self, configured: timedelta, now: float) -> LeadTime:
@@ -213,7 +244,7 @@ class PoolLoop:
         """The window's figures: boots (count, p50, p90), placeholder starts, headroom used."""
         since = now - self.settings.window_seconds if since is None else since
         boots, starts = self.boots.values(since), self.starts.values(since)
-        used = self.used.values(since)
+        used, waits = self.used.values(since), self.waits.values(since)
         return {
             "since": since,
             "node_boots": int(boots.size),
@@ -223,6 +254,9 @@ class PoolLoop:
             "placeholder_start_p90_seconds": _pct(starts, 90),
             "headroom_used": int(used.size),
             "headroom_last_used_at": self.last_used,
+            "pods_waited": int(waits.size),
+            "pod_wait_total_seconds": round(float(waits.sum()), 1),
+            "pod_wait_worst_seconds": round(float(waits.max()), 1) if waits.size else None,
         }
 
 

@@ -117,6 +117,13 @@ class Metrics:
             buckets=START_BUCKETS,
             registry=r,
         )
+        self.pod_wait = Histogram(
+            f"{PREFIX}_pod_wait_seconds",
+            "Creation to scheduled of workload pods that waited for a node of the pool (opt-in).",
+            ["pool"],
+            buckets=BOOT_BUCKETS,
+            registry=r,
+        )
         self.headroom_used = Counter(
             f"{PREFIX}_headroom_used",
             "Placeholder pods the scheduler preempted to place a workload pod (warm capacity used).",
@@ -201,6 +208,7 @@ class Metrics:
         for metric in (
             self.node_ready,
             self.placeholder_start,
+            self.pod_wait,
             self.headroom_used,
             self.headroom_last_used,
         ):

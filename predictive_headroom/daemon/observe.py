@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from datetime import timedelta
 from typing import Any
@@ -29,7 +29,7 @@ from predictive_headroom.daemon.closedloop import (
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import PodReader, Preemption
+from predictive_headroom.protocols import PodReader, PodSeen, Preemption
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +50,12 @@ class LoopObserver:
         self.lead_times: dict[str, LeadTime] = {}
         self._lock = threading.Lock()
         self._events: dict[str, Future[tuple[Preemption, ...]]] = {}
+        self._workloads: dict[str, Future[tuple[PodSeen, ...]]] = {}
 
     def begin(self) -> None:
         """A new reconcile: Events are listed afresh (nodes are, by `Inputs.prefetch`)."""
         with self._lock:
-            self._events = {}
+            self._events, self._workloads = {}, {}
 
     def observe(self, pool: Pool, at: float) -> Pool:
         """Measure `pool` now; return the pool as planned: with its measured lead time when the
@@ -64,7 +65,11 @@ class LoopObserver:
             if loop is None:
                 loop = self.loops[pool.name] = PoolLoop(pool, self.settings)
         self._nodes(pool, loop, at)
-        if self.pods is not None and pool.target.kind == "Deployment":
+        if (
+            self.pods is not None
+            and self.settings.observe_placeholders
+            and pool.target.kind == "Deployment"
+        ):
             self._pods(pool, loop, at)
         lead = loop.lead_time(pool.lead_time, at)
         if not is_auto(pool):
@@ -95,6 +100,22 @@ class LoopObserver:
             return
         for boot in loop.observe_nodes(listed.nodes, at):
             self.metrics.node_ready.labels(pool=pool.name).observe(boot)
+        if self.pods is not None and self.settings.wait_namespaces:
+            self._waits(pool, loop, {n.name for n in listed.nodes}, at)
+
+    def _waits(self, pool: Pool, loop: PoolLoop, nodes: set[str], at: float) -> None:
+        assert self.pods is not None
+        pods: list[PodSeen] = []
+        for ns in self.settings.wait_namespaces:
+            try:
+                pods.extend(self._once(self._workloads, ns, self.pods.workload_pods))
+            except Exception as exc:
+                logger.warning(
+                    "pool %s: cannot list pods in %s for pod waits: %s", pool.name, ns, exc
+                )
+                self.metrics.error("observe")
+        for wait in loop.observe_waits(pods, nodes, at):
+            self.metrics.pod_wait.labels(pool=pool.name).observe(wait)
 
     def _pods(self, pool: Pool, loop: PoolLoop, at: float) -> None:
         assert self.pods is not None
@@ -121,17 +142,24 @@ class LoopObserver:
     def _preemptions(self, namespace: str) -> tuple[Preemption, ...]:
         """The namespace's `Preempted` Events, listed once per reconcile for all its pools."""
         assert self.pods is not None
+        return self._once(self._events, namespace, self.pods.preemptions)
+
+    def _once(
+        self, memo: dict[str, Future[Any]], namespace: str, read: Callable[[str], Any]
+    ) -> Any:
+        """`read(namespace)` once per reconcile (`memo` is emptied by `begin`); pools asking at the
+        same time wait for the first one's answer (or its error)."""
         with self._lock:
-            read = self._events.get(namespace)
-            mine = read is None
-            if read is None:
-                read = self._events[namespace] = Future()
+            future = memo.get(namespace)
+            mine = future is None
+            if future is None:
+                future = memo[namespace] = Future()
         if mine:
             try:
-                read.set_result(self.pods.preemptions(namespace))
+                future.set_result(read(namespace))
             except Exception as exc:
-                read.set_exception(exc)
-        return read.result()
+                future.set_exception(exc)
+        return future.result()
 
     def status(self, at: float) -> dict[str, Any]:
         """Per pool, for /last-run: the lead time in use and the window's figures."""

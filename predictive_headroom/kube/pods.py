@@ -74,6 +74,14 @@ class KubePodReader:
         )
         return tuple(p for p in map(pod_seen, items) if p is not None)
 
+    def workload_pods(self, namespace: str) -> tuple[PodSeen, ...]:
+        """The pods of `namespace` that have not ended (the opt-in pod-wait measure)."""
+        op = _Op("list", "pods", "", "Pod", namespace, "", "")
+        items = self._list(
+            op, self._core.list_namespaced_pod, namespace=namespace, field_selector=LIVE_PODS
+        )
+        return tuple(p for p in map(pod_seen, items) if p is not None)
+
     def preemptions(self, namespace: str) -> tuple[Preemption, ...]:
         """The scheduler's `Preempted` Events on pods of `namespace` (as long as the API keeps them,
         one hour by default)."""
@@ -101,6 +109,9 @@ class KubePodReader:
         return tuple(found)
 
 
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
 def pod_seen(pod: dict[str, Any]) -> PodSeen | None:
     """One pod's times from its JSON (None without a creation time)."""
     meta = pod.get("metadata") or {}
@@ -121,6 +132,7 @@ def pod_seen(pod: dict[str, Any]) -> PodSeen | None:
         scheduled_since=_since(scheduled),
         ready_since=_since(ready),
         preempted_at=preempted,
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
     )
 
 

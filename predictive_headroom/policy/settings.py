@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     observe_placeholders: bool = True
     """The closed loop reads placeholder pods and `Preempted` Events in the targets' namespaces
     (read-only; the chart grants it). False: only node boot times are measured."""
+    pod_wait_namespaces: str = ""
+    """Comma-separated namespaces whose pods the closed loop watches for waiting on a node
+    (opt-in: needs list on pods there); empty: none."""
     loop_window: float = Field(default=7 * 86400.0, gt=0)
     """Seconds of closed-loop samples kept in memory (node boots, placeholder starts, preemptions)."""
     loop_max_samples: int = Field(default=5000, ge=10)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from browser_cdp import chromium_available, visit
 from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -20,7 +21,10 @@ from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.load import load_policy
-from predictive_headroom.protocols import NodeSeen
+from predictive_headroom.protocols import NodeSeen, PodSeen
+from predictive_headroom.report.build import build_report, report_to_json
+from predictive_headroom.report.html import render_html
+from predictive_headroom.report.loop import lead_sentence, loop_sentence
 
 NS = "headroom"
 FAST = CallOptions(timeout=2.0, attempts=2, backoff_initial=0.01, backoff_max=0.05, instance="t")
@@ -315,3 +319,93 @@ def test_pods_that_waited_for_a_node_of_the_pool_are_measured_only_when_opted_in
     assert (summary["pod_wait_total_seconds"], summary["pod_wait_worst_seconds"]) == (750.0, 600.0)
     got = samples(daemon, "predictive_headroom_pod_wait_seconds")
     assert got[("predictive_headroom_pod_wait_seconds_count", (("pool", "web"),))] == 2
+
+
+# -- the report section -------------------------------------------------------------------------
+
+
+def week_of_loop(wait_namespaces: tuple[str, ...] = ("shop",)) -> tuple[dict[str, object], float]:
+    """A pool's closed loop after a week: 41 placeholders preempted, 3 pods waited 6 min in all,
+    12 node boots of 2-3 min, placeholders starting in 5 s."""
+    pool = Pool.model_validate(
+        {
+            "name": "web",
+            "target": {"namespace": NS, "name": "w"},
+            "maxReplicas": 9,
+            "leadTime": "auto",
+        }
+    )
+    loop = PoolLoop(pool, LoopSettings(wait_namespaces=wait_namespaces))
+    start = NOW - 7 * 86400
+    loop.observe_nodes([], start)
+    for k in range(41):
+        at = start + 3600 + k * 14000
+        loop.observe_pods([PodSeen(f"p{k}", f"u{k}", at - 500, at - 499, at - 494, at)], at + 30)
+    for k, boot in enumerate([120, 130, 125, 140, 150, 135, 128, 122, 170, 180, 145, 131]):
+        at = start + 7200 + k * 40000
+        loop.observe_nodes([NodeSeen(f"n{k}", f"b{k}", at, at + boot)], at + boot + 30)
+    for k, wait in enumerate([60, 120, 180]):
+        at = start + 9000 + k * 150000
+        waiting = PodSeen(f"w{k}", f"w{k}", at - wait, at, at + 3, node="n0")
+        loop.observe_waits([waiting], {"n0"}, at + 20)
+    status = {"lead_time": loop.lead_time(pool.lead_time, NOW).to_dict(), **loop.summary(NOW)}
+    return status, NOW
+
+
+@pytest.mark.parametrize(
+    ("watched", "expected"),
+    [
+        (
+            ("shop",),
+            "Last week 41 pods landed on warm capacity; 3 waited for a node, 6 min in all.",
+        ),
+        (
+            (),
+            "Last week 41 pods landed on warm capacity (pods waiting for a node are not watched: "
+            "set closedLoop.podWaitNamespaces).",
+        ),
+    ],
+)
+def test_the_report_says_it_in_plain_words_first(watched, expected) -> None:
+    status, at = week_of_loop(watched)
+    assert loop_sentence(status, at) == expected
+    # p90 of the 12 boots (numpy's linear interpolation) is 168 s; plus the 5 s start.
+    assert lead_sentence(status) == (
+        "The lead time in use, 2 min 53 s, is measured: node boot p90 2 min 48 s plus "
+        "placeholder start p90 5 s, over 12 boots."
+    )
+
+
+def test_a_loop_younger_than_a_week_does_not_claim_one() -> None:
+    pool = Pool.model_validate(
+        {"name": "web", "target": {"namespace": NS, "name": "w"}, "maxReplicas": 1}
+    )
+    loop = PoolLoop(pool)
+    loop.observe_nodes([], NOW - 7200)  # first looked 2 h ago, at what was up to 1 h old then
+    text = loop_sentence(loop.summary(NOW), NOW)
+    assert text.startswith("In the last 3 h, 0 pods landed on warm capacity")
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not chromium_available(), reason="needs Debian chromium at /usr/bin/chromium")
+def test_the_closed_loop_section_renders_in_headless_chromium(tmp_path) -> None:
+    status, at = week_of_loop()
+    policy = load_policy(write_policy(tmp_path / "p.yaml"))
+    report = build_report(policy, {}, {}, {}, at, loop={"web": status})
+    page = tmp_path / "index.html"
+    page.write_text(render_html(report))
+    seen = visit(page.as_uri(), tmp_path / "profile")
+    assert seen.console_errors == []
+    assert "In your cluster: did headroom work?" in seen.text
+    assert (
+        "Last week 41 pods landed on warm capacity; 3 waited for a node, 6 min in all." in seen.text
+    )
+    for label, value in (
+        ("headroom used (placeholders preempted)", "41"),
+        ("pods that waited for a node", "3"),
+        ("worst wait", "3 min"),
+        ("node boots measured", "12"),
+    ):
+        assert f"{label}\t{value}" in seen.text, label
+    assert build_report(policy, {}, {}, {}, at).pools[0].loop is None  # outside the daemon
+    assert report_to_json(report)["pools"][0]["closed_loop"]["headroom_used"] == 41

@@ -61,12 +61,15 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         forecasts: Mapping[str, Forecast | NoForecast],
         histories: Mapping[str, History],
         at: float,
+        loop: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Path:
         from predictive_headroom.report.build import build_report
         from predictive_headroom.report.store import load_past_reports, write_report
 
         past = load_past_reports(settings.report_dir)
-        report = build_report(policy, histories, forecasts, {}, at, past=past, source=source_name)
+        report = build_report(
+            policy, histories, forecasts, {}, at, past=past, source=source_name, loop=loop
+        )
         return write_report(settings.report_dir, report, settings.report_keep)
 
     return write

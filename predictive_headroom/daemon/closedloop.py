@@ -138,6 +138,8 @@ class PoolLoop:
         self._waited: dict[str, float] = {}
         """Workload pods whose wait was counted (uid -> creation)."""
         self.used_total = 0
+        self.started: float | None = None
+        """When this loop first looked (the report does not claim a week it has not seen)."""
         self.last_used: float | None = None
         self._nodes: dict[str, float] = {}
         """Nodes whose boot was counted (uid -> creation), forgotten once no longer recent."""
@@ -148,6 +150,7 @@ class PoolLoop:
 
     def observe_nodes(self, nodes: Iterable[NodeSeen], now: float) -> list[float]:
         """Count the first Ready of nodes that appeared recently; returns the new boot times."""
+        self.started = now if self.started is None else self.started
         recent = now - self.settings.recent_seconds
         new = []
         for node in nodes:
@@ -241,8 +244,12 @@ class PoolLoop:
         return LeadTime(seconds, "measured", int(boots.size), conf, boot, start)
 
     def summary(self, now: float, since: float | None = None) -> dict[str, Any]:
-        """The window's figures: boots (count, p50, p90), placeholder starts, headroom used."""
-        since = now - self.settings.window_seconds if since is None else since
+        """The window's figures since `since` (default: the window, or from `recent_seconds`
+        before this loop first looked when that is later): boots (count, p50, p90), placeholder starts, headroom used,
+        pods that waited (`pods_watched`: whether any namespace is watched for them)."""
+        if since is None:
+            first = (self.started or now) - self.settings.recent_seconds  # what it saw at once
+            since = max(now - self.settings.window_seconds, first)
         boots, starts = self.boots.values(since), self.starts.values(since)
         used, waits = self.used.values(since), self.waits.values(since)
         return {
@@ -254,6 +261,7 @@ class PoolLoop:
             "placeholder_start_p90_seconds": _pct(starts, 90),
             "headroom_used": int(used.size),
             "headroom_last_used_at": self.last_used,
+            "pods_watched": bool(self.settings.wait_namespaces),
             "pods_waited": int(waits.size),
             "pod_wait_total_seconds": round(float(waits.sum()), 1),
             "pod_wait_worst_seconds": round(float(waits.max()), 1) if waits.size else None,

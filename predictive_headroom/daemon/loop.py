@@ -68,9 +68,17 @@ NOT_FITTED = "not-fitted-yet"
 POOL_WORKERS = 8
 """How many pools one reconcile serves at a time: a slow API call holds one pool, not all."""
 ReportWriter = Callable[
-    [Policy, Mapping[str, Forecast | NoForecast], Mapping[str, History], float], Any
+    [
+        Policy,
+        Mapping[str, Forecast | NoForecast],
+        Mapping[str, History],
+        float,
+        Mapping[str, Mapping[str, Any]],
+    ],
+    Any,
 ]
-"""Writes the report after a refit: (policy, forecasts, histories, at) -> anything (e.g. its path)."""
+"""Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool) ->
+anything (e.g. its path). The policy's pools carry the lead time in use (`leadTime: auto`)."""
 
 
 class Daemon:
@@ -224,8 +232,11 @@ class Daemon:
     ) -> None:
         if self.report_writer is None or not histories:
             return
+        planned = policy.model_copy(
+            update={"pools": [self.observer.planned(p) for p in policy.pools]}
+        )
         try:
-            self.report_writer(policy, forecasts, histories, at)
+            self.report_writer(planned, forecasts, histories, at, self.observer.status(at))
         except Exception:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")

@@ -8,19 +8,22 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from browser_cdp import chromium_available, visit
+from deploy_render import render_chart
 from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from predictive_headroom.daemon.closedloop import LoopSettings, PoolLoop
+from predictive_headroom.core.series import Forecast, History
+from predictive_headroom.daemon.closedloop import LoopSettings, PoolLoop, is_auto
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
 from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
-from predictive_headroom.policy.config import Pool
-from predictive_headroom.policy.load import load_policy
+from predictive_headroom.policy.config import ForecastSpec, Pool
+from predictive_headroom.policy.load import ConfigError, load_policy
 from predictive_headroom.protocols import NodeSeen, PodSeen
 from predictive_headroom.report.build import build_report, report_to_json
 from predictive_headroom.report.html import render_html
@@ -409,3 +412,97 @@ def test_the_closed_loop_section_renders_in_headless_chromium(tmp_path) -> None:
         assert f"{label}\t{value}" in seen.text, label
     assert build_report(policy, {}, {}, {}, at).pools[0].loop is None  # outside the daemon
     assert report_to_json(report)["pools"][0]["closed_loop"]["headroom_used"] == 41
+
+
+class LeadRecordingForecaster:
+    """A flat forecast; remembers the lead time of every fit."""
+
+    def __init__(self) -> None:
+        self.leads: list[float] = []
+
+    def fit(
+        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+    ) -> Forecast:
+        self.leads.append(lead_seconds)
+        times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
+        flat = np.full(times.size, 10.0)
+        return Forecast(times, flat, flat - 1, flat + 1, "flat", now)
+
+
+class FlatSource:
+    def history(self, spec: ForecastSpec, end: float) -> History:
+        times = end - np.arange(288)[::-1] * 300.0
+        return History(times, np.full(times.size, 10.0), "flat")
+
+    def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
+        return self.history(spec, end)
+
+
+def test_a_measured_lead_time_refits_the_forecast_for_it_once(tmp_path, server) -> None:
+    config = tmp_path / "p.yaml"
+    pool = {
+        "name": "web",
+        "target": {"namespace": NS, "name": "web-placeholder"},
+        "maxReplicas": 10,
+        "leadTime": "auto",
+        "placeholder": {"nodeSelector": {"pool": "web"}},
+        "forecast": {
+            "query": "demand",
+            "demandPerReplica": 10,
+            "history": "1d",
+            "minHistory": "1h",
+        },
+    }
+    config.write_text(yaml.safe_dump({"pools": [pool]}))
+    api = server.api_client()
+    forecaster = LeadRecordingForecaster()
+    clock = Clock(NOW)
+    daemon = Daemon(
+        config,
+        load_policy(config),
+        source=FlatSource(),
+        forecaster=forecaster,
+        actuator=TargetActuator(api, FAST),
+        cluster=KubeClusterReader(api, FAST),
+        clock=clock,
+        pods=KubePodReader(api, FAST),
+    )
+    asked: list[list[str]] = []
+    daemon.refit_soon = asked.append
+    daemon.refit()
+    daemon.reconcile()
+    assert forecaster.leads == [300.0] and asked == []
+
+    for i in range(5):
+        boot_node(server, f"n-{i}", NOW - 700 + i, 540)
+    for _ in range(2):
+        clock.now += 60
+        daemon.reconcile()
+    assert asked == [["web"]]  # once, not at every reconcile
+    daemon.refit(asked[0])
+    assert forecaster.leads == [300.0, 540.0]
+    clock.now += 60
+    daemon.reconcile()
+    assert asked == [["web"]]
+
+
+def test_lead_time_auto_in_the_policy_file_and_the_chart(tmp_path) -> None:
+    policy = load_policy(write_policy(tmp_path / "p.yaml"))
+    (pool,) = policy.pools
+    assert is_auto(pool) and pool.lead_time.total_seconds() == 300
+    assert pool.model_dump(mode="json", by_alias=True)["leadTime"] == "auto"
+    assert not is_auto(load_policy(write_policy(tmp_path / "q.yaml", lead="4m")).pools[0])
+    with pytest.raises(ConfigError, match=r"leadTime.*or auto"):
+        load_policy(write_policy(tmp_path / "r.yaml", lead="soon"))
+
+    objects = render_chart(
+        {
+            "pools": [
+                {"name": "web", "maxReplicas": 3, "leadTime": "auto", "placeholder": {"cpu": "1"}}
+            ]
+        }
+    )
+    (config_map,) = [
+        o for o in objects if o["kind"] == "ConfigMap" and "config.yaml" in o.get("data", {})
+    ]
+    assert yaml.safe_load(config_map["data"]["config.yaml"])["pools"][0]["leadTime"] == "auto"

@@ -66,6 +66,9 @@ logger = logging.getLogger(__name__)
 
 NOT_FITTED = "not-fitted-yet"
 POOL_WORKERS = 8
+LEAD_REFIT_SHARE = 0.2
+"""A measured lead time this far (as a share) from the one a pool's forecast was fitted for asks
+for a refit of that pool: the burst model is trained for one lead time."""
 """How many pools one reconcile serves at a time: a slow API call holds one pool, not all."""
 ReportWriter = Callable[
     [
@@ -123,6 +126,10 @@ class Daemon:
         self.report_writer = report_writer
         self.on_reload: Callable[[set[str]], None] | None = None
         """Called after a config switch with the pools whose forecast must be refitted now."""
+        self.refit_soon: Callable[[list[str]], None] | None = None
+        """Asked to refit these pools now (their measured lead time moved; `scheduling.Runner`)."""
+        self._fitted_lead: dict[str, float] = {}
+        """The lead time (seconds) each pool's forecast was last fitted for."""
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._forecasts: dict[str, Forecast | NoForecast] = {
@@ -204,9 +211,11 @@ class Daemon:
         self, policy: Policy, pool: Pool, at: float, histories: dict[str, History]
     ) -> dict[str, Forecast | NoForecast]:
         assert self.source is not None
+        planned = self.observer.planned(pool)
+        self._fitted_lead[pool.name] = planned.lead_time.total_seconds()
         try:
             result = fit_policy(
-                policy.model_copy(update={"pools": [self.observer.planned(pool)]}),
+                policy.model_copy(update={"pools": [planned]}),
                 self.source,
                 at,
                 self.forecaster,
@@ -274,6 +283,7 @@ class Daemon:
         if leader and not self.elector.is_leader:  # lost the Lease during this reconcile
             leader = False
             self.leadership_changed(False)
+        self._refit_for_new_leads(policy)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
         if result.served:
@@ -345,6 +355,27 @@ class Daemon:
                 pool.name, "error", plan, error=f"pool {pool.name}: {type(exc).__name__}: {exc}"
             )
 
+    def _refit_for_new_leads(self, policy: Policy) -> None:
+        """Ask for a refit of the forecasting pools whose lead time in use moved by more than
+        `LEAD_REFIT_SHARE` from the one their forecast was fitted for (`leadTime: auto`)."""
+        stale = []
+        for pool in policy.pools:
+            fitted = self._fitted_lead.get(pool.name)
+            if fitted is None or not (pool.forecast and pool.forecast.enabled):
+                continue
+            lead = self.observer.planned(pool).lead_time.total_seconds()
+            if abs(lead - fitted) > LEAD_REFIT_SHARE * fitted:
+                logger.info(
+                    "pool %s: lead time in use is now %.0f s (forecast fitted for %.0f s); refitting",
+                    pool.name,
+                    lead,
+                    fitted,
+                )
+                self._fitted_lead[pool.name] = lead  # asked once; the refit records it again
+                stale.append(pool.name)
+        if stale and self.refit_soon is not None:
+            self.refit_soon(stale)
+
     # -- config reload -------------------------------------------------------------------------
 
     def reload_if_changed(self) -> bool:
@@ -382,6 +413,7 @@ class Daemon:
         self.writer.forget(removed)
         for name in removed:
             self._recent.pop(name, None)
+            self._fitted_lead.pop(name, None)
         self.inputs.forget(removed)
         self.observer.forget(removed)
         for name in removed:

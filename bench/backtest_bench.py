@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             [
                 path.stem,
-                f"{result.settings['warmup_seconds'] / 86400:g}d",
+                f"{result.settings.warmup_seconds / 86400:g}d",
                 _x(f.x),
                 _x(n.x),
                 _x(pr.x),
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{pr.metrics.unserved_pod_minutes:.0f}",
                 f"{r.metrics.unserved_pod_minutes:.0f}",
                 "-" if pct is None else f"{pct:.1f}%",
-                result.settings["refits"],
+                result.settings.refits,
                 f"{result.fit_seconds:.1f}",
                 f"{wall:.1f}",
             ]

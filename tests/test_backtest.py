@@ -114,7 +114,7 @@ def test_the_dial_replays_each_quantile_from_the_same_refits():
         BacktestSettings(warmup_seconds=3 * DAY, dial=(0.5, 0.95, 0.995)),
         forecaster=counting,
     )
-    assert counting.fits == result.settings["refits"] == 3
+    assert counting.fits == result.settings.refits == 3
     assert [p.quantile for p in result.dial] == [0.5, 0.95, 0.995]
     # The pool's own quantile (0.95) replays exactly as the forecast and naive strategies do.
     at_pool = result.dial[1]
@@ -139,11 +139,11 @@ def test_the_stabilization_dial_replays_each_window_from_the_same_refits():
         warmup_seconds=3 * DAY, stabilization_dial=(1800.0, 0.0, 300.0, 300.0)
     )
     result = run_backtest(series(6), POOL, settings, forecaster=counting)
-    assert counting.fits == result.settings["refits"] == 3
+    assert counting.fits == result.settings.refits == 3
     assert [w.stabilization_seconds for w in result.stabilization_dial] == [0.0, 300.0, 1800.0]
     # The pool's own window (30m) replays exactly as the forecast and naive strategies do.
     own = result.stabilization_dial[2]
-    assert result.settings["scale_down_stabilization_seconds"] == 1800.0
+    assert result.settings.scale_down_stabilization_seconds == 1800.0
     assert own.forecast.metrics == result.strategies["forecast"].metrics
     assert own.naive.metrics == result.strategies["naive"].metrics
     # A longer window holds at least as many placeholders every minute (the max over more plans).
@@ -160,8 +160,8 @@ def test_the_stabilization_dial_replays_each_window_from_the_same_refits():
 
 def test_only_the_period_after_warmup_is_scored():
     result = fast_run(series(6))
-    assert result.settings["scored_minutes"] == pytest.approx(3 * 1440, abs=5)
-    assert result.settings["scored_from"] == pytest.approx(START + 3 * DAY)
+    assert result.settings.scored_minutes == pytest.approx(3 * 1440, abs=5)
+    assert result.settings.scored_from == pytest.approx(START + 3 * DAY)
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +187,8 @@ def test_no_strategy_sees_the_future(before_and_after_change, strategy):
 
 def test_demand_per_replica_is_chosen_for_about_twenty_pods():
     result = fast_run(series(6), pool=None)
-    assert result.settings["demand_per_replica_source"].startswith("auto")
-    assert 17 <= result.settings["median_app_pods"] <= 23
+    assert result.settings.demand_per_replica_source.startswith("auto")
+    assert 17 <= result.settings.median_app_pods <= 23
 
 
 def test_too_short_series_says_how_long_it_is_and_what_is_needed():

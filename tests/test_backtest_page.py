@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from predictive_headroom.backtest.plot import page_html, settings_rows
 from predictive_headroom.backtest.results import (
     BacktestResult,
+    ReplaySettings,
     StrategyResult,
     headline,
 )
@@ -63,7 +65,8 @@ def make_result(
 ) -> BacktestResult:
     """A result whose forecast left `forecast` = (unserved pod-minutes, node-hours); the others are fixed."""
     static = [(n, Metrics(u, nh, 0)) for n, (u, nh) in enumerate(curve)]
-    result = BacktestResult({}, static, dict(SETTINGS), START + 60 * np.arange(3), np.zeros(3), 0)
+    settings = ReplaySettings(**SETTINGS, burst_model="quantile", observation_delay_seconds=60.0)
+    result = BacktestResult({}, static, settings, START + 60 * np.arange(3), np.zeros(3), 0)
     for name, (u, nh) in {
         "reactive": curve[0],
         "proportional": (70, 11.0),
@@ -228,7 +231,7 @@ def test_the_page_has_real_tables_a_plot_and_how_to_read_it():
 
 def test_the_page_is_self_contained_and_escapes_what_it_shows():
     result = make_result((10, 12.0))
-    result.settings["data"] = "<b>odd</b>.csv"
+    result = replace(result, settings=replace(result.settings, data="<b>odd</b>.csv"))
     page = page_html(result)
     assert page.startswith("<!DOCTYPE html>")
     assert "<script" not in page.lower()

@@ -185,8 +185,8 @@ def test_the_backtest_decision_at_t_reads_nothing_after_t_minus_the_observation_
         for h in (history, History(history.times, changed))
     ]
     assert (
-        runs[0].settings["burst_model"] == "quantile"
-        and runs[0].settings["observation_delay_seconds"] == DELAY
+        runs[0].settings.burst_model == "quantile"
+        and runs[0].settings.observation_delay_seconds == DELAY
     )
     upto = int(np.searchsorted(runs[0].times, cut + DELAY, side="right"))
     a, b = (r.strategies["forecast"].run.placeholders for r in runs)

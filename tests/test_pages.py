@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -156,9 +157,7 @@ def test_the_backtest_page_shows_a_burst_from_its_json():
 
     result = make_result((10, 12.0))
     assert 'class="burst"' not in page_html(result)
-    plain = result.to_dict
-    result.to_dict = lambda: {**plain(), "burst": burst()}
-    page = page_html(result)
+    page = page_html(replace(result, burst=burst()))
     assert (
         page.count('<section class="burst" id="burst-web">') == 1
         and "the burst model asked for up to 400" in page
@@ -224,3 +223,23 @@ def test_templates_and_css_ship_with_the_package(tmp_path):
         and "Headroom report" in page
         and "border-collapse" in page
     )
+
+
+@pytest.mark.parametrize(
+    "accuracy, words",
+    [
+        (
+            {"mase": 0.8, "seasonal_period_seconds": 604800, "mape": 9.0, "coverage": 0.8},
+            "beats repeating last week (20% less error); MAPE 9.0 %, coverage 80 %",
+        ),
+        (
+            {"mase": 1.5, "seasonal_period_seconds": 86400, "mape": None, "coverage": 0.5},
+            "worse than repeating the last day (50% more error); MAPE n/a, coverage 50 %",
+        ),
+        ({"mase": None, "coverage": 0.9}, "no comparison with repeating the last day"),
+    ],
+)
+def test_the_accuracy_headline_is_scale_free_and_in_words(accuracy, words):
+    from predictive_headroom.pages.format import mase_words
+
+    assert mase_words(accuracy).startswith(words)

@@ -245,7 +245,7 @@ def test_ramp_is_read_from_the_models_own_curve_not_the_blend():
         "test",
         fc.history_end,
         burst=flat_burst(0.0),
-        shape=np.full(fc.times.size, 100.0),
+        model_curve=np.full(fc.times.size, 100.0),
     )
     assert forecast_part(fc, T0, 600, 10).replicas == 6
     part = forecast_part(smooth, T0, 600, 10)

@@ -216,7 +216,6 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         settings_rows=settings_rows(data["settings"]),
         words=STRATEGY_WORDS,
         fmt_x=fmt_x,
-        notes=result.notes,
         burst=data.get("burst"),
     )
 

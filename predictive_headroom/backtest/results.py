@@ -6,7 +6,7 @@ import these dataclasses without importing each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -95,33 +95,76 @@ class WindowPoint:
         }
 
 
-@dataclass
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What a backtest ran with, every choice resolved (the JSON `settings`: these keys, in order)."""
+
+    data: str
+    points: int
+    data_step_seconds: float
+    pool: str | None
+    demand_per_replica: float
+    demand_per_replica_source: str
+    median_app_pods: float
+    node_slots: int
+    lag_seconds: float
+    scale_down_delay_seconds: float
+    hpa_hold_seconds: float
+    lead_seconds: float
+    quantile: float | None
+    burst_model: str | None
+    observation_delay_seconds: float | None
+    scale_down_stabilization_seconds: float
+    warmup_seconds: float
+    scored_from: float
+    scored_to: float
+    scored_minutes: int
+    refit_every_seconds: float
+    refits: int
+    models: dict[str, int]
+    fit_seconds: float
+    cores_per_node: float
+    schedule_windows: str
+    proportional_rule: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def x_against(
+    static_curve: list[tuple[int, Metrics]], node_hours: float, unserved: float
+) -> float | None:
+    """The yardstick x: static headroom's unserved pod-minutes at `node_hours` (the static curve,
+    linear between points) over `unserved`; 1 when both are 0, None (unbounded) when only
+    `unserved` is 0."""
+    nh = np.maximum.accumulate([m.node_hours for _, m in static_curve])
+    static_unserved = float(
+        np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in static_curve])
+    )
+    if unserved > 0:
+        return static_unserved / unserved
+    return 1.0 if static_unserved == 0 else None
+
+
+@dataclass(frozen=True)
 class BacktestResult:
-    """Every strategy, the static curve, the settings used and the minute grid."""
+    """Every strategy, the static curve, the settings used, the minute grid, the dials and the burst
+    allowance over the last scored day (`core.series.burst_chart_data`)."""
 
     strategies: dict[str, StrategyResult]
     static_curve: list[tuple[int, Metrics]]
-    settings: dict[str, Any]
+    settings: ReplaySettings
     times: np.ndarray
     pods: np.ndarray
     scored_from: int
     fit_seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
     dial: list[DialPoint] = field(default_factory=list)
     stabilization_dial: list[WindowPoint] = field(default_factory=list)
-    burst: dict[str, Any] | None = (
-        None  # the burst model's allowance over the last scored day (core.series.burst_chart_data)
-    )
+    burst: dict[str, Any] | None = None
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
-        """The yardstick: static unserved at `node_hours` over `unserved` (see the module docstring)."""
-        nh = np.maximum.accumulate([m.node_hours for _, m in self.static_curve])
-        static_unserved = float(
-            np.interp(node_hours, nh, [m.unserved_pod_minutes for _, m in self.static_curve])
-        )
-        if unserved > 0:
-            return static_unserved / unserved
-        return 1.0 if static_unserved == 0 else None
+        """`x_against` this result's static curve."""
+        return x_against(self.static_curve, node_hours, unserved)
 
     def headline(self) -> dict[str, Any]:
         """The numbers the product claims, with the sentence."""
@@ -154,7 +197,7 @@ class BacktestResult:
                 }
                 for n, m in self.static_curve
             ],
-            "settings": self.settings,
+            "settings": self.settings.to_dict(),
             "headline": self.headline(),
         }
         if self.dial:

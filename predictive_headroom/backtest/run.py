@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -42,11 +44,14 @@ from predictive_headroom.backtest.results import (
     BacktestResult,
     BacktestSettings,
     DialPoint,
+    ReplaySettings,
     StrategyResult,
     WindowPoint,
+    x_against,
 )
 from predictive_headroom.backtest.simulator import (
     ClusterSpec,
+    Decide,
     Metrics,
     Run,
     app_pods,
@@ -55,7 +60,7 @@ from predictive_headroom.backtest.simulator import (
     score,
     simulate,
 )
-from predictive_headroom.backtest.walkforward import NaiveFit, walk_forward
+from predictive_headroom.backtest.walkforward import NaiveFit, WalkForward, walk_forward
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_chart_data
 from predictive_headroom.policy.config import (
@@ -167,22 +172,46 @@ def static_curve(
     return curve[: len(curve) - since_best] if since_best >= plateau else curve
 
 
-def run_backtest(
-    history: History,
-    pool: Pool | None,
-    settings: BacktestSettings,
-    progress: bool = False,
-    *,
-    forecaster: Forecaster | None = None,
-    naive_fit: NaiveFit | None = None,
-) -> BacktestResult:
-    """Replay `history` through every strategy; raises ValueError (saying what is needed) on unusable input."""
-    if forecaster is None:
-        from predictive_headroom.forecast.forecaster import ProphetForecaster
+@dataclass(frozen=True)
+class Replay:
+    """Everything a backtest run is resolved to before any strategy runs: the pool to replay with
+    demand per replica, lead time and overrides applied, the simulated cluster, the minute grid,
+    the app pods and the first scored minute."""
 
-        forecaster = ProphetForecaster()
-    if naive_fit is None:
-        from predictive_headroom.forecast.burst import naive_burst_profile as naive_fit
+    history: History
+    given_pool: Pool | None
+    pool: Pool
+    settings: BacktestSettings
+    dpr_source: str
+    warmup: float
+    cluster: ClusterSpec
+    times: np.ndarray
+    demand: np.ndarray
+    pods: np.ndarray
+    start: int
+    default_windows: list[ScheduleWindow]
+    schedule_windows: list[ScheduleWindow]
+    proportional_rule: Proportional
+
+    def simulate(self, strategy: np.ndarray | Decide) -> Run:
+        return simulate(self.pods, strategy, self.cluster)
+
+    def plan(self, pool: Pool, in_force: InForce = ()) -> Run:
+        """The engine on `pool` at every minute, refitted forecasts `in_force`, as a strategy."""
+        cpn = self.settings.cores_per_node
+        return self.simulate(planner_strategy(pool, self.times, in_force, self.history, cpn)[1])
+
+    @property
+    def solo(self) -> Pool:
+        """The pool without schedules, proportional rule, minReplicas or forecast."""
+        return self.pool.model_copy(
+            update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None}
+        )
+
+
+def resolve(history: History, pool: Pool | None, settings: BacktestSettings) -> Replay:
+    """The `Replay` for `history` and `pool` (None: a forecast-only default); raises ValueError
+    saying what is needed when the series is too short or has no usable level."""
     s = settings
     span = history.span_seconds
     warmup = s.warmup_seconds if s.warmup_seconds is not None else default_warmup(span)
@@ -196,10 +225,8 @@ def run_backtest(
     elif s.demand_per_replica is not None:
         dpr, dpr_source = s.demand_per_replica, "flag"
     else:
-        dpr, dpr_source = (
-            auto_demand_per_replica(history),
-            f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods",
-        )
+        dpr = auto_demand_per_replica(history)
+        dpr_source = f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
     if s.lead_seconds is not None:
         lead = s.lead_seconds
     else:
@@ -212,113 +239,160 @@ def run_backtest(
         overrides["observation_delay"] = timedelta(seconds=s.observation_delay_seconds)
     if s.burst_model is not None:
         overrides["burst_model"] = s.burst_model
-    plan_pool = backtest_pool(
+    replayed = backtest_pool(
         pool, history, dpr, lead, s.quantile, s.stabilization_seconds, overrides
     )
-
     times, demand = minute_grid(history)
     pods = app_pods(demand, dpr, cluster.hpa_hold_minutes)
-    start = int(np.searchsorted(times, history.start + warmup, side="left"))
     windows, cpa_rule = default_rules(pods)
-    sched_windows = list(plan_pool.schedules) or windows
-    prop_rule = plan_pool.proportional or cpa_rule
+    return Replay(
+        history,
+        pool,
+        replayed,
+        s,
+        dpr_source,
+        warmup,
+        cluster,
+        times,
+        demand,
+        pods,
+        int(np.searchsorted(times, history.start + warmup, side="left")),
+        windows,
+        list(replayed.schedules) or windows,
+        replayed.proportional or cpa_rule,
+    )
 
-    cpn = s.cores_per_node
+
+Strategy = Callable[[Replay, WalkForward], Run]
+
+STRATEGIES: dict[str, Strategy] = {
+    "reactive": lambda r, wf: r.simulate(np.zeros(r.pods.size, dtype=np.int64)),
+    "proportional": lambda r, wf: r.plan(
+        r.solo.model_copy(update={"proportional": r.proportional_rule})
+    ),
+    "schedule": lambda r, wf: r.plan(r.solo.model_copy(update={"schedules": r.schedule_windows})),
+    "forecast": lambda r, wf: r.plan(r.pool, wf.model),
+    "naive": lambda r, wf: r.plan(r.pool, wf.naive),
+    "oracle": lambda r, wf: r.simulate(oracle_placeholders(r.pods, r.cluster.lag_minutes)),
+}
+"""Each strategy of the module docstring: how it runs on the simulated cluster, in table order."""
+
+
+def run_backtest(
+    history: History,
+    pool: Pool | None,
+    settings: BacktestSettings,
+    progress: bool = False,
+    *,
+    forecaster: Forecaster | None = None,
+    naive_fit: NaiveFit | None = None,
+) -> BacktestResult:
+    """Replay `history` through every strategy: resolve the run, refit walk-forward, run the table
+    of `STRATEGIES` and the dials, score them against the static curve. Raises ValueError (saying
+    what is needed) on unusable input."""
+    if forecaster is None:
+        from predictive_headroom.forecast.forecaster import ProphetForecaster
+
+        forecaster = ProphetForecaster()
+    if naive_fit is None:
+        from predictive_headroom.forecast.burst import naive_burst_profile as naive_fit
+    r, s = resolve(history, pool, settings), settings
+    every = s.refit_every_seconds
     wf = walk_forward(
         history,
-        plan_pool,
-        times,
-        start,
-        s.refit_every_seconds,
+        r.pool,
+        r.times,
+        r.start,
+        every,
         forecaster,
         naive_fit,
         progress,
         s.progress_every,
         s.dial,
     )
-    runs: dict[str, Run] = {}
-    runs["reactive"] = simulate(pods, np.zeros(pods.size, dtype=np.int64), cluster)
-    solo = plan_pool.model_copy(
-        update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None}
-    )
-    alone = {
-        "proportional": solo.model_copy(update={"proportional": prop_rule}),
-        "schedule": solo.model_copy(update={"schedules": sched_windows}),
-    }
-    for name, rule_pool in alone.items():
-        runs[name] = simulate(pods, planner_strategy(rule_pool, times, (), None, cpn)[1], cluster)
-    timelines: dict[str, PoolTimeline] = {}
-    for name, in_force in (("forecast", wf.model), ("naive", wf.naive)):
-        timelines[name], strategy = planner_strategy(plan_pool, times, in_force, history, cpn)
-        runs[name] = simulate(pods, strategy, cluster)
-    runs["oracle"] = simulate(pods, oracle_placeholders(pods, cluster.lag_minutes), cluster)
+    runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}
+    curve = static_curve(r.pods, r.cluster, r.start, max(50, 5 * int(r.pods.max())))
+    reactive_nh = score(runs["reactive"], r.start).node_hours
 
-    scored = {name: score(run, start) for name, run in runs.items()}
-    cap = max(50, 5 * int(pods.max()))
-    curve = static_curve(pods, cluster, start, cap)
-    reactive_nh = scored["reactive"].node_hours
-    result = BacktestResult({}, curve, {}, times, pods, start, wf.fit_seconds)
-    for name in STRATEGIES:
-        m = scored[name]
-        result.strategies[name] = StrategyResult(
-            m,
-            runs[name],
-            m.node_hours - reactive_nh,
-            result.x_of(m.node_hours, m.unserved_pod_minutes),
-        )
-
-    def replay(in_force: InForce, pool: Pool = plan_pool) -> StrategyResult:
-        run = simulate(pods, planner_strategy(pool, times, in_force, history, cpn)[1], cluster)
-        m = score(run, start)
+    def scored(run: Run) -> StrategyResult:
+        m = score(run, r.start)
         return StrategyResult(
-            m, run, m.node_hours - reactive_nh, result.x_of(m.node_hours, m.unserved_pod_minutes)
+            m,
+            run,
+            m.node_hours - reactive_nh,
+            x_against(curve, m.node_hours, m.unserved_pod_minutes),
         )
 
-    result.dial = [
-        DialPoint(q, replay(model), replay(naive)) for q, (model, naive) in sorted(wf.dial.items())
+    dial, stabilization_dial = dials(r, wf, scored)
+    timeline = PoolTimeline(r.pool, r.times, wf.model, history)
+    return BacktestResult(
+        {name: scored(runs[name]) for name in STRATEGIES},
+        curve,
+        replay_settings(r, wf),
+        r.times,
+        r.pods,
+        r.start,
+        wf.fit_seconds,
+        dial,
+        stabilization_dial,
+        last_day_burst(timeline, r.demand, r.pool.name),
+    )
+
+
+def dials(
+    r: Replay, wf: WalkForward, scored: Callable[[Run], StrategyResult]
+) -> tuple[list[DialPoint], list[WindowPoint]]:
+    """Forecast and naive replayed from the same refits at each swept burst quantile, and with each
+    swept scale-down stabilisation window."""
+
+    def windowed(seconds: float) -> Pool:
+        return r.pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=seconds)})
+
+    quantiles = [
+        DialPoint(q, scored(r.plan(r.pool, model)), scored(r.plan(r.pool, naive)))
+        for q, (model, naive) in sorted(wf.dial.items())
     ]
-    for w in sorted(set(s.stabilization_dial)):
-        windowed = plan_pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=w)})
-        result.stabilization_dial.append(
-            WindowPoint(w, replay(wf.model, windowed), replay(wf.naive, windowed))
-        )
-    result.burst = last_day_burst(timelines["forecast"], demand, plan_pool.name)
-    result.settings = {
-        "data": history.source,
-        "points": len(history),
-        "data_step_seconds": history.step_seconds,
-        "pool": plan_pool.name if pool is not None else None,
-        "demand_per_replica": dpr,
-        "demand_per_replica_source": dpr_source,
-        "median_app_pods": float(np.median(pods)),
-        "node_slots": s.node_slots,
-        "lag_seconds": cluster.lag_minutes * 60,
-        "scale_down_delay_seconds": cluster.scale_down_minutes * 60,
-        "hpa_hold_seconds": cluster.hpa_hold_minutes * 60,
-        "lead_seconds": lead,
-        "quantile": plan_pool.forecast.burst_quantile if plan_pool.forecast else None,
-        "burst_model": plan_pool.forecast.burst_model if plan_pool.forecast else None,
-        "observation_delay_seconds": plan_pool.forecast.observation_delay.total_seconds()
-        if plan_pool.forecast
-        else None,
-        "scale_down_stabilization_seconds": plan_pool.scale_down_stabilization.total_seconds(),
-        "warmup_seconds": warmup,
-        "scored_from": float(times[start]),
-        "scored_to": float(times[-1]),
-        "scored_minutes": int(times.size - start),
-        "refit_every_seconds": s.refit_every_seconds,
-        "refits": wf.refits,
-        "models": wf.models,
-        "fit_seconds": round(wf.fit_seconds, 2),
-        "cores_per_node": s.cores_per_node,
-        "schedule_windows": "config"
-        if plan_pool.schedules
-        else f"default: daytime 08:00-20:00 UTC, {windows[0].desired_replicas} replicas",
-        "proportional_rule": "config"
-        if plan_pool.proportional
-        else "default: linear nodesPerReplica 1",
-    }
-    return result
+    windows = [
+        WindowPoint(w, scored(r.plan(windowed(w), wf.model)), scored(r.plan(windowed(w), wf.naive)))
+        for w in sorted(set(r.settings.stabilization_dial))
+    ]
+    return quantiles, windows
+
+
+def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
+    """What the run used, resolved (the JSON `settings`)."""
+    s, spec, cluster = r.settings, r.pool.forecast, r.cluster
+    return ReplaySettings(
+        data=r.history.source,
+        points=len(r.history),
+        data_step_seconds=r.history.step_seconds,
+        pool=r.pool.name if r.given_pool is not None else None,
+        demand_per_replica=spec.demand_per_replica if spec else 0.0,
+        demand_per_replica_source=r.dpr_source,
+        median_app_pods=float(np.median(r.pods)),
+        node_slots=s.node_slots,
+        lag_seconds=cluster.lag_minutes * 60,
+        scale_down_delay_seconds=cluster.scale_down_minutes * 60,
+        hpa_hold_seconds=cluster.hpa_hold_minutes * 60,
+        lead_seconds=r.pool.lead_time.total_seconds(),
+        quantile=spec.burst_quantile if spec else None,
+        burst_model=spec.burst_model if spec else None,
+        observation_delay_seconds=spec.observation_delay.total_seconds() if spec else None,
+        scale_down_stabilization_seconds=r.pool.scale_down_stabilization.total_seconds(),
+        warmup_seconds=r.warmup,
+        scored_from=float(r.times[r.start]),
+        scored_to=float(r.times[-1]),
+        scored_minutes=int(r.times.size - r.start),
+        refit_every_seconds=s.refit_every_seconds,
+        refits=wf.refits,
+        models=wf.models,
+        fit_seconds=round(wf.fit_seconds, 2),
+        cores_per_node=s.cores_per_node,
+        schedule_windows="config"
+        if r.pool.schedules
+        else f"default: daytime 08:00-20:00 UTC, {r.default_windows[0].desired_replicas} replicas",
+        proportional_rule="config" if r.pool.proportional else "default: linear nodesPerReplica 1",
+    )
 
 
 def last_day_burst(

@@ -218,8 +218,8 @@ def run(args: argparse.Namespace) -> int:
     s = result.settings
     if not args.quiet:
         print(
-            f"backtest: demand per replica {s['demand_per_replica']:g} ({s['demand_per_replica_source']}); "
-            f"median app pods {s['median_app_pods']:g}; scored {iso(s['scored_from'])} to {iso(s['scored_to'])}",
+            f"backtest: demand per replica {s.demand_per_replica:g} ({s.demand_per_replica_source}); "
+            f"median app pods {s.median_app_pods:g}; scored {iso(s.scored_from)} to {iso(s.scored_to)}",
             file=sys.stderr,
         )
     if args.out:

@@ -118,8 +118,13 @@ class BurstModel(Protocol):
     """The oldest the latest observed sample may be (after the delay) for the model to be used."""
 
     def allowance(self, observed: History, at: np.ndarray, forecast: Forecast) -> np.ndarray:
-        """The burst allowance (demand units, >= 0) at each instant of `at`, from samples of
-        `observed` at or before `at - delay_seconds` only."""
+        """The burst allowance (demand units) at each instant of `at`, from samples of `observed` at
+        or before `at - delay_seconds` only; NaN where no fresh sample is known. Negative where
+        less growth than the ramp is expected."""
+        ...
+
+    def importance(self) -> list[dict[str, Any]]:
+        """What moves the model: `{"feature", "drop"}` rows, largest first (may be empty)."""
         ...
 
 
@@ -145,7 +150,7 @@ class Forecast:
     fit_seconds: float = 0.0
     burst: BurstProfile | None = None
     warnings: tuple[str, ...] = field(default=())
-    shape: np.ndarray | None = None
+    model_curve: np.ndarray | None = None
     """The curve the planner reads the predictable ramp from, at `times`: the model's own fit, the
     one the burst profile's residuals were measured against. None means `yhat` itself."""
     burst_for: Callable[[float], BurstProfile] | None = field(
@@ -153,14 +158,18 @@ class Forecast:
     )
     """The burst profile at another quantile, from the same fit's residuals (None: not available).
     The backtest's quantile sweep uses it to price the dial without refitting."""
-    burst_model: Any = field(default=None, repr=False, compare=False)
-    """The conditional burst model (a `BurstModel`) fitted with this forecast, or None: the planner
+    burst_model: BurstModel | None = field(default=None, repr=False, compare=False)
+    """The conditional burst model fitted with this forecast, or None: the planner
     then uses the `burst` table alone. The table stays as the fallback when observations are missing."""
-    burst_model_for: Callable[[float], Any] | None = field(default=None, repr=False, compare=False)
+    burst_model_for: Callable[[float], BurstModel] | None = field(
+        default=None, repr=False, compare=False
+    )
     """The burst model at another quantile (fitted on demand from the same refit), for the dial."""
 
     def __post_init__(self) -> None:
-        names = ("times", "yhat", "lower", "upper") + (("shape",) if self.shape is not None else ())
+        names = ("times", "yhat", "lower", "upper") + (
+            ("model_curve",) if self.model_curve is not None else ()
+        )
         for name in names:
             arr = np.asarray(getattr(self, name), dtype=float)
             if not np.all(np.isfinite(arr)):
@@ -202,8 +211,8 @@ class Forecast:
 
     @property
     def ramp_curve(self) -> np.ndarray:
-        """The curve the predictable ramp is read from, at `times`: `shape` when set, else `yhat`."""
-        return self.yhat if self.shape is None else self.shape
+        """The curve the predictable ramp is read from, at `times`: `model_curve` when set, else `yhat`."""
+        return self.yhat if self.model_curve is None else self.model_curve
 
 
 @dataclass(frozen=True)
@@ -226,7 +235,7 @@ def burst_chart_data(
     backtest page. None without a model."""
     if model is None:
         return None
-    ranked = model.importance() if hasattr(model, "importance") else []
+    ranked = model.importance()
 
     def num(x: float) -> float | None:
         return round(float(x), 4) if math.isfinite(x) else None

@@ -81,7 +81,7 @@ class ProphetForecaster:
     - a symmetric interval holding `interval_width` of out-of-sample errors (the blend's on the
       validation window and last week's seasonal naive), widened by `forecast.calibrate`; days far
       from their weekday's median day are left out of the final fit;
-    - `Forecast.shape`: Prophet's own curve plus the within-hour profile (`hourly`), which the
+    - `Forecast.model_curve`: Prophet's own curve plus the within-hour profile (`hourly`), which the
       planner reads the ramp from and the burst allowance is measured against;
     - with `burstModel: quantile`, the conditional burst model of `forecast.burst_model` fitted on
       the same history (`burst_model`, other quantiles through `burst_model_for`), the
@@ -254,7 +254,7 @@ class ProphetForecaster:
             fit_seconds=time.perf_counter() - started,
             burst=burst,
             warnings=tuple(notes),
-            shape=shape,
+            model_curve=shape,
             burst_for=burst_for,
             burst_model=None if trainer is None else trainer.model(spec.burst_quantile),
             burst_model_for=None if trainer is None else trainer.model,

@@ -156,3 +156,22 @@ def forecast_sentence(
     if details.get("burst_source") == BurstSource.MODEL:
         return f"{text} The burst allowance comes from the burst model on the latest observations."
     return f"{text} The burst allowance comes from the refit-time table by time of day."
+
+
+def mase_words(accuracy: dict) -> str:
+    """The scale-free accuracy headline in words (MASE against repeating the last season, which
+    stays meaningful when demand comes near zero, unlike MAPE), with MAPE and coverage after it."""
+    mase, period = accuracy.get("mase"), accuracy.get("seasonal_period_seconds")
+    season = "last week" if period and period >= 6 * 86400 else "the last day"
+    if mase is None:
+        verdict = "no comparison with repeating " + season
+    elif mase < 1:
+        verdict = f"beats repeating {season} ({1 - mase:.0%} less error)"
+    elif mase > 1:
+        verdict = f"worse than repeating {season} ({mase - 1:.0%} more error)"
+    else:
+        verdict = f"as good as repeating {season}"
+    return (
+        f"{verdict}; MAPE {fmt_percent(accuracy.get('mape'))}, "
+        f"coverage {fmt_share(accuracy.get('coverage'))}"
+    )

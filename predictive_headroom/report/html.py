@@ -27,6 +27,7 @@ from predictive_headroom.pages.format import (
     fmt_share,
     fmt_time,
     forecast_sentence,
+    mase_words,
 )
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC as _RC
@@ -348,6 +349,7 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         }
         if r.loop is not None
         else None,
+        "accuracy_words": mase_words(acc) if acc else "",
         "forecast_now": forecast_sentence(
             r.now.details,
             r.now.components.get("forecast"),

@@ -1071,6 +1071,8 @@ def test_dashboard_uses_only_metrics_the_daemon_exports():
         exported.add(family.name)
         if family.type == "counter":
             exported.add(family.name + "_total")
+        if family.type == "histogram":
+            exported.update(family.name + suffix for suffix in ("_bucket", "_count", "_sum"))
     dashboard = json.loads(DASHBOARD.read_text())
     used = {m for expr in _exprs(dashboard) for m in re.findall(r"predictive_headroom_\w+", expr)}
     assert used - exported == set()
@@ -1082,6 +1084,9 @@ def test_dashboard_uses_only_metrics_the_daemon_exports():
         "observed_demand",
         "last_refit_timestamp_seconds",
         "last_reconcile_timestamp_seconds",
+        "headroom_used_total",
+        "node_ready_seconds_bucket",
+        "lead_time_seconds",
     ):
         assert f"predictive_headroom_{needed}" in used
     ids = [p["id"] for p in dashboard["panels"]]

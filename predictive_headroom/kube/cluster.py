@@ -1,5 +1,6 @@
 """Kubernetes edge: credentials (`load_kube_config`), what both replica actuators share (`_ReplicaTarget`: scale with 409 retries, log,
-record an Event), and the node counter for the proportional rule (`KubeClusterReader`).
+record an Event), and the node reader (`KubeClusterReader`): counts for the proportional rule and,
+from the same list, each node's creation and Ready times for the closed loop.
 
 Every call has a timeout; 5xx, 429 and connection errors are retried with exponential backoff
 (tenacity), a 409 Conflict re-reads the object and applies again, and 403/404 become an

@@ -220,9 +220,10 @@ class QuantileBurstModel:
             t = self.trainer
             x, y = t.x[-IMPORTANCE_ROWS:], t.y[-IMPORTANCE_ROWS:]
             scorer = make_scorer(mean_pinball_loss, alpha=self.quantile, greater_is_better=False)
-            result = permutation_importance(
-                self.regressor, x, y, scoring=scorer, n_repeats=3, random_state=0
-            )
+            with one_thread():  # like fit and predict: two spinning threads stall on busy cores
+                result = permutation_importance(
+                    self.regressor, x, y, scoring=scorer, n_repeats=3, random_state=0
+                )
             drops = result.importances_mean * t.scale
             order = np.argsort(-drops)
             self._importance = [

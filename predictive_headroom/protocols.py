@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.policy.config import ForecastSpec, Pool
@@ -50,6 +50,49 @@ class ClusterState:
 
 
 @dataclass(frozen=True)
+class NodeSeen:
+    """One node as a node list shows it: when it was created and since when it is Ready (the
+    Ready condition's lastTransitionTime while its status is True; None while it is not Ready)."""
+
+    name: str
+    uid: str
+    created: float
+    ready_since: float | None
+
+
+@dataclass(frozen=True)
+class NodeList:
+    """One read of the nodes matching a selector: the counts the proportional rule uses and the
+    nodes themselves (for their boot time)."""
+
+    state: ClusterState
+    nodes: tuple[NodeSeen, ...] = ()
+
+
+@dataclass(frozen=True)
+class PodSeen:
+    """One placeholder pod: created, scheduled (PodScheduled True since), Ready since, and whether
+    the scheduler marked it for preemption (`DisruptionTarget` with reason `PreemptionByScheduler`)."""
+
+    name: str
+    uid: str
+    created: float
+    scheduled_since: float | None
+    ready_since: float | None
+    preempted_at: float | None = None
+    node: str = ""
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """The scheduler's `Preempted` Event on a victim pod (kind Pod, reason Preempted)."""
+
+    pod: str
+    pod_uid: str
+    at: float
+
+
+@dataclass(frozen=True)
 class TargetState:
     """The current replica count of a pool's target and whether a person paused it."""
 
@@ -89,6 +132,31 @@ class ClusterReader(Protocol):
 
     def cluster_state(self, label_selector: str) -> ClusterState:
         """Return node and core counts for nodes matching `label_selector` ('' = all)."""
+        ...
+
+
+@runtime_checkable
+class NodeReader(Protocol):
+    """A ClusterReader that also hands out the nodes it listed (one list serves both)."""
+
+    def read_nodes(self, label_selector: str) -> NodeList:
+        """The counts and the nodes matching `label_selector` ('' = all), from one list."""
+        ...
+
+
+class PodReader(Protocol):
+    """Reads what the closed loop measures about placeholders (read-only: list pods and Events)."""
+
+    def placeholder_pods(self, namespace: str, label_selector: str) -> tuple[PodSeen, ...]:
+        """The pods in `namespace` matching `label_selector`."""
+        ...
+
+    def preemptions(self, namespace: str) -> tuple[Preemption, ...]:
+        """The scheduler's `Preempted` Events on pods in `namespace` that the API still keeps."""
+        ...
+
+    def workload_pods(self, namespace: str) -> tuple[PodSeen, ...]:
+        """The pods of `namespace` that have not ended (for how long they waited for a node)."""
         ...
 
 

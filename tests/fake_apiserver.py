@@ -3,13 +3,14 @@
 The real `kubernetes` client talks to it over HTTP (`server.api_client()`), so tests exercise the
 client's serialisation, error classes and timeouts. It keeps objects in memory with a global
 resourceVersion like etcd, honours optimistic concurrency (409 Conflict on a stale
-resourceVersion), `dryRun=All`, label selectors and `limit`/`continue` on node lists, and can
+resourceVersion), `dryRun=All`, label and field selectors and `limit`/`continue` on lists, and can
 inject faults (403/404/409/500/..., slow answers, truncated bodies) per method and path pattern. Every request is
 recorded so tests can assert what was written.
 
 Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
 capacitybuffers (GET, PATCH, PUT) in the versions and the scope the test asks for (only v1beta1,
-only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET) and pods (LIST);
+only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET) and pods (LIST; with
+their scheduling conditions, a node that flaps Ready, pods never scheduled, preemption);
 coordination.k8s.io/v1 leases (GET, POST, PUT, DELETE); core/v1 and events.k8s.io/v1 events (POST,
 LIST); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
 404 with the apiserver's "the server could not find the requested resource".
@@ -111,6 +112,19 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
             if term[1:].strip() in labels:
                 return False
         elif term not in labels:
+            return False
+    return True
+
+
+def _fields_match(obj: dict[str, Any], selector: str) -> bool:
+    """Equality field selector (`reason=Preempted,involvedObject.kind=Pod`, `a!=b`)."""
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        negate = "!=" in term
+        path, _, wanted = term.replace("!=", "=").replace("==", "=").partition("=")
+        value: Any = obj
+        for part in path.strip().split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if (str(value if value is not None else "") == wanted.strip()) == negate:
             return False
     return True
 
@@ -394,10 +408,20 @@ class FakeApiServer:
         ready: bool = True,
         allocatable: dict[str, str] | None = None,
         images: int = 0,
+        created: str | None = None,
+        ready_since: str | None = None,
     ) -> dict[str, Any]:
         """A Node; `images` adds that many `status.images` entries, as a kubelet reports them (a real
-        node's object is mostly these: about 13 KB with 50 images)."""
+        node's object is mostly these: about 13 KB with 50 images). `created` sets its
+        creationTimestamp and `ready_since` its Ready condition's lastTransitionTime (RFC 3339)."""
         resources = {"cpu": cpu, "memory": "15Gi", "pods": "110", **(allocatable or {})}
+        ready_condition: dict[str, Any] = {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": "KubeletReady" if ready else "KubeletNotReady",
+        }
+        if ready_since or created:
+            ready_condition["lastTransitionTime"] = ready_since or created
         return self._put(
             "",
             "nodes",
@@ -406,18 +430,13 @@ class FakeApiServer:
                 "metadata": {
                     "name": name,
                     "labels": {"kubernetes.io/hostname": name, **(labels or {})},
+                    **({"creationTimestamp": created} if created else {}),
                 },
                 "spec": {"unschedulable": unschedulable} if unschedulable else {},
                 "status": {
                     "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
                     "allocatable": resources,
-                    "conditions": [
-                        {
-                            "type": "Ready",
-                            "status": "True" if ready else "False",
-                            "reason": "KubeletReady",
-                        }
-                    ],
+                    "conditions": [ready_condition],
                     "images": [
                         {
                             "names": [
@@ -463,6 +482,119 @@ class FakeApiServer:
                 "status": {"phase": phase},
             },
         )
+
+    def set_node_ready(self, name: str, ready: bool, at: str) -> dict[str, Any]:
+        """The kubelet's report: the node's Ready condition flips to `ready` at `at` (RFC 3339)."""
+        with self._lock:
+            node = self._get("", "nodes", "", name)
+            assert node is not None, f"no node {name}"
+            for entry in node["status"]["conditions"]:
+                if entry["type"] == "Ready" and (entry["status"] == "True") != ready:
+                    entry["status"] = "True" if ready else "False"
+                    entry["reason"] = "KubeletReady" if ready else "KubeletNotReady"
+                    entry["lastTransitionTime"] = at
+            return self._put("", "nodes", "", node)
+
+    def add_scheduling_pod(
+        self,
+        ns: str,
+        name: str,
+        *,
+        labels: dict[str, str] | None = None,
+        created: str,
+        scheduled_at: str | None = None,
+        ready_at: str | None = None,
+        node: str | None = None,
+        priority: int = 0,
+    ) -> dict[str, Any]:
+        """A pod as the scheduler and kubelet leave it: `PodScheduled` False (reason Unschedulable,
+        since `created`) until `scheduled_at`, then True; `Ready` True from `ready_at`. A pod without
+        `scheduled_at` is never scheduled (Pending, Unschedulable)."""
+        scheduled = {
+            "type": "PodScheduled",
+            "status": "True" if scheduled_at else "False",
+            "lastTransitionTime": scheduled_at or created,
+        }
+        if not scheduled_at:
+            scheduled.update(
+                reason="Unschedulable",
+                message="0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are "
+                "available: 3 No preemption victims found for incoming pod.",
+            )
+        conditions = [scheduled]
+        if ready_at:
+            conditions.append({"type": "Ready", "status": "True", "lastTransitionTime": ready_at})
+        return self._put(
+            "",
+            "pods",
+            ns,
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": dict(labels or {}),
+                    "creationTimestamp": created,
+                },
+                "spec": {
+                    **({"nodeName": node} if node and scheduled_at else {}),
+                    "priority": priority,
+                    "containers": [{"name": "main", "image": "example"}],
+                },
+                "status": {
+                    "phase": "Running" if ready_at else "Pending",
+                    "conditions": conditions,
+                },
+            },
+        )
+
+    def preempt_pod(self, ns: str, name: str, at: str, event: bool = True) -> None:
+        """The scheduler preempts the pod: its `DisruptionTarget` condition (reason
+        PreemptionByScheduler) and, with `event`, the `Preempted` Event on it (as the scheduler
+        records it: "Preempted by pod <uid> on node <node>")."""
+        with self._lock:
+            pod = self._get("", "pods", ns, name)
+            assert pod is not None, f"no pod {ns}/{name}"
+            pod["status"].setdefault("conditions", []).append(
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "PreemptionByScheduler",
+                    "message": "default-scheduler: preempting to accommodate a higher priority pod",
+                    "lastTransitionTime": at,
+                }
+            )
+            pod["metadata"]["deletionTimestamp"] = at
+            self._put("", "pods", ns, pod)
+        if event:
+            self._put(
+                "",
+                "events",
+                ns,
+                {
+                    "metadata": {"name": f"{name}.{uuid.uuid4().hex[:16]}"},
+                    "involvedObject": {
+                        "kind": "Pod",
+                        "namespace": ns,
+                        "name": name,
+                        "uid": pod["metadata"]["uid"],
+                        "apiVersion": "v1",
+                    },
+                    "reason": "Preempted",
+                    "message": f"Preempted by pod {uuid.uuid4()} on node "
+                    f"{pod['spec'].get('nodeName', 'node-1')}",
+                    "type": "Normal",
+                    "source": {"component": "default-scheduler"},
+                    "reportingComponent": "default-scheduler",
+                    "action": "Preempting",
+                    "firstTimestamp": at,
+                    "lastTimestamp": at,
+                    "count": 1,
+                },
+            )
+
+    def delete_pod(self, ns: str, name: str) -> None:
+        """The pod is gone (a preempted placeholder with no grace period goes at once)."""
+        with self._lock:
+            self._objects.pop(("", "pods", ns, name), None)
 
     def lease(self, ns: str, name: str) -> dict[str, Any] | None:
         return self._get("coordination.k8s.io", "leases", ns, name)
@@ -885,6 +1017,7 @@ class FakeApiServer:
                 405, f"{route.method} is not supported on the {route.qualified} collection"
             )
         selector = route.query.get("labelSelector", "")
+        fields = route.query.get("fieldSelector", "")
         items = sorted(
             (
                 copy.deepcopy(o)
@@ -893,6 +1026,7 @@ class FakeApiServer:
                 and r == route.resource
                 and (route.namespace in (None, ns))
                 and _matches(o["metadata"].get("labels") or {}, selector)
+                and _fields_match(o, fields)
             ),
             key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]),
         )

@@ -146,6 +146,10 @@ GPU_VALUES: dict[str, Any] = {
     ],
 }
 BUFFER_SCOPE = {"helm-buffers-cluster": "Cluster"}  # the others: Namespaced
+CLOSED_LOOP_RULE = {"apiGroups": [""], "resources": ["events", "pods"], "verbs": ["list"]}
+"""The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace."""
+POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
+"""The opt-in pod-wait read, in each watched namespace only."""
 
 
 @pytest.fixture(scope="module")
@@ -251,12 +255,19 @@ def test_rbac_has_no_wildcards_and_names_every_writable_object(renderings, rende
                     f"{role['metadata']['name']}: wildcard in {key}"
                 )
             assert "nonResourceURLs" not in rule
-            # Only create (which cannot be limited by name) and read-only node access go unnamed.
+            # Only create (which cannot be limited by name), read-only node access and the closed
+            # loop's list of pods and events in a target namespace (list only) go unnamed.
             if not rule.get("resourceNames"):
                 assert (
                     (set(rule["verbs"]) <= {"create", "patch"} and rule["resources"] == ["events"])
                     or (rule["verbs"] == ["create"] and rule["resources"] == ["leases"])
                     or (role["kind"] == "ClusterRole" and rule["resources"] == ["nodes"])
+                    or (
+                        role["kind"] == "Role"
+                        and role["metadata"]["name"].endswith("-targets")
+                        and rule == CLOSED_LOOP_RULE
+                    )
+                    or (role["metadata"]["name"].endswith("-pod-wait") and rule == POD_WAIT_RULE)
                 ), f"{role['metadata']['name']}: unnamed rule {rule}"
 
     cluster_roles = {
@@ -459,6 +470,86 @@ def test_pool_options_reach_the_placeholder_pods(renderings):
         (NAMESPACE, "predictive-headroom-targets"),
         ("workloads", "predictive-headroom-targets"),
     }
+
+
+@pytest.mark.parametrize("rendering", RENDERINGS)
+def test_the_closed_loop_reads_pods_and_events_only_where_a_deployment_target_lives(
+    renderings, rendering
+):
+    objects = renderings[rendering]
+    policy = yaml.safe_load(_policy(objects)["data"]["config.yaml"])
+    deployment_namespaces = {
+        p["target"]["namespace"]
+        for p in policy["pools"]
+        if p["target"].get("kind", "Deployment") == "Deployment"
+    }
+    reading = {
+        role["metadata"]["namespace"]
+        for role in _of_kind(objects, "Role")
+        if CLOSED_LOOP_RULE in role["rules"]
+    }
+    assert reading == deployment_namespaces
+    for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
+        for rule in role["rules"]:
+            if "pods" in rule["resources"]:
+                assert rule == CLOSED_LOOP_RULE  # never get, watch or any write on pods
+    env = {
+        e["name"]: e.get("value")
+        for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PH_OBSERVE_PLACEHOLDERS"] == "true"
+
+
+def test_the_closed_loop_opt_out_drops_the_read_and_tells_the_daemon():
+    objects = render_chart({**MULTI_VALUES, "closedLoop": {"observePlaceholders": False}})
+    for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
+        assert all("pods" not in rule["resources"] for rule in role["rules"]), role
+        assert all(
+            rule["verbs"] != ["list"] or rule["resources"] == ["nodes"] for rule in role["rules"]
+        )
+    env = {
+        e["name"]: e.get("value")
+        for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PH_OBSERVE_PLACEHOLDERS"] == "false"
+
+
+def test_pod_wait_is_off_by_default_and_reads_only_the_namespaces_named(renderings):
+    for objects in renderings.values():
+        assert not [
+            r for r in _of_kind(objects, "Role") if r["metadata"]["name"].endswith("-pod-wait")
+        ]
+    objects = render_chart({**MULTI_VALUES, "closedLoop": {"podWaitNamespaces": ["shop", "api"]}})
+    roles = {
+        r["metadata"]["namespace"]: r
+        for r in _of_kind(objects, "Role")
+        if r["metadata"]["name"].endswith("-pod-wait")
+    }
+    assert set(roles) == {"shop", "api"}
+    assert all(r["rules"] == [POD_WAIT_RULE] for r in roles.values())
+    bindings = {
+        b["metadata"]["namespace"]: b
+        for b in _of_kind(objects, "RoleBinding")
+        if b["metadata"]["name"].endswith("-pod-wait")
+    }
+    assert set(bindings) == {"shop", "api"}
+    for binding in bindings.values():
+        assert binding["roleRef"]["name"] == roles["shop"]["metadata"]["name"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "predictive-headroom", "namespace": NAMESPACE}
+        ]
+    env = {
+        e["name"]: e.get("value")
+        for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PH_POD_WAIT_NAMESPACES"] == "shop,api"
+
+    kustomized = render_kustomize("podwait")
+    (role,) = _of_kind(kustomized, "Role")
+    assert role["rules"] == [POD_WAIT_RULE]
+    (binding,) = _of_kind(kustomized, "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
 
 
 # --- the daemon --------------------------------------------------------------------------------
@@ -980,6 +1071,8 @@ def test_dashboard_uses_only_metrics_the_daemon_exports():
         exported.add(family.name)
         if family.type == "counter":
             exported.add(family.name + "_total")
+        if family.type == "histogram":
+            exported.update(family.name + suffix for suffix in ("_bucket", "_count", "_sum"))
     dashboard = json.loads(DASHBOARD.read_text())
     used = {m for expr in _exprs(dashboard) for m in re.findall(r"predictive_headroom_\w+", expr)}
     assert used - exported == set()
@@ -991,6 +1084,9 @@ def test_dashboard_uses_only_metrics_the_daemon_exports():
         "observed_demand",
         "last_refit_timestamp_seconds",
         "last_reconcile_timestamp_seconds",
+        "headroom_used_total",
+        "node_ready_seconds_bucket",
+        "lead_time_seconds",
     ):
         assert f"predictive_headroom_{needed}" in used
     ids = [p["id"] for p in dashboard["panels"]]

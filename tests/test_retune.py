@@ -257,7 +257,14 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     tuned = tuning.apply(web)
     assert tuned.scale_down_stabilization == timedelta(seconds=tuning.stabilization_seconds)
     own = seasonal_naive(history, tuned.forecast, clock.now, tuned.lead_time.total_seconds())
-    assert plan == plan_pool(tuned, clock.now, forecast=own)
+    # The daemon's plan also carries the closed loop's lead time in use (configured here).
+    loop = {k: plan.details[k] for k in ("lead_time_seconds", "lead_time_source")}
+    assert loop == {
+        "lead_time_seconds": tuned.lead_time.total_seconds(),
+        "lead_time_source": "configured",
+    }
+    bare = replace(plan, details={k: v for k, v in plan.details.items() if k not in loop})
+    assert bare == plan_pool(tuned, clock.now, forecast=own)
     assert plan.components["forecast"] > 0
     assert server.replicas(NS, "web-placeholder") == plan.desired
     assert daemon.planned_pool(web) == tuned

@@ -61,12 +61,15 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         forecasts: Mapping[str, Forecast | NoForecast],
         histories: Mapping[str, History],
         at: float,
+        loop: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Path:
         from predictive_headroom.report.build import build_report
         from predictive_headroom.report.store import load_past_reports, write_report
 
         past = load_past_reports(settings.report_dir)
-        report = build_report(policy, histories, forecasts, {}, at, past=past, source=source_name)
+        report = build_report(
+            policy, histories, forecasts, {}, at, past=past, source=source_name, loop=loop
+        )
         return write_report(settings.report_dir, report, settings.report_keep)
 
     return write
@@ -83,9 +86,11 @@ def build_daemon(
     `elector_for(api)` builds the leader elector (default: always leader); its `write_budget` fences
     every write of the actuator.
     """
+    from predictive_headroom.daemon.closedloop import LoopSettings
     from predictive_headroom.daemon.pipeline import default_forecaster
     from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
     from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+    from predictive_headroom.kube.pods import KubePodReader
     from predictive_headroom.kube.targets import TargetActuator
 
     source: Source | None = None
@@ -105,6 +110,7 @@ def build_daemon(
     except ActuatorError as exc:
         raise CommandError(str(exc)) from None
     discovery = CapacityBufferDiscovery(api)  # which CapacityBuffer version the cluster serves
+    wait_namespaces = [n.strip() for n in settings.pod_wait_namespaces.split(",") if n.strip()]
     elector = elector_for(api) if elector_for is not None else AlwaysLeader()
     daemon = Daemon(
         args.config,
@@ -120,6 +126,13 @@ def build_daemon(
         if source
         else None,
         target_apis=discovery,
+        pods=KubePodReader(api),
+        loop_settings=LoopSettings(
+            window_seconds=settings.loop_window,
+            max_samples=settings.loop_max_samples,
+            observe_placeholders=settings.observe_placeholders,
+            wait_namespaces=tuple(wait_namespaces),
+        ),
     )
     daemon.retune_window = settings.retune_window
     return daemon, api

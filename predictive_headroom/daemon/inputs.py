@@ -20,7 +20,13 @@ from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.pipeline import needs_observations, observe_pool
 from predictive_headroom.daemon.workers import submit_bounded
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import ClusterReader, ClusterState, Source
+from predictive_headroom.protocols import (
+    ClusterReader,
+    ClusterState,
+    NodeList,
+    NodeReader,
+    Source,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +39,8 @@ class Inputs:
     def __init__(self, source: Source | None, cluster: ClusterReader, metrics: Metrics) -> None:
         self.source, self.cluster, self.metrics = source, cluster, metrics
         self._clusters: dict[str, ClusterState] = {}
-        self._node_reads: dict[str, Future[ClusterState]] = {}
-        """This reconcile's node count per label selector (read by the first pool that needs it)."""
+        self._node_reads: dict[str, Future[NodeList]] = {}
+        """This reconcile's node list per label selector (read by the first pool that needs it)."""
         self._node_lock = threading.Lock()
         self._pending: dict[str, Future[History | Unobserved | None]] = {}
 
@@ -58,6 +64,11 @@ class Inputs:
 
     def _count_nodes(self, selector: str) -> ClusterState:
         """The node count for `selector`, listed once per reconcile; pools sharing it wait for it."""
+        return self.nodes(selector).state
+
+    def nodes(self, selector: str) -> NodeList:
+        """The nodes matching `selector`, listed once per reconcile however many pools ask (for
+        their counts and for the closed loop's boot times); a failed list raises for each asker."""
         with self._node_lock:
             read = self._node_reads.get(selector)
             mine = read is None
@@ -65,7 +76,13 @@ class Inputs:
                 read = self._node_reads[selector] = Future()
         if mine:
             try:
-                read.set_result(self.cluster.cluster_state(selector))
+                cluster = self.cluster
+                listed = (
+                    cluster.read_nodes(selector)
+                    if isinstance(cluster, NodeReader)
+                    else NodeList(cluster.cluster_state(selector))
+                )
+                read.set_result(listed)
             except Exception as exc:
                 self.metrics.error("cluster")
                 read.set_exception(exc)

@@ -26,6 +26,7 @@ Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -36,11 +37,13 @@ from typing import Any
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.health import LoopWatch
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
+from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
 from predictive_headroom.daemon.retune import RETUNE_WINDOW, Tuning
@@ -55,6 +58,7 @@ from predictive_headroom.protocols import (
     ClusterState,
     Forecaster,
     LeaseLost,
+    PodReader,
     Source,
     TargetApis,
 )
@@ -63,11 +67,22 @@ logger = logging.getLogger(__name__)
 
 NOT_FITTED = "not-fitted-yet"
 POOL_WORKERS = 8
+LEAD_REFIT_SHARE = 0.2
+"""A measured lead time this far (as a share) from the one a pool's forecast was fitted for asks
+for a refit of that pool: the burst model is trained for one lead time."""
 """How many pools one reconcile serves at a time: a slow API call holds one pool, not all."""
 ReportWriter = Callable[
-    [Policy, Mapping[str, Forecast | NoForecast], Mapping[str, History], float], Any
+    [
+        Policy,
+        Mapping[str, Forecast | NoForecast],
+        Mapping[str, History],
+        float,
+        Mapping[str, Mapping[str, Any]],
+    ],
+    Any,
 ]
-"""Writes the report after a refit: (policy, forecasts, histories, at) -> anything (e.g. its path)."""
+"""Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool) ->
+anything (e.g. its path). The policy's pools carry the lead time in use (`leadTime: auto`)."""
 
 
 class Daemon:
@@ -91,6 +106,8 @@ class Daemon:
         report_writer: ReportWriter | None = None,
         target_apis: TargetApis | None = None,
         pool_workers: int = POOL_WORKERS,
+        pods: PodReader | None = None,
+        loop_settings: LoopSettings | None = None,
     ) -> None:
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
@@ -110,6 +127,10 @@ class Daemon:
         self.report_writer = report_writer
         self.on_reload: Callable[[set[str]], None] | None = None
         """Called after a config switch with the pools whose forecast must be refitted now."""
+        self.refit_soon: Callable[[list[str]], None] | None = None
+        """Asked to refit these pools now (their measured lead time moved; `scheduling.Runner`)."""
+        self._fitted_lead: dict[str, float] = {}
+        """The lead time (seconds) each pool's forecast was last fitted for."""
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._forecasts: dict[str, Forecast | NoForecast] = {
@@ -119,6 +140,8 @@ class Daemon:
         }
         self._recent: dict[str, list[PlanRecord]] = {}
         self.inputs = Inputs(source, cluster, self.metrics)
+        self.observer = LoopObserver(self.inputs, pods, self.metrics, loop_settings)
+        """The closed loop: node boots, placeholder starts and preemptions; `leadTime: auto`."""
         self.writer = TargetWriter(
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
@@ -206,9 +229,11 @@ class Daemon:
         tunings: dict[str, Tuning],
     ) -> dict[str, Forecast | NoForecast]:
         assert self.source is not None
+        planned = self.observer.planned(pool)
+        self._fitted_lead[pool.name] = planned.lead_time.total_seconds()
         try:
             result = fit_policy(
-                policy.model_copy(update={"pools": [pool]}),
+                policy.model_copy(update={"pools": [planned]}),
                 self.source,
                 at,
                 self.forecaster,
@@ -236,8 +261,11 @@ class Daemon:
     ) -> None:
         if self.report_writer is None or not histories:
             return
+        planned = policy.model_copy(
+            update={"pools": [self.observer.planned(p) for p in policy.pools]}
+        )
         try:
-            self.report_writer(policy, forecasts, histories, at)
+            self.report_writer(planned, forecasts, histories, at, self.observer.status(at))
         except Exception:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")
@@ -265,6 +293,7 @@ class Daemon:
         policy, forecasts = self.policy, self._forecasts
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
+        self.observer.begin()
         outcomes = map_bounded(
             lambda pool: self._reconcile_pool(
                 self.planned_pool(pool), at, leader, forecasts.get(pool.name)
@@ -276,6 +305,7 @@ class Daemon:
         if leader and not self.elector.is_leader:  # lost the Lease during this reconcile
             leader = False
             self.leadership_changed(False)
+        self._refit_for_new_leads(policy)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
         if result.served:
@@ -299,12 +329,23 @@ class Daemon:
             return PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
         plan: Plan | None = None
         try:
+            pool = self.observer.observe(pool, at)  # with its measured lead time (leadTime: auto)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
             timeline = plan_over_time(
                 pool, [at], PlanInputs(forecast, observed, cluster), self._recent.get(pool.name, ())
             )
             plan, self._recent[pool.name] = timeline.plans[0], list(timeline.recent)
+            lead = self.observer.lead_times.get(pool.name)
+            if lead is not None:
+                plan = dataclasses.replace(
+                    plan,
+                    details={
+                        **plan.details,
+                        "lead_time_seconds": lead.seconds,
+                        "lead_time_source": lead.source,
+                    },
+                )
             self.metrics.record_plan(plan)
             self.metrics.record_forecast(pool.name, forecast, at + pool.lead_time.total_seconds())
             if not leader:
@@ -341,6 +382,27 @@ class Daemon:
         it has `protection:`); the floors are untouched."""
         tuning = self.tunings.get(pool.name)
         return pool if tuning is None else tuning.apply(pool)
+
+    def _refit_for_new_leads(self, policy: Policy) -> None:
+        """Ask for a refit of the forecasting pools whose lead time in use moved by more than
+        `LEAD_REFIT_SHARE` from the one their forecast was fitted for (`leadTime: auto`)."""
+        stale = []
+        for pool in policy.pools:
+            fitted = self._fitted_lead.get(pool.name)
+            if fitted is None or not (pool.forecast and pool.forecast.enabled):
+                continue
+            lead = self.observer.planned(pool).lead_time.total_seconds()
+            if abs(lead - fitted) > LEAD_REFIT_SHARE * fitted:
+                logger.info(
+                    "pool %s: lead time in use is now %.0f s (forecast fitted for %.0f s); refitting",
+                    pool.name,
+                    lead,
+                    fitted,
+                )
+                self._fitted_lead[pool.name] = lead  # asked once; the refit records it again
+                stale.append(pool.name)
+        if stale and self.refit_soon is not None:
+            self.refit_soon(stale)
 
     # -- config reload -------------------------------------------------------------------------
 
@@ -379,10 +441,12 @@ class Daemon:
         self.writer.forget(removed)
         for name in removed:
             self._recent.pop(name, None)
+            self._fitted_lead.pop(name, None)
         for name in removed | refit:  # a tuning holds with the forecast fitted at its quantile
             self.tunings.pop(name, None)
             self.metrics.forget_tuning(name)
         self.inputs.forget(removed)
+        self.observer.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)
         self.target_apis.invalidate()  # a pool may pin another CapacityBuffer version now
@@ -433,6 +497,7 @@ class Daemon:
             "forecasts": {n: describe(f) for n, f in self._forecasts.items()},
             "tuning": {n: t.to_dict() for n, t in self.tunings.items()},
             "target_apis": self.target_apis.found,
+            "closed_loop": self.observer.status(self.clock()),
         }
 
 

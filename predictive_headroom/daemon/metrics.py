@@ -9,7 +9,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, NoForecast
@@ -18,8 +18,21 @@ if TYPE_CHECKING:
     from predictive_headroom.daemon.retune import Tuning
 
 PREFIX = "predictive_headroom"
-ERROR_KINDS = ("source", "fresh-read", "fit", "cluster", "actuator", "config", "report", "internal")
+ERROR_KINDS = (
+    "source",
+    "fresh-read",
+    "fit",
+    "cluster",
+    "observe",
+    "actuator",
+    "config",
+    "report",
+    "internal",
+)
 """Every kind of error the daemon counts; each starts at 0 so rates work from the first scrape."""
+BOOT_BUCKETS = (15, 30, 45, 60, 90, 120, 150, 180, 240, 300, 420, 600, 900, 1200, 1800, 3600)
+"""Seconds: node boots take about 2 min (Karpenter) to 5 min (an auto-scaling group)."""
+START_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 90, 120, 180, 300, 600)
 
 
 class Metrics:
@@ -112,6 +125,45 @@ class Metrics:
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
         )
+        self.node_ready = Histogram(
+            f"{PREFIX}_node_ready_seconds",
+            "Creation to first Ready of the pool's nodes that appeared recently (each node once).",
+            ["pool"],
+            buckets=BOOT_BUCKETS,
+            registry=r,
+        )
+        self.placeholder_start = Histogram(
+            f"{PREFIX}_placeholder_start_seconds",
+            "Scheduled to Ready of the pool's placeholder pods (each pod once).",
+            ["pool"],
+            buckets=START_BUCKETS,
+            registry=r,
+        )
+        self.pod_wait = Histogram(
+            f"{PREFIX}_pod_wait_seconds",
+            "Creation to scheduled of workload pods that waited for a node of the pool (opt-in).",
+            ["pool"],
+            buckets=BOOT_BUCKETS,
+            registry=r,
+        )
+        self.headroom_used = Counter(
+            f"{PREFIX}_headroom_used",
+            "Placeholder pods the scheduler preempted to place a workload pod (warm capacity used).",
+            ["pool"],
+            registry=r,
+        )
+        self.headroom_last_used = Gauge(
+            f"{PREFIX}_headroom_last_used_timestamp_seconds",
+            "When a placeholder of the pool was last preempted (POSIX seconds).",
+            ["pool"],
+            registry=r,
+        )
+        self.lead_time = Gauge(
+            f"{PREFIX}_lead_time_seconds",
+            "The lead time the pool plans with; source=measured (leadTime: auto) or configured.",
+            ["pool", "source"],
+            registry=r,
+        )
         for kind in ERROR_KINDS:
             self.errors.labels(kind=kind)
         self._reasons: dict[str, str] = {}
@@ -171,6 +223,13 @@ class Metrics:
         for gauge in (self.tuned_quantile, self.tuned_window, self.tuned_protection):
             self._drop(gauge, pool)
 
+    def record_lead_time(self, pool: str, source: str, seconds: float) -> None:
+        """The lead time `pool` plans with and its source (measured | configured)."""
+        for other in ("measured", "configured"):
+            if other != source:
+                self._drop(self.lead_time, pool, other)
+        self.lead_time.labels(pool=pool, source=source).set(seconds)
+
     def forget_pool(self, pool: str) -> None:
         """Remove every series of a pool that left the config."""
         for gauge in (
@@ -190,12 +249,22 @@ class Metrics:
         for source in ("model", "profile"):
             self._drop(self.burst_allowance, pool, source)
         self._drop(self.fresh_read_failures, pool)
+        for metric in (
+            self.node_ready,
+            self.placeholder_start,
+            self.pod_wait,
+            self.headroom_used,
+            self.headroom_last_used,
+        ):
+            self._drop(metric, pool)
+        for source in ("measured", "configured"):
+            self._drop(self.lead_time, pool, source)
         reason = self._reasons.pop(pool, None)
         if reason is not None:
             self._drop(self.reason, pool, reason)
 
     @staticmethod
-    def _drop(metric: Gauge, *labels: str) -> None:
+    def _drop(metric: Gauge | Counter | Histogram, *labels: str) -> None:
         with contextlib.suppress(KeyError):
             metric.remove(*labels)
 

@@ -57,6 +57,7 @@ class Runner:
             },
         )
         daemon.on_reload = self._reloaded
+        daemon.refit_soon = self._refit_now
         self._wake = threading.Event()
         self._loop = threading.Thread(target=self._reconcile_loop, name="reconciler", daemon=True)
         self.reconciles = 0

@@ -1,5 +1,6 @@
 """Kubernetes edge: credentials (`load_kube_config`), what both replica actuators share (`_ReplicaTarget`: scale with 409 retries, log,
-record an Event), and the node counter for the proportional rule (`KubeClusterReader`).
+record an Event), and the node reader (`KubeClusterReader`): counts for the proportional rule and,
+from the same list, each node's creation and Ready times for the closed loop.
 
 Every call has a timeout; 5xx, 429 and connection errors are retried with exponential backoff
 (tenacity), a 409 Conflict re-reads the object and applies again, and 403/404 become an
@@ -44,7 +45,13 @@ from predictive_headroom.kube.api import (
     _status_message,
 )
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import ActuatorError, ClusterState, TargetState
+from predictive_headroom.protocols import (
+    ActuatorError,
+    ClusterState,
+    NodeList,
+    NodeSeen,
+    TargetState,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +250,11 @@ class KubeClusterReader:
         self._core = kubernetes.client.CoreV1Api(api_client)
 
     def cluster_state(self, label_selector: str) -> ClusterState:
-        """Node and core counts (all, and schedulable) for nodes matching `label_selector` ('' = all).
+        """Node and core counts (all, and schedulable) for nodes matching `label_selector` ('' = all)."""
+        return self.read_nodes(label_selector).state
+
+    def read_nodes(self, label_selector: str) -> NodeList:
+        """The counts of `cluster_state` and each node's creation and Ready times, from one list.
 
         The list is read as JSON and only the fields counted are looked at: a node object is mostly
         its image list, and turning a thousand of them into client model objects costs seconds.
@@ -251,6 +262,7 @@ class KubeClusterReader:
         op = _Op("list", "nodes", "", "Node", "", label_selector, "")
         nodes = schedulable = 0
         cores = schedulable_cores = 0.0
+        seen: list[NodeSeen] = []
         token: str | None = None
         while True:
             response = _call(
@@ -272,9 +284,44 @@ class KubeClusterReader:
                 if not (node.get("spec") or {}).get("unschedulable"):
                     schedulable += 1
                     schedulable_cores += cpu
+                found = _node_seen(node)
+                if found is not None:
+                    seen.append(found)
             token = (page.get("metadata") or {}).get("continue")
             if not token:
-                return ClusterState(nodes, cores, schedulable, schedulable_cores)
+                state = ClusterState(nodes, cores, schedulable, schedulable_cores)
+                return NodeList(state, tuple(seen))
+
+
+def _node_seen(node: dict[str, Any]) -> NodeSeen | None:
+    """Creation and Ready times of one node of a list (None when it has no creation time)."""
+    meta = node.get("metadata") or {}
+    created = parse_time(meta.get("creationTimestamp"))
+    if created is None:
+        return None
+    ready = condition(node, "Ready")
+    since = parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
+    return NodeSeen(str(meta.get("name", "")), str(meta.get("uid", "")), created, since)
+
+
+def parse_time(text: Any) -> float | None:
+    """POSIX seconds of an RFC 3339 time as the API writes it (`2026-11-23T21:00:00Z`); None when
+    absent or unreadable."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """The `status.conditions` entry of type `kind` of a node or pod (JSON), else {}."""
+    for entry in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(entry, dict) and entry.get("type") == kind:
+            return entry
+    return {}
 
 
 def _json_answer(op: _Op, response: Any, error: type[ActuatorError]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.cpa import Ladder, Linear, Proportional, Step
 from predictive_headroom.policy.cron import CRON_PATTERN, cron_trigger, expand
-from predictive_headroom.policy.durations import Duration
+from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, LeadTime
 from predictive_headroom.policy.errors import FieldProblem
 from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.promql import check_promql
@@ -157,7 +157,7 @@ class Pool(_Model):
     target: Target
     min_replicas: int = Field(default=0, ge=0)
     max_replicas: int = Field(ge=0)
-    lead_time: Duration = timedelta(minutes=5)
+    lead_time: LeadTime = DEFAULT_LEAD_TIME
     scale_down_stabilization: Duration = timedelta(minutes=30)
     schedules: list[ScheduleWindow] = Field(default_factory=list)
     proportional: Proportional | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import BeforeValidator, PlainSerializer, PlainValidator, WithJsonSchema
 from pytimeparse2 import parse as _parse_timespan
 
 
@@ -54,3 +54,51 @@ Duration = Annotated[
     ),
 ]
 """A pydantic field type that accepts `90s`, `10m`, `6h`, `28d` (or seconds) and holds a timedelta."""
+
+
+class AutoLeadTime(timedelta):
+    """`leadTime: auto`: the daemon measures the pool's lead time (node boot plus placeholder
+    start, `daemon.closedloop`); this value (the default lead time) is used until it has."""
+
+    auto = True
+
+
+AUTO = "auto"
+DEFAULT_LEAD_TIME = timedelta(minutes=5)
+
+
+def _lead_time(value: Any) -> timedelta:
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return AutoLeadTime(seconds=DEFAULT_LEAD_TIME.total_seconds())
+    if isinstance(value, AutoLeadTime):
+        return value
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or auto (measured in the cluster)") from None
+
+
+def _format_lead_time(value: timedelta) -> str:
+    return AUTO if isinstance(value, AutoLeadTime) else format_duration(value)
+
+
+LeadTime = Annotated[
+    timedelta,
+    PlainValidator(_lead_time),
+    PlainSerializer(_format_lead_time, return_type=str, when_used="json"),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {
+                    "type": ["string", "number"],
+                    "pattern": r"^\s*[0-9.]",
+                    "minimum": 0,
+                },
+                {"const": AUTO},
+            ],
+            "description": "a duration such as 90s or 5m, or auto (measured from the pool's node "
+            "boots and placeholder starts; 5m until 5 boots were seen)",
+        }
+    ),
+]
+"""A pool's `leadTime`: a Duration, or `auto`, held as an `AutoLeadTime` of the default 5 minutes."""

@@ -57,6 +57,16 @@ class Settings(BaseSettings):
     retune_window: float = Field(default=7 * 86400.0, ge=86400.0)
     """Seconds of recent history a pool with `protection:` is re-tuned on at each refit (the
     extra fit ends where it starts; at least a day)."""
+    observe_placeholders: bool = True
+    """The closed loop reads placeholder pods and `Preempted` Events in the targets' namespaces
+    (read-only; the chart grants it). False: only node boot times are measured."""
+    pod_wait_namespaces: str = ""
+    """Comma-separated namespaces whose pods the closed loop watches for waiting on a node
+    (opt-in: needs list on pods there); empty: none."""
+    loop_window: float = Field(default=7 * 86400.0, gt=0)
+    """Seconds of closed-loop samples kept in memory (node boots, placeholder starts, preemptions)."""
+    loop_max_samples: int = Field(default=5000, ge=10)
+    """Per pool and kind, the newest closed-loop samples kept at most."""
 
     @field_validator("prometheus_url")
     @classmethod

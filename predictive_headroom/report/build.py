@@ -10,6 +10,7 @@ warnings a reviewer must see. `report_to_json` turns it into the machine-readabl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -82,6 +83,8 @@ class PoolReport:
     notices: tuple[Notice, ...]
     burst: dict[str, Any] | None = None
     """The burst model's allowance over the last day before now, next to demand (`burst_chart_data`)."""
+    loop: Mapping[str, Any] | None = None
+    """What the daemon measured in the cluster (`LoopObserver.status`); None outside the daemon."""
 
     @property
     def step_seconds(self) -> float:
@@ -111,13 +114,15 @@ def build_report(
     past: Sequence[Mapping[str, Any]] | None = None,
     source: str = "",
     observed: Mapping[str, History | Unobserved | None] | None = None,
+    loop: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Report:
     """The report for every pool of `policy` at `at`; maps are keyed by pool name (missing = none).
 
     `accuracies` values are `accuracy.Accuracy` objects (or their `to_dict()`), or None;
     `past` holds earlier `report_to_json` outputs, whose forecasts are judged against `histories`.
     `observed` is each pool's latest observations for the burst model, as the daemon reads them at
-    `at` (default: the pool's history up to `at`, which holds the same samples).
+    `at` (default: the pool's history up to `at`, which holds the same samples). `loop` is what the
+    daemon measured in the cluster per pool (its closed loop), shown in each pool's section.
     """
     pools = tuple(
         _pool_report(
@@ -133,6 +138,8 @@ def build_report(
         )
         for pool in policy.pools
     )
+    if loop:
+        pools = tuple(dataclasses.replace(r, loop=loop.get(r.pool.name)) for r in pools)
     return Report(at, pools, source)
 
 
@@ -237,7 +244,7 @@ def _last_day_burst(
         return None
     times = np.arange(at - DAY_SECONDS + BURST_STEP_SECONDS, at + 1, BURST_STEP_SECONDS)
     allowance = burst_allowances(forecast, times, lead, known).values
-    seen = np.isfinite(allowance)  # NaN where no observation was recent enough to predict from
+    seen = np.isfinite(allowance)  # a point with no finite allowance is left out, not drawn as 0
     if not seen.any():
         return None
     times, allowance = times[seen], allowance[seen]
@@ -370,6 +377,7 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
         "min_replicas": pool.min_replicas,
         "max_replicas": pool.max_replicas,
         "lead_time_seconds": pool.lead_time.total_seconds(),
+        "closed_loop": dict(r.loop) if r.loop is not None else None,
         "history": {"points": r.history_points, "days": round(r.history_seconds / DAY_SECONDS, 2)},
         "forecast": forecast,
         "plan": {"now": plan_to_dict(r.now), "step_seconds": r.step_seconds, "changes": changes},

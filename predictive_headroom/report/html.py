@@ -34,6 +34,7 @@ from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC as _RC
 from predictive_headroom.pages.svg import figure_svg
 from predictive_headroom.report.build import PoolReport, Report
+from predictive_headroom.report.loop import lead_sentence, loop_rows, loop_sentence
 
 __all__ = [
     "fmt_lead",
@@ -335,6 +336,13 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
             if k == 0 or (d, why) != (r.plan_desired[k - 1], r.plan_reasons[k - 1])
         ],
         "burst": r.burst,  # the burst allowance of the last day, when the report carries one
+        "loop": {
+            "sentence": loop_sentence(r.loop, at),
+            "lead": lead_sentence(r.loop),
+            "rows": loop_rows(r.loop),
+        }
+        if r.loop is not None
+        else None,
         "accuracy_words": mase_words(acc) if acc else "",
         "forecast_now": forecast_sentence(
             r.now.details,

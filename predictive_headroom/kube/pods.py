@@ -1,0 +1,140 @@
+"""Read-only reads for the closed loop: a pool's placeholder pods and the scheduler's preemptions.
+
+Both are lists read as JSON (only the fields used are looked at), with the timeouts and retries of
+`kube.api`; a 403 names the missing read permission. Nothing here writes.
+
+- Placeholder pods: `status.conditions` say when a pod was scheduled (`PodScheduled`), when it
+  became `Ready`, and whether the scheduler chose it as a preemption victim (`DisruptionTarget`,
+  status True, reason `PreemptionByScheduler`; `PreemptionByKubeScheduler` before Kubernetes 1.27).
+- Preemptions: core/v1 Events with `reason=Preempted` on pods (field selectors, so the API server
+  filters): the scheduler records one on each victim, "Preempted by pod <uid> on node <node>".
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kubernetes.client
+from kubernetes.client import ApiClient
+
+from predictive_headroom.kube.api import CallOptions, _call, _Op
+from predictive_headroom.kube.cluster import _json_answer, condition, parse_time
+from predictive_headroom.protocols import ActuatorError, PodSeen, Preemption
+
+logger = logging.getLogger(__name__)
+
+PREEMPTION_REASONS = ("PreemptionByScheduler", "PreemptionByKubeScheduler")
+"""`DisruptionTarget` reasons the scheduler sets on a victim (the second before Kubernetes 1.27)."""
+PREEMPTED_EVENT_SELECTOR = "reason=Preempted,involvedObject.kind=Pod"
+
+
+class PodReadError(ActuatorError):
+    """Pods or Events could not be listed; the message names the permission or the failure."""
+
+
+class KubePodReader:
+    """Lists placeholder pods and preemption Events (implements `protocols.PodReader`)."""
+
+    def __init__(
+        self, api_client: ApiClient, options: CallOptions | None = None, page_size: int = 500
+    ) -> None:
+        self.options = options or CallOptions()
+        self.page_size = page_size
+        self._core = kubernetes.client.CoreV1Api(api_client)
+
+    def _list(self, op: _Op, method: Any, **query: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            response = _call(
+                op,
+                self.options,
+                method,
+                error=PodReadError,
+                limit=self.page_size,
+                _continue=token,
+                _preload_content=False,
+                **query,
+            )
+            page = _json_answer(op, response, PodReadError)
+            items.extend(i for i in page.get("items") or () if isinstance(i, dict))
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def placeholder_pods(self, namespace: str, label_selector: str) -> tuple[PodSeen, ...]:
+        """The pods of `namespace` matching `label_selector`, with their scheduling times."""
+        op = _Op("list", "pods", "", "Pod", namespace, label_selector, "")
+        items = self._list(
+            op,
+            self._core.list_namespaced_pod,
+            namespace=namespace,
+            label_selector=label_selector or None,
+        )
+        return tuple(p for p in map(pod_seen, items) if p is not None)
+
+    def workload_pods(self, namespace: str) -> tuple[PodSeen, ...]:
+        """The pods of `namespace` that have not ended (the opt-in pod-wait measure)."""
+        op = _Op("list", "pods", "", "Pod", namespace, "", "")
+        items = self._list(
+            op, self._core.list_namespaced_pod, namespace=namespace, field_selector=LIVE_PODS
+        )
+        return tuple(p for p in map(pod_seen, items) if p is not None)
+
+    def preemptions(self, namespace: str) -> tuple[Preemption, ...]:
+        """The scheduler's `Preempted` Events on pods of `namespace` (as long as the API keeps them,
+        one hour by default)."""
+        op = _Op("list", "events", "", "Event", namespace, "reason=Preempted", "")
+        items = self._list(
+            op,
+            self._core.list_namespaced_event,
+            namespace=namespace,
+            field_selector=PREEMPTED_EVENT_SELECTOR,
+        )
+        found = []
+        for event in items:
+            involved = event.get("involvedObject") or {}
+            at = parse_time(
+                event.get("lastTimestamp")
+                or event.get("eventTime")
+                or event.get("firstTimestamp")
+                or (event.get("metadata") or {}).get("creationTimestamp")
+            )
+            if event.get("reason") != "Preempted" or involved.get("kind") != "Pod" or at is None:
+                continue
+            found.append(
+                Preemption(str(involved.get("name", "")), str(involved.get("uid", "")), at)
+            )
+        return tuple(found)
+
+
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def pod_seen(pod: dict[str, Any]) -> PodSeen | None:
+    """One pod's times from its JSON (None without a creation time)."""
+    meta = pod.get("metadata") or {}
+    created = parse_time(meta.get("creationTimestamp"))
+    if created is None:
+        return None
+    scheduled, ready = condition(pod, "PodScheduled"), condition(pod, "Ready")
+    disruption = condition(pod, "DisruptionTarget")
+    preempted = (
+        parse_time(disruption.get("lastTransitionTime")) or created
+        if disruption.get("status") == "True" and disruption.get("reason") in PREEMPTION_REASONS
+        else None
+    )
+    return PodSeen(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        created=created,
+        scheduled_since=_since(scheduled),
+        ready_since=_since(ready),
+        preempted_at=preempted,
+        node=str((pod.get("spec") or {}).get("nodeName") or ""),
+    )
+
+
+def _since(entry: dict[str, Any]) -> float | None:
+    return parse_time(entry.get("lastTransitionTime")) if entry.get("status") == "True" else None

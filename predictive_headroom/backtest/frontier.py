@@ -1,4 +1,4 @@
-"""Cost at equal protection (DESIGN.md section 5): what each strategy family pays to absorb a share
+"""Cost at equal protection (docs/design.md, the backtest): what each strategy family pays to absorb a share
 of the demand that would otherwise wait for a node.
 
 Protection p of a strategy is the share of `reactive`'s unserved pod-minutes it removes (1 when

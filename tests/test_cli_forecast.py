@@ -186,3 +186,6 @@ def test_forecast_with_unreachable_prometheus_exits_2(config, capsys, caplog, mo
     ]
     assert "Retrying (Retry(" not in caplog.text + err
     assert "after 3 attempt(s)" in err
+    # The failure itself is said once: as the CLI's error, not also as an ERROR log line.
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [] and err.count("Connection refused after 3 attempt(s)") == 1, (errors, err)

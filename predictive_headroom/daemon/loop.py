@@ -249,6 +249,9 @@ class Daemon:
             isinstance(result.get(pool.name), NoForecast)
             and result[pool.name].why == "source-error"
         ):
+            logger.error(
+                "pool %s: cannot read demand history: %s", pool.name, result[pool.name].detail
+            )
             self.metrics.error("source")
         return result
 

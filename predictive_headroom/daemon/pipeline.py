@@ -58,8 +58,7 @@ def fetch_history(pool: Pool, source: Source, at: float) -> History | NoForecast
     assert pool.forecast is not None
     try:
         return source.history(pool.forecast, at)
-    except SourceError as exc:
-        logger.error("pool %s: cannot read demand history: %s", pool.name, exc)
+    except SourceError as exc:  # a value, not a log line: each caller says it once, its own way
         return NoForecast("source-error", str(exc))
 
 

@@ -17,6 +17,7 @@ in `kube.targets`; running one API call with retries (`CallOptions`) and explain
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import os
@@ -104,7 +105,7 @@ class _Current:
     """A CapacityBuffer whose spec.percentage is set (removed on write)."""
 
 
-class _ReplicaTarget:
+class _ReplicaTarget(abc.ABC):
     """What both target kinds share: re-read, write with resourceVersion, retry 409, log, record."""
 
     kind = ""
@@ -131,14 +132,17 @@ class _ReplicaTarget:
             pool.name,
         )
 
+    @abc.abstractmethod
     def read(self, pool: Pool) -> TargetState:
-        raise NotImplementedError
+        """The target's replicas and identity, read once."""
 
+    @abc.abstractmethod
     def _current(self, pool: Pool) -> _Current:
-        raise NotImplementedError
+        """The object as it is now, for a write."""
 
+    @abc.abstractmethod
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
-        raise NotImplementedError
+        """Send one write of `replicas` (or log it in dry-run)."""
 
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
         """Set the target's replicas (no write when it already has them); raise ActuatorError on failure.

@@ -132,6 +132,7 @@ def build_daemon(
             max_samples=settings.loop_max_samples,
             observe_placeholders=settings.observe_placeholders,
             wait_namespaces=tuple(wait_namespaces),
+            read_node_pods=settings.disruption_read_pods,
         ),
     )
     daemon.retune_window = settings.retune_window

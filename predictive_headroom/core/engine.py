@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.forecast_math import BurstAllowances, burst_allowances, ramp_at
 from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, combine
 from predictive_headroom.core.proportional import proportional_floor
@@ -50,6 +51,8 @@ class PlanInputs:
     forecast: AnyForecast = None
     observed: History | Unobserved | None = None
     cluster: ClusterState | None = None
+    disruption: DisruptionPart | None = None
+    """The disruption component (None: not known, left out of the plan)."""
 
 
 @dataclass(frozen=True)
@@ -189,8 +192,11 @@ class PoolTimeline:
             float(parts.yhat[j]),
         )
 
-    def plan(self, i: int, cluster: ClusterState | None = None) -> Plan:
-        """The plan at instant `i` given the cluster then; instants must be planned in order."""
+    def plan(
+        self, i: int, cluster: ClusterState | None = None, disruption: DisruptionPart | None = None
+    ) -> Plan:
+        """The plan at instant `i` given the cluster and the disruption component then; instants
+        must be planned in order."""
         if i < self._next:
             raise ValueError(f"instant {i} was planned already; plan each instant once, in order")
         self._next = i + 1
@@ -212,7 +218,14 @@ class PoolTimeline:
         while self._records and self._records[0].at <= at - self._window:
             self._records.popleft()
         plan = combine(
-            pool, at, schedule, proportional, self.forecast_part(i), self._records, details
+            pool,
+            at,
+            schedule,
+            proportional,
+            self.forecast_part(i),
+            self._records,
+            details,
+            disruption,
         )
         self._records.append(plan.record())
         return plan
@@ -229,7 +242,7 @@ def plan_over_time(
     timeline = PoolTimeline(
         pool, np.asarray(times, dtype=float), inputs.forecast, inputs.observed, recent
     )
-    plans = tuple(timeline.plan(i, inputs.cluster) for i in range(len(timeline)))
+    plans = tuple(timeline.plan(i, inputs.cluster, inputs.disruption) for i in range(len(timeline)))
     return Timeline(plans, timeline.recent)
 
 

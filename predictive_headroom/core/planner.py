@@ -1,6 +1,6 @@
 """The plan's values and the one rule that combines components into a Plan.
 
-    desired = clamp(max(schedule, proportional, forecast, minReplicas), 0, maxReplicas)
+    desired = clamp(max(schedule, proportional, forecast, disruption, minReplicas), 0, maxReplicas)
 
 then held up for `scaleDownStabilization` after a higher value was last needed. Pure: no clock
 reads, no I/O. `core.engine` computes the components over time and calls `combine` at every
@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.forecast_math import BurstAllowance
 from predictive_headroom.core.vocabulary import Component, ForecastStatus, PlanReason
 from predictive_headroom.policy.config import Pool
@@ -71,10 +72,12 @@ def combine(
     forecast: ForecastPart,
     recent: Sequence[PlanRecord] = (),
     details: Mapping[str, Any] | None = None,
+    disruption: DisruptionPart | None = None,
 ) -> Plan:
     """Combine component values into a Plan: max of floors and forecast, clamp, stabilise.
 
-    `schedule` is (replicas, window name) or None when no window is open.
+    `schedule` is (replicas, window name) or None when no window is open. `disruption` is left out
+    of the components (and of the JSON) when None or when the pool turns it off.
     """
     components: dict[str, int | None] = {
         "min": pool.min_replicas,
@@ -83,11 +86,13 @@ def combine(
         "proportional": proportional,
         "forecast": forecast.replicas,
     }
+    if disruption is not None and pool.disruption.enabled:
+        components[str(Component.DISRUPTION)] = disruption.replicas
     # A closed window reports 0 but does not compete for the reason.
     candidates = {
         name: components[name]
         for name in _PRECEDENCE
-        if components[name] is not None and (name != "schedule" or schedule)
+        if components.get(name) is not None and (name != "schedule" or schedule)
     }
     wanted = max(candidates.values())
     winner = next(name for name in _PRECEDENCE if candidates.get(name) == wanted)
@@ -120,6 +125,8 @@ def combine(
             info["burst_source"] = str(forecast.allowance.source)
             if forecast.allowance.why:
                 info["burst_fallback"] = forecast.allowance.why
+    if disruption is not None and pool.disruption.enabled:
+        info.update(disruption.to_details())
     if details:
         info.update(details)
     return Plan(pool.name, at, desired, raw, str(reason), components, info)

@@ -39,6 +39,7 @@ from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.configfile import ConfigFile
+from predictive_headroom.daemon.disruption import DisruptionSettings, DisruptionWatch
 from predictive_headroom.daemon.health import LoopWatch
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
@@ -58,6 +59,7 @@ from predictive_headroom.protocols import (
     ClusterState,
     Forecaster,
     LeaseLost,
+    NodePodReader,
     PodReader,
     Source,
     TargetApis,
@@ -142,6 +144,13 @@ class Daemon:
         self.inputs = Inputs(source, cluster, self.metrics)
         self.observer = LoopObserver(self.inputs, pods, self.metrics, loop_settings)
         """The closed loop: node boots, placeholder starts and preemptions; `leadTime: auto`."""
+        self.disruption = DisruptionWatch(
+            self.inputs,
+            pods if isinstance(pods, NodePodReader) else None,
+            self.metrics,
+            DisruptionSettings(read_pods=self.observer.settings.read_node_pods),
+        )
+        """Nodes on their way out and the room their pods need (the disruption component)."""
         self.writer = TargetWriter(
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
@@ -297,6 +306,7 @@ class Daemon:
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
         self.observer.begin()
+        self.disruption.begin()
         outcomes = map_bounded(
             lambda pool: self._reconcile_pool(
                 self.planned_pool(pool), at, leader, forecasts.get(pool.name)
@@ -335,8 +345,12 @@ class Daemon:
             pool = self.observer.observe(pool, at)  # with its measured lead time (leadTime: auto)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
+            disruption = self.disruption.part(pool, at)
             timeline = plan_over_time(
-                pool, [at], PlanInputs(forecast, observed, cluster), self._recent.get(pool.name, ())
+                pool,
+                [at],
+                PlanInputs(forecast, observed, cluster, disruption),
+                self._recent.get(pool.name, ()),
             )
             plan, self._recent[pool.name] = timeline.plans[0], list(timeline.recent)
             lead = self.observer.lead_times.get(pool.name)
@@ -450,6 +464,7 @@ class Daemon:
             self.metrics.forget_tuning(name)
         self.inputs.forget(removed)
         self.observer.forget(removed)
+        self.disruption.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)
         self.target_apis.invalidate()  # a pool may pin another CapacityBuffer version now
@@ -501,6 +516,7 @@ class Daemon:
             "tuning": {n: t.to_dict() for n, t in self.tunings.items()},
             "target_apis": self.target_apis.found,
             "closed_loop": self.observer.status(self.clock()),
+            "disruption": self.disruption.status(),
         }
 
 

@@ -164,9 +164,11 @@ def _call(
     fn: Callable[..., T],
     error: type[ActuatorError] = ActuatorError,
     fence: Fence | None = None,
+    forbidden: type[ActuatorError] | None = None,
     **kwargs: Any,
 ) -> T:
-    """Run one API call with timeout and retries; turn failures into `error` (409 passes through).
+    """Run one API call with timeout and retries; turn failures into `error` (409 passes through),
+    a 403 into `forbidden` when given (for callers that carry on without the permission).
 
     With a `fence` (writes), every attempt first asks it how long this replica may still write:
     below `MIN_WRITE_SECONDS` the attempt is not sent and `LeaseLost` is raised; otherwise the
@@ -190,7 +192,8 @@ def _call(
     except (ConflictException, LeaseLost):
         raise
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
-        raise error(op.explain(exc, options)) from exc
+        denied = forbidden is not None and isinstance(exc, ApiException) and exc.status == 403
+        raise (forbidden if denied and forbidden else error)(op.explain(exc, options)) from exc
     except ValueError as exc:  # the client could not decode the answer (truncated, not JSON)
         raise error(
             f"{op.describe()}: the API server sent an answer that could not be read ({exc}); "

@@ -19,8 +19,8 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions, _call, _Op
-from predictive_headroom.kube.cluster import _json_answer, condition, parse_time
-from predictive_headroom.protocols import ActuatorError, PodSeen, Preemption
+from predictive_headroom.kube.cluster import _json_answer, condition, parse_time, quantities
+from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +31,15 @@ PREEMPTED_EVENT_SELECTOR = "reason=Preempted,involvedObject.kind=Pod"
 
 class PodReadError(ActuatorError):
     """Pods or Events could not be listed; the message names the permission or the failure."""
+
+
+class PodListForbidden(PodReadError):
+    """The ServiceAccount may not list the pods asked for (403): a setting, not a failure."""
+
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Set on the API's copy of a static pod the kubelet runs (a mirror pod)."""
+PLACEHOLDER_LABEL = "predictive-headroom.io/pool"
 
 
 class KubePodReader:
@@ -52,6 +61,7 @@ class KubePodReader:
                 self.options,
                 method,
                 error=PodReadError,
+                forbidden=PodListForbidden,
                 limit=self.page_size,
                 _continue=token,
                 _preload_content=False,
@@ -108,8 +118,42 @@ class KubePodReader:
             )
         return tuple(found)
 
+    def pods_on_node(self, node: str) -> tuple[PodOnNode, ...]:
+        """The pods of every namespace bound to `node` that have not ended (the disruption
+        component; needs `list pods` cluster-wide). Raises `PodListForbidden` without it."""
+        selector = f"spec.nodeName={node},{LIVE_PODS}"
+        op = _Op("list", "pods", "", "Pod", "", selector, "")
+        items = self._list(op, self._core.list_pod_for_all_namespaces, field_selector=selector)
+        return tuple(pod_on_node(p) for p in items)
+
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def pod_on_node(pod: dict[str, Any]) -> PodOnNode:
+    """One pod's effective requests (per resource the larger of its containers' sum and its
+    largest init container, plus the pod overhead) and whether the disruption component leaves it
+    out: owned by a DaemonSet (it goes with the node), a mirror pod (static, node-bound) or a
+    placeholder (the headroom itself)."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    total: dict[str, float] = {}
+    for container in spec.get("containers") or ():
+        for name, amount in quantities((container.get("resources") or {}).get("requests")):
+            total[name] = total.get(name, 0.0) + amount
+    for container in spec.get("initContainers") or ():
+        for name, amount in quantities((container.get("resources") or {}).get("requests")):
+            total[name] = max(total.get(name, 0.0), amount)
+    for name, amount in quantities(spec.get("overhead")):
+        total[name] = total.get(name, 0.0) + amount
+    owners = meta.get("ownerReferences") or ()
+    excluded = (
+        any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)
+        or MIRROR_ANNOTATION in (meta.get("annotations") or {})
+        or PLACEHOLDER_LABEL in (meta.get("labels") or {})
+    )
+    return PodOnNode(
+        str(meta.get("name", "")), str(meta.get("uid", "")), tuple(sorted(total.items())), excluded
+    )
 
 
 def pod_seen(pod: dict[str, Any]) -> PodSeen | None:

@@ -21,6 +21,14 @@ pod-minutes linearly at the strategy's node-hours: how many times less unserved 
 than static headroom costing the same. x is 1 when both are 0 and unbounded (None) when only the
 strategy's own unserved is 0.
 
+With `interruption_rate` (`--interruptions 5%/day`), the strategies are replayed again on a
+cluster whose nodes are interrupted at random with a notice (`simulator.Interruptions`, the same
+draws for each), the planner ones with the disruption component (and the spot reserve unless the
+pool says `spot: false`), `proportional` and `forecast` also without it, `forecast` also without
+the reserve, and the disruption component alone (with and without the reserve) next to
+`reactive`: what each leaves waiting because of the interruptions, against its own run without
+them (the alone rows against `reactive`'s).
+
 Two sweeps price the dials without extra fits: `dial` replays forecast and naive at other burst
 quantiles, `stabilization_dial` with other scale-down stabilisation windows.
 
@@ -39,11 +47,13 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.backtest.replay import planner_strategy
+from predictive_headroom.backtest.replay import SimulatedDisruption, planner_strategy
 from predictive_headroom.backtest.results import (
     BacktestResult,
     BacktestSettings,
     DialPoint,
+    InterruptionReport,
+    InterruptionRow,
     ReplaySettings,
     StrategyResult,
     WindowPoint,
@@ -52,6 +62,7 @@ from predictive_headroom.backtest.results import (
 from predictive_headroom.backtest.simulator import (
     ClusterSpec,
     Decide,
+    Interruptions,
     Metrics,
     Run,
     app_pods,
@@ -348,7 +359,79 @@ def run_backtest(
         from predictive_headroom.backtest.frontier import frontier
 
         result = replace(result, frontier=frontier(result, s.protections))
+    if s.interruption_rate is not None:
+        result = replace(result, interruptions=interrupted(r, wf, runs))
     return result
+
+
+def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> InterruptionReport:
+    """The strategies on the interrupted cluster (module docstring), each against its calm run."""
+    s = r.settings
+    assert s.interruption_rate is not None
+    most = -(-int(r.pods.max()) // r.cluster.node_slots)
+    spec = Interruptions(
+        s.interruption_rate / 60.0, round(s.notice_seconds / 60), s.seed, max(8, 4 * most + 8)
+    )
+    sim = SimulatedDisruption(r.cluster.node_slots, s.interruption_rate)
+    cpn = s.cores_per_node
+    off = r.pool.disruption.model_copy(update={"enabled": False})
+    no_reserve = r.pool.disruption.model_copy(update={"spot": False})
+
+    def planned(pool: Pool, in_force: InForce = ()) -> Run:
+        strategy = planner_strategy(pool, r.times, in_force, r.history, cpn, sim)[1]
+        return simulate(r.pods, strategy, r.cluster, spec)
+
+    def fixed(placeholders: np.ndarray) -> Run:
+        return simulate(r.pods, placeholders, r.cluster, spec)
+
+    solo = r.solo.model_copy(update={"disruption": no_reserve})
+    cpa = r.solo.model_copy(update={"proportional": r.proportional_rule})
+    cases: list[tuple[str, str, Callable[[], Run]]] = [
+        ("reactive", "reactive", lambda: fixed(np.zeros(r.pods.size, dtype=np.int64))),
+        ("disruption only", "reactive", lambda: planned(solo)),
+        ("disruption + spot reserve", "reactive", lambda: planned(r.solo)),
+        (
+            "proportional without disruption",
+            "proportional",
+            lambda: planned(cpa.model_copy(update={"disruption": off})),
+        ),
+        ("proportional", "proportional", lambda: planned(cpa)),
+        (
+            "schedule",
+            "schedule",
+            lambda: planned(r.solo.model_copy(update={"schedules": r.schedule_windows})),
+        ),
+        (
+            "forecast without disruption",
+            "forecast",
+            lambda: planned(r.pool.model_copy(update={"disruption": off}), wf.model),
+        ),
+        (
+            "forecast without spot reserve",
+            "forecast",
+            lambda: planned(r.pool.model_copy(update={"disruption": no_reserve}), wf.model),
+        ),
+        ("forecast", "forecast", lambda: planned(r.pool, wf.model)),
+        ("naive", "naive", lambda: planned(r.pool, wf.naive)),
+        (
+            "oracle (sees no interruption)",
+            "oracle",
+            lambda: fixed(oracle_placeholders(r.pods, r.cluster.lag_minutes)),
+        ),
+    ]
+    rows = []
+    for name, base, run_it in cases:
+        run = run_it()
+        rows.append(
+            InterruptionRow(
+                name,
+                score(calm[base], r.start),
+                score(run, r.start),
+                int(run.interrupted[r.start :].sum()) if run.interrupted is not None else 0,
+                float(run.placeholders[r.start :].mean()) if run.placeholders.size else 0.0,
+            )
+        )
+    return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows)
 
 
 def grid(r: Replay, wf: WalkForward) -> list[GridRun]:

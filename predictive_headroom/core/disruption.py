@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from predictive_headroom.core.vocabulary import DisruptionSource
+from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import NodeSeen
 
 CORDONED = "cordoned"
@@ -71,6 +72,17 @@ def poisson_quantile(mean: float, quantile: float) -> int:
         term *= mean / k
         cdf += term
     return k
+
+
+DEFAULT_RESERVE_QUANTILE = 0.95
+
+
+def reserve_quantile(pool: Pool) -> float:
+    """The quantile of interruptions the spot reserve covers: the pool's protection, else its
+    burst quantile, else 0.95."""
+    if pool.protection is not None:
+        return pool.protection
+    return pool.forecast.burst_quantile if pool.forecast else DEFAULT_RESERVE_QUANTILE
 
 
 def spot_reserve(

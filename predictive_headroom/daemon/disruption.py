@@ -34,6 +34,7 @@ from predictive_headroom.core.disruption import (
     in_placeholders,
     leaving_why,
     node_slots,
+    reserve_quantile,
     spot_reserve,
     sum_requests,
 )
@@ -52,7 +53,6 @@ NOT_ALLOWED = (
     "pods are not read (set disruption.readPods in the chart, PH_DISRUPTION_READ_PODS=true): "
     "each leaving node's allocatable in placeholders, as if it were full"
 )
-DEFAULT_QUANTILE = 0.95
 
 
 @dataclass(frozen=True)
@@ -234,9 +234,7 @@ class DisruptionWatch:
         size = pool.placeholder.amounts
         slots = [node_slots(dict(n.allocatable), size) for n in staying]
         per_node = int(statistics.median(slots)) if slots else 0
-        quantile = pool.protection or (
-            pool.forecast.burst_quantile if pool.forecast else DEFAULT_QUANTILE
-        )
+        quantile = reserve_quantile(pool)
         info: dict[str, Any] = {
             "spot": True,
             "interruption_rate_per_node_hour": rate,

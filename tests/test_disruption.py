@@ -373,3 +373,22 @@ def test_a_bad_taint_key_or_rate_is_named_in_the_policy_file(tmp_path) -> None:
     text = str(bad.value)
     assert "disruption.taints" in text and "not a key" in text
     assert "disruption.interruptionRate" in text and "5%/day" in text
+
+
+def test_the_report_plans_now_with_the_component_and_the_horizon_with_the_reserve(tmp_path) -> None:
+    from predictive_headroom.core.disruption import DisruptionPart
+    from predictive_headroom.core.vocabulary import DisruptionSource
+    from predictive_headroom.report.build import build_report
+    from predictive_headroom.report.html import render_html
+
+    policy = load_policy(write_policy(tmp_path / "p.yaml"))
+    part = DisruptionPart(6, 2, 1, DisruptionSource.PODS, {"leaving": {"n-1": "cordoned"}})
+    report = build_report(policy, {}, {}, {}, NOW, disruption={"web": part})
+    (pool,) = report.pools
+    assert (pool.now.desired, pool.now.reason) == (8, "disruption")
+    later = pool.plan_reasons[1:]
+    assert later and set(later) == {"hold:scale-down-stabilization", "disruption"}
+    assert pool.plan_desired[-1] == 2  # the reserve stays, the room went with the node
+    page = render_html(report)
+    assert "Disruption: 6 placeholders for the pods of 1 node on their way out" in page
+    assert "2 as a spot reserve" in page and ">disruption<" in page

@@ -259,6 +259,10 @@ class DisruptionWatch:
             return None
         return len(watch.interruptions) / hours
 
+    def parts(self) -> dict[str, DisruptionPart]:
+        """The last disruption component of each pool (for the report)."""
+        return {n: w.last for n, w in self.pools.items() if w.last is not None}
+
     def status(self) -> dict[str, Any]:
         """Per pool, for /last-run: the leaving nodes, the room and reserve, the measured rate."""
         out = {}

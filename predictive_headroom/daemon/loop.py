@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, History, NoForecast
@@ -80,11 +81,13 @@ ReportWriter = Callable[
         Mapping[str, History],
         float,
         Mapping[str, Mapping[str, Any]],
+        Mapping[str, DisruptionPart],
     ],
     Any,
 ]
-"""Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool) ->
-anything (e.g. its path). The policy's pools carry the lead time in use (`leadTime: auto`)."""
+"""Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool, the
+last disruption component per pool) -> anything (e.g. its path). The policy's pools carry the lead
+time in use (`leadTime: auto`)."""
 
 
 class Daemon:
@@ -277,7 +280,9 @@ class Daemon:
             update={"pools": [self.observer.planned(p) for p in policy.pools]}
         )
         try:
-            self.report_writer(planned, forecasts, histories, at, self.observer.status(at))
+            self.report_writer(
+                planned, forecasts, histories, at, self.observer.status(at), self.disruption.parts()
+            )
         except Exception:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")

@@ -7,6 +7,7 @@ the headroom; `judge_past` reads earlier forecasts (saved report.json data) agai
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -14,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.disruption import DisruptionPart
+from predictive_headroom.core.engine import PlanInputs, PoolTimeline, plan_over_time
 from predictive_headroom.core.forecast_math import PEAK_RADIUS_SECONDS, local_peaks
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, History
@@ -74,10 +76,19 @@ def plan_horizon(
     end: float,
     step: float,
     inputs: PlanInputs,
+    now: DisruptionPart | None = None,
 ) -> tuple[np.ndarray, list[Plan]]:
-    """The plan at every `step` from `start` to `end` (`core.engine.plan_over_time`)."""
+    """The plan at every `step` from `start` to `end` (`core.engine.plan_over_time`). With `now`,
+    the disruption component at `start`: the first plan has all of it, the later ones its spot
+    reserve only (leaving nodes go; when is not known ahead)."""
     times = start + step * np.arange(int(math.floor((end - start) / step + 1e-9)) + 1, dtype=float)
-    return times, list(plan_over_time(pool, times, inputs).plans)
+    if now is None:
+        return times, list(plan_over_time(pool, times, inputs).plans)
+    timeline = PoolTimeline(pool, times, inputs.forecast, inputs.observed)
+    later = dataclasses.replace(now, room=0, nodes_leaving=0, details={})
+    return times, [
+        timeline.plan(i, inputs.cluster, now if i == 0 else later) for i in range(times.size)
+    ]
 
 
 def find_peaks(

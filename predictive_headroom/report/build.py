@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import PlanInputs
 from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.planner import Plan, plan_to_dict
@@ -115,6 +116,7 @@ def build_report(
     source: str = "",
     observed: Mapping[str, History | Unobserved | None] | None = None,
     loop: Mapping[str, Mapping[str, Any]] | None = None,
+    disruption: Mapping[str, DisruptionPart] | None = None,
 ) -> Report:
     """The report for every pool of `policy` at `at`; maps are keyed by pool name (missing = none).
 
@@ -123,6 +125,9 @@ def build_report(
     `observed` is each pool's latest observations for the burst model, as the daemon reads them at
     `at` (default: the pool's history up to `at`, which holds the same samples). `loop` is what the
     daemon measured in the cluster per pool (its closed loop), shown in each pool's section.
+    `disruption` is each pool's disruption component at `at`: the plan now has all of it, the
+    horizon only its spot reserve (the room for leaving nodes lasts until they are gone, which no
+    one can tell ahead).
     """
     pools = tuple(
         _pool_report(
@@ -135,6 +140,7 @@ def build_report(
             past or (),
             policy,
             _observed_at(pool.name, observed, histories, at),
+            (disruption or {}).get(pool.name),
         )
         for pool in policy.pools
     )
@@ -166,6 +172,7 @@ def _pool_report(
     past: Sequence[Mapping[str, Any]],
     policy: Policy,
     observed: History | Unobserved | None,
+    disruption: DisruptionPart | None = None,
 ) -> PoolReport:
     spec = pool.forecast
     usable = forecast if isinstance(forecast, Forecast) and forecast.expires_at > at else None
@@ -193,7 +200,9 @@ def _pool_report(
     )
     step = usable.step_seconds if usable else (spec.step.total_seconds() if spec else 300.0)
     inputs = PlanInputs(forecast, observed, cluster)
-    times, plans = plan_horizon(pool, at, horizon_end, min(max(step, 60.0), 900.0), inputs)
+    times, plans = plan_horizon(
+        pool, at, horizon_end, min(max(step, 60.0), 900.0), inputs, disruption
+    )
     desired = np.array([p.desired for p in plans], dtype=float)
     windows = tuple(
         (w.name, max(a, at), min(b, horizon_end))

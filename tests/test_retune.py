@@ -15,7 +15,7 @@ from test_backtest import DAY, START, SeasonalNaiveForecaster, series
 from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
 
 from predictive_headroom.backtest.tuning import Setting
-from predictive_headroom.core.engine import plan_pool
+from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.daemon.retune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
@@ -264,7 +264,11 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
         "lead_time_source": "configured",
     }
     bare = replace(plan, details={k: v for k, v in plan.details.items() if k not in loop})
-    assert bare == plan_pool(tuned, clock.now, forecast=own)
+    # ... and the disruption component it read from the nodes (none leaving here)
+    part = daemon.disruption.parts()["web"]
+    assert part.replicas == 0
+    inputs = PlanInputs(own, None, None, part)
+    assert bare == plan_over_time(tuned, [clock.now], inputs).plans[0]
     assert plan.components["forecast"] > 0
     assert server.replicas(NS, "web-placeholder") == plan.desired
     assert daemon.planned_pool(web) == tuned

@@ -1140,8 +1140,10 @@ def test_dashboard_uses_only_metrics_the_daemon_exports():
         "headroom_used_total",
         "node_ready_seconds_bucket",
         "lead_time_seconds",
+        "nodes_leaving",
     ):
         assert f"predictive_headroom_{needed}" in used
+    assert any('component="disruption"' in expr for expr in _exprs(dashboard))
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
 

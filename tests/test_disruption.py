@@ -392,3 +392,48 @@ def test_the_report_plans_now_with_the_component_and_the_horizon_with_the_reserv
     page = render_html(report)
     assert "Disruption: 6 placeholders for the pods of 1 node on their way out" in page
     assert "2 as a spot reserve" in page and ">disruption<" in page
+
+
+@pytest.mark.parametrize(
+    ("pod", "requests", "excluded"),
+    [
+        (  # containers add up; the largest init container counts when larger; overhead is added
+            {
+                "metadata": {"name": "a", "uid": "1"},
+                "spec": {
+                    "containers": [
+                        {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                        {"resources": {"requests": {"cpu": "250m"}}},
+                    ],
+                    "initContainers": [
+                        {"resources": {"requests": {"cpu": "2", "memory": "512Mi"}}}
+                    ],
+                    "overhead": {"cpu": "100m"},
+                },
+            },
+            {"cpu": 2.1, "memory": float(GI)},
+            False,
+        ),
+        (  # a DaemonSet's pod goes with the node
+            {"metadata": {"name": "b", "ownerReferences": [{"kind": "DaemonSet"}]}, "spec": {}},
+            {},
+            True,
+        ),
+        (  # a mirror pod (static, node-bound)
+            {"metadata": {"name": "c", "annotations": {"kubernetes.io/config.mirror": "x"}}},
+            {},
+            True,
+        ),
+        (  # a placeholder of any pool is headroom, not a workload
+            {"metadata": {"name": "d", "labels": {"predictive-headroom.io/pool": "gpu"}}},
+            {},
+            True,
+        ),
+    ],
+)
+def test_a_pods_effective_requests_and_what_is_left_out(pod, requests, excluded) -> None:
+    from predictive_headroom.kube.pods import pod_on_node
+
+    seen = pod_on_node(pod)
+    assert dict(seen.requests) == pytest.approx(requests)
+    assert seen.excluded is excluded

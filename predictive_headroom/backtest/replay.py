@@ -24,18 +24,22 @@ class SimulatedDisruption:
 
     node_slots: int
     rate_per_node_hour: float | None = None
+    component: bool = True
+    """False: plan without the disruption component (to price it)."""
+    reserve: bool = True
+    """False: plan without the spot reserve (to price it)."""
 
 
 def disruption_part(
     pool: Pool, sim: SimulatedDisruption, nodes: int, on_leaving: int
 ) -> DisruptionPart | None:
-    """The disruption component on the simulated cluster (None when the pool turns it off)."""
+    """The disruption component on the simulated cluster (None when the pool or `sim` turns it off)."""
     spec = pool.disruption
-    if not spec.enabled:
+    if not spec.enabled or not sim.component:
         return None
     leaving = -(-on_leaving // sim.node_slots)
     reserve = 0
-    if sim.rate_per_node_hour and spec.spot is not False:
+    if sim.rate_per_node_hour and sim.reserve and spec.spot is not False:
         rate = max(sim.rate_per_node_hour, spec.interruption_rate or 0.0)
         lead = pool.lead_time.total_seconds()
         staying = max(0, nodes - leaving)

@@ -373,43 +373,34 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
         s.interruption_rate / 60.0, round(s.notice_seconds / 60), s.seed, max(8, 4 * most + 8)
     )
     sim = SimulatedDisruption(r.cluster.node_slots, s.interruption_rate)
+    without = replace(sim, component=False)
+    no_reserve = replace(sim, reserve=False)
     cpn = s.cores_per_node
-    off = r.pool.disruption.model_copy(update={"enabled": False})
-    no_reserve = r.pool.disruption.model_copy(update={"spot": False})
 
-    def planned(pool: Pool, in_force: InForce = ()) -> Run:
-        strategy = planner_strategy(pool, r.times, in_force, r.history, cpn, sim)[1]
+    def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
+        strategy = planner_strategy(pool, r.times, in_force, r.history, cpn, seen)[1]
         return simulate(r.pods, strategy, r.cluster, spec)
 
     def fixed(placeholders: np.ndarray) -> Run:
         return simulate(r.pods, placeholders, r.cluster, spec)
 
-    solo = r.solo.model_copy(update={"disruption": no_reserve})
     cpa = r.solo.model_copy(update={"proportional": r.proportional_rule})
     cases: list[tuple[str, str, Callable[[], Run]]] = [
         ("reactive", "reactive", lambda: fixed(np.zeros(r.pods.size, dtype=np.int64))),
-        ("disruption only", "reactive", lambda: planned(solo)),
+        ("disruption only", "reactive", lambda: planned(r.solo, seen=no_reserve)),
         ("disruption + spot reserve", "reactive", lambda: planned(r.solo)),
-        (
-            "proportional without disruption",
-            "proportional",
-            lambda: planned(cpa.model_copy(update={"disruption": off})),
-        ),
+        ("proportional without disruption", "proportional", lambda: planned(cpa, seen=without)),
         ("proportional", "proportional", lambda: planned(cpa)),
         (
             "schedule",
             "schedule",
             lambda: planned(r.solo.model_copy(update={"schedules": r.schedule_windows})),
         ),
-        (
-            "forecast without disruption",
-            "forecast",
-            lambda: planned(r.pool.model_copy(update={"disruption": off}), wf.model),
-        ),
+        ("forecast without disruption", "forecast", lambda: planned(r.pool, wf.model, without)),
         (
             "forecast without spot reserve",
             "forecast",
-            lambda: planned(r.pool.model_copy(update={"disruption": no_reserve}), wf.model),
+            lambda: planned(r.pool, wf.model, no_reserve),
         ),
         ("forecast", "forecast", lambda: planned(r.pool, wf.model)),
         ("naive", "naive", lambda: planned(r.pool, wf.naive)),

@@ -15,14 +15,17 @@ from typing import Any, TypeVar
 
 import urllib3
 from kubernetes.client import ApiException
-from kubernetes.client.exceptions import ConflictException
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
     wait_exponential_jitter,
 )
 
+from predictive_headroom.kube.errors import CLIENT_ERRORS, mapped, retry_after
+from predictive_headroom.kube.errors import short as _short
+from predictive_headroom.kube.errors import status_message as _status_message
 from predictive_headroom.protocols import ActuatorError, LeaseLost
 
 T = TypeVar("T")
@@ -48,15 +51,38 @@ class CallOptions:
     conflict_attempts: int = 5
     events: bool = True
     instance: str = field(default_factory=socket.gethostname)
+    longest_wait: float = 30.0
+    """A Retry-After longer than this (seconds) is not waited for within one call: the call fails
+    as `Throttled` and the next reconcile tries again."""
 
-    def retrying(self) -> Retrying:
-        """Retry 5xx, 429 and connection/timeout errors with exponential backoff and jitter."""
+    def retrying(self, fence: Fence | None = None) -> Retrying:
+        """Retry 5xx, 429 and connection/timeout errors with exponential backoff and jitter.
+
+        A 429/503 with `Retry-After` waits at least that long before the next attempt, when the
+        wait fits in `longest_wait` and, for a write, in the lease `fence`; otherwise no further
+        attempt is made and the failure is raised.
+        """
+        backoff = wait_exponential_jitter(
+            multiplier=self.backoff_initial, max=self.backoff_max, jitter=self.backoff_initial
+        )
+
+        def wait(state: RetryCallState) -> float:
+            asked = _asked(state)
+            return max(asked, backoff(state)) if asked is not None else backoff(state)
+
+        def stop(state: RetryCallState) -> bool:
+            if stop_after_attempt(self.attempts)(state):
+                return True
+            asked = _asked(state)
+            if asked is None:
+                return False
+            room = self.longest_wait if fence is None else min(self.longest_wait, fence())
+            return asked + MIN_WRITE_SECONDS > room
+
         return Retrying(
             retry=retry_if_exception(_transient),
-            stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential_jitter(
-                multiplier=self.backoff_initial, max=self.backoff_max, jitter=self.backoff_initial
-            ),
+            stop=stop,
+            wait=wait,
             before_sleep=lambda state: logger.info(
                 "retrying Kubernetes call (attempt %d failed: %s)",
                 state.attempt_number,
@@ -66,23 +92,16 @@ class CallOptions:
         )
 
 
+def _asked(state: RetryCallState) -> float | None:
+    """The Retry-After of the failed attempt in `state`, None when it asked for none."""
+    exc = state.outcome.exception() if state.outcome else None
+    return retry_after(exc) if exc is not None else None
+
+
 def _transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status == 429 or (exc.status or 0) >= 500
     return isinstance(exc, urllib3.exceptions.HTTPError)
-
-
-def _status_message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "")["message"])
-    except (ValueError, KeyError, TypeError):
-        return str(exc.reason or "").strip()
-
-
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"{exc.status} {_status_message(exc)}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True)
@@ -145,6 +164,11 @@ class _Op:
                 f"{where}: {self.kind} {obj} not found: create the placeholder "
                 f"{self.kind} or fix the target of pool {self.pool}"
             )
+        if isinstance(exc, ApiException) and (wait := retry_after(exc)) is not None:
+            return (
+                f"{where}: the API server is throttling ({exc.status}, Retry-After {wait:g}s, "
+                "more than this call could wait); will try again next reconcile"
+            )
         if _transient(exc):
             return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {_short(exc)}"
         return f"{where}: {_short(exc)}"
@@ -166,7 +190,8 @@ def _call(
     fence: Fence | None = None,
     **kwargs: Any,
 ) -> T:
-    """Run one API call with timeout and retries; turn failures into `error` (409 passes through).
+    """Run one API call with timeout and retries; turn failures into typed `kube.errors` (with
+    `error` other than ActuatorError: into `error`, chained to the typed one).
 
     With a `fence` (writes), every attempt first asks it how long this replica may still write:
     below `MIN_WRITE_SECONDS` the attempt is not sent and `LeaseLost` is raised; otherwise the
@@ -175,7 +200,7 @@ def _call(
     is still holding).
     """
     try:
-        for attempt in options.retrying():
+        for attempt in options.retrying(fence):
             with attempt:
                 timeout = options.timeout
                 if fence is not None:
@@ -187,13 +212,18 @@ def _call(
                         )
                     timeout = min(timeout, left)
                 return fn(**kwargs, _request_timeout=timeout)
-    except (ConflictException, LeaseLost):
+    except LeaseLost:
         raise
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:
-        raise error(op.explain(exc, options)) from exc
-    except ValueError as exc:  # the client could not decode the answer (truncated, not JSON)
-        raise error(
-            f"{op.describe()}: the API server sent an answer that could not be read ({exc}); "
-            "will try again next reconcile"
-        ) from exc
+    except CLIENT_ERRORS as exc:
+        if isinstance(exc, ValueError):  # the client could not decode the answer (truncated)
+            message = (
+                f"{op.describe()}: the API server sent an answer that could not be read ({exc}); "
+                "will try again next reconcile"
+            )
+        else:
+            message = op.explain(exc, options)
+        typed = mapped(exc, message)
+        if error is ActuatorError:
+            raise typed from exc
+        raise error(message) from typed
     raise AssertionError("unreachable: tenacity either returns or raises")

@@ -100,11 +100,14 @@ class HttpServer:
     def _report(self, name: str) -> tuple[int, str, bytes]:
         directory = latest_report(self.report_dir)
         target = directory / name if directory else None
+        failed = getattr(self.daemon, "report_error", None)
         if target is None or not target.is_file():
             hint = (
                 f"no report yet in {self.report_dir}: one is written after each refit (PH_REPORT_DIR); "
                 "`predictive-headroom report` makes one by hand\n"
             )
+            if failed:
+                hint = f"no report in {self.report_dir}: {failed}\n"
             return 404, "text/plain; charset=utf-8", hint.encode()
         kind = "application/json" if name.endswith(".json") else "text/html; charset=utf-8"
         return 200, kind, target.read_bytes()

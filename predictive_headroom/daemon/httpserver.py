@@ -54,9 +54,11 @@ class HttpServer:
         host: str,
         port: int,
         report_dir: Path | None = None,
+        read_timeout: float = 10.0,
     ) -> None:
+        """`read_timeout`: seconds a client has, from connecting, to send its whole request."""
         self.daemon, self.exposition, self.report_dir = daemon, metrics_exposition, report_dir
-        self._httpd = BoundedHTTPServer((host, port), self._handler())
+        self._httpd = BoundedHTTPServer((host, port), self._handler(), read_timeout=read_timeout)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.1,), name="http", daemon=True
         )

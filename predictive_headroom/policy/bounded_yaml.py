@@ -24,9 +24,9 @@ MAX_DEPTH = 32
 class YamlLimit(Exception):
     """The text is outside the bounds a policy file is read within; `line` is 1-based or None."""
 
-    def __init__(self, message: str, line: int | None = None) -> None:
+    def __init__(self, message: str, line: int | None = None, path: tuple[Any, ...] = ()) -> None:
         super().__init__(message)
-        self.message, self.line = message, line
+        self.message, self.line, self.path = message, line, path
 
 
 def size_problem(size: int) -> str | None:
@@ -40,7 +40,7 @@ def size_problem(size: int) -> str | None:
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases, deep nesting and repeated keys while composing."""
+    """SafeLoader that refuses aliases and deep nesting while composing."""
 
     def __init__(self, text: str) -> None:
         super().__init__(text)
@@ -65,20 +65,26 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def compose_mapping_node(self, anchor: Any) -> Any:
-        node = super().compose_mapping_node(anchor)
+
+def _repeated_key(node: yaml.Node | None, path: tuple[Any, ...] = ()) -> None:
+    """Raise YamlLimit at the first key repeated in one mapping of the composed tree `node`."""
+    if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
-        for key, _value in node.value:
+        for key, value in node.value:
             line = key.start_mark.line + 1
-            if isinstance(key, yaml.ScalarNode) and key.value in seen:
-                raise YamlLimit(
-                    f"key {key.value!r} appears twice in one mapping (first on line "
-                    f"{seen[key.value]}); keep one",
-                    line,
-                )
             if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    raise YamlLimit(
+                        f"key {key.value!r} appears twice in one mapping (first on line "
+                        f"{seen[key.value]}); keep one",
+                        line,
+                        path,
+                    )
                 seen[key.value] = line
-        return node
+            _repeated_key(value, (*path, key.value))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _repeated_key(item, (*path, i))
 
 
 def compose_bounded(text: str) -> tuple[Any, yaml.Node | None]:
@@ -92,6 +98,7 @@ def compose_bounded(text: str) -> tuple[Any, yaml.Node | None]:
     loader = _BoundedLoader(text)
     try:
         root = loader.get_single_node()
+        _repeated_key(root)
         data = loader.construct_document(root) if root is not None else None
     finally:
         loader.dispose()

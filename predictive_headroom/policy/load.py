@@ -154,7 +154,9 @@ def read_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[tuple[Any, .
     try:
         data, root = compose_bounded(text)
     except YamlLimit as exc:
-        raise ConfigError(source, [Problem("", exc.message, exc.line)]) from None
+        raise ConfigError(
+            source, [Problem(_format_path(exc.path), exc.message, exc.line)]
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None

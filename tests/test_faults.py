@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 from fake_apiserver import FakeApiServer
 from test_daemon import (
     FAST,
@@ -662,6 +663,15 @@ def test_a_hostile_policy_file_is_refused_within_bounds_once_and_the_last_good_c
     assert cause in daemon.status()["config"]["rejected_change"]
     assert len(parses) <= 1  # a rejected file is remembered, not parsed at every reconcile
     assert server.replicas(NS, "web-placeholder") == 3
+
+
+def test_a_shared_value_written_as_an_anchor_and_aliases_is_accepted(tmp_path) -> None:
+    window = {"name": "batch", "start": "0 2 * * *", "end": "0 4 * * *", "desiredReplicas": 2}
+    pools = [pool_yaml(n, schedules=[window]) for n in ("a", "b", "c")]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.dump({"pools": pools}))  # yaml.dump writes &id001 / *id001
+    assert "*id001" in path.read_text()
+    assert [p.name for p in load_policy(path).pools] == ["a", "b", "c"]
 
 
 def test_any_exception_while_loading_keeps_the_last_good_config(

@@ -6,15 +6,12 @@ serves is found by `kube.discovery`.
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import urllib3
-from kubernetes.client import ApiException
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -23,9 +20,19 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from predictive_headroom.kube.errors import CLIENT_ERRORS, mapped, retry_after
+from predictive_headroom.kube.errors import (
+    CLIENT_ERRORS,
+    Forbidden,
+    KubeError,
+    NotFound,
+    ServerError,
+    Throttled,
+    Unreachable,
+    mapped,
+    retry_after,
+    transient,
+)
 from predictive_headroom.kube.errors import short as _short
-from predictive_headroom.kube.errors import status_message as _status_message
 from predictive_headroom.protocols import ActuatorError, LeaseLost
 
 T = TypeVar("T")
@@ -80,7 +87,7 @@ class CallOptions:
             return asked + MIN_WRITE_SECONDS > room
 
         return Retrying(
-            retry=retry_if_exception(_transient),
+            retry=retry_if_exception(transient),
             stop=stop,
             wait=wait,
             before_sleep=lambda state: logger.info(
@@ -96,12 +103,6 @@ def _asked(state: RetryCallState) -> float | None:
     """The Retry-After of the failed attempt in `state`, None when it asked for none."""
     exc = state.outcome.exception() if state.outcome else None
     return retry_after(exc) if exc is not None else None
-
-
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiException):
-        return exc.status == 429 or (exc.status or 0) >= 500
-    return isinstance(exc, urllib3.exceptions.HTTPError)
 
 
 @dataclass(frozen=True)
@@ -126,35 +127,35 @@ class _Op:
         obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
         return f"pool {self.pool}: {self.verb} {self.resource} {obj}"
 
-    def explain(self, exc: BaseException, options: CallOptions) -> str:
+    def explain(self, err: KubeError, options: CallOptions) -> str:
+        """What failed, for a person: the object, and the permission, CRD or wait it needs."""
         obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
         if not self.namespace:  # cluster-scoped: listing nodes
             where = f"{self.verb} {self.resource} (label selector {self.name!r})"
-            if isinstance(exc, ApiException) and exc.status == 403:
+            if isinstance(err, Forbidden):
                 return (
                     f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
-                    f"cluster-wide (a ClusterRole) — see deploy/ (server said: {_status_message(exc)})"
+                    f"cluster-wide (a ClusterRole) — see deploy/ (server said: {err.reason})"
                 )
         else:
             where = f"pool {self.pool}: {self.verb} {self.resource} {obj}" + (
                 "" if self.namespaced else " (cluster-scoped)"
             )
-        if isinstance(exc, ApiException) and exc.status == 403:
+        if isinstance(err, Forbidden):
             if not self.namespaced:
                 return (
                     f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
                     f"(API group '{self.group}') named {self.name} cluster-wide: {self.api_version} "
                     f"{self.resource} are cluster-scoped, so this takes a ClusterRole with resourceNames (Helm "
-                    f"value capacityBuffer.scope: Cluster; see deploy/) (server said: {_status_message(exc)})"
+                    f"value capacityBuffer.scope: Cluster; see deploy/) (server said: {err.reason})"
                 )
             return (
                 f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
                 f"(API group '{self.group}') named {self.name} in namespace {self.namespace} — see the Role "
-                f"in deploy/ (server said: {_status_message(exc)})"
+                f"in deploy/ (server said: {err.reason})"
             )
-        if isinstance(exc, ApiException) and exc.status == 404:
-            details = _status_details(exc)
-            if self.kind == "CapacityBuffer" and not details.get("name"):
+        if isinstance(err, NotFound):
+            if self.kind == "CapacityBuffer" and not err.details.get("name"):
                 return (
                     f"{where}: the API {self.api_version} {self.resource} is no longer served by this cluster "
                     "(the autoscaler was upgraded or its CRD changed); the version is looked up again by API "
@@ -164,22 +165,14 @@ class _Op:
                 f"{where}: {self.kind} {obj} not found: create the placeholder "
                 f"{self.kind} or fix the target of pool {self.pool}"
             )
-        if isinstance(exc, ApiException) and (wait := retry_after(exc)) is not None:
+        if isinstance(err, Throttled) and err.retry_after is not None:
             return (
-                f"{where}: the API server is throttling ({exc.status}, Retry-After {wait:g}s, "
-                "more than this call could wait); will try again next reconcile"
+                f"{where}: the API server is throttling ({err.status}, Retry-After "
+                f"{err.retry_after:g}s, more than this call could wait); will try again next reconcile"
             )
-        if _transient(exc):
-            return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {_short(exc)}"
-        return f"{where}: {_short(exc)}"
-
-
-def _status_details(exc: ApiException) -> dict[str, Any]:
-    try:
-        details = json.loads(exc.body or "").get("details")
-    except (ValueError, AttributeError):
-        return {}
-    return details if isinstance(details, dict) else {}
+        if isinstance(err, (Throttled, ServerError, Unreachable)):
+            return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {err}"
+        return f"{where}: {err}"
 
 
 def _call(
@@ -221,7 +214,7 @@ def _call(
                 "will try again next reconcile"
             )
         else:
-            message = op.explain(exc, options)
+            message = op.explain(mapped(exc, _short(exc)), options)
         typed = mapped(exc, message)
         if error is ActuatorError:
             raise typed from exc

@@ -60,10 +60,15 @@ class Gone(KubeError):
 
 
 class Throttled(KubeError):
-    """429, or 503 with Retry-After: the server asked to be called again after `retry_after` seconds."""
+    """429, or 503 with Retry-After: the server asked to be called again after `retry_after`
+    seconds (None: a 429 that did not say)."""
 
     def __init__(
-        self, message: str, status: int | None = 429, reason: str = "", retry_after: float = 0.0
+        self,
+        message: str,
+        status: int | None = 429,
+        reason: str = "",
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message, status, reason)
         self.retry_after = retry_after
@@ -94,6 +99,13 @@ def retry_after(exc: BaseException) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER)
 
 
+def transient(exc: BaseException) -> bool:
+    """True for a failure worth another attempt: 429, 5xx, or no answer (connection, timeout)."""
+    if isinstance(exc, ApiException):
+        return exc.status == 429 or (exc.status or 0) >= 500
+    return isinstance(exc, urllib3.exceptions.HTTPError)
+
+
 def status_message(exc: ApiException) -> str:
     """The Status body's `message`, or the HTTP reason when the body has none."""
     try:
@@ -122,7 +134,7 @@ def mapped(exc: BaseException, message: str) -> KubeError:
         wait = retry_after(exc)
         error: KubeError
         if status == 429 or wait is not None:
-            error = Throttled(message, status, reason, wait or 0.0)
+            error = Throttled(message, status, reason, wait)
         elif status in _BY_STATUS:
             error = _BY_STATUS[status](message, status, reason)
         elif (status or 0) >= 500:

@@ -708,8 +708,8 @@ def test_the_validate_command_names_the_repeated_key_and_its_line(tmp_path, caps
 
 
 class BadPrometheus:
-    """A Prometheus stand-in on http.server: `mode` is trickle (1 byte per 0.1 s), huge (`size`
-    bytes at once) or points (`points` samples for any range)."""
+    """A Prometheus stand-in on http.server: `mode` is trickle (1 byte per 0.1 s), slow (the
+    whole answer after 0.3 s), huge (`size` bytes at once) or points (`points` samples)."""
 
     def __init__(self, mode: str, size: int = 0, points: int = 0) -> None:
         self.mode, self.size, self.points = mode, size, points
@@ -726,6 +726,8 @@ class BadPrometheus:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
+                    if outer.mode == "slow":
+                        time.sleep(0.3)
                     if outer.mode != "trickle":
                         self.wfile.write(body)
                         return
@@ -784,6 +786,16 @@ def test_a_prometheus_answering_one_byte_at_a_time_costs_the_fresh_read_its_time
         assert time.monotonic() - began < 1.5
         assert "within 0.8s (total deadline" in str(history.value)
         assert "PH_PROMETHEUS_TIMEOUT" in str(history.value)
+
+
+def test_fresh_reads_of_many_pools_at_once_each_get_their_own_deadline() -> None:
+    settings = Settings(fresh_read_timeout=2.0, prometheus_retries=0)
+    with BadPrometheus("slow") as slow:
+        source = PrometheusSource(slow.url, settings)
+        sizes = map_bounded(
+            lambda _i: len(source.recent(SPEC, time.time(), 3600)), list(range(6)), 6, "fresh"
+        )
+    assert sizes == [3] * 6  # none refused as "busy", none cut by another read's deadline
 
 
 def test_a_trickling_prometheus_never_delays_the_floors(tmp_path, server) -> None:

@@ -4,15 +4,17 @@ A socket timeout bounds each read, not the request: a server that answers one by
 trips it. `within(seconds, fn)` runs the whole request (connect, headers, body) in a worker thread
 and gives up after `seconds`; `BodyReader`, a requests response hook, reads the body in pieces,
 stops at the deadline or past `max_bytes`, so the worker ends soon after the caller gave up and
-never holds more than the cap in memory. One request at a time per `Deadline`: while a request
-that missed its deadline is still ending, the next one fails at once instead of adding a thread.
+never holds more than the cap in memory. While `MAX_ABANDONED` requests that missed their deadline
+are still ending, the next one fails at once instead of adding a thread.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import requests
@@ -41,19 +43,26 @@ class DeadlineExceeded(Exception):
         self.seconds, self.received, self.busy = seconds, received, busy
 
 
+@dataclass
+class _Call:
+    """One request's deadline (monotonic seconds) and the bytes of its body read so far."""
+
+    until: float
+    received: int = 0
+
+
 class Deadline:
-    """The running request's deadline and byte count, shared by `within` and `BodyReader`."""
+    """Runs requests within a total deadline (`within`) and reads their bodies within it and the
+    byte cap (`hook`). Requests may run concurrently; each has its own deadline."""
+
+    MAX_ABANDONED = 4
+    """Requests past their deadline that may still be ending before `within` refuses new ones."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._until: float | None = None
-        self.received = 0
-        self._running: threading.Thread | None = None
-
-    def expired(self) -> bool:
-        until = self._until
-        return until is not None and time.monotonic() > until
+        self._abandoned: list[threading.Thread] = []
+        self._local = threading.local()
 
     def within(self, seconds: float, fn: Callable[[], T]) -> T:
         """`fn()` if it finishes within `seconds` (connect, headers and body); else DeadlineExceeded.
@@ -61,23 +70,26 @@ class Deadline:
         Exceptions of `fn` are raised as they are.
         """
         with self._lock:
-            if self._running is not None and self._running.is_alive():
-                raise DeadlineExceeded(seconds, self.received, busy=True)
-            self._until, self.received = time.monotonic() + seconds, 0
+            self._abandoned = [t for t in self._abandoned if t.is_alive()]
+            if len(self._abandoned) >= self.MAX_ABANDONED:
+                raise DeadlineExceeded(seconds, 0, busy=True)
+        call = _Call(time.monotonic() + seconds)
         box: dict[str, Any] = {}
 
         def run() -> None:
+            self._local.call = call
             try:
                 box["value"] = fn()
             except BaseException as exc:  # handed to the caller below
                 box["error"] = exc
 
         worker = threading.Thread(target=run, name="prometheus-read", daemon=True)
-        self._running = worker
         worker.start()
         worker.join(seconds + GRACE_SECONDS)
         if worker.is_alive():
-            raise DeadlineExceeded(seconds, self.received)
+            with self._lock:
+                self._abandoned.append(worker)
+            raise DeadlineExceeded(seconds, call.received)
         if "error" in box:
             raise box["error"]
         return box["value"]
@@ -86,17 +98,18 @@ class Deadline:
         """requests response hook: read the body now, in pieces, within the deadline and the cap."""
         if response.raw is None or response._content_consumed:
             return response
+        call: _Call = getattr(self._local, "call", None) or _Call(math.inf)
         pieces: list[bytes] = []
         try:
             while True:
-                if self.expired():
-                    raise DeadlineExceeded(0.0, self.received)
+                if time.monotonic() > call.until:
+                    raise DeadlineExceeded(0.0, call.received)
                 piece = response.raw.read1(CHUNK, decode_content=True)
                 if not piece:
                     break
-                self.received += len(piece)
-                if self.received > self.max_bytes:
-                    raise TooLarge(self.max_bytes, self.received)
+                call.received += len(piece)
+                if call.received > self.max_bytes:
+                    raise TooLarge(self.max_bytes, call.received)
                 pieces.append(piece)
         except BaseException:
             response.close()

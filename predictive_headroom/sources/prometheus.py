@@ -254,8 +254,8 @@ class PrometheusSource:
         where = f"Prometheus at {self.display_url}"
         if exc.busy:
             return (
-                f"{where}: the previous read, which missed its {budget:g}s deadline, is still "
-                "ending; not sending another one yet"
+                f"{where}: earlier reads that missed their {budget:g}s deadline are still ending; "
+                "not sending another one yet"
             )
         return (
             f"{where} did not finish answering within {budget:g}s (total deadline for connect, "

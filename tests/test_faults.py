@@ -991,6 +991,25 @@ def test_a_refit_that_fails_at_start_is_retried_until_one_succeeds_and_last_run_
     assert daemon.reconcile().pools[0].plan.reason == "forecast"
 
 
+def test_the_runner_schedules_the_retry_of_a_failed_first_refit(tmp_path, server) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, forecast=FORECAST))
+    server.add_deployment(NS, "web-placeholder", 0)
+    source = FakeSource()
+    source.down = True
+    daemon = make_daemon(config, server, time.time, source=source)
+    runner = Runner(daemon, interval=0.5)
+    runner.start()
+    try:
+        assert wait_for(lambda: runner.scheduler.get_job("refit-retry") is not None, 5.0)
+        job = runner.scheduler.get_job("refit-retry")
+        wait = job.next_run_time.timestamp() - time.time()
+        assert 50 < wait <= 60 and list(job.args) == [["web"]]
+        shown = daemon.status()["refit"]["next_retry"]
+        assert shown["next_try_epoch"] == pytest.approx(job.next_run_time.timestamp(), abs=1.0)
+    finally:
+        runner.stop()
+
+
 # -- 13. reports that fail say why; huge values never stop a report ---------------------------------
 
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
-from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.health import LoopWatch
@@ -288,9 +288,7 @@ class Daemon:
         except Exception as exc:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")
-            self.report_error = (
-                f"could not write the report at {at:.0f}: {type(exc).__name__}: {exc}"
-            )
+            self.report_error = f"could not write the report of {from_epoch(at):%Y-%m-%dT%H:%M:%SZ}: {type(exc).__name__}: {exc}"
 
     # -- reconcile -----------------------------------------------------------------------------
 

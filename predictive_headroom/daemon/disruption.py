@@ -42,7 +42,7 @@ from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.daemon.closedloop import pool_node_selector
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.metrics import Metrics
-from predictive_headroom.kube.pods import PodListForbidden
+from predictive_headroom.kube.errors import Forbidden
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import NodePodReader, NodeSeen, PodOnNode
 
@@ -184,7 +184,7 @@ class DisruptionWatch:
             if note is None:
                 try:
                     pods = self._pods_on(leaving.name)
-                except PodListForbidden as exc:
+                except Forbidden as exc:
                     note = f"pods could not be listed ({exc}); estimated from allocatable"
                 except Exception as exc:
                     logger.warning(

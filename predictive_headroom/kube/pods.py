@@ -33,10 +33,6 @@ class PodReadError(ActuatorError):
     """Pods or Events could not be listed; the message names the permission or the failure."""
 
 
-class PodListForbidden(PodReadError):
-    """The ServiceAccount may not list the pods asked for (403): a setting, not a failure."""
-
-
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 """Set on the API's copy of a static pod the kubelet runs (a mirror pod)."""
 PLACEHOLDER_LABEL = "predictive-headroom.io/pool"
@@ -52,7 +48,9 @@ class KubePodReader:
         self.page_size = page_size
         self._core = kubernetes.client.CoreV1Api(api_client)
 
-    def _list(self, op: _Op, method: Any, **query: Any) -> list[dict[str, Any]]:
+    def _list(
+        self, op: _Op, method: Any, error: type[ActuatorError] = PodReadError, **query: Any
+    ) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -60,8 +58,7 @@ class KubePodReader:
                 op,
                 self.options,
                 method,
-                error=PodReadError,
-                forbidden=PodListForbidden,
+                error=error,
                 limit=self.page_size,
                 _continue=token,
                 _preload_content=False,
@@ -120,10 +117,16 @@ class KubePodReader:
 
     def pods_on_node(self, node: str) -> tuple[PodOnNode, ...]:
         """The pods of every namespace bound to `node` that have not ended (the disruption
-        component; needs `list pods` cluster-wide). Raises `PodListForbidden` without it."""
+        component; needs `list pods` cluster-wide). Failures are the typed `kube.errors` (a
+        `Forbidden` without the permission)."""
         selector = f"spec.nodeName={node},{LIVE_PODS}"
         op = _Op("list", "pods", "", "Pod", "", selector, "")
-        items = self._list(op, self._core.list_pod_for_all_namespaces, field_selector=selector)
+        items = self._list(
+            op,
+            self._core.list_pod_for_all_namespaces,
+            error=ActuatorError,
+            field_selector=selector,
+        )
         return tuple(pod_on_node(p) for p in items)
 
 

@@ -163,7 +163,7 @@ def test_room_for_the_leaving_pods_ordered_at_the_notice_cuts_the_waiting():
 
     pods = np.full(600, 16, dtype=np.int64)  # two full nodes of 8
     cluster = ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10)
-    spec = Interruptions(0.01 / 60, notice_minutes=2, seed=3, max_nodes=4)
+    spec = Interruptions(0.2 / 60, notice_minutes=2, seed=0, max_nodes=4)
     blind = simulate(pods, np.zeros(pods.size, dtype=np.int64), cluster, spec)
     aware = simulate(pods, lambda i, nodes, leaving=0: leaving, cluster, spec)
     hits = int(blind.interrupted.sum())

@@ -25,17 +25,17 @@ from typing import Any
 
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import NodeSeen
 
 CORDONED = "cordoned"
 
 
-def leaving_why(node: NodeSeen, taints: Collection[str]) -> str | None:
-    """Why `node` is on its way out: the first removal taint key it carries, `cordoned`, or None."""
-    for key in node.taints:
-        if key in taints:
+def leaving_why(keys: Iterable[str], unschedulable: bool, removal: Collection[str]) -> str | None:
+    """Why a node with taint `keys` is on its way out: the first of them in `removal` (the pool's
+    removal taint keys), else `cordoned` when it is unschedulable, else None."""
+    for key in keys:
+        if key in removal:
             return key
-    return CORDONED if node.unschedulable else None
+    return CORDONED if unschedulable else None
 
 
 def in_placeholders(requests: Mapping[str, float], placeholder: Mapping[str, float]) -> int:

@@ -150,7 +150,7 @@ class DisruptionWatch:
             watch.node_hours.append((at, len(nodes) * gap / 3600.0))
         watch.last_at = at
         taints = set(pool.disruption.taints)
-        now = {n.uid: (n, leaving_why(n, taints)) for n in nodes}
+        now = {n.uid: (n, leaving_why(n.taints, n.unschedulable, taints)) for n in nodes}
         for uid in list(watch.leaving):
             node, why = now.get(uid, (None, None))
             if node is None:

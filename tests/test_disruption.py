@@ -437,3 +437,23 @@ def test_a_pods_effective_requests_and_what_is_left_out(pod, requests, excluded)
     seen = pod_on_node(pod)
     assert dict(seen.requests) == pytest.approx(requests)
     assert seen.excluded is excluded
+
+
+def test_the_node_list_carries_taints_cordon_spot_and_allocatable(server) -> None:
+    server.add_node(
+        "s-1",
+        cpu="4",
+        labels={"pool": "web", "eks.amazonaws.com/capacityType": "SPOT"},
+        unschedulable=True,
+        taints=[{"key": "aws-node-termination-handler/spot-itn", "effect": "NoSchedule"}],
+    )
+    nodes = {
+        n.name: n for n in KubeClusterReader(server.api_client(), FAST).read_nodes("pool=web").nodes
+    }
+    assert set(nodes) == {"n-1", "n-2", "n-3", "s-1"}
+    spot = nodes["s-1"]
+    assert spot.taints == ("aws-node-termination-handler/spot-itn",)
+    assert spot.unschedulable and spot.spot
+    assert dict(spot.allocatable)["cpu"] == 4.0 and dict(spot.allocatable)["memory"] == 15 * GI
+    calm = nodes["n-1"]
+    assert (calm.taints, calm.unschedulable, calm.spot) == ((), False, False)

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from predictive_headroom.commands import CommandError, load_config
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.logs import setup_logging
 from predictive_headroom.daemon.loop import NOT_FITTED, Daemon
@@ -62,13 +63,22 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         histories: Mapping[str, History],
         at: float,
         loop: Mapping[str, Mapping[str, Any]] | None = None,
+        plan_settings: Mapping[str, PlanSettings] | None = None,
     ) -> Path:
         from predictive_headroom.report.build import build_report
         from predictive_headroom.report.store import load_past_reports, write_report
 
         past = load_past_reports(settings.report_dir)
         report = build_report(
-            policy, histories, forecasts, {}, at, past=past, source=source_name, loop=loop
+            policy,
+            histories,
+            forecasts,
+            {},
+            at,
+            past=past,
+            source=source_name,
+            loop=loop,
+            settings=plan_settings,
         )
         return write_report(settings.report_dir, report, settings.report_keep)
 

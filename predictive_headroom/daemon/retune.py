@@ -36,6 +36,7 @@ from predictive_headroom.backtest.run import resolve
 from predictive_headroom.backtest.simulator import score
 from predictive_headroom.backtest.tuning import choose, replay_grid
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History
+from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
@@ -72,17 +73,13 @@ class Tuning:
     fitted_until: float | None = None
     seconds: float = 0.0
 
-    def apply(self, pool: Pool) -> Pool:
-        """`pool` planning with the chosen quantile and window (unchanged without `protection:`)."""
-        if pool.protection is None or pool.forecast is None:
-            return pool
-        spec = pool.forecast.model_copy(update={"burst_quantile": self.burst_quantile})
-        return pool.model_copy(
-            update={
-                "forecast": spec,
-                "scale_down_stabilization": timedelta(seconds=self.stabilization_seconds),
-            }
-        )
+    @property
+    def tuned(self) -> Tuned:
+        """What `core.settings.resolve_settings` takes from this re-tune: the chosen quantile and
+        window, or nothing when it could not tune (`default`: the pool's own settings stand)."""
+        if self.status == "default":
+            return Tuned()
+        return Tuned(self.burst_quantile, self.stabilization_seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,18 +104,22 @@ def retune(
     history: History,
     at: float,
     forecaster: Forecaster,
+    settings: PlanSettings | None = None,
     *,
     window_seconds: float = RETUNE_WINDOW,
     quantiles: Sequence[float] = RETUNE_QUANTILES,
     windows: Sequence[float] = RETUNE_WINDOWS,
 ) -> Tuning:
     """Choose `pool`'s burst quantile and stabilisation window at `at` from `history` (see the
-    module docstring). Never raises for bad data: a `default` Tuning says why instead."""
+    module docstring), the other settings being `settings` (the pool's before tuning, with its
+    measured lead time; None: its configuration). Never raises for bad data: a `default` Tuning
+    says why instead."""
     assert pool.forecast is not None and pool.protection is not None
     started = time.perf_counter()
+    settings = settings or resolve_settings(pool)
 
     def fallback(why: str) -> Tuning:
-        return _default(pool, at, why, started)
+        return _default(pool, settings, at, why, started)
 
     known = history.until(at)
     need = window_seconds + pool.forecast.min_history.total_seconds()
@@ -130,7 +131,9 @@ def retune(
             f"{pool.forecast.min_history.total_seconds() / 3600:g} hours)"
         )
     try:
-        return _tune(pool, known, at, forecaster, window_seconds, quantiles, windows, started)
+        return _tune(
+            pool, settings, known, at, forecaster, window_seconds, quantiles, windows, started
+        )
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -138,6 +141,7 @@ def retune(
 
 def _tune(
     pool: Pool,
+    plan_settings: PlanSettings,
     known: History,
     at: float,
     forecaster: Forecaster,
@@ -149,7 +153,7 @@ def _tune(
     assert pool.forecast is not None and pool.protection is not None
     target = pool.protection
     spec = pool.forecast
-    lead = pool.lead_time.total_seconds()
+    lead = plan_settings.lead
     begin = known.end - window_seconds
     # The one extra fit: only samples at or before begin - delay, horizon covering the replay.
     seen = begin - spec.observation_delay.total_seconds()
@@ -161,7 +165,7 @@ def _tune(
     if not isinstance(fitted, Forecast):
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
-        return _default(pool, at, why, started)
+        return _default(pool, plan_settings, at, why, started)
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
     settings = BacktestSettings(
@@ -170,10 +174,12 @@ def _tune(
         burst_view=False,
     )
     # The burst model reads its features from every sample known before each replayed minute.
-    r = replace(resolve(replayed, pool, settings), history=known)
+    r = replace(resolve(replayed, pool, settings, plan_settings), history=known)
     begin = float(r.times[r.start])
     parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
-    grid = replay_grid(r.pool, parts, sorted(set(windows)), r.plan, r.simulate, r.start)
+    grid = replay_grid(
+        r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
+    )
     reactive = score(r.simulate(np.zeros(r.pods.size, dtype=np.int64)), r.start)
     candidates = [
         (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
@@ -212,9 +218,9 @@ def _tune(
     )
 
 
-def _default(pool: Pool, at: float, why: str, started: float) -> Tuning:
+def _default(pool: Pool, settings: PlanSettings, at: float, why: str, started: float) -> Tuning:
     assert pool.forecast is not None and pool.protection is not None
-    q0, w0 = pool.forecast.burst_quantile, pool.scale_down_stabilization.total_seconds()
+    q0, w0 = settings.quantile, settings.window
     logger.info("pool %s: cannot tune (%s); planning with the defaults", pool.name, why)
     return Tuning(
         pool.name,

@@ -1,4 +1,4 @@
-"""The daemon's re-tune (`daemon/retune.py`): the cheapest setting reaching `protection:` on the
+"""The daemon's re-tune (`app/tune.py`): the cheapest setting reaching `protection:` on the
 recent history, chosen only from what was known at the refit, and its fallbacks."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_backtest import DAY, START, SeasonalNaiveForecaster, series
 from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
 
+from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
 from predictive_headroom.backtest.tuning import Setting
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.settings import Setting as Source
 from predictive_headroom.core.settings import SettingSource, resolve_settings
 from predictive_headroom.daemon.loop import Daemon
-from predictive_headroom.daemon.retune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.load import load_policy

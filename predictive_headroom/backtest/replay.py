@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import ClusterState
 
 
 def planner_strategy(

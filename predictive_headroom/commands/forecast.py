@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from predictive_headroom.app.fit import default_forecaster, fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
@@ -13,6 +14,7 @@ from predictive_headroom.commands import (
     parse_time,
     print_json,
     print_table,
+    source_from_args,
 )
 from predictive_headroom.core.forecast_math import (
     PEAK_RADIUS_SECONDS,
@@ -21,7 +23,6 @@ from predictive_headroom.core.forecast_math import (
 )
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import resolve_settings
-from predictive_headroom.daemon.pipeline import default_forecaster, fit_pools, source_from_args
 from predictive_headroom.forecast.accuracy import Accuracy
 from predictive_headroom.pages.format import fallback_words
 from predictive_headroom.policy.config import Pool

@@ -96,8 +96,8 @@ def build_daemon(
     `elector_for(api)` builds the leader elector (default: always leader); its `write_budget` fences
     every write of the actuator.
     """
+    from predictive_headroom.app.fit import default_forecaster
     from predictive_headroom.daemon.closedloop import LoopSettings
-    from predictive_headroom.daemon.pipeline import default_forecaster
     from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
     from predictive_headroom.kube.discovery import CapacityBufferDiscovery
     from predictive_headroom.kube.pods import KubePodReader

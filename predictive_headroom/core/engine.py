@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.forecast_math import BurstAllowances, burst_allowances, ramp_at
 from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, combine
 from predictive_headroom.core.proportional import proportional_floor
@@ -38,7 +39,6 @@ from predictive_headroom.core.series import Forecast, History, NoForecast, Unobs
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.core.vocabulary import ForecastStatus
 from predictive_headroom.policy.config import Pool, ScheduleWindow
-from predictive_headroom.protocols import ClusterState
 
 AnyForecast = Forecast | NoForecast | None
 InForce = Sequence[tuple[float, AnyForecast]]

@@ -34,6 +34,8 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from predictive_headroom.app.fit import describe, fit_one, keep_usable, same_forecast
+from predictive_headroom.app.tune import RETUNE_WINDOW, Tuning
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, History, NoForecast
@@ -46,8 +48,6 @@ from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
-from predictive_headroom.daemon.pipeline import describe, fit_one, keep_usable, same_forecast
-from predictive_headroom.daemon.retune import RETUNE_WINDOW, Tuning
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
@@ -154,7 +154,7 @@ class Daemon:
         self.retune_window = RETUNE_WINDOW
         """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
         self.tunings: dict[str, Tuning] = {}
-        """Each `protection:` pool's setting chosen at its last refit (`daemon.retune`)."""
+        """Each `protection:` pool's setting chosen at its last refit (`app.tune`)."""
         self.watch = LoopWatch(monotonic, interval)
 
     # -- refit ---------------------------------------------------------------------------------

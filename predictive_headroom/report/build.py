@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.engine import PlanInputs
 from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.planner import Plan, plan_to_dict
@@ -33,7 +34,6 @@ from predictive_headroom.core.series import (
 )
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.protocols import ClusterState
 from predictive_headroom.report.analysis import (
     HeadroomCost,
     PastForecast,

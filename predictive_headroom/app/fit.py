@@ -1,6 +1,7 @@
-"""The one fit path, shared by the daemon and the `plan`, `forecast` and `report` commands: build
-the source, then per pool read its history, fit its forecast, optionally score it on held-back
-days and read its latest observations for the burst model (`fit_pools` -> `PoolFit` per pool).
+"""The one fit path, shared by the daemon and the `plan`, `forecast` and `report` commands: per
+pool read its history, re-tune it (`protection:`, `app.tune`), fit its forecast for its settings
+(`core.settings.PlanSettings`), optionally score it on held-back days and read its latest
+observations for the burst model (`fit_pools` -> `PoolFit` per pool).
 
 Failures become values (NoForecast with the reason, warnings as strings in `PoolFit.warnings`),
 so one bad pool never stops the others.
@@ -11,46 +12,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
+from predictive_headroom.app.tune import Tuning, retune
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.forecast.accuracy import Accuracy, evaluate
+from predictive_headroom.forecast.forecaster import ProphetForecaster
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import Forecaster, Source, SourceError
-
-if TYPE_CHECKING:
-    from predictive_headroom.daemon.retune import Tuning
-    from predictive_headroom.forecast.accuracy import Accuracy
 
 logger = logging.getLogger(__name__)
 
 
-def source_from_args(
-    data: str | None, prometheus_url: str | None, settings: Settings | None = None
-) -> Source:
-    """A CSV source for `data`, else a Prometheus source for `prometheus_url` (or PH_PROMETHEUS_URL)."""
-    settings = settings or Settings()
-    if data:
-        from predictive_headroom.sources.csvsource import CsvSource
-
-        return CsvSource(data)
-    from predictive_headroom.sources.prometheus import from_settings
-
-    source = from_settings(settings, prometheus_url)
-    if source is None:
-        from predictive_headroom.commands import CommandError
-
-        raise CommandError(
-            "no demand history: pass --data CSV or --prometheus-url URL (or set PH_PROMETHEUS_URL)"
-        )
-    return source
-
-
 def default_forecaster() -> Forecaster:
     """The production forecaster (Prophet with a seasonal-naive fallback)."""
-    from predictive_headroom.forecast.forecaster import ProphetForecaster
-
     return ProphetForecaster()
 
 
@@ -107,7 +82,7 @@ def fit_one(
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
     `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
-    history (`daemon.retune.retune`) and fitted at the chosen burst quantile. `measured_lead`
+    history (`app.tune.retune`) and fitted at the chosen burst quantile. `measured_lead`
     is the lead time the closed loop measured (seconds; used with `leadTime: auto`). A disabled
     forecast is fitted only when `disabled_too` (the `forecast` command shows it for review)."""
     spec = pool.forecast
@@ -125,16 +100,12 @@ def fit_one(
     tuning = None
     settings = resolve_settings(pool, measured_lead=measured_lead)
     if retune_window is not None and pool.protection is not None:
-        from predictive_headroom.daemon.retune import retune
-
         tuning = retune(pool, history, at, forecaster, settings, window_seconds=retune_window)
         settings = resolve_settings(pool, measured_lead=measured_lead, tuned=tuning.tuned)
     forecast = fit_pool(pool, history, forecaster, at, settings)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = None, []
     if accuracy and isinstance(forecast, Forecast):
-        from predictive_headroom.forecast.accuracy import evaluate
-
         try:
             scored = evaluate(history, spec, forecaster, settings.lead)
         except ValueError as exc:

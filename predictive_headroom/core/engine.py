@@ -262,18 +262,6 @@ def plan_over_time(
     return Timeline(plans, timeline.recent)
 
 
-def plan_pool(
-    pool: Pool,
-    at: float,
-    cluster: ClusterState | None = None,
-    forecast: AnyForecast = None,
-    recent: Sequence[PlanRecord] = (),
-    observed: History | Unobserved | None = None,
-) -> Plan:
-    """The plan for one pool at `at` (POSIX seconds): `plan_over_time` at one instant."""
-    return plan_over_time(pool, [at], PlanInputs(forecast, observed, cluster), recent).plans[0]
-
-
 JUST_BEFORE = 1e-3
 """Seconds before a window edge at which the horizon also plans (not shown): the last instant the
 window's value is still needed, so its scale-down stabilisation ends exactly `window` after the

@@ -88,7 +88,6 @@ from predictive_headroom.protocols import Forecaster
 logger = logging.getLogger(__name__)
 
 TARGET_MEDIAN_PODS = 20.0
-STRATEGIES = ("reactive", "proportional", "schedule", "forecast", "naive", "oracle")
 
 
 # ---------------------------------------------------------------------------------------------

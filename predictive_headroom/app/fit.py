@@ -17,7 +17,6 @@ from predictive_headroom.app.tune import Tuning, retune
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
-from predictive_headroom.forecast.forecaster import ProphetForecaster
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import Forecaster, Source, SourceError
 
@@ -26,6 +25,10 @@ logger = logging.getLogger(__name__)
 
 def default_forecaster() -> Forecaster:
     """The production forecaster (Prophet with a seasonal-naive fallback)."""
+    # Lazy: Prophet and its model code take about a second to import, and every command of the
+    # CLI imports this module, most of them without fitting anything.
+    from predictive_headroom.forecast.forecaster import ProphetForecaster
+
     return ProphetForecaster()
 
 

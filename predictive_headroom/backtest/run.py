@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.backtest.frontier import frontier
 from predictive_headroom.backtest.replay import planner_strategy
 from predictive_headroom.backtest.results import (
     BacktestResult,
@@ -75,6 +76,7 @@ from predictive_headroom.core.settings import (
     resolve_settings,
     with_values,
 )
+from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.policy.config import (
     ForecastSpec,
     Linear,
@@ -332,11 +334,12 @@ def run_backtest(
     of `STRATEGIES` and the dials, score them against the static curve. Raises ValueError (saying
     what is needed) on unusable input."""
     if forecaster is None:
+        # Lazy: Prophet takes about a second to import and every CLI command imports this module.
         from predictive_headroom.forecast.forecaster import ProphetForecaster
 
         forecaster = ProphetForecaster()
     if naive_fit is None:
-        from predictive_headroom.forecast.burst import naive_burst_profile as naive_fit
+        naive_fit = naive_burst_profile
     r, s = resolve(history, pool, settings), settings
     every = s.refit_every_seconds
     wf = walk_forward(
@@ -381,8 +384,6 @@ def run_backtest(
         grid(r, wf) if s.grid or s.protections else [],
     )
     if s.protections:
-        from predictive_headroom.backtest.frontier import frontier
-
         result = replace(result, frontier=frontier(result, s.protections))
     return result
 

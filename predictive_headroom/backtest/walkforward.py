@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from predictive_headroom.core.engine import InForce
 from predictive_headroom.core.series import Forecast, History, NoForecast
@@ -113,8 +114,6 @@ def walk_forward(
 
 
 def _progress_bar(total: int, progress: bool) -> Any:
-    from tqdm import tqdm
-
     return tqdm(
         total=total,
         desc="refits",

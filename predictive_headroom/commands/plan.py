@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
@@ -98,8 +99,6 @@ def forecasts_from_args(
     observations at `at` for the burst model, as the daemon does at reconcile (empty without either)."""
     if not (args.data or args.prometheus_url):
         return {}, {}
-    from predictive_headroom.app.fit import fit_pools
-
     fits = fit_pools(policy, source_from_args(args.data, args.prometheus_url), at, observe=True)
     observed = {n: f.observed for n, f in fits.items() if f.observed is not None}
     return {n: f.forecast for n, f in fits.items()}, observed

@@ -34,8 +34,8 @@ import numpy as np
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
 from predictive_headroom.backtest.simulator import score
-from predictive_headroom.backtest.tuning import choose, replay_grid
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History
+from predictive_headroom.backtest.tuning import Setting, choose, replay_grid
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
@@ -150,22 +150,72 @@ def _tune(
     windows: Sequence[float],
     started: float,
 ) -> Tuning:
-    assert pool.forecast is not None and pool.protection is not None
+    assert pool.protection is not None
     target = pool.protection
-    spec = pool.forecast
-    lead = plan_settings.lead
     begin = known.end - window_seconds
-    # The one extra fit: only samples at or before begin - delay, horizon covering the replay.
-    seen = begin - spec.observation_delay.total_seconds()
-    train = known.until(seen).since(seen - spec.history.total_seconds())
-    horizon = timedelta(seconds=window_seconds + lead + 3600.0)
-    fitted = forecaster.fit(
-        train, spec.model_copy(update={"horizon": max(horizon, spec.horizon)}), lead, begin
-    )
+    fitted, train = _fit_before(pool, plan_settings, known, begin, window_seconds, forecaster)
     if not isinstance(fitted, Forecast):
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
+    candidates, reactive_unserved, days = _replay(
+        pool, plan_settings, known, begin, fitted, window_seconds, quantiles, windows
+    )
+    setting, reached = choose(candidates, reactive_unserved, target)
+    cost = next(c for s, c, _ in candidates if s == setting)
+    status, reason = _verdict(setting, reached, target, cost, len(candidates), days)
+    logger.info("pool %s: re-tuned: %s", pool.name, reason)
+    return Tuning(
+        pool.name,
+        status,
+        setting.quantile,
+        setting.window,
+        target,
+        reason,
+        at,
+        reached,
+        cost,
+        days,
+        float(train.end) if len(train) else None,
+        time.perf_counter() - started,
+    )
+
+
+def _fit_before(
+    pool: Pool,
+    settings: PlanSettings,
+    known: History,
+    begin: float,
+    window_seconds: float,
+    forecaster: Forecaster,
+) -> tuple[Forecast | NoForecast, History]:
+    """The one extra fit and its training data: only samples at or before `begin` minus the
+    observation delay (at most `forecast.history` of them), the horizon covering the replay."""
+    spec = pool.forecast
+    assert spec is not None
+    seen = begin - settings.delay
+    train = known.until(seen).since(seen - spec.history.total_seconds())
+    horizon = max(timedelta(seconds=window_seconds + settings.lead + 3600.0), spec.horizon)
+    request = spec.model_copy(update={"horizon": horizon})  # the fit's span, not a setting
+    return forecaster.fit(train, request, settings.lead, begin), train
+
+
+Candidate = tuple[Setting, float, float]
+"""(setting, overhead node-hours over reactive, unserved pod-minutes) on the replayed window."""
+
+
+def _replay(
+    pool: Pool,
+    plan_settings: PlanSettings,
+    known: History,
+    begin: float,
+    fitted: Forecast,
+    window_seconds: float,
+    quantiles: Sequence[float],
+    windows: Sequence[float],
+) -> tuple[list[Candidate], float, float]:
+    """Every (quantile, window) of the grid replayed over [begin, known.end] through the engine on
+    the simulated cluster: the candidates, reactive's unserved pod-minutes and the days scored."""
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
     settings = BacktestSettings(
@@ -185,36 +235,22 @@ def _tune(
         (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
         for g in grid
     ]
-    setting, reached = choose(candidates, reactive.unserved_pod_minutes, target)
-    cost = next(c for s, c, _ in candidates if s == setting)
-    days = (float(r.times[-1]) - begin) / DAY_SECONDS
+    return candidates, reactive.unserved_pod_minutes, (float(r.times[-1]) - begin) / DAY_SECONDS
+
+
+def _verdict(
+    setting: Setting, reached: float, target: float, cost: float, count: int, days: float
+) -> tuple[str, str]:
+    """The status (`tuned` or `best-reached`) and the reason, in words."""
     label = f"burstQuantile {setting.quantile:g}, scaleDownStabilization {setting.window / 60:g}m"
     if reached >= target - 1e-12:
-        status = "tuned"
-        reason = (
-            f"cheapest of {len(candidates)} settings absorbing at least {100 * target:g}% on the "
+        return "tuned", (
+            f"cheapest of {count} settings absorbing at least {100 * target:g}% on the "
             f"last {days:.1f} days: {label} absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
         )
-    else:
-        status = "best-reached"
-        reason = (
-            f"no setting of {len(candidates)} absorbs {100 * target:g}% on the last {days:.1f} days; "
-            f"the most protective, {label}, absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
-        )
-    logger.info("pool %s: re-tuned: %s", pool.name, reason)
-    return Tuning(
-        pool.name,
-        status,
-        setting.quantile,
-        setting.window,
-        target,
-        reason,
-        at,
-        reached,
-        cost,
-        days,
-        float(train.end) if len(train) else None,
-        time.perf_counter() - started,
+    return "best-reached", (
+        f"no setting of {count} absorbs {100 * target:g}% on the last {days:.1f} days; "
+        f"the most protective, {label}, absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
     )
 
 

@@ -333,6 +333,7 @@ def run_backtest(
     """Replay `history` through every strategy: resolve the run, refit walk-forward, run the table
     of `STRATEGIES` and the dials, score them against the static curve. Raises ValueError (saying
     what is needed) on unusable input."""
+    # Long on purpose: the run's steps in order (resolve, refit, strategies, curve, dials), each one call.
     if forecaster is None:
         # Lazy: Prophet takes about a second to import and every CLI command imports this module.
         from predictive_headroom.forecast.forecaster import ProphetForecaster

@@ -79,6 +79,7 @@ def combine(
     scale-down stabilisation window in seconds (`PlanSettings.window`): `recent` records within it
     hold the count up.
     """
+    # Long on purpose: the plan's one rule, read top to bottom in the order docs/design.md states it.
     components: dict[str, int | None] = {
         "min": pool.min_replicas,
         "max": pool.max_replicas,

@@ -109,6 +109,7 @@ class Daemon:
         pods: PodReader | None = None,
         loop_settings: LoopSettings | None = None,
     ) -> None:
+        # Long on purpose: the collaborators and state, one assignment each with what it holds.
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
         self.config_path = self.config.path

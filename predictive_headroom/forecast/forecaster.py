@@ -177,6 +177,7 @@ class ProphetForecaster:
         notes: list[str],
         started: float,
     ) -> Forecast:
+        # Long on purpose: the fit's steps in the order the class docstring promises them.
         step = working_step(known, spec)
         times, values = regular_grid(known, step)
         missing = int(np.isnan(values).sum())

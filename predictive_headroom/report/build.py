@@ -185,6 +185,7 @@ def _pool_report(
     observed: History | Unobserved | None,
     settings: PlanSettings,
 ) -> PoolReport:
+    # Long on purpose: one PoolReport assembled field by field, each field one call.
     spec = pool.forecast
     usable = forecast if isinstance(forecast, Forecast) and forecast.expires_at > at else None
     if usable is not None:
@@ -365,6 +366,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
 
 
 def _pool_json(r: PoolReport) -> dict[str, Any]:
+    # Long on purpose: the JSON shape written out key by key, so it reads like the schema.
     pool, f, c = r.pool, r.forecast, r.cost
     forecast: dict[str, Any] = {"status": r.forecast_status, "detail": r.forecast_detail}
     if f is not None:

@@ -38,7 +38,7 @@ from predictive_headroom.app.fit import describe, fit_one, keep_usable, same_for
 from predictive_headroom.app.tune import RETUNE_WINDOW, Tuning
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
-from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.configfile import ConfigFile
@@ -48,6 +48,7 @@ from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
+from predictive_headroom.daemon.refit_retry import RefitRetries
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
@@ -130,6 +131,11 @@ class Daemon:
         """Called after a config switch with the pools whose forecast must be refitted now."""
         self.refit_soon: Callable[[list[str]], None] | None = None
         """Asked to refit these pools now (their measured lead time moved; `scheduling.Runner`)."""
+        self.refit_later: Callable[[list[str], float], None] | None = None
+        """Asked to refit these pools again in so many seconds (their refit failed)."""
+        self.refit_retries = RefitRetries()
+        self.report_error: str | None = None
+        """Why the last report could not be written (None: it was, or none was due yet)."""
         self._refit_asked: dict[str, PlanSettings] = {}
         """The settings a refit was last asked for per pool (asked once per move)."""
         self.stopping = threading.Event()
@@ -217,8 +223,17 @@ class Daemon:
             "pools": {n: describe(merged[n]) for n in fresh if n in merged},
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
         }
+        self._retry_failed(fresh)
         self._write_report(policy, merged, histories, at)
         return True
+
+    def _retry_failed(self, fresh: Mapping[str, Forecast | NoForecast]) -> None:
+        """Ask for another try of the pools whose fit failed (backoff); /last-run says when."""
+        retry = self.refit_retries.record(fresh, self.clock())
+        if self.last_refit is not None:
+            self.last_refit["next_retry"] = retry.to_dict() if retry else None
+        if retry is not None and self.refit_later is not None:
+            self.refit_later(list(retry.pools), retry.at - self.clock())
 
     def _fit_one(
         self,
@@ -264,9 +279,11 @@ class Daemon:
         settings = {p.name: self.settings_for(p) for p in policy.pools}  # as the reconcile plans
         try:
             self.report_writer(policy, forecasts, histories, at, self.observer.status(at), settings)
-        except Exception:
+            self.report_error = None
+        except Exception as exc:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")
+            self.report_error = f"could not write the report of {from_epoch(at):%Y-%m-%dT%H:%M:%SZ}: {type(exc).__name__}: {exc}"
 
     # -- reconcile -----------------------------------------------------------------------------
 
@@ -500,6 +517,7 @@ class Daemon:
             "reconcile": self.last_reconcile.to_dict() if self.last_reconcile else None,
             "last_successful_reconcile_at": self.last_success_at,
             "refit": self.last_refit,
+            "report_error": self.report_error,
             "forecasts": {n: describe(f) for n, f in self._forecasts.items()},
             "tuning": {n: t.to_dict() for n, t in self.tunings.items()},
             "target_apis": self.target_apis.found,

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.disruption import DisruptionPart, reserve_quantile, spot_reserve
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import History
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import ClusterState
 
 
 @dataclass(frozen=True)
@@ -31,9 +32,10 @@ class SimulatedDisruption:
 
 
 def disruption_part(
-    pool: Pool, sim: SimulatedDisruption, nodes: int, on_leaving: int
+    pool: Pool, sim: SimulatedDisruption, nodes: int, on_leaving: int, lead: float
 ) -> DisruptionPart | None:
-    """The disruption component on the simulated cluster (None when the pool or `sim` turns it off)."""
+    """The disruption component on the simulated cluster with lead time `lead` (seconds); None
+    when the pool or `sim` turns it off."""
     spec = pool.disruption
     if not spec.enabled or not sim.component:
         return None
@@ -41,7 +43,6 @@ def disruption_part(
     reserve = 0
     if sim.rate_per_node_hour and sim.reserve and spec.spot is not False:
         rate = max(sim.rate_per_node_hour, spec.interruption_rate or 0.0)
-        lead = pool.lead_time.total_seconds()
         staying = max(0, nodes - leaving)
         reserve = spot_reserve(rate, staying, lead, sim.node_slots, reserve_quantile(pool))[0]
     return DisruptionPart(on_leaving, reserve, leaving, DisruptionSource.SIMULATED)
@@ -53,6 +54,7 @@ def planner_strategy(
     forecasts: InForce = (),
     observed: History | None = None,
     cores_per_node: float = 0.0,
+    settings: PlanSettings | None = None,
     disruption: SimulatedDisruption | None = None,
 ) -> tuple[PoolTimeline, np.ndarray | Callable[..., int]]:
     """The pool's plans at every minute of `times` as a simulator strategy, and the timeline that
@@ -60,15 +62,16 @@ def planner_strategy(
 
     With a proportional rule the placeholder count depends on the simulated nodes (cores =
     nodes x `cores_per_node`), so a function of (step, ready nodes) is returned; otherwise the
-    per-minute array. With `disruption` (the simulator injects interruptions), a function of
-    (step, ready nodes, app pods on leaving nodes) that plans with the disruption component."""
-    timeline = PoolTimeline(pool, times, list(forecasts), observed)
+    per-minute array. `settings` are the pool's (None: its configuration alone). With
+    `disruption` (the simulator injects interruptions), a function of (step, ready nodes, app pods
+    on leaving nodes) that plans with the disruption component."""
+    timeline = PoolTimeline(pool, times, list(forecasts), observed, (), settings)
     if disruption is not None:
 
         def aware(i: int, nodes: int, on_leaving: int = 0) -> int:
             cores = nodes * cores_per_node
             cluster = ClusterState(nodes, cores, nodes, cores) if pool.proportional else None
-            part = disruption_part(pool, disruption, nodes, on_leaving)
+            part = disruption_part(pool, disruption, nodes, on_leaving, timeline.lead)
             return timeline.plan(i, cluster, part).desired
 
         return timeline, aware

@@ -115,9 +115,10 @@ class DisruptionWatch:
         with self._lock:
             self._reads = {}
 
-    def part(self, pool: Pool, at: float) -> DisruptionPart | None:
-        """The disruption component of `pool` now; None when the pool turns it off or its nodes
-        could not be listed (the plan then leaves the component out)."""
+    def part(self, pool: Pool, at: float, lead: float) -> DisruptionPart | None:
+        """The disruption component of `pool` now, with the lead time in use `lead` (seconds);
+        None when the pool turns it off or its nodes could not be listed (the plan then leaves the
+        component out)."""
         if not pool.disruption.enabled:
             return None
         try:
@@ -128,8 +129,8 @@ class DisruptionWatch:
         with self._lock:
             watch = self.pools.setdefault(pool.name, _PoolWatch())
         self._count(pool, watch, nodes, at)
-        room, source, note = self._room(pool, watch, nodes, at)
-        reserve, extra = self._reserve(pool, watch, nodes, at)
+        room, source, note = self._room(pool, watch, nodes, at, lead)
+        reserve, extra = self._reserve(pool, watch, nodes, lead)
         details: dict[str, Any] = {
             "leaving": {n.name: n.why for n in watch.leaving.values()},
             **extra,
@@ -170,14 +171,13 @@ class DisruptionWatch:
         watch.prune(at - s.window_seconds)
 
     def _room(
-        self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], at: float
+        self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], at: float, lead: float
     ) -> tuple[int, DisruptionSource, str | None]:
         """Placeholders the leaving nodes' pods need, where that came from, and a note when estimated."""
         if not watch.leaving:
             return 0, DisruptionSource.NONE, None
         size = pool.placeholder.amounts
         by_uid = {n.uid: n for n in nodes}
-        lead = pool.lead_time.total_seconds()
         room, note = 0, None if self._may_read() else NOT_ALLOWED
         for uid, leaving in watch.leaving.items():
             pods: tuple[PodOnNode, ...] | None = None
@@ -220,7 +220,7 @@ class DisruptionWatch:
         return future.result()
 
     def _reserve(
-        self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], at: float
+        self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], lead: float
     ) -> tuple[int, dict[str, Any]]:
         """The spot reserve and its details (0 when the pool is not on spot or no rate is known)."""
         spec = pool.disruption
@@ -242,9 +242,7 @@ class DisruptionWatch:
         }
         if rate is None:
             return 0, info
-        reserve, expected = spot_reserve(
-            rate, len(staying), pool.lead_time.total_seconds(), per_node, quantile
-        )
+        reserve, expected = spot_reserve(rate, len(staying), lead, per_node, quantile)
         info["expected_interruptions_in_lead_time"] = round(expected, 4)
         return reserve, info
 

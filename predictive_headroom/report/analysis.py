@@ -84,7 +84,7 @@ def plan_horizon(
     times = start + step * np.arange(int(math.floor((end - start) / step + 1e-9)) + 1, dtype=float)
     if now is None:
         return times, list(plan_over_time(pool, times, inputs).plans)
-    timeline = PoolTimeline(pool, times, inputs.forecast, inputs.observed)
+    timeline = PoolTimeline(pool, times, inputs.forecast, inputs.observed, (), inputs.settings)
     later = dataclasses.replace(now, room=0, nodes_leaving=0, details={})
     return times, [
         timeline.plan(i, inputs.cluster, now if i == 0 else later) for i in range(times.size)

@@ -185,3 +185,11 @@ def test_the_frontier_table_shows_each_familys_cost_from_the_json(page):
         assert cells[-1] == (at["chosen"]["label"] if at["chosen"] else "–")
         oracle = at["cost"]["oracle"]
         assert fmt_number(oracle) in cells
+
+
+def test_the_burst_section_says_it_reads_the_walk_forward_refits(page):
+    _, data, seen = page
+    fit = data["burst"]["fit"]
+    assert fit["kind"] == "walk-forward" and fit["fits"] >= 1
+    assert "Read from the walk-forward refits the replay had in force" in seen.text
+    assert "The report reads the fit it plans with now" in seen.text

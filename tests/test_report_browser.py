@@ -165,3 +165,14 @@ def test_report_json_numbers_are_the_ones_on_the_page(page):
     for warning in pool["warnings"]:
         assert warning["message"] in text
     assert f"Plan changes ({len(pool['plan']['changes'])})" in text
+
+
+def test_the_burst_section_says_it_reads_the_current_fit(page):
+    _, data, seen = page
+    fit = data["pools"][0]["burst"]["fit"]
+    assert (
+        fit["kind"] == "current"
+        and fit["history_end"] == data["pools"][0]["forecast"]["history_end"]
+    )
+    assert "Read from the fit the plan uses now" in seen.text
+    assert "The backtest page shows the walk-forward refits instead" in seen.text

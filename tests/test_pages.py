@@ -124,6 +124,10 @@ def test_the_burst_section_draws_demand_and_the_allowance_above_it_and_says_what
     sentence = re.sub(
         r"\s+", " ", re.search(r'<p class="burst-sentence">(.*?)</p>', html, re.S).group(1)
     )
+    assert (
+        '<abbr title="the burst quantile (burstQuantile)' in sentence
+    )  # q=0.95 explained on hover
+    sentence = re.sub(r"<[^>]+>", "", sentence)
     assert sentence == (
         "At q=0.95 with a 10 min lead, the burst model asked for up to 400 above demand (at 18:40 UTC); "
         "the features that moved it most: latest demand, growth over the last 30 min, time of day."

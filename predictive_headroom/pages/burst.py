@@ -22,7 +22,9 @@ from predictive_headroom.pages.format import (
 )
 
 WIDTH, HEIGHT = 720.0, 290.0
-LEFT, RIGHT, TOP, BOTTOM = 56.0, 12.0, 10.0, 24.0
+LEFT, RIGHT, TOP, BOTTOM = 56.0, 24.0, 10.0, 24.0
+"""Margins: RIGHT leaves half a centred clock label ("00:00" at 11 px) inside the chart, so a tick
+at the day's last instant is not clipped."""
 PANEL_GAP, LOWER_HEIGHT = 26.0, 70.0
 """The lower panel draws the allowance alone on its own scale, so an allowance of 1 % of demand is
 not a flat line at the bottom of the demand panel."""

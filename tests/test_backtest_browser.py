@@ -271,5 +271,6 @@ def test_the_words_are_explained_on_the_page_and_match_the_cli(page):
     titled = {text for text, _ in words["titled"]}
     assert {"overhead node-hours", "cold starts", "naive", "oracle", "choose"} <= titled
     assert "score drop when shuffled" in titled
+    assert {"time of day (sin)", "time of day (cos)"} <= titled  # the burst model's features
     assert any(text.startswith("q=") for text in titled)
     assert "extra node-hours" not in seen.text and "tune picks" not in seen.text

@@ -206,3 +206,4 @@ def test_the_words_are_explained_on_the_page(page):
         assert term in words["terms"], term
     titled = {text for text, _ in words["titled"]}
     assert "score drop when shuffled" in titled and any(t.startswith("q=") for t in titled)
+    assert {"time of day (sin)", "time of day (cos)"} <= titled  # the burst model's features

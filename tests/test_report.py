@@ -466,11 +466,19 @@ def test_the_reports_plan_is_the_plan_timeline_and_switches_when_its_window_list
     instant the plan changes), and it switches to a window at the window's own `from`."""
     from predictive_headroom.commands.plan import plan_timeline
 
-    p = policy(
-        extra="    minReplicas: 1\n    leadTime: 4m\n    schedules:\n"
-        '      - {name: rush, timezone: America/New_York, start: "30 9 * * 1-5",'
-        ' end: "0 12 * * 1-5", desiredReplicas: 30}'
-    ).model_copy()
+    p = parse_policy(
+        """
+pools:
+  - name: taxi
+    target: {namespace: ns, name: taxi-placeholder}
+    minReplicas: 1
+    maxReplicas: 40
+    leadTime: 4m
+    schedules:
+      - {name: rush, timezone: America/New_York, start: "30 9 * * 1-5", end: "0 12 * * 1-5", desiredReplicas: 30}
+    forecast: {query: taxi, demandPerReplica: 1000, step: 30m}
+"""
+    )
     at = MONDAY + 200.0  # 00:03:20, off every grid
     forecast = seasonal_forecast(taxi, at)
     data = report_to_json(build_report(p, {"taxi": taxi}, {"taxi": forecast}, {}, at))

@@ -1,13 +1,12 @@
 """The figures a report shows for one pool, each from a forecast and its plan: pure functions.
 
-`plan_horizon` plans the placeholder pod count at every step of the horizon with the real
-planner; `find_peaks` finds the next peaks and the pods warm for each; `headroom_cost` prices
+The plan over the horizon is `core.engine.horizon_plans` (the grid `plan --horizon` shows);
+`find_peaks` finds the next peaks and the pods warm for each; `headroom_cost` prices
 the headroom; `judge_past` reads earlier forecasts (saved report.json data) against the actuals.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,10 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.disruption import DisruptionPart
-from predictive_headroom.core.engine import PlanInputs, PoolTimeline, plan_over_time
 from predictive_headroom.core.forecast_math import PEAK_RADIUS_SECONDS, local_peaks
-from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, History
 from predictive_headroom.policy.config import Policy, Pool
 
@@ -70,27 +66,6 @@ class PastForecast:
     coverage: float
 
 
-def plan_horizon(
-    pool: Pool,
-    start: float,
-    end: float,
-    step: float,
-    inputs: PlanInputs,
-    now: DisruptionPart | None = None,
-) -> tuple[np.ndarray, list[Plan]]:
-    """The plan at every `step` from `start` to `end` (`core.engine.plan_over_time`). With `now`,
-    the disruption component at `start`: the first plan has all of it, the later ones its spot
-    reserve only (leaving nodes go; when is not known ahead)."""
-    times = start + step * np.arange(int(math.floor((end - start) / step + 1e-9)) + 1, dtype=float)
-    if now is None:
-        return times, list(plan_over_time(pool, times, inputs).plans)
-    timeline = PoolTimeline(pool, times, inputs.forecast, inputs.observed, (), inputs.settings)
-    later = dataclasses.replace(now, room=0, nodes_leaving=0, details={})
-    return times, [
-        timeline.plan(i, inputs.cluster, now if i == 0 else later) for i in range(times.size)
-    ]
-
-
 def find_peaks(
     forecast: Forecast, at: float, plan_times: np.ndarray, desired: np.ndarray, lead: float
 ) -> tuple[Peak, ...]:
@@ -120,9 +95,10 @@ def find_peaks(
 def _warm_for(
     peak: float, times: np.ndarray, desired: np.ndarray, lead: float
 ) -> tuple[int, float]:
-    step = float(times[1] - times[0]) if times.size > 1 else 0.0
-    last = max(0, int(np.searchsorted(times, peak + 1e-6)) - 1)
-    first = min(last, int(np.searchsorted(times, peak - lead - step / 2)))
+    """The most pods planned during the lead time before `peak` (each plan in force until the next
+    instant) and the instant that count was first reached without a drop in between."""
+    last = max(0, int(np.searchsorted(times, peak, side="right")) - 1)
+    first = min(last, max(0, int(np.searchsorted(times, peak - lead, side="right")) - 1))
     warm = int(desired[first : last + 1].max())
     k = first + int(np.flatnonzero(desired[first : last + 1] == warm)[0])
     while k > 0 and desired[k - 1] >= warm:

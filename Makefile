@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint schema venv system-deps bench clean
+.PHONY: demo test lint schema venv system-deps bench clean render
 
 venv: $(STAMP)
 
@@ -48,8 +48,13 @@ schema: $(STAMP)
 test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q
 
+# The chart and the kustomize base as the cluster would get them, without helm or kubectl
+# (Helm's own template engine through helm-python-sdk): make render [VALUES=my-values.yaml].
+render: $(STAMP)
+	$(BIN)/python tests/deploy_render.py --out rendered $(if $(VALUES),-f $(VALUES))
+
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) demo-out rendered .pytest_cache

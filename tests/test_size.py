@@ -134,7 +134,7 @@ def test_cli_json_and_a_pool_from_a_values_file(tmp_path, capsys):
     [
         (["-l", "nodepool"], "--selector 'nodepool': expected key=value pairs"),
         (["-l", "karpenter.sh/nodepool=none"], "no schedulable nodes with labels"),
-        (["--fraction", "2"], "--fraction: fraction 2.0 must be above 0 and at most 1"),
+        (["--fraction", "0"], "--fraction: fraction 0.0 must be above 0 and at most 1"),
         (["--demand-per-pod", "3"], "--demand-per-pod needs --app-pod"),
         (["--pool", "web"], "--pool and --config go together"),
     ],
@@ -142,6 +142,19 @@ def test_cli_json_and_a_pool_from_a_values_file(tmp_path, capsys):
 def test_cli_errors(args, message, capsys):
     assert main(["size", "--from-file", str(FIXTURE), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["0.9", "90%"])
+def test_fraction_is_a_share_or_a_percentage(given, capsys):
+    assert main(["size", "--from-file", str(FIXTURE), "--fraction", given, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fraction"] == pytest.approx(0.9)
+
+
+def test_fraction_90_suggests_90_percent(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["size", "--from-file", str(FIXTURE), "--fraction", "90"])
+    assert exit_.value.code == 2
+    assert "did you mean 90%?" in capsys.readouterr().err
 
 
 def test_cli_reads_a_file_that_is_not_json(tmp_path, capsys):

@@ -20,9 +20,11 @@ from predictive_headroom.commands import (
     iso,
     load_config,
     print_json,
+    share_arg,
 )
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import parse_duration
+from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import SourceError
 
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on a demand CSV"
@@ -70,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quantile",
-        type=float,
+        type=share_arg,
         help="burst quantile, the protection/cost dial (default: the pool's, 0.95)",
     )
     parser.add_argument(
@@ -122,28 +124,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_quantiles(text: str) -> tuple[float, ...]:
-    """Parse `0.8,0.9,0.95` into sorted unique quantiles; ValueError says which item is wrong."""
+    """Parse `0.8,0.9,0.95` (or `80%,90%`) into sorted unique quantiles; ValueError says which
+    item is wrong."""
     values = []
     for item in text.split(","):
-        try:
-            q = float(item)
-        except ValueError:
-            raise ValueError(
-                f"{item.strip()!r} is not a number; give quantiles like 0.8,0.9,0.95"
-            ) from None
+        q = parse_share(item, what="a quantile")
         if not 0 < q < 1:
-            raise ValueError(f"quantile {q:g} must be between 0 and 1 (exclusive)")
+            raise ValueError(f"quantile {item.strip()} must be between 0 and 1 (exclusive)")
         values.append(q)
     return tuple(sorted(set(values)))
 
 
 def parse_protection(text: str) -> float:
-    """Parse `95%` or `0.95` into a share in (0, 1]; ValueError says what is wrong."""
+    """Parse `95%` or `0.95` into a share in (0, 1]; ValueError says what is wrong (`95`: did
+    you mean 95%?)."""
     item = text.strip()
-    try:
-        value = float(item.removesuffix("%")) / (100 if item.endswith("%") else 1)
-    except ValueError:
-        raise ValueError(f"{item!r} is not a protection; give it like 95% or 0.95") from None
+    value = parse_share(item, what="a protection")
     if not 0 < value <= 1:
         raise ValueError(f"protection {item} must be above 0% and at most 100%")
     return value
@@ -160,10 +156,8 @@ def parse_windows(text: str) -> tuple[float, ...]:
     for item in text.split(","):
         try:
             values.append(parse_duration(item.strip()).total_seconds())
-        except ValueError:
-            raise ValueError(
-                f"{item.strip()!r} is not a duration; give windows like 5m,15m,30m"
-            ) from None
+        except ValueError as exc:
+            raise ValueError(f"{item.strip()!r}: {exc}; give windows like 5m,15m,30m") from None
     return tuple(sorted(set(values)))
 
 

@@ -19,6 +19,7 @@ from predictive_headroom.commands import (
     add_output_argument,
     print_json,
     print_table,
+    share_arg,
 )
 from predictive_headroom.core.sizing import Shape, app_pods_per_placeholder, node_shapes
 from predictive_headroom.policy.config import Pool
@@ -49,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool", help="pool whose placeholder.nodeSelector selects the nodes")
     parser.add_argument(
         "--fraction",
-        type=float,
+        type=share_arg,
         default=0.9,
         help="share of a node's free allocatable one placeholder holds (default 0.9)",
     )

@@ -28,6 +28,11 @@ from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import SourceError
 
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on a demand CSV"
+EXAMPLE = (
+    "predictive-headroom backtest --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --dial 0.8,0.9,0.95,0.99 --out bt   # after make demo\n"
+    "predictive-headroom backtest --data demo-out/taxi-demand.csv --demand-per-replica 200 --protection 90%,95%"
+)
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -34,6 +34,8 @@ from predictive_headroom.protocols import ActuatorError, Source, SourceError
 logger = logging.getLogger(__name__)
 
 HELP = "run the daemon: refit forecasts on schedule and keep each pool's placeholder pod count at its plan"
+EXAMPLE = "predictive-headroom run --config config/example.yaml --once --dry-run   # one refit and one reconcile, nothing written"
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

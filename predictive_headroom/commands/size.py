@@ -35,6 +35,11 @@ HELP = (
     "suggest placeholder requests from the nodes: a fraction (default 0.9) of a node's "
     "allocatable after its DaemonSets, per node shape"
 )
+EXAMPLE = (
+    "predictive-headroom size -l karpenter.sh/nodepool=default --app-pod cpu=500m,memory=1Gi --demand-per-pod 40\n"
+    "kubectl get nodes,pods -A -o json > nodes.json; predictive-headroom size --from-file nodes.json"
+)
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

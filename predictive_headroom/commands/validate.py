@@ -29,6 +29,11 @@ HELP = (
     "(line, field path, bad value, what is expected)"
 )
 POLICY_KEYS = {"pools", "cost"}
+EXAMPLE = (
+    "predictive-headroom validate config/example.yaml my-values.yaml   # a policy and a Helm values file\n"
+    "helm get values predictive-headroom -n predictive-headroom | predictive-headroom validate --values -"
+)
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

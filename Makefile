@@ -7,6 +7,7 @@ PYTHON ?= $(shell for p in python3.11 python3.12 python3.13 python3; do command 
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RENDERED ?= rendered
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -70,7 +71,7 @@ test: $(STAMP) system-deps lint
 # The chart and the kustomize base as the cluster would get them, without helm or kubectl
 # (Helm's own template engine through helm-python-sdk): make render [VALUES=my-values.yaml].
 render: $(STAMP)
-	$(BIN)/python tests/deploy_render.py --out rendered $(if $(VALUES),-f $(VALUES))
+	$(BIN)/python tests/deploy_render.py --out $(RENDERED) $(if $(VALUES),-f $(VALUES))
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

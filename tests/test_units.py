@@ -147,7 +147,10 @@ def test_cli_options_refuse_bare_numbers(argv, message, capsys):
     [
         (["--protection", "95"], "--protection: 95 is not a protection: did you mean 95%?"),
         (["--dial", "0.9,95"], "--dial: 95 is not a quantile: did you mean 95%?"),
-        (["--stabilization-dial", "5m,15"], "--stabilization-dial: '15': 15 has no unit"),
+        (
+            ["--stabilization-dial", "5m,15"],
+            "--stabilization-dial: '15' is not a duration: 15 has no unit",
+        ),
     ],
 )
 def test_backtest_lists_refuse_bare_numbers(tmp_path, argv, message, capsys):

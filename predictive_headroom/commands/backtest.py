@@ -20,7 +20,6 @@ from predictive_headroom.commands import (
     iso,
     load_config,
     print_json,
-    share_arg,
 )
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import parse_duration
@@ -77,7 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quantile",
-        type=share_arg,
         help="burst quantile, the protection/cost dial (default: the pool's, 0.95)",
     )
     parser.add_argument(
@@ -162,7 +160,9 @@ def parse_windows(text: str) -> tuple[float, ...]:
         try:
             values.append(parse_duration(item.strip()).total_seconds())
         except ValueError as exc:
-            raise ValueError(f"{item.strip()!r}: {exc}; give windows like 5m,15m,30m") from None
+            raise ValueError(
+                f"{item.strip()!r} is not a duration: {exc}; give windows like 5m,15m,30m"
+            ) from None
     return tuple(sorted(set(values)))
 
 
@@ -175,8 +175,15 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         problems.append(f"--node-slots must be at least 1, got {args.node_slots}")
     if args.refit_every < 60:
         problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
-    if args.quantile is not None and not 0 < args.quantile < 1:
-        problems.append(f"--quantile must be between 0 and 1 (exclusive), got {args.quantile:g}")
+    quantile = None
+    if args.quantile is not None:
+        try:
+            quantile = parse_share(args.quantile, what="a quantile")
+        except ValueError as exc:
+            problems.append(f"--quantile: {exc}")
+        else:
+            if not 0 < quantile < 1:
+                problems.append(f"--quantile must be between 0 and 1 (exclusive), got {quantile:g}")
     dial: tuple[float, ...] = ()
     if args.dial:
         try:
@@ -208,7 +215,7 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         scale_down_delay_seconds=args.scale_down_delay,
         warmup_seconds=args.warmup,
         refit_every_seconds=args.refit_every,
-        quantile=args.quantile,
+        quantile=quantile,
         lead_seconds=args.lead_time,
         cores_per_node=args.cores_per_node,
         dial=dial,

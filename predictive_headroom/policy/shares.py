@@ -18,7 +18,7 @@ def parse_share(value: Any, *, what: str = "a share") -> float:
     try:
         number = float(text.removesuffix("%").strip())
     except ValueError:
-        raise ValueError(f"{text!r} is not {what}; write it like 95% or 0.95") from None
+        raise ValueError(f"{text!r} is not a number; write {what} like 95% or 0.95") from None
     if percent:
         return number / 100
     if 1 < number <= 100:

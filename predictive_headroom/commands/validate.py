@@ -31,7 +31,7 @@ HELP = (
 POLICY_KEYS = {"pools", "cost"}
 EXAMPLE = (
     "predictive-headroom validate config/example.yaml my-values.yaml   # a policy and a Helm values file\n"
-    "helm get values predictive-headroom -n predictive-headroom | predictive-headroom validate --values -"
+    "helm get values predictive-headroom -n predictive-headroom -o yaml | predictive-headroom validate --values -"
 )
 """Shown at the end of `--help`."""
 

@@ -34,8 +34,9 @@ import numpy as np
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
 from predictive_headroom.backtest.simulator import score
-from predictive_headroom.backtest.tuning import choose, replay_grid
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History
+from predictive_headroom.backtest.tuning import Setting, choose, replay_grid
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
@@ -72,17 +73,13 @@ class Tuning:
     fitted_until: float | None = None
     seconds: float = 0.0
 
-    def apply(self, pool: Pool) -> Pool:
-        """`pool` planning with the chosen quantile and window (unchanged without `protection:`)."""
-        if pool.protection is None or pool.forecast is None:
-            return pool
-        spec = pool.forecast.model_copy(update={"burst_quantile": self.burst_quantile})
-        return pool.model_copy(
-            update={
-                "forecast": spec,
-                "scale_down_stabilization": timedelta(seconds=self.stabilization_seconds),
-            }
-        )
+    @property
+    def tuned(self) -> Tuned:
+        """What `core.settings.resolve_settings` takes from this re-tune: the chosen quantile and
+        window, or nothing when it could not tune (`default`: the pool's own settings stand)."""
+        if self.status == "default":
+            return Tuned()
+        return Tuned(self.burst_quantile, self.stabilization_seconds)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,18 +104,22 @@ def retune(
     history: History,
     at: float,
     forecaster: Forecaster,
+    settings: PlanSettings | None = None,
     *,
     window_seconds: float = RETUNE_WINDOW,
     quantiles: Sequence[float] = RETUNE_QUANTILES,
     windows: Sequence[float] = RETUNE_WINDOWS,
 ) -> Tuning:
     """Choose `pool`'s burst quantile and stabilisation window at `at` from `history` (see the
-    module docstring). Never raises for bad data: a `default` Tuning says why instead."""
+    module docstring), the other settings being `settings` (the pool's before tuning, with its
+    measured lead time; None: its configuration). Never raises for bad data: a `default` Tuning
+    says why instead."""
     assert pool.forecast is not None and pool.protection is not None
     started = time.perf_counter()
+    settings = settings or resolve_settings(pool)
 
     def fallback(why: str) -> Tuning:
-        return _default(pool, at, why, started)
+        return _default(pool, settings, at, why, started)
 
     known = history.until(at)
     need = window_seconds + pool.forecast.min_history.total_seconds()
@@ -130,7 +131,9 @@ def retune(
             f"{pool.forecast.min_history.total_seconds() / 3600:g} hours)"
         )
     try:
-        return _tune(pool, known, at, forecaster, window_seconds, quantiles, windows, started)
+        return _tune(
+            pool, settings, known, at, forecaster, window_seconds, quantiles, windows, started
+        )
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -138,6 +141,7 @@ def retune(
 
 def _tune(
     pool: Pool,
+    plan_settings: PlanSettings,
     known: History,
     at: float,
     forecaster: Forecaster,
@@ -146,55 +150,20 @@ def _tune(
     windows: Sequence[float],
     started: float,
 ) -> Tuning:
-    assert pool.forecast is not None and pool.protection is not None
+    assert pool.protection is not None
     target = pool.protection
-    spec = pool.forecast
-    lead = pool.lead_time.total_seconds()
     begin = known.end - window_seconds
-    # The one extra fit: only samples at or before begin - delay, horizon covering the replay.
-    seen = begin - spec.observation_delay.total_seconds()
-    train = known.until(seen).since(seen - spec.history.total_seconds())
-    horizon = timedelta(seconds=window_seconds + lead + 3600.0)
-    fitted = forecaster.fit(
-        train, spec.model_copy(update={"horizon": max(horizon, spec.horizon)}), lead, begin
-    )
+    fitted, train = _fit_before(pool, plan_settings, known, begin, window_seconds, forecaster)
     if not isinstance(fitted, Forecast):
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
-        return _default(pool, at, why, started)
-    # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
-    replayed = known.since(begin - REPLAY_WARMUP)
-    settings = BacktestSettings(
-        warmup_seconds=begin - replayed.start,
-        refit_every_seconds=2 * window_seconds,
-        burst_view=False,
+        return _default(pool, plan_settings, at, why, started)
+    candidates, reactive_unserved, days = _replay(
+        pool, plan_settings, known, begin, fitted, window_seconds, quantiles, windows
     )
-    # The burst model reads its features from every sample known before each replayed minute.
-    r = replace(resolve(replayed, pool, settings), history=known)
-    begin = float(r.times[r.start])
-    parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
-    grid = replay_grid(r.pool, parts, sorted(set(windows)), r.plan, r.simulate, r.start)
-    reactive = score(r.simulate(np.zeros(r.pods.size, dtype=np.int64)), r.start)
-    candidates = [
-        (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
-        for g in grid
-    ]
-    setting, reached = choose(candidates, reactive.unserved_pod_minutes, target)
+    setting, reached = choose(candidates, reactive_unserved, target)
     cost = next(c for s, c, _ in candidates if s == setting)
-    days = (float(r.times[-1]) - begin) / DAY_SECONDS
-    label = f"burstQuantile {setting.quantile:g}, scaleDownStabilization {setting.window / 60:g}m"
-    if reached >= target - 1e-12:
-        status = "tuned"
-        reason = (
-            f"cheapest of {len(candidates)} settings absorbing at least {100 * target:g}% on the "
-            f"last {days:.1f} days: {label} absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
-        )
-    else:
-        status = "best-reached"
-        reason = (
-            f"no setting of {len(candidates)} absorbs {100 * target:g}% on the last {days:.1f} days; "
-            f"the most protective, {label}, absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
-        )
+    status, reason = _verdict(setting, reached, target, cost, len(candidates), days)
     logger.info("pool %s: re-tuned: %s", pool.name, reason)
     return Tuning(
         pool.name,
@@ -212,9 +181,82 @@ def _tune(
     )
 
 
-def _default(pool: Pool, at: float, why: str, started: float) -> Tuning:
+def _fit_before(
+    pool: Pool,
+    settings: PlanSettings,
+    known: History,
+    begin: float,
+    window_seconds: float,
+    forecaster: Forecaster,
+) -> tuple[Forecast | NoForecast, History]:
+    """The one extra fit and its training data: only samples at or before `begin` minus the
+    observation delay (at most `forecast.history` of them), the horizon covering the replay."""
+    spec = pool.forecast
+    assert spec is not None
+    seen = begin - settings.delay
+    train = known.until(seen).since(seen - spec.history.total_seconds())
+    horizon = max(timedelta(seconds=window_seconds + settings.lead + 3600.0), spec.horizon)
+    request = spec.model_copy(update={"horizon": horizon})  # the fit's span, not a setting
+    return forecaster.fit(train, request, settings.lead, begin), train
+
+
+Candidate = tuple[Setting, float, float]
+"""(setting, overhead node-hours over reactive, unserved pod-minutes) on the replayed window."""
+
+
+def _replay(
+    pool: Pool,
+    plan_settings: PlanSettings,
+    known: History,
+    begin: float,
+    fitted: Forecast,
+    window_seconds: float,
+    quantiles: Sequence[float],
+    windows: Sequence[float],
+) -> tuple[list[Candidate], float, float]:
+    """Every (quantile, window) of the grid replayed over [begin, known.end] through the engine on
+    the simulated cluster: the candidates, reactive's unserved pod-minutes and the days scored."""
+    # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
+    replayed = known.since(begin - REPLAY_WARMUP)
+    settings = BacktestSettings(
+        warmup_seconds=begin - replayed.start,
+        refit_every_seconds=2 * window_seconds,
+        burst_view=False,
+    )
+    # The burst model reads its features from every sample known before each replayed minute.
+    r = replace(resolve(replayed, pool, settings, plan_settings), history=known)
+    begin = float(r.times[r.start])
+    parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
+    grid = replay_grid(
+        r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
+    )
+    reactive = score(r.simulate(np.zeros(r.pods.size, dtype=np.int64)), r.start)
+    candidates = [
+        (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
+        for g in grid
+    ]
+    return candidates, reactive.unserved_pod_minutes, (float(r.times[-1]) - begin) / DAY_SECONDS
+
+
+def _verdict(
+    setting: Setting, reached: float, target: float, cost: float, count: int, days: float
+) -> tuple[str, str]:
+    """The status (`tuned` or `best-reached`) and the reason, in words."""
+    label = f"burstQuantile {setting.quantile:g}, scaleDownStabilization {setting.window / 60:g}m"
+    if reached >= target - 1e-12:
+        return "tuned", (
+            f"cheapest of {count} settings absorbing at least {100 * target:g}% on the "
+            f"last {days:.1f} days: {label} absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
+        )
+    return "best-reached", (
+        f"no setting of {count} absorbs {100 * target:g}% on the last {days:.1f} days; "
+        f"the most protective, {label}, absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
+    )
+
+
+def _default(pool: Pool, settings: PlanSettings, at: float, why: str, started: float) -> Tuning:
     assert pool.forecast is not None and pool.protection is not None
-    q0, w0 = pool.forecast.burst_quantile, pool.scale_down_stabilization.total_seconds()
+    q0, w0 = settings.quantile, settings.window
     logger.info("pool %s: cannot tune (%s); planning with the defaults", pool.name, why)
     return Tuning(
         pool.name,

@@ -167,6 +167,9 @@ class BacktestResult:
     burst: dict[str, Any] | None = None
     grid: list[GridRun] = field(default_factory=list)  # forecast and naive at each setting pair
     frontier: dict[str, Any] | None = None  # cost at equal protection (backtest.frontier)
+    promise: list[dict[str, Any]] | None = (
+        None  # what `protection: P` keeps (backtest.promise_measure)
+    )
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """`x_against` this result's static curve."""
@@ -214,6 +217,8 @@ class BacktestResult:
             out["burst"] = self.burst
         if self.frontier is not None:
             out["frontier"] = self.frontier
+        if self.promise is not None:
+            out["promise"] = self.promise
         return out
 
 

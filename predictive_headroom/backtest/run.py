@@ -346,8 +346,13 @@ def run_backtest(
     )
     if s.protections:
         from predictive_headroom.backtest.frontier import frontier
+        from predictive_headroom.backtest.promise_measure import measure
 
-        result = replace(result, frontier=frontier(result, s.protections))
+        result = replace(
+            result,
+            frontier=frontier(result, s.protections),
+            promise=measure(result, s.protections),
+        )
     return result
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import headline
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.backtest.text import (
@@ -283,6 +284,14 @@ def run(args: argparse.Namespace) -> int:
                 "tuned walk-forward, static's N chosen in hindsight):"
             )
             print(format_frontier(result.frontier))
+        if result.promise:
+            print()
+            print(
+                "the promise (protection: P replayed as the daemon keeps it, each day's setting "
+                "and reserve chosen on the days before it):"
+            )
+            for entry in result.promise:
+                print(f"  {sentence(entry)}")
         print()
         print(headline(result))
     return 0

@@ -15,7 +15,8 @@ import sys
 import time
 from typing import Any
 
-from predictive_headroom.backtest.recommend import recommend
+from predictive_headroom.backtest.promise_measure import sentence
+from predictive_headroom.backtest.recommend import node_hour_price, recommend
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.commands import (
     CommandError,
@@ -28,7 +29,7 @@ from predictive_headroom.commands import (
 from predictive_headroom.commands.backtest import parse_protection, parse_quantiles, parse_windows
 from predictive_headroom.core.series import NoForecast
 from predictive_headroom.daemon.pipeline import fetch_history, source_from_args
-from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.config import Policy, Pool
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
 DEFAULT_PROTECTION = 0.95
@@ -70,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_argument(parser)
 
 
-def _pool(args: argparse.Namespace) -> Pool:
+def _pool(args: argparse.Namespace) -> tuple[Policy, Pool]:
     policy = load_config(args.config)
     if args.pool:
         try:
@@ -83,11 +84,11 @@ def _pool(args: argparse.Namespace) -> Pool:
         raise CommandError(
             f"pool {pool.name} has no forecast section in {args.config}: tune needs its demand query"
         )
-    return pool
+    return policy, pool
 
 
 def run(args: argparse.Namespace) -> int:
-    pool = _pool(args)
+    policy, pool = _pool(args)
     try:
         target = (
             parse_protection(args.protection)
@@ -122,26 +123,28 @@ def run(args: argparse.Namespace) -> int:
         result = run_backtest(history, pool, settings, progress=not args.quiet)
     except ValueError as exc:
         raise CommandError(f"pool {pool.name}: too little history to tune: {exc}") from None
-    out = recommend(result, pool, target)
+    out = recommend(
+        result,
+        pool,
+        target,
+        price=node_hour_price(policy.cost, settings.cores_per_node),
+        currency=policy.cost.currency if policy.cost else "USD",
+    )
     out["seconds"] = round(time.perf_counter() - started, 1)
     if args.output == "json":
         print_json(out)
     else:
         print_recommendation(out)
-    if out["status"] == "unreachable":
-        return 1
-    return 0
+    return 1 if out["status"] == "short" else 0
 
 
-def _cost(value: float | None) -> str:
-    return "not reached" if value is None else f"{value:.1f}"
+def _nh(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
 
 
 def print_recommendation(out: dict[str, Any]) -> None:
-    """The recommendation in words, the YAML to paste first."""
+    """The promise first (walk-forward), the YAML to paste, then hindsight and warnings."""
     target = f"{100 * out['protection_target']:g}%"
-    chosen = out["chosen"]
-    window = f"{chosen['scale_down_stabilization_seconds'] / 60:g}m"
     h = out["history"]
     print(
         f"pool {out['pool']}: history {h['from']} .. {h['to']}, scored from {h['scored_from']} "
@@ -150,54 +153,46 @@ def print_recommendation(out: dict[str, Any]) -> None:
     print(
         f"target: absorb at least {target} of the pod-minutes that would otherwise wait for a node"
     )
-    if out["status"] == "unreachable":
-        static = out["static"]
+    cost = out["cost"]
+    price = cost["price_per_node_hour"]
+    print(
+        "walk-forward (each day's setting and reserve chosen on the days before it, as the daemon "
+        f"does): {sentence(out['promise'], price, cost['currency'])}."
+    )
+    if out["status"] == "proportional-cheaper":
+        p = out["proportional"]
         print(
-            f"no setting reaches {target} on this history: the best, burstQuantile "
-            f"{chosen['burst_quantile']:g} with scaleDownStabilization {window}, reached "
-            f"{100 * chosen['protection']:.1f}% for {chosen['overhead_node_hours']:.1f} overhead node-hours"
-            + (
-                f"; static headroom reaches it with {static['replicas']} placeholders"
-                if static
-                else ""
-            )
+            f"the proportional rule absorbs {100 * p['protection']:.1f}% for "
+            f"{_nh(p['overhead_node_hours'])} overhead node-hours, less than the forecast keeps it "
+            "for; recommended instead (paste into the pool):"
         )
-        return
-    if out["status"] == "forecast":
-        print("recommended (paste into the pool):")
     else:
-        which = out["status"].removesuffix("-cheaper")
-        words = "static headroom" if which == "static" else "the proportional rule"
-        why = (
-            "is cheaper than the forecast"
-            if chosen["protection"] >= out["protection_target"]
-            else f"reaches {target} where no forecast setting does"
-        )
-        print(f"{words} {why} on this history; recommended instead (paste into the pool):")
+        print("paste into the pool (the daemon re-tunes at each refit to keep it):")
     for line in out["yaml"]:
         print(f"  {line}")
+    now = out["now"]
+    if out["status"] != "proportional-cheaper":
+        what = (
+            f"static headroom of {now['reserve']} placeholders"
+            if now["burst_quantile"] is None
+            else f"burstQuantile {now['burst_quantile']:g}, scaleDownStabilization "
+            f"{now['scale_down_stabilization_seconds'] / 60:g}m"
+            + (f" and a reserve of {now['reserve']} placeholders" if now["reserve"] else "")
+        )
+        print(f"it would hold now: {what}")
+    hs, static = out["hindsight"], out["static"]
     print(
-        f"the forecast at burstQuantile {chosen['burst_quantile']:g}, scaleDownStabilization {window} "
-        f"absorbed {100 * chosen['protection']:.1f}% for {chosen['overhead_node_hours']:.1f} overhead node-hours"
+        "in hindsight (one setting for the whole history, known only afterwards): "
+        f"burstQuantile {hs['burst_quantile']:g}, scaleDownStabilization "
+        f"{hs['scale_down_stabilization_seconds'] / 60:g}m absorbed {100 * hs['protection']:.1f}% "
+        f"for {_nh(hs['overhead_node_hours'])} overhead node-hours"
+        + (
+            f"; static headroom needs {static['replicas']} placeholders "
+            f"({_nh(static['overhead_node_hours'])} overhead node-hours)"
+            if static
+            else f"; static headroom never absorbs {target}"
+        )
     )
-    wf = out["walk_forward"]
-    print(
-        f"chosen walk-forward (each day's setting from the days before it) it costs "
-        f"{_cost(wf['cost_at_target'])} node-hours at {target} (best reached {100 * wf['reached']:.1f}%)"
-    )
-    cost = out["cost_at_target"]
-    print(
-        f"cost at {target} (overhead node-hours over no headroom): forecast {_cost(cost['forecast tuned'])}, "
-        f"static {_cost(cost['static'])}, naive {_cost(cost['naive tuned'])}, "
-        f"proportional {_cost(cost['proportional'])} "
-        f"(it absorbs {100 * out['proportional']['protection']:.1f}%), oracle {_cost(cost['oracle'])}"
-    )
-    if out["runner_ups"]:
-        print("runner-ups:")
-        for r in out["runner_ups"]:
-            print(
-                f"  burstQuantile {r['burst_quantile']:g}, scaleDownStabilization "
-                f"{r['scale_down_stabilization_seconds'] / 60:g}m: {100 * r['protection']:.1f}% "
-                f"for {r['overhead_node_hours']:.1f} node-hours"
-            )
+    for warning in out["warnings"]:
+        print(f"warning: {warning}")
     sys.stdout.flush()

@@ -1,6 +1,6 @@
 """The plan's values and the one rule that combines components into a Plan.
 
-    desired = clamp(max(schedule, proportional, forecast, minReplicas), 0, maxReplicas)
+    desired = clamp(max(schedule, proportional, forecast, minReplicas) + reserve, 0, maxReplicas)
 
 then held up for `scaleDownStabilization` after a higher value was last needed. Pure: no clock
 reads, no I/O. `core.engine` computes the components over time and calls `combine` at every
@@ -98,7 +98,8 @@ def combine(
     )
     if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
         reason = f"{PlanReason.MIN_PREFIX}{forecast.status}"
-    raw = wanted
+    reserve = pool.forecast.reserve if pool.forecast is not None else 0
+    raw = wanted + reserve
     if raw > pool.max_replicas:
         raw, reason = pool.max_replicas, PlanReason.MAX
 
@@ -120,6 +121,8 @@ def combine(
             info["burst_source"] = str(forecast.allowance.source)
             if forecast.allowance.why:
                 info["burst_fallback"] = forecast.allowance.why
+    if reserve:
+        info["reserve"] = reserve
     if details:
         info.update(details)
     return Plan(pool.name, at, desired, raw, str(reason), components, info)

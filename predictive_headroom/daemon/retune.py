@@ -1,23 +1,28 @@
-"""The daemon tunes itself: a pool with `protection:` re-tunes its burst quantile and scale-down
-stabilisation window at each refit, on its own recent history (issue 23, item 4).
+"""The daemon keeps its protection promise: a pool with `protection:` re-tunes its burst quantile,
+scale-down stabilisation window and reserve (placeholders on top of the plan) at each refit, on
+its own recent history (issue 23, item 4; issue 31).
 
-At a refit at time T, with a tuning window W (7 days by default, `PH_RETUNE_WINDOW`):
+At a refit at time T, with a tuning window W (`backtest.promise` WINDOW + LOOKBACK days, 14 by
+default, `PH_RETUNE_WINDOW`):
 
 1. one extra fit of the pool's forecast on the history known at T - W (like every backtest
    refit: up to the observation delay before it, at most `forecast.history` of it), with a
    horizon covering the window, so the replay never uses a forecast fitted on the days it replays;
 2. the one plan engine replays the pool (its floors included) over [T - W, T] on the simulated
    cluster of the backtest, at every (burst quantile, window) pair of a small grid
-   (`backtest.tuning.replay_grid`: one replay per quantile, each window a trailing maximum);
-3. `backtest.tuning.choose` picks the cheapest setting reaching the target protection, else the
-   most protective one reached (status `best-reached`, with the reason).
+   (`backtest.tuning.replay_grid`), each plus every reserve of `promise.reserve_sizes`; the runs
+   are summed per day (days ending at T);
+3. `backtest.promise.choose`, the rule `backtest --protection` replays day by day, picks what to
+   hold: the cheapest candidate meeting the target on the last WINDOW days at the strictness that
+   kept the target on the LOOKBACK days before (status `tuned`), or, when no strictness kept it,
+   the most protective (status `short`: a warning in the log). The protection the rule kept on
+   those days is the pool's `realized_protection` ("asked 95%, last week 96.1%").
 
 Only samples at or before T are read (the history is cut at T first), so the choice is
 walk-forward by construction. When the history is too short for a fit plus the window, or the
 extra fit or the replay fails, the pool keeps its defaults (burstQuantile 0.95, its own
-scaleDownStabilization) and the reason says why (status `default`). The floors (schedules,
-proportional, min) never depend on the choice: only the forecast component's quantile and the
-scale-down hold change.
+scaleDownStabilization, no reserve) and the reason says why (status `default`). The floors
+(schedules, proportional, min) never depend on the choice.
 """
 
 from __future__ import annotations
@@ -31,18 +36,27 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.backtest.promise import (
+    LOOKBACK,
+    WINDOW,
+    Candidate,
+    Status,
+    choose,
+    ledger,
+    reserve_sizes,
+)
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
-from predictive_headroom.backtest.simulator import score
-from predictive_headroom.backtest.tuning import choose, replay_grid
+from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
 logger = logging.getLogger(__name__)
 
-RETUNE_WINDOW = 7 * DAY_SECONDS
-"""The recent history each re-tune replays (the fit it replays with ends where it starts)."""
+RETUNE_WINDOW = (WINDOW + LOOKBACK) * DAY_SECONDS
+"""The recent history each re-tune replays (the fit it replays with ends where it starts): the
+choice rule's window plus the days it judges its strictness on (`backtest.promise`)."""
 RETUNE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
 RETUNE_WINDOWS = (300.0, 900.0, 1800.0)
 """The default grid: 5 quantiles x 3 windows, 5 engine replays (`bench/retune_bench.py`)."""
@@ -54,8 +68,9 @@ REPLAY_WARMUP = 3600.0
 class Tuning:
     """What a re-tune chose for one pool at one refit, and why.
 
-    `status`: `tuned` (the cheapest setting reaching the target), `best-reached` (none reached
-    it: the most protective one), `default` (could not tune: the pool's defaults, see `reason`).
+    `status`: `tuned` (the rule's choice), `short` (no strictness kept the target on the days
+    judged: the most protective one, with its reserve), `default` (could not tune: the pool's
+    defaults, see `reason`).
     `protection` and `overhead_node_hours` are those of the chosen setting on the replayed days
     (None for `default`)."""
 
@@ -71,12 +86,33 @@ class Tuning:
     days: float = 0.0
     fitted_until: float | None = None
     seconds: float = 0.0
+    reserve: int = 0
+    realized_protection: float | None = None
+    """The protection the rule kept on the last `LOOKBACK` replayed days, each day's setting and
+    reserve chosen on the days before it (None: not tuned, or nothing waited then)."""
+    strictness: float | None = None
+
+    def says(self) -> str:
+        """ "asked 95%, last week 96.1%" (or why there is no figure)."""
+        asked = f"asked {100 * self.target:g}%"
+        if self.realized_protection is None:
+            return f"{asked}, last week: no figure ({self.status})"
+        return f"{asked}, last week {100 * self.realized_protection:.1f}%"
+
+    @property
+    def shortfall(self) -> bool:
+        """The last week kept less than asked."""
+        return (
+            self.realized_protection is not None and self.realized_protection < self.target - 1e-9
+        )
 
     def apply(self, pool: Pool) -> Pool:
         """`pool` planning with the chosen quantile and window (unchanged without `protection:`)."""
         if pool.protection is None or pool.forecast is None:
             return pool
-        spec = pool.forecast.model_copy(update={"burst_quantile": self.burst_quantile})
+        spec = pool.forecast.model_copy(
+            update={"burst_quantile": self.burst_quantile, "reserve": self.reserve}
+        )
         return pool.model_copy(
             update={
                 "forecast": spec,
@@ -98,6 +134,12 @@ class Tuning:
             "fitted_until": self.fitted_until,
             "at": self.at,
             "seconds": round(self.seconds, 2),
+            "reserve": self.reserve,
+            "realized_protection": None
+            if self.realized_protection is None
+            else round(self.realized_protection, 4),
+            "strictness": self.strictness,
+            "says": self.says(),
             "reason": self.reason,
         }
 
@@ -111,6 +153,7 @@ def retune(
     window_seconds: float = RETUNE_WINDOW,
     quantiles: Sequence[float] = RETUNE_QUANTILES,
     windows: Sequence[float] = RETUNE_WINDOWS,
+    reserves: Sequence[int] | None = None,
 ) -> Tuning:
     """Choose `pool`'s burst quantile and stabilisation window at `at` from `history` (see the
     module docstring). Never raises for bad data: a `default` Tuning says why instead."""
@@ -130,7 +173,9 @@ def retune(
             f"{pool.forecast.min_history.total_seconds() / 3600:g} hours)"
         )
     try:
-        return _tune(pool, known, at, forecaster, window_seconds, quantiles, windows, started)
+        return _tune(
+            pool, known, at, forecaster, window_seconds, quantiles, windows, reserves, started
+        )
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -144,6 +189,7 @@ def _tune(
     window_seconds: float,
     quantiles: Sequence[float],
     windows: Sequence[float],
+    reserves: Sequence[int] | None,
     started: float,
 ) -> Tuning:
     assert pool.forecast is not None and pool.protection is not None
@@ -174,42 +220,73 @@ def _tune(
     begin = float(r.times[r.start])
     parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
     grid = replay_grid(r.pool, parts, sorted(set(windows)), r.plan, r.simulate, r.start)
-    reactive = score(r.simulate(np.zeros(r.pods.size, dtype=np.int64)), r.start)
-    candidates = [
-        (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
-        for g in grid
-    ]
-    setting, reached = choose(candidates, reactive.unserved_pod_minutes, target)
-    cost = next(c for s, c, _ in candidates if s == setting)
+    reactive = r.simulate(np.zeros(r.pods.size, dtype=np.int64))
+    runs = {}
+    for g in grid:
+        for n in reserve_sizes(r.pods[r.start :]) if reserves is None else reserves:
+            ph = np.minimum(g.run.placeholders + n, pool.max_replicas)
+            runs[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(ph)
+    # Days ending at the refit, the oldest one clipped to the replay's start.
+    size = r.pods.size
+    days_replayed = max(1, round((size - r.start) / DAY_MINUTES))
+    bounds = [max(r.start, size - k * DAY_MINUTES) for k in range(days_replayed, -1, -1)]
+    book = ledger(runs, reactive, bounds, r.start)
+    choice = choose(book, target)
+    cand = choice.candidate
+    assert cand.setting is not None
     days = (float(r.times[-1]) - begin) / DAY_SECONDS
-    label = f"burstQuantile {setting.quantile:g}, scaleDownStabilization {setting.window / 60:g}m"
-    if reached >= target - 1e-12:
-        status = "tuned"
+    label = f"burstQuantile {cand.setting.quantile:g}, scaleDownStabilization {cand.setting.window / 60:g}m"
+    if cand.reserve:
+        label += f" and a reserve of {plural(cand.reserve, 'placeholder')}"
+    on = min(WINDOW, book.periods)
+    judged = book.periods - max(1, book.periods - LOOKBACK)
+    kept = (
+        f"nothing waited for a node on the last {plural(judged, 'day')}"
+        if choice.kept is None
+        else f"last week {100 * choice.kept:.1f}% (the last {plural(judged, 'day')}, each "
+        f"chosen on the {plural(on, 'day')} before it)"
+    )
+    if choice.status == Status.SHORT:
+        status = "short"
         reason = (
-            f"cheapest of {len(candidates)} settings absorbing at least {100 * target:g}% on the "
-            f"last {days:.1f} days: {label} absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
+            f"asked {100 * target:g}%, {kept}: no setting or reserve of {len(runs)} kept it at any "
+            f"price these {days:.0f} days show; holding the most protective, {label}, which absorbed "
+            f"{100 * choice.expected:.1f}% on the last {plural(on, 'day')} for {choice.overhead_node_hours:.1f} overhead node-hours"
         )
     else:
-        status = "best-reached"
+        status = "tuned"
         reason = (
-            f"no setting of {len(candidates)} absorbs {100 * target:g}% on the last {days:.1f} days; "
-            f"the most protective, {label}, absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
+            f"asked {100 * target:g}%, {kept}; holding {label}, which absorbed "
+            f"{100 * choice.expected:.1f}% on the last {plural(on, 'day')} for "
+            f"{choice.overhead_node_hours:.1f} overhead node-hours"
         )
-    logger.info("pool %s: re-tuned: %s", pool.name, reason)
-    return Tuning(
+    tuning = Tuning(
         pool.name,
         status,
-        setting.quantile,
-        setting.window,
+        cand.setting.quantile,
+        cand.setting.window,
         target,
         reason,
         at,
-        reached,
-        cost,
+        choice.expected,
+        choice.overhead_node_hours,
         days,
         float(train.end) if len(train) else None,
         time.perf_counter() - started,
+        cand.reserve,
+        choice.kept,
+        choice.strictness,
     )
+    if tuning.shortfall or status == "short":
+        logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
+    else:
+        logger.info("pool %s: re-tuned: %s", pool.name, reason)
+    return tuning
+
+
+def plural(n: int, word: str) -> str:
+    """`1 day`, `2 days`."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _default(pool: Pool, at: float, why: str, started: float) -> Tuning:

@@ -1,7 +1,7 @@
 """The daemon's re-tune (`daemon/retune.py`) on a shared series: seconds a pool per refit
 (measured, not asserted; the target is <= 10 s a pool on 1-minute data).
 
-Usage: python bench/retune_bench.py [--data CSV] [--at ISO] [--protection 95%] [--window-days 7]
+Usage: python bench/retune_bench.py [--data CSV] [--at ISO] [--protection 95%] [--window-days 14]
 
 Runs one re-tune at `--at` (default: the end of the series) with the default grid, as the
 daemon's refit would, and prints what it chose, the reason and how long it took (the extra fit
@@ -20,7 +20,7 @@ from predictive_headroom.commands import parse_time
 from predictive_headroom.commands.backtest import parse_protection
 from predictive_headroom.core.series import DAY_SECONDS
 from predictive_headroom.daemon.pipeline import default_forecaster
-from predictive_headroom.daemon.retune import retune
+from predictive_headroom.daemon.retune import RETUNE_WINDOW, retune
 from predictive_headroom.policy.config import ForecastSpec, Pool, Target
 from predictive_headroom.sources.csvsource import read_csv_history
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--at", help="refit instant (ISO-8601; default: the end of the series)")
     parser.add_argument("--protection", type=parse_protection, default=0.95)
-    parser.add_argument("--window-days", type=float, default=7.0)
+    parser.add_argument("--window-days", type=float, default=RETUNE_WINDOW / DAY_SECONDS)
     args = parser.parse_args(argv)
     history = read_csv_history(str(args.data))
     at = parse_time(args.at) if args.at else history.end

@@ -23,6 +23,8 @@ from predictive_headroom.daemon.retune import RETUNE_QUANTILES, RETUNE_WINDOWS, 
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.load import load_policy
+from predictive_headroom.report.build import build_report
+from predictive_headroom.report.html import render_html
 
 WINDOW = 2 * DAY
 
@@ -172,8 +174,14 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
     )
     server.add_deployment(NS, "web-placeholder", 0)
     clock = Clock(at)
+    reported: list = []
     daemon = make_daemon(
-        config, server, clock, source=SeriesSource(history), forecaster=SeasonalNaiveForecaster()
+        config,
+        server,
+        clock,
+        source=SeriesSource(history),
+        forecaster=SeasonalNaiveForecaster(),
+        report_writer=lambda *args: reported.append(args),
     )
     daemon.retune_window = WINDOW
     assert daemon.refit()
@@ -195,6 +203,12 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
     assert gauges(daemon, "realized_protection_ratio")["web"] == pytest.approx(
         tuning.realized_protection
     )
+    # The report after the refit says it too, next to the closed loop.
+    [(policy, forecasts, histories, when, loop, promises)] = reported
+    assert promises == {"web": {"says": says, "short": False, "reason": tuning.reason}}
+    report = build_report(policy, histories, forecasts, {}, when, loop=loop, promises=promises)
+    page = render_html(report)
+    assert f'<p class="promise" id="promise-web">{tuning.reason}.</p>' in page
     # The plan holds the reserve on top of what the forecast asks.
     plan = daemon.reconcile().pools[0].plan
     assert plan.details["reserve"] == tuning.reserve

@@ -62,13 +62,22 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         histories: Mapping[str, History],
         at: float,
         loop: Mapping[str, Mapping[str, Any]] | None = None,
+        promises: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Path:
         from predictive_headroom.report.build import build_report
         from predictive_headroom.report.store import load_past_reports, write_report
 
         past = load_past_reports(settings.report_dir)
         report = build_report(
-            policy, histories, forecasts, {}, at, past=past, source=source_name, loop=loop
+            policy,
+            histories,
+            forecasts,
+            {},
+            at,
+            past=past,
+            source=source_name,
+            loop=loop,
+            promises=promises,
         )
         return write_report(settings.report_dir, report, settings.report_keep)
 

@@ -78,6 +78,7 @@ ReportWriter = Callable[
         Mapping[str, History],
         float,
         Mapping[str, Mapping[str, Any]],
+        Mapping[str, Mapping[str, Any]],
     ],
     Any,
 ]
@@ -267,8 +268,11 @@ class Daemon:
         planned = policy.model_copy(
             update={"pools": [self.observer.planned(p) for p in policy.pools]}
         )
+        promises = {name: t.report() for name, t in self.tunings.items()}
         try:
-            self.report_writer(planned, forecasts, histories, at, self.observer.status(at))
+            self.report_writer(
+                planned, forecasts, histories, at, self.observer.status(at), promises
+            )
         except Exception:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")

@@ -99,6 +99,10 @@ class Tuning:
             return f"{asked}, last week: no figure ({self.status})"
         return f"{asked}, last week {100 * self.realized_protection:.1f}%"
 
+    def report(self) -> dict[str, Any]:
+        """What the report shows: `says`, `short` (a shortfall: a warning) and the `reason`."""
+        return {"says": self.says(), "short": self.shortfall, "reason": self.reason}
+
     @property
     def shortfall(self) -> bool:
         """The last week kept less than asked."""

@@ -18,8 +18,10 @@ import numpy as np
 from predictive_headroom.backtest.frontier import Point, cost_at, protection
 from predictive_headroom.backtest.promise import (
     Candidate,
+    Choice,
     Ledger,
     WalkForward,
+    choose,
     ledger,
     placeholders_of,
     reserve_sizes,
@@ -133,9 +135,10 @@ def measure(
     out = []
     for p in protections:
         wf = walk_forward(r.book, r.base, result.pods, r.cluster, start, r.starts, p, r.default)
-        out.append(
-            _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
-        )
+        entry = _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
+        last = wf.choices[-1] if wf.choices else None
+        entry["now"] = _now(choose(r.book, p, held=None if last is None else last.candidate))
+        out.append(entry)
     return out
 
 
@@ -175,6 +178,18 @@ def _entry(
         "choices": [
             _choice_json(result, b, c) for b, c in zip(wf.period_starts, wf.choices, strict=True)
         ],
+    }
+
+
+def _now(c: Choice) -> dict[str, Any]:
+    """What the rule holds after the last replayed day (what the daemon would hold now)."""
+    cand = c.candidate
+    return {
+        "label": cand.label(),
+        "burst_quantile": None if cand.setting is None else cand.setting.quantile,
+        "scale_down_stabilization_seconds": None if cand.setting is None else cand.setting.window,
+        "reserve": cand.reserve,
+        "status": str(c.status),
     }
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from predictive_headroom.backtest.frontier import families, protection
-from predictive_headroom.backtest.promise import choose
-from predictive_headroom.backtest.promise_measure import FEW_EVENTS, measure, pct, prepare
+from predictive_headroom.backtest.promise_measure import FEW_EVENTS, measure, pct
 from predictive_headroom.backtest.results import BacktestResult
 from predictive_headroom.backtest.tuning import choose as choose_fixed
 from predictive_headroom.policy.config import Pool
@@ -51,12 +50,10 @@ def recommend(
     `warnings`, `status` (`kept`, `short` or `proportional-cheaper`) and `yaml`."""
     reactive = result.strategies["reactive"].metrics
     reactive_u = reactive.unserved_pod_minutes
-    replayed = prepare(result)
     promise = (
         next((e for e in result.promise or [] if abs(e["protection"] - target) < 1e-9), None)
-        or measure(result, (target,), replayed)[0]
+        or measure(result, (target,))[0]
     )
-    now = choose(replayed.book, target)
     cands = [
         (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
         for g in result.grid
@@ -81,17 +78,7 @@ def recommend(
         },
         "reactive_unserved_pod_minutes": reactive_u,
         "promise": promise,
-        "now": {
-            "label": now.candidate.label(),
-            "burst_quantile": None
-            if now.candidate.setting is None
-            else now.candidate.setting.quantile,
-            "scale_down_stabilization_seconds": None
-            if now.candidate.setting is None
-            else now.candidate.setting.window,
-            "reserve": now.candidate.reserve,
-            "status": str(now.status),
-        },
+        "now": promise["now"],
         "cost": {
             "overhead_node_hours": cost,
             "per_day": round(per_day, 2),

@@ -28,7 +28,7 @@ from predictive_headroom.backtest.promise import (
     reserve_walk_forward,
     walk_forward,
 )
-from predictive_headroom.backtest.results import BacktestResult
+from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
 from predictive_headroom.backtest.simulator import ClusterSpec, Run, simulate
 from predictive_headroom.backtest.tuning import DAY_MINUTES, Setting, period_starts
 
@@ -36,9 +36,6 @@ PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
 """The forecast's burst quantiles the rule chooses among (few candidates choose less luck)."""
 RESERVE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 """Targets the daily reserve is replayed at, to read its cost at the protection kept."""
-FEW_EVENTS = 60.0
-"""Below this many waiting pod-minutes without headroom, a protection figure rests on a handful
-of bursts: one more or less moves it by several points (`docs/promise.md`)."""
 
 
 @dataclass(frozen=True)

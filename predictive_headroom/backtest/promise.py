@@ -256,7 +256,7 @@ def _stay(
     h = book.candidates.index(held)
     r = book.reactive[-window:].sum()
     u = book.unserved[:, -window:].sum(axis=1)
-    cost = book.node_hours[:, -window:].sum(axis=1)
+    cost = book.node_hours[:, -window:].sum(axis=1) - book.reactive_node_hours[-window:].sum()
     meets = u[h] <= f * (1.0 - target) * r + 1e-9
     if meets and cost[h] <= cost[pick] * (1.0 + SWITCH_SAVING) + 1e-9:
         return h

@@ -234,10 +234,13 @@ def money(node_hours: float, price: float | None, currency: str = "USD") -> str:
     return "" if not price else f" ({node_hours * price:,.2f} {currency})"
 
 
-def sentence(entry: dict[str, Any], price: float | None = None, currency: str = "USD") -> str:
+def sentence(entry: dict[str, Any], price: float | None = None, currency: str | None = None) -> str:
     """The promise in one sentence: "asked 95%: kept 95.8% for 812 overhead node-hours (...);
     a fixed reserve re-chosen daily would have needed 1,104", with a word when it fell short
-    or rests on few events. `price` is the cost of a node-hour (money shown when given)."""
+    or rests on few events. `price` is the cost of a node-hour (money shown when given; default
+    the entry's `price_per_node_hour`, set when the policy has `cost:`)."""
+    price = entry.get("price_per_node_hour") if price is None else price
+    currency = currency or entry.get("currency") or "USD"
     kept, asked = entry["realized_protection"], entry["protection"]
     cost = entry["overhead_node_hours"]
     per_day = entry.get("overhead_node_hours_per_day")

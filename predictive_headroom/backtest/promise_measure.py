@@ -133,8 +133,7 @@ def measure(
     for p in protections:
         wf = walk_forward(r.book, r.base, result.pods, r.cluster, start, r.starts, p, r.default)
         entry = _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
-        last = wf.choices[-1] if wf.choices else None
-        entry["now"] = _now(choose(r.book, p, held=None if last is None else last.candidate))
+        entry["now"] = _now(choose(r.book, p))
         out.append(entry)
     return out
 

@@ -152,6 +152,7 @@ class _Fault:
     remaining: int | None
     message: str | None = None
     when: Callable[[Recorded], bool] | None = None
+    retry_after: int | None = None
 
 
 class ApiError(Exception):
@@ -619,13 +620,15 @@ class FakeApiServer:
         times: int | None = 1,
         message: str | None = None,
         when: Callable[[Recorded], bool] | None = None,
+        retry_after: int | None = None,
     ) -> None:
         """Answer the next `times` requests (None = all) matching method ('*' = any), path regex and
-        the optional `when(request)` predicate with `status` and a Status body."""
+        the optional `when(request)` predicate with `status` and a Status body (and a `Retry-After`
+        header of `retry_after` seconds when given)."""
+        fault = _Fault(method.upper(), re.compile(path_pattern), status, 0.0, times, message, when)
+        fault.retry_after = retry_after
         with self._lock:
-            self._faults.append(
-                _Fault(method.upper(), re.compile(path_pattern), status, 0.0, times, message, when)
-            )
+            self._faults.append(fault)
 
     def delay(
         self,
@@ -721,10 +724,12 @@ class FakeApiServer:
                 )
                 with server._lock:
                     server._requests.append(request)
+                retry_after = None
                 try:
                     code, answer = server._dispatch(request)
                 except ApiError as err:
                     code, answer = err.code, err.status()
+                    retry_after = getattr(err, "retry_after", None)
                 data = json.dumps(answer).encode()
                 if server._take_fault(request, server._truncations) is not None:
                     data = data[: len(data) // 2]
@@ -734,6 +739,8 @@ class FakeApiServer:
                     self.send_response(code)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
+                    if retry_after is not None:
+                        self.send_header("Retry-After", str(retry_after))
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
@@ -782,11 +789,13 @@ class FakeApiServer:
             if fault.delay:
                 self._stopping.wait(fault.delay)
             if fault.status is not None:
-                raise ApiError(
+                error = ApiError(
                     fault.status,
                     fault.message or self._fault_message(route, fault.status),
                     route.details(),
                 )
+                error.retry_after = fault.retry_after
+                raise error
         known = _KINDS.get((group, route.resource))
         if known is None or (
             route.resource == "capacitybuffers" and not self._serves_buffers(route)

@@ -8,15 +8,19 @@ connections and never answers (a hung Prometheus), and fake clocks."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 from fake_apiserver import FakeApiServer
 from test_daemon import (
     FAST,
@@ -24,6 +28,7 @@ from test_daemon import (
     NS,
     BurstForecaster,
     Clock,
+    FakeSource,
     env,  # noqa: F401  (a fixture)
     make_daemon,
     pool_yaml,
@@ -32,14 +37,19 @@ from test_daemon import (
 )
 
 from predictive_headroom import cli
+from predictive_headroom.commands.run import report_writer
+from predictive_headroom.daemon import configfile
+from predictive_headroom.daemon.httpserver import HttpServer
 from predictive_headroom.daemon.loop import Daemon
+from predictive_headroom.daemon.refit_retry import backoff
 from predictive_headroom.daemon.scheduling import Runner
 from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.kube.cluster import KubeClusterReader
+from predictive_headroom.kube.errors import Throttled
 from predictive_headroom.kube.leader import LeaderElector, LeaseTiming
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.pages.burst import burst_view
-from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.load import load_policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import LeaseLost, SourceError
@@ -590,3 +600,451 @@ def test_pools_are_served_at_most_workers_at_a_time_in_their_order() -> None:
     assert map_bounded(serve, list(range(10)), 3, "test") == [n * n for n in range(10)]
     assert most == 3
     assert map_bounded(serve, [], 3, "test") == []
+
+
+# == issue 29: hostile input and slow dependencies ==============================================
+
+# -- 8. a hostile policy file: bounded parsing, the last good config runs --------------------------
+
+
+def _nested(path: Path) -> str:
+    path.write_text(path.read_text() + "extra: " + "[" * 3000 + "]" * 3000 + "\n")
+    return "nested more than 32 levels"
+
+
+def _aliases(path: Path) -> str:
+    lines = ['l0: &l0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for level in range(1, 8):
+        lines.append(f"l{level}: &l{level} [" + ",".join([f"*l{level - 1}"] * 9) + "]")
+    path.write_text(path.read_text() + "\n".join(lines) + "\n")
+    return "aliases"
+
+
+def _fifty_megabytes(path: Path) -> str:
+    with path.open("a") as f:
+        f.write(("# " + "x" * 1022 + "\n") * 50 * 1024)
+    return "1 MiB"
+
+
+def _duplicate_key(path: Path) -> str:
+    text = path.read_text()
+    assert "  minReplicas: 3\n" in text
+    path.write_text(text.replace("  minReplicas: 3\n", "  minReplicas: 3\n  minReplicas: 9\n"))
+    line = text.splitlines().index("  minReplicas: 3") + 2
+    return f"line {line}: pools[0]: key 'minReplicas' appears twice"
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [_nested, _aliases, _fifty_megabytes, _duplicate_key],
+    ids=lambda f: f.__name__[1:],
+)
+def test_a_hostile_policy_file_is_refused_within_bounds_once_and_the_last_good_config_runs(
+    tmp_path, server, caplog, monkeypatch, hostile
+) -> None:
+    config = write_config(tmp_path / "policy.yaml", pool_yaml("web", minReplicas=3))
+    server.add_deployment(NS, "web-placeholder", 0)
+    daemon = make_daemon(config, server, Clock())
+    daemon.reconcile()
+    parses = []
+    real_parse = configfile.parse_policy
+    monkeypatch.setattr(configfile, "parse_policy", lambda *a: parses.append(1) or real_parse(*a))
+    cause = hostile(config)
+    caplog.clear()
+    began = time.monotonic()
+    for _ in range(3):
+        result = daemon.reconcile()
+        assert result.ok and result.pools[0].plan.desired == 3  # the last good config runs
+    assert time.monotonic() - began < 5.0  # not the 26 s of an expanded alias bomb
+    said = [r for r in caplog.records if r.levelno >= logging.ERROR and "config" in r.getMessage()]
+    assert len(said) == 1 and cause in said[0].getMessage(), [r.getMessage() for r in said]
+    assert errors(daemon, "config") == 1
+    assert cause in daemon.readiness()[1]
+    assert cause in daemon.status()["config"]["rejected_change"]
+    assert len(parses) <= 1  # a rejected file is remembered, not parsed at every reconcile
+    assert server.replicas(NS, "web-placeholder") == 3
+
+
+def test_a_shared_value_written_as_an_anchor_and_aliases_is_accepted(tmp_path) -> None:
+    window = {"name": "batch", "start": "0 2 * * *", "end": "0 4 * * *", "desiredReplicas": 2}
+    pools = [pool_yaml(n, schedules=[window]) for n in ("a", "b", "c")]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.dump({"pools": pools}))  # yaml.dump writes &id001 / *id001
+    assert "*id001" in path.read_text()
+    assert [p.name for p in load_policy(path).pools] == ["a", "b", "c"]
+
+
+def test_any_exception_while_loading_keeps_the_last_good_config(
+    tmp_path, server, caplog, monkeypatch
+) -> None:
+    config = write_config(tmp_path / "policy.yaml", pool_yaml("web", minReplicas=3))
+    server.add_deployment(NS, "web-placeholder", 0)
+    daemon = make_daemon(config, server, Clock())
+    daemon.reconcile()
+
+    def explode(*_a: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(configfile, "parse_policy", explode)
+    write_config(config, pool_yaml("web", minReplicas=5))
+    for _ in range(2):
+        assert daemon.reconcile().pools[0].plan.desired == 3
+    assert errors(daemon, "config") == 1
+    assert "RecursionError" in daemon.readiness()[1]
+
+
+def test_the_validate_command_names_the_repeated_key_and_its_line(tmp_path, capsys) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "pools:\n- name: web\n  target: {namespace: a, name: b}\n  maxReplicas: 4\n"
+        "  maxReplicas: 40\n"
+    )
+    assert cli.main(["validate", str(path)]) != 0
+    err = capsys.readouterr()
+    assert "line 5" in err.err + err.out and "'maxReplicas' appears twice" in err.err + err.out
+
+
+# -- 9. a trickling, huge or point-flooding Prometheus -------------------------------------------
+
+
+class BadPrometheus:
+    """A Prometheus stand-in on http.server: `mode` is trickle (1 byte per 0.1 s), slow (the
+    whole answer after 0.3 s), huge (`size` bytes at once) or points (`points` samples)."""
+
+    def __init__(self, mode: str, size: int = 0, points: int = 0) -> None:
+        self.mode, self.size, self.points = mode, size, points
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = outer.body()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    if outer.mode == "slow":
+                        time.sleep(0.3)
+                    if outer.mode != "trickle":
+                        self.wfile.write(body)
+                        return
+                    for i in range(len(body)):
+                        self.wfile.write(body[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+
+    def body(self) -> bytes:
+        now = time.time()
+        n = self.points or 3
+        values = [[now - 60 * i, "1"] for i in range(n)][::-1]
+        answer = {
+            "status": "success",
+            "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]},
+        }
+        text = json.dumps(answer).encode()
+        if self.mode == "huge":
+            text = text[:-2] + b" " * self.size + text[-2:]
+        return text
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> BadPrometheus:
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_prometheus_answering_one_byte_at_a_time_costs_the_fresh_read_its_timeout_in_total() -> (
+    None
+):
+    settings = Settings(prometheus_timeout=0.8, fresh_read_timeout=0.5, prometheus_retries=0)
+    with BadPrometheus("trickle") as slow:
+        source = PrometheusSource(slow.url, settings, backoff_factor=0.01)
+        began = time.monotonic()
+        with pytest.raises(SourceError) as fresh:
+            source.recent(SPEC, time.time(), 3600)
+        assert time.monotonic() - began < 1.2  # 0.5 s and the grace, not the answer's ~60 s
+        assert "did not finish answering within 0.5s (total deadline" in str(fresh.value)
+        assert "PH_FRESH_READ_TIMEOUT" in str(fresh.value)
+        time.sleep(0.3)  # the abandoned read ends at its next byte
+        began = time.monotonic()
+        with pytest.raises(SourceError) as history:
+            source.history(SPEC, time.time())
+        assert time.monotonic() - began < 1.5
+        assert "within 0.8s (total deadline" in str(history.value)
+        assert "PH_PROMETHEUS_TIMEOUT" in str(history.value)
+
+
+def test_fresh_reads_of_many_pools_at_once_each_get_their_own_deadline() -> None:
+    settings = Settings(fresh_read_timeout=2.0, prometheus_retries=0)
+    with BadPrometheus("slow") as slow:
+        source = PrometheusSource(slow.url, settings)
+        sizes = map_bounded(
+            lambda _i: len(source.recent(SPEC, time.time(), 3600)), list(range(6)), 6, "fresh"
+        )
+    assert sizes == [3] * 6  # none refused as "busy", none cut by another read's deadline
+
+
+def test_a_trickling_prometheus_never_delays_the_floors(tmp_path, server) -> None:
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml("web", minReplicas=2, forecast=FORECAST),
+        pool_yaml("batch", minReplicas=4),
+    )
+    for name in ("web", "batch"):
+        server.add_deployment(NS, f"{name}-placeholder", 0)
+    daemon = make_daemon(config, server, Clock(time.time()), forecaster=BurstForecaster())
+    assert daemon.refit()
+    with BadPrometheus("trickle") as slow:
+        prometheus = PrometheusSource(slow.url, Settings(fresh_read_timeout=0.4))
+        daemon.source = daemon.inputs.source = prometheus  # Prometheus trickles after the refit
+        result = daemon.reconcile()
+    assert result.seconds < 2.0, result.seconds  # not the 99 s of a per-read timeout
+    assert server.replicas(NS, "batch-placeholder") == 4
+    web = next(o for o in result.pools if o.pool == "web")
+    assert server.replicas(NS, "web-placeholder") == web.plan.desired >= 2
+    assert "total deadline" in str(web.plan.details.get("burst_fallback"))
+
+
+def test_an_answer_over_the_byte_cap_is_refused_with_the_cap_named() -> None:
+    settings = Settings(prometheus_max_bytes=100_000, prometheus_retries=0)
+    with BadPrometheus("huge", size=2_000_000) as huge:
+        source = PrometheusSource(huge.url, settings)
+        with pytest.raises(SourceError) as exc:
+            source.recent(SPEC, time.time(), 3600)
+    assert "more than 100,000 bytes" in str(exc.value)
+    assert "PH_PROMETHEUS_MAX_BYTES" in str(exc.value)
+
+
+def test_an_answer_with_far_more_points_than_range_over_step_is_refused_with_the_counts() -> None:
+    settings = Settings(prometheus_retries=0)
+    spec = ForecastSpec.model_validate({"query": "up", "demandPerReplica": 1, "step": "1m"})
+    with BadPrometheus("points", points=50_000) as flood:
+        source = PrometheusSource(flood.url, settings)
+        with pytest.raises(SourceError) as exc:
+            source.recent(spec, time.time(), 2.5 * 3600)  # 2.5 h at 1 min: 151 points
+    assert "50,000 points" in str(exc.value) and "holds 151" in str(exc.value)
+
+
+# -- 10. a bounded HTTP server ---------------------------------------------------------------------
+
+
+class _Status:
+    def readiness(self) -> tuple[bool, str]:
+        return True, "fine"
+
+    def status(self) -> dict[str, object]:
+        return {"ok": True}
+
+
+def _get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", path)
+        answer = conn.getresponse()
+        return answer.status, dict(answer.getheaders()), answer.read()
+    finally:
+        conn.close()
+
+
+def test_idle_connections_hold_a_fixed_number_of_threads_and_are_dropped_after_the_read_timeout() -> (
+    None
+):
+    http_server = HttpServer(_Status(), lambda: b"", "127.0.0.1", 0, read_timeout=0.5).start()
+    threads_before = threading.active_count()
+    idle = [socket.create_connection(("127.0.0.1", http_server.port)) for _ in range(400)]
+    try:
+        time.sleep(0.3)
+        assert threading.active_count() - threads_before <= 8  # the worker pool, not 400 threads
+        assert wait_for(lambda: _get(http_server.port, "/healthz")[0] == 200, 5.0)
+        for sock in idle:  # every idle connection has been closed by the server
+            sock.settimeout(2.0)
+            assert sock.recv(1) == b""
+    finally:
+        for sock in idle:
+            sock.close()
+        http_server.stop()
+
+
+def test_a_slowloris_client_is_cut_off_and_answers_say_nosniff() -> None:
+    http_server = HttpServer(_Status(), lambda: b"", "127.0.0.1", 0, read_timeout=0.5).start()
+    try:
+        slow = socket.create_connection(("127.0.0.1", http_server.port))
+        slow.sendall(b"GET /healthz HTTP/1.1\r\n")
+        began, cut = time.monotonic(), False
+        while time.monotonic() - began < 3.0:
+            try:
+                slow.sendall(b"X")  # one byte of a header every 0.1 s
+            except OSError:
+                cut = True
+                break
+            slow.settimeout(0.1)
+            try:
+                if slow.recv(1) == b"":
+                    cut = True
+                    break
+            except TimeoutError:
+                pass
+        assert cut and time.monotonic() - began < 1.5
+        for path in ("/healthz", "/last-run", "/readyz"):
+            code, headers, _ = _get(http_server.port, path)
+            assert code == 200 and headers["X-Content-Type-Options"] == "nosniff"
+    finally:
+        http_server.stop()
+
+
+# -- 11. Kubernetes: Retry-After within the lease fence, maxReplicas as a hard cap -----------------
+
+
+def _web_pool(tmp_path: Path) -> Pool:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1))
+    return load_policy(config).pools[0]
+
+
+def test_a_429_with_retry_after_is_waited_for_when_the_lease_allows(tmp_path, server) -> None:
+    server.add_deployment(NS, "web-placeholder", 0)
+    server.fail("PATCH", r"web-placeholder/scale$", 429, times=1, retry_after=1)
+    actuator = TargetActuator(server.api_client(), FAST)
+    actuator.scale(_web_pool(tmp_path), 5, "test", dry_run=False)
+    patches = server.requests("PATCH", "web-placeholder/scale")
+    assert len(patches) == 2 and patches[1].at - patches[0].at >= 1.0  # not 0.01 s of backoff
+    assert server.replicas(NS, "web-placeholder") == 5
+
+
+def test_a_retry_after_longer_than_the_lease_left_is_not_waited_for(tmp_path, server) -> None:
+    server.add_deployment(NS, "web-placeholder", 0)
+    server.fail("PATCH", r"web-placeholder/scale$", 429, times=1, retry_after=30)
+    actuator = TargetActuator(server.api_client(), FAST, fence=lambda: 5.0)
+    began = time.monotonic()
+    with pytest.raises(Throttled) as exc:
+        actuator.scale(_web_pool(tmp_path), 5, "test", dry_run=False)
+    assert time.monotonic() - began < 2.0 and exc.value.retry_after == 30
+    assert "Retry-After 30s" in str(exc.value)
+    assert len(server.requests("PATCH", "web-placeholder/scale")) == 1
+    assert server.replicas(NS, "web-placeholder") == 0
+
+
+def test_a_manual_change_above_max_replicas_is_brought_back_one_within_the_bounds_stays(
+    tmp_path, server
+) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("gpu", minReplicas=3, maxReplicas=20))
+    server.add_deployment(NS, "gpu-placeholder", 0)
+    clock = Clock()
+    daemon = make_daemon(config, server, clock)
+    assert daemon.reconcile().pools[0].action == "scaled"
+    server.edit_deployment(NS, "gpu-placeholder", {"spec": {"replicas": 1000}})
+    clock.now += 60
+    assert daemon.reconcile().pools[0].action == "scaled"
+    assert server.replicas(NS, "gpu-placeholder") == 3  # not 1,000 GPU nodes
+    server.edit_deployment(NS, "gpu-placeholder", {"spec": {"replicas": 15}})
+    for _ in range(2):
+        clock.now += 60
+        assert daemon.reconcile().pools[0].action == "manual-override"
+    assert server.replicas(NS, "gpu-placeholder") == 15
+
+
+# -- 12. a failed refit is retried with backoff --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("failures", "wait"),
+    [(1, 60), (2, 120), (3, 240), (4, 480), (5, 900), (9, 900)],
+)
+def test_refit_backoff_is_1_2_4_8_then_15_minutes(failures: int, wait: float) -> None:
+    assert backoff(failures) == wait
+
+
+def test_a_refit_that_fails_at_start_is_retried_until_one_succeeds_and_last_run_says_when(
+    tmp_path, server
+) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, forecast=FORECAST))
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock, source = Clock(), FakeSource()
+    source.down = True  # Prometheus 503 at start
+    daemon = make_daemon(config, server, clock, source=source)
+    asked: list[tuple[list[str], float]] = []
+    daemon.refit_later = lambda pools, seconds: asked.append((pools, seconds))
+    for expected in (60, 120, 240):
+        daemon.refit()
+        assert asked[-1] == (["web"], expected)
+        retry = daemon.status()["refit"]["next_retry"]
+        assert retry["next_try_epoch"] == clock.now + expected and retry["failed_tries"] >= 1
+        assert "unreachable" in retry["why"]
+        clock.now += expected
+    source.down = False
+    daemon.refit()
+    assert daemon.status()["refit"]["next_retry"] is None
+    assert len(asked) == 3  # back to the refit schedule
+    assert daemon.reconcile().pools[0].plan.reason == "forecast"
+
+
+def test_the_runner_schedules_the_retry_of_a_failed_first_refit(tmp_path, server) -> None:
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, forecast=FORECAST))
+    server.add_deployment(NS, "web-placeholder", 0)
+    source = FakeSource()
+    source.down = True
+    daemon = make_daemon(config, server, time.time, source=source)
+    runner = Runner(daemon, interval=0.5)
+    runner.start()
+    try:
+        assert wait_for(lambda: runner.scheduler.get_job("refit-retry") is not None, 5.0)
+        job = runner.scheduler.get_job("refit-retry")
+        wait = job.next_run_time.timestamp() - time.time()
+        assert 50 < wait <= 60 and list(job.args) == [["web"]]
+        shown = daemon.status()["refit"]["next_retry"]
+        assert shown["next_try_epoch"] == pytest.approx(job.next_run_time.timestamp(), abs=1.0)
+    finally:
+        runner.stop()
+
+
+# -- 13. reports that fail say why; huge values never stop a report ---------------------------------
+
+
+def test_a_report_that_cannot_be_written_says_why_on_report_and_last_run(tmp_path, server) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    writer = report_writer(Settings(report_dir=blocker / "reports"), "test")
+    config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=1, forecast=FORECAST))
+    server.add_deployment(NS, "web-placeholder", 0)
+    daemon = make_daemon(config, server, Clock(), report_writer=writer)
+    daemon.refit()
+    assert errors(daemon, "report") == 1
+    why = daemon.status()["report_error"]
+    assert why and "Not a directory" in why
+    http_server = HttpServer(
+        daemon, daemon.metrics.exposition, "127.0.0.1", 0, blocker / "reports"
+    ).start()
+    try:
+        code, _, body = _get(http_server.port, "/report")
+    finally:
+        http_server.stop()
+    assert (
+        code == 404 and "Not a directory" in body.decode() and "no report yet" not in body.decode()
+    )
+
+
+def test_a_report_on_values_of_1e308_is_written(tmp_path, capsys) -> None:
+    data = tmp_path / "huge.csv"
+    start = 1_700_000_000
+    rows = [
+        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(start + 300 * i))},1e308"
+        for i in range(864)
+    ]
+    data.write_text("timestamp,value\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "report"
+    code = cli.main(["report", "--data", str(data), "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    assert (out / "index.html").is_file() and (out / "report.json").is_file()

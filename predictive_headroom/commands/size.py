@@ -135,27 +135,29 @@ def _items_from_file(path: str) -> list[dict[str, Any]]:
 
 def _items_from_cluster(context: str | None, selector: dict[str, str]) -> list[dict[str, Any]]:
     import kubernetes.client
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
 
     from predictive_headroom.kube.cluster import load_kube_config
+    from predictive_headroom.kube.errors import CLIENT_ERRORS, KubeError, Unreachable, mapped
     from predictive_headroom.protocols import ActuatorError
 
     try:
         client = load_kube_config(context)
         core = kubernetes.client.CoreV1Api(client)
         label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
-        nodes = _list(client, core.list_node, label_selector=label_selector)
-        pods = _list(client, core.list_pod_for_all_namespaces)
-    except ActuatorError as exc:
-        raise CommandError(str(exc)) from None
-    except ApiException as exc:
+        try:
+            nodes = _list(client, core.list_node, label_selector=label_selector)
+            pods = _list(client, core.list_pod_for_all_namespaces)
+        except CLIENT_ERRORS as exc:
+            raise mapped(exc, str(exc)) from exc
+    except Unreachable as exc:
+        raise CommandError(f"cannot reach the API server: {exc}") from None
+    except KubeError as exc:
         raise CommandError(
             f"the API server refused to list nodes or pods ({exc.status} {exc.reason}); "
             "`size` needs get/list on nodes and pods, or use --from-file"
         ) from None
-    except HTTPError as exc:
-        raise CommandError(f"cannot reach the API server: {exc}") from None
+    except ActuatorError as exc:
+        raise CommandError(str(exc)) from None
     return [{"kind": "Node", **n} for n in nodes] + [{"kind": "Pod", **p} for p in pods]
 
 

@@ -6,7 +6,9 @@ dangling symlink) is treated the same way: logged once with the path and the cau
 `errors_total{kind="config"}`, kept in `error` for /last-run and /readyz, and the last good config
 keeps running. When the file is back, that is logged too.
 
-ConfigMap mounts change by a symlink swap, so the content is compared, not the mtime.
+ConfigMap mounts change by a symlink swap, so the content is compared, not the mtime; only a file
+already rejected is recognised by its mtime, size and inode, so it is not read and parsed again at
+every reconcile.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import os
 from pathlib import Path
 
 from predictive_headroom.daemon.metrics import Metrics
+from predictive_headroom.policy.bounded_yaml import size_problem
 from predictive_headroom.policy.config import Policy
-from predictive_headroom.policy.load import ConfigError, parse_policy
+from predictive_headroom.policy.load import ConfigError, Problem, parse_policy
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +38,7 @@ class ConfigFile:
         """Why the file's current content was rejected (None when it is the content in force)."""
         self._rejected: str | None = None
         self._rejected_error: str | None = None
+        self._rejected_signature: tuple[int, int, int] | None = None
 
     def digest(self) -> str | None:
         """The SHA-256 of the file's content, or None when it cannot be read."""
@@ -67,7 +71,16 @@ class ConfigFile:
         """(digest, policy) when the content changed and is valid; None when unchanged or invalid.
 
         Invalid content is logged with every problem and counted once; `error` keeps the message.
+        Any exception while loading counts as invalid content (the last good config stays). A file
+        already rejected is known by its mtime, size and inode and is neither read nor parsed again.
         """
+        signature = self._signature()
+        if signature is not None and signature == self._rejected_signature:
+            self.error = self._rejected_error
+            return None
+        if signature is not None and (too_big := size_problem(signature[1])):
+            self._reject(None, signature, ConfigError(str(self.path), [Problem("", too_big)]))
+            return None
         digest, why = self._read()
         if digest is None:
             self._unreadable(why or "cannot be read")
@@ -75,23 +88,43 @@ class ConfigFile:
         if digest == self.sha256:
             if self.error is not None:
                 logger.info("config file %s is back to the config in force", self.path)
-            self.error = self._rejected = None
+            self.error = self._rejected = self._rejected_signature = None
             return None
         if digest == self._rejected:
             self.error = self._rejected_error
             return None
         try:
             policy = parse_policy(self.path.read_text(encoding="utf-8"), str(self.path))
-        except (ConfigError, OSError, UnicodeDecodeError) as exc:
-            self._rejected, self.error = digest, str(exc)
-            self._rejected_error = self.error
-            self.metrics.error("config")
-            logger.error(
-                "config changed but cannot be used; the previous config stays in force: %s", exc
-            )
+        except Exception as exc:  # any failure to load keeps the last good config
+            self._reject(digest, signature, exc)
             return None
         return digest, policy
+
+    def _signature(self) -> tuple[int, int, int] | None:
+        """(mtime in ns, size, inode) of the file the path leads to, or None when it cannot be stat'ed."""
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def _reject(
+        self, digest: str | None, signature: tuple[int, int, int] | None, exc: BaseException
+    ) -> None:
+        """Remember the content as rejected, say why once and count it."""
+        why = (
+            str(exc)
+            if isinstance(exc, (ConfigError, OSError, UnicodeDecodeError))
+            else (f"{self.path}: cannot be loaded: {type(exc).__name__}: {str(exc)[:300]}")
+        )
+        self._rejected, self._rejected_signature = digest, signature
+        self.error = self._rejected_error = why
+        self.metrics.error("config")
+        logger.error(
+            "config changed but cannot be used; the previous config stays in force: %s", why
+        )
 
     def accept(self, digest: str) -> None:
         """The content with `digest` is now in force."""
         self.sha256, self._rejected, self.error = digest, None, None
+        self._rejected_signature = None

@@ -1,7 +1,8 @@
 """The daemon's one HTTP port: /metrics, /healthz, /readyz, /last-run, /report and /report.json.
 
-Served from a background thread by the standard library's ThreadingHTTPServer; every answer is
-computed from the Daemon passed in, so the server holds no state of its own.
+Served from a background thread by `BoundedHTTPServer` (a fixed worker pool and a read deadline per
+request); every answer is computed from the Daemon passed in, so the server holds no state of its
+own. Every answer carries `X-Content-Type-Options: nosniff`.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import json
 import logging
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Protocol
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from predictive_headroom.daemon.bounded_http import BoundedHTTPServer
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +54,11 @@ class HttpServer:
         host: str,
         port: int,
         report_dir: Path | None = None,
+        read_timeout: float = 10.0,
     ) -> None:
+        """`read_timeout`: seconds a client has, from connecting, to send its whole request."""
         self.daemon, self.exposition, self.report_dir = daemon, metrics_exposition, report_dir
-        self._httpd = ThreadingHTTPServer((host, port), self._handler())
-        self._httpd.daemon_threads = True
+        self._httpd = BoundedHTTPServer((host, port), self._handler(), read_timeout=read_timeout)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, args=(0.1,), name="http", daemon=True
         )
@@ -98,11 +102,14 @@ class HttpServer:
     def _report(self, name: str) -> tuple[int, str, bytes]:
         directory = latest_report(self.report_dir)
         target = directory / name if directory else None
+        failed = getattr(self.daemon, "report_error", None)
         if target is None or not target.is_file():
             hint = (
                 f"no report yet in {self.report_dir}: one is written after each refit (PH_REPORT_DIR); "
                 "`predictive-headroom report` makes one by hand\n"
             )
+            if failed:
+                hint = f"no report in {self.report_dir}: {failed}\n"
             return 404, "text/plain; charset=utf-8", hint.encode()
         kind = "application/json" if name.endswith(".json") else "text/html; charset=utf-8"
         return 200, kind, target.read_bytes()
@@ -111,6 +118,15 @@ class HttpServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = 10.0  # no single socket read waits longer
+
+            def parse_request(self) -> bool:
+                done = super().parse_request()
+                httpd = self.server
+                if isinstance(httpd, BoundedHTTPServer):
+                    httpd.request_read(self.connection)
+                return done
+
             def log_message(self, fmt: str, *args: Any) -> None:
                 logger.debug("http: " + fmt, *args)
 
@@ -128,6 +144,7 @@ class HttpServer:
                 self.send_response(HTTPStatus(code))
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("X-Content-Type-Options", "nosniff")
                 self.end_headers()
                 self.wfile.write(body)
 

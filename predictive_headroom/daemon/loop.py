@@ -36,7 +36,7 @@ from typing import Any
 
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
-from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.health import LoopWatch
@@ -46,6 +46,7 @@ from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
+from predictive_headroom.daemon.refit_retry import RefitRetries
 from predictive_headroom.daemon.retune import RETUNE_WINDOW, Tuning
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.workers import map_bounded
@@ -130,6 +131,11 @@ class Daemon:
         """Called after a config switch with the pools whose forecast must be refitted now."""
         self.refit_soon: Callable[[list[str]], None] | None = None
         """Asked to refit these pools now (their measured lead time moved; `scheduling.Runner`)."""
+        self.refit_later: Callable[[list[str], float], None] | None = None
+        """Asked to refit these pools again in so many seconds (their refit failed)."""
+        self.refit_retries = RefitRetries()
+        self.report_error: str | None = None
+        """Why the last report could not be written (None: it was, or none was due yet)."""
         self._fitted_lead: dict[str, float] = {}
         """The lead time (seconds) each pool's forecast was last fitted for."""
         self.stopping = threading.Event()
@@ -217,9 +223,18 @@ class Daemon:
             "pools": {n: describe(merged[n]) for n in fresh if n in merged},
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
         }
+        self._retry_failed(fresh)
         tuned = policy.model_copy(update={"pools": [self.planned_pool(p) for p in policy.pools]})
         self._write_report(tuned, merged, histories, at)  # planned as the reconcile plans
         return True
+
+    def _retry_failed(self, fresh: Mapping[str, Forecast | NoForecast]) -> None:
+        """Ask for another try of the pools whose fit failed (backoff); /last-run says when."""
+        retry = self.refit_retries.record(fresh, self.clock())
+        if self.last_refit is not None:
+            self.last_refit["next_retry"] = retry.to_dict() if retry else None
+        if retry is not None and self.refit_later is not None:
+            self.refit_later(list(retry.pools), retry.at - self.clock())
 
     def _fit_one(
         self,
@@ -273,9 +288,11 @@ class Daemon:
             self.report_writer(
                 planned, forecasts, histories, at, self.observer.status(at), promises
             )
-        except Exception:
+            self.report_error = None
+        except Exception as exc:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")
+            self.report_error = f"could not write the report of {from_epoch(at):%Y-%m-%dT%H:%M:%SZ}: {type(exc).__name__}: {exc}"
 
     # -- reconcile -----------------------------------------------------------------------------
 
@@ -501,6 +518,7 @@ class Daemon:
             "reconcile": self.last_reconcile.to_dict() if self.last_reconcile else None,
             "last_successful_reconcile_at": self.last_success_at,
             "refit": self.last_refit,
+            "report_error": self.report_error,
             "forecasts": {n: describe(f) for n, f in self._forecasts.items()},
             "tuning": {n: t.to_dict() for n, t in self.tunings.items()},
             "target_apis": self.target_apis.found,

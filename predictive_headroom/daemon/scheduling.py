@@ -58,6 +58,7 @@ class Runner:
         )
         daemon.on_reload = self._reloaded
         daemon.refit_soon = self._refit_now
+        daemon.refit_later = self._refit_later
         self._wake = threading.Event()
         self._loop = threading.Thread(target=self._reconcile_loop, name="reconciler", daemon=True)
         self.reconciles = 0
@@ -127,6 +128,23 @@ class Runner:
             executor="refit",
             next_run_time=_utc_now(),
             misfire_grace_time=None,
+        )
+
+    def _refit_later(self, pools: list[str], seconds: float) -> None:
+        """Refit `pools` once in `seconds` (a failed refit's retry; replaces an earlier retry)."""
+        from datetime import timedelta
+
+        self.scheduler.add_job(
+            self._refit,
+            args=[pools],
+            id="refit-retry",
+            replace_existing=True,
+            executor="refit",
+            next_run_time=_utc_now() + timedelta(seconds=max(seconds, 0.0)),
+            misfire_grace_time=None,
+        )
+        logger.info(
+            "refit of %s failed; trying again in %.0f s", ", ".join(pools), max(seconds, 0.0)
         )
 
     def _schedule_refits(self, policy: Policy) -> None:

@@ -12,7 +12,8 @@ Safety rules:
   is held at the current replicas (reason `hold:<what is missing>`);
 - a replica count changed by a person (not what was last written, while the plan's desired value
   is the same as last time) is left alone, with one warning, until the plan's desired value
-  changes;
+  changes; but `maxReplicas` is a hard cap: a count above it, whoever set it, is brought back to
+  the plan (and a hold for a missing input never holds above it);
 - a target deleted and created again (a new uid) is a new object: what was written to the old one
   is forgotten and the new one is brought to the plan;
 - in dry-run nothing is written: each change is sent once as a server-side dry run;
@@ -106,8 +107,9 @@ class TargetWriter:
                 plan.reason,
             )
             return PoolOutcome(pool.name, "paused", plan, state.replicas)
-        if missing and plan.desired < state.replicas:
-            plan = dataclasses.replace(plan, desired=state.replicas, reason=f"hold:{missing}")
+        if missing and plan.desired < min(state.replicas, pool.max_replicas):
+            held = min(state.replicas, pool.max_replicas)
+            plan = dataclasses.replace(plan, desired=held, reason=f"hold:{missing}")
         planned_before = self._planned.get(pool.name)
         self._planned[pool.name] = plan.desired
         applied = self._applied.get(pool.name)
@@ -115,7 +117,16 @@ class TargetWriter:
             self._applied[pool.name] = plan.desired
             self._overridden.discard(pool.name)
             return PoolOutcome(pool.name, "unchanged", plan, state.replicas)
-        if applied is not None and state.replicas != applied and plan.desired == planned_before:
+        if state.replicas > pool.max_replicas:
+            logger.warning(
+                "pool %s: %s has %d replicas, above maxReplicas %d; bringing it to the plan (%d)",
+                pool.name,
+                target,
+                state.replicas,
+                pool.max_replicas,
+                plan.desired,
+            )
+        elif applied is not None and state.replicas != applied and plan.desired == planned_before:
             if pool.name not in self._overridden:
                 logger.warning(
                     "pool %s: %s was scaled to %d by someone else (we set %d); leaving it until the plan "

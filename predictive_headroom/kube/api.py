@@ -6,23 +6,33 @@ serves is found by `kube.discovery`.
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import urllib3
-from kubernetes.client import ApiException
-from kubernetes.client.exceptions import ConflictException
 from tenacity import (
+    RetryCallState,
     Retrying,
     retry_if_exception,
     stop_after_attempt,
     wait_exponential_jitter,
 )
 
+from predictive_headroom.kube.errors import (
+    CLIENT_ERRORS,
+    Forbidden,
+    KubeError,
+    NotFound,
+    ServerError,
+    Throttled,
+    Unreachable,
+    mapped,
+    retry_after,
+    transient,
+)
+from predictive_headroom.kube.errors import short as _short
 from predictive_headroom.protocols import ActuatorError, LeaseLost
 
 T = TypeVar("T")
@@ -48,15 +58,38 @@ class CallOptions:
     conflict_attempts: int = 5
     events: bool = True
     instance: str = field(default_factory=socket.gethostname)
+    longest_wait: float = 30.0
+    """A Retry-After longer than this (seconds) is not waited for within one call: the call fails
+    as `Throttled` and the next reconcile tries again."""
 
-    def retrying(self) -> Retrying:
-        """Retry 5xx, 429 and connection/timeout errors with exponential backoff and jitter."""
+    def retrying(self, fence: Fence | None = None) -> Retrying:
+        """Retry 5xx, 429 and connection/timeout errors with exponential backoff and jitter.
+
+        A 429/503 with `Retry-After` waits at least that long before the next attempt, when the
+        wait fits in `longest_wait` and, for a write, in the lease `fence`; otherwise no further
+        attempt is made and the failure is raised.
+        """
+        backoff = wait_exponential_jitter(
+            multiplier=self.backoff_initial, max=self.backoff_max, jitter=self.backoff_initial
+        )
+
+        def wait(state: RetryCallState) -> float:
+            asked = _asked(state)
+            return max(asked, backoff(state)) if asked is not None else backoff(state)
+
+        def stop(state: RetryCallState) -> bool:
+            if stop_after_attempt(self.attempts)(state):
+                return True
+            asked = _asked(state)
+            if asked is None:
+                return False
+            room = self.longest_wait if fence is None else min(self.longest_wait, fence())
+            return asked + MIN_WRITE_SECONDS > room
+
         return Retrying(
-            retry=retry_if_exception(_transient),
-            stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential_jitter(
-                multiplier=self.backoff_initial, max=self.backoff_max, jitter=self.backoff_initial
-            ),
+            retry=retry_if_exception(transient),
+            stop=stop,
+            wait=wait,
             before_sleep=lambda state: logger.info(
                 "retrying Kubernetes call (attempt %d failed: %s)",
                 state.attempt_number,
@@ -66,23 +99,10 @@ class CallOptions:
         )
 
 
-def _transient(exc: BaseException) -> bool:
-    if isinstance(exc, ApiException):
-        return exc.status == 429 or (exc.status or 0) >= 500
-    return isinstance(exc, urllib3.exceptions.HTTPError)
-
-
-def _status_message(exc: ApiException) -> str:
-    try:
-        return str(json.loads(exc.body or "")["message"])
-    except (ValueError, KeyError, TypeError):
-        return str(exc.reason or "").strip()
-
-
-def _short(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        return f"{exc.status} {_status_message(exc)}"
-    return f"{type(exc).__name__}: {exc}"
+def _asked(state: RetryCallState) -> float | None:
+    """The Retry-After of the failed attempt in `state`, None when it asked for none."""
+    exc = state.outcome.exception() if state.outcome else None
+    return retry_after(exc) if exc is not None else None
 
 
 @dataclass(frozen=True)
@@ -107,35 +127,35 @@ class _Op:
         obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
         return f"pool {self.pool}: {self.verb} {self.resource} {obj}"
 
-    def explain(self, exc: BaseException, options: CallOptions) -> str:
+    def explain(self, err: KubeError, options: CallOptions) -> str:
+        """What failed, for a person: the object, and the permission, CRD or wait it needs."""
         obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
         if not self.namespace:  # cluster-scoped: listing nodes
             where = f"{self.verb} {self.resource} (label selector {self.name!r})"
-            if isinstance(exc, ApiException) and exc.status == 403:
+            if isinstance(err, Forbidden):
                 return (
                     f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
-                    f"cluster-wide (a ClusterRole) — see deploy/ (server said: {_status_message(exc)})"
+                    f"cluster-wide (a ClusterRole) — see deploy/ (server said: {err.reason})"
                 )
         else:
             where = f"pool {self.pool}: {self.verb} {self.resource} {obj}" + (
                 "" if self.namespaced else " (cluster-scoped)"
             )
-        if isinstance(exc, ApiException) and exc.status == 403:
+        if isinstance(err, Forbidden):
             if not self.namespaced:
                 return (
                     f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
                     f"(API group '{self.group}') named {self.name} cluster-wide: {self.api_version} "
                     f"{self.resource} are cluster-scoped, so this takes a ClusterRole with resourceNames (Helm "
-                    f"value capacityBuffer.scope: Cluster; see deploy/) (server said: {_status_message(exc)})"
+                    f"value capacityBuffer.scope: Cluster; see deploy/) (server said: {err.reason})"
                 )
             return (
                 f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "
                 f"(API group '{self.group}') named {self.name} in namespace {self.namespace} — see the Role "
-                f"in deploy/ (server said: {_status_message(exc)})"
+                f"in deploy/ (server said: {err.reason})"
             )
-        if isinstance(exc, ApiException) and exc.status == 404:
-            details = _status_details(exc)
-            if self.kind == "CapacityBuffer" and not details.get("name"):
+        if isinstance(err, NotFound):
+            if self.kind == "CapacityBuffer" and not err.details.get("name"):
                 return (
                     f"{where}: the API {self.api_version} {self.resource} is no longer served by this cluster "
                     "(the autoscaler was upgraded or its CRD changed); the version is looked up again by API "
@@ -145,17 +165,14 @@ class _Op:
                 f"{where}: {self.kind} {obj} not found: create the placeholder "
                 f"{self.kind} or fix the target of pool {self.pool}"
             )
-        if _transient(exc):
-            return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {_short(exc)}"
-        return f"{where}: {_short(exc)}"
-
-
-def _status_details(exc: ApiException) -> dict[str, Any]:
-    try:
-        details = json.loads(exc.body or "").get("details")
-    except (ValueError, AttributeError):
-        return {}
-    return details if isinstance(details, dict) else {}
+        if isinstance(err, Throttled) and err.retry_after is not None:
+            return (
+                f"{where}: the API server is throttling ({err.status}, Retry-After "
+                f"{err.retry_after:g}s, more than this call could wait); will try again next reconcile"
+            )
+        if isinstance(err, (Throttled, ServerError, Unreachable)):
+            return f"{where}: failed after {options.attempts} attempt(s) (timeout {options.timeout:g}s): {err}"
+        return f"{where}: {err}"
 
 
 def _call(
@@ -166,7 +183,8 @@ def _call(
     fence: Fence | None = None,
     **kwargs: Any,
 ) -> T:
-    """Run one API call with timeout and retries; turn failures into `error` (409 passes through).
+    """Run one API call with timeout and retries; turn failures into typed `kube.errors` (with
+    `error` other than ActuatorError: into `error`, chained to the typed one).
 
     With a `fence` (writes), every attempt first asks it how long this replica may still write:
     below `MIN_WRITE_SECONDS` the attempt is not sent and `LeaseLost` is raised; otherwise the
@@ -175,7 +193,7 @@ def _call(
     is still holding).
     """
     try:
-        for attempt in options.retrying():
+        for attempt in options.retrying(fence):
             with attempt:
                 timeout = options.timeout
                 if fence is not None:
@@ -187,13 +205,18 @@ def _call(
                         )
                     timeout = min(timeout, left)
                 return fn(**kwargs, _request_timeout=timeout)
-    except (ConflictException, LeaseLost):
+    except LeaseLost:
         raise
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:
-        raise error(op.explain(exc, options)) from exc
-    except ValueError as exc:  # the client could not decode the answer (truncated, not JSON)
-        raise error(
-            f"{op.describe()}: the API server sent an answer that could not be read ({exc}); "
-            "will try again next reconcile"
-        ) from exc
+    except CLIENT_ERRORS as exc:
+        if isinstance(exc, ValueError):  # the client could not decode the answer (truncated)
+            message = (
+                f"{op.describe()}: the API server sent an answer that could not be read ({exc}); "
+                "will try again next reconcile"
+            )
+        else:
+            message = op.explain(mapped(exc, _short(exc)), options)
+        typed = mapped(exc, message)
+        if error is ActuatorError:
+            raise typed from exc
+        raise error(message) from typed
     raise AssertionError("unreachable: tenacity either returns or raises")

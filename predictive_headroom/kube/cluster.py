@@ -29,7 +29,6 @@ from typing import Any
 import kubernetes.client
 import kubernetes.config
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ConflictException
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.utils import parse_quantity
 from tenacity import (
@@ -43,8 +42,8 @@ from predictive_headroom.kube.api import (
     Fence,
     _call,
     _Op,
-    _status_message,
 )
+from predictive_headroom.kube.errors import Conflict
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import (
     ActuatorError,
@@ -155,7 +154,7 @@ class _ReplicaTarget(abc.ABC):
         target = f"{pool.target.namespace}/{pool.target.name}"
         try:
             for attempt in Retrying(
-                retry=retry_if_exception_type(ConflictException),
+                retry=retry_if_exception_type(Conflict),
                 stop=stop_after_attempt(self.options.conflict_attempts),
                 reraise=True,
             ):
@@ -173,10 +172,10 @@ class _ReplicaTarget(abc.ABC):
                             target,
                         )
                     self._write(pool, current, replicas, dry_run)
-        except ConflictException as exc:
+        except Conflict as exc:
             raise ActuatorError(
                 f"pool {pool.name}: {self.kind} {target} kept changing while scaling "
-                f"({self.options.conflict_attempts} x 409 Conflict: {_status_message(exc)}); will try again next reconcile"
+                f"({self.options.conflict_attempts} x 409 Conflict: {exc.reason}); will try again next reconcile"
             ) from exc
         change = f"{target} replicas {current.replicas} -> {replicas} ({reason})"
         if dry_run:
@@ -227,7 +226,7 @@ class _ReplicaTarget(abc.ABC):
                 namespace=ns,
                 body=event,
             )
-        except (ActuatorError, ConflictException) as exc:
+        except ActuatorError as exc:
             logger.warning(
                 "pool %s: could not record the Event on %s %s/%s: %s",
                 pool.name,

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kubernetes.client
-import urllib3
-from kubernetes.client import ApiClient, ApiException
+from kubernetes.client import ApiClient
 
-from predictive_headroom.kube.api import CallOptions, _short
+from predictive_headroom.kube.api import CallOptions
+from predictive_headroom.kube.errors import CLIENT_ERRORS, NotFound, Unreachable, mapped, short
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
@@ -199,18 +199,19 @@ class CapacityBufferDiscovery:
             for attempt in self.options.retrying():
                 with attempt:
                     return fn(**kwargs, _request_timeout=self.options.timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise _NotServed(what) from exc
+        except CLIENT_ERRORS as exc:
+            error = mapped(exc, short(exc))
+            if isinstance(error, NotFound):
+                raise _NotServed(what) from error
+            if isinstance(error, Unreachable):
+                raise ActuatorError(
+                    f"API discovery of {what} failed after {self.options.attempts} attempt(s) "
+                    f"(timeout {self.options.timeout:g}s): {short(exc)}"
+                ) from error
             raise ActuatorError(
-                f"API discovery of {what} failed: {_short(exc)}; CapacityBuffer pools wait for the "
+                f"API discovery of {what} failed: {short(exc)}; CapacityBuffer pools wait for the "
                 "next reconcile"
-            ) from exc
-        except urllib3.exceptions.HTTPError as exc:
-            raise ActuatorError(
-                f"API discovery of {what} failed after {self.options.attempts} attempt(s) (timeout "
-                f"{self.options.timeout:g}s): {_short(exc)}"
-            ) from exc
+            ) from error
         raise AssertionError("unreachable: tenacity either returns or raises")
 
 

@@ -37,20 +37,31 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import kubernetes.client
-import urllib3
 from kubernetes.client import (
     ApiClient,
-    ApiException,
     V1Lease,
     V1LeaseSpec,
     V1ObjectMeta,
 )
 
+from predictive_headroom.kube.errors import (
+    CLIENT_ERRORS,
+    BadAnswer,
+    Conflict,
+    Forbidden,
+    KubeError,
+    NotFound,
+    mapped,
+    short,
+)
 from predictive_headroom.policy.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -213,16 +224,11 @@ class LeaderElector:
             return
         started = time.monotonic()
         try:
-            lease = self._api.read_namespaced_lease(
-                self.name, self.namespace, _request_timeout=self._request_timeout
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                self._create(started)
-            else:
-                self._failed("read", exc)
+            lease = self._client(self._api.read_namespaced_lease, self.name, self.namespace)
+        except NotFound:
+            self._create(started)
             return
-        except (urllib3.exceptions.HTTPError, ValueError) as exc:
+        except KubeError as exc:
             self._failed("read", exc)
             return
         spec = lease.spec or V1LeaseSpec()
@@ -250,10 +256,8 @@ class LeaderElector:
             lease_transitions=(spec.lease_transitions or 0) + (0 if renewing or not holder else 1),
         )
         try:
-            self._api.replace_namespaced_lease(
-                self.name, self.namespace, lease, _request_timeout=self._request_timeout
-            )
-        except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
+            self._client(self._api.replace_namespaced_lease, self.name, self.namespace, lease)
+        except KubeError as exc:
             self._failed("renew" if renewing else "acquire", exc)
             return
         self._renewed(started)
@@ -271,10 +275,8 @@ class LeaderElector:
             ),
         )
         try:
-            self._api.create_namespaced_lease(
-                self.namespace, lease, _request_timeout=self._request_timeout
-            )
-        except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
+            self._client(self._api.create_namespaced_lease, self.namespace, lease)
+        except KubeError as exc:
             self._failed("create", exc)
             return
         self._renewed(started)
@@ -294,17 +296,27 @@ class LeaderElector:
             if self.on_started:
                 self.on_started()
 
-    def _failed(self, action: str, exc: BaseException) -> None:
-        if isinstance(exc, ApiException) and exc.status == 409:
+    def _client(self, fn: Callable[..., T], *args: object) -> T:
+        """One call of the Lease API with this elector's timeout; failures typed by `kube.errors`."""
+        try:
+            return fn(*args, _request_timeout=self._request_timeout)
+        except CLIENT_ERRORS as exc:
+            if isinstance(exc, ValueError):
+                what = f"the API server sent an answer that could not be read ({exc})"
+            else:
+                what = short(exc)
+            raise mapped(exc, what) from exc
+
+    def _failed(self, action: str, exc: KubeError) -> None:
+        if isinstance(exc, Conflict):
             logger.debug("leader election: %s lost a race to %s the Lease", self.identity, action)
             return
-        if isinstance(exc, ApiException):
-            what = f"{exc.status} {exc.reason}"
-        elif isinstance(exc, ValueError):
-            what = f"the API server sent an answer that could not be read ({exc})"
-        else:
-            what = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, ApiException) and exc.status == 403:
+        what = (
+            str(exc)
+            if isinstance(exc, BadAnswer) or exc.status is None
+            else (f"{exc.status} {exc.reason}")
+        )
+        if isinstance(exc, Forbidden):
             what += (
                 f" (the daemon's ServiceAccount needs get, create and update on leases in API group "
                 f"coordination.k8s.io in namespace {self.namespace}; see deploy/)"
@@ -327,9 +339,7 @@ class LeaderElector:
     def _release(self) -> None:
         """Empty the holder so a follower can take the Lease at once (only if we still hold it)."""
         try:
-            lease = self._api.read_namespaced_lease(
-                self.name, self.namespace, _request_timeout=self._request_timeout
-            )
+            lease = self._client(self._api.read_namespaced_lease, self.name, self.namespace)
             if lease.spec is None or lease.spec.holder_identity != self.identity:
                 return
             lease.spec = V1LeaseSpec(
@@ -339,13 +349,11 @@ class LeaderElector:
                 acquire_time=lease.spec.acquire_time,
                 lease_transitions=lease.spec.lease_transitions,
             )
-            self._api.replace_namespaced_lease(
-                self.name, self.namespace, lease, _request_timeout=self._request_timeout
-            )
+            self._client(self._api.replace_namespaced_lease, self.name, self.namespace, lease)
             logger.info(
                 "leader election: %s released Lease %s/%s", self.identity, self.namespace, self.name
             )
-        except (ApiException, urllib3.exceptions.HTTPError, ValueError) as exc:
+        except KubeError as exc:
             logger.warning(
                 "leader election: could not release Lease %s/%s (a follower takes over when it expires): %s",
                 self.namespace,

@@ -15,17 +15,18 @@ from collections.abc import Callable
 from typing import Any
 
 import kubernetes.client
-from kubernetes.client import ApiClient, ApiException
+from kubernetes.client import ApiClient
 
-from predictive_headroom.kube.api import CallOptions, Fence, _call, _Op, _status_details
+from predictive_headroom.kube.api import CallOptions, Fence, _call, _Op
 from predictive_headroom.kube.cluster import PAUSED_ANNOTATION, _Current, _ReplicaTarget
 from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
+from predictive_headroom.kube.errors import NotFound
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_PLURAL,
 )
-from predictive_headroom.protocols import ActuatorError, TargetState
+from predictive_headroom.protocols import TargetState
 
 logger = logging.getLogger(__name__)
 
@@ -192,13 +193,8 @@ class CapacityBufferActuator(_ReplicaTarget):
                 **where,
                 **kwargs,
             )
-        except ActuatorError as exc:
-            cause = exc.__cause__
-            if (
-                isinstance(cause, ApiException)
-                and cause.status == 404
-                and not _status_details(cause).get("name")
-            ):
+        except NotFound as exc:
+            if not exc.details.get("name"):
                 self.discovery.refresh()  # the version went away: look it up again next time
             raise
 

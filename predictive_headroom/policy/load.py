@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from predictive_headroom.policy.bounded_yaml import YamlLimit, compose_bounded, size_problem
 from predictive_headroom.policy.config import (
     CHECK_PROMQL,
     FieldProblem,
@@ -151,8 +152,11 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
 def read_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
     """The YAML mapping in `text` and the line of every path in it; ConfigError when it is not one."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data, root = compose_bounded(text)
+    except YamlLimit as exc:
+        raise ConfigError(
+            source, [Problem(_format_path(exc.path), exc.message, exc.line)]
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
@@ -239,6 +243,8 @@ def load_policy(path: str | Path) -> Policy:
     """Read and validate a policy file; raise ConfigError (with every problem) when it is unusable."""
     p = Path(path)
     try:
+        if problem := size_problem(p.stat().st_size):
+            raise ConfigError(str(p), [Problem("", problem)])
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(

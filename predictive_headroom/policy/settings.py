@@ -40,8 +40,11 @@ class Settings(BaseSettings):
     prometheus_timeout: float = Field(default=30.0, gt=0)
     prometheus_retries: int = Field(default=3, ge=0)
     fresh_read_timeout: float = Field(default=5.0, gt=0)
-    """Seconds the reconcile waits for the latest observations (one attempt, no retries) before
-    the burst table stands in; PH_PROMETHEUS_TIMEOUT is for the refit's history."""
+    """Seconds the reconcile waits for the latest observations (one attempt, no retries; connect,
+    headers and body together) before the burst table stands in; PH_PROMETHEUS_TIMEOUT is for the
+    refit's history (per attempt)."""
+    prometheus_max_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    """Largest Prometheus answer read (bytes); a larger one is refused with an error."""
     namespace: str = "predictive-headroom"
     dry_run: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -7,7 +7,8 @@ here), the same ones a reader of report.json can use to find a figure on the pag
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import matplotlib
@@ -35,6 +36,8 @@ from predictive_headroom.pages.svg import RC as _RC
 from predictive_headroom.pages.svg import figure_svg
 from predictive_headroom.report.build import PoolReport, Report
 from predictive_headroom.report.loop import lead_sentence, loop_rows, loop_sentence
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "fmt_lead",
@@ -287,6 +290,19 @@ def _when(iso_text: object) -> str:
         return str(iso_text)
 
 
+def _chart(draw: Callable[..., Markup], r: PoolReport, *args: Any) -> Markup:
+    """`draw(r, *args)`, or a line saying why the chart is left out when its values cannot be
+    drawn (overflowing or non-finite values); a chart never stops the report."""
+    try:
+        with np.errstate(all="ignore"):
+            return draw(r, *args)
+    except (ValueError, OverflowError, FloatingPointError, ZeroDivisionError) as exc:
+        logger.warning("pool %s: %s left out of the report: %s", r.pool.name, draw.__name__, exc)
+        return Markup(
+            '<p class="muted">chart left out: its values cannot be drawn ({})</p>'
+        ).format(str(exc)[:200])
+
+
 def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
     """The figures and table rows of one pool; the template lays them out."""
     c, acc = r.cost, r.accuracy or {}
@@ -304,10 +320,10 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         cost_rows.append(["cost", fmt_money(c.money, c.currency)])
     return {
         "r": r,
-        "demand_svg": demand_svg(r, at) if has_demand else None,
+        "demand_svg": _chart(demand_svg, r, at) if has_demand else None,
         "shown_days": min(r.history_seconds, 7 * 86400) / 86400,
-        "plan_svg": plan_svg(r),
-        "past_svg": past_svg(r) if r.past else None,
+        "plan_svg": _chart(plan_svg, r),
+        "past_svg": _chart(past_svg, r) if r.past else None,
         "peak_rows": [
             [
                 str(n),

@@ -23,6 +23,7 @@ from predictive_headroom.core.series import History, from_epoch
 from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.policy.settings import Settings, check_prometheus_url
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.sources.bounded_read import Deadline, DeadlineExceeded, TooLarge
 from predictive_headroom.sources.prometheus_http import (
     _auth,
     _connection_reason,
@@ -35,7 +36,9 @@ from predictive_headroom.sources.prometheus_http import (
 )
 from predictive_headroom.sources.prometheus_query import (
     LabelSet,
+    PointsError,
     _utc,
+    check_points,
     chunk_ranges,
     many_series_message,
     parse_matrix,
@@ -75,6 +78,8 @@ class PrometheusSource:
             )
         self._attempts = settings.prometheus_retries + 1
         where = f"Prometheus at {self.display_url}"
+        self._deadline = Deadline(settings.prometheus_max_bytes)
+        self._fresh_deadline = Deadline(settings.prometheus_max_bytes)
         self._client = self._connect(
             verify, auth, _retry(settings.prometheus_retries, backoff_factor, where)
         )
@@ -92,7 +97,8 @@ class PrometheusSource:
     ) -> PrometheusConnect:
         session = requests.Session()
         session.verify = verify
-        session.hooks["response"].append(_raise_for_status)
+        deadline = self._fresh_deadline if fresh else self._deadline
+        session.hooks["response"] = [deadline.hook, _raise_for_status]
         settings = self._settings
         return PrometheusConnect(
             url=self.url,
@@ -191,13 +197,29 @@ class PrometheusSource:
             if fresh
             else (self._settings.prometheus_timeout, "PH_PROMETHEUS_TIMEOUT")
         )
+        deadline, budget = (
+            (self._fresh_deadline, timeout) if fresh else (self._deadline, timeout * attempts)
+        )
         try:
-            result = client.custom_query_range(
-                query, from_epoch(start), from_epoch(end), f"{step:.0f}"
+            result = deadline.within(
+                budget,
+                lambda: client.custom_query_range(
+                    query, from_epoch(start), from_epoch(end), f"{step:.0f}"
+                ),
             )
             if not isinstance(result, list):
                 raise TypeError("result is not a list")
+            check_points(result, query, start, end, step)
             return result
+        except DeadlineExceeded as exc:
+            message = self._deadline_message(exc, budget, knob)
+        except PointsError as exc:
+            message = f"{where}: {exc}"
+        except TooLarge as exc:
+            message = (
+                f"{where} sent more than {exc.cap:,} bytes for {query!r} (PH_PROMETHEUS_MAX_BYTES); "
+                "the answer was refused: make the query return one series at the configured step"
+            )
         except _HttpError as exc:
             message = self._http_message(exc, query, attempts)
         except requests.exceptions.SSLError as exc:
@@ -227,6 +249,19 @@ class PrometheusSource:
         except requests.exceptions.RequestException as exc:
             message = f"request to {where} failed: {type(exc).__name__}"
         raise SourceError(self._scrub(message))
+
+    def _deadline_message(self, exc: DeadlineExceeded, budget: float, knob: str) -> str:
+        where = f"Prometheus at {self.display_url}"
+        if exc.busy:
+            return (
+                f"{where}: earlier reads that missed their {budget:g}s deadline are still ending; "
+                "not sending another one yet"
+            )
+        return (
+            f"{where} did not finish answering within {budget:g}s (total deadline for connect, "
+            f"headers and body; {exc.received:,} bytes received); raise {knob}, or make the query "
+            "cheaper (larger step, recording rule)"
+        )
 
     def _http_message(self, exc: _HttpError, query: str, attempts: int) -> str:
         where = f"Prometheus at {self.display_url}"

@@ -125,3 +125,29 @@ def quality_warnings(
             f"{_utc(end)}; is the metric still being collected?"
         )
     return warnings
+
+
+POINTS_SLACK = 2
+"""Points a series may have beyond the grid's count (an edge sample) before the answer is refused."""
+
+
+def check_points(
+    result: Sequence[Mapping[str, Any]], query: str, start: float, end: float, step: float
+) -> None:
+    """Raise ValueError naming the counts when a series has more points than the grid can hold.
+
+    A range query answers at most one point per step per series, so `range ÷ step + 1`; far more
+    means the server (or something in front of it) is not answering this query.
+    """
+    expected = math.floor((end - start) / step) + 1 if end >= start else 0
+    for series in result:
+        got = len(series.get("values", []) or [])
+        if got > expected + POINTS_SLACK:
+            raise PointsError(
+                f"query {query!r}: the answer has {got:,} points for a series, but "
+                f"{_utc(start)} to {_utc(end)} at step {step:g}s holds {expected:,}; refused"
+            )
+
+
+class PointsError(ValueError):
+    """An answer with more points than its range and step allow."""

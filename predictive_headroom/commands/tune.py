@@ -1,11 +1,11 @@
-"""`predictive-headroom tune`: the cheapest settings reaching a protection target on a pool's own history.
+"""`predictive-headroom tune`: what `protection: P` keeps on a pool's own history, and for what.
 
-Replays the pool's history through the backtest (refits see only the past), over a grid of burst
-quantiles and scale-down stabilisation windows, and recommends the cheapest setting that absorbs
-at least the target share of the pod-minutes that would otherwise wait for a node. The
-walk-forward check (each day's setting chosen on the days before it) says whether choosing on
-the past held on the future. When static headroom or the proportional rule reaches the target
-for less on this history, it says so and recommends that instead.
+Replays the pool's history through the backtest (refits see only the past) and the daemon's
+promise rule day by day (`backtest.promise`: each day's forecast setting and reserve chosen on
+the days before it), and leads with the protection that kept and its overhead node-hours a day
+and a month (in money when the policy has `cost:`), next to a fixed reserve re-chosen daily. The
+YAML to paste is `protection: P` (or the proportional rule when it absorbs P for less); the best
+fixed setting and static headroom in hindsight come second. Exit 1 when the promise fell short.
 """
 
 from __future__ import annotations
@@ -165,6 +165,11 @@ def print_recommendation(out: dict[str, Any]) -> None:
             f"the proportional rule absorbs {100 * p['protection']:.1f}% for "
             f"{_nh(p['overhead_node_hours'])} overhead node-hours, less than the forecast keeps it "
             "for; recommended instead (paste into the pool):"
+        )
+    elif out["status"] == "short":
+        print(
+            "paste into the pool (the daemon re-tunes at each refit; while it falls short it "
+            "holds the most protective setting and reserve it finds and warns):"
         )
     else:
         print("paste into the pool (the daemon re-tunes at each refit to keep it):")

@@ -1,4 +1,4 @@
-"""The daemon's re-tune (`daemon/retune.py`) on a shared series: seconds a pool per refit
+"""The daemon's re-tune (`app/tune.py`) on a shared series: seconds a pool per refit
 (measured, not asserted; the target is <= 10 s a pool on 1-minute data).
 
 Usage: python bench/retune_bench.py [--data CSV] [--at ISO] [--protection 95%] [--window-days 14]
@@ -15,12 +15,12 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from predictive_headroom.app.fit import default_forecaster
+from predictive_headroom.app.tune import RETUNE_WINDOW, retune
 from predictive_headroom.backtest.run import auto_demand_per_replica
 from predictive_headroom.commands import parse_time
 from predictive_headroom.commands.backtest import parse_protection
 from predictive_headroom.core.series import DAY_SECONDS
-from predictive_headroom.daemon.pipeline import default_forecaster
-from predictive_headroom.daemon.retune import RETUNE_WINDOW, retune
 from predictive_headroom.policy.config import ForecastSpec, Pool, Target
 from predictive_headroom.sources.csvsource import read_csv_history
 

@@ -1,6 +1,7 @@
 """The narrow interfaces between the pure core and the outside world.
 
 Implementations are passed in (never created inside the logic); tests use hand-written fakes.
+`ClusterState` lives in `core.cluster` (the core reads it) and is named here for the readers.
 """
 
 from __future__ import annotations
@@ -9,8 +10,28 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.policy.config import ForecastSpec, Pool
+
+__all__ = [
+    "Actuator",
+    "ActuatorError",
+    "ClusterReader",
+    "ClusterState",
+    "Forecaster",
+    "LeaseLost",
+    "NodeList",
+    "NodeReader",
+    "NodeSeen",
+    "PodReader",
+    "PodSeen",
+    "Preemption",
+    "Source",
+    "SourceError",
+    "TargetApis",
+    "TargetState",
+]
 
 
 class Source(Protocol):
@@ -37,16 +58,6 @@ class Forecaster(Protocol):
     ) -> Forecast | NoForecast:
         """Fit on `history` (only data up to `now`) and forecast `spec.horizon` ahead of `now`."""
         ...
-
-
-@dataclass(frozen=True)
-class ClusterState:
-    """What the proportional rule needs to know about the nodes a pool counts."""
-
-    nodes: int
-    cores: float
-    schedulable_nodes: int
-    schedulable_cores: float
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ import yaml
 from fake_apiserver import FakeApiServer
 
 from predictive_headroom import cli
+from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.commands import parse_time
 from predictive_headroom.core.planner import plan_to_dict
 from predictive_headroom.daemon.loop import Daemon
-from predictive_headroom.daemon.pipeline import default_forecaster
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.load import load_policy

@@ -12,9 +12,13 @@ from test_burst_model import POOL, BurstNaiveForecaster, level_scaled
 from predictive_headroom.backtest.replay import planner_strategy
 from predictive_headroom.backtest.simulator import minute_grid
 from predictive_headroom.backtest.walkforward import walk_forward
-from predictive_headroom.core.engine import PlanInputs, PoolTimeline, plan_over_time, plan_pool
+from predictive_headroom.core.engine import (
+    PlanInputs,
+    PoolTimeline,
+    plan_over_time,
+    schedule_series,
+)
 from predictive_headroom.core.forecast_math import forward_max, ramp_at, table_allowance
-from predictive_headroom.core.schedules import is_open, open_intervals
 from predictive_headroom.core.series import BurstProfile, Forecast
 from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.forecast.burst_features import feature_matrix, sample_columns
@@ -107,11 +111,20 @@ WINDOW = ScheduleWindow(
 )
 
 
-@pytest.mark.parametrize("minute", [-1, 0, 1, 15, 59, 60, 61])
-def test_the_schedule_at_one_instant_agrees_with_is_open_on_a_spring_forward_day(minute):
-    at = datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp() + 60 * minute  # 03:00 CEST = 01:00Z
-    single = bool(open_intervals(WINDOW, at, at))
-    assert single == is_open(WINDOW, at)
+@pytest.mark.parametrize(
+    ("minute", "expected"),
+    [(-1, 0), (0, 3), (1, 3), (15, 3), (59, 3), (60, 0), (61, 0)],
+)
+def test_a_start_in_the_spring_forward_gap_opens_at_the_gap_end_when_asked_at_one_instant(
+    minute, expected
+):
+    # 02:30 does not exist on 2026-03-29 in Berlin: the window opens at 03:00 CEST (01:00Z) and
+    # closes at 04:00 CEST, whether the instant is planned alone or in a longer series.
+    at = datetime(2026, 3, 29, 1, 0, tzinfo=UTC).timestamp() + 60 * minute
+    alone = schedule_series([WINDOW], np.array([at]), 0.0)[0]
+    day = np.arange(at - 6 * 3600, at + 6 * 3600 + 1, 60.0)
+    within = schedule_series([WINDOW], day, 0.0)[0][day == at]
+    assert alone.tolist() == within.tolist() == [expected]
 
 
 def daily_pool(**overrides) -> Pool:
@@ -150,9 +163,6 @@ def test_a_timeline_equals_the_daemons_one_instant_calls_with_records_carried():
     assert whole.recent == recent
     assert {p.details["burst_source"] for p in whole.plans} == {"model"}
     assert {p.reason for p in whole.plans} >= {"forecast", "schedule:day"}
-    assert plan_pool(pool, float(times[3]), cluster, forecast, (), history).desired == (
-        plan_over_time(pool, times[3:4], inputs).plans[0].desired
-    )
 
 
 def test_the_backtest_replay_plans_each_minute_as_one_instant_calls_would():

@@ -1,4 +1,5 @@
-"""The package's shape: no import circles, subpackages that keep their lanes (size is ruff's job)."""
+"""The package's shape: no import circles, layers that import only downward, subpackages that keep
+their lanes (size is ruff's job). The layers are drawn in `docs/design.md`, section 2."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "predictive_headroom"
-# The shell wires everything; the others import only core/, policy/, pages/, protocols and their own subpackage.
-SHELL = {"daemon", "commands", "cli", "__main__"}
+# The shell wires everything; the use cases (app/) combine the edges and the replay; the others
+# import only core/, policy/, pages/, protocols and their own subpackage.
+SHELL = {"daemon", "commands", "cli", "__main__", "app"}
 SHARED = {"core", "policy", "pages", "protocols", "__init__"}
 # Deliberate crossings outside the shell, each a default that a caller can replace.
 ALLOWED_CROSSINGS = {
@@ -99,6 +101,59 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 def _lane(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
+
+
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"__init__", "policy"}),  # the user's config
+    frozenset({"core"}),  # pure values and decisions
+    frozenset({"protocols", "pages"}),  # the interfaces to the edges; words and numbers for people
+    frozenset({"forecast", "sources", "kube", "report"}),  # the edges and the report
+    frozenset({"backtest"}),  # the replay on a simulated cluster
+    frozenset({"app"}),  # the use cases: fit every pool, re-tune
+    frozenset({"daemon"}),  # the daemon shell
+    frozenset({"commands", "cli", "__main__"}),  # the CLI shell (demo runs the others via cli)
+)
+"""Lowest first. A module imports its own subpackage and lower layers only; in the top layer the
+CLI's parts call each other."""
+LEVEL = {lane: k for k, layer in enumerate(LAYERS) for lane in layer}
+
+
+def test_every_subpackage_has_a_layer() -> None:
+    assert {_lane(name) for name in MODULES} <= set(LEVEL)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of `graph` that goes to a higher layer, or sideways below the top layer."""
+    found = set()
+    top = len(LAYERS) - 1
+    for name, deps in graph.items():
+        lane = _lane(name)
+        for dep in deps:
+            other = _lane(dep)
+            if other == lane or LEVEL[other] < LEVEL[lane] or LEVEL[lane] == LEVEL[other] == top:
+                continue
+            found.add(f"{name} -> {dep}")
+    return sorted(found)
+
+
+def test_the_layer_check_sees_upward_and_sideways_imports() -> None:
+    pkg = "predictive_headroom"
+    graph = {
+        f"{pkg}.app.fit": {f"{pkg}.commands"},  # a use case importing a shell
+        f"{pkg}.core.engine": {f"{pkg}.protocols"},  # the core importing upward
+        f"{pkg}.sources.csvsource": {f"{pkg}.kube.api"},  # one edge importing another
+        f"{pkg}.daemon.loop": {f"{pkg}.app.fit", f"{pkg}.core.engine"},  # downward: fine
+        f"{pkg}.commands.demo": {f"{pkg}.cli"},  # inside the CLI shell: fine
+    }
+    assert _upward(graph) == [
+        f"{pkg}.app.fit -> {pkg}.commands",
+        f"{pkg}.core.engine -> {pkg}.protocols",
+        f"{pkg}.sources.csvsource -> {pkg}.kube.api",
+    ]
+
+
+def test_layers_import_only_downward() -> None:
+    assert _upward(GRAPH) == []
 
 
 def test_subpackages_import_only_shared_modules_and_their_own() -> None:

@@ -1,11 +1,11 @@
-"""The one fit path (`daemon.pipeline.fit_pools`): a result per pool, failures and warnings as values."""
+"""The one fit path (`app.fit.fit_pools`): a result per pool, failures and warnings as values."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.daemon.pipeline import fit_pools
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.load import parse_policy
 from predictive_headroom.protocols import SourceError

@@ -7,11 +7,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from predictive_headroom.core.engine import PoolTimeline, plan_pool
+from predictive_headroom.core.engine import PlanInputs, PoolTimeline, plan_over_time
 from predictive_headroom.core.planner import ForecastPart, PlanRecord
 from predictive_headroom.core.series import BurstProfile, Forecast, NoForecast
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ClusterState
+
+
+def plan_pool(pool, at, cluster=None, forecast=None, recent=(), observed=None):
+    """The plan at one instant through the one engine (`plan_over_time` at `[at]`)."""
+    return plan_over_time(pool, [at], PlanInputs(forecast, observed, cluster), recent).plans[0]
+
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC).timestamp()  # Monday noon UTC
 

@@ -1,4 +1,4 @@
-"""The daemon's re-tune (`daemon/retune.py`): the setting and reserve the promise rule holds for
+"""The daemon's re-tune (`app/tune.py`): the setting and reserve the promise rule holds for
 `protection:` on the recent history, chosen only from what was known at the refit, the protection
 it kept, and its fallbacks."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -15,11 +14,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_backtest import DAY, START, SeasonalNaiveForecaster, series
 from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
 
+from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
 from predictive_headroom.backtest.tuning import Setting
-from predictive_headroom.core.engine import plan_pool
+from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.series import History, NoForecast
+from predictive_headroom.core.settings import Setting as Source
+from predictive_headroom.core.settings import SettingSource, resolve_settings
 from predictive_headroom.daemon.loop import Daemon
-from predictive_headroom.daemon.retune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.load import load_policy
@@ -111,9 +112,12 @@ def test_too_short_a_history_keeps_the_defaults_and_says_why():
     assert tuning.protection is None and tuning.overhead_node_hours is None
     assert "history too short to tune: 2.5 days, needs 15.0" in tuning.reason
     assert "using burstQuantile 0.95 and scaleDownStabilization 20m" in tuning.reason
-    # The pool plans unchanged then.
-    assert tuning.apply(pool()).forecast.burst_quantile == 0.95
-    assert tuning.apply(pool()).scale_down_stabilization == timedelta(minutes=20)
+    # The pool plans with its own settings then, and says they were not tuned.
+    settings = resolve_settings(pool(), tuned=tuning.tuned)
+    assert settings == resolve_settings(pool())
+    assert (settings.quantile, settings.window) == (0.95, 1200.0)
+    assert settings.burst_quantile.source == SettingSource.DEFAULT
+    assert settings.stabilization_seconds.source == SettingSource.CONFIGURED
 
 
 def jump(days: float) -> History:
@@ -241,7 +245,7 @@ def test_a_failed_fit_keeps_the_defaults_and_says_why(forecaster, why):
     assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
 
 
-def test_apply_changes_only_the_quantile_the_window_and_the_reserve():
+def test_a_tuning_sets_only_the_quantile_the_window_and_the_reserve():
     history = series(6)
     floors = {
         "minReplicas": 2,
@@ -253,15 +257,16 @@ def test_apply_changes_only_the_quantile_the_window_and_the_reserve():
     p = pool(**floors)
     tuning = retune(p, history, history.end, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     assert tuning.status in ("tuned", "short")
-    tuned = tuning.apply(p)
-    assert tuned.forecast.burst_quantile == tuning.burst_quantile
-    assert tuned.forecast.reserve == tuning.reserve
-    assert tuned.scale_down_stabilization.total_seconds() == tuning.stabilization_seconds
-    keep = ("min_replicas", "schedules", "proportional", "max_replicas", "protection")
-    assert all(getattr(tuned, k) == getattr(p, k) for k in keep)
+    tuned = resolve_settings(p, tuned=tuning.tuned)
+    own = resolve_settings(p)
+    assert tuned.burst_quantile == Source(tuning.burst_quantile, SettingSource.TUNED)
+    assert tuned.stabilization_seconds == Source(tuning.stabilization_seconds, SettingSource.TUNED)
+    assert tuned.reserve == Source(tuning.reserve, SettingSource.TUNED)
+    keep = ("lead_seconds", "demand_per_replica", "observation_delay_seconds", "strategy")
+    assert all(getattr(tuned, k) == getattr(own, k) for k in keep)
     # A pool without protection is never changed by a tuning.
-    plain = p.model_copy(update={"protection": None})
-    assert tuning.apply(plain) is plain
+    plain = Pool.model_validate({**p.model_dump(by_alias=True), "protection": None})
+    assert resolve_settings(plain, tuned=tuning.tuned) == resolve_settings(plain)
     assert Setting(tuning.burst_quantile, tuning.stabilization_seconds) in {
         Setting(q, w) for q in RETUNE_QUANTILES for w in RETUNE_WINDOWS
     }
@@ -322,7 +327,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
         clock,
         source=SeriesSource(history),
         forecaster=SeasonalNaiveForecaster(),
-        report_writer=lambda policy, *rest: reported.append(policy),
+        report_writer=lambda *args: reported.append(args[-1]),
     )
     daemon.retune_window = WINDOW
     assert daemon.refit()
@@ -342,23 +347,24 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     result = daemon.reconcile()
     assert result.ok
     plan = next(o.plan for o in result.pools if o.pool == "web")
-    tuned = tuning.apply(web)
-    assert tuned.scale_down_stabilization == timedelta(seconds=tuning.stabilization_seconds)
-    own = seasonal_naive(history, tuned.forecast, clock.now, tuned.lead_time.total_seconds())
+    tuned = resolve_settings(web, tuned=tuning.tuned)
+    assert tuned.window == tuning.stabilization_seconds
+    assert tuned.stabilization_seconds.source == SettingSource.TUNED
+    own = seasonal_naive(history, web.forecast, clock.now, tuned.lead).at_quantile(tuned.quantile)
     # The daemon's plan also carries the closed loop's lead time in use (configured here).
     loop = {k: plan.details[k] for k in ("lead_time_seconds", "lead_time_source")}
-    assert loop == {
-        "lead_time_seconds": tuned.lead_time.total_seconds(),
-        "lead_time_source": "configured",
-    }
+    assert loop == {"lead_time_seconds": tuned.lead, "lead_time_source": "configured"}
     bare = replace(plan, details={k: v for k, v in plan.details.items() if k not in loop})
-    assert bare == plan_pool(tuned, clock.now, forecast=own)
+    assert bare == plan_over_time(web, [clock.now], PlanInputs(own, settings=tuned)).plans[0]
     assert plan.components["forecast"] > 0
     assert server.replicas(NS, "web-placeholder") == plan.desired
-    assert daemon.planned_pool(web) == tuned
+    assert daemon.settings_for(web) == tuned
+    # The forecast in force says what it was fitted for.
+    assert daemon.forecasts()["web"].fitted_for == tuned
     # The report after the refit plans the pools as the reconcile does.
-    [policy] = reported
-    assert policy.pool("web") == tuned and policy.pool("plain") == load_policy(config).pool("plain")
+    [settings] = reported
+    plain = load_policy(config).pool("plain")
+    assert settings == {"web": tuned, "plain": resolve_settings(plain)}
 
     # /last-run and the metrics say what was chosen and why.
     status = json.loads(json.dumps(daemon.status()))
@@ -441,4 +447,4 @@ def test_a_changed_protection_refits_and_retunes_and_a_removed_one_plans_at_the_
     assert gauges(daemon, "tuned_stabilization_seconds") == {}
     assert daemon.forecasts()["web"].burst.quantile == 0.95
     web = daemon.policy.pool("web")
-    assert daemon.planned_pool(web) is web
+    assert daemon.settings_for(web) == resolve_settings(web)

@@ -31,6 +31,7 @@ from predictive_headroom.backtest.promise import (
 from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
 from predictive_headroom.backtest.simulator import ClusterSpec, Run, simulate
 from predictive_headroom.backtest.tuning import DAY_MINUTES, Setting, period_starts
+from predictive_headroom.core.series import iso_utc
 
 PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
 """The forecast's burst quantiles the rule chooses among (few candidates choose less luck)."""
@@ -190,9 +191,7 @@ def _now(c: Choice) -> dict[str, Any]:
 
 
 def _choice_json(result: BacktestResult, b: int, c: Any) -> dict[str, Any]:
-    from predictive_headroom.backtest.recommend import _iso
-
-    day = _iso(float(result.times[b]))
+    day = iso_utc(float(result.times[b]))
     if c is None:
         return {"from": day, "label": "default (no past day)", "status": "untested"}
     cand: Candidate = c.candidate

@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import History
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import ClusterState
 
 
 def planner_strategy(
@@ -19,14 +20,15 @@ def planner_strategy(
     forecasts: InForce = (),
     observed: History | None = None,
     cores_per_node: float = 0.0,
+    settings: PlanSettings | None = None,
 ) -> tuple[PoolTimeline, np.ndarray | Callable[[int, int], int]]:
     """The pool's plans at every minute of `times` as a simulator strategy, and the timeline that
     makes them (which also answers what the forecast component was at each minute).
 
     With a proportional rule the placeholder count depends on the simulated nodes (cores =
     nodes x `cores_per_node`), so a function of (step, ready nodes) is returned; otherwise the
-    per-minute array."""
-    timeline = PoolTimeline(pool, times, list(forecasts), observed)
+    per-minute array. `settings` are the pool's (None: its configuration alone)."""
+    timeline = PoolTimeline(pool, times, list(forecasts), observed, (), settings)
     if pool.proportional is not None:
 
         def decide(i: int, nodes: int) -> int:

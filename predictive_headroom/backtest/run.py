@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.backtest.frontier import frontier
 from predictive_headroom.backtest.replay import planner_strategy
 from predictive_headroom.backtest.results import (
     BacktestResult,
@@ -69,6 +70,13 @@ from predictive_headroom.backtest.tuning import (
 from predictive_headroom.backtest.walkforward import NaiveFit, WalkForward, walk_forward
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_chart_data
+from predictive_headroom.core.settings import (
+    PlanSettings,
+    SettingSource,
+    resolve_settings,
+    with_values,
+)
+from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.policy.config import (
     ForecastSpec,
     Linear,
@@ -82,7 +90,6 @@ from predictive_headroom.protocols import Forecaster
 logger = logging.getLogger(__name__)
 
 TARGET_MEDIAN_PODS = 20.0
-STRATEGIES = ("reactive", "proportional", "schedule", "forecast", "naive", "oracle")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,12 +117,13 @@ def backtest_pool(
     pool: Pool | None,
     history: History,
     dpr: float,
-    lead: float,
     quantile: float | None,
-    stabilization: float | None = None,
     forecast: dict[str, Any] | None = None,
 ) -> Pool:
-    """The pool to replay: the given one (with dpr/quantile/lead/stabilisation applied), or a forecast-only default."""
+    """The pool to replay: the given one, or a forecast-only default, with its forecast section
+    switched on and set to what the forecaster is asked for (demand per replica, burst quantile,
+    `forecast` overrides such as the observation delay and burst model kind). The lead time and
+    the stabilisation window are settings (`Replay.plan_settings`), not part of it."""
     if pool is None:
         step = timedelta(seconds=max(300.0, round(history.step_seconds)))
         spec = ForecastSpec(query=history.source or "csv", demand_per_replica=dpr, step=step)
@@ -134,10 +142,8 @@ def backtest_pool(
             **(forecast or {}),
         }
     )
-    update = {"forecast": spec, "lead_time": timedelta(seconds=lead)}
-    if stabilization is not None:
-        update["scale_down_stabilization"] = timedelta(seconds=stabilization)
-    return pool.model_copy(update=update)
+    # The forecaster reads these from the forecast section it is given (`protocols.Forecaster`).
+    return pool.model_copy(update={"forecast": spec})
 
 
 def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]:
@@ -181,13 +187,14 @@ def static_curve(
 @dataclass(frozen=True)
 class Replay:
     """Everything a backtest run is resolved to before any strategy runs: the pool to replay with
-    demand per replica, lead time and overrides applied, the simulated cluster, the minute grid,
-    the app pods and the first scored minute."""
+    demand per replica and overrides applied, the settings it plans with, the simulated cluster,
+    the minute grid, the app pods and the first scored minute."""
 
     history: History
     given_pool: Pool | None
     pool: Pool
     settings: BacktestSettings
+    plan_settings: PlanSettings
     dpr_source: str
     warmup: float
     cluster: ClusterSpec
@@ -202,22 +209,37 @@ class Replay:
     def simulate(self, strategy: np.ndarray | Decide) -> Run:
         return simulate(self.pods, strategy, self.cluster)
 
-    def plan(self, pool: Pool, in_force: InForce = ()) -> Run:
-        """The engine on `pool` at every minute, refitted forecasts `in_force`, as a strategy."""
-        cpn = self.settings.cores_per_node
-        return self.simulate(planner_strategy(pool, self.times, in_force, self.history, cpn)[1])
+    def plan(self, pool: Pool, in_force: InForce = (), settings: PlanSettings | None = None) -> Run:
+        """The engine on `pool` at every minute, refitted forecasts `in_force`, as a strategy,
+        with `settings` (default: the run's `plan_settings`)."""
+        cpn, chosen = self.settings.cores_per_node, settings or self.plan_settings
+        strategy = planner_strategy(pool, self.times, in_force, self.history, cpn, chosen)[1]
+        return self.simulate(strategy)
 
-    @property
-    def solo(self) -> Pool:
-        """The pool without schedules, proportional rule, minReplicas or forecast."""
-        return self.pool.model_copy(
-            update={"schedules": [], "proportional": None, "min_replicas": 0, "forecast": None}
+    def floor_only(
+        self, schedules: list[ScheduleWindow] | None = None, rule: Proportional | None = None
+    ) -> Pool:
+        """A pool of the replayed pool's name, target and maxReplicas whose only floor is
+        `schedules` or `rule` (no minReplicas, no forecast): the schedule and proportional
+        strategies. It plans with the run's `plan_settings` (lead time, stabilisation)."""
+        return Pool(
+            name=self.pool.name,
+            target=self.pool.target,
+            max_replicas=self.pool.max_replicas,
+            schedules=schedules or [],
+            proportional=rule,
         )
 
 
-def resolve(history: History, pool: Pool | None, settings: BacktestSettings) -> Replay:
-    """The `Replay` for `history` and `pool` (None: a forecast-only default); raises ValueError
-    saying what is needed when the series is too short or has no usable level."""
+def resolve(
+    history: History,
+    pool: Pool | None,
+    settings: BacktestSettings,
+    plan_settings: PlanSettings | None = None,
+) -> Replay:
+    """The `Replay` for `history` and `pool` (None: a forecast-only default), planning with
+    `plan_settings` (default: the pool's configuration) and the flags of `settings` over them;
+    raises ValueError saying what is needed when the series is too short or has no usable level."""
     s = settings
     span = history.span_seconds
     warmup = s.warmup_seconds if s.warmup_seconds is not None else default_warmup(span)
@@ -233,10 +255,6 @@ def resolve(history: History, pool: Pool | None, settings: BacktestSettings) -> 
     else:
         dpr = auto_demand_per_replica(history)
         dpr_source = f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
-    if s.lead_seconds is not None:
-        lead = s.lead_seconds
-    else:
-        lead = pool.lead_time.total_seconds() if pool is not None else s.lag_seconds + 60.0
     cluster = ClusterSpec(
         s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
     )
@@ -245,9 +263,8 @@ def resolve(history: History, pool: Pool | None, settings: BacktestSettings) -> 
         overrides["observation_delay"] = timedelta(seconds=s.observation_delay_seconds)
     if s.burst_model is not None:
         overrides["burst_model"] = s.burst_model
-    replayed = backtest_pool(
-        pool, history, dpr, lead, s.quantile, s.stabilization_seconds, overrides
-    )
+    replayed = backtest_pool(pool, history, dpr, s.quantile, overrides)
+    plan_settings = _plan_settings(replayed, pool, plan_settings, s)
     times, demand = minute_grid(history)
     pods = app_pods(demand, dpr, cluster.hpa_hold_minutes)
     windows, cpa_rule = default_rules(pods)
@@ -256,6 +273,7 @@ def resolve(history: History, pool: Pool | None, settings: BacktestSettings) -> 
         pool,
         replayed,
         s,
+        plan_settings,
         dpr_source,
         warmup,
         cluster,
@@ -269,14 +287,33 @@ def resolve(history: History, pool: Pool | None, settings: BacktestSettings) -> 
     )
 
 
+def _plan_settings(
+    replayed: Pool, given: Pool | None, base: PlanSettings | None, s: BacktestSettings
+) -> PlanSettings:
+    """The settings a backtest plans with: `base` (or the replayed pool's configuration) with
+    the flags' lead time and stabilisation window over them; without a pool, the lead time is
+    the simulated node lag plus a minute."""
+    out = resolve_settings(replayed)  # demand per replica, delay, quantile: the forecaster's
+    if base is not None:  # the caller's lead time (e.g. measured) and window
+        out = replace(
+            out, lead_seconds=base.lead_seconds, stabilization_seconds=base.stabilization_seconds
+        )
+    flags: dict[str, float] = {}
+    if s.lead_seconds is not None:
+        flags["lead_seconds"] = s.lead_seconds
+    elif given is None:
+        flags["lead_seconds"] = s.lag_seconds + 60.0
+    if s.stabilization_seconds is not None:
+        flags["stabilization_seconds"] = s.stabilization_seconds
+    return with_values(out, SettingSource.CONFIGURED, **flags)
+
+
 Strategy = Callable[[Replay, WalkForward], Run]
 
 STRATEGIES: dict[str, Strategy] = {
     "reactive": lambda r, wf: r.simulate(np.zeros(r.pods.size, dtype=np.int64)),
-    "proportional": lambda r, wf: r.plan(
-        r.solo.model_copy(update={"proportional": r.proportional_rule})
-    ),
-    "schedule": lambda r, wf: r.plan(r.solo.model_copy(update={"schedules": r.schedule_windows})),
+    "proportional": lambda r, wf: r.plan(r.floor_only(rule=r.proportional_rule)),
+    "schedule": lambda r, wf: r.plan(r.floor_only(schedules=r.schedule_windows)),
     "forecast": lambda r, wf: r.plan(r.pool, wf.model),
     "naive": lambda r, wf: r.plan(r.pool, wf.naive),
     "oracle": lambda r, wf: r.simulate(oracle_placeholders(r.pods, r.cluster.lag_minutes)),
@@ -296,12 +333,14 @@ def run_backtest(
     """Replay `history` through every strategy: resolve the run, refit walk-forward, run the table
     of `STRATEGIES` and the dials, score them against the static curve. Raises ValueError (saying
     what is needed) on unusable input."""
+    # Long on purpose: the run's steps in order (resolve, refit, strategies, curve, dials), each one call.
     if forecaster is None:
+        # Lazy: Prophet takes about a second to import and every CLI command imports this module.
         from predictive_headroom.forecast.forecaster import ProphetForecaster
 
         forecaster = ProphetForecaster()
     if naive_fit is None:
-        from predictive_headroom.forecast.burst import naive_burst_profile as naive_fit
+        naive_fit = naive_burst_profile
     r, s = resolve(history, pool, settings), settings
     every = s.refit_every_seconds
     wf = walk_forward(
@@ -315,6 +354,7 @@ def run_backtest(
         progress,
         s.progress_every,
         tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
+        r.plan_settings,
     )
     runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}
     curve = static_curve(r.pods, r.cluster, r.start, max(50, 5 * int(r.pods.max())))
@@ -330,7 +370,7 @@ def run_backtest(
         )
 
     dial, stabilization_dial = dials(r, wf, scored)
-    timeline = PoolTimeline(r.pool, r.times, wf.model, history)
+    timeline = PoolTimeline(r.pool, r.times, wf.model, history, (), r.plan_settings)
     result = BacktestResult(
         {name: scored(runs[name]) for name in STRATEGIES},
         curve,
@@ -345,7 +385,6 @@ def run_backtest(
         grid(r, wf) if s.grid or s.protections else [],
     )
     if s.protections:
-        from predictive_headroom.backtest.frontier import frontier
         from predictive_headroom.backtest.promise_measure import measure
 
         result = replace(
@@ -360,15 +399,14 @@ def grid(r: Replay, wf: WalkForward) -> list[GridRun]:
     """Forecast and naive at every (quantile, window) pair: the dials' values (or the defaults),
     the pool's own setting included."""
     s, pool = r.settings, r.pool
-    assert pool.forecast is not None
-    q0, w0 = pool.forecast.burst_quantile, pool.scale_down_stabilization.total_seconds()
+    q0, w0 = r.plan_settings.quantile, r.plan_settings.window
     quantiles = sorted({*(s.dial or DEFAULT_QUANTILES), q0})
     windows = sorted({*(s.stabilization_dial or DEFAULT_WINDOWS), w0})
     parts: dict[str, dict[float, InForce]] = {"forecast": {}, "naive": {}}
     for q in quantiles:
         model, naive = (wf.model, wf.naive) if q == q0 else wf.dial[q]
         parts["forecast"][q], parts["naive"][q] = model, naive
-    return replay_grid(pool, parts, windows, r.plan, r.simulate, r.start)
+    return replay_grid(pool, r.plan_settings, parts, windows, r.plan, r.simulate, r.start)
 
 
 def dials(
@@ -377,8 +415,8 @@ def dials(
     """Forecast and naive replayed from the same refits at each swept burst quantile, and with each
     swept scale-down stabilisation window."""
 
-    def windowed(seconds: float) -> Pool:
-        return r.pool.model_copy(update={"scale_down_stabilization": timedelta(seconds=seconds)})
+    def windowed(seconds: float) -> PlanSettings:
+        return with_values(r.plan_settings, SettingSource.CONFIGURED, stabilization_seconds=seconds)
 
     quantiles = [
         DialPoint(q, scored(r.plan(r.pool, model)), scored(r.plan(r.pool, naive)))
@@ -386,7 +424,11 @@ def dials(
         if q in r.settings.dial
     ]
     windows = [
-        WindowPoint(w, scored(r.plan(windowed(w), wf.model)), scored(r.plan(windowed(w), wf.naive)))
+        WindowPoint(
+            w,
+            scored(r.plan(r.pool, wf.model, windowed(w))),
+            scored(r.plan(r.pool, wf.naive, windowed(w))),
+        )
         for w in sorted(set(r.settings.stabilization_dial))
     ]
     return quantiles, windows
@@ -407,11 +449,11 @@ def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
         lag_seconds=cluster.lag_minutes * 60,
         scale_down_delay_seconds=cluster.scale_down_minutes * 60,
         hpa_hold_seconds=cluster.hpa_hold_minutes * 60,
-        lead_seconds=r.pool.lead_time.total_seconds(),
+        lead_seconds=r.plan_settings.lead,
         quantile=spec.burst_quantile if spec else None,
         burst_model=spec.burst_model if spec else None,
         observation_delay_seconds=spec.observation_delay.total_seconds() if spec else None,
-        scale_down_stabilization_seconds=r.pool.scale_down_stabilization.total_seconds(),
+        scale_down_stabilization_seconds=r.plan_settings.window,
         warmup_seconds=r.warmup,
         scored_from=float(r.times[r.start]),
         scored_to=float(r.times[-1]),

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,7 @@ from predictive_headroom.backtest.simulator import (
     score,
     simulate,
 )
+from predictive_headroom.core.settings import PlanSettings, SettingSource, with_values
 from predictive_headroom.policy.config import Pool
 
 DAY_MINUTES = 24 * 60
@@ -87,30 +87,29 @@ def stabilise(
 
 def replay_grid(
     pool: Pool,
+    settings: PlanSettings,
     parts: dict[str, dict[float, Any]],
     windows: Sequence[float],
-    plan: Callable[[Pool, Any], Run],
+    plan: Callable[[Pool, Any, PlanSettings], Run],
     run_placeholders: Callable[[np.ndarray], Run],
     start: int,
 ) -> list[GridRun]:
     """Every family of `parts` ({family: {quantile: forecasts in force}}) at every quantile and
-    window. `plan(pool, in_force)` replays the engine; `run_placeholders` simulates a count per
-    minute."""
+    window. `plan(pool, in_force, settings)` replays the engine with `settings` (each window set
+    in turn); `run_placeholders` simulates a count per minute."""
     out: list[GridRun] = []
     for family, by_quantile in parts.items():
         for q, in_force in sorted(by_quantile.items()):
             raw = None
             if pool.proportional is None:
-                flat = pool.model_copy(update={"scale_down_stabilization": timedelta(0)})
-                raw = plan(flat, in_force).placeholders
+                flat = with_values(settings, SettingSource.TUNED, stabilization_seconds=0.0)
+                raw = plan(pool, in_force, flat).placeholders
             for w in windows:
                 if raw is not None:
                     run = run_placeholders(stabilise(raw, w, pool.max_replicas))
                 else:
-                    windowed = pool.model_copy(
-                        update={"scale_down_stabilization": timedelta(seconds=w)}
-                    )
-                    run = plan(windowed, in_force)
+                    windowed = with_values(settings, SettingSource.TUNED, stabilization_seconds=w)
+                    run = plan(pool, in_force, windowed)
                 out.append(GridRun(family, Setting(q, w), run, score(run, start)))
     return out
 

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from predictive_headroom.core.engine import InForce
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
@@ -61,12 +63,14 @@ def walk_forward(
     progress: bool,
     every_line: int,
     quantiles: Sequence[float] = (),
+    settings: PlanSettings | None = None,
 ) -> WalkForward:
     """Refit at times[first] and every `every` seconds after on the history known then (up to the
-    observation delay before it)."""
+    observation delay before it), for `settings` (None: the pool's configuration)."""
     spec = pool.forecast
     assert spec is not None
-    lead, horizon = pool.lead_time.total_seconds(), spec.horizon.total_seconds()
+    settings = settings or resolve_settings(pool)
+    lead, horizon = settings.lead, spec.horizon.total_seconds()
     refit_at = np.arange(times[first], times[-1] + 1, every)
     model: list[Forecast | NoForecast] = []
     naive: list[Forecast | NoForecast] = []
@@ -77,7 +81,7 @@ def walk_forward(
     bar = _progress_bar(len(refit_at), progress)
     for k, at in enumerate(refit_at):
         # Like every decision at `at`, the refit sees only the samples at or before `at - delay`.
-        seen = float(at) - spec.observation_delay.total_seconds()
+        seen = float(at) - settings.delay
         known = history.until(seen).since(seen - spec.history.total_seconds())
         started = time.perf_counter()
         fitted = forecaster.fit(known, spec, lead, float(at))
@@ -87,7 +91,7 @@ def walk_forward(
         model.append(fitted)
         naive.append(
             baseline_forecast(
-                naive_fit(known, lead, spec.burst_quantile, float(at)), float(at), horizon
+                naive_fit(known, lead, settings.quantile, float(at)), float(at), horizon
             )
         )
         for q, (mq, nq) in swept.items():
@@ -110,8 +114,6 @@ def walk_forward(
 
 
 def _progress_bar(total: int, progress: bool) -> Any:
-    from tqdm import tqdm
-
     return tqdm(
         total=total,
         desc="refits",

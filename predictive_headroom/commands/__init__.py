@@ -12,6 +12,10 @@ from predictive_headroom.core.series import iso_utc
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.load import ConfigError, load_policy
+from predictive_headroom.policy.settings import Settings
+from predictive_headroom.protocols import Source
+from predictive_headroom.sources.csvsource import CsvSource
+from predictive_headroom.sources.prometheus import from_settings
 
 
 class CommandError(Exception):
@@ -58,6 +62,21 @@ def load_config(path: str) -> Policy:
         return load_policy(path)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
+
+
+def source_from_args(
+    data: str | None, prometheus_url: str | None, settings: Settings | None = None
+) -> Source:
+    """A CSV source for `data`, else a Prometheus source for `prometheus_url` (or PH_PROMETHEUS_URL)."""
+    settings = settings or Settings()
+    if data:
+        return CsvSource(data)
+    source = from_settings(settings, prometheus_url)
+    if source is None:
+        raise CommandError(
+            "no demand history: pass --data CSV or --prometheus-url URL (or set PH_PROMETHEUS_URL)"
+        )
+    return source
 
 
 def add_output_argument(parser: argparse.ArgumentParser, default: str = "table") -> None:

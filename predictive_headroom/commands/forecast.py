@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from predictive_headroom.app.fit import default_forecaster, fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
@@ -13,6 +14,7 @@ from predictive_headroom.commands import (
     parse_time,
     print_json,
     print_table,
+    source_from_args,
 )
 from predictive_headroom.core.forecast_math import (
     PEAK_RADIUS_SECONDS,
@@ -20,7 +22,7 @@ from predictive_headroom.core.forecast_math import (
     local_peaks,
 )
 from predictive_headroom.core.series import Forecast, History, NoForecast
-from predictive_headroom.daemon.pipeline import default_forecaster, fit_pools, source_from_args
+from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.forecast.accuracy import Accuracy
 from predictive_headroom.pages.format import fallback_words
 from predictive_headroom.policy.config import Pool
@@ -56,18 +58,14 @@ def run(args: argparse.Namespace) -> int:
         )
     source = source_from_args(args.data, args.prometheus_url)
     at = _cut_time(args, source)
-    # A disabled forecast is still fitted and shown: review it before enabling it.
-    review = [
-        p.model_copy(update={"forecast": p.forecast.model_copy(update={"enabled": True})})
-        for p in pools
-    ]
     fits = fit_pools(
-        policy.model_copy(update={"pools": review}),
+        pools,
         source,
         at,
         default_forecaster(),
         accuracy=not args.no_accuracy,
         observe=True,
+        disabled_too=True,  # a disabled forecast is still fitted and shown: review it first
     )
     results = []
     for pool in pools:
@@ -78,17 +76,18 @@ def run(args: argparse.Namespace) -> int:
         forecast = fit.forecast
         out = summary(pool, fit.history, forecast, fit.accuracy, at)
         if isinstance(forecast, Forecast):
-            lead = pool.lead_time.total_seconds()
-            allowance = burst_allowances(forecast, [at], lead, fit.observed)[0]
+            settings = forecast.fitted_for or resolve_settings(pool)
+            assert settings.demand_per_replica is not None
+            allowance = burst_allowances(forecast, [at], settings.lead, fit.observed)[0]
             out["burst"] = {
                 "at": iso(at),
                 "allowance": round(allowance.value, 4),
                 "allowance_placeholders": round(
-                    allowance.value / pool.forecast.demand_per_replica, 3
+                    allowance.value / settings.demand_per_replica.value, 3
                 ),
                 "source": str(allowance.source),
                 "fallback": allowance.why or None,
-                "quantile": pool.forecast.burst_quantile,
+                "quantile": settings.quantile,
                 "model": pool.forecast.burst_model,
             }
         results.append(out)

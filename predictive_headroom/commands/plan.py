@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
@@ -15,6 +16,7 @@ from predictive_headroom.commands import (
     parse_time,
     print_json,
     print_table,
+    source_from_args,
 )
 from predictive_headroom.core.engine import PlanInputs, horizon_plans, plan_over_time
 from predictive_headroom.core.planner import Plan, plan_to_dict
@@ -97,8 +99,6 @@ def forecasts_from_args(
     observations at `at` for the burst model, as the daemon does at reconcile (empty without either)."""
     if not (args.data or args.prometheus_url):
         return {}, {}
-    from predictive_headroom.daemon.pipeline import fit_pools, source_from_args
-
     fits = fit_pools(policy, source_from_args(args.data, args.prometheus_url), at, observe=True)
     observed = {n: f.observed for n, f in fits.items() if f.observed is not None}
     return {n: f.forecast for n, f in fits.items()}, observed

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from predictive_headroom.commands import CommandError, load_config, parse_time
+from predictive_headroom.app.fit import default_forecaster, fit_pools
+from predictive_headroom.commands import CommandError, load_config, parse_time, source_from_args
 from predictive_headroom.commands.plan import cluster_from_args
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
@@ -102,8 +103,6 @@ def run(args: argparse.Namespace) -> int:
 
 def make_report(args: argparse.Namespace) -> Report:
     """Read history, fit and score each pool's forecast, and build the report the arguments ask for."""
-    from predictive_headroom.daemon.pipeline import default_forecaster, fit_pools, source_from_args
-
     if args.config is None and args.prometheus_url:
         raise CommandError(
             "--prometheus-url needs --config: the pool's forecast.query names the series to read"

@@ -21,15 +21,27 @@ from typing import Any
 from kubernetes.client import ApiClient
 from pydantic import ValidationError
 
+from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.commands import CommandError, load_config
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.daemon.closedloop import LoopSettings
+from predictive_headroom.daemon.httpserver import HttpServer
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.logs import setup_logging
 from predictive_headroom.daemon.loop import NOT_FITTED, Daemon
 from predictive_headroom.daemon.scheduling import Runner
+from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
+from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+from predictive_headroom.kube.leader import LeaderElector
+from predictive_headroom.kube.pods import KubePodReader
+from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
+from predictive_headroom.report.build import build_report
+from predictive_headroom.report.store import load_past_reports, write_report
+from predictive_headroom.sources.prometheus import from_settings
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +74,9 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         histories: Mapping[str, History],
         at: float,
         loop: Mapping[str, Mapping[str, Any]] | None = None,
+        plan_settings: Mapping[str, PlanSettings] | None = None,
         promises: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Path:
-        from predictive_headroom.report.build import build_report
-        from predictive_headroom.report.store import load_past_reports, write_report
-
         past = load_past_reports(settings.report_dir)
         report = build_report(
             policy,
@@ -77,6 +87,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
             past=past,
             source=source_name,
             loop=loop,
+            settings=plan_settings,
             promises=promises,
         )
         return write_report(settings.report_dir, report, settings.report_keep)
@@ -95,21 +106,12 @@ def build_daemon(
     `elector_for(api)` builds the leader elector (default: always leader); its `write_budget` fences
     every write of the actuator.
     """
-    from predictive_headroom.daemon.closedloop import LoopSettings
-    from predictive_headroom.daemon.pipeline import default_forecaster
-    from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
-    from predictive_headroom.kube.discovery import CapacityBufferDiscovery
-    from predictive_headroom.kube.pods import KubePodReader
-    from predictive_headroom.kube.targets import TargetActuator
-
     source: Source | None = None
     if any(p.forecast and p.forecast.enabled for p in policy.pools):
         if not settings.prometheus_url:
             raise CommandError(
                 "the config has forecasting pools: set PH_PROMETHEUS_URL to the Prometheus holding their history"
             )
-        from predictive_headroom.sources.prometheus import from_settings
-
         try:
             source = from_settings(settings)
         except SourceError as exc:
@@ -157,8 +159,6 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"invalid environment settings: {problems}") from None
     setup_logging(settings.log_level, settings.log_format)
     policy = load_config(args.config)
-    from predictive_headroom.kube.leader import LeaderElector
-
     elector_for = None
     if settings.leader_election and not args.once:  # one shot by hand: no leader election
 
@@ -208,8 +208,6 @@ def once(daemon: Daemon) -> int:
 
 def serve(daemon: Daemon, runner: Runner, settings: Settings) -> int:
     """Run until SIGTERM or SIGINT; returns 0 after a clean stop."""
-    from predictive_headroom.daemon.httpserver import HttpServer
-
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:

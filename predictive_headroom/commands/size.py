@@ -20,8 +20,11 @@ from predictive_headroom.commands import (
     print_json,
     print_table,
 )
+from predictive_headroom.commands.validate import load_any
 from predictive_headroom.core.sizing import Shape, app_pods_per_placeholder, node_shapes
+from predictive_headroom.policy.chart import DEFAULT_NAMESPACE, DEFAULT_RELEASE
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.load import read_config_text
 
 HELP = (
     "suggest placeholder requests from the nodes: a fraction (default 0.9) of a node's "
@@ -94,10 +97,7 @@ def _selector(args: argparse.Namespace) -> dict[str, str]:
 
 def _pool(path: str, name: str) -> Pool:
     """Pool `name` of a policy or Helm values file (every problem of the file if it is not valid)."""
-    from predictive_headroom.commands.validate import _read, load_any
-    from predictive_headroom.policy.chart import DEFAULT_NAMESPACE, DEFAULT_RELEASE
-
-    text = _read(path)
+    text = read_config_text(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError:

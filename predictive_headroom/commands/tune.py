@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from predictive_headroom.app.fit import fetch_history
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import node_hour_price, recommend
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
@@ -25,10 +26,10 @@ from predictive_headroom.commands import (
     load_config,
     parse_time,
     print_json,
+    source_from_args,
 )
 from predictive_headroom.commands.backtest import parse_protection, parse_quantiles, parse_windows
 from predictive_headroom.core.series import NoForecast
-from predictive_headroom.daemon.pipeline import fetch_history, source_from_args
 from predictive_headroom.policy.config import Policy, Pool
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"

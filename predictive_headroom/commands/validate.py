@@ -18,6 +18,7 @@ from predictive_headroom.policy.load import (
     ConfigError,
     Problem,
     policy_problems,
+    read_config_text,
     read_yaml,
     validate_policy,
 )
@@ -55,20 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_NAMESPACE,
         help=f"release namespace, for the targets the chart fills in (default {DEFAULT_NAMESPACE})",
     )
-
-
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise ConfigError(
-            path, [Problem("", "file not found; pass a policy or values file")]
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, [Problem("", f"cannot read file: {exc}")]) from None
 
 
 def load_any(
@@ -120,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     for path in args.files:
         source = "<stdin>" if path == "-" else path
         try:
-            print(check(_read(path), source, args.kind, args.release, args.namespace))
+            print(check(read_config_text(path), source, args.kind, args.release, args.namespace))
         except ConfigError as exc:
             print(str(exc), file=sys.stderr)
             failed = True

@@ -4,14 +4,17 @@ The daemon (one instant per reconcile), `plan --at` and `plan --horizon`, the re
 the backtest's minute-by-minute replay all plan through `PoolTimeline`, so they give the same
 answer for the same inputs. The API:
 
-- `PlanInputs(forecast, observed, cluster)`: what is known about a pool.
+- `PlanInputs(forecast, observed, cluster, settings)`: what is known about a pool, and the
+  settings it plans with (`core.settings.PlanSettings`; None: resolved from the pool's config).
 - `plan_over_time(pool, times, inputs, recent=())` -> `Timeline(plans, recent)`: the plans at
   `times` (ascending), scale-down stabilisation carried from `recent` (the records a previous
   call returned) through every instant.
-- `plan_pool(pool, at, cluster, forecast, recent, observed)`: the plan at one instant.
-- `PoolTimeline(pool, times, forecasts, observed, recent)`: the stepping form, for callers whose
-  cluster changes between instants (the backtest feeds it the simulated nodes). `forecasts` may
-  name several forecasts, each in force from an instant on (the backtest's refits).
+- `PoolTimeline(pool, times, forecasts, observed, recent, settings)`: the stepping form, for
+  callers whose cluster changes between instants (the backtest feeds it the simulated nodes).
+  `forecasts` may name several forecasts, each in force from an instant on (the backtest's refits).
+
+The pool gives the floors (schedules, proportional rule, min and max); the lead time, the
+scale-down stabilisation window and the demand per replica come from the settings only.
 
 Per forecast in force, the forecast component is computed for all its instants at once (the ramp,
 the burst decision of `core.forecast_math`), and the schedule floor for all instants at once
@@ -27,14 +30,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.forecast_math import BurstAllowances, burst_allowances, ramp_at
 from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, combine
 from predictive_headroom.core.proportional import proportional_floor
 from predictive_headroom.core.schedules import open_intervals
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
+from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.core.vocabulary import ForecastStatus
 from predictive_headroom.policy.config import Pool, ScheduleWindow
-from predictive_headroom.protocols import ClusterState
 
 AnyForecast = Forecast | NoForecast | None
 InForce = Sequence[tuple[float, AnyForecast]]
@@ -45,11 +49,13 @@ InForce = Sequence[tuple[float, AnyForecast]]
 class PlanInputs:
     """What is known about one pool: its forecast (None: it forecasts nothing; a NoForecast says
     why a configured one is missing), its latest observations for the burst model (or why they are
-    missing) and the cluster for the proportional rule (None leaves that rule out)."""
+    missing), the cluster for the proportional rule (None leaves that rule out) and the settings it
+    plans with (None: `resolve_settings(pool)`, the pool's configuration alone)."""
 
     forecast: AnyForecast = None
     observed: History | Unobserved | None = None
     cluster: ClusterState | None = None
+    settings: PlanSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,11 @@ class _Parts:
 
 
 def _forecast_parts(
-    pool: Pool, forecast: AnyForecast, at: np.ndarray, observed: History | Unobserved | None
+    pool: Pool,
+    settings: PlanSettings,
+    forecast: AnyForecast,
+    at: np.ndarray,
+    observed: History | Unobserved | None,
 ) -> _Parts:
     """The forecast component of `pool` at each instant of `at` (see `core.forecast_math`)."""
     n = at.size
@@ -107,14 +117,16 @@ def _forecast_parts(
     if not isinstance(forecast, Forecast):
         why = ForecastStatus.NO_HISTORY if forecast is None else forecast.why
         return _Parts(np.full(n, str(why), dtype=object), np.full(n, -1), nothing, nothing, None)
-    lead = pool.lead_time.total_seconds()
+    lead = settings.lead
     first = forecast.times[0] - max(forecast.step_seconds, 1.0) if forecast.times.size else math.inf
     covered = (at >= first) & (at <= forecast.expires_at)
     status = np.where(covered, str(ForecastStatus.OK), str(ForecastStatus.EXPIRED)).astype(object)
     ramp = ramp_at(forecast.times, forecast.ramp_curve, at, lead)
     bursts = burst_allowances(forecast, at, lead, observed)
     total = np.maximum(0.0, ramp + bursts.values)
-    replicas = np.maximum(0, np.ceil(total / spec.demand_per_replica - 1e-9)).astype(np.int64)
+    assert settings.demand_per_replica is not None  # set for every pool with a forecast section
+    per_replica = settings.demand_per_replica.value
+    replicas = np.maximum(0, np.ceil(total / per_replica - 1e-9)).astype(np.int64)
     replicas[~covered] = -1
     return _Parts(status, replicas, ramp, np.asarray(forecast.value_at(at), dtype=float), bursts)
 
@@ -124,7 +136,8 @@ class PoolTimeline:
 
     `forecasts` is one forecast (in force throughout) or several, each in force from an instant
     on (`InForce`). `observed` feeds the burst model; `recent` carries stabilisation from earlier
-    plans. Call `plan(i, cluster)` for i = 0, 1, ... (each instant at most once, in order)."""
+    plans; `settings` are the pool's effective settings (None: `resolve_settings(pool)`). Call
+    `plan(i, cluster)` for i = 0, 1, ... (each instant at most once, in order)."""
 
     def __init__(
         self,
@@ -133,8 +146,10 @@ class PoolTimeline:
         forecasts: AnyForecast | InForce = None,
         observed: History | Unobserved | None = None,
         recent: Sequence[PlanRecord] = (),
+        settings: PlanSettings | None = None,
     ) -> None:
         self.pool = pool
+        self.settings = settings or resolve_settings(pool)
         self.times = np.asarray(times, dtype=float)
         in_force = list(forecasts) if isinstance(forecasts, Sequence) else [(-math.inf, forecasts)]
         self._forecasts = [f for _, f in in_force]
@@ -142,14 +157,14 @@ class PoolTimeline:
             self.times, np.array([t for t, _ in in_force], dtype=float), side="left"
         )
         self.observed = observed
-        self.lead = pool.lead_time.total_seconds()
+        self.lead = self.settings.lead
         self._floor, self._which, self._open = schedule_series(
             pool.schedules, self.times, self.lead
         )
         self._names = [w.name for w in pool.schedules]
         self._parts: dict[int, _Parts] = {}
         self._proportional: dict[ClusterState, int] = {}
-        self._window = pool.scale_down_stabilization.total_seconds()
+        self._window = self.settings.window
         self._records: deque[PlanRecord] = deque(sorted(recent, key=lambda r: r.at))
         self._next = 0
 
@@ -177,7 +192,9 @@ class PoolTimeline:
         if k not in self._parts:
             lo = int(self._starts[k]) if k >= 0 else 0
             hi = int(self._starts[k + 1]) if k + 1 < len(self._starts) else len(self)
-            self._parts[k] = _forecast_parts(self.pool, forecast, self.times[lo:hi], self.observed)
+            self._parts[k] = _forecast_parts(
+                self.pool, self.settings, forecast, self.times[lo:hi], self.observed
+            )
         parts, j = self._parts[k], i - (int(self._starts[k]) if k >= 0 else 0)
         if parts.bursts is None or parts.status[j] != ForecastStatus.OK:
             return ForecastPart(None, parts.status[j])
@@ -212,7 +229,15 @@ class PoolTimeline:
         while self._records and self._records[0].at <= at - self._window:
             self._records.popleft()
         plan = combine(
-            pool, at, schedule, proportional, self.forecast_part(i), self._records, details
+            pool,
+            at,
+            schedule,
+            proportional,
+            self.forecast_part(i),
+            self._records,
+            details,
+            self._window,
+            self.settings.reserve.value,
         )
         self._records.append(plan.record())
         return plan
@@ -227,22 +252,15 @@ def plan_over_time(
     """The stabilised plans of `pool` at `times` (ascending POSIX seconds) from `inputs`, carrying
     scale-down stabilisation from `recent` (the `Timeline.recent` of an earlier call)."""
     timeline = PoolTimeline(
-        pool, np.asarray(times, dtype=float), inputs.forecast, inputs.observed, recent
+        pool,
+        np.asarray(times, dtype=float),
+        inputs.forecast,
+        inputs.observed,
+        recent,
+        inputs.settings,
     )
     plans = tuple(timeline.plan(i, inputs.cluster) for i in range(len(timeline)))
     return Timeline(plans, timeline.recent)
-
-
-def plan_pool(
-    pool: Pool,
-    at: float,
-    cluster: ClusterState | None = None,
-    forecast: AnyForecast = None,
-    recent: Sequence[PlanRecord] = (),
-    observed: History | Unobserved | None = None,
-) -> Plan:
-    """The plan for one pool at `at` (POSIX seconds): `plan_over_time` at one instant."""
-    return plan_over_time(pool, [at], PlanInputs(forecast, observed, cluster), recent).plans[0]
 
 
 JUST_BEFORE = 1e-3
@@ -258,7 +276,8 @@ def horizon_plans(
     exact instants the plan can change between them: schedule windows opening and closing (lead
     time included) and scale-down stabilisation ending (`scaleDownStabilization` after the
     unstabilised count dropped). The answer at an instant does not depend on `step`."""
-    lead = pool.lead_time.total_seconds()
+    settings = inputs.settings or resolve_settings(pool)
+    lead = settings.lead
     grid = np.arange(math.ceil(start / step) * step, end + step / 2, step)
     edges = np.array(
         [
@@ -273,7 +292,7 @@ def horizon_plans(
     times = np.unique(np.concatenate([[start], grid[grid <= end], edges]))
     hidden = np.setdiff1d(edges - JUST_BEFORE, times)
     hidden = hidden[hidden > start]
-    window = pool.scale_down_stabilization.total_seconds()
+    window = settings.window
     for _ in range(3):  # later passes add the instants where stabilisation ends
         plans = plan_over_time(pool, np.union1d(times, hidden), inputs).plans
         drops = [

@@ -71,11 +71,17 @@ def combine(
     forecast: ForecastPart,
     recent: Sequence[PlanRecord] = (),
     details: Mapping[str, Any] | None = None,
+    window: float = 0.0,
+    reserve: int = 0,
 ) -> Plan:
-    """Combine component values into a Plan: max of floors and forecast, clamp, stabilise.
+    """Combine component values into a Plan: max of floors and forecast plus the reserve, clamp,
+    stabilise.
 
-    `schedule` is (replicas, window name) or None when no window is open.
+    `schedule` is (replicas, window name) or None when no window is open; `window` is the
+    scale-down stabilisation window in seconds (`PlanSettings.window`): `recent` records within it
+    hold the count up; `reserve` placeholders are held on top (`PlanSettings.reserve`).
     """
+    # Long on purpose: the plan's one rule, read top to bottom in the order docs/design.md states it.
     components: dict[str, int | None] = {
         "min": pool.min_replicas,
         "max": pool.max_replicas,
@@ -98,12 +104,10 @@ def combine(
     )
     if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
         reason = f"{PlanReason.MIN_PREFIX}{forecast.status}"
-    reserve = pool.forecast.reserve if pool.forecast is not None else 0
     raw = wanted + reserve
     if raw > pool.max_replicas:
         raw, reason = pool.max_replicas, PlanReason.MAX
 
-    window = pool.scale_down_stabilization.total_seconds()
     held = [r.replicas for r in recent if at - window < r.at < at]
     desired = raw
     if held and max(held) > raw:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.policy.config import Ladder, Linear, Proportional, Step
-from predictive_headroom.protocols import ClusterState
 
 
 def counted(rule: Proportional, cluster: ClusterState) -> tuple[int, float]:

@@ -7,8 +7,7 @@ time is always passed in.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -72,43 +71,13 @@ def last_firing(trigger: CronTrigger, at: float) -> float | None:
     return None
 
 
-def is_open(window: ScheduleWindow, at: float, lead_seconds: float = 0.0) -> bool:
-    """True when `window` is open at `at`, opening `lead_seconds` before its start firing."""
-    start = last_firing(_trigger(window.start, window.timezone), at + lead_seconds)
-    if start is None:
-        return False
-    end = last_firing(_trigger(window.end, window.timezone), at)
-    return end is None or start > end
-
-
-@dataclass(frozen=True)
-class Floor:
-    """The schedule floor at one instant: the replicas and the window that sets them."""
-
-    replicas: int
-    window: str | None
-    open_windows: tuple[str, ...]
-
-
-def schedule_floor(
-    windows: Sequence[ScheduleWindow], at: float, lead_seconds: float = 0.0
-) -> Floor:
-    """The highest `desiredReplicas` among the windows open at `at` (overlaps take the maximum)."""
-    best, name, names = 0, None, []
-    for window in windows:
-        if is_open(window, at, lead_seconds):
-            names.append(window.name)
-            if name is None or window.desired_replicas > best:
-                best, name = window.desired_replicas, window.name
-    return Floor(best, name, tuple(names))
-
-
 def open_intervals(
     window: ScheduleWindow, start: float, end: float, lead_seconds: float = 0.0
 ) -> list[tuple[float, float]]:
     """The [open, close) intervals of `window` that overlap [start, end], lead time included.
 
-    Equivalent to calling `is_open` at every instant, but fast enough for a backtest.
+    Asked at one instant (`start == end`) it says whether the window is open then; over a long
+    span it is fast enough for a backtest, with the same answer at every instant.
     """
     t_start = _trigger(window.start, window.timezone)
     t_end = _trigger(window.end, window.timezone)

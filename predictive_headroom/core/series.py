@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from predictive_headroom.core.settings import PlanSettings, SettingSource, with_values
+
 DAY_SECONDS = 86_400
 WEEK_SECONDS = 7 * DAY_SECONDS
 
@@ -165,6 +167,9 @@ class Forecast:
         default=None, repr=False, compare=False
     )
     """The burst model at another quantile (fitted on demand from the same refit), for the dial."""
+    fitted_for: PlanSettings | None = field(default=None, compare=False)
+    """The settings this forecast was fitted for (lead time, observation delay, burst quantile;
+    None: not recorded). A refit is needed when `settings.needs_refit(forecast.fitted_for)`."""
 
     def __post_init__(self) -> None:
         names = ("times", "yhat", "lower", "upper") + (
@@ -179,6 +184,9 @@ class Forecast:
     def at_quantile(self, quantile: float) -> Forecast:
         """This forecast with its burst profile at `quantile` (unchanged when that is unavailable)."""
         out = self
+        if self.fitted_for is not None and self.fitted_for.quantile != quantile:
+            tuned = with_values(self.fitted_for, SettingSource.TUNED, burst_quantile=quantile)
+            out = replace(out, fitted_for=tuned)
         if self.burst_for is not None and not (
             self.burst is not None and self.burst.quantile == quantile
         ):

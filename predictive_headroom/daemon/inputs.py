@@ -15,9 +15,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 
+from predictive_headroom.app.fit import needs_observations, observe_pool
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.daemon.metrics import Metrics
-from predictive_headroom.daemon.pipeline import needs_observations, observe_pool
 from predictive_headroom.daemon.workers import submit_bounded
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import (

@@ -34,9 +34,12 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from predictive_headroom.app.fit import describe, fit_one, keep_usable, same_forecast
+from predictive_headroom.app.tune import RETUNE_WINDOW, Tuning
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
+from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.health import LoopWatch
@@ -45,9 +48,7 @@ from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
-from predictive_headroom.daemon.pipeline import describe, fit_policy, keep_usable, same_forecast
 from predictive_headroom.daemon.refit_retry import RefitRetries
-from predictive_headroom.daemon.retune import RETUNE_WINDOW, Tuning
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
@@ -68,9 +69,6 @@ logger = logging.getLogger(__name__)
 
 NOT_FITTED = "not-fitted-yet"
 POOL_WORKERS = 8
-LEAD_REFIT_SHARE = 0.2
-"""A measured lead time this far (as a share) from the one a pool's forecast was fitted for asks
-for a refit of that pool: the burst model is trained for one lead time."""
 """How many pools one reconcile serves at a time: a slow API call holds one pool, not all."""
 ReportWriter = Callable[
     [
@@ -79,12 +77,14 @@ ReportWriter = Callable[
         Mapping[str, History],
         float,
         Mapping[str, Mapping[str, Any]],
+        Mapping[str, PlanSettings],
         Mapping[str, Mapping[str, Any]],
     ],
     Any,
 ]
-"""Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool) ->
-anything (e.g. its path). The policy's pools carry the lead time in use (`leadTime: auto`)."""
+"""Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool,
+settings per pool) -> anything (e.g. its path). The settings are those the reconcile plans with
+(measured lead time, tuned quantile and window)."""
 
 
 class Daemon:
@@ -111,6 +111,7 @@ class Daemon:
         pods: PodReader | None = None,
         loop_settings: LoopSettings | None = None,
     ) -> None:
+        # Long on purpose: the collaborators and state, one assignment each with what it holds.
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
         self.config_path = self.config.path
@@ -136,8 +137,8 @@ class Daemon:
         self.refit_retries = RefitRetries()
         self.report_error: str | None = None
         """Why the last report could not be written (None: it was, or none was due yet)."""
-        self._fitted_lead: dict[str, float] = {}
-        """The lead time (seconds) each pool's forecast was last fitted for."""
+        self._refit_asked: dict[str, PlanSettings] = {}
+        """The settings a refit was last asked for per pool (asked once per move)."""
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._forecasts: dict[str, Forecast | NoForecast] = {
@@ -161,7 +162,7 @@ class Daemon:
         self.retune_window = RETUNE_WINDOW
         """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
         self.tunings: dict[str, Tuning] = {}
-        """Each `protection:` pool's setting chosen at its last refit (`daemon.retune`)."""
+        """Each `protection:` pool's setting chosen at its last refit (`app.tune`)."""
         self.watch = LoopWatch(monotonic, interval)
 
     # -- refit ---------------------------------------------------------------------------------
@@ -224,8 +225,7 @@ class Daemon:
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
         }
         self._retry_failed(fresh)
-        tuned = policy.model_copy(update={"pools": [self.planned_pool(p) for p in policy.pools]})
-        self._write_report(tuned, merged, histories, at)  # planned as the reconcile plans
+        self._write_report(policy, merged, histories, at)
         return True
 
     def _retry_failed(self, fresh: Mapping[str, Forecast | NoForecast]) -> None:
@@ -245,31 +245,28 @@ class Daemon:
         tunings: dict[str, Tuning],
     ) -> dict[str, Forecast | NoForecast]:
         assert self.source is not None
-        planned = self.observer.planned(pool)
-        self._fitted_lead[pool.name] = planned.lead_time.total_seconds()
+        self._refit_asked.pop(pool.name, None)
         try:
-            result = fit_policy(
-                policy.model_copy(update={"pools": [planned]}),
+            fit = fit_one(
+                pool,
                 self.source,
                 at,
                 self.forecaster,
-                histories,
-                tunings,
-                self.retune_window,
+                retune_window=self.retune_window,
+                measured_lead=self.observer.measured_lead(pool),
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)
             self.metrics.error("fit")
             return {pool.name: NoForecast("fit-error", str(exc))}
-        if (
-            isinstance(result.get(pool.name), NoForecast)
-            and result[pool.name].why == "source-error"
-        ):
-            logger.error(
-                "pool %s: cannot read demand history: %s", pool.name, result[pool.name].detail
-            )
+        if fit.history is not None:
+            histories[pool.name] = fit.history
+        if fit.tuning is not None:
+            tunings[pool.name] = fit.tuning
+        if isinstance(fit.forecast, NoForecast) and fit.forecast.why == "source-error":
+            logger.error("pool %s: cannot read demand history: %s", pool.name, fit.forecast.detail)
             self.metrics.error("source")
-        return result
+        return {pool.name: fit.forecast}
 
     def _write_report(
         self,
@@ -280,13 +277,11 @@ class Daemon:
     ) -> None:
         if self.report_writer is None or not histories:
             return
-        planned = policy.model_copy(
-            update={"pools": [self.observer.planned(p) for p in policy.pools]}
-        )
+        settings = {p.name: self.settings_for(p) for p in policy.pools}  # as the reconcile plans
         promises = {name: t.report() for name, t in self.tunings.items()}
         try:
             self.report_writer(
-                planned, forecasts, histories, at, self.observer.status(at), promises
+                policy, forecasts, histories, at, self.observer.status(at), settings, promises
             )
             self.report_error = None
         except Exception as exc:
@@ -319,9 +314,7 @@ class Daemon:
         self.inputs.prefetch(policy.pools, forecasts, at)
         self.observer.begin()
         outcomes = map_bounded(
-            lambda pool: self._reconcile_pool(
-                self.planned_pool(pool), at, leader, forecasts.get(pool.name)
-            ),
+            lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
             policy.pools,
             self.pool_workers,
             "pool",
@@ -329,7 +322,7 @@ class Daemon:
         if leader and not self.elector.is_leader:  # lost the Lease during this reconcile
             leader = False
             self.leadership_changed(False)
-        self._refit_for_new_leads(policy)
+        self._refit_for_new_settings(policy, forecasts)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
         if result.served:
@@ -353,12 +346,12 @@ class Daemon:
             return PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
         plan: Plan | None = None
         try:
-            pool = self.observer.observe(pool, at)  # with its measured lead time (leadTime: auto)
+            self.observer.observe(pool, at)  # measures its lead time (leadTime: auto)
+            settings = self.settings_for(pool)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
-            timeline = plan_over_time(
-                pool, [at], PlanInputs(forecast, observed, cluster), self._recent.get(pool.name, ())
-            )
+            inputs = PlanInputs(forecast, observed, cluster, settings)
+            timeline = plan_over_time(pool, [at], inputs, self._recent.get(pool.name, ()))
             plan, self._recent[pool.name] = timeline.plans[0], list(timeline.recent)
             lead = self.observer.lead_times.get(pool.name)
             if lead is not None:
@@ -371,7 +364,7 @@ class Daemon:
                     },
                 )
             self.metrics.record_plan(plan)
-            self.metrics.record_forecast(pool.name, forecast, at + pool.lead_time.total_seconds())
+            self.metrics.record_forecast(pool.name, forecast, at + settings.lead)
             if not leader:
                 return PoolOutcome(pool.name, "follower", plan)
             outcome = self.writer.write(pool, plan, _missing_input(pool, forecast, cluster))
@@ -401,29 +394,39 @@ class Daemon:
                 pool.name, "error", plan, error=f"pool {pool.name}: {type(exc).__name__}: {exc}"
             )
 
-    def planned_pool(self, pool: Pool) -> Pool:
-        """`pool` with the burst quantile and stabilisation window its last re-tune chose (when
-        it has `protection:`); the floors are untouched."""
+    def settings_for(self, pool: Pool) -> PlanSettings:
+        """The settings `pool` plans with now: its config, the lead time the closed loop measured
+        (`leadTime: auto`) and what its last re-tune chose (`protection:`); the floors are the
+        pool's own."""
         tuning = self.tunings.get(pool.name)
-        return pool if tuning is None else tuning.apply(pool)
+        return resolve_settings(
+            pool,
+            measured_lead=self.observer.measured_lead(pool),
+            tuned=None if tuning is None else tuning.tuned,
+        )
 
-    def _refit_for_new_leads(self, policy: Policy) -> None:
-        """Ask for a refit of the forecasting pools whose lead time in use moved by more than
-        `LEAD_REFIT_SHARE` from the one their forecast was fitted for (`leadTime: auto`)."""
+    def _refit_for_new_settings(
+        self, policy: Policy, forecasts: Mapping[str, Forecast | NoForecast]
+    ) -> None:
+        """Ask for a refit of the forecasting pools whose settings moved away from those their
+        forecast was fitted for (`PlanSettings.needs_refit`: a measured lead time moving by more
+        than a fifth), once per move."""
         stale = []
         for pool in policy.pools:
-            fitted = self._fitted_lead.get(pool.name)
-            if fitted is None or not (pool.forecast and pool.forecast.enabled):
+            forecast = forecasts.get(pool.name)
+            if not (isinstance(forecast, Forecast) and pool.forecast and pool.forecast.enabled):
                 continue
-            lead = self.observer.planned(pool).lead_time.total_seconds()
-            if abs(lead - fitted) > LEAD_REFIT_SHARE * fitted:
+            settings = self.settings_for(pool)
+            fitted = self._refit_asked.get(pool.name, forecast.fitted_for)
+            if settings.needs_refit(fitted):
+                assert fitted is not None
                 logger.info(
                     "pool %s: lead time in use is now %.0f s (forecast fitted for %.0f s); refitting",
                     pool.name,
-                    lead,
-                    fitted,
+                    settings.lead,
+                    fitted.lead,
                 )
-                self._fitted_lead[pool.name] = lead  # asked once; the refit records it again
+                self._refit_asked[pool.name] = settings  # asked once; the refit clears it
                 stale.append(pool.name)
         if stale and self.refit_soon is not None:
             self.refit_soon(stale)
@@ -465,7 +468,7 @@ class Daemon:
         self.writer.forget(removed)
         for name in removed:
             self._recent.pop(name, None)
-            self._fitted_lead.pop(name, None)
+            self._refit_asked.pop(name, None)
         for name in removed | refit:  # a tuning holds with the forecast fitted at its quantile
             self.tunings.pop(name, None)
             self.metrics.forget_tuning(name)

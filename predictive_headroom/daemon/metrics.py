@@ -15,7 +15,7 @@ from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, NoForecast
 
 if TYPE_CHECKING:
-    from predictive_headroom.daemon.retune import Tuning
+    from predictive_headroom.app.tune import Tuning
 
 PREFIX = "predictive_headroom"
 ERROR_KINDS = (
@@ -223,7 +223,7 @@ class Metrics:
                 self._drop(self.forecast_demand, pool, bound)
 
     def record_tuning(self, tuning: Tuning) -> None:
-        """The setting a pool's re-tune chose (`daemon.retune.Tuning`)."""
+        """The setting a pool's re-tune chose (`app.tune.Tuning`)."""
         self.tuned_quantile.labels(pool=tuning.pool).set(tuning.burst_quantile)
         self.tuned_window.labels(pool=tuning.pool).set(tuning.stabilization_seconds)
         reached = tuning.protection

@@ -15,7 +15,6 @@ import logging
 import threading
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
-from datetime import timedelta
 from typing import Any
 
 from predictive_headroom.daemon.closedloop import (
@@ -57,9 +56,9 @@ class LoopObserver:
         with self._lock:
             self._events, self._workloads = {}, {}
 
-    def observe(self, pool: Pool, at: float) -> Pool:
-        """Measure `pool` now; return the pool as planned: with its measured lead time when the
-        policy says `leadTime: auto` and enough boots were seen, else unchanged."""
+    def observe(self, pool: Pool, at: float) -> LeadTime:
+        """Measure `pool` now; return the lead time it implies (`measured_lead` says whether the
+        pool plans with it)."""
         with self._lock:
             loop = self.loops.get(pool.name)
             if loop is None:
@@ -83,14 +82,15 @@ class LoopObserver:
             )
         self.lead_times[pool.name] = lead
         self.metrics.record_lead_time(pool.name, lead.source, lead.seconds)
-        return self.planned(pool)
+        return lead
 
-    def planned(self, pool: Pool) -> Pool:
-        """`pool` with the lead time last measured for it when that is in use, else unchanged."""
+    def measured_lead(self, pool: Pool) -> float | None:
+        """The lead time (seconds) last measured for `pool` when it is in use (`leadTime: auto`
+        and enough boots seen), else None: the input `core.settings.resolve_settings` takes."""
         lead = self.lead_times.get(pool.name)
         if lead is None or lead.source != "measured" or not is_auto(pool):
-            return pool
-        return pool.model_copy(update={"lead_time": timedelta(seconds=lead.seconds)})
+            return None
+        return lead.seconds
 
     def _nodes(self, pool: Pool, loop: PoolLoop, at: float) -> None:
         try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 
@@ -161,17 +162,10 @@ class ProphetForecaster:
         started: float,
     ) -> Forecast:
         naive = seasonal_naive(known, spec, now, lead)
-        return Forecast(
-            naive.times,
-            naive.yhat,
-            naive.lower,
-            naive.upper,
-            naive.model,
-            naive.history_end,
-            time.perf_counter() - started,
-            naive.burst,
-            tuple(notes) + naive.warnings,
-            burst_for=naive.burst_for,
+        return replace(
+            naive,
+            fit_seconds=time.perf_counter() - started,
+            warnings=tuple(notes) + naive.warnings,
         )
 
     def _prophet(
@@ -183,6 +177,7 @@ class ProphetForecaster:
         notes: list[str],
         started: float,
     ) -> Forecast:
+        # Long on purpose: the fit's steps in the order the class docstring promises them.
         step = working_step(known, spec)
         times, values = regular_grid(known, step)
         missing = int(np.isnan(values).sum())

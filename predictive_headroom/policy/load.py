@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,22 @@ def _same_times(start: str, end: str) -> bool:
         return expand(start).split() == expand(end).split()
     except ValueError:
         return False
+
+
+def read_config_text(path: str) -> str:
+    """The text of a policy or Helm values file (`-`: standard input); ConfigError saying what
+    when it cannot be read."""
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ConfigError(
+            path, [Problem("", "file not found; pass a policy or values file")]
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, [Problem("", f"cannot read file: {exc}")]) from None
 
 
 def load_policy(path: str | Path) -> Policy:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.engine import PlanInputs
 from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.planner import Plan, plan_to_dict
@@ -31,8 +32,8 @@ from predictive_headroom.core.series import (
     burst_chart_data,
     iso_utc,
 )
+from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.protocols import ClusterState
 from predictive_headroom.report.analysis import (
     HeadroomCost,
     PastForecast,
@@ -85,8 +86,21 @@ class PoolReport:
     """The burst model's allowance over the last day before now, next to demand (`burst_chart_data`)."""
     loop: Mapping[str, Any] | None = None
     """What the daemon measured in the cluster (`LoopObserver.status`); None outside the daemon."""
+    settings: PlanSettings | None = None
+    """The settings the pool was planned with (None: its configuration alone)."""
     promise: Mapping[str, Any] | None = None
     """What the daemon's re-tune says of the protection kept (`Tuning.report`); None otherwise."""
+
+    @property
+    def lead_seconds(self) -> float:
+        """The lead time the pool plans with (measured with `leadTime: auto` in the daemon)."""
+        return (self.settings or resolve_settings(self.pool)).lead
+
+    @property
+    def demand_per_replica(self) -> float:
+        """The demand one placeholder serves (1 for a pool without a forecast section)."""
+        per_replica = (self.settings or resolve_settings(self.pool)).demand_per_replica
+        return per_replica.value if per_replica is not None else 1.0
 
     @property
     def step_seconds(self) -> float:
@@ -117,6 +131,7 @@ def build_report(
     source: str = "",
     observed: Mapping[str, History | Unobserved | None] | None = None,
     loop: Mapping[str, Mapping[str, Any]] | None = None,
+    settings: Mapping[str, PlanSettings] | None = None,
     promises: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Report:
     """The report for every pool of `policy` at `at`; maps are keyed by pool name (missing = none).
@@ -125,7 +140,8 @@ def build_report(
     `past` holds earlier `report_to_json` outputs, whose forecasts are judged against `histories`.
     `observed` is each pool's latest observations for the burst model, as the daemon reads them at
     `at` (default: the pool's history up to `at`, which holds the same samples). `loop` is what the
-    daemon measured in the cluster per pool (its closed loop), shown in each pool's section;
+    daemon measured in the cluster per pool (its closed loop), shown in each pool's section.
+    `settings` are the settings each pool plans with (default: its configuration alone);
     `promises` what its re-tune says of a `protection:` pool (`Tuning.report`: "asked 95%, last
     week 96.1%", a shortfall shown as a warning).
     """
@@ -140,6 +156,7 @@ def build_report(
             past or (),
             policy,
             _observed_at(pool.name, observed, histories, at),
+            (settings or {}).get(pool.name) or resolve_settings(pool),
         )
         for pool in policy.pools
     )
@@ -173,7 +190,9 @@ def _pool_report(
     past: Sequence[Mapping[str, Any]],
     policy: Policy,
     observed: History | Unobserved | None,
+    settings: PlanSettings,
 ) -> PoolReport:
+    # Long on purpose: one PoolReport assembled field by field, each field one call.
     spec = pool.forecast
     usable = forecast if isinstance(forecast, Forecast) and forecast.expires_at > at else None
     if usable is not None:
@@ -199,20 +218,20 @@ def _pool_report(
         else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
     )
     step = usable.step_seconds if usable else (spec.step.total_seconds() if spec else 300.0)
-    inputs = PlanInputs(forecast, observed, cluster)
+    inputs = PlanInputs(forecast, observed, cluster, settings)
     times, plans = plan_horizon(pool, at, horizon_end, min(max(step, 60.0), 900.0), inputs)
     desired = np.array([p.desired for p in plans], dtype=float)
     windows = tuple(
         (w.name, max(a, at), min(b, horizon_end))
         for w in pool.schedules
-        for a, b in open_intervals(w, at, horizon_end, pool.lead_time.total_seconds())
+        for a, b in open_intervals(w, at, horizon_end, settings.lead)
     )
     acc = (
         accuracy.to_dict()
         if hasattr(accuracy, "to_dict")
         else (dict(accuracy) if accuracy else None)
     )
-    peaks = find_peaks(usable, at, times, desired, pool.lead_time.total_seconds()) if usable else ()
+    peaks = find_peaks(usable, at, times, desired, settings.lead) if usable else ()
     known = history.until(at) if history is not None else None
     recent = known.since(at - RECENT_SECONDS) if known is not None else None
     report = PoolReport(
@@ -235,7 +254,8 @@ def _pool_report(
         past=judge_past(pool.name, past, known, at) if known is not None else (),
         cost=headroom_cost(pool, times, desired, policy),
         notices=(),
-        burst=_last_day_burst(pool.name, usable, known, at, pool.lead_time.total_seconds()),
+        burst=_last_day_burst(pool.name, usable, known, at, settings.lead),
+        settings=settings,
     )
     return _with_notices(report, plans)
 
@@ -353,6 +373,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
 
 
 def _pool_json(r: PoolReport) -> dict[str, Any]:
+    # Long on purpose: the JSON shape written out key by key, so it reads like the schema.
     pool, f, c = r.pool, r.forecast, r.cost
     forecast: dict[str, Any] = {"status": r.forecast_status, "detail": r.forecast_detail}
     if f is not None:
@@ -383,7 +404,7 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
         },
         "min_replicas": pool.min_replicas,
         "max_replicas": pool.max_replicas,
-        "lead_time_seconds": pool.lead_time.total_seconds(),
+        "lead_time_seconds": r.lead_seconds,
         "closed_loop": dict(r.loop) if r.loop is not None else None,
         "promise": dict(r.promise) if r.promise is not None else None,
         "history": {"points": r.history_points, "days": round(r.history_seconds / DAY_SECONDS, 2)},

@@ -364,8 +364,8 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         "forecast_now": forecast_sentence(
             r.now.details,
             r.now.components.get("forecast"),
-            r.pool.forecast.demand_per_replica if r.pool.forecast else 1.0,
-            fmt_lead(r.pool.lead_time.total_seconds()),
+            r.demand_per_replica,
+            fmt_lead(r.lead_seconds),
         ),
     }
 

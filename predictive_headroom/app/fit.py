@@ -1,6 +1,7 @@
-"""The one fit path, shared by the daemon and the `plan`, `forecast` and `report` commands: build
-the source, then per pool read its history, fit its forecast, optionally score it on held-back
-days and read its latest observations for the burst model (`fit_pools` -> `PoolFit` per pool).
+"""The one fit path, shared by the daemon and the `plan`, `forecast` and `report` commands: per
+pool read its history, re-tune it (`protection:`, `app.tune`), fit its forecast for its settings
+(`core.settings.PlanSettings`), optionally score it on held-back days and read its latest
+observations for the burst model (`fit_pools` -> `PoolFit` per pool).
 
 Failures become values (NoForecast with the reason, warnings as strings in `PoolFit.warnings`),
 so one bad pool never stops the others.
@@ -9,45 +10,23 @@ so one bad pool never stops the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
+from predictive_headroom.app.tune import Tuning, retune
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
+from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import Forecaster, Source, SourceError
-
-if TYPE_CHECKING:
-    from predictive_headroom.daemon.retune import Tuning
-    from predictive_headroom.forecast.accuracy import Accuracy
 
 logger = logging.getLogger(__name__)
 
 
-def source_from_args(
-    data: str | None, prometheus_url: str | None, settings: Settings | None = None
-) -> Source:
-    """A CSV source for `data`, else a Prometheus source for `prometheus_url` (or PH_PROMETHEUS_URL)."""
-    settings = settings or Settings()
-    if data:
-        from predictive_headroom.sources.csvsource import CsvSource
-
-        return CsvSource(data)
-    from predictive_headroom.sources.prometheus import from_settings
-
-    source = from_settings(settings, prometheus_url)
-    if source is None:
-        from predictive_headroom.commands import CommandError
-
-        raise CommandError(
-            "no demand history: pass --data CSV or --prometheus-url URL (or set PH_PROMETHEUS_URL)"
-        )
-    return source
-
-
 def default_forecaster() -> Forecaster:
     """The production forecaster (Prophet with a seasonal-naive fallback)."""
+    # Lazy: Prophet and its model code take about a second to import, and every command of the
+    # CLI imports this module, most of them without fitting anything.
     from predictive_headroom.forecast.forecaster import ProphetForecaster
 
     return ProphetForecaster()
@@ -63,11 +42,16 @@ def fetch_history(pool: Pool, source: Source, at: float) -> History | NoForecast
 
 
 def fit_pool(
-    pool: Pool, history: History, forecaster: Forecaster, at: float
+    pool: Pool, history: History, forecaster: Forecaster, at: float, settings: PlanSettings
 ) -> Forecast | NoForecast:
-    """Fit one pool's forecast on `history` as known at `at`."""
+    """Fit one pool's forecast on `history` as known at `at` for `settings` (its lead time, burst
+    quantile); the forecast records them (`Forecast.fitted_for`)."""
     assert pool.forecast is not None
-    return forecaster.fit(history, pool.forecast, pool.lead_time.total_seconds(), at)
+    fitted = forecaster.fit(history, pool.forecast, settings.lead, at)
+    if not isinstance(fitted, Forecast):
+        return fitted
+    # The forecaster fits at the configured quantile; a tuned one is read off the same fit.
+    return replace(fitted.at_quantile(settings.quantile), fitted_for=settings)
 
 
 @dataclass(frozen=True)
@@ -83,6 +67,8 @@ class PoolFit:
     accuracy: Accuracy | None = None
     warnings: tuple[str, ...] = ()
     tuning: Tuning | None = None
+    settings: PlanSettings | None = None
+    """The settings the pool was fitted for and plans with (None when nothing was fitted)."""
 
 
 def fit_one(
@@ -94,13 +80,17 @@ def fit_one(
     accuracy: bool = False,
     observe: bool = False,
     retune_window: float | None = None,
+    measured_lead: float | None = None,
+    disabled_too: bool = False,
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
     `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
-    history (`daemon.retune.retune`) and fitted at the chosen burst quantile."""
+    history (`app.tune.retune`) and fitted at the chosen burst quantile. `measured_lead`
+    is the lead time the closed loop measured (seconds; used with `leadTime: auto`). A disabled
+    forecast is fitted only when `disabled_too` (the `forecast` command shows it for review)."""
     spec = pool.forecast
     assert spec is not None
-    if not spec.enabled:
+    if not (spec.enabled or disabled_too):
         return PoolFit(pool.name, NoForecast("disabled"))
     history = fetch_history(pool, source, at)
     if isinstance(history, NoForecast):
@@ -111,28 +101,27 @@ def fit_one(
             pool.name, NoForecast("source-error", why), warnings=(f"pool {pool.name}: {why}",)
         )
     tuning = None
+    settings = resolve_settings(pool, measured_lead=measured_lead)
     if retune_window is not None and pool.protection is not None:
-        from predictive_headroom.daemon.retune import retune
-
-        tuning = retune(pool, history, at, forecaster, window_seconds=retune_window)
-        pool = tuning.apply(pool)
-    forecast = fit_pool(pool, history, forecaster, at)
+        tuning = retune(pool, history, at, forecaster, settings, window_seconds=retune_window)
+        settings = resolve_settings(pool, measured_lead=measured_lead, tuned=tuning.tuned)
+    forecast = fit_pool(pool, history, forecaster, at, settings)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = None, []
     if accuracy and isinstance(forecast, Forecast):
-        from predictive_headroom.forecast.accuracy import evaluate
-
         try:
-            scored = evaluate(history, spec, forecaster, pool.lead_time.total_seconds())
+            scored = evaluate(history, spec, forecaster, settings.lead)
         except ValueError as exc:
             logger.info("pool %s: no hold-out accuracy: %s", pool.name, exc)
             warnings.append(f"pool {pool.name}: no hold-out accuracy: {exc}")
     observed = observe_pool(pool, forecast, source, at) if observe else None
-    return PoolFit(pool.name, forecast, history, observed, scored, tuple(warnings), tuning)
+    return PoolFit(
+        pool.name, forecast, history, observed, scored, tuple(warnings), tuning, settings
+    )
 
 
 def fit_pools(
-    policy: Policy,
+    pools: Policy | Sequence[Pool],
     source: Source,
     at: float,
     forecaster: Forecaster | None = None,
@@ -140,9 +129,12 @@ def fit_pools(
     accuracy: bool = False,
     observe: bool = False,
     retune_window: float | None = None,
+    disabled_too: bool = False,
 ) -> dict[str, PoolFit]:
-    """`fit_one` for every pool with a forecast section, in config order (the others are left out)."""
+    """`fit_one` for every pool (of a policy, or listed) with a forecast section, in order (the
+    others are left out)."""
     forecaster = forecaster or default_forecaster()
+    chosen = pools.pools if isinstance(pools, Policy) else pools
     return {
         pool.name: fit_one(
             pool,
@@ -152,33 +144,11 @@ def fit_pools(
             accuracy=accuracy,
             observe=observe,
             retune_window=retune_window,
+            disabled_too=disabled_too,
         )
-        for pool in policy.pools
+        for pool in chosen
         if pool.forecast is not None
     }
-
-
-def fit_policy(
-    policy: Policy,
-    source: Source,
-    at: float,
-    forecaster: Forecaster | None = None,
-    histories: dict[str, History] | None = None,
-    tunings: dict[str, Tuning] | None = None,
-    retune_window: float | None = None,
-) -> dict[str, Forecast | NoForecast]:
-    """The forecasts of `fit_pools` (the daemon's refit); `histories`, when given, is filled with
-    the history each pool was fitted on, `tunings` with the re-tune of each pool with
-    `protection:` (on `retune_window` seconds of recent history, `daemon.retune.RETUNE_WINDOW`
-    when None)."""
-    if tunings is not None and retune_window is None:
-        from predictive_headroom.daemon.retune import RETUNE_WINDOW as retune_window
-    fits = fit_pools(policy, source, at, forecaster, retune_window=retune_window)
-    if histories is not None:
-        histories.update({n: f.history for n, f in fits.items() if f.history is not None})
-    if tunings is not None:
-        tunings.update({n: f.tuning for n, f in fits.items() if f.tuning is not None})
-    return {n: f.forecast for n, f in fits.items()}
 
 
 def needs_observations(pool: Pool, forecast: Forecast | NoForecast | None) -> bool:

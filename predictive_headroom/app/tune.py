@@ -40,6 +40,8 @@ from predictive_headroom.backtest.promise import (
     LOOKBACK,
     WINDOW,
     Candidate,
+    Choice,
+    Ledger,
     Status,
     choose,
     ledger,
@@ -47,8 +49,10 @@ from predictive_headroom.backtest.promise import (
 )
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
+from predictive_headroom.backtest.simulator import Run
 from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
@@ -92,6 +96,15 @@ class Tuning:
     reserve chosen on the days before it (None: not tuned, or nothing waited then)."""
     strictness: float | None = None
 
+    @property
+    def tuned(self) -> Tuned:
+        """What `core.settings.resolve_settings` takes from this re-tune: the chosen quantile,
+        window and reserve, or nothing when it could not tune (`default`: the pool's own settings
+        stand)."""
+        if self.status == "default":
+            return Tuned()
+        return Tuned(self.burst_quantile, self.stabilization_seconds, self.reserve)
+
     def says(self) -> str:
         """ "asked 95%, last week 96.1%" (or why there is no figure)."""
         asked = f"asked {100 * self.target:g}%"
@@ -108,20 +121,6 @@ class Tuning:
         """The last week kept less than asked."""
         return (
             self.realized_protection is not None and self.realized_protection < self.target - 1e-9
-        )
-
-    def apply(self, pool: Pool) -> Pool:
-        """`pool` planning with the chosen quantile and window (unchanged without `protection:`)."""
-        if pool.protection is None or pool.forecast is None:
-            return pool
-        spec = pool.forecast.model_copy(
-            update={"burst_quantile": self.burst_quantile, "reserve": self.reserve}
-        )
-        return pool.model_copy(
-            update={
-                "forecast": spec,
-                "scale_down_stabilization": timedelta(seconds=self.stabilization_seconds),
-            }
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,19 +152,23 @@ def retune(
     history: History,
     at: float,
     forecaster: Forecaster,
+    settings: PlanSettings | None = None,
     *,
     window_seconds: float = RETUNE_WINDOW,
     quantiles: Sequence[float] = RETUNE_QUANTILES,
     windows: Sequence[float] = RETUNE_WINDOWS,
     reserves: Sequence[int] | None = None,
 ) -> Tuning:
-    """Choose `pool`'s burst quantile and stabilisation window at `at` from `history` (see the
-    module docstring). Never raises for bad data: a `default` Tuning says why instead."""
+    """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
+    (see the module docstring), the other settings being `settings` (the pool's before tuning,
+    with its measured lead time; None: its configuration); `reserves` overrides
+    `promise.reserve_sizes`. Never raises for bad data: a `default` Tuning says why instead."""
     assert pool.forecast is not None and pool.protection is not None
     started = time.perf_counter()
+    settings = settings or resolve_settings(pool)
 
     def fallback(why: str) -> Tuning:
-        return _default(pool, at, why, started)
+        return _default(pool, settings, at, why, started)
 
     known = history.until(at)
     need = window_seconds + pool.forecast.min_history.total_seconds()
@@ -177,9 +180,8 @@ def retune(
             f"{pool.forecast.min_history.total_seconds() / 3600:g} hours)"
         )
     try:
-        return _tune(
-            pool, known, at, forecaster, window_seconds, quantiles, windows, reserves, started
-        )
+        grid = (window_seconds, quantiles, windows, reserves)
+        return _tune(pool, settings, known, at, forecaster, grid, started)
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -187,84 +189,33 @@ def retune(
 
 def _tune(
     pool: Pool,
+    plan_settings: PlanSettings,
     known: History,
     at: float,
     forecaster: Forecaster,
-    window_seconds: float,
-    quantiles: Sequence[float],
-    windows: Sequence[float],
-    reserves: Sequence[int] | None,
+    grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     started: float,
 ) -> Tuning:
-    assert pool.forecast is not None and pool.protection is not None
+    assert pool.protection is not None
     target = pool.protection
-    spec = pool.forecast
-    lead = pool.lead_time.total_seconds()
+    window_seconds = grid[0]
     begin = known.end - window_seconds
-    # The one extra fit: only samples at or before begin - delay, horizon covering the replay.
-    seen = begin - spec.observation_delay.total_seconds()
-    train = known.until(seen).since(seen - spec.history.total_seconds())
-    horizon = timedelta(seconds=window_seconds + lead + 3600.0)
-    fitted = forecaster.fit(
-        train, spec.model_copy(update={"horizon": max(horizon, spec.horizon)}), lead, begin
-    )
+    fitted, train = _fit_before(pool, plan_settings, known, begin, window_seconds, forecaster)
     if not isinstance(fitted, Forecast):
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
-        return _default(pool, at, why, started)
-    # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
-    replayed = known.since(begin - REPLAY_WARMUP)
-    settings = BacktestSettings(
-        warmup_seconds=begin - replayed.start,
-        refit_every_seconds=2 * window_seconds,
-        burst_view=False,
-    )
-    # The burst model reads its features from every sample known before each replayed minute.
-    r = replace(resolve(replayed, pool, settings), history=known)
-    begin = float(r.times[r.start])
-    parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
-    grid = replay_grid(r.pool, parts, sorted(set(windows)), r.plan, r.simulate, r.start)
-    reactive = r.simulate(np.zeros(r.pods.size, dtype=np.int64))
-    runs = {}
-    for g in grid:
-        for n in reserve_sizes(r.pods[r.start :]) if reserves is None else reserves:
-            ph = np.minimum(g.run.placeholders + n, pool.max_replicas)
-            runs[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(ph)
-    # Days ending at the refit, the oldest one clipped to the replay's start.
-    size = r.pods.size
-    days_replayed = max(1, round((size - r.start) / DAY_MINUTES))
-    bounds = [max(r.start, size - k * DAY_MINUTES) for k in range(days_replayed, -1, -1)]
-    book = ledger(runs, reactive, bounds, r.start)
+        return _default(pool, plan_settings, at, why, started)
+    book, days = _replay(pool, plan_settings, known, begin, fitted, grid)
     choice = choose(book, target)
     cand = choice.candidate
     assert cand.setting is not None
-    days = (float(r.times[-1]) - begin) / DAY_SECONDS
-    label = f"burstQuantile {cand.setting.quantile:g}, scaleDownStabilization {cand.setting.window / 60:g}m"
-    if cand.reserve:
-        label += f" and a reserve of {plural(cand.reserve, 'placeholder')}"
-    on = min(WINDOW, book.periods)
-    judged = book.periods - max(1, book.periods - LOOKBACK)
-    kept = (
-        f"nothing waited for a node on the last {plural(judged, 'day')}"
-        if choice.kept is None
-        else f"last week {100 * choice.kept:.1f}% (the last {plural(judged, 'day')}, each "
-        f"chosen on the {plural(on, 'day')} before it)"
-    )
-    if choice.status == Status.SHORT:
-        status = "short"
-        reason = (
-            f"asked {100 * target:g}%, {kept}: no setting or reserve of {len(runs)} kept it at any "
-            f"price these {days:.0f} days show; holding the most protective, {label}, which absorbed "
-            f"{100 * choice.expected:.1f}% on the last {plural(on, 'day')} for {choice.overhead_node_hours:.1f} overhead node-hours"
-        )
+    status = "short" if choice.status == Status.SHORT else "tuned"
+    reason = _verdict(choice, book, target, days)
+    if status == "short" or (choice.kept is not None and choice.kept < target - 1e-9):
+        logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
     else:
-        status = "tuned"
-        reason = (
-            f"asked {100 * target:g}%, {kept}; holding {label}, which absorbed "
-            f"{100 * choice.expected:.1f}% on the last {plural(on, 'day')} for "
-            f"{choice.overhead_node_hours:.1f} overhead node-hours"
-        )
-    tuning = Tuning(
+        logger.info("pool %s: re-tuned: %s", pool.name, reason)
+    return Tuning(
         pool.name,
         status,
         cand.setting.quantile,
@@ -281,11 +232,64 @@ def _tune(
         choice.kept,
         choice.strictness,
     )
-    if tuning.shortfall or status == "short":
-        logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
-    else:
-        logger.info("pool %s: re-tuned: %s", pool.name, reason)
-    return tuning
+
+
+def _fit_before(
+    pool: Pool,
+    settings: PlanSettings,
+    known: History,
+    begin: float,
+    window_seconds: float,
+    forecaster: Forecaster,
+) -> tuple[Forecast | NoForecast, History]:
+    """The one extra fit and its training data: only samples at or before `begin` minus the
+    observation delay (at most `forecast.history` of them), the horizon covering the replay."""
+    spec = pool.forecast
+    assert spec is not None
+    seen = begin - settings.delay
+    train = known.until(seen).since(seen - spec.history.total_seconds())
+    horizon = max(timedelta(seconds=window_seconds + settings.lead + 3600.0), spec.horizon)
+    request = spec.model_copy(update={"horizon": horizon})  # the fit's span, not a setting
+    return forecaster.fit(train, request, settings.lead, begin), train
+
+
+def _replay(
+    pool: Pool,
+    plan_settings: PlanSettings,
+    known: History,
+    begin: float,
+    fitted: Forecast,
+    grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
+) -> tuple[Ledger, float]:
+    """Every (quantile, window) of the grid, each plus every reserve, replayed over
+    [begin, known.end] through the engine on the simulated cluster and summed per day (days ending
+    at the refit): the ledger the rule reads, and the days replayed."""
+    window_seconds, quantiles, windows, reserves = grid
+    # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
+    replayed = known.since(begin - REPLAY_WARMUP)
+    settings = BacktestSettings(
+        warmup_seconds=begin - replayed.start,
+        refit_every_seconds=2 * window_seconds,
+        burst_view=False,
+    )
+    # The burst model reads its features from every sample known before each replayed minute.
+    r = replace(resolve(replayed, pool, settings, plan_settings), history=known)
+    begin = float(r.times[r.start])
+    parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
+    runs = replay_grid(
+        r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
+    )
+    reactive = r.simulate(np.zeros(r.pods.size, dtype=np.int64))
+    sizes = reserve_sizes(r.pods[r.start :]) if reserves is None else reserves
+    candidates: dict[Candidate, Run] = {}
+    for g in runs:
+        for n in sizes:
+            placeholders = np.minimum(g.run.placeholders + n, pool.max_replicas)
+            candidates[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(placeholders)
+    size = r.pods.size
+    days = max(1, round((size - r.start) / DAY_MINUTES))
+    bounds = [max(r.start, size - k * DAY_MINUTES) for k in range(days, -1, -1)]
+    return ledger(candidates, reactive, bounds, r.start), (float(r.times[-1]) - begin) / DAY_SECONDS
 
 
 def plural(n: int, word: str) -> str:
@@ -293,9 +297,38 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _default(pool: Pool, at: float, why: str, started: float) -> Tuning:
+def _verdict(choice: Choice, book: Ledger, target: float, days: float) -> str:
+    """The reason in words: what was asked, what the rule kept, what it holds and why."""
+    cand = choice.candidate
+    assert cand.setting is not None
+    label = f"burstQuantile {cand.setting.quantile:g}, scaleDownStabilization {cand.setting.window / 60:g}m"
+    if cand.reserve:
+        label += f" and a reserve of {plural(cand.reserve, 'placeholder')}"
+    on = min(WINDOW, book.periods)
+    judged = book.periods - max(1, book.periods - LOOKBACK)
+    kept = (
+        f"nothing waited for a node on the last {plural(judged, 'day')}"
+        if choice.kept is None
+        else f"last week {100 * choice.kept:.1f}% (the last {plural(judged, 'day')}, each "
+        f"chosen on the {plural(on, 'day')} before it)"
+    )
+    absorbed = (
+        f"which absorbed {100 * choice.expected:.1f}% on the last {plural(on, 'day')} for "
+        f"{choice.overhead_node_hours:.1f} overhead node-hours"
+    )
+    if choice.status == Status.SHORT:
+        return (
+            f"asked {100 * target:g}%, {kept}: no setting or reserve of {len(book.candidates)} "
+            f"kept it at any price these {days:.0f} days show; holding {label} (the cheapest "
+            f"reaching it over all {plural(book.periods, 'day')} read, else the most protective), "
+            f"{absorbed}"
+        )
+    return f"asked {100 * target:g}%, {kept}; holding {label}, {absorbed}"
+
+
+def _default(pool: Pool, settings: PlanSettings, at: float, why: str, started: float) -> Tuning:
     assert pool.forecast is not None and pool.protection is not None
-    q0, w0 = pool.forecast.burst_quantile, pool.scale_down_stabilization.total_seconds()
+    q0, w0 = settings.quantile, settings.window
     logger.info("pool %s: cannot tune (%s); planning with the defaults", pool.name, why)
     return Tuning(
         pool.name,

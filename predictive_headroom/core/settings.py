@@ -1,0 +1,185 @@
+"""A pool's effective planning settings: one frozen value, each field saying where it came from.
+
+The user's config (`policy.config.Pool`) says what was asked for; `PlanSettings` says what a pool
+plans with after the closed loop's measurement (`leadTime: auto`) and the re-tune
+(`protection:`) have had their say. `resolve_settings` is the one function that builds it; the
+engine, the planner and the forecasters read it, never the config model, for these values.
+
+A `Forecast` records the settings it was fitted for (`Forecast.fitted_for`); `needs_refit` says
+when the settings in force have moved far enough from those for the fit to be redone.
+
+Adding a field: give it a `Setting[...]` type here, fill it in `resolve_settings` (and in
+`Tuned`, when a re-tune can choose it), and list it in `FIT_FIELDS` when the fit depends on it.
+Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.durations import AutoLeadTime
+
+T = TypeVar("T")
+
+LEAD_REFIT_SHARE = 0.2
+"""A lead time this far (as a share) from the one a forecast was fitted for asks for a refit: the
+burst model is trained for one lead time (`docs/design.md`, section 5). Smaller moves of a
+measured lead time change the ramp and the schedule lead at once but keep the fitted model."""
+
+
+class SettingSource(StrEnum):
+    """Where an effective setting came from."""
+
+    CONFIGURED = "configured"
+    """Written in the policy file (or given as a flag)."""
+    MEASURED = "measured"
+    """Measured in the cluster by the closed loop (`leadTime: auto`)."""
+    TUNED = "tuned"
+    """Chosen by the re-tune of a pool with `protection:`."""
+    DEFAULT = "default"
+    """Not written anywhere: the product's default."""
+
+
+class Strategy(StrEnum):
+    """How the forecast component is sized."""
+
+    FORECAST = "forecast"
+    """The ramp of the fitted curve plus the burst allowance at the burst quantile."""
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """One effective setting and where it came from."""
+
+    value: T
+    source: SettingSource
+
+    def __str__(self) -> str:
+        return f"{self.value} ({self.source})"
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """What a re-tune chose for a pool (None: left as configured)."""
+
+    burst_quantile: float | None = None
+    stabilization_seconds: float | None = None
+    reserve: int | None = None
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """The settings one pool plans with. Seconds are floats; `demand_per_replica` is None for a
+    pool without a forecast section."""
+
+    lead_seconds: Setting[float]
+    stabilization_seconds: Setting[float]
+    demand_per_replica: Setting[float] | None
+    observation_delay_seconds: Setting[float]
+    burst_quantile: Setting[float]
+    strategy: Setting[Strategy]
+    reserve: Setting[int] = Setting(0, SettingSource.DEFAULT)
+    """Placeholders held on top of the plan (`forecast.reserve`, or chosen by the re-tune)."""
+
+    @property
+    def lead(self) -> float:
+        """The lead time in seconds."""
+        return self.lead_seconds.value
+
+    @property
+    def window(self) -> float:
+        """The scale-down stabilisation window in seconds."""
+        return self.stabilization_seconds.value
+
+    @property
+    def delay(self) -> float:
+        """The observation delay in seconds."""
+        return self.observation_delay_seconds.value
+
+    @property
+    def quantile(self) -> float:
+        """The burst quantile."""
+        return self.burst_quantile.value
+
+    def needs_refit(self, fitted_for: PlanSettings | None) -> bool:
+        """True when a forecast fitted for `fitted_for` no longer fits these settings: a fit field
+        (`FIT_FIELDS`) differs, the lead time counting only once it moved more than
+        `LEAD_REFIT_SHARE`. False when nothing was fitted (`fitted_for` None)."""
+        if fitted_for is None:
+            return False
+        if abs(self.lead - fitted_for.lead) > LEAD_REFIT_SHARE * fitted_for.lead:
+            return True
+        return any(_value(self, name) != _value(fitted_for, name) for name in FIT_FIELDS)
+
+    def to_dict(self) -> dict[str, dict[str, object]]:
+        """`{field: {"value", "source"}}` for logs and status pages."""
+        out: dict[str, dict[str, object]] = {}
+        for f in fields(self):
+            setting = getattr(self, f.name)
+            if setting is not None:
+                out[f.name] = {"value": setting.value, "source": str(setting.source)}
+        return out
+
+
+FIT_FIELDS = ("observation_delay_seconds", "burst_quantile")
+"""The fields besides the lead time that a fitted forecast depends on (compared exactly)."""
+
+
+def _value(settings: PlanSettings, name: str) -> object:
+    setting = getattr(settings, name)
+    return None if setting is None else setting.value
+
+
+DEFAULT_BURST_QUANTILE = 0.95
+DEFAULT_OBSERVATION_DELAY = 60.0
+
+
+def _given(model: object, name: str) -> SettingSource:
+    """CONFIGURED when the policy file set `name` on `model`, else DEFAULT."""
+    chosen = name in getattr(model, "model_fields_set", ())
+    return SettingSource.CONFIGURED if chosen else SettingSource.DEFAULT
+
+
+def resolve_settings(
+    pool: Pool, *, measured_lead: float | None = None, tuned: Tuned | None = None
+) -> PlanSettings:
+    """The settings `pool` plans with: its configuration, the lead time measured in the cluster
+    when the pool says `leadTime: auto` (`measured_lead` seconds, None until measured), and what
+    its re-tune chose when it has `protection:` (`tuned`). A measurement or tuning given for a pool
+    that did not ask for it is ignored."""
+    lead = Setting(pool.lead_time.total_seconds(), _given(pool, "lead_time"))
+    if isinstance(pool.lead_time, AutoLeadTime):
+        lead = Setting(lead.value, SettingSource.DEFAULT)
+        if measured_lead is not None:
+            lead = Setting(float(measured_lead), SettingSource.MEASURED)
+    window = Setting(
+        pool.scale_down_stabilization.total_seconds(), _given(pool, "scale_down_stabilization")
+    )
+    spec = pool.forecast
+    quantile = Setting(DEFAULT_BURST_QUANTILE, SettingSource.DEFAULT)
+    delay = Setting(DEFAULT_OBSERVATION_DELAY, SettingSource.DEFAULT)
+    per_replica = None
+    reserve = Setting(0, SettingSource.DEFAULT)
+    if spec is not None:
+        reserve = Setting(spec.reserve, _given(spec, "reserve"))
+        quantile = Setting(spec.burst_quantile, _given(spec, "burst_quantile"))
+        delay = Setting(spec.observation_delay.total_seconds(), _given(spec, "observation_delay"))
+        per_replica = Setting(spec.demand_per_replica, SettingSource.CONFIGURED)
+    if tuned is not None and pool.protection is not None and spec is not None:
+        if tuned.burst_quantile is not None:
+            quantile = Setting(tuned.burst_quantile, SettingSource.TUNED)
+        if tuned.stabilization_seconds is not None:
+            window = Setting(tuned.stabilization_seconds, SettingSource.TUNED)
+        if tuned.reserve is not None:
+            reserve = Setting(tuned.reserve, SettingSource.TUNED)
+    strategy = Setting(Strategy.FORECAST, SettingSource.DEFAULT)
+    return PlanSettings(lead, window, per_replica, delay, quantile, strategy, reserve)
+
+
+def with_values(settings: PlanSettings, source: SettingSource, **values: float) -> PlanSettings:
+    """`settings` with the named fields set to `values`, each from `source` (a backtest's flags,
+    a replay's swept window): e.g. `with_values(s, SettingSource.CONFIGURED, lead_seconds=240)`."""
+    return replace(settings, **{name: Setting(value, source) for name, value in values.items()})

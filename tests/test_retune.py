@@ -208,9 +208,12 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
         tuning.realized_protection
     )
     # The report after the refit says it too, next to the closed loop.
-    [(policy, forecasts, histories, when, loop, promises)] = reported
+    [(policy, forecasts, histories, when, loop, settings, promises)] = reported
     assert promises == {"web": {"says": says, "short": False, "reason": tuning.reason}}
-    report = build_report(policy, histories, forecasts, {}, when, loop=loop, promises=promises)
+    assert settings["web"].reserve == Source(tuning.reserve, SettingSource.TUNED)
+    report = build_report(
+        policy, histories, forecasts, {}, when, loop=loop, settings=settings, promises=promises
+    )
     page = render_html(report)
     assert f'<p class="promise" id="promise-web">{tuning.reason}.</p>' in page
     # The plan holds the reserve on top of what the forecast asks.
@@ -327,7 +330,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
         clock,
         source=SeriesSource(history),
         forecaster=SeasonalNaiveForecaster(),
-        report_writer=lambda *args: reported.append(args[-1]),
+        report_writer=lambda *args: reported.append(args[5]),
     )
     daemon.retune_window = WINDOW
     assert daemon.refit()
@@ -356,7 +359,8 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     assert loop == {"lead_time_seconds": tuned.lead, "lead_time_source": "configured"}
     bare = replace(plan, details={k: v for k, v in plan.details.items() if k not in loop})
     assert bare == plan_over_time(web, [clock.now], PlanInputs(own, settings=tuned)).plans[0]
-    assert plan.components["forecast"] > 0
+    assert plan.components["forecast"] is not None  # the forecast (and its reserve) plan
+    assert plan.raw == max(plan.components["forecast"], 0) + tuning.reserve
     assert server.replicas(NS, "web-placeholder") == plan.desired
     assert daemon.settings_for(web) == tuned
     # The forecast in force says what it was fitted for.

@@ -27,7 +27,7 @@ from pathlib import Path
 from predictive_headroom.backtest.frontier import frontier
 from predictive_headroom.backtest.promise_measure import measure
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
-from predictive_headroom.commands import print_table
+from predictive_headroom.commands import duration_arg, print_table
 from predictive_headroom.commands.backtest import parse_protections, parse_quantiles, parse_windows
 from predictive_headroom.sources.csvsource import read_csv_history
 
@@ -50,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dial", type=parse_quantiles, default=())
     parser.add_argument("--stabilization-dial", type=parse_windows, default=())
     parser.add_argument("--cache", type=Path, help="keep (and reuse) each series' replays here")
+    parser.add_argument(
+        "--promise-only", action="store_true", help="print the promise table only (no frontier)"
+    )
+    parser.add_argument(
+        "--refit-every", type=duration_arg, default=86400.0, help="refit interval (default 1d)"
+    )
     args = parser.parse_args(argv)
     files = sorted(args.datasets.glob("*.csv"))
     if args.only:
@@ -58,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no CSV files in {args.datasets}", file=sys.stderr)
         return 2
     settings = BacktestSettings(
-        dial=args.dial, stabilization_dial=args.stabilization_dial, protections=args.protection
+        dial=args.dial,
+        stabilization_dial=args.stabilization_dial,
+        protections=args.protection,
+        refit_every_seconds=args.refit_every,
     )
     rows, promise_rows = [], []
     for path in files:
@@ -73,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 with cached.open("wb") as fh:
                     pickle.dump(result, fh)
-        table = frontier(result, args.protection)
+        table = {"at": []} if args.promise_only else frontier(result, args.protection)
         for entry in measure(result, args.protection):
             promise_rows.append(_promise_row(path.stem, entry))
         wall = time.perf_counter() - started
@@ -96,24 +105,9 @@ def main(argv: list[str] | None = None) -> int:
                 ]
             )
         print(f"done {path.stem} in {wall:.1f}s", file=sys.stderr, flush=True)
-    print_table(
-        [
-            "dataset",
-            "protection",
-            "forecast (tuned)",
-            "naive (tuned)",
-            "static",
-            "proportional",
-            "forecast fixed",
-            "oracle",
-            "static/forecast",
-            "naive/forecast",
-            "forecast/oracle",
-            "tune picks now",
-        ],
-        rows,
-    )
-    print()
+    if not args.promise_only:
+        _frontier_table(rows)
+        print()
     print_table(
         [
             "dataset",
@@ -131,6 +125,26 @@ def main(argv: list[str] | None = None) -> int:
         promise_rows,
     )
     return 0
+
+
+def _frontier_table(rows: list[list[str]]) -> None:
+    print_table(
+        [
+            "dataset",
+            "protection",
+            "forecast (tuned)",
+            "naive (tuned)",
+            "static",
+            "proportional",
+            "forecast fixed",
+            "oracle",
+            "static/forecast",
+            "naive/forecast",
+            "forecast/oracle",
+            "tune picks now",
+        ],
+        rows,
+    )
 
 
 def _promise_row(stem: str, e: dict) -> list[str]:

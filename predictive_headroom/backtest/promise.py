@@ -15,7 +15,7 @@ The rule (`choose`):
    pod-minutes over the `window` periods before it are at most f x (1 - P) x reactive's (its
    protection there at least 1 - f (1 - P)); none: the most protective one;
 2. the strictness is learned from past shortfalls: for each f of `STRICTNESS` (1: the target as
-   asked, down to 0: nothing left waiting) the inner rule's protection kept on the `lookback`
+   asked, down to 0.1) the inner rule's protection kept on the `lookback`
    periods before now (each of its choices made on the periods before it) is read, and the
    loosest f that kept P is used; when none kept P, the strictness that kept the most, and the
    choice says so (`short`): nothing the history shows reaches P at any price, this is the best
@@ -43,7 +43,7 @@ import numpy as np
 from predictive_headroom.backtest.simulator import ClusterSpec, Run, score, simulate
 from predictive_headroom.backtest.tuning import Setting
 
-STRICTNESS = (1.0, 0.8, 0.6, 0.4, 0.25, 0.1, 0.0)
+STRICTNESS = (1.0, 0.8, 0.6, 0.4, 0.25, 0.1)
 """Share of the allowed waiting (1 - P) the inner rule may leave on its window, loosest first."""
 WINDOW = 7
 """Periods (days) each inner choice is made on."""
@@ -105,6 +105,17 @@ class Ledger:
     @property
     def periods(self) -> int:
         return int(self.reactive.size)
+
+    def upto(self, largest_reserve: int) -> Ledger:
+        """Only the candidates whose reserve is at most `largest_reserve`."""
+        keep = [i for i, c in enumerate(self.candidates) if c.reserve <= largest_reserve]
+        return Ledger(
+            tuple(self.candidates[i] for i in keep),
+            self.unserved[keep],
+            self.node_hours[keep],
+            self.reactive,
+            self.reactive_node_hours,
+        )
 
     def cut(self, first: int, stop: int) -> Ledger:
         """Periods [first, stop) only."""
@@ -198,11 +209,12 @@ def choose(
     *,
     window: int | None = None,
     lookback: int | None = None,
-    strictness: Sequence[float] = STRICTNESS,
+    strictness: Sequence[float] | None = None,
 ) -> Choice:
     """The candidate to hold in the period after the last of `book` (see the module docstring).
     Reads at most `window + lookback` periods (`WINDOW`, `LOOKBACK` by default)."""
     window = WINDOW if window is None else window
+    strictness = STRICTNESS if strictness is None else strictness
     lookback = LOOKBACK if lookback is None else lookback
     n = book.periods
     if n == 0:
@@ -286,8 +298,12 @@ def walk_forward(
     first, with none, uses `default`), spliced and simulated once."""
     spliced = placeholders_of(default, base, pods.size).copy()
     choices: list[Choice | None] = []
+    # The reserves tried on a day are sized from the app pods of the days it reads, as the
+    # daemon sizes them from its replay.
+    span = (WINDOW + LOOKBACK) * 1440
     for k, b in enumerate(period_starts):
-        choice = choose(book.cut(0, k), target, **rule) if k else None
+        largest = max(reserve_sizes(pods[max(0, b - span) : b]))
+        choice = choose(book.cut(0, k).upto(largest), target, **rule) if k else None
         cand = default if choice is None else choice.candidate
         stop = period_starts[k + 1] if k + 1 < len(period_starts) else pods.size
         spliced[b:stop] = placeholders_of(cand, base, pods.size)[b:stop]

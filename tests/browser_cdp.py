@@ -46,6 +46,8 @@ class Visit:
     text: str = ""
     dom: str = ""
     png: bytes = b""
+    probes: dict[str, Any] = field(default_factory=dict)
+    """What each probe script (a JavaScript expression) returned, by name."""
 
 
 class _Session:
@@ -98,8 +100,15 @@ class _Session:
         raise TimeoutError(f"no {method} within {deadline} s")
 
 
-def visit(url: str, profile: Path, width: int = 1280, height: int = 2400) -> Visit:
-    """Load `url` in a fresh headless Chromium with profile dir `profile`; return what was seen."""
+def visit(
+    url: str,
+    profile: Path,
+    width: int = 1280,
+    height: int = 2400,
+    probes: dict[str, str] | None = None,
+) -> Visit:
+    """Load `url` in a fresh headless Chromium with profile dir `profile`; return what was seen,
+    with the value of each JavaScript expression in `probes` (measured boxes, for example)."""
     profile.mkdir(parents=True, exist_ok=True)
     log = (profile / "chromium.log").open("wb")
     proc = subprocess.Popen(
@@ -155,6 +164,16 @@ def visit(url: str, profile: Path, width: int = 1280, height: int = 2400) -> Vis
             result.png = base64.b64decode(
                 cdp.send("Page.captureScreenshot", {"format": "png"})["data"]
             )
+            for name, expression in (probes or {}).items():
+                reply = cdp.send(
+                    "Runtime.evaluate", {"expression": expression, "returnByValue": True}
+                )
+                if "exceptionDetails" in reply:
+                    details = reply["exceptionDetails"]
+                    raise RuntimeError(
+                        f"probe {name}: {details.get('exception', {}).get('description', details)}"
+                    )
+                result.probes[name] = reply["result"].get("value")
             cdp.session = None
             cdp.send("Browser.close")
         finally:

@@ -11,6 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser_cdp import chromium_available, visit
+from page_layout import (
+    BURST_CHART,
+    GLOSSARY_SEEN,
+    PAGE_WIDTH,
+    chart,
+    demand_hidden,
+    inside,
+    label_clashes,
+    labels_on_lines,
+    page_fits,
+)
 from PIL import Image
 
 from predictive_headroom.backtest.plot import fmt_x
@@ -62,7 +73,17 @@ def page(tmp_path_factory):
             ]
         )
     assert code == 0
-    seen = visit((out / "backtest.html").as_uri(), work / "profile")
+    seen = visit(
+        (out / "backtest.html").as_uri(),
+        work / "profile",
+        probes={
+            "width": PAGE_WIDTH,
+            "plot": chart("#plot svg"),
+            "frontier": chart("#frontier-plot svg"),
+            "burst": BURST_CHART,
+            "glossary": GLOSSARY_SEEN,
+        },
+    )
     (work / "backtest-page.png").write_bytes(seen.png)
     return out, json.loads(printed.getvalue()), seen
 
@@ -186,6 +207,74 @@ def test_the_frontier_table_shows_each_familys_cost_from_the_json(page):
         assert cells[-1] == (at["chosen"]["label"] if at["chosen"] else "–")
         oracle = at["cost"]["oracle"]
         assert fmt_number(oracle) in cells
+
+
+def test_the_burst_section_says_it_reads_the_walk_forward_refits(page):
+    _, data, seen = page
+    fit = data["burst"]["fit"]
+    assert fit["kind"] == "walk-forward" and fit["fits"] >= 1
+    assert "Read from the walk-forward refits the replay had in force" in seen.text
+    assert "The report reads the fit it plans with now" in seen.text
+
+
+def test_the_page_fits_a_1280_px_window_and_wide_tables_scroll_in_their_own_box(page):
+    _, _, seen = page
+    width = seen.probes["width"]
+    assert width["viewport"] == 1280
+    assert page_fits(width) == []
+    frontier = next(t for t in width["tables"] if t["id"] == "frontier")
+    assert frontier["overflow"] == "auto"  # 11 columns: it scrolls inside the page's column
+
+
+def test_plot_labels_overlap_nothing_and_stay_inside_the_axes(page):
+    _, _, seen = page
+    plot = seen.probes["plot"]
+    labels = [t for t in plot["texts"] if t["kind"] == "label"]
+    assert any(t["text"].startswith("N=") for t in labels)
+    assert any(t["text"].startswith("q=") for t in labels)
+    assert label_clashes(plot) == []  # N=0 / N=1, dial labels, ticks, legend
+    outside = [t["text"] for t in labels if not inside(t["box"], plot["axes"])]
+    assert outside == []  # q=0.99 does not drop below the axis
+
+
+def test_the_frontier_names_the_setting_tune_would_choose_off_the_lines(page):
+    _, data, seen = page
+    frontier = seen.probes["frontier"]
+    assert labels_on_lines(frontier) == [] and label_clashes(frontier) == []
+    chosen = [a for a in data["frontier"]["at"] if a["chosen"]]
+    legend = [t["text"] for t in frontier["texts"] if t["kind"] == "legend"]
+    for at in chosen:
+        assert f"choose: {at['chosen']['label']} for {100 * at['protection']:g}%" in legend
+
+
+def test_the_burst_chart_keeps_its_ticks_and_shows_demand_on_top(page):
+    _, _, seen = page
+    burst = seen.probes["burst"]
+    clipped = [t["text"] for t in burst["texts"] if not inside(t["box"], burst["svg"])]
+    assert clipped == []
+    assert demand_hidden(burst) <= len(burst["demand_stacks"]) // 50  # a stray pixel at a spike
+
+
+def test_the_words_are_explained_on_the_page_and_match_the_cli(page):
+    _, _, seen = page
+    words = seen.probes["glossary"]
+    for term in (
+        "overhead node-hours",
+        "cold starts",
+        "naive",
+        "oracle",
+        "choose",
+        "q=0.95",
+        "score drop when shuffled",
+        "time of day (sin)/(cos)",
+    ):
+        assert term in words["terms"], term
+    titled = {text for text, _ in words["titled"]}
+    assert {"overhead node-hours", "cold starts", "naive", "oracle", "choose"} <= titled
+    assert "score drop when shuffled" in titled
+    assert {"time of day (sin)", "time of day (cos)"} <= titled  # the burst model's features
+    assert any(text.startswith("q=") for text in titled)
+    assert "extra node-hours" not in seen.text and "tune picks" not in seen.text
 
 
 def test_the_page_leads_with_the_promise_kept_walk_forward(page):

@@ -246,3 +246,32 @@ def test_a_window_opening_between_grid_points_shows_at_its_instant(tmp_path, cap
     )
     opened = next(s for s in out["pools"][0]["steps"] if s["desired_replicas"] == 4)
     assert opened["at"] == "2026-11-23T06:47:00Z"
+
+
+def test_the_demos_plan_is_the_same_at_any_step_and_is_the_reports_plan(tmp_path, capsys):
+    """The demo's `plan --step 30m` and `--step 5m` print the same rows, and the report made at the
+    same instant lists the same changes (reasons included): one horizon grid, planned each minute."""
+    from importlib import resources
+
+    from predictive_headroom.commands import parse_time
+    from predictive_headroom.commands.demo import DATA, END, START, write_csv
+    from predictive_headroom.sources.csvsource import read_csv_history
+
+    package = resources.files("predictive_headroom") / "data"
+    with resources.as_file(package / DATA) as path:
+        history = read_csv_history(path).since(parse_time(START)).until(parse_time(END))
+    write_csv(history, tmp_path / "taxi.csv")
+    (tmp_path / "policy.yaml").write_text((package / "demo.yaml").read_text())
+    common = ["-c", str(tmp_path / "policy.yaml"), "--data", str(tmp_path / "taxi.csv")]
+    printed = {}
+    for step in ("30m", "5m"):
+        argv = ["plan", *common, "--at", END, "--horizon", "48h", "--step", step]
+        assert main(argv) == 0
+        printed[step] = capsys.readouterr().out
+    assert printed["30m"] == printed["5m"]
+    rows = [line.split()[:3] for line in printed["30m"].splitlines() if line.startswith("2014-")]
+    assert main(["report", *common, "--out", str(tmp_path / "report")]) == 0
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    changes = report["pools"][0]["plan"]["changes"]
+    assert [[c["at"], str(c["desired_replicas"]), c["reason"]] for c in changes] == rows
+    assert any(r[2] == "hold:scale-down-stabilization" for r in rows)

@@ -124,6 +124,10 @@ def test_the_burst_section_draws_demand_and_the_allowance_above_it_and_says_what
     sentence = re.sub(
         r"\s+", " ", re.search(r'<p class="burst-sentence">(.*?)</p>', html, re.S).group(1)
     )
+    assert (
+        '<abbr title="the burst quantile (burstQuantile)' in sentence
+    )  # q=0.95 explained on hover
+    sentence = re.sub(r"<[^>]+>", "", sentence)
     assert sentence == (
         "At q=0.95 with a 10 min lead, the burst model asked for up to 400 above demand (at 18:40 UTC); "
         "the features that moved it most: latest demand, growth over the last 30 min, time of day."
@@ -323,3 +327,26 @@ def test_the_reports_plots_tick_million_scale_demand_in_human_units():
     texts = re.findall(r"<text [^>]*>([^<]*)</text>", page)
     assert any(re.fullmatch(r"[0-9.]+M", t) for t in texts), texts
     assert not any(re.fullmatch(r"-?[0-9,.]*,[0-9]{3}", t) for t in texts), texts
+
+
+@pytest.mark.parametrize(
+    ("fit", "says", "points_to"),
+    [
+        (
+            {"kind": "current", "history_end": "2014-12-08T00:00:00Z", "fits": 1},
+            "Read from the fit the plan uses now (history to 2014-12-08 00:00 UTC)",
+            "The backtest page shows the walk-forward refits instead",
+        ),
+        (
+            {"kind": "walk-forward", "history_end": "2014-12-07T00:00:00Z", "fits": 2},
+            "Read from the walk-forward refits the replay had in force (2 over this day",
+            "The report reads the fit it plans with now",
+        ),
+    ],
+)
+def test_each_burst_section_says_which_fit_it_shows_and_where_the_other_fit_is(
+    fit, says, points_to
+):
+    html = re.sub(r"\s+", " ", section({**burst(), "fit": fit}))
+    words = re.search(r'<p class="burst-fit note">(.*?)</p>', html).group(1)
+    assert says in words and points_to in words

@@ -459,3 +459,40 @@ def test_the_page_says_in_words_where_the_burst_allowance_came_from(observed, wo
     page = " ".join(render_html(report).split())
     assert words in page
     assert "not the peak level" in page and "worth at 5 a pod" in page
+
+
+def test_the_reports_plan_is_the_plan_timeline_and_switches_when_its_window_list_says(taxi):
+    """One horizon grid: the report's rows are `plan --horizon`'s (every 15 min from `at` and every
+    instant the plan changes), and it switches to a window at the window's own `from`."""
+    from predictive_headroom.commands.plan import plan_timeline
+
+    p = parse_policy(
+        """
+pools:
+  - name: taxi
+    target: {namespace: ns, name: taxi-placeholder}
+    minReplicas: 1
+    maxReplicas: 40
+    leadTime: 4m
+    schedules:
+      - {name: rush, timezone: America/New_York, start: "30 9 * * 1-5", end: "0 12 * * 1-5", desiredReplicas: 30}
+    forecast: {query: taxi, demandPerReplica: 1000, step: 30m}
+"""
+    )
+    at = MONDAY + 200.0  # 00:03:20, off every grid
+    forecast = seasonal_forecast(taxi, at)
+    data = report_to_json(build_report(p, {"taxi": taxi}, {"taxi": forecast}, {}, at))
+    [pool] = data["pools"]
+    changes = [(c["at"], c["desired_replicas"], c["reason"]) for c in pool["plan"]["changes"]]
+    window = pool["schedule_windows"][0]
+    assert window["from"] == "2014-12-08T14:26:00Z"  # 09:30 EST, 4 minutes early
+    assert (window["from"], 30, "schedule:rush") in changes
+    for step in (900.0, 1800.0, 300.0):
+        [timeline] = plan_timeline(p, at, 2 * DAY_SECONDS, step, None, {"taxi": forecast}, {})
+        rows, last = [], None
+        for s in timeline["steps"]:
+            if (s["desired_replicas"], s["reason"]) != last:
+                rows.append((s["at"], s["desired_replicas"], s["reason"]))
+                last = (s["desired_replicas"], s["reason"])
+        assert rows == changes, step
+    assert changes[0][0] == "2014-12-08T00:03:20Z" and len(changes) > 3

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser_cdp import chromium_available, visit
+from page_layout import BURST_CHART, GLOSSARY_SEEN, PAGE_WIDTH, demand_hidden, inside, page_fits
 from PIL import Image
 
 from predictive_headroom.cli import main
@@ -59,8 +60,8 @@ def page(tmp_path_factory):
     work = tmp_path_factory.mktemp("browser")
     lines = AZURE.read_text().splitlines()
     (work / "azure.csv").write_text(
-        "\n".join(lines[: 1 + 21 * 288]) + "\n"
-    )  # the first three weeks
+        "\n".join(lines[: 2 + 21 * 288]) + "\n"
+    )  # the first three weeks and the next midnight (the burst chart's last tick is at its edge)
     (work / "policy.yaml").write_text(POLICY)
     out = work / "report"
     assert (
@@ -77,7 +78,11 @@ def page(tmp_path_factory):
         )
         == 0
     )
-    seen = visit((out / "index.html").as_uri(), work / "profile")
+    seen = visit(
+        (out / "index.html").as_uri(),
+        work / "profile",
+        probes={"width": PAGE_WIDTH, "burst": BURST_CHART, "glossary": GLOSSARY_SEEN},
+    )
     (work / "report.png").write_bytes(seen.png)
     return out, json.loads((out / "report.json").read_text()), seen
 
@@ -165,3 +170,40 @@ def test_report_json_numbers_are_the_ones_on_the_page(page):
     for warning in pool["warnings"]:
         assert warning["message"] in text
     assert f"Plan changes ({len(pool['plan']['changes'])})" in text
+
+
+def test_the_burst_section_says_it_reads_the_current_fit(page):
+    _, data, seen = page
+    fit = data["pools"][0]["burst"]["fit"]
+    assert (
+        fit["kind"] == "current"
+        and fit["history_end"] == data["pools"][0]["forecast"]["history_end"]
+    )
+    assert "Read from the fit the plan uses now" in seen.text
+    assert "The backtest page shows the walk-forward refits instead" in seen.text
+
+
+def test_the_page_fits_a_1280_px_window(page):
+    _, _, seen = page
+    assert seen.probes["width"]["viewport"] == 1280
+    assert page_fits(seen.probes["width"]) == []
+
+
+def test_the_burst_chart_keeps_its_last_tick_and_shows_demand_over_the_allowance(page):
+    _, _, seen = page
+    burst = seen.probes["burst"]
+    ticks = [t for t in burst["texts"] if ":" in t["text"]]
+    assert ticks and ticks[-1]["text"] == "00:00"  # the day ends on the hour: its last tick
+    clipped = [t["text"] for t in burst["texts"] if not inside(t["box"], burst["svg"])]
+    assert clipped == []
+    assert demand_hidden(burst) <= len(burst["demand_stacks"]) // 50  # a stray pixel at a spike
+
+
+def test_the_words_are_explained_on_the_page(page):
+    _, _, seen = page
+    words = seen.probes["glossary"]
+    for term in ("q=0.95", "score drop when shuffled", "time of day (sin)/(cos)", "MASE"):
+        assert term in words["terms"], term
+    titled = {text for text, _ in words["titled"]}
+    assert "score drop when shuffled" in titled and any(t.startswith("q=") for t in titled)
+    assert {"time of day (sin)", "time of day (cos)"} <= titled  # the burst model's features

@@ -30,7 +30,8 @@ _FAMILY_STYLE = {
 
 def frontier_figure(frontier: dict[str, Any]) -> Figure:
     """Overhead node-hours against protection: each family's Pareto frontier as a line, the oracle's
-    point, the asked protections as vertical lines and the setting tuning picks marked."""
+    point, the asked protections as vertical lines and the setting `tune` would choose marked (a
+    cross named in the legend, not a label on the lines)."""
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(11.2, 5.0), layout="constrained")
         ax = fig.add_subplot()
@@ -65,14 +66,7 @@ def frontier_figure(frontier: dict[str, Any]) -> Figure:
                     edgecolors="black",
                     linewidths=0.6,
                     zorder=4,
-                )
-                ax.annotate(
-                    f"tune picks {chosen['label']} for {100 * at['protection']:g}%",
-                    (100 * chosen["protection"], chosen["overhead_node_hours"]),
-                    fontsize=7,
-                    xytext=(-6, 8),
-                    textcoords="offset points",
-                    ha="right",
+                    label=f"choose: {chosen['label']} for {100 * at['protection']:g}%",
                 )
         lowest = min((100 * at["protection"] for at in frontier["at"]), default=90.0)
         ax.set_xlim(max(0.0, min(50.0, lowest - 20)), 100.5)

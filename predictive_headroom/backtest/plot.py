@@ -23,6 +23,7 @@ from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import BacktestResult, headline
 from predictive_headroom.pages.format import fmt_compact, fmt_duration, fmt_number, fmt_utc
+from predictive_headroom.pages.glossary import BACKTEST_TERMS, BURST_TERMS
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC, figure_svg
 
@@ -161,13 +162,18 @@ def plot_figure(result: BacktestResult) -> Figure:
         ax.set_axisbelow(True)
         ax.legend(fontsize=8)
         static_labels = [t for t in ax.texts if t not in dial_labels]
-        _declutter(fig, static_labels, dial_labels)
+        _declutter(fig, [], static_labels, dial_labels)
         return fig
 
 
-_NUDGES = [(3, 4), (3, -9)] + [(3, sign * (4 + 9 * k)) for k in range(1, 8) for sign in (1, -1)]
-"""Offsets (points) a dial label may take, nearest first: beside its point, then stacked further up
-or down, so close dial settings (q=0.5, 0.7, 0.8 a hair apart in cost) each keep a readable label."""
+_NUDGES = (
+    [(3, 4), (3, -9)]
+    + [(3, sign * (4 + 9 * k)) for k in range(1, 8) for sign in (1, -1)]
+    + [(-30, 4), (-30, -9)]
+    + [(-30, sign * (4 + 9 * k)) for k in range(1, 8) for sign in (1, -1)]
+)
+"""Offsets (points) a label may take, nearest first: beside its point, then stacked further up
+or down, then to its left (a point at the right edge), so close dial settings (q=0.5, 0.7, 0.8 a hair apart in cost) each keep a readable label."""
 
 
 def _text_box(t: Text, renderer: Any) -> Bbox:
@@ -209,19 +215,22 @@ def _merge_coinciding(labels: list[Annotation]) -> list[Annotation]:
 _SAME_POINT_PX = 4.0
 
 
-def _declutter(fig: Figure, fixed: list[Text], labels: list[Annotation]) -> None:
-    """Move each label, leftmost first, to the first offset in `_NUDGES` where its box overlaps no
-    label placed before it (nor the fixed ones, the axis labels, ticks and legend), with a thin leader line (under the labels) when it moved away; a
-    label that fits nowhere is hidden (the dial's table still lists it). Layout is settled first
-    and the labels kept out of it, so the boxes measured here are where they are drawn."""
-    if not labels:
+def _declutter(fig: Figure, fixed: list[Text], *groups: list[Annotation]) -> None:
+    """Move each label, group by group and leftmost first within a group, to the first offset in
+    `_NUDGES` where its box lies inside the axes and overlaps no label placed before it (nor the
+    fixed ones, the axis labels, ticks and legend), with a thin leader line (under the labels) when
+    it moved away; a label that fits nowhere is hidden (the tables still list it). Layout is
+    settled first and the labels kept out of it, so the boxes measured here are where they are
+    drawn."""
+    if not any(groups):
         return
-    for t in labels:
+    for t in (t for group in groups for t in group):
         t.set_in_layout(False)
     fig.draw_without_rendering()
     renderer = fig._get_renderer()
-    labels = _merge_coinciding(labels)
-    ax = labels[0].axes
+    groups = tuple(_merge_coinciding(group) for group in groups)
+    ax = next(t for group in groups for t in group).axes
+    inside = ax.get_window_extent(renderer)
     fixed = [
         *fixed,
         ax.xaxis.label,
@@ -235,12 +244,18 @@ def _declutter(fig: Figure, fixed: list[Text], labels: list[Annotation]) -> None
         placed.append(legend.get_window_extent(renderer))
     scale = fig.dpi / 72
     leaders: list[tuple[Annotation, tuple[float, float]]] = []
-    for t in sorted(labels, key=lambda a: a.xy[0]):
+    for t in (t for group in groups for t in sorted(group, key=lambda a: a.xy[0])):
         home = t.xyann
         for dx, dy in [home] + [n for n in _NUDGES if n != home]:
             t.xyann = (dx, dy)
             box = _text_box(t, renderer)
-            if not any(box.overlaps(other) for other in placed):
+            within = (
+                box.x0 >= inside.x0
+                and box.x1 <= inside.x1
+                and box.y0 >= inside.y0
+                and box.y1 <= inside.y1
+            )
+            if within and not any(box.overlaps(other) for other in placed):
                 placed.append(box)
                 if abs(dy - home[1]) * scale > 6:
                     leaders.append((t, (box.x0, box.y0 if dy > 0 else box.y1)))
@@ -331,6 +346,7 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         words=STRATEGY_WORDS,
         fmt_x=fmt_x,
         burst=data.get("burst"),
+        terms=BACKTEST_TERMS + (BURST_TERMS if data.get("burst") else ()),
         frontier=data.get("frontier"),
         frontier_plot=figure_svg(
             frontier_figure(data["frontier"]),

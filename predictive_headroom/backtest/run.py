@@ -69,13 +69,20 @@ from predictive_headroom.backtest.tuning import (
 )
 from predictive_headroom.backtest.walkforward import NaiveFit, WalkForward, walk_forward
 from predictive_headroom.core.engine import InForce, PoolTimeline
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, burst_chart_data
+from predictive_headroom.core.series import (
+    DAY_SECONDS,
+    Forecast,
+    History,
+    burst_chart_data,
+    iso_utc,
+)
 from predictive_headroom.core.settings import (
     PlanSettings,
     SettingSource,
     resolve_settings,
     with_values,
 )
+from predictive_headroom.core.vocabulary import BurstFit
 from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.policy.config import (
     ForecastSpec,
@@ -474,7 +481,8 @@ def last_day_burst(
     timeline: PoolTimeline, demand: np.ndarray, pool: str, every: int = 5
 ) -> dict[str, Any] | None:
     """The burst allowance the forecast strategy used over the last scored day (every `every` minutes),
-    next to demand, with the last refit's feature importance; None when no burst model was in force."""
+    next to demand, with the last refit's feature importance, from the refits in force then
+    (`BurstFit.WALK_FORWARD`); None when no burst model was in force."""
     times = timeline.times
     _, last = timeline.forecast_in_force(times.size - 1)
     if not isinstance(last, Forecast) or last.burst_model is None:
@@ -483,7 +491,13 @@ def last_day_burst(
         max(timeline.first_in_force, times.size - int(DAY_SECONDS // 60)), times.size, every
     )
     allowance = np.array([timeline.forecast_part(int(i)).burst for i in span])
-    return burst_chart_data(pool, last.burst_model, times[span], demand[span], allowance)
+    fits = {timeline.forecast_in_force(int(i))[0] for i in span}
+    fit = {
+        "kind": str(BurstFit.WALK_FORWARD),
+        "history_end": iso_utc(last.history_end),
+        "fits": len(fits),
+    }
+    return burst_chart_data(pool, last.burst_model, times[span], demand[span], allowance, fit)
 
 
 __all__ = [

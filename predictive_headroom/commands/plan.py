@@ -18,7 +18,12 @@ from predictive_headroom.commands import (
     print_table,
     source_from_args,
 )
-from predictive_headroom.core.engine import PlanInputs, horizon_plans, plan_over_time
+from predictive_headroom.core.engine import (
+    HORIZON_STEP_SECONDS,
+    PlanInputs,
+    horizon_plans,
+    plan_over_time,
+)
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.policy.config import Policy
@@ -45,9 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--step",
         type=duration_arg,
-        default=900.0,
-        help="timeline step (default 15m): rows at multiples of it, plus the exact instants "
-        "where a schedule window opens or closes and where scale-down stabilisation ends",
+        default=HORIZON_STEP_SECONDS,
+        help="timeline step (default 15m): rows at multiples of it, plus every instant where the "
+        "plan changes (it is planned every minute, as the daemon reconciles), so the rows that "
+        "change are the same whatever the step; the report shows the same rows",
     )
     parser.add_argument("--pool", help="only this pool")
     source = parser.add_mutually_exclusive_group()
@@ -144,8 +150,8 @@ def plan_timeline(
     forecasts: dict[str, Forecast | NoForecast],
     observed: dict[str, History | Unobserved] | None = None,
 ) -> list[dict[str, Any]]:
-    """Each pool's plan over `horizon` from `start` (`core.engine.horizon_plans`): at `start`, every
-    multiple of `step`, and the exact instants where windows open or close and stabilisation ends.
+    """Each pool's plan over `horizon` from `start` (`core.engine.horizon_plans`, the report's grid
+    too): at `start`, every multiple of `step`, and every instant where the plan changes.
 
     The burst model reads the observations known at `start`; later steps, whose observations are
     not known yet, use the refit-time table once those are too old (`burst_fallback`)."""

@@ -267,18 +267,31 @@ JUST_BEFORE = 1e-3
 """Seconds before a window edge at which the horizon also plans (not shown): the last instant the
 window's value is still needed, so its scale-down stabilisation ends exactly `window` after the
 edge whatever the step."""
+RECONCILE_SECONDS = 60.0
+"""The daemon's default reconcile interval: a horizon plans at every multiple of it, as the daemon
+would, so a count recorded between two rows still holds scale-down stabilisation."""
+HORIZON_STEP_SECONDS = 900.0
+"""The row grid of a horizon when none is asked for: `plan --horizon` and the report."""
 
 
 def horizon_plans(
-    pool: Pool, start: float, end: float, step: float, inputs: PlanInputs
+    pool: Pool,
+    start: float,
+    end: float,
+    step: float,
+    inputs: PlanInputs,
+    every: float = RECONCILE_SECONDS,
 ) -> tuple[Plan, ...]:
-    """The plans from `start` to `end`: at `start`, at every multiple of `step` after it, and at the
-    exact instants the plan can change between them: schedule windows opening and closing (lead
-    time included) and scale-down stabilisation ending (`scaleDownStabilization` after the
-    unstabilised count dropped). The answer at an instant does not depend on `step`."""
+    """The plans from `start` to `end` as `plan --horizon` and the report show them: at `start`, at
+    every multiple of `step` after it, and at the exact instants the plan changes between them.
+
+    The plan itself is made at every multiple of `every` (the daemon's reconcile), at schedule
+    windows opening and closing (lead time included) and where scale-down stabilisation ends
+    (the stabilisation window after the unstabilised count dropped); every instant where the count
+    or its reason changes is shown. So the plan at an instant, and the instant a change is shown
+    at, do not depend on `step` (for steps that are multiples of `every`)."""
     settings = inputs.settings or resolve_settings(pool)
     lead = settings.lead
-    grid = np.arange(math.ceil(start / step) * step, end + step / 2, step)
     edges = np.array(
         [
             x
@@ -289,7 +302,8 @@ def horizon_plans(
         ],
         dtype=float,
     )
-    times = np.unique(np.concatenate([[start], grid[grid <= end], edges]))
+    rows = np.unique(np.concatenate([[start], _multiples(start, end, step), edges]))
+    times = np.union1d(rows, _multiples(start, end, every))
     hidden = np.setdiff1d(edges - JUST_BEFORE, times)
     hidden = hidden[hidden > start]
     window = settings.window
@@ -306,5 +320,26 @@ def horizon_plans(
         times = np.union1d(times, new)
     else:
         plans = plan_over_time(pool, np.union1d(times, hidden), inputs).plans
-    shown = set(times.tolist())
-    return tuple(p for p in plans if p.at in shown)
+    return _rows_and_changes(plans, set(times.tolist()), set(rows.tolist()))
+
+
+def _multiples(start: float, end: float, step: float) -> np.ndarray:
+    """The multiples of `step` (POSIX seconds) in (start, end]."""
+    grid = np.arange(math.ceil(start / step) * step, end + step / 2, step)
+    return grid[(grid > start) & (grid <= end)]
+
+
+def _rows_and_changes(
+    plans: Sequence[Plan], planned: set[float], rows: set[float]
+) -> tuple[Plan, ...]:
+    """The plans at `rows`, and at every instant of `planned` whose count or reason differs from
+    the planned instant before it (the hidden instants just before window edges are never shown)."""
+    shown, last = [], None
+    for plan in plans:
+        if plan.at not in planned:
+            continue
+        key = (plan.desired, plan.reason)
+        if plan.at in rows or key != last:
+            shown.append(plan)
+        last = key
+    return tuple(shown)

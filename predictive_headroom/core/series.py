@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -237,10 +237,13 @@ def burst_chart_data(
     times: np.ndarray,
     demand: np.ndarray,
     allowance: np.ndarray,
+    fit: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """What the burst model asked for over `times` next to demand, and which features moved it
     (permutation importance, when the model can tell): the burst section of the report and the
-    backtest page. None without a model."""
+    backtest page. `fit` says which fit the allowance comes from (`vocabulary.BurstFit`: "kind",
+    "history_end" of the newest fit, "fits" in force over `times`), so each page can say it. None
+    without a model."""
     if model is None:
         return None
     ranked = model.importance()
@@ -257,4 +260,5 @@ def burst_chart_data(
         "demand": [num(x) for x in demand],
         "allowance": [num(x) for x in allowance],
         "importance": list(ranked),
+        "fit": dict(fit) if fit is not None else None,
     }

@@ -33,6 +33,15 @@ class BurstFallback(StrEnum):
     """Reading the latest observations failed (the detail follows after a colon)."""
 
 
+class BurstFit(StrEnum):
+    """Which fit a last-day burst view reads (the report and the backtest page read different ones)."""
+
+    CURRENT = "current"
+    """The fit the plan uses now, read back over the last day of its own training data (report)."""
+    WALK_FORWARD = "walk-forward"
+    """The refits the replay had in force, each fitted only on data before it (backtest page)."""
+
+
 class ForecastStatus(StrEnum):
     """The state of a pool's forecast component at one instant (besides a `NoForecast.why`)."""
 

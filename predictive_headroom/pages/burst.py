@@ -2,7 +2,8 @@
 
 Input is the burst dict both pages may carry: {"pool", "quantile", "lead_seconds", "model"
 ("quantile" or "profile"), "times" (ISO-8601 UTC), "demand", "allowance" (asked for above demand,
-in demand units), "importance" ([{"feature", "drop"}], largest first, may be empty)}.
+in demand units), "importance" ([{"feature", "drop"}], largest first, may be empty), "fit" (which
+fit the allowance was read from, `core.series.burst_chart_data`; may be absent)}.
 """
 
 from __future__ import annotations
@@ -11,10 +12,19 @@ import math
 from datetime import datetime
 from typing import Any
 
-from predictive_headroom.pages.format import fmt_clock, fmt_compact, fmt_lead, fmt_number
+from predictive_headroom.core.vocabulary import BurstFit
+from predictive_headroom.pages.format import (
+    fmt_clock,
+    fmt_compact,
+    fmt_lead,
+    fmt_number,
+    fmt_utc,
+)
 
 WIDTH, HEIGHT = 720.0, 290.0
-LEFT, RIGHT, TOP, BOTTOM = 56.0, 12.0, 10.0, 24.0
+LEFT, RIGHT, TOP, BOTTOM = 56.0, 24.0, 10.0, 24.0
+"""Margins: RIGHT leaves half a centred clock label ("00:00" at 11 px) inside the chart, so a tick
+at the day's last instant is not clipped."""
 PANEL_GAP, LOWER_HEIGHT = 26.0, 70.0
 """The lower panel draws the allowance alone on its own scale, so an allowance of 1 % of demand is
 not a flat line at the bottom of the demand panel."""
@@ -42,6 +52,26 @@ def _finite(value: Any) -> bool:
 
 def _drop(value: float) -> str:
     return fmt_number(value) if abs(value) >= 10 else f"{value:.3g}"
+
+
+def fit_words(fit: Any) -> str:
+    """Which fit the allowance was read from, in words (the two pages read different fits)."""
+    if not isinstance(fit, dict) or not fit.get("history_end"):
+        return ""
+    end = fmt_utc(fit["history_end"])
+    if fit.get("kind") == BurstFit.WALK_FORWARD:
+        many = fit.get("fits", 1)
+        return (
+            f"Read from the walk-forward refits the replay had in force ({many} over this day, each "
+            f"fitted only on data before it; the newest on history to {end}). The report reads the "
+            "fit it plans with now back over its own training data, so its figures for the same "
+            "day differ."
+        )
+    return (
+        f"Read from the fit the plan uses now (history to {end}), back over the last day, which "
+        "that fit also learned from. The backtest page shows the walk-forward refits instead, each "
+        "fitted only on earlier data, so its figures for the same day differ."
+    )
 
 
 def burst_view(burst: Any) -> dict[str, Any] | None:
@@ -113,6 +143,7 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
         "importance": [
             (row["feature"], _drop(row["drop"])) for row in burst.get("importance") or []
         ],
+        "fit": fit_words(burst.get("fit")),
         "from": burst["times"][0],
         "to": burst["times"][-1],
     }

@@ -19,6 +19,7 @@ from jinja2 import (
 
 from predictive_headroom.pages.burst import burst_view
 from predictive_headroom.pages.format import FILTERS
+from predictive_headroom.pages.glossary import glossary, term_title
 
 
 @functools.cache
@@ -39,6 +40,8 @@ def environment(package: str) -> Environment:
     )
     env.filters.update(FILTERS)
     env.globals["burst_view"] = burst_view
+    env.globals["term_title"] = term_title
+    env.globals["glossary"] = glossary
     return env
 
 

@@ -1,7 +1,7 @@
 """The figures a report shows for one pool, each from a forecast and its plan: pure functions.
 
-`plan_horizon` plans the placeholder pod count at every step of the horizon with the real
-planner; `find_peaks` finds the next peaks and the pods warm for each; `headroom_cost` prices
+The plan over the horizon is `core.engine.horizon_plans` (the grid `plan --horizon` shows);
+`find_peaks` finds the next peaks and the pods warm for each; `headroom_cost` prices
 the headroom; `judge_past` reads earlier forecasts (saved report.json data) against the actuals.
 """
 
@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.forecast_math import PEAK_RADIUS_SECONDS, local_peaks
-from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, History
 from predictive_headroom.policy.config import Policy, Pool
 
@@ -68,18 +66,6 @@ class PastForecast:
     coverage: float
 
 
-def plan_horizon(
-    pool: Pool,
-    start: float,
-    end: float,
-    step: float,
-    inputs: PlanInputs,
-) -> tuple[np.ndarray, list[Plan]]:
-    """The plan at every `step` from `start` to `end` (`core.engine.plan_over_time`)."""
-    times = start + step * np.arange(int(math.floor((end - start) / step + 1e-9)) + 1, dtype=float)
-    return times, list(plan_over_time(pool, times, inputs).plans)
-
-
 def find_peaks(
     forecast: Forecast, at: float, plan_times: np.ndarray, desired: np.ndarray, lead: float
 ) -> tuple[Peak, ...]:
@@ -109,9 +95,10 @@ def find_peaks(
 def _warm_for(
     peak: float, times: np.ndarray, desired: np.ndarray, lead: float
 ) -> tuple[int, float]:
-    step = float(times[1] - times[0]) if times.size > 1 else 0.0
-    last = max(0, int(np.searchsorted(times, peak + 1e-6)) - 1)
-    first = min(last, int(np.searchsorted(times, peak - lead - step / 2)))
+    """The most pods planned during the lead time before `peak` (each plan in force until the next
+    instant) and the instant that count was first reached without a drop in between."""
+    last = max(0, int(np.searchsorted(times, peak, side="right")) - 1)
+    first = min(last, max(0, int(np.searchsorted(times, peak - lead, side="right")) - 1))
     warm = int(desired[first : last + 1].max())
     k = first + int(np.flatnonzero(desired[first : last + 1] == warm)[0])
     while k > 0 and desired[k - 1] >= warm:

@@ -1,8 +1,8 @@
 """The forecast report's facts: what a reviewer needs to trust (or question) the planned headroom.
 
-`build_report` is pure (no clock, no I/O): per pool it plans the placeholder pod count at every step
-of the forecast horizon with the real planner (carrying recent plans for scale-down
-stabilisation, like the daemon), finds the next peaks, prices the headroom, compares past
+`build_report` is pure (no clock, no I/O): per pool it plans the placeholder pod count over the
+forecast horizon on the grid `plan --horizon` shows (`core.engine.horizon_plans`: every 15 minutes
+from `at` and every instant the plan changes, planned each minute as the daemon reconciles), finds the next peaks, prices the headroom, compares past
 forecasts with what happened (those figures come from `report.analysis`) and collects the
 warnings a reviewer must see. `report_to_json` turns it into the machine-readable `report.json`;
 `report.store` writes reports to disk and keeps the daemon's last N.
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
-from predictive_headroom.core.engine import PlanInputs
+from predictive_headroom.core.engine import HORIZON_STEP_SECONDS, PlanInputs, horizon_plans
 from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.schedules import open_intervals
@@ -33,6 +33,7 @@ from predictive_headroom.core.series import (
     iso_utc,
 )
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.vocabulary import BurstFit
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.report.analysis import (
     HeadroomCost,
@@ -41,7 +42,6 @@ from predictive_headroom.report.analysis import (
     find_peaks,
     headroom_cost,
     judge_past,
-    plan_horizon,
 )
 
 SCHEMA = "predictive-headroom/report/v1"
@@ -88,6 +88,8 @@ class PoolReport:
     """What the daemon measured in the cluster (`LoopObserver.status`); None outside the daemon."""
     settings: PlanSettings | None = None
     """The settings the pool was planned with (None: its configuration alone)."""
+    step_seconds: float = HORIZON_STEP_SECONDS
+    """The row grid of the plan; the rows also include every instant the plan changes."""
     promise: Mapping[str, Any] | None = None
     """What the daemon's re-tune says of the protection kept (`Tuning.report`); None otherwise."""
 
@@ -101,10 +103,6 @@ class PoolReport:
         """The demand one placeholder serves (1 for a pool without a forecast section)."""
         per_replica = (self.settings or resolve_settings(self.pool)).demand_per_replica
         return per_replica.value if per_replica is not None else 1.0
-
-    @property
-    def step_seconds(self) -> float:
-        return float(self.plan_times[1] - self.plan_times[0]) if self.plan_times.size > 1 else 0.0
 
 
 @dataclass(frozen=True)
@@ -217,9 +215,9 @@ def _pool_report(
         if usable
         else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
     )
-    step = usable.step_seconds if usable else (spec.step.total_seconds() if spec else 300.0)
     inputs = PlanInputs(forecast, observed, cluster, settings)
-    times, plans = plan_horizon(pool, at, horizon_end, min(max(step, 60.0), 900.0), inputs)
+    plans = list(horizon_plans(pool, at, horizon_end, HORIZON_STEP_SECONDS, inputs))
+    times = np.array([p.at for p in plans], dtype=float)
     desired = np.array([p.desired for p in plans], dtype=float)
     windows = tuple(
         (w.name, max(a, at), min(b, horizon_end))
@@ -252,7 +250,7 @@ def _pool_report(
         peaks=peaks,
         accuracy=acc,
         past=judge_past(pool.name, past, known, at) if known is not None else (),
-        cost=headroom_cost(pool, times, desired, policy),
+        cost=headroom_cost(pool, *_until_end(times, desired, horizon_end), policy),
         notices=(),
         burst=_last_day_burst(pool.name, usable, known, at, settings.lead),
         settings=settings,
@@ -266,7 +264,8 @@ BURST_STEP_SECONDS = 300.0
 def _last_day_burst(
     pool: str, forecast: Forecast | None, known: History | None, at: float, lead: float
 ) -> dict[str, Any] | None:
-    """The burst allowance at every 5 minutes of the last day, from what was observed then."""
+    """The burst allowance at every 5 minutes of the last day, from what was observed then, read
+    from the current fit (`BurstFit.CURRENT`: the backtest page reads its walk-forward refits)."""
     if forecast is None or forecast.burst_model is None or known is None or len(known) < 2:
         return None
     times = np.arange(at - DAY_SECONDS + BURST_STEP_SECONDS, at + 1, BURST_STEP_SECONDS)
@@ -275,9 +274,23 @@ def _last_day_burst(
     if not seen.any():
         return None
     times, allowance = times[seen], allowance[seen]
-    return burst_chart_data(
-        pool, forecast.burst_model, times, np.interp(times, known.times, known.values), allowance
-    )
+    fit = {"kind": str(BurstFit.CURRENT), "history_end": iso(forecast.history_end), "fits": 1}
+    demand = np.interp(times, known.times, known.values)
+    return burst_chart_data(pool, forecast.burst_model, times, demand, allowance, fit)
+
+
+def _until_end(times: np.ndarray, desired: np.ndarray, end: float) -> tuple[np.ndarray, np.ndarray]:
+    """The plan's instants and counts with the last count held to the horizon's `end`."""
+    if times.size and end > times[-1]:
+        return np.append(times, end), np.append(desired, desired[-1])
+    return times, desired
+
+
+def _held(times: np.ndarray, mask: np.ndarray, hours: float) -> float:
+    """Seconds the plans at `times` selected by `mask` are in force, each until the next instant
+    (the last until the horizon's end, `hours` after the first)."""
+    until = np.append(times[1:], times[0] + 3600 * hours) if times.size else times
+    return float(np.sum((until - times)[mask]))
 
 
 def _hours(seconds: float) -> str:
@@ -340,7 +353,7 @@ def _with_notices(r: PoolReport, plans: list[Plan]) -> PoolReport:
         found.append(
             Notice(
                 "max-replicas",
-                f"the plan reaches maxReplicas {pool.max_replicas} for {_hours(at_max.sum() * r.step_seconds)} of the horizon, first at {iso(first)}; up to {asked} were asked for",
+                f"the plan reaches maxReplicas {pool.max_replicas} for {_hours(_held(r.plan_times, at_max, r.cost.hours))} of the horizon, first at {iso(first)}; up to {asked} were asked for",
             )
         )
     if r.now.details.get("proportional_status") == "no-cluster-state":

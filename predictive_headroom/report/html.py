@@ -31,6 +31,7 @@ from predictive_headroom.pages.format import (
     forecast_sentence,
     mase_words,
 )
+from predictive_headroom.pages.glossary import BURST_TERMS, REPORT_TERMS
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC as _RC
 from predictive_headroom.pages.svg import figure_svg
@@ -379,4 +380,5 @@ def render_html(report: Report) -> str:
         report=report,
         pools=pools,
         warnings=sum(len(r.notices) for r in report.pools),
+        terms=REPORT_TERMS + (BURST_TERMS if any(r.burst for r in report.pools) else ()),
     )

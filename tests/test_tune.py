@@ -123,7 +123,7 @@ def test_a_target_not_kept_walk_forward_says_so_with_money_and_exits_1(capsys):
     kept = 100 * out["promise"]["realized_protection"]
     assert f"asked 100%: kept {kept:.1f}%" in text
     assert f"warning: walk-forward it kept {kept:.1f}%, short of 100%" in text
-    assert f"a day ({0.32 * out['cost']['per_day']:,.2f} EUR)" in text
+    assert f"a day: {0.32 * out['cost']['per_day']:,.2f} EUR; " in text
 
 
 def test_a_figure_resting_on_few_events_says_so():

@@ -228,8 +228,8 @@ def pct(p: float) -> str:
 
 
 def money(node_hours: float, price: float | None, currency: str = "USD") -> str:
-    """` (12.40 USD)` for a price per node-hour, else nothing."""
-    return "" if not price else f" ({node_hours * price:,.2f} {currency})"
+    """`: 12.40 USD` for a price per node-hour, else nothing."""
+    return "" if not price else f": {node_hours * price:,.2f} {currency}"
 
 
 def sentence(entry: dict[str, Any], price: float | None = None, currency: str | None = None) -> str:
@@ -245,8 +245,9 @@ def sentence(entry: dict[str, Any], price: float | None = None, currency: str | 
     text = f"asked {pct(asked)}: kept {100 * kept:.1f}% for {cost:,.0f} overhead node-hours"
     if per_day is not None:
         text += (
-            f" ({per_day:,.1f} a day{money(per_day, price, currency)}, "
-            f"{30 * per_day:,.0f} a month{money(30 * per_day, price, currency)})"
+            f" ({per_day:,.1f} a day{money(per_day, price, currency)}"
+            f"{';' if price else ','} {30 * per_day:,.0f} a month"
+            f"{money(30 * per_day, price, currency)})"
         )
     reserve = entry["reserve_walk_forward_overhead_node_hours"]
     if reserve is None:

@@ -179,11 +179,15 @@ def print_recommendation(out: dict[str, Any]) -> None:
     now = out["now"]
     if out["status"] != "proportional-cheaper":
         what = (
-            f"static headroom of {now['reserve']} placeholders"
+            f"static headroom of {now['reserve']} placeholder{'s' if now['reserve'] != 1 else ''}"
             if now["burst_quantile"] is None
             else f"burstQuantile {now['burst_quantile']:g}, scaleDownStabilization "
             f"{now['scale_down_stabilization_seconds'] / 60:g}m"
-            + (f" and a reserve of {now['reserve']} placeholders" if now["reserve"] else "")
+            + (
+                f" and a reserve of {now['reserve']} placeholder{'s' if now['reserve'] != 1 else ''}"
+                if now["reserve"]
+                else ""
+            )
         )
         print(f"it would hold now: {what}")
     hs, static = out["hindsight"], out["static"]

@@ -22,7 +22,7 @@ from predictive_headroom.core.settings import Setting as Source
 from predictive_headroom.core.settings import SettingSource, resolve_settings
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.forecast.naive import seasonal_naive
-from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.load import load_policy
 from predictive_headroom.report.build import build_report
 from predictive_headroom.report.html import render_html
@@ -151,6 +151,16 @@ def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_s
     assert "no setting or reserve of 6 kept it at any price" in tuning.reason
     assert tuning.says() in tuning.reason
     assert any("short of its protection" in r.getMessage() for r in caplog.records)
+    # The report shows the shortfall as a warning.
+    policy = Policy(pools=[pool(0.99)])
+    report = build_report(
+        policy, {"web": history}, {}, {}, history.end, promises={"web": tuning.report()}
+    )
+    page = render_html(report)
+    assert (
+        f'<p class="promise warn" id="promise-web">Warning, short of the protection asked: '
+        f"{tuning.reason}.</p>" in page
+    )
 
 
 def bursts(days: float, seed: int = 3) -> History:

@@ -1,21 +1,41 @@
 # Two commands do all set-up on a fresh Debian machine with Python 3.11, 3.12 or 3.13:
 #   make demo   run the main job on bundled real data (no cluster, no Prometheus)
 #   make test   install everything the tests need and run them
-# The first of python3.11, python3.12, python3.13, python3 found is used (PYTHON=... to choose).
+# The first of python3.11, python3.12, python3.13, python3 found is used (PYTHON=... to choose;
+# a PYTHON other than the one .venv was made with makes .venv again, with a message).
 PYTHON ?= $(shell for p in python3.11 python3.12 python3.13 python3; do command -v $$p && break; done)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RENDERED ?= rendered
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint schema venv system-deps bench clean
+.PHONY: demo test lint schema venv system-deps bench clean render FORCE
+
+# A PYTHON given on the command line or in the environment that is not the one .venv was made
+# with (another installation or version) makes .venv again, and says so; without PYTHON the
+# existing .venv is used as it is.
+PY_ID := import os, sys; print(os.path.realpath(sys.base_prefix), sys.version.split()[0])
+ifneq ($(filter command line environment,$(origin PYTHON)),)
+WANT_PY := $(shell $(PYTHON) -c '$(PY_ID)' 2>/dev/null)
+HAVE_PY := $(shell test -x $(BIN)/python && $(BIN)/python -c '$(PY_ID)' 2>/dev/null)
+ifneq ($(HAVE_PY),)
+ifneq ($(WANT_PY),$(HAVE_PY))
+VENV_STALE := FORCE
+endif
+endif
+endif
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(VENV_STALE)
 	@test -n "$(PYTHON)" || { echo "no python3 found; install Python 3.11, 3.12 or 3.13" >&2; exit 1; }
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 11) <= v <= (3, 13) else "Python 3.11, 3.12 or 3.13 is required; $(PYTHON) is " + sys.version.split()[0] + " (run make PYTHON=/path/to/python3.12 ...)")'
+	@if [ -n "$(VENV_STALE)" ]; then \
+	  echo "PYTHON=$(PYTHON) is Python $(lastword $(WANT_PY)) ($(firstword $(WANT_PY))), but $(VENV) was made with Python $(lastword $(HAVE_PY)) ($(firstword $(HAVE_PY))): making $(VENV) again" >&2; \
+	  rm -rf $(VENV); \
+	fi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
@@ -48,8 +68,15 @@ schema: $(STAMP)
 test: $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q
 
+# The chart and the kustomize base as the cluster would get them, without helm or kubectl
+# (Helm's own template engine through helm-python-sdk): make render [VALUES=my-values.yaml].
+render: $(STAMP)
+	$(BIN)/python tests/deploy_render.py --out $(RENDERED) $(if $(VALUES),-f $(VALUES))
+
 bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
+FORCE:
+
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) demo-out rendered .pytest_cache

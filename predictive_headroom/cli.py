@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from pydantic import ValidationError
@@ -18,6 +19,15 @@ from predictive_headroom.protocols import SourceError
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
 COMMANDS = ("run", "validate", "size", "plan", "forecast", "report", "backtest", "tune", "demo")
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Wraps the description as usual; keeps the example's lines as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("example:"):
+            return textwrap.indent(text, indent)
+        return super()._fill_text(text, width, indent)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name != f"predictive_headroom.commands.{name}":
                 raise
             continue
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p = sub.add_parser(
+            name,
+            help=module.HELP,
+            description=module.HELP,
+            epilog="example:\n" + textwrap.indent(module.EXAMPLE, "  "),
+            formatter_class=_HelpFormatter,
+        )
         module.add_arguments(p)
         p.set_defaults(handler=module.run)
     return parser

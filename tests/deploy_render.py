@@ -39,3 +39,30 @@ def render_chart(
 def render_kustomize(name: str) -> list[Object]:
     """Render deploy/kustomize/<name> (e.g. "base", "overlays/example")."""
     return render_kustomization(KUSTOMIZE / name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python tests/deploy_render.py [--out DIR] [-f VALUES]...`: write the chart's and the
+    kustomize base's manifests as Helm and kustomize would, without either installed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--out", default="rendered", help="directory to write (default rendered)")
+    parser.add_argument("-f", "--values", action="append", default=[], help="a Helm values file")
+    args = parser.parse_args(argv)
+    values: dict[str, Any] = {}
+    for path in args.values:
+        values.update(yaml.safe_load(Path(path).read_text()) or {})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, objects in (
+        ("helm.yaml", render_chart(values)),
+        ("kustomize-base.yaml", render_kustomize("base")),
+    ):
+        (out / name).write_text(yaml.safe_dump_all(objects, sort_keys=False))
+        print(f"{out / name}: {len(objects)} objects")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -317,7 +317,8 @@ def test_cli_stabilization_dial_prints_the_window_table_and_page_section(tmp_pat
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--quantile", "1.5"], "--quantile must be between 0 and 1"),
+        (["--quantile", "0"], "--quantile must be between 0 and 1"),
+        (["--quantile", "95"], "--quantile: 95 is not a quantile: did you mean 95%?"),
         (["--dial", "0.8,abc"], "'abc' is not a number"),
         (["--dial", "0.8,1"], "quantile 1 must be between 0 and 1"),
         (["--stabilization-dial", "5m,soon"], "--stabilization-dial: 'soon' is not a duration"),

@@ -72,7 +72,7 @@ def problems(text: str) -> list[str]:
         ),
         (
             GOOD_POOL + "    protection: most\n    forecast: {query: q, demandPerReplica: 5}\n",
-            "line 5: pools[0].protection: 'most' is not a protection; write it like 95%",
+            "line 5: pools[0].protection: 'most' is not a number; write a protection like 95%",
         ),
         (
             GOOD_POOL + "    minReplicas: -1\n",

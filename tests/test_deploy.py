@@ -415,14 +415,13 @@ def test_placeholder_deployments_are_preemptible_pause_pods(renderings, renderin
     } == deployment_targets
     from predictive_headroom.policy.load import parse_policy
 
-    pods = {
-        p.target.name: p.placeholder
-        for p in parse_policy(_policy(objects)["data"]["config.yaml"]).pools
-    }
+    pools = {p.target.name: p for p in parse_policy(_policy(objects)["data"]["config.yaml"]).pools}
+    pods = {name: pool.placeholder for name, pool in pools.items()}
     for deployment in placeholders:
         name = deployment["metadata"]["name"]
-        assert "replicas" not in deployment["spec"], (
-            f"{name}: spec.replicas would fight the daemon on every apply/upgrade"
+        assert deployment["spec"].get("replicas") == pools[name].min_replicas, (
+            f"{name}: a new placeholder must start at its pool's minReplicas (dry-run holds "
+            "nothing more), not Kubernetes' default of 1"
         )
         pod = deployment["spec"]["template"]["spec"]
         assert pod["priorityClassName"] == priority_class["metadata"]["name"]

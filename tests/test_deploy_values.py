@@ -113,8 +113,8 @@ def test_validate_reads_stdin():
     ("text", "expected"),
     [
         (
-            "dryRn: true\n",
-            "line 1: (top level): Additional properties are not allowed ('dryRn' was unexpected)",
+            "image: {tag: '1'}\ndryRn: true\n",
+            "line 2: dryRn: unknown key 'dryRn'; did you mean 'dryRun'?",
         ),
         (
             "placeholder:\n  image: {tag: latest}\n",

@@ -134,7 +134,7 @@ def test_cli_json_and_a_pool_from_a_values_file(tmp_path, capsys):
     [
         (["-l", "nodepool"], "--selector 'nodepool': expected key=value pairs"),
         (["-l", "karpenter.sh/nodepool=none"], "no schedulable nodes with labels"),
-        (["--fraction", "2"], "--fraction: fraction 2.0 must be above 0 and at most 1"),
+        (["--fraction", "0"], "--fraction: fraction 0.0 must be above 0 and at most 1"),
         (["--demand-per-pod", "3"], "--demand-per-pod needs --app-pod"),
         (["--pool", "web"], "--pool and --config go together"),
     ],
@@ -142,6 +142,19 @@ def test_cli_json_and_a_pool_from_a_values_file(tmp_path, capsys):
 def test_cli_errors(args, message, capsys):
     assert main(["size", "--from-file", str(FIXTURE), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["0.9", "90%"])
+def test_fraction_is_a_share_or_a_percentage(given, capsys):
+    assert main(["size", "--from-file", str(FIXTURE), "--fraction", given, "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fraction"] == pytest.approx(0.9)
+
+
+def test_fraction_90_suggests_90_percent(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["size", "--from-file", str(FIXTURE), "--fraction", "90"])
+    assert exit_.value.code == 2
+    assert "did you mean 90%?" in capsys.readouterr().err
 
 
 def test_cli_reads_a_file_that_is_not_json(tmp_path, capsys):
@@ -196,3 +209,44 @@ def test_cli_reports_every_problem_of_the_pool_file(tmp_path, capsys):
     assert main(["size", "--from-file", str(FIXTURE), "--config", str(bad), "--pool", "gpu"]) == 2
     err = capsys.readouterr().err
     assert "image.tag" in err and "pools[0].maxReplicas" in err
+
+
+def test_mixed_shapes_get_per_shape_pools_and_gpu_is_never_merged(capsys):
+    assert main(["size", "--from-file", str(FIXTURE)]) == 0
+    out = capsys.readouterr().out
+    assert "take the smallest suggestion" not in out
+    assert "nodeSelector: {node.kubernetes.io/instance-type: g5.2xlarge}" in out
+    assert "nodeSelector: {node.kubernetes.io/instance-type: m5.xlarge}" in out
+    (shared,) = [line for line in out.splitlines() if "in one pool: requests:" in line]
+    assert "general-purpose shapes (c5.2xlarge, m5.xlarge)" in shared
+    assert "{cpu: 3033m, memory: 12950Mi}" in shared  # the smaller of each: fits c5 and m5
+    assert "g5.2xlarge" not in shared and "nvidia.com/gpu" not in shared
+    assert "accelerator shapes (g5.2xlarge): a pool each, never merged" in out
+
+
+def test_mixed_shapes_in_json(capsys):
+    assert main(["size", "--from-file", str(FIXTURE), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["general_shared_requests"] == {"cpu": "3033m", "memory": "12950Mi"}
+    assert {s["shape"]: s["accelerator"] for s in out["shapes"]} == {
+        "c5.2xlarge": False,
+        "g5.2xlarge": True,
+        "m5.xlarge": False,
+    }
+
+
+def test_one_shape_gets_no_mixed_advice(capsys):
+    one = "node.kubernetes.io/instance-type=m5.xlarge"
+    assert main(["size", "--from-file", str(FIXTURE), "-l", one]) == 0
+    out = capsys.readouterr().out
+    assert "shapes and a pool's placeholders" not in out and "nodeSelector" not in out
+
+
+@pytest.mark.parametrize("name", ["my-values.yaml", "nodes.json"])
+def test_the_hint_never_overwrites_the_file_given(tmp_path, name, capsys):
+    given = tmp_path / name
+    given.write_text("dryRun: true\n")
+    assert main(["size", "--from-file", str(given)]) == 2
+    err = capsys.readouterr().err
+    assert "kubectl get nodes,pods -A -o json > nodes.json" in err
+    assert f"> {given}" not in err and f"> {name}" not in err.replace("> nodes.json", "")

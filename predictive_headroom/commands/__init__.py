@@ -13,6 +13,7 @@ from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.load import ConfigError, load_policy
 from predictive_headroom.policy.settings import Settings
+from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import Source
 from predictive_headroom.sources.csvsource import CsvSource
 from predictive_headroom.sources.prometheus import from_settings
@@ -52,6 +53,14 @@ def duration_arg(text: str) -> float:
     """argparse type for durations such as 90s, 10m, 6h, 28d; returns seconds."""
     try:
         return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def share_arg(text: str) -> float:
+    """argparse type for shares such as 0.9 or 90%; `90` is refused with the suggestion 90%."""
+    try:
+        return parse_share(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -26,9 +26,15 @@ from predictive_headroom.commands import (
 )
 from predictive_headroom.policy.config import Cost, Pool
 from predictive_headroom.policy.durations import parse_duration
+from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import SourceError
 
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on a demand CSV"
+EXAMPLE = (
+    "predictive-headroom backtest --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --dial 0.8,0.9,0.95,0.99 --out bt   # after make demo\n"
+    "predictive-headroom backtest --data demo-out/taxi-demand.csv --demand-per-replica 200 --protection 90%,95%"
+)
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--quantile",
-        type=float,
         help="burst quantile, the protection/cost dial (default: the pool's, 0.95)",
     )
     parser.add_argument(
@@ -125,28 +130,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_quantiles(text: str) -> tuple[float, ...]:
-    """Parse `0.8,0.9,0.95` into sorted unique quantiles; ValueError says which item is wrong."""
+    """Parse `0.8,0.9,0.95` (or `80%,90%`) into sorted unique quantiles; ValueError says which
+    item is wrong."""
     values = []
     for item in text.split(","):
-        try:
-            q = float(item)
-        except ValueError:
-            raise ValueError(
-                f"{item.strip()!r} is not a number; give quantiles like 0.8,0.9,0.95"
-            ) from None
+        q = parse_share(item, what="a quantile")
         if not 0 < q < 1:
-            raise ValueError(f"quantile {q:g} must be between 0 and 1 (exclusive)")
+            raise ValueError(f"quantile {item.strip()} must be between 0 and 1 (exclusive)")
         values.append(q)
     return tuple(sorted(set(values)))
 
 
 def parse_protection(text: str) -> float:
-    """Parse `95%` or `0.95` into a share in (0, 1]; ValueError says what is wrong."""
+    """Parse `95%` or `0.95` into a share in (0, 1]; ValueError says what is wrong (`95`: did
+    you mean 95%?)."""
     item = text.strip()
-    try:
-        value = float(item.removesuffix("%")) / (100 if item.endswith("%") else 1)
-    except ValueError:
-        raise ValueError(f"{item!r} is not a protection; give it like 95% or 0.95") from None
+    value = parse_share(item, what="a protection")
     if not 0 < value <= 1:
         raise ValueError(f"protection {item} must be above 0% and at most 100%")
     return value
@@ -163,9 +162,9 @@ def parse_windows(text: str) -> tuple[float, ...]:
     for item in text.split(","):
         try:
             values.append(parse_duration(item.strip()).total_seconds())
-        except ValueError:
+        except ValueError as exc:
             raise ValueError(
-                f"{item.strip()!r} is not a duration; give windows like 5m,15m,30m"
+                f"{item.strip()!r} is not a duration: {exc}; give windows like 5m,15m,30m"
             ) from None
     return tuple(sorted(set(values)))
 
@@ -179,8 +178,15 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         problems.append(f"--node-slots must be at least 1, got {args.node_slots}")
     if args.refit_every < 60:
         problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
-    if args.quantile is not None and not 0 < args.quantile < 1:
-        problems.append(f"--quantile must be between 0 and 1 (exclusive), got {args.quantile:g}")
+    quantile = None
+    if args.quantile is not None:
+        try:
+            quantile = parse_share(args.quantile, what="a quantile")
+        except ValueError as exc:
+            problems.append(f"--quantile: {exc}")
+        else:
+            if not 0 < quantile < 1:
+                problems.append(f"--quantile must be between 0 and 1 (exclusive), got {quantile:g}")
     dial: tuple[float, ...] = ()
     if args.dial:
         try:
@@ -212,7 +218,7 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         scale_down_delay_seconds=args.scale_down_delay,
         warmup_seconds=args.warmup,
         refit_every_seconds=args.refit_every,
-        quantile=args.quantile,
+        quantile=quantile,
         lead_seconds=args.lead_time,
         cores_per_node=args.cores_per_node,
         dial=dial,

@@ -20,6 +20,8 @@ HELP = "run forecast, plan, backtest and report on bundled real traffic (no clus
 DATA = "nab_nyc_taxi_30min.csv"
 # Six weeks: two weeks of warm-up, then four scored weeks that include Thanksgiving.
 START, END = "2014-11-10T00:00:00Z", "2014-12-22T00:00:00Z"
+EXAMPLE = "predictive-headroom demo --out demo-out   # what make demo runs"
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -28,6 +28,11 @@ from predictive_headroom.pages.format import fallback_words
 from predictive_headroom.policy.config import Pool
 
 HELP = "fit the forecast of each pool and show its next peaks and accuracy on held-back recent days"
+EXAMPLE = (
+    "predictive-headroom forecast --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv   # after make demo\n"
+    "predictive-headroom forecast --config my-policy.yaml --prometheus-url http://prometheus:9090 --pool web"
+)
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -156,6 +161,30 @@ def summary(
     return out
 
 
+MAPE_HIGH = 50.0
+"""A MAPE (%) from which, next to a MASE below 1, the two scores tell different stories."""
+
+
+def accuracy_comment(mape: float | None, mase: float | None) -> str | None:
+    """A line explaining MAPE and MASE when they disagree (None when they do not): a large MAPE
+    with a MASE below 1 comes from demand near zero, where every small miss is a large
+    percentage; MASE compares with repeating the last season and is the one to read."""
+    if mape is None or mase is None:
+        return None
+    if mape >= MAPE_HIGH and mase < 1:
+        return (
+            f"MAPE {mape:.0f}% and MASE {mase:.2f} disagree: MAPE divides each miss by the demand "
+            "at that point, so near-zero demand (nights, quiet hours) inflates it; MASE, against "
+            "repeating the last season, says this forecast beats that baseline. Read MASE."
+        )
+    if mape < 10 and mase >= 1:
+        return (
+            f"MAPE {mape:.1f}% looks small but MASE {mase:.2f} is not below 1: the series is "
+            "regular, and repeating the last season would have done as well or better."
+        )
+    return None
+
+
 def _fmt(value: float | None, pattern: str) -> str:
     return "n/a" if value is None else pattern.format(value)
 
@@ -196,6 +225,9 @@ def _print_summary(result: dict[str, Any]) -> None:
             f"MAPE {_fmt(acc['mape'], '{:.1f}%')}, sMAPE {acc['smape']:.1f}%, MASE {_fmt(acc['mase'], '{:.2f}')} "
             f"(below 1 beats repeating the last season), coverage {acc['coverage']:.0%} of a {acc['interval_width']:.0%} band"
         )
+        comment = accuracy_comment(acc.get("mape"), acc.get("mase"))
+        if comment:
+            print(f"  {comment}")
     print_table(
         ["next peak at", "demand", "placeholders' worth"],
         [[p["at"], p["yhat"], p["replicas_of_demand"]] for p in result["next_peaks"]],

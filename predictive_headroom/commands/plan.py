@@ -30,6 +30,11 @@ from predictive_headroom.policy.config import Policy
 from predictive_headroom.protocols import ClusterState
 
 HELP = "show the plan at one instant (or a timeline with --horizon): desired placeholder replicas and why"
+EXAMPLE = (
+    "predictive-headroom plan --config config/minimal.yaml --horizon 7d --step 5m   # when do windows open?\n"
+    "predictive-headroom plan --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --at 2014-12-22T00:00:00Z   # after make demo"
+)
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         if args.output == "json":
             print_json({"at": iso(at), "pools": [plan_to_dict(p) for p in plans]})
         else:
-            _print_plans(plans)
+            _print_plans(plans, policy)
         return 0
     if args.step <= 0:
         raise CommandError("--step must be positive")
@@ -185,24 +190,56 @@ def _components_text(components: dict[str, int | None]) -> str:
     return " ".join(f"{k}={v}" for k, v in components.items() if v is not None)
 
 
-def _burst_text(plan: Plan) -> str:
-    """Where the forecast's burst allowance came from: the model, or the table and why."""
+def rounded(value: float) -> str:
+    """`value` with as many decimals as its size needs to be read: 1234, 12.3, 0.46."""
+    size = abs(value)
+    return f"{value:.0f}" if size >= 100 else f"{value:.1f}" if size >= 10 else f"{value:.2f}"
+
+
+def burst_text(plan: Plan, demand_per_replica: float | None) -> str:
+    """The forecast's burst allowance in words: rounded, in demand units and placeholders, where
+    it came from (the model, or the table and why), and that a value below 0 adds nothing."""
     source = plan.details.get("burst_source")
     if source is None:
         return "-"
-    text = f"{source} {plan.details.get('burst', 0.0):.4g}"
+    burst = float(plan.details.get("burst", 0.0))
     fallback = plan.details.get("burst_fallback")
-    return f"{text} ({fallback})" if fallback else text
+    where = f"{source}: {fallback}" if fallback else str(source)
+    if burst <= 0:
+        return f"{rounded(burst)} ({where}; no rise beyond the ramp expected, adds nothing)"
+    worth = f" = {burst / demand_per_replica:.2f} placeholders" if demand_per_replica else ""
+    return f"{rounded(burst)} demand{worth} ({where})"
 
 
-def _print_plans(plans: list[Plan]) -> None:
+def _print_plans(plans: list[Plan], policy: Policy) -> None:
+    pools = {p.name: p for p in policy.pools}
+    per_replica = {
+        name: pool.forecast.demand_per_replica if pool.forecast else None
+        for name, pool in pools.items()
+    }
     print_table(
-        ["pool", "desired", "reason", "components", "burst"],
+        ["pool", "desired", "reason", "components", "burst allowance"],
         [
-            [p.pool, p.desired, p.reason, _components_text(p.components), _burst_text(p)]
+            [
+                p.pool,
+                p.desired,
+                p.reason,
+                _components_text(p.components),
+                burst_text(p, per_replica.get(p.pool)),
+            ]
             for p in plans
         ],
     )
+    quantiles = sorted(
+        {f"{pool.forecast.burst_quantile:g}" for pool in pools.values() if pool.forecast}
+    )
+    if any(p.details.get("burst_source") for p in plans):
+        print(
+            "\nburst allowance: room for growth beyond the predictable ramp within the lead time, "
+            f"in the query's demand units (the q={'/'.join(quantiles)} quantile of such growth); "
+            "model: the burst model on the latest observations, profile: the refit-time table by "
+            "time of day."
+        )
 
 
 def _print_timeline(timeline: list[dict[str, Any]]) -> None:

@@ -34,6 +34,8 @@ HELP = (
 REPORT_FILES = {"index.html", "report.json"}
 DEFAULT_MAX_REPLICAS = 20
 DEFAULT_SHARE_OF_P95 = 10
+EXAMPLE = "predictive-headroom report --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --out my-report   # after make demo"
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -46,6 +46,8 @@ from predictive_headroom.sources.prometheus import from_settings
 logger = logging.getLogger(__name__)
 
 HELP = "run the daemon: refit forecasts on schedule and keep each pool's placeholder pod count at its plan"
+EXAMPLE = "predictive-headroom run --config config/example.yaml --once --dry-run   # one refit and one reconcile, nothing written"
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,9 +19,17 @@ from predictive_headroom.commands import (
     add_output_argument,
     print_json,
     print_table,
+    share_arg,
 )
 from predictive_headroom.commands.validate import load_any
-from predictive_headroom.core.sizing import Shape, app_pods_per_placeholder, node_shapes
+from predictive_headroom.core.sizing import (
+    INSTANCE_TYPE_LABELS,
+    Shape,
+    app_pods_per_placeholder,
+    common_placeholder,
+    is_accelerated,
+    node_shapes,
+)
 from predictive_headroom.policy.chart import DEFAULT_NAMESPACE, DEFAULT_RELEASE
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.load import read_config_text
@@ -30,6 +38,11 @@ HELP = (
     "suggest placeholder requests from the nodes: a fraction (default 0.9) of a node's "
     "allocatable after its DaemonSets, per node shape"
 )
+EXAMPLE = (
+    "predictive-headroom size -l karpenter.sh/nodepool=default --app-pod cpu=500m,memory=1Gi --demand-per-pod 40\n"
+    "kubectl get nodes,pods -A -o json > nodes.json; predictive-headroom size --from-file nodes.json"
+)
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pool", help="pool whose placeholder.nodeSelector selects the nodes")
     parser.add_argument(
         "--fraction",
-        type=float,
+        type=share_arg,
         default=0.9,
         help="share of a node's free allocatable one placeholder holds (default 0.9)",
     )
@@ -117,6 +130,14 @@ def _pool(path: str, name: str) -> Pool:
         raise CommandError(str(exc.args[0])) from None
 
 
+# A new file of its own: never the path given, which may be the user's values file.
+_NODES_HINT = (
+    "--from-file takes the nodes and pods as kubectl prints them: "
+    "`kubectl get nodes,pods -A -o json > nodes.json`, then `--from-file nodes.json` "
+    "(a policy or values file goes to --config)"
+)
+
+
 def _items_from_file(path: str) -> list[dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as f:
@@ -124,12 +145,10 @@ def _items_from_file(path: str) -> list[dict[str, Any]]:
     except OSError as exc:
         raise CommandError(f"cannot read {path}: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise CommandError(
-            f"{path} is not JSON ({exc}); write it with `kubectl get nodes,pods -A -o json > {path}`"
-        ) from None
+        raise CommandError(f"{path} is not JSON ({exc}); {_NODES_HINT}") from None
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
-        raise CommandError(f"{path}: expected a Kubernetes List with items (kubectl ... -o json)")
+        raise CommandError(f"{path}: expected a Kubernetes List with items; {_NODES_HINT}")
     return items
 
 
@@ -181,6 +200,8 @@ def _advice(shape: Shape, args: argparse.Namespace, app_pod: dict[str, str]) -> 
         "daemonset_pods": shape.daemonset_pods,
         "placeholder_requests": shape.placeholder,
         "free_pod_slots": shape.free_pods,
+        "instance_type": shape.instance_type,
+        "accelerator": is_accelerated(shape),
     }
     if app_pod:
         fit = app_pods_per_placeholder(shape.placeholder, app_pod)
@@ -211,13 +232,22 @@ def run(args: argparse.Namespace) -> int:
         )
     advice = [_advice(s, args, app_pod) for s in shapes]
     if args.output == "json":
-        print_json({"fraction": args.fraction, "selector": selector, "shapes": advice})
+        general = [s for s in shapes if not is_accelerated(s)]
+        shared = common_placeholder(general) if len(general) > 1 else None
+        print_json(
+            {
+                "fraction": args.fraction,
+                "selector": selector,
+                "shapes": advice,
+                "general_shared_requests": shared,
+            }
+        )
         return 0
-    _print(advice, args.fraction)
+    _print(advice, shapes, args.fraction)
     return 0
 
 
-def _print(advice: list[dict[str, Any]], fraction: float) -> None:
+def _print(advice: list[dict[str, Any]], shapes: list[Shape], fraction: float) -> None:
     rows = [
         [
             a["shape"],
@@ -243,6 +273,8 @@ def _print(advice: list[dict[str, Any]], fraction: float) -> None:
             + "}"
         )
         print("    spread: {mode: antiAffinity}")
+        if len(advice) > 1 and a.get("instance_type"):
+            print(f"    nodeSelector: {{{INSTANCE_TYPE_LABELS[0]}: {a['instance_type']}}}")
         if "demand_per_replica" in a:
             print(
                 f"  forecast.demandPerReplica: {a['demand_per_replica']:g}  "
@@ -254,15 +286,38 @@ def _print(advice: list[dict[str, Any]], fraction: float) -> None:
                 "is that many times the demand one app pod serves (--demand-per-pod gives the number)"
             )
     if len(advice) > 1:
-        print(
-            "\nThe pool has several node shapes and its placeholders one size: take the smallest "
-            "suggestion (it fits on every shape), or split the pool by nodeSelector."
-        )
+        _print_mixed(shapes)
     if not any("demand_per_replica" in a for a in advice):
         print(
             "\ndemandPerReplica is the demand the room of one placeholder serves: with placeholders "
             "this size, the demand one node's worth of app pods serves (pass --app-pod and "
             "--demand-per-pod to compute it)."
+        )
+
+
+def _print_mixed(shapes: list[Shape]) -> None:
+    """What to do when the nodes differ: a placeholder has one size, so one pool per shape, or
+    general shapes sharing requests that fit each of them; accelerator shapes never merged."""
+    gpu = [s for s in shapes if is_accelerated(s)]
+    general = [s for s in shapes if not is_accelerated(s)]
+    print(
+        f"\nThe nodes have {len(shapes)} shapes and a pool's placeholders have one size: give each "
+        "shape its own pool (the requests above, with its nodeSelector)"
+        + (", or let the general-purpose shapes share one." if len(general) > 1 else ".")
+    )
+    if len(general) > 1:
+        shared = common_placeholder(general)
+        print(
+            f"  general-purpose shapes ({', '.join(s.name for s in general)}) in one pool: "
+            "requests: {" + ", ".join(f"{k}: {v}" for k, v in shared.items()) + "} "
+            "(the smaller of each resource: it fits on each of them, and holds less than "
+            "the suggested share of the larger ones)"
+        )
+    if gpu:
+        print(
+            f"  accelerator shapes ({', '.join(s.name for s in gpu)}): a pool each, never merged "
+            "with general ones: a placeholder requesting the accelerator cannot start on a "
+            "general node, and one without it would keep an accelerator node up for nothing."
         )
 
 

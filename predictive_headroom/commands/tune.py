@@ -34,6 +34,8 @@ from predictive_headroom.policy.config import Policy, Pool
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
 DEFAULT_PROTECTION = 0.95
+EXAMPLE = "predictive-headroom tune --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --protection 95%   # after make demo"
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

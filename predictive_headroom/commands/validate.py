@@ -4,6 +4,7 @@ problem (line, field path, bad value, what is expected)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from typing import Any
 
@@ -11,6 +12,7 @@ from predictive_headroom.policy.chart import (
     DEFAULT_NAMESPACE,
     DEFAULT_RELEASE,
     values_problems,
+    values_schema,
     values_to_policy,
 )
 from predictive_headroom.policy.config import Policy
@@ -28,6 +30,11 @@ HELP = (
     "(line, field path, bad value, what is expected)"
 )
 POLICY_KEYS = {"pools", "cost"}
+EXAMPLE = (
+    "predictive-headroom validate config/example.yaml my-values.yaml   # a policy and a Helm values file\n"
+    "helm get values predictive-headroom -n predictive-headroom -o yaml | predictive-headroom validate --values -"
+)
+"""Shown at the end of `--help`."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="kind",
         action="store_const",
         const="values",
-        help="read every FILE as the chart's Helm values (default: a file with keys other "
-        "than pools and cost is one)",
+        help="read every FILE as the chart's Helm values (default: told from its keys, and "
+        "validate says which it assumed)",
     )
     kind.add_argument(
         "--policy", dest="kind", action="store_const", const="policy", help="read as policy files"
@@ -58,13 +65,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def detect_kind(data: dict[str, Any]) -> tuple[str, str]:
+    """Which file `data` is, `values` or `policy`, and why, from its top-level keys: a key of the
+    chart's own settings (or one close to it, a typo such as `dryrun`) makes it Helm values;
+    otherwise it is a policy (whose keys are `pools` and `cost`)."""
+    chart_keys = sorted(set(values_schema()["properties"]) - POLICY_KEYS)
+    lowered = {k.lower(): k for k in chart_keys}
+    seen = []
+    for key in map(str, data):
+        if key in chart_keys:
+            seen.append(key)
+        elif key.lower() in lowered or difflib.get_close_matches(key, chart_keys, n=1, cutoff=0.8):
+            near = (
+                lowered.get(key.lower())
+                or difflib.get_close_matches(key, chart_keys, n=1, cutoff=0.8)[0]
+            )
+            seen.append(f"{key} (like {near})")
+    if seen:
+        return "values", f"it has Helm values keys ({_few(seen)}); --policy to read it as a policy"
+    keys = _few(list(map(str, data))) or "none"
+    return (
+        "policy",
+        f"its keys ({keys}) are none of the chart's settings; --values to read it as Helm values",
+    )
+
+
+def _few(items: list[str], n: int = 4) -> str:
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
 def load_any(
     text: str, source: str, kind: str | None, release: str, namespace: str
 ) -> tuple[Policy | None, bool]:
     """The policy in a policy file or a Helm values file (None: values without pools, the chart's
-    default applies) and whether it was a values file; ConfigError with every problem if not valid."""
+    default applies) and whether it was a values file (`kind` None: told by `detect_kind`);
+    ConfigError with every problem if not valid."""
     data, index = read_yaml(text, source)
-    is_values = kind == "values" or (kind is None and bool(set(data) - POLICY_KEYS))
+    is_values = (kind or detect_kind(data)[0]) == "values"
     if is_values:
         problems = values_problems(data, index, release, namespace)
         policy: dict[str, Any] = values_to_policy(data, release, namespace)
@@ -78,18 +115,44 @@ def load_any(
     return validate_policy(policy), is_values
 
 
+def utc_notes(policy: Policy) -> list[str]:
+    """A note for each schedule window without `timezone`: its times are UTC, where KEDA's cron
+    scaler would refuse the trigger."""
+    return [
+        f"pools[{i}].schedules[{j}] ({window.name}) has no timezone, so its times are UTC "
+        "(KEDA's cron scaler refuses a window without one); write timezone: UTC to say so, "
+        "or your zone, e.g. Europe/Berlin"
+        for i, pool in enumerate(policy.pools)
+        for j, window in enumerate(pool.schedules)
+        if "timezone" not in window.model_fields_set
+    ]
+
+
 def check(text: str, source: str, kind: str | None, release: str, namespace: str) -> str:
-    """Validate one file; return the line to print when it is fine, raise ConfigError if not."""
-    parsed, is_values = load_any(text, source, kind, release, namespace)
+    """Validate one file; return the lines to print when it is fine (with notes on how it was
+    read and defaults worth knowing), raise ConfigError if not (the kind's note on stderr)."""
+    notes = []
+    if kind is None:
+        assumed, why = detect_kind(read_yaml(text, source)[0])
+        notes.append(f"read as a {'Helm values' if assumed == 'values' else 'policy'} file: {why}")
+    try:
+        parsed, is_values = load_any(text, source, kind, release, namespace)
+    except ConfigError:
+        for note in notes:
+            print(f"{source}: note: {note}", file=sys.stderr)
+        raise
     if parsed is None:
-        return f"{source}: ok: Helm values without pools (the chart's default pool applies)"
-    windows = sum(len(p.schedules) for p in parsed.pools)
-    forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)
-    what = "Helm values" if is_values else "policy"
-    return (
-        f"{source}: ok ({what}): {len(parsed.pools)} pool(s), {windows} schedule window(s), "
-        f"{forecasts} forecast(s)"
-    )
+        ok = f"{source}: ok: Helm values without pools (the chart's default pool applies)"
+    else:
+        notes += utc_notes(parsed)
+        windows = sum(len(p.schedules) for p in parsed.pools)
+        forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)
+        what = "Helm values" if is_values else "policy"
+        ok = (
+            f"{source}: ok ({what}): {len(parsed.pools)} pool(s), {windows} schedule window(s), "
+            f"{forecasts} forecast(s)"
+        )
+    return "\n".join([ok, *(f"  note: {note}" for note in notes)])
 
 
 def _hint_values(problem: Problem, kind: str | None) -> Problem:

@@ -35,6 +35,8 @@ class Shape:
     daemonset_pods: int
     placeholder: dict[str, str] = field(default_factory=dict)
     free_pods: int = 0
+    instance_type: str = ""
+    """The nodes' instance-type label ("" when they carry none)."""
 
 
 def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
@@ -145,6 +147,7 @@ def node_shapes(
                 pods,
                 _placeholder(free, fraction),
                 pod_slots - pods,
+                itype,
             )
         )
     return shapes
@@ -156,6 +159,22 @@ def _cpu(value: Decimal | None) -> str:
 
 def _gib(value: Decimal | None) -> str:
     return f"{float(value or 0) / 2**30:.1f}Gi"
+
+
+def is_accelerated(shape: Shape) -> bool:
+    """Whether the shape offers an extended resource such as `nvidia.com/gpu` (any name with a
+    `/`): such nodes get placeholders of their own, never merged with general-purpose ones."""
+    return any("/" in k and v > 0 for k, v in shape.allocatable.items())
+
+
+def common_placeholder(shapes: list[Shape]) -> dict[str, str]:
+    """Requests one placeholder may make to fit on every shape: the smallest suggestion of each
+    resource that every shape's suggestion names."""
+    shared = set.intersection(*(set(s.placeholder) for s in shapes)) if shapes else set()
+    return {
+        k: min((s.placeholder[k] for s in shapes), key=lambda v: Decimal(parse_quantity(v)))
+        for k in sorted(shared, key=lambda k: (k not in SCALED, k))
+    }
 
 
 def app_pods_per_placeholder(placeholder: dict[str, str], app_pod: dict[str, str]) -> int:

@@ -10,7 +10,10 @@ with those same models, every problem with its line and field path.
 from __future__ import annotations
 
 import copy
+import difflib
+import ipaddress
 import json
+import re
 from functools import cache
 from importlib.resources import files
 from typing import Any
@@ -145,6 +148,11 @@ def values_problems(
         {k: v for k, v in values.items() if k not in ("pools", "cost")}
     ):
         loc = tuple(err.absolute_path)
+        if err.validator == "additionalProperties":
+            problems += _unknown_keys(err.instance, err.schema, loc, index)
+            continue
+        if err.validator == "pattern" and loc[:-1] in CIDR_LISTS:
+            continue  # parsed with ipaddress below, which says what to write
         message = err.message if len(err.message) < 300 else err.message[:297] + "..."
         if err.validator == "not":
             message = f"{err.instance!r} is not allowed here"
@@ -152,12 +160,95 @@ def values_problems(
             message += f" ({err.schema['description']})"
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     problems += _priority_problems(values, index)
+    problems += _cidr_problems(values, index)
     if "pools" in values:
         problems += [
             _with_hint(p)
             for p in policy_problems(values_to_policy(values, release, namespace), index)
         ]
     return problems
+
+
+def _unknown_keys(
+    instance: dict[str, Any],
+    schema: dict[str, Any],
+    loc: tuple[Any, ...],
+    index: dict[tuple[Any, ...], int],
+) -> list[Problem]:
+    """One problem per key the schema does not know, on the key's own line, with the nearest
+    known key as "did you mean" (as a policy file's unknown keys get)."""
+    known = sorted(schema.get("properties", {}))
+    patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+    problems = []
+    for key in instance:
+        if key in known or any(p.search(key) for p in patterns):
+            continue
+        close = difflib.get_close_matches(key, known, n=1) or [
+            k for k in known if k.lower() == key.lower()
+        ]
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        where = (*loc, key)
+        message = f"unknown key {key!r}{hint} (allowed: {', '.join(known)})"
+        problems.append(Problem(_format_path(where), message, _nearest_line(index, where)))
+    return problems
+
+
+# Where a values file names IP blocks: plain CIDR lists, and NetworkPolicy peers' ipBlock.
+CIDR_LISTS = (("networkPolicy", "apiServer", "cidrs"),)
+PEER_LISTS = (("networkPolicy", "ingressFrom"), ("networkPolicy", "prometheus", "to"))
+
+
+def cidr_problem(text: Any) -> str | None:
+    """What is wrong with `text` as a CIDR block (None: it is one), in words that say the fix."""
+    if not isinstance(text, str):
+        return f"expected a CIDR block such as 10.0.0.0/24, got {text!r}"
+    if "/" not in text:
+        try:
+            address = ipaddress.ip_address(text.strip())
+        except ValueError:
+            return f"{text!r} is not a CIDR block such as 10.0.0.0/24 or fd00::/64"
+        return (
+            f"{text!r} is an address, not a CIDR block: write {address}/{address.max_prefixlen} "
+            "for that one address, or the block it belongs to (e.g. 10.0.0.0/24)"
+        )
+    try:
+        ipaddress.ip_network(text.strip(), strict=True)
+    except ValueError as exc:
+        if "host bits set" in str(exc):
+            block = ipaddress.ip_network(text.strip(), strict=False)
+            return f"{text!r} has host bits set: the block is {block} (write that)"
+        return f"{text!r} is not a CIDR block such as 10.0.0.0/24: {exc}"
+    return None
+
+
+def _cidr_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
+    """Every IP block in the values parsed with `ipaddress`: a bare address, host bits set or
+    a typo is named with the block to write."""
+    found: list[tuple[tuple[Any, ...], Any]] = []
+    for path in CIDR_LISTS:
+        found += [((*path, i), c) for i, c in enumerate(_at(values, path) or [])]
+    for path in PEER_LISTS:
+        for i, peer in enumerate(_at(values, path) or []):
+            block = peer.get("ipBlock") if isinstance(peer, dict) else None
+            if isinstance(block, dict):
+                found.append(((*path, i, "ipBlock", "cidr"), block.get("cidr")))
+                found += [
+                    ((*path, i, "ipBlock", "except", j), c)
+                    for j, c in enumerate(block.get("except") or [])
+                ]
+    problems = []
+    for loc, text in found:
+        message = cidr_problem(text)
+        if message:
+            problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+    return problems
+
+
+def _at(values: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = values
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, list) else None
 
 
 def _priority_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:

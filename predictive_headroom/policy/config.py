@@ -9,13 +9,14 @@ every problem with its line lives in `policy.load`; the cron syntax in `policy.c
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -27,6 +28,7 @@ from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, Le
 from predictive_headroom.policy.errors import FieldProblem
 from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.promql import check_promql
+from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.policy.target import DNS_LABEL, Target
 from predictive_headroom.policy.zones import check_zone, zone_names
 
@@ -95,6 +97,23 @@ class ScheduleWindow(_Model):
         return self
 
 
+_PERCENT = r"^\s*[0-9]{1,2}(\.[0-9]+)?\s*%\s*$"
+Quantile = Annotated[
+    float,
+    Field(gt=0, lt=1),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                {"type": "string", "pattern": _PERCENT},
+            ],
+            "description": "a quantile such as 0.95 or 95%",
+        }
+    ),
+]
+"""A quantile between 0 and 1, also written as a percentage (`95%`)."""
+
+
 class ForecastSpec(_Model):
     """Where demand comes from and how one placeholder relates to it."""
 
@@ -105,8 +124,8 @@ class ForecastSpec(_Model):
     min_history: Duration = timedelta(hours=24)
     step: Duration = timedelta(minutes=5)
     horizon: Duration = timedelta(hours=48)
-    interval_width: float = Field(default=0.8, gt=0, lt=1)
-    burst_quantile: float = Field(default=0.95, gt=0, lt=1)
+    interval_width: Quantile = 0.8
+    burst_quantile: Quantile = 0.95
     reserve: int = Field(default=0, ge=0)
     """Placeholders held on top of the plan (the forecast and the floors), for traffic the forecast
     cannot foresee; `protection:` sizes it per refit (set one or the other)."""
@@ -144,6 +163,11 @@ class ForecastSpec(_Model):
                 f"no holiday calendar for country code {value!r}; use an ISO 3166 code such as US, DE, GB"
             )
         return value
+
+    @field_validator("burst_quantile", "interval_width", mode="before")
+    @classmethod
+    def _share(cls, value: object) -> object:
+        return parse_share(value, what="a quantile")
 
     @field_validator("step")
     @classmethod
@@ -196,13 +220,7 @@ class Pool(_Model):
     @field_validator("protection", mode="before")
     @classmethod
     def _percent(cls, value: object) -> object:
-        if isinstance(value, str):
-            text = value.strip()
-            try:
-                return float(text.removesuffix("%")) / (100 if text.endswith("%") else 1)
-            except ValueError:
-                raise ValueError(f"{value!r} is not a protection; write it like 95%") from None
-        return value
+        return value if value is None else parse_share(value, what="a protection")
 
     @model_validator(mode="after")
     def _check(self) -> Pool:

@@ -2,29 +2,45 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer, PlainValidator, WithJsonSchema
 from pytimeparse2 import parse as _parse_timespan
 
+UNIT_PATTERN = r"^\s*[0-9.]+\s*[A-Za-z]"
+"""What Helm's schema check can say of a duration: a number followed by a unit."""
+_NUMBER = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)\s*$")
+EXAMPLES = "90s, 10m, 6h or 28d"
+
 
 def parse_duration(text: str | int | float | timedelta) -> timedelta:
-    """Return the duration `text` names; numbers are seconds. Raises ValueError when unreadable or negative."""
+    """Return the duration `text` names, which must carry a unit (`90s`, `10m`, `6h`, `28d`).
+
+    A bare number other than 0 is refused, since `4` could mean 4 minutes as easily as 4
+    seconds: the ValueError suggests both. Raises ValueError too when unreadable or negative."""
     if isinstance(text, timedelta):
         seconds = text.total_seconds()
     elif isinstance(text, bool):
-        raise ValueError(f"expected a duration such as 90s, 10m, 6h or 28d, got {text!r}")
-    elif isinstance(text, (int, float)):
+        raise ValueError(f"expected a duration such as {EXAMPLES}, got {text!r}")
+    elif isinstance(text, (int, float)) or _NUMBER.match(str(text)):
         seconds = float(text)
+        if seconds > 0:
+            raise ValueError(_no_unit(seconds))
     else:
         parsed = _parse_timespan(str(text).strip())
         if parsed is None:
-            raise ValueError(f"expected a duration such as 90s, 10m, 6h or 28d, got {text!r}")
+            raise ValueError(f"expected a duration such as {EXAMPLES}, got {text!r}")
         seconds = float(parsed.total_seconds() if isinstance(parsed, timedelta) else parsed)
     if seconds < 0:
         raise ValueError(f"a duration cannot be negative, got {text!r}")
     return timedelta(seconds=seconds)
+
+
+def _no_unit(number: float) -> str:
+    shown = f"{number:g}"
+    return f"{shown} has no unit: did you mean {shown}m or {shown}s? (durations are written {EXAMPLES})"
 
 
 def format_duration(value: timedelta) -> str:
@@ -46,14 +62,12 @@ Duration = Annotated[
     PlainSerializer(format_duration, return_type=str, when_used="json"),
     WithJsonSchema(
         {
-            "type": ["string", "number"],
-            "pattern": r"^\s*[0-9.]",
-            "minimum": 0,
-            "description": "a duration such as 90s, 10m, 6h or 28d (a number: seconds)",
+            "anyOf": [{"type": "string", "pattern": UNIT_PATTERN}, {"const": 0}],
+            "description": "a duration with its unit, such as 90s, 10m, 6h or 28d",
         }
     ),
 ]
-"""A pydantic field type that accepts `90s`, `10m`, `6h`, `28d` (or seconds) and holds a timedelta."""
+"""A pydantic field type that accepts `90s`, `10m`, `6h`, `28d` (a unit is required) and holds a timedelta."""
 
 
 class AutoLeadTime(timedelta):
@@ -75,7 +89,9 @@ def _lead_time(value: Any) -> timedelta:
     try:
         return parse_duration(value)
     except ValueError as exc:
-        raise ValueError(f"{exc}, or auto (measured in the cluster)") from None
+        if str(exc).startswith("expected"):
+            raise ValueError(f"{exc}, or auto (measured in the cluster)") from None
+        raise
 
 
 def _format_lead_time(value: timedelta) -> str:
@@ -89,11 +105,8 @@ LeadTime = Annotated[
     WithJsonSchema(
         {
             "anyOf": [
-                {
-                    "type": ["string", "number"],
-                    "pattern": r"^\s*[0-9.]",
-                    "minimum": 0,
-                },
+                {"type": "string", "pattern": UNIT_PATTERN},
+                {"const": 0},
                 {"const": AUTO},
             ],
             "description": "a duration such as 90s or 5m, or auto (measured from the pool's node "

@@ -102,3 +102,20 @@ repository (or is put in front of a repository that names none). */}}
 {{- end -}}
 {{- printf "%s:%s" $repo $image.tag -}}
 {{- end -}}
+
+{{/*
+The replicas a placeholder Deployment is rendered with (dict: namespace, name, minReplicas).
+The live object's own count when it exists, so `helm upgrade` never resets the daemon's choice
+(leaving spec.replicas out would not do: Helm's three-way merge removes a field the previous
+release set, and Kubernetes defaults it to 1). Otherwise the pool's minReplicas: on install, for
+a pool added by an upgrade, and where there is no cluster to look at (`helm template`, GitOps
+tools that render with it: tell those to ignore /spec/replicas, as for an HPA's target).
+*/}}
+{{- define "ph.placeholderReplicas" -}}
+{{- $live := lookup "apps/v1" "Deployment" .namespace .name -}}
+{{- if and $live (hasKey ($live.spec | default dict) "replicas") -}}
+{{- $live.spec.replicas -}}
+{{- else -}}
+{{- int (.minReplicas | default 0) -}}
+{{- end -}}
+{{- end }}

@@ -1,0 +1,26 @@
+"""Shares as users write them (`95%` or `0.95`): protection, burst quantiles, size's fraction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def parse_share(value: Any, *, what: str = "a share") -> float:
+    """The share `value` names, as a fraction: `95%` and `0.95` both give 0.95.
+
+    A bare number above 1 and at most 100 is refused with the suggestion `<number>%` (`95` is
+    95%, never 95 times); a ValueError also for text that is not a number. The caller checks the
+    range its field allows."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected {what} such as 95% or 0.95, got {value!r}")
+    text = str(value).strip()
+    percent = text.endswith("%")
+    try:
+        number = float(text.removesuffix("%").strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number; write {what} like 95% or 0.95") from None
+    if percent:
+        return number / 100
+    if 1 < number <= 100:
+        raise ValueError(f"{number:g} is not {what}: did you mean {number:g}%? (write 95% or 0.95)")
+    return number

@@ -392,7 +392,13 @@ def run_backtest(
         grid(r, wf) if s.grid or s.protections else [],
     )
     if s.protections:
-        result = replace(result, frontier=frontier(result, s.protections))
+        from predictive_headroom.backtest.promise_measure import measure
+
+        result = replace(
+            result,
+            frontier=frontier(result, s.protections),
+            promise=measure(result, s.protections),
+        )
     return result
 
 

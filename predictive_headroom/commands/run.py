@@ -77,6 +77,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         at: float,
         loop: Mapping[str, Mapping[str, Any]] | None = None,
         plan_settings: Mapping[str, PlanSettings] | None = None,
+        promises: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Path:
         past = load_past_reports(settings.report_dir)
         report = build_report(
@@ -89,6 +90,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
             source=source_name,
             loop=loop,
             settings=plan_settings,
+            promises=promises,
         )
         return write_report(settings.report_dir, report, settings.report_keep)
 

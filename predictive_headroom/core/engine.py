@@ -237,6 +237,7 @@ class PoolTimeline:
             self._records,
             details,
             self._window,
+            self.settings.reserve.value,
         )
         self._records.append(plan.record())
         return plan

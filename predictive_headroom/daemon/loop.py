@@ -78,6 +78,7 @@ ReportWriter = Callable[
         float,
         Mapping[str, Mapping[str, Any]],
         Mapping[str, PlanSettings],
+        Mapping[str, Mapping[str, Any]],
     ],
     Any,
 ]
@@ -277,8 +278,11 @@ class Daemon:
         if self.report_writer is None or not histories:
             return
         settings = {p.name: self.settings_for(p) for p in policy.pools}  # as the reconcile plans
+        promises = {name: t.report() for name, t in self.tunings.items()}
         try:
-            self.report_writer(policy, forecasts, histories, at, self.observer.status(at), settings)
+            self.report_writer(
+                policy, forecasts, histories, at, self.observer.status(at), settings, promises
+            )
             self.report_error = None
         except Exception as exc:
             logger.exception("could not write the report after the refit (the daemon carries on)")

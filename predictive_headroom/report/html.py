@@ -360,6 +360,7 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         }
         if r.loop is not None
         else None,
+        "promise": r.promise,
         "accuracy_words": mase_words(acc) if acc else "",
         "forecast_now": forecast_sentence(
             r.now.details,

@@ -9,6 +9,9 @@ that share of the pod-minutes reactive leaves waiting, and the oracle's. Forecas
 tuned walk-forward over the grid of burst quantiles x scale-down stabilisation windows (each day's
 setting chosen from the scored days before it); "forecast fixed" is the best single setting in
 hindsight, on the same footing as static. Then the ratios and the setting tuning picks now.
+A second table measures the promise (`backtest.promise_measure`): what `protection: P` kept
+walk-forward with the daemon's rule, its cost, and the cost at the protection it kept of a fixed
+reserve re-chosen daily and of static headroom with N chosen in hindsight.
 `--cache DIR` keeps each series' replays (pickled) so the table can be printed again without
 refitting.
 """
@@ -22,8 +25,9 @@ import time
 from pathlib import Path
 
 from predictive_headroom.backtest.frontier import frontier
+from predictive_headroom.backtest.promise_measure import measure
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
-from predictive_headroom.commands import print_table
+from predictive_headroom.commands import duration_arg, print_table
 from predictive_headroom.commands.backtest import parse_protections, parse_quantiles, parse_windows
 from predictive_headroom.sources.csvsource import read_csv_history
 
@@ -46,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dial", type=parse_quantiles, default=())
     parser.add_argument("--stabilization-dial", type=parse_windows, default=())
     parser.add_argument("--cache", type=Path, help="keep (and reuse) each series' replays here")
+    parser.add_argument(
+        "--promise-only", action="store_true", help="print the promise table only (no frontier)"
+    )
+    parser.add_argument(
+        "--refit-every", type=duration_arg, default=86400.0, help="refit interval (default 1d)"
+    )
     args = parser.parse_args(argv)
     files = sorted(args.datasets.glob("*.csv"))
     if args.only:
@@ -54,9 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no CSV files in {args.datasets}", file=sys.stderr)
         return 2
     settings = BacktestSettings(
-        dial=args.dial, stabilization_dial=args.stabilization_dial, protections=args.protection
+        dial=args.dial,
+        stabilization_dial=args.stabilization_dial,
+        protections=args.protection,
+        refit_every_seconds=args.refit_every,
     )
-    rows = []
+    rows, promise_rows = [], []
     for path in files:
         started = time.perf_counter()
         cached = args.cache / f"{path.stem}.pkl" if args.cache else None
@@ -69,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 with cached.open("wb") as fh:
                     pickle.dump(result, fh)
-        table = frontier(result, args.protection)
+        table = {"at": []} if args.promise_only else frontier(result, args.protection)
+        for entry in measure(result, args.protection):
+            promise_rows.append(_promise_row(path.stem, entry))
         wall = time.perf_counter() - started
         for at in table["at"]:
             c, r = at["cost"], at["ratios"]
@@ -90,6 +105,29 @@ def main(argv: list[str] | None = None) -> int:
                 ]
             )
         print(f"done {path.stem} in {wall:.1f}s", file=sys.stderr, flush=True)
+    if not args.promise_only:
+        _frontier_table(rows)
+        print()
+    print_table(
+        [
+            "dataset",
+            "asked",
+            "kept walk-forward",
+            "unserved pod-min",
+            "overhead node-h",
+            "a day",
+            "daily reserve",
+            "static in hindsight",
+            "reserve/promise",
+            "static/promise",
+            "days short",
+        ],
+        promise_rows,
+    )
+    return 0
+
+
+def _frontier_table(rows: list[list[str]]) -> None:
     print_table(
         [
             "dataset",
@@ -107,7 +145,24 @@ def main(argv: list[str] | None = None) -> int:
         ],
         rows,
     )
-    return 0
+
+
+def _promise_row(stem: str, e: dict) -> list[str]:
+    """One row of the promise table (`backtest.promise_measure.measure`)."""
+    r = e["ratios"]
+    return [
+        stem,
+        f"{100 * e['protection']:g}%",
+        f"{100 * e['realized_protection']:.1f}%",
+        f"{e['unserved_pod_minutes']:.0f} of {e['reactive_unserved_pod_minutes']:.0f}",
+        f"{e['overhead_node_hours']:.1f}",
+        f"{e['overhead_node_hours_per_day']:.1f}",
+        _cost(e["reserve_walk_forward_overhead_node_hours"]),
+        _cost(e["static_hindsight_overhead_node_hours"]),
+        _ratio(r["reserve/promise"]),
+        _ratio(r["static_hindsight/promise"]),
+        f"{e['short_days']} of {len(e['choices'])}",
+    ]
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The daemon's re-tune (`app/tune.py`) on a shared series: seconds a pool per refit
 (measured, not asserted; the target is <= 10 s a pool on 1-minute data).
 
-Usage: python bench/retune_bench.py [--data CSV] [--at ISO] [--protection 95%] [--window-days 7]
+Usage: python bench/retune_bench.py [--data CSV] [--at ISO] [--protection 95%] [--window-days 14]
 
 Runs one re-tune at `--at` (default: the end of the series) with the default grid, as the
 daemon's refit would, and prints what it chose, the reason and how long it took (the extra fit
@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from predictive_headroom.app.fit import default_forecaster
-from predictive_headroom.app.tune import retune
+from predictive_headroom.app.tune import RETUNE_WINDOW, retune
 from predictive_headroom.backtest.run import auto_demand_per_replica
 from predictive_headroom.commands import parse_time
 from predictive_headroom.commands.backtest import parse_protection
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--at", help="refit instant (ISO-8601; default: the end of the series)")
     parser.add_argument("--protection", type=parse_protection, default=0.95)
-    parser.add_argument("--window-days", type=float, default=7.0)
+    parser.add_argument("--window-days", type=float, default=RETUNE_WINDOW / DAY_SECONDS)
     args = parser.parse_args(argv)
     history = read_csv_history(str(args.data))
     at = parse_time(args.at) if args.at else history.end

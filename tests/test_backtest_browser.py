@@ -25,6 +25,7 @@ from page_layout import (
 from PIL import Image
 
 from predictive_headroom.backtest.plot import fmt_x
+from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.cli import main
 from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_utc
 
@@ -274,3 +275,28 @@ def test_the_words_are_explained_on_the_page_and_match_the_cli(page):
     assert {"time of day (sin)", "time of day (cos)"} <= titled  # the burst model's features
     assert any(text.startswith("q=") for text in titled)
     assert "extra node-hours" not in seen.text and "tune picks" not in seen.text
+
+
+def test_the_page_leads_with_the_promise_kept_walk_forward(page):
+    _, data, seen = page
+    text = seen.text
+    promise = data["promise"]
+    assert [e["protection"] for e in promise] == [0.9, 0.95]
+    for e in promise:
+        for key in (
+            "realized_protection",
+            "unserved_pod_minutes",
+            "overhead_node_hours",
+            "reserve_walk_forward_overhead_node_hours",
+            "static_hindsight_overhead_node_hours",
+            "choices",
+        ):
+            assert key in e, key
+        said = sentence(e)
+        said = said[0].upper() + said[1:] + "."
+        assert said.startswith(f"Asked {100 * e['protection']:g}%: kept ")
+        # First on the page: before the x headline and everything else.
+        assert text.index(said) < text.index(data["headline"]["text"])
+        assert text.index(said) < text.index("How to read this")
+        row = f"{100 * e['protection']:g}%\t{100 * e['realized_protection']:.1f}%\t"
+        assert row in text[text.index("The promise, walk-forward") :], row

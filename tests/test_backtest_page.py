@@ -165,6 +165,16 @@ def test_the_headline_gives_both_views_in_plain_words(forecast, curve, expected)
     assert headline(make_result(forecast, curve)) == expected
 
 
+def test_a_ratio_resting_on_few_events_says_so():
+    text = headline(make_result((10, 12.0), ((21, 10.0), (8, 12.0), (0, 14.0))))
+    assert text.startswith("At the same cost the forecast leaves 1.2x more unserved demand")
+    assert text.endswith(
+        "Few events: without headroom only 21 pod-minutes waited for a node (under 60, a few "
+        "bursts), so one burst more or less moves this a lot."
+    )
+    assert "Few events" not in headline(make_result((10, 12.0)))  # 100 waited: enough
+
+
 def test_a_tie_is_x_one_and_the_page_says_tie_first():
     result = make_result((0, 12.5), ((50, 10.0), (0, 12.0), (0, 14.0)))
     assert result.to_dict()["headline"]["x_forecast"] == 1.0

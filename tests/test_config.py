@@ -58,6 +58,11 @@ def problems(text: str) -> list[str]:
             "line 6: pools[0].forecast.burstQuantile: set protection or forecast.burstQuantile, not both",
         ),
         (
+            GOOD_POOL
+            + "    protection: 95%\n    forecast: {query: q, demandPerReplica: 5, reserve: 2}\n",
+            "line 6: pools[0].forecast.reserve: set protection or forecast.reserve, not both",
+        ),
+        (
             GOOD_POOL + "    protection: 95%\n",
             "line 5: pools[0].protection: protection needs a forecast",
         ),

@@ -137,6 +137,15 @@ def test_missing_forecast_never_drops_below_floors():
     assert (plan.desired, plan.reason) == (4, "schedule:peak")
 
 
+def test_a_reserve_is_held_on_top_of_the_plan_within_max():
+    spec = dict(FORECAST_SPEC, reserve=3)
+    plan = plan_pool(pool(forecast=spec, schedules=[WINDOW]), T0, None, NoForecast("source-error"))
+    assert (plan.desired, plan.reason, plan.details["reserve"]) == (7, "schedule:peak", 3)
+    capped = plan_pool(pool(forecast=dict(spec, reserve=9), schedules=[WINDOW]), T0, None, None)
+    assert (capped.desired, capped.reason) == (10, "max")
+    assert "reserve" not in plan_pool(pool(forecast=FORECAST_SPEC), T0, None, None).details
+
+
 def test_disabled_forecast_is_not_a_hold():
     plan = plan_pool(pool(forecast=dict(FORECAST_SPEC, enabled=False)), T0, None, None)
     assert (plan.desired, plan.reason, plan.details["forecast_status"]) == (1, "min", "disabled")

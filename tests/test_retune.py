@@ -1,5 +1,6 @@
-"""The daemon's re-tune (`app/tune.py`): the cheapest setting reaching `protection:` on the
-recent history, chosen only from what was known at the refit, and its fallbacks."""
+"""The daemon's re-tune (`app/tune.py`): the setting and reserve the promise rule holds for
+`protection:` on the recent history, chosen only from what was known at the refit, the protection
+it kept, and its fallbacks."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from predictive_headroom.core.settings import Setting as Source
 from predictive_headroom.core.settings import SettingSource, resolve_settings
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.forecast.naive import seasonal_naive
-from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.load import load_policy
+from predictive_headroom.report.build import build_report
+from predictive_headroom.report.html import render_html
 
 WINDOW = 2 * DAY
 
@@ -69,16 +72,17 @@ def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_t
     assert tuning.protection is not None and tuning.protection >= 0.7
     assert tuning.overhead_node_hours is not None and tuning.overhead_node_hours > 0
     assert tuning.days == pytest.approx(2.0, abs=0.01)
-    assert "cheapest of 15 settings" in tuning.reason
+    assert tuning.reason.startswith(f"{tuning.says()} (the last 1 day, each chosen on the 2 days")
+    assert tuning.realized_protection is not None
     # One extra fit, on samples before the replayed window only.
     [(last_sample, fitted_at)] = forecaster.fits
     assert fitted_at == pytest.approx(at - WINDOW)
     assert last_sample <= at - WINDOW - 60
     assert tuning.fitted_until == last_sample
 
-    # A higher target costs at least as much: the cheaper choice did not reach it.
-    strict = retune(pool(0.8), history, at, RecordingForecaster(), window_seconds=WINDOW)
-    assert strict.status == "tuned" and strict.protection >= 0.8
+    # A higher target costs more: the cheaper choice did not reach it.
+    strict = retune(pool(0.95), history, at, RecordingForecaster(), window_seconds=WINDOW)
+    assert strict.status == "tuned" and strict.protection >= 0.95
     assert strict.overhead_node_hours > tuning.overhead_node_hours
     assert strict.protection >= tuning.protection
 
@@ -106,7 +110,7 @@ def test_too_short_a_history_keeps_the_defaults_and_says_why():
     assert tuning.status == "default"
     assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
     assert tuning.protection is None and tuning.overhead_node_hours is None
-    assert "history too short to tune: 2.5 days, needs 8.0" in tuning.reason
+    assert "history too short to tune: 2.5 days, needs 15.0" in tuning.reason
     assert "using burstQuantile 0.95 and scaleDownStabilization 20m" in tuning.reason
     # The pool plans with its own settings then, and says they were not tuned.
     settings = resolve_settings(pool(), tuned=tuning.tuned)
@@ -116,21 +120,118 @@ def test_too_short_a_history_keeps_the_defaults_and_says_why():
     assert settings.stabilization_seconds.source == SettingSource.CONFIGURED
 
 
-def test_a_target_no_setting_reaches_takes_the_most_protective_and_says_so():
-    history = series(6)
-    tuning = retune(
-        pool(1.0),
-        history,
-        history.end,
-        SeasonalNaiveForecaster(),
-        window_seconds=WINDOW,
-        quantiles=(0.5, 0.99),
-        windows=(300.0,),
+def jump(days: float) -> History:
+    """Demand that leaps tenfold for half an hour at a random time each day: unforeseeable, faster
+    than a node boots and larger than any reserve tried."""
+    base = series(days)
+    rng = np.random.default_rng(7)
+    starts = (np.arange(days + 1) * DAY + rng.uniform(0, DAY - 1800, int(days) + 1))[:, None]
+    offset = base.times - base.times[0]
+    on = ((offset >= starts) & (offset < starts + 1800)).any(axis=0)
+    return History(base.times, np.where(on, 10, 1) * base.values, "jump")
+
+
+def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_says_so(caplog):
+    history = jump(6)
+    with caplog.at_level("WARNING"):
+        tuning = retune(
+            pool(0.99),
+            history,
+            history.end,
+            SeasonalNaiveForecaster(),
+            window_seconds=WINDOW,
+            quantiles=(0.5, 0.99),
+            windows=(300.0,),
+            reserves=(0, 2, 40),
+        )
+    assert tuning.status == "short", tuning.reason
+    assert tuning.reserve == 40  # the most protective: the largest reserve
+    assert tuning.realized_protection is not None and tuning.realized_protection < 0.99
+    assert tuning.shortfall
+    assert "no setting or reserve of 6 kept it at any price" in tuning.reason
+    assert tuning.says() in tuning.reason
+    assert any("short of its protection" in r.getMessage() for r in caplog.records)
+    # The report shows the shortfall as a warning.
+    policy = Policy(pools=[pool(0.99)])
+    report = build_report(
+        policy, {"web": history}, {}, {}, history.end, promises={"web": tuning.report()}
     )
-    assert tuning.status == "best-reached"
-    assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.99, 300.0)
-    assert tuning.protection is not None and tuning.protection < 1.0
-    assert "no setting of 2 absorbs 100%" in tuning.reason
+    page = render_html(report)
+    assert (
+        f'<p class="promise warn" id="promise-web">Warning, short of the protection asked: '
+        f"{tuning.reason}.</p>" in page
+    )
+
+
+def bursts(days: float, seed: int = 3) -> History:
+    """A daily cycle plus unforeseeable bursts (a seasonal forecast cannot see them coming)."""
+    base = series(days)
+    rng = np.random.default_rng(seed)
+    spikes = np.where(rng.random(base.times.size) < 0.004, rng.uniform(60, 120, base.times.size), 0)
+    return History(base.times, base.values + spikes, "bursts")
+
+
+def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(tmp_path, server):
+    history = bursts(8)
+    at = history.end
+    forecast = {"query": "q", "demandPerReplica": 5, "history": "28d"}
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml(
+            "web",
+            protection="90%",
+            leadTime="4m",
+            scaleDownStabilization="20m",
+            maxReplicas=200,
+            forecast=forecast,
+        ),
+    )
+    server.add_deployment(NS, "web-placeholder", 0)
+    clock = Clock(at)
+    reported: list = []
+    daemon = make_daemon(
+        config,
+        server,
+        clock,
+        source=SeriesSource(history),
+        forecaster=SeasonalNaiveForecaster(),
+        report_writer=lambda *args: reported.append(args),
+    )
+    daemon.retune_window = WINDOW
+    assert daemon.refit()
+    web = load_policy(config).pool("web")
+    # The forecast alone, at its most protective setting, keeps less than asked ...
+    alone = retune(
+        web, history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW, reserves=(0,)
+    )
+    assert alone.status == "short" and alone.realized_protection < 0.9
+    # ... the daemon holds a reserve on top of it that kept the promise on the days after each
+    # choice, and says so.
+    tuning = daemon.tunings["web"]
+    assert tuning.status == "tuned" and tuning.reserve > 0
+    assert tuning.realized_protection >= 0.9 and not tuning.shortfall
+    says = f"asked 90%, last week {100 * tuning.realized_protection:.1f}%"
+    shown = daemon.status()["tuning"]["web"]
+    assert shown["says"] == says and shown["reason"].startswith(says)
+    assert shown["reserve"] == tuning.reserve
+    assert gauges(daemon, "realized_protection_ratio")["web"] == pytest.approx(
+        tuning.realized_protection
+    )
+    # The report after the refit says it too, next to the closed loop.
+    [(policy, forecasts, histories, when, loop, settings, promises, disruption)] = reported
+    assert disruption == {}  # written at the refit, before a reconcile looked at the nodes
+    assert promises == {"web": {"says": says, "short": False, "reason": tuning.reason}}
+    assert settings["web"].reserve == Source(tuning.reserve, SettingSource.TUNED)
+    report = build_report(
+        policy, histories, forecasts, {}, when, loop=loop, settings=settings, promises=promises
+    )
+    page = render_html(report)
+    assert f'<p class="promise" id="promise-web">{tuning.reason}.</p>' in page
+    # The plan holds the reserve on top of what the forecast asks.
+    plan = daemon.reconcile().pools[0].plan
+    assert plan.details["reserve"] == tuning.reserve
+    assert plan.raw == plan.components["forecast"] + tuning.reserve
+    assert server.replicas(NS, "web-placeholder") == plan.desired >= tuning.reserve
 
 
 class NoFit:
@@ -158,7 +259,7 @@ def test_a_failed_fit_keeps_the_defaults_and_says_why(forecaster, why):
     assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
 
 
-def test_a_tuning_sets_only_the_quantile_and_the_window():
+def test_a_tuning_sets_only_the_quantile_the_window_and_the_reserve():
     history = series(6)
     floors = {
         "minReplicas": 2,
@@ -169,11 +270,12 @@ def test_a_tuning_sets_only_the_quantile_and_the_window():
     }
     p = pool(**floors)
     tuning = retune(p, history, history.end, SeasonalNaiveForecaster(), window_seconds=WINDOW)
-    assert tuning.status in ("tuned", "best-reached")
+    assert tuning.status in ("tuned", "short")
     tuned = resolve_settings(p, tuned=tuning.tuned)
     own = resolve_settings(p)
     assert tuned.burst_quantile == Source(tuning.burst_quantile, SettingSource.TUNED)
     assert tuned.stabilization_seconds == Source(tuning.stabilization_seconds, SettingSource.TUNED)
+    assert tuned.reserve == Source(tuning.reserve, SettingSource.TUNED)
     keep = ("lead_seconds", "demand_per_replica", "observation_delay_seconds", "strategy")
     assert all(getattr(tuned, k) == getattr(own, k) for k in keep)
     # A pool without protection is never changed by a tuning.
@@ -272,7 +374,8 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     assert part.replicas == 0
     inputs = PlanInputs(own, settings=tuned, disruption=part)
     assert bare == plan_over_time(web, [clock.now], inputs).plans[0]
-    assert plan.components["forecast"] > 0
+    assert plan.components["forecast"] is not None  # the forecast (and its reserve) plan
+    assert plan.raw == max(plan.components["forecast"], 0) + tuning.reserve
     assert server.replicas(NS, "web-placeholder") == plan.desired
     assert daemon.settings_for(web) == tuned
     # The forecast in force says what it was fitted for.
@@ -290,11 +393,17 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     assert shown["scale_down_stabilization_seconds"] == tuning.stabilization_seconds
     assert shown["protection_target"] == 0.7 and shown["protection_reached"] >= 0.7
     assert shown["overhead_node_hours"] > 0 and shown["days"] == pytest.approx(2.0, abs=0.01)
-    assert "cheapest of 15 settings absorbing at least 70%" in shown["reason"]
+    assert shown["reason"].startswith(shown["says"]) and shown["says"].startswith("asked 70%")
+    assert shown["realized_protection"] == pytest.approx(tuning.realized_protection, abs=1e-4)
+    assert shown["reserve"] == tuning.reserve
     assert status["refit"]["tuning"]["web"] == shown
     assert gauges(daemon, "tuned_burst_quantile") == {"web": tuning.burst_quantile}
     assert gauges(daemon, "tuned_stabilization_seconds") == {"web": tuning.stabilization_seconds}
     assert gauges(daemon, "tuned_protection_ratio")["web"] == pytest.approx(tuning.protection)
+    assert gauges(daemon, "realized_protection_ratio")["web"] == pytest.approx(
+        tuning.realized_protection
+    )
+    assert gauges(daemon, "tuned_reserve_replicas") == {"web": tuning.reserve}
 
 
 def test_the_daemon_keeps_the_defaults_and_says_why_on_a_short_history(tmp_path, server):
@@ -317,7 +426,7 @@ def test_the_daemon_keeps_the_defaults_and_says_why_on_a_short_history(tmp_path,
     shown = daemon.status()["tuning"]["web"]
     assert shown["status"] == "default"
     assert (shown["burst_quantile"], shown["scale_down_stabilization_seconds"]) == (0.95, 1800.0)
-    assert shown["reason"].startswith("history too short to tune: 3.0 days, needs 8.0")
+    assert shown["reason"].startswith("history too short to tune: 3.0 days, needs 15.0")
     assert np.isnan(gauges(daemon, "tuned_protection_ratio")["web"])
     # The forecast and the floors still plan.
     plan = daemon.reconcile().pools[0].plan

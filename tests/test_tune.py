@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series, write_csv
 
-from predictive_headroom.backtest.frontier import protection
+from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.cli import main
@@ -27,52 +26,61 @@ pools:
 GRID = ["--quantiles", "0.5,0.95", "--windows", "5m,30m", "--refit-every", "1d"]
 
 
-def config(tmp_path, protection="90%", query="demand", history="28d"):
+def config(tmp_path, protection="90%", query="demand", history="28d", extra=""):
     path = tmp_path / "policy.yaml"
-    path.write_text(POLICY.format(protection=protection, query=query, history=history))
+    path.write_text(POLICY.format(protection=protection, query=query, history=history) + extra)
     return str(path)
 
 
 def check(out, target):
-    """What every recommendation promises."""
-    chosen = out["chosen"]
-    assert out["protection_target"] == target
-    assert out["status"] != "unreachable"
-    assert chosen["protection"] >= target or out["status"] != "forecast"
-    assert all(
-        r["overhead_node_hours"] >= chosen["overhead_node_hours"] and r["protection"] >= target
-        for r in out["runner_ups"]
+    """What every recommendation promises: the walk-forward figure, YAML that keeps the promise
+    through protection: (never next to burstQuantile), costs per day and month."""
+    promise = out["promise"]
+    assert out["protection_target"] == target == promise["protection"]
+    assert out["status"] in ("kept", "short", "proportional-cheaper")
+    assert (out["status"] == "short") == (
+        promise["realized_protection"] < target and out["status"] != "proportional-cheaper"
     )
-    assert chosen["burst_quantile"] in (0.5, 0.95)
-    assert chosen["scale_down_stabilization_seconds"] in (300.0, 1800.0)
-    if out["status"] == "forecast":
-        assert out["yaml"] == [
-            f"scaleDownStabilization: {chosen['scale_down_stabilization_seconds'] / 60:g}m",
-            "forecast:",
-            f"  burstQuantile: {chosen['burst_quantile']:g}",
-        ]
-    elif out["status"] == "static-cheaper":
-        assert out["yaml"] == [f"minReplicas: {out['static']['replicas']}"]
-        assert out["static"]["protection"] >= target
-        forecast = out["walk_forward"]["cost_at_target"]
-        assert forecast is None or out["static"]["overhead_node_hours"] < forecast
+    if out["status"] != "proportional-cheaper":
+        assert out["yaml"] == [f"protection: {100 * target:g}%"]
+    assert round(promise["days"]) <= len(promise["choices"]) <= round(promise["days"]) + 1
+    hs = out["hindsight"]
+    assert hs["burst_quantile"] in (0.5, 0.95)
+    assert hs["scale_down_stabilization_seconds"] in (300.0, 1800.0)
+    cost = out["cost"]
+    assert cost["per_day"] == pytest.approx(promise["overhead_node_hours"] / promise["days"], 0.01)
+    assert cost["per_month"] == pytest.approx(30 * cost["per_day"], 0.01)
+
+
+def pasted(path, yaml_lines):
+    """The policy at `path` with the printed YAML pasted into its pool (replacing its keys)."""
+    keys = {line.split(":")[0] for line in yaml_lines if not line.startswith(" ")}
+    kept = [
+        line for line in path.read_text().splitlines() if line.strip().split(":")[0] not in keys
+    ]
+    return "\n".join(kept + [f"    {line}" for line in yaml_lines]) + "\n"
 
 
 def test_tune_on_a_csv_recommends_yaml_and_prints_it_in_words(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(9, seed=5))
     code = main(["tune", "-c", config(tmp_path), "--data", str(csv), *GRID, "-o", "json", "-q"])
-    assert code == 0
     out = json.loads(capsys.readouterr().out)
     check(out, 0.9)
+    assert code == (1 if out["status"] == "short" else 0)
     assert out["history"]["refits"] == 2  # 9 days: 7 of warm-up, refitted daily on the 2 after
     print_recommendation(out)
     text = capsys.readouterr().out
     assert "absorb at least 90% of the pod-minutes that would otherwise wait for a node" in text
     for line in out["yaml"]:
         assert f"\n  {line}\n" in text
-    assert "static" in text and "oracle" in text
-    if out["status"] == "static-cheaper":
-        assert "static headroom" in text and "recommended instead" in text
+    # The walk-forward figure leads; hindsight comes after it; no broken sentences.
+    walk = text.index("walk-forward (each day's setting and reserve chosen on the days before it")
+    assert walk < text.index("in hindsight") and "asked 90%: kept" in text
+    assert "a day" in text and "a month" in text and "not reached node-hours" not in text
+    # The YAML validates as printed, pasted into the pool.
+    policy = tmp_path / "pasted.yaml"
+    policy.write_text(pasted(tmp_path / "policy.yaml", out["yaml"]))
+    assert main(["validate", str(policy)]) == 0, capsys.readouterr()
 
 
 def test_tune_against_a_real_prometheus(prometheus_server, tmp_path, capsys):
@@ -83,8 +91,9 @@ def test_tune_against_a_real_prometheus(prometheus_server, tmp_path, capsys):
     path = config(tmp_path, protection="95%", query=DEMAND, history="9d")
     at = iso(prometheus_server.end)
     args = ["tune", "-c", path, "--prometheus-url", prometheus_server.url, "--at", at, *GRID]
-    assert main([*args, "-o", "json", "-q"]) == 0
+    code = main([*args, "-o", "json", "-q"])
     out = json.loads(capsys.readouterr().out)
+    assert code == (1 if out["status"] == "short" else 0)
     check(out, 0.95)
     assert (
         out["history"]["to"] == at and out["history"]["refits"] == 3
@@ -98,37 +107,41 @@ def test_too_little_history_says_how_much_is_needed(tmp_path, capsys):
     assert "too little history to tune" in err and "spans 5.0 days" in err
 
 
-def test_an_unreachable_target_says_the_best_reached(capsys):
+def test_a_target_not_kept_walk_forward_says_so_with_money_and_exits_1(capsys):
     pool = parse_policy(POLICY.format(protection="90%", query="q", history="28d"), "t").pools[0]
     settings = BacktestSettings(
         warmup_seconds=3 * DAY, dial=(0.3,), stabilization_dial=(60.0,), protections=(1.0,)
     )
     result = run_backtest(series(6, seed=2), pool, settings, forecaster=SeasonalNaiveForecaster())
-    reactive = result.strategies["reactive"].metrics.unserved_pod_minutes
-    best = max(
-        protection(g.metrics.unserved_pod_minutes, reactive)
-        for g in result.grid
-        if g.family == "forecast"
-    )
-    assert best < 1.0
-    out = recommend(result, pool, 1.0)
-    assert out["chosen"]["protection"] == pytest.approx(best, abs=1e-5)
-    # Static headroom reaches it (its curve runs until nothing is unserved): recommended instead.
-    assert out["status"] == "static-cheaper" and out["static"]["protection"] == 1.0
+    out = recommend(result, pool, 1.0, price=0.32, currency="EUR")
+    assert out["status"] == "short" and out["yaml"] == ["protection: 100%"]
+    assert out["promise"]["realized_protection"] < 1.0
+    assert out["cost"]["money_per_day"] == pytest.approx(0.32 * out["cost"]["per_day"], 0.01)
     out["seconds"] = 1.0
     print_recommendation(out)
     text = capsys.readouterr().out
-    assert "static headroom reaches 100% where no forecast setting does" in text
-    assert f"minReplicas: {out['static']['replicas']}" in text
-    # A static curve that stopped short (a plateau) and nothing else reaching it: unreachable.
-    result = replace(
-        result,
-        static_curve=[(n, m) for n, m in result.static_curve if m.unserved_pod_minutes > 0],
-    )
-    out = recommend(result, pool, 1.0)
-    assert out["status"] == "unreachable" and out["yaml"] == []
-    out["seconds"] = 1.0
-    print_recommendation(out)
-    text = capsys.readouterr().out
-    assert "no setting reaches 100% on this history: the best" in text
-    assert f"reached {100 * best:.1f}%" in text
+    kept = 100 * out["promise"]["realized_protection"]
+    assert f"asked 100%: kept {kept:.1f}%" in text
+    assert f"warning: walk-forward it kept {kept:.1f}%, short of 100%" in text
+    assert f"a day: {0.32 * out['cost']['per_day']:,.2f} EUR; " in text
+
+
+def test_a_figure_resting_on_few_events_says_so():
+    entry = {
+        "protection": 0.95,
+        "realized_protection": 1.0,
+        "overhead_node_hours": 120.0,
+        "overhead_node_hours_per_day": 8.0,
+        "reserve_walk_forward_overhead_node_hours": 150.0,
+        "reserve_walk_forward_best_protection": 1.0,
+        "reactive_unserved_pod_minutes": 21.0,
+        "few_events": True,
+        "days": 15,
+        "choices": [],
+    }
+    text = sentence(entry)
+    assert text.startswith("asked 95%: kept 100.0% for 120 overhead node-hours (8.0 a day, 240 a")
+    assert "would have needed 150" in text
+    assert "only 21 pod-minutes waited without headroom" in text
+    entry.update(few_events=False, reactive_unserved_pod_minutes=2000.0)
+    assert "waited without headroom" not in sentence(entry)

@@ -1,23 +1,28 @@
-"""The daemon tunes itself: a pool with `protection:` re-tunes its burst quantile and scale-down
-stabilisation window at each refit, on its own recent history (issue 23, item 4).
+"""The daemon keeps its protection promise: a pool with `protection:` re-tunes its burst quantile,
+scale-down stabilisation window and reserve (placeholders on top of the plan) at each refit, on
+its own recent history (issue 23, item 4; issue 31).
 
-At a refit at time T, with a tuning window W (7 days by default, `PH_RETUNE_WINDOW`):
+At a refit at time T, with a tuning window W (`backtest.promise` WINDOW + LOOKBACK days, 14 by
+default, `PH_RETUNE_WINDOW`):
 
 1. one extra fit of the pool's forecast on the history known at T - W (like every backtest
    refit: up to the observation delay before it, at most `forecast.history` of it), with a
    horizon covering the window, so the replay never uses a forecast fitted on the days it replays;
 2. the one plan engine replays the pool (its floors included) over [T - W, T] on the simulated
    cluster of the backtest, at every (burst quantile, window) pair of a small grid
-   (`backtest.tuning.replay_grid`: one replay per quantile, each window a trailing maximum);
-3. `backtest.tuning.choose` picks the cheapest setting reaching the target protection, else the
-   most protective one reached (status `best-reached`, with the reason).
+   (`backtest.tuning.replay_grid`), each plus every reserve of `promise.reserve_sizes`; the runs
+   are summed per day (days ending at T);
+3. `backtest.promise.choose`, the rule `backtest --protection` replays day by day, picks what to
+   hold: the cheapest candidate meeting the target on the last WINDOW days at the strictness that
+   kept the target on the LOOKBACK days before (status `tuned`), or, when no strictness kept it,
+   the most protective (status `short`: a warning in the log). The protection the rule kept on
+   those days is the pool's `realized_protection` ("asked 95%, last week 96.1%").
 
 Only samples at or before T are read (the history is cut at T first), so the choice is
 walk-forward by construction. When the history is too short for a fit plus the window, or the
 extra fit or the replay fails, the pool keeps its defaults (burstQuantile 0.95, its own
-scaleDownStabilization) and the reason says why (status `default`). The floors (schedules,
-proportional, min) never depend on the choice: only the forecast component's quantile and the
-scale-down hold change.
+scaleDownStabilization, no reserve) and the reason says why (status `default`). The floors
+(schedules, proportional, min) never depend on the choice.
 """
 
 from __future__ import annotations
@@ -31,10 +36,21 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.backtest.promise import (
+    LOOKBACK,
+    WINDOW,
+    Candidate,
+    Choice,
+    Ledger,
+    Status,
+    choose,
+    ledger,
+    reserve_sizes,
+)
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
-from predictive_headroom.backtest.simulator import score
-from predictive_headroom.backtest.tuning import Setting, choose, replay_grid
+from predictive_headroom.backtest.simulator import Run
+from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
 from predictive_headroom.policy.config import Pool
@@ -42,8 +58,9 @@ from predictive_headroom.protocols import Forecaster
 
 logger = logging.getLogger(__name__)
 
-RETUNE_WINDOW = 7 * DAY_SECONDS
-"""The recent history each re-tune replays (the fit it replays with ends where it starts)."""
+RETUNE_WINDOW = (WINDOW + LOOKBACK) * DAY_SECONDS
+"""The recent history each re-tune replays (the fit it replays with ends where it starts): the
+choice rule's window plus the days it judges its strictness on (`backtest.promise`)."""
 RETUNE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
 RETUNE_WINDOWS = (300.0, 900.0, 1800.0)
 """The default grid: 5 quantiles x 3 windows, 5 engine replays (`bench/retune_bench.py`)."""
@@ -55,8 +72,9 @@ REPLAY_WARMUP = 3600.0
 class Tuning:
     """What a re-tune chose for one pool at one refit, and why.
 
-    `status`: `tuned` (the cheapest setting reaching the target), `best-reached` (none reached
-    it: the most protective one), `default` (could not tune: the pool's defaults, see `reason`).
+    `status`: `tuned` (the rule's choice), `short` (no strictness kept the target on the days
+    judged: the most protective one, with its reserve), `default` (could not tune: the pool's
+    defaults, see `reason`).
     `protection` and `overhead_node_hours` are those of the chosen setting on the replayed days
     (None for `default`)."""
 
@@ -72,14 +90,38 @@ class Tuning:
     days: float = 0.0
     fitted_until: float | None = None
     seconds: float = 0.0
+    reserve: int = 0
+    realized_protection: float | None = None
+    """The protection the rule kept on the last `LOOKBACK` replayed days, each day's setting and
+    reserve chosen on the days before it (None: not tuned, or nothing waited then)."""
+    strictness: float | None = None
 
     @property
     def tuned(self) -> Tuned:
-        """What `core.settings.resolve_settings` takes from this re-tune: the chosen quantile and
-        window, or nothing when it could not tune (`default`: the pool's own settings stand)."""
+        """What `core.settings.resolve_settings` takes from this re-tune: the chosen quantile,
+        window and reserve, or nothing when it could not tune (`default`: the pool's own settings
+        stand)."""
         if self.status == "default":
             return Tuned()
-        return Tuned(self.burst_quantile, self.stabilization_seconds)
+        return Tuned(self.burst_quantile, self.stabilization_seconds, self.reserve)
+
+    def says(self) -> str:
+        """ "asked 95%, last week 96.1%" (or why there is no figure)."""
+        asked = f"asked {100 * self.target:g}%"
+        if self.realized_protection is None:
+            return f"{asked}, last week: no figure ({self.status})"
+        return f"{asked}, last week {100 * self.realized_protection:.1f}%"
+
+    def report(self) -> dict[str, Any]:
+        """What the report shows: `says`, `short` (a shortfall: a warning) and the `reason`."""
+        return {"says": self.says(), "short": self.shortfall, "reason": self.reason}
+
+    @property
+    def shortfall(self) -> bool:
+        """The last week kept less than asked."""
+        return (
+            self.realized_protection is not None and self.realized_protection < self.target - 1e-9
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +137,12 @@ class Tuning:
             "fitted_until": self.fitted_until,
             "at": self.at,
             "seconds": round(self.seconds, 2),
+            "reserve": self.reserve,
+            "realized_protection": None
+            if self.realized_protection is None
+            else round(self.realized_protection, 4),
+            "strictness": self.strictness,
+            "says": self.says(),
             "reason": self.reason,
         }
 
@@ -109,11 +157,12 @@ def retune(
     window_seconds: float = RETUNE_WINDOW,
     quantiles: Sequence[float] = RETUNE_QUANTILES,
     windows: Sequence[float] = RETUNE_WINDOWS,
+    reserves: Sequence[int] | None = None,
 ) -> Tuning:
-    """Choose `pool`'s burst quantile and stabilisation window at `at` from `history` (see the
-    module docstring), the other settings being `settings` (the pool's before tuning, with its
-    measured lead time; None: its configuration). Never raises for bad data: a `default` Tuning
-    says why instead."""
+    """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
+    (see the module docstring), the other settings being `settings` (the pool's before tuning,
+    with its measured lead time; None: its configuration); `reserves` overrides
+    `promise.reserve_sizes`. Never raises for bad data: a `default` Tuning says why instead."""
     assert pool.forecast is not None and pool.protection is not None
     started = time.perf_counter()
     settings = settings or resolve_settings(pool)
@@ -131,9 +180,8 @@ def retune(
             f"{pool.forecast.min_history.total_seconds() / 3600:g} hours)"
         )
     try:
-        return _tune(
-            pool, settings, known, at, forecaster, window_seconds, quantiles, windows, started
-        )
+        grid = (window_seconds, quantiles, windows, reserves)
+        return _tune(pool, settings, known, at, forecaster, grid, started)
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -145,39 +193,44 @@ def _tune(
     known: History,
     at: float,
     forecaster: Forecaster,
-    window_seconds: float,
-    quantiles: Sequence[float],
-    windows: Sequence[float],
+    grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     started: float,
 ) -> Tuning:
     assert pool.protection is not None
     target = pool.protection
+    window_seconds = grid[0]
     begin = known.end - window_seconds
     fitted, train = _fit_before(pool, plan_settings, known, begin, window_seconds, forecaster)
     if not isinstance(fitted, Forecast):
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
-    candidates, reactive_unserved, days = _replay(
-        pool, plan_settings, known, begin, fitted, window_seconds, quantiles, windows
-    )
-    setting, reached = choose(candidates, reactive_unserved, target)
-    cost = next(c for s, c, _ in candidates if s == setting)
-    status, reason = _verdict(setting, reached, target, cost, len(candidates), days)
-    logger.info("pool %s: re-tuned: %s", pool.name, reason)
+    book, days = _replay(pool, plan_settings, known, begin, fitted, grid)
+    choice = choose(book, target)
+    cand = choice.candidate
+    assert cand.setting is not None
+    status = "short" if choice.status == Status.SHORT else "tuned"
+    reason = _verdict(choice, book, target, days)
+    if status == "short" or (choice.kept is not None and choice.kept < target - 1e-9):
+        logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
+    else:
+        logger.info("pool %s: re-tuned: %s", pool.name, reason)
     return Tuning(
         pool.name,
         status,
-        setting.quantile,
-        setting.window,
+        cand.setting.quantile,
+        cand.setting.window,
         target,
         reason,
         at,
-        reached,
-        cost,
+        choice.expected,
+        choice.overhead_node_hours,
         days,
         float(train.end) if len(train) else None,
         time.perf_counter() - started,
+        cand.reserve,
+        choice.kept,
+        choice.strictness,
     )
 
 
@@ -200,22 +253,18 @@ def _fit_before(
     return forecaster.fit(train, request, settings.lead, begin), train
 
 
-Candidate = tuple[Setting, float, float]
-"""(setting, overhead node-hours over reactive, unserved pod-minutes) on the replayed window."""
-
-
 def _replay(
     pool: Pool,
     plan_settings: PlanSettings,
     known: History,
     begin: float,
     fitted: Forecast,
-    window_seconds: float,
-    quantiles: Sequence[float],
-    windows: Sequence[float],
-) -> tuple[list[Candidate], float, float]:
-    """Every (quantile, window) of the grid replayed over [begin, known.end] through the engine on
-    the simulated cluster: the candidates, reactive's unserved pod-minutes and the days scored."""
+    grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
+) -> tuple[Ledger, float]:
+    """Every (quantile, window) of the grid, each plus every reserve, replayed over
+    [begin, known.end] through the engine on the simulated cluster and summed per day (days ending
+    at the refit): the ledger the rule reads, and the days replayed."""
+    window_seconds, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
     settings = BacktestSettings(
@@ -227,31 +276,54 @@ def _replay(
     r = replace(resolve(replayed, pool, settings, plan_settings), history=known)
     begin = float(r.times[r.start])
     parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
-    grid = replay_grid(
+    runs = replay_grid(
         r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
     )
-    reactive = score(r.simulate(np.zeros(r.pods.size, dtype=np.int64)), r.start)
-    candidates = [
-        (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
-        for g in grid
-    ]
-    return candidates, reactive.unserved_pod_minutes, (float(r.times[-1]) - begin) / DAY_SECONDS
+    reactive = r.simulate(np.zeros(r.pods.size, dtype=np.int64))
+    sizes = reserve_sizes(r.pods[r.start :]) if reserves is None else reserves
+    candidates: dict[Candidate, Run] = {}
+    for g in runs:
+        for n in sizes:
+            placeholders = np.minimum(g.run.placeholders + n, pool.max_replicas)
+            candidates[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(placeholders)
+    size = r.pods.size
+    days = max(1, round((size - r.start) / DAY_MINUTES))
+    bounds = [max(r.start, size - k * DAY_MINUTES) for k in range(days, -1, -1)]
+    return ledger(candidates, reactive, bounds, r.start), (float(r.times[-1]) - begin) / DAY_SECONDS
 
 
-def _verdict(
-    setting: Setting, reached: float, target: float, cost: float, count: int, days: float
-) -> tuple[str, str]:
-    """The status (`tuned` or `best-reached`) and the reason, in words."""
-    label = f"burstQuantile {setting.quantile:g}, scaleDownStabilization {setting.window / 60:g}m"
-    if reached >= target - 1e-12:
-        return "tuned", (
-            f"cheapest of {count} settings absorbing at least {100 * target:g}% on the "
-            f"last {days:.1f} days: {label} absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
-        )
-    return "best-reached", (
-        f"no setting of {count} absorbs {100 * target:g}% on the last {days:.1f} days; "
-        f"the most protective, {label}, absorbed {100 * reached:.1f}% for {cost:.1f} overhead node-hours"
+def plural(n: int, word: str) -> str:
+    """`1 day`, `2 days`."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _verdict(choice: Choice, book: Ledger, target: float, days: float) -> str:
+    """The reason in words: what was asked, what the rule kept, what it holds and why."""
+    cand = choice.candidate
+    assert cand.setting is not None
+    label = f"burstQuantile {cand.setting.quantile:g}, scaleDownStabilization {cand.setting.window / 60:g}m"
+    if cand.reserve:
+        label += f" and a reserve of {plural(cand.reserve, 'placeholder')}"
+    on = min(WINDOW, book.periods)
+    judged = book.periods - max(1, book.periods - LOOKBACK)
+    kept = (
+        f"nothing waited for a node on the last {plural(judged, 'day')}"
+        if choice.kept is None
+        else f"last week {100 * choice.kept:.1f}% (the last {plural(judged, 'day')}, each "
+        f"chosen on the {plural(on, 'day')} before it)"
     )
+    absorbed = (
+        f"which absorbed {100 * choice.expected:.1f}% on the last {plural(on, 'day')} for "
+        f"{choice.overhead_node_hours:.1f} overhead node-hours"
+    )
+    if choice.status == Status.SHORT:
+        return (
+            f"asked {100 * target:g}%, {kept}: no setting or reserve of {len(book.candidates)} "
+            f"kept it at any price these {days:.0f} days show; holding {label} (the cheapest "
+            f"reaching it over all {plural(book.periods, 'day')} read, else the most protective), "
+            f"{absorbed}"
+        )
+    return f"asked {100 * target:g}%, {kept}; holding {label}, {absorbed}"
 
 
 def _default(pool: Pool, settings: PlanSettings, at: float, why: str, started: float) -> Tuning:

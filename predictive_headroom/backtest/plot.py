@@ -20,6 +20,7 @@ from matplotlib.text import Annotation, Text
 from matplotlib.transforms import Bbox
 
 from predictive_headroom.backtest.frontier_plot import frontier_figure
+from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import BacktestResult, headline
 from predictive_headroom.pages.format import fmt_compact, fmt_duration, fmt_number, fmt_utc
 from predictive_headroom.pages.glossary import BACKTEST_TERMS, BURST_TERMS
@@ -338,6 +339,8 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         data=data,
         settings=data["settings"],
         headline=headline(result),
+        promise=data.get("promise") or [],
+        promise_sentences=[sentence(e) for e in data.get("promise") or []],
         plot=figure,
         settings_rows=settings_rows(data["settings"]),
         words=STRATEGY_WORDS,

@@ -1,15 +1,25 @@
-"""What `tune` recommends from a backtest with a grid: the cheapest forecast setting reaching the
-protection target, or static headroom or the proportional rule when they reach it for less (or
-are the only ones that do), with the costs, runner-ups and the walk-forward check."""
+"""What `tune` recommends from a backtest with a grid and the promise measured at the target.
+
+The headline is the promise (`backtest.promise_measure`): what `protection: P` kept walk-forward,
+each day's forecast setting and reserve chosen on the days before it, as the daemon re-tunes.
+The YAML to paste is `protection: P` (the daemon chooses the setting and reserve itself), or the
+proportional rule when it absorbs P for less than the promise cost on this history (it has no
+setting to choose, so its figure needs no walk-forward). The best single forecast setting in
+hindsight and static headroom with N chosen in hindsight are shown second: ideals no rule
+choosing on the past reaches on a changing series.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from predictive_headroom.backtest.frontier import families, protection
+from predictive_headroom.backtest.promise_measure import FEW_EVENTS, measure, pct
 from predictive_headroom.backtest.results import BacktestResult
-from predictive_headroom.backtest.tuning import choose
+from predictive_headroom.backtest.tuning import choose as choose_fixed
 from predictive_headroom.policy.config import Pool
+
+MONTH_DAYS = 30
 
 
 def _iso(seconds: float) -> str:
@@ -18,29 +28,45 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def recommend(result: BacktestResult, pool: Pool, target: float) -> dict[str, Any]:
-    """The recommendation as JSON: the chosen setting, its YAML, its cost against the other families
-    at `target`, the runner-ups and the walk-forward check."""
+def node_hour_price(cost: Any, cores_per_node: float) -> float | None:
+    """A simulated node-hour in money from the policy's `cost:` (CPU only: `cores_per_node`
+    cores at `costPerCpuHour`); None without prices."""
+    if cost is None or not cost.cost_per_cpu_hour:
+        return None
+    return cores_per_node * cost.cost_per_cpu_hour
+
+
+def recommend(
+    result: BacktestResult,
+    pool: Pool,
+    target: float,
+    *,
+    price: float | None = None,
+    currency: str = "USD",
+) -> dict[str, Any]:
+    """The recommendation as JSON (see the module docstring): `promise` (walk-forward, the
+    headline), `now` (what the daemon would hold next), `hindsight` (the best fixed forecast
+    setting), `static`, `proportional`, `cost` per day and month (money with `price` a node-hour),
+    `warnings`, `status` (`kept`, `short` or `proportional-cheaper`) and `yaml`."""
     reactive = result.strategies["reactive"].metrics
     reactive_u = reactive.unserved_pod_minutes
+    promise = (
+        next((e for e in result.promise or [] if abs(e["protection"] - target) < 1e-9), None)
+        or measure(result, (target,))[0]
+    )
     cands = [
         (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
         for g in result.grid
         if g.family == "forecast"
     ]
-    setting, reached = choose(cands, reactive_u, target)
+    setting, reached = choose_fixed(cands, reactive_u, target)
     overhead = next(c[1] for c in cands if c[0] == setting)
-    reaching = sorted(
-        (c for c in cands if protection(c[2], reactive_u) >= target - 1e-12),
-        key=lambda c: (c[1], c[2]),
-    )
-    at = result.frontier["at"][0]
-    fams = families(result)
-    static = _static_at(fams["static"], reactive_u, target)
+    static = _static_at(families(result)["static"], reactive_u, target)
     prop = result.strategies["proportional"]
     prop_protection = protection(prop.metrics.unserved_pod_minutes, reactive_u)
-    wf_cost = at["cost"]["forecast tuned"]
-    forecast_cost = wf_cost if wf_cost is not None else overhead
+    kept = promise["realized_protection"]
+    cost = promise["overhead_node_hours"]
+    per_day = promise["overhead_node_hours_per_day"] or 0.0
     out: dict[str, Any] = {
         "pool": pool.name,
         "protection_target": target,
@@ -51,66 +77,70 @@ def recommend(result: BacktestResult, pool: Pool, target: float) -> dict[str, An
             "refits": result.settings.refits,
         },
         "reactive_unserved_pod_minutes": reactive_u,
-        "chosen": {
+        "promise": promise,
+        "now": promise["now"],
+        "cost": {
+            "overhead_node_hours": cost,
+            "per_day": round(per_day, 2),
+            "per_month": round(MONTH_DAYS * per_day, 1),
+            "price_per_node_hour": price,
+            "money_per_day": None if price is None else round(per_day * price, 2),
+            "money_per_month": None if price is None else round(MONTH_DAYS * per_day * price, 2),
+            "currency": currency,
+        },
+        "hindsight": {
             "burst_quantile": setting.quantile,
             "scale_down_stabilization_seconds": setting.window,
             "protection": round(reached, 5),
             "overhead_node_hours": round(overhead, 3),
         },
-        "walk_forward": {
-            "cost_at_target": wf_cost,
-            "reached": at["reached"]["forecast tuned"],
-        },
-        "cost_at_target": at["cost"],
-        "ratios": at["ratios"],
-        "runner_ups": [
-            {
-                "burst_quantile": s.quantile,
-                "scale_down_stabilization_seconds": s.window,
-                "protection": round(protection(u, reactive_u), 5),
-                "overhead_node_hours": round(c, 3),
-            }
-            for s, c, u in reaching[1:4]
-        ],
         "static": static,
         "proportional": {
             "protection": round(prop_protection, 5),
             "overhead_node_hours": round(prop.overhead_node_hours, 3),
             "rule": "config" if pool.proportional else "linear: {nodesPerReplica: 1}",
         },
+        "warnings": _warnings(promise, pool, target),
     }
-    forecast_reaches = reached >= target - 1e-12
-    cheaper = []
-    if static is not None and (
-        not forecast_reaches or static["overhead_node_hours"] < forecast_cost
-    ):
-        cheaper.append(("static", static["overhead_node_hours"]))
-    if prop_protection >= target and (
-        not forecast_reaches or prop.overhead_node_hours < forecast_cost
-    ):
-        cheaper.append(("proportional", prop.overhead_node_hours))
-    if not forecast_reaches and not cheaper:
-        out["status"] = "unreachable"
-        out["yaml"] = []
+    if prop_protection >= target and (kept < target or prop.overhead_node_hours < cost):
+        out["status"] = "proportional-cheaper"
+        out["yaml"] = (
+            ["proportional: (keep the pool's rule)"]
+            if pool.proportional
+            else ["proportional:", "  linear: {nodesPerReplica: 1}"]
+        )
         return out
-    if cheaper:
-        best = min(cheaper, key=lambda c: c[1])[0]
-        out["status"] = f"{best}-cheaper"  # or: reaches the target where the forecast does not
-        if best == "static":
-            out["yaml"] = [f"minReplicas: {static['replicas']}"]  # type: ignore[index]
-        else:
-            out["yaml"] = (
-                ["proportional: (keep the pool's rule)"]
-                if pool.proportional
-                else ["proportional:", "  linear: {nodesPerReplica: 1}"]
+    out["status"] = "kept" if kept >= target - 1e-9 else "short"
+    out["yaml"] = [f"protection: {pct(target)}"]
+    return out
+
+
+def _warnings(promise: dict[str, Any], pool: Pool, target: float) -> list[str]:
+    """What the user should know before trusting the figure."""
+    out = []
+    waited = promise["reactive_unserved_pod_minutes"]
+    if waited < FEW_EVENTS:
+        out.append(
+            f"the figure rests on few events: without headroom only {waited:,.0f} pod-minutes "
+            f"waited in {promise['days']:g} scored days (under {FEW_EVENTS:g}: a burst or two), "
+            "so one more or less moves it by several points"
+        )
+    if pool.forecast is not None and "burst_quantile" in pool.forecast.model_fields_set:
+        out.append(
+            "the pool sets forecast.burstQuantile: remove it when pasting protection: "
+            "(protection chooses the quantile; validate refuses both)"
+        )
+    kept = promise["realized_protection"]
+    if kept < target - 1e-9:
+        out.append(
+            f"walk-forward it kept {100 * kept:.1f}%, short of {pct(target)}: "
+            + (
+                "on some days nothing the history showed had kept it at any price; the daemon "
+                "then holds the most protective setting with a reserve"
+                if promise.get("short_days")
+                else "the margin it learns from past shortfalls came too late on this history"
             )
-    else:
-        out["status"] = "forecast"
-        out["yaml"] = [
-            f"scaleDownStabilization: {setting.window / 60:g}m",
-            "forecast:",
-            f"  burstQuantile: {setting.quantile:g}",
-        ]
+        )
     return out
 
 

@@ -216,6 +216,9 @@ class BacktestResult:
     burst: dict[str, Any] | None = None
     grid: list[GridRun] = field(default_factory=list)  # forecast and naive at each setting pair
     frontier: dict[str, Any] | None = None  # cost at equal protection (backtest.frontier)
+    promise: list[dict[str, Any]] | None = (
+        None  # what `protection: P` keeps (backtest.promise_measure)
+    )
     interruptions: InterruptionReport | None = None  # `--interruptions`: what each leaves waiting
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
@@ -264,6 +267,8 @@ class BacktestResult:
             out["burst"] = self.burst
         if self.frontier is not None:
             out["frontier"] = self.frontier
+        if self.promise is not None:
+            out["promise"] = self.promise
         if self.interruptions is not None:
             out["interruptions"] = self.interruptions.to_dict()
         return out
@@ -284,7 +289,21 @@ def headline(result: BacktestResult) -> str:
             f"the cost to get there: {_equal_protection(result)}."
         )
     protection = _equal_protection(result)
-    return f"{_equal_cost(unserved, static)}. {protection[0].upper()}{protection[1:]}."
+    text = f"{_equal_cost(unserved, static)}. {protection[0].upper()}{protection[1:]}."
+    waited = result.strategies["reactive"].metrics.unserved_pod_minutes
+    if waited < FEW_EVENTS:
+        text += (
+            f" Few events: without headroom only {waited:.0f} pod-minutes waited for a node "
+            f"(under {FEW_EVENTS:g}, a few bursts), so one burst more or less moves this a lot."
+        )
+    return text
+
+
+FEW_EVENTS = 60.0
+"""Below this many waiting pod-minutes a ratio or a protection rests on a few bursts: a burst
+leaves 5-20 pod-minutes waiting on the shared series (a 3-minute node lag times a few pods), so
+60 is 3-12 bursts, where one more or less moves a count by a third or more (1/sqrt(n)); see
+docs/promise.md."""
 
 
 def _static_unserved_at(result: BacktestResult, node_hours: float) -> float:

@@ -405,7 +405,13 @@ def run_backtest(
         grid(r, wf) if s.grid or s.protections else [],
     )
     if s.protections:
-        result = replace(result, frontier=frontier(result, s.protections))
+        from predictive_headroom.backtest.promise_measure import measure
+
+        result = replace(
+            result,
+            frontier=frontier(result, s.protections),
+            promise=measure(result, s.protections),
+        )
     if s.interruption_rate is not None:
         result = replace(result, interruptions=interrupted(r, wf, runs))
     return result

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
-from predictive_headroom.backtest.results import headline
+from predictive_headroom.backtest.promise_measure import sentence
+from predictive_headroom.backtest.recommend import node_hour_price
+from predictive_headroom.backtest.results import BacktestResult, headline
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
@@ -22,7 +25,7 @@ from predictive_headroom.commands import (
     load_config,
     print_json,
 )
-from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.config import Cost, Pool
 from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.shares import parse_share
@@ -267,6 +270,15 @@ def pool_from_args(args: argparse.Namespace) -> Pool | None:
     return next((p for p in policy.pools if p.forecast is not None), policy.pools[0])
 
 
+def priced(result: BacktestResult, cost: Cost | None, cores_per_node: float) -> BacktestResult:
+    """`result` with each promise entry priced per node-hour when the policy has `cost:`."""
+    price = node_hour_price(cost, cores_per_node)
+    if price is None or cost is None:
+        return result
+    extra = {"price_per_node_hour": price, "currency": cost.currency}
+    return replace(result, promise=[{**e, **extra} for e in result.promise or []])
+
+
 def run(args: argparse.Namespace) -> int:
     from predictive_headroom.sources.csvsource import read_csv_history
 
@@ -280,6 +292,8 @@ def run(args: argparse.Namespace) -> int:
         result = run_backtest(history, pool, settings, progress=not args.quiet)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    if args.config and result.promise:
+        result = priced(result, load_config(args.config).cost, settings.cores_per_node)
     s = result.settings
     if not args.quiet:
         print(
@@ -315,6 +329,14 @@ def run(args: argparse.Namespace) -> int:
                 "tuned walk-forward, static's N chosen in hindsight):"
             )
             print(format_frontier(result.frontier))
+        if result.promise:
+            print()
+            print(
+                "the promise (protection: P replayed as the daemon keeps it, each day's setting "
+                "and reserve chosen on the days before it):"
+            )
+            for entry in result.promise:
+                print(f"  {sentence(entry)}")
         if result.interruptions is not None:
             report = result.interruptions
             print()

@@ -12,7 +12,8 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from predictive_headroom.commands import CommandError, iso
+from predictive_headroom.cli import main
+from predictive_headroom.commands import CommandError, iso, parse_time
 from predictive_headroom.core.series import DAY_SECONDS, History
 from predictive_headroom.sources.csvsource import read_csv_history
 
@@ -44,11 +45,12 @@ def write_csv(history: History, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def run(args: argparse.Namespace) -> int:
-    from predictive_headroom.cli import main
-    from predictive_headroom.commands import parse_time
+def _copy_inputs(out: Path) -> tuple[History, Path, Path]:
+    """Write the six-week data slice and the bundled policy into `out` (created if need be).
 
-    out = Path(args.out)
+    Returns the slice, the CSV path and the policy path. Raises CommandError when `out` cannot be
+    created.
+    """
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -64,15 +66,12 @@ def run(args: argparse.Namespace) -> int:
         write_csv(sliced, data)
         config = out / "demo-policy.yaml"
         config.write_text(Path(config_path).read_text(encoding="utf-8"), encoding="utf-8")
+    return sliced, data, config
 
-    began = time.perf_counter()
-    now = iso(sliced.end)
-    print(
-        f"predictive-headroom demo: NYC taxi passengers per 30 min (NAB, MIT licence; see "
-        f"predictive_headroom/data/SOURCES.md), {iso(sliced.start)} .. {now}, {len(sliced)} points,"
-        f" {sliced.span_seconds / DAY_SECONDS:.0f} days.\nPolicy: {config}\n"
-    )
-    steps = [
+
+def demo_steps(config: Path, data: Path, out: Path, now: str) -> list[tuple[str, list[str]]]:
+    """The demo's commands in the order they run: (title, argv) with argv as `cli.main` takes it."""
+    return [
         (
             "1. The forecast at the end of the data, and how it did on the last two held-back days",
             ["forecast", "--config", str(config), "--data", str(data)],
@@ -115,7 +114,23 @@ def run(args: argparse.Namespace) -> int:
             ["report", "--config", str(config), "--data", str(data), "--out", str(out / "report")],
         ),
     ]
-    for title, argv in steps:
+
+
+def run(args: argparse.Namespace) -> int:
+    """Copy the inputs into `--out`, run each demo step through the CLI and say where the pages are.
+
+    Returns the first non-zero exit code of a step (the later steps are not run), else 0.
+    """
+    out = Path(args.out)
+    sliced, data, config = _copy_inputs(out)
+    began = time.perf_counter()
+    now = iso(sliced.end)
+    print(
+        f"predictive-headroom demo: NYC taxi passengers per 30 min (NAB, MIT licence; see "
+        f"predictive_headroom/data/SOURCES.md), {iso(sliced.start)} .. {now}, {len(sliced)} points,"
+        f" {sliced.span_seconds / DAY_SECONDS:.0f} days.\nPolicy: {config}\n"
+    )
+    for title, argv in demo_steps(config, data, out, now):
         print(f"== {title}\n$ predictive-headroom {' '.join(argv)}", flush=True)
         code = main(argv)
         if code:

@@ -78,6 +78,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         at: float,
         loop: Mapping[str, Mapping[str, Any]] | None = None,
         plan_settings: Mapping[str, PlanSettings] | None = None,
+        promises: Mapping[str, Mapping[str, Any]] | None = None,
         disruption: Mapping[str, DisruptionPart] | None = None,
     ) -> Path:
         past = load_past_reports(settings.report_dir)
@@ -91,6 +92,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
             source=source_name,
             loop=loop,
             settings=plan_settings,
+            promises=promises,
             disruption=disruption,
         )
         return write_report(settings.report_dir, report, settings.report_keep)

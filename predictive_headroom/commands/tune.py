@@ -1,11 +1,11 @@
-"""`predictive-headroom tune`: the cheapest settings reaching a protection target on a pool's own history.
+"""`predictive-headroom tune`: what `protection: P` keeps on a pool's own history, and for what.
 
-Replays the pool's history through the backtest (refits see only the past), over a grid of burst
-quantiles and scale-down stabilisation windows, and recommends the cheapest setting that absorbs
-at least the target share of the pod-minutes that would otherwise wait for a node. The
-walk-forward check (each day's setting chosen on the days before it) says whether choosing on
-the past held on the future. When static headroom or the proportional rule reaches the target
-for less on this history, it says so and recommends that instead.
+Replays the pool's history through the backtest (refits see only the past) and the daemon's
+promise rule day by day (`backtest.promise`: each day's forecast setting and reserve chosen on
+the days before it), and leads with the protection that kept and its overhead node-hours a day
+and a month (in money when the policy has `cost:`), next to a fixed reserve re-chosen daily. The
+YAML to paste is `protection: P` (or the proportional rule when it absorbs P for less); the best
+fixed setting and static headroom in hindsight come second. Exit 1 when the promise fell short.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import time
 from typing import Any
 
 from predictive_headroom.app.fit import fetch_history
-from predictive_headroom.backtest.recommend import recommend
+from predictive_headroom.backtest.promise_measure import sentence
+from predictive_headroom.backtest.recommend import node_hour_price, recommend
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.commands import (
     CommandError,
@@ -29,7 +30,7 @@ from predictive_headroom.commands import (
 )
 from predictive_headroom.commands.backtest import parse_protection, parse_quantiles, parse_windows
 from predictive_headroom.core.series import NoForecast
-from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.config import Policy, Pool
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
 DEFAULT_PROTECTION = 0.95
@@ -73,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_argument(parser)
 
 
-def _pool(args: argparse.Namespace) -> Pool:
+def _pool(args: argparse.Namespace) -> tuple[Policy, Pool]:
     policy = load_config(args.config)
     if args.pool:
         try:
@@ -86,11 +87,11 @@ def _pool(args: argparse.Namespace) -> Pool:
         raise CommandError(
             f"pool {pool.name} has no forecast section in {args.config}: tune needs its demand query"
         )
-    return pool
+    return policy, pool
 
 
 def run(args: argparse.Namespace) -> int:
-    pool = _pool(args)
+    policy, pool = _pool(args)
     try:
         target = (
             parse_protection(args.protection)
@@ -125,26 +126,28 @@ def run(args: argparse.Namespace) -> int:
         result = run_backtest(history, pool, settings, progress=not args.quiet)
     except ValueError as exc:
         raise CommandError(f"pool {pool.name}: too little history to tune: {exc}") from None
-    out = recommend(result, pool, target)
+    out = recommend(
+        result,
+        pool,
+        target,
+        price=node_hour_price(policy.cost, settings.cores_per_node),
+        currency=policy.cost.currency if policy.cost else "USD",
+    )
     out["seconds"] = round(time.perf_counter() - started, 1)
     if args.output == "json":
         print_json(out)
     else:
         print_recommendation(out)
-    if out["status"] == "unreachable":
-        return 1
-    return 0
+    return 1 if out["status"] == "short" else 0
 
 
-def _cost(value: float | None) -> str:
-    return "not reached" if value is None else f"{value:.1f}"
+def _nh(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
 
 
 def print_recommendation(out: dict[str, Any]) -> None:
-    """The recommendation in words, the YAML to paste first."""
+    """The promise first (walk-forward), the YAML to paste, then hindsight and warnings."""
     target = f"{100 * out['protection_target']:g}%"
-    chosen = out["chosen"]
-    window = f"{chosen['scale_down_stabilization_seconds'] / 60:g}m"
     h = out["history"]
     print(
         f"pool {out['pool']}: history {h['from']} .. {h['to']}, scored from {h['scored_from']} "
@@ -153,54 +156,55 @@ def print_recommendation(out: dict[str, Any]) -> None:
     print(
         f"target: absorb at least {target} of the pod-minutes that would otherwise wait for a node"
     )
-    if out["status"] == "unreachable":
-        static = out["static"]
+    cost = out["cost"]
+    price = cost["price_per_node_hour"]
+    print(
+        "walk-forward (each day's setting and reserve chosen on the days before it, as the daemon "
+        f"does): {sentence(out['promise'], price, cost['currency'])}."
+    )
+    if out["status"] == "proportional-cheaper":
+        p = out["proportional"]
         print(
-            f"no setting reaches {target} on this history: the best, burstQuantile "
-            f"{chosen['burst_quantile']:g} with scaleDownStabilization {window}, reached "
-            f"{100 * chosen['protection']:.1f}% for {chosen['overhead_node_hours']:.1f} overhead node-hours"
+            f"the proportional rule absorbs {100 * p['protection']:.1f}% for "
+            f"{_nh(p['overhead_node_hours'])} overhead node-hours, less than the forecast keeps it "
+            "for; recommended instead (paste into the pool):"
+        )
+    elif out["status"] == "short":
+        print(
+            "paste into the pool (the daemon re-tunes at each refit; while it falls short it "
+            "holds the most protective setting and reserve it finds and warns):"
+        )
+    else:
+        print("paste into the pool (the daemon re-tunes at each refit to keep it):")
+    for line in out["yaml"]:
+        print(f"  {line}")
+    now = out["now"]
+    if out["status"] != "proportional-cheaper":
+        what = (
+            f"static headroom of {now['reserve']} placeholder{'s' if now['reserve'] != 1 else ''}"
+            if now["burst_quantile"] is None
+            else f"burstQuantile {now['burst_quantile']:g}, scaleDownStabilization "
+            f"{now['scale_down_stabilization_seconds'] / 60:g}m"
             + (
-                f"; static headroom reaches it with {static['replicas']} placeholders"
-                if static
+                f" and a reserve of {now['reserve']} placeholder{'s' if now['reserve'] != 1 else ''}"
+                if now["reserve"]
                 else ""
             )
         )
-        return
-    if out["status"] == "forecast":
-        print("recommended (paste into the pool):")
-    else:
-        which = out["status"].removesuffix("-cheaper")
-        words = "static headroom" if which == "static" else "the proportional rule"
-        why = (
-            "is cheaper than the forecast"
-            if chosen["protection"] >= out["protection_target"]
-            else f"reaches {target} where no forecast setting does"
+        print(f"it would hold now: {what}")
+    hs, static = out["hindsight"], out["static"]
+    print(
+        "in hindsight (one setting for the whole history, known only afterwards): "
+        f"burstQuantile {hs['burst_quantile']:g}, scaleDownStabilization "
+        f"{hs['scale_down_stabilization_seconds'] / 60:g}m absorbed {100 * hs['protection']:.1f}% "
+        f"for {_nh(hs['overhead_node_hours'])} overhead node-hours"
+        + (
+            f"; static headroom needs {static['replicas']} placeholders "
+            f"({_nh(static['overhead_node_hours'])} overhead node-hours)"
+            if static
+            else f"; static headroom never absorbs {target}"
         )
-        print(f"{words} {why} on this history; recommended instead (paste into the pool):")
-    for line in out["yaml"]:
-        print(f"  {line}")
-    print(
-        f"the forecast at burstQuantile {chosen['burst_quantile']:g}, scaleDownStabilization {window} "
-        f"absorbed {100 * chosen['protection']:.1f}% for {chosen['overhead_node_hours']:.1f} overhead node-hours"
     )
-    wf = out["walk_forward"]
-    print(
-        f"chosen walk-forward (each day's setting from the days before it) it costs "
-        f"{_cost(wf['cost_at_target'])} node-hours at {target} (best reached {100 * wf['reached']:.1f}%)"
-    )
-    cost = out["cost_at_target"]
-    print(
-        f"cost at {target} (overhead node-hours over no headroom): forecast {_cost(cost['forecast tuned'])}, "
-        f"static {_cost(cost['static'])}, naive {_cost(cost['naive tuned'])}, "
-        f"proportional {_cost(cost['proportional'])} "
-        f"(it absorbs {100 * out['proportional']['protection']:.1f}%), oracle {_cost(cost['oracle'])}"
-    )
-    if out["runner_ups"]:
-        print("runner-ups:")
-        for r in out["runner_ups"]:
-            print(
-                f"  burstQuantile {r['burst_quantile']:g}, scaleDownStabilization "
-                f"{r['scale_down_stabilization_seconds'] / 60:g}m: {100 * r['protection']:.1f}% "
-                f"for {r['overhead_node_hours']:.1f} node-hours"
-            )
+    for warning in out["warnings"]:
+        print(f"warning: {warning}")
     sys.stdout.flush()

@@ -246,6 +246,7 @@ class PoolTimeline:
             self._records,
             details,
             self._window,
+            self.settings.reserve.value,
             disruption,
         )
         self._records.append(plan.record())

@@ -1,6 +1,7 @@
 """The plan's values and the one rule that combines components into a Plan.
 
-    desired = clamp(max(schedule, proportional, forecast, disruption, minReplicas), 0, maxReplicas)
+    desired = clamp(max(schedule, proportional, forecast, disruption, minReplicas) + reserve, 0,
+                    maxReplicas)
 
 then held up for `scaleDownStabilization` after a higher value was last needed. Pure: no clock
 reads, no I/O. `core.engine` computes the components over time and calls `combine` at every
@@ -73,14 +74,17 @@ def combine(
     recent: Sequence[PlanRecord] = (),
     details: Mapping[str, Any] | None = None,
     window: float = 0.0,
+    reserve: int = 0,
     disruption: DisruptionPart | None = None,
 ) -> Plan:
-    """Combine component values into a Plan: max of floors and forecast, clamp, stabilise.
+    """Combine component values into a Plan: max of floors and forecast plus the reserve, clamp,
+    stabilise.
 
     `schedule` is (replicas, window name) or None when no window is open; `window` is the
     scale-down stabilisation window in seconds (`PlanSettings.window`): `recent` records within it
-    hold the count up. `disruption` is left out of the components (and of the JSON) when None or
-    when the pool turns it off.
+    hold the count up; `reserve` placeholders are held on top (`PlanSettings.reserve`).
+    `disruption` is left out of the components (and of the JSON) when None or when the pool turns
+    it off.
     """
     # Long on purpose: the plan's one rule, read top to bottom in the order docs/design.md states it.
     components: dict[str, int | None] = {
@@ -107,7 +111,7 @@ def combine(
     )
     if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
         reason = f"{PlanReason.MIN_PREFIX}{forecast.status}"
-    raw = wanted
+    raw = wanted + reserve
     if raw > pool.max_replicas:
         raw, reason = pool.max_replicas, PlanReason.MAX
 
@@ -130,6 +134,8 @@ def combine(
                 info["burst_fallback"] = forecast.allowance.why
     if disruption is not None and pool.disruption.enabled:
         info.update(disruption.to_details())
+    if reserve:
+        info["reserve"] = reserve
     if details:
         info.update(details)
     return Plan(pool.name, at, desired, raw, str(reason), components, info)

@@ -67,6 +67,7 @@ class Tuned:
 
     burst_quantile: float | None = None
     stabilization_seconds: float | None = None
+    reserve: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class PlanSettings:
     observation_delay_seconds: Setting[float]
     burst_quantile: Setting[float]
     strategy: Setting[Strategy]
+    reserve: Setting[int] = Setting(0, SettingSource.DEFAULT)
+    """Placeholders held on top of the plan (`forecast.reserve`, or chosen by the re-tune)."""
 
     @property
     def lead(self) -> float:
@@ -159,7 +162,9 @@ def resolve_settings(
     quantile = Setting(DEFAULT_BURST_QUANTILE, SettingSource.DEFAULT)
     delay = Setting(DEFAULT_OBSERVATION_DELAY, SettingSource.DEFAULT)
     per_replica = None
+    reserve = Setting(0, SettingSource.DEFAULT)
     if spec is not None:
+        reserve = Setting(spec.reserve, _given(spec, "reserve"))
         quantile = Setting(spec.burst_quantile, _given(spec, "burst_quantile"))
         delay = Setting(spec.observation_delay.total_seconds(), _given(spec, "observation_delay"))
         per_replica = Setting(spec.demand_per_replica, SettingSource.CONFIGURED)
@@ -168,8 +173,10 @@ def resolve_settings(
             quantile = Setting(tuned.burst_quantile, SettingSource.TUNED)
         if tuned.stabilization_seconds is not None:
             window = Setting(tuned.stabilization_seconds, SettingSource.TUNED)
+        if tuned.reserve is not None:
+            reserve = Setting(tuned.reserve, SettingSource.TUNED)
     strategy = Setting(Strategy.FORECAST, SettingSource.DEFAULT)
-    return PlanSettings(lead, window, per_replica, delay, quantile, strategy)
+    return PlanSettings(lead, window, per_replica, delay, quantile, strategy, reserve)
 
 
 def with_values(settings: PlanSettings, source: SettingSource, **values: float) -> PlanSettings:

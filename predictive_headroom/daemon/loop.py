@@ -81,6 +81,7 @@ ReportWriter = Callable[
         float,
         Mapping[str, Mapping[str, Any]],
         Mapping[str, PlanSettings],
+        Mapping[str, Mapping[str, Any]],
         Mapping[str, DisruptionPart],
     ],
     Any,
@@ -288,6 +289,7 @@ class Daemon:
         if self.report_writer is None or not histories:
             return
         settings = {p.name: self.settings_for(p) for p in policy.pools}  # as the reconcile plans
+        promises = {name: t.report() for name, t in self.tunings.items()}
         try:
             self.report_writer(
                 policy,
@@ -296,6 +298,7 @@ class Daemon:
                 at,
                 self.observer.status(at),
                 settings,
+                promises,
                 self.disruption.parts(),
             )
             self.report_error = None

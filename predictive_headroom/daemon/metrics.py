@@ -121,6 +121,19 @@ class Metrics:
             ["pool"],
             registry=r,
         )
+        self.realized_protection = Gauge(
+            f"{PREFIX}_realized_protection_ratio",
+            "The protection a pool with protection kept on the last week replayed at its last "
+            "refit, each day's setting and reserve chosen on the days before it (NaN: no figure).",
+            ["pool"],
+            registry=r,
+        )
+        self.tuned_reserve = Gauge(
+            f"{PREFIX}_tuned_reserve_replicas",
+            "Placeholders a pool with protection holds on top of its plan, chosen at its last refit.",
+            ["pool"],
+            registry=r,
+        )
         self.errors = Counter(f"{PREFIX}_errors", "Errors by kind.", ["kind"], registry=r)
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
@@ -224,10 +237,21 @@ class Metrics:
         self.tuned_protection.labels(pool=tuning.pool).set(
             float("nan") if reached is None else reached
         )
+        kept = tuning.realized_protection
+        self.realized_protection.labels(pool=tuning.pool).set(
+            float("nan") if kept is None else kept
+        )
+        self.tuned_reserve.labels(pool=tuning.pool).set(tuning.reserve)
 
     def forget_tuning(self, pool: str) -> None:
         """Remove a pool's tuned_* series (its tuning no longer holds)."""
-        for gauge in (self.tuned_quantile, self.tuned_window, self.tuned_protection):
+        for gauge in (
+            self.tuned_quantile,
+            self.tuned_window,
+            self.tuned_protection,
+            self.realized_protection,
+            self.tuned_reserve,
+        ):
             self._drop(gauge, pool)
 
     def record_lead_time(self, pool: str, source: str, seconds: float) -> None:
@@ -251,6 +275,8 @@ class Metrics:
             self.tuned_quantile,
             self.tuned_window,
             self.tuned_protection,
+            self.realized_protection,
+            self.tuned_reserve,
         ):
             self._drop(gauge, pool)
         for name in ("min", "max", "schedule", "proportional", "forecast", "disruption"):

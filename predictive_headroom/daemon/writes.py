@@ -96,57 +96,84 @@ class TargetWriter:
         state = self.actuator.read(pool)
         self._notice_recreated(pool, state.uid, target)
         if state.paused:
-            self._applied.pop(pool.name, None)
-            logger.info(
-                "pool %s: %s is paused (annotation predictive-headroom.io/paused=true); leaving it at %d "
-                "replicas (plan: %d, %s)",
-                pool.name,
-                target,
-                state.replicas,
-                plan.desired,
-                plan.reason,
-            )
-            return PoolOutcome(pool.name, "paused", plan, state.replicas)
-        if missing and plan.desired < min(state.replicas, pool.max_replicas):
-            held = min(state.replicas, pool.max_replicas)
-            plan = dataclasses.replace(plan, desired=held, reason=f"hold:{missing}")
+            return self._leave_paused(pool, plan, state.replicas, target)
+        plan = held_for_missing(pool, plan, state.replicas, missing)
         planned_before = self._planned.get(pool.name)
         self._planned[pool.name] = plan.desired
-        applied = self._applied.get(pool.name)
         if state.replicas == plan.desired:
             self._applied[pool.name] = plan.desired
             self._overridden.discard(pool.name)
             return PoolOutcome(pool.name, "unchanged", plan, state.replicas)
-        if state.replicas > pool.max_replicas:
+        if self._left_to_person(pool, plan, state.replicas, planned_before, target):
+            return PoolOutcome(pool.name, "manual-override", plan, state.replicas)
+        return self._bring_to_plan(pool, plan, state.replicas)
+
+    def _leave_paused(self, pool: Pool, plan: Plan, current: int, target: str) -> PoolOutcome:
+        """Leave a paused target at `current` replicas, forget what was written to it, and say so."""
+        self._applied.pop(pool.name, None)
+        logger.info(
+            "pool %s: %s is paused (annotation predictive-headroom.io/paused=true); leaving it at %d "
+            "replicas (plan: %d, %s)",
+            pool.name,
+            target,
+            current,
+            plan.desired,
+            plan.reason,
+        )
+        return PoolOutcome(pool.name, "paused", plan, current)
+
+    def _left_to_person(
+        self, pool: Pool, plan: Plan, current: int, planned_before: int | None, target: str
+    ) -> bool:
+        """True when `current` differs from what was last written while the plan has not changed
+        (a person scaled the target): warns once per override. A count above maxReplicas is never
+        left alone (warned about, False)."""
+        applied = self._applied.get(pool.name)
+        if current > pool.max_replicas:
             logger.warning(
                 "pool %s: %s has %d replicas, above maxReplicas %d; bringing it to the plan (%d)",
                 pool.name,
                 target,
-                state.replicas,
+                current,
                 pool.max_replicas,
                 plan.desired,
             )
-        elif applied is not None and state.replicas != applied and plan.desired == planned_before:
-            if pool.name not in self._overridden:
-                logger.warning(
-                    "pool %s: %s was scaled to %d by someone else (we set %d); leaving it until the plan "
-                    "changes from %d",
-                    pool.name,
-                    target,
-                    state.replicas,
-                    applied,
-                    plan.desired,
-                )
-                self._overridden.add(pool.name)
-            return PoolOutcome(pool.name, "manual-override", plan, state.replicas)
+            return False
+        if applied is None or current == applied or plan.desired != planned_before:
+            return False
+        if pool.name not in self._overridden:
+            logger.warning(
+                "pool %s: %s was scaled to %d by someone else (we set %d); leaving it until the plan "
+                "changes from %d",
+                pool.name,
+                target,
+                current,
+                applied,
+                plan.desired,
+            )
+            self._overridden.add(pool.name)
+        return True
+
+    def _bring_to_plan(self, pool: Pool, plan: Plan, current: int) -> PoolOutcome:
+        """Write `plan.desired` to the target now at `current`: once as a server-side dry run in
+        dry-run, not at all when the Lease was lost during this cycle, else for real."""
         if self.dry_run:
-            if self._dry_reported.get(pool.name) != (state.replicas, plan.desired):
+            if self._dry_reported.get(pool.name) != (current, plan.desired):
                 self.actuator.scale(pool, plan.desired, plan.reason, dry_run=True)
-                self._dry_reported[pool.name] = (state.replicas, plan.desired)
-            return PoolOutcome(pool.name, "dry-run", plan, state.replicas)
+                self._dry_reported[pool.name] = (current, plan.desired)
+            return PoolOutcome(pool.name, "dry-run", plan, current)
         if not self.is_leader():  # lost the Lease during this cycle
-            return PoolOutcome(pool.name, "follower", plan, state.replicas)
+            return PoolOutcome(pool.name, "follower", plan, current)
         self.actuator.scale(pool, plan.desired, plan.reason, dry_run=False)
         self._applied[pool.name] = plan.desired
         self._overridden.discard(pool.name)
-        return PoolOutcome(pool.name, "scaled", plan, state.replicas)
+        return PoolOutcome(pool.name, "scaled", plan, current)
+
+
+def held_for_missing(pool: Pool, plan: Plan, current: int, missing: str | None) -> Plan:
+    """`plan`, or, when an input is `missing` and the plan would lower the count, a hold at the
+    `current` replicas capped at `pool.max_replicas` (reason `hold:<missing>`). Pure."""
+    held = min(current, pool.max_replicas)
+    if missing and plan.desired < held:
+        return dataclasses.replace(plan, desired=held, reason=f"hold:{missing}")
+    return plan

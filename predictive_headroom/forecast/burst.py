@@ -113,7 +113,18 @@ def burst_profile(
         return BurstProfile(
             quantile, lead_seconds, bin_seconds, np.zeros((7 if weekday else 1, bins)), weekday
         )
+    times, g = _lead_growth(history, yhat, lead_seconds, step)
+    table = _quantile_table(times, g, quantile, bin_seconds, step, weekday=bool(weekday))
+    return BurstProfile(quantile, lead_seconds, bin_seconds, table, bool(weekday))
 
+
+def _lead_growth(
+    history: History, yhat: np.ndarray | None, lead_seconds: float, step: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(times, growth): `history` on the regular grid of `step` (regridded, with `yhat`
+    interpolated onto it, when its spacing is not `step`) and the residual growth over
+    `lead_seconds` at each time, NaN where it is unknown. A lead time under one step counts the
+    share of a step's growth that arrives within it."""
     values = np.asarray(history.values, dtype=float)
     times = history.times
     fitted = None if yhat is None else np.asarray(yhat, dtype=float)
@@ -127,7 +138,22 @@ def burst_profile(
         # Growth is only seen per data step; within a shorter lead time, count the share of it
         # that arrives in the lead time (demand taken as linear between samples).
         g = g * (lead_seconds / step)
+    return times, g
 
+
+def _quantile_table(
+    times: np.ndarray,
+    g: np.ndarray,
+    quantile: float,
+    bin_seconds: float,
+    step: float,
+    *,
+    weekday: bool,
+) -> np.ndarray:
+    """The `quantile` of the finite growths `g` per time-of-day bin, shape (1, bins), or per weekday
+    and bin, shape (7, bins), when `weekday`. Empty time-of-day bins are filled around the day; a
+    weekday bin with under 2.5 days of samples takes its time-of-day bin's value."""
+    bins = int(DAY_SECONDS // bin_seconds)
     ok = np.isfinite(g)
     tod = ((np.mod(times, DAY_SECONDS)) // bin_seconds).astype(int)[ok]
     dow = ((np.floor(times / DAY_SECONDS).astype(int) + 3) % 7)[ok]
@@ -136,15 +162,14 @@ def burst_profile(
     by_tod = frame.groupby("tod")["g"].quantile(quantile).reindex(range(bins)).to_numpy(dtype=float)
     by_tod = _fill_circular(by_tod)
     if not weekday:
-        return BurstProfile(quantile, lead_seconds, bin_seconds, by_tod[np.newaxis, :], False)
+        return by_tod[np.newaxis, :]
 
     per_day = max(1.0, bin_seconds / step)
     min_samples = math.ceil(2.5 * per_day)
     grouped = frame.groupby(["dow", "tod"])["g"]
     per_bin = grouped.quantile(quantile).where(grouped.size() >= min_samples)
     grid = per_bin.unstack().reindex(index=range(7), columns=range(bins)).to_numpy(dtype=float)
-    table = np.where(np.isfinite(grid), grid, by_tod[np.newaxis, :])
-    return BurstProfile(quantile, lead_seconds, bin_seconds, table, True)
+    return np.where(np.isfinite(grid), grid, by_tod[np.newaxis, :])
 
 
 def naive_burst_profile(

@@ -42,6 +42,7 @@ from predictive_headroom.forecast.burst import (
     burst_profile,
     regular_grid,
 )
+from predictive_headroom.forecast.burst_model import BurstTrainer
 from predictive_headroom.forecast.burst_model import train as train_burst_model
 from predictive_headroom.forecast.calibrate import (
     band_scale,
@@ -177,16 +178,12 @@ class ProphetForecaster:
         notes: list[str],
         started: float,
     ) -> Forecast:
-        # Long on purpose: the fit's steps in the order the class docstring promises them.
-        step = working_step(known, spec)
-        times, values = regular_grid(known, step)
-        missing = int(np.isnan(values).sum())
-        if missing:
-            notes.append(f"{missing} of {values.size} points missing in history (gaps are skipped)")
-        weekly = history_length(known) >= WEEKLY_MIN_DAYS * DAY_SECONDS
-        if not weekly:
-            notes.append(f"weekly seasonality off: under {WEEKLY_MIN_DAYS:g} days of history")
+        """Fit Prophet on `known` and forecast `spec.horizon` from `now`: the validated blend, its
+        band and the burst allowance for `lead` seconds; appends warnings to `notes`.
 
+        Raises ValueError when Prophet produces non-finite values (the caller falls back).
+        """
+        step, times, values, weekly = _grid(known, spec, notes)
         out = forecast_times(spec, now, known.start)
         # The final fit leaves out anomalous days (a blizzard, a holiday); validation fits keep them.
         fit = self._fit(times, without_outlier_days(times, values), step, weekly, spec, notes)
@@ -194,50 +191,14 @@ class ProphetForecaster:
         yhat = fit.predict(out)
         if not (np.all(np.isfinite(fitted)) and np.all(np.isfinite(yhat))):
             raise ValueError("Prophet produced non-finite values")
-        choice = self._validate(known, spec)
         shape = np.maximum(yhat, 0.0)
-        if choice is None:
-            lo, hi = wider(
-                band(values - fitted, spec.interval_width),
-                band(naive_errors(times, values, history_length(known)), spec.interval_width),
-            )
-        else:
-            naive = seasonal_naive(known, spec, now).yhat
-            yhat = choice.combine(
-                yhat, recent_level(times, values - fitted, self.level_seconds), naive
-            )
-            # Half-width: the mean of two error sizes, out of sample at the horizon (validation) and
-            # last week's seasonal naive; symmetric, so one event in either window (a blizzard)
-            # cannot collapse one side of the band.
-            recent_naive = naive_errors(times, values, history_length(known))
-            half = (
-                abs_quantile(choice.errors, spec.interval_width)
-                + abs_quantile(recent_naive, spec.interval_width)
-            ) / 2
-            half *= band_scale(
-                rolling_errors(times, values - fitted, self.validation_seconds),
-                half,
-                spec.interval_width,
-                low=1.0,
-            )
-            lo, hi = -half, half
-            if choice.weight < 0.5:
-                notes.append(
-                    f"seasonal naive forecast the last {self.validation_seconds / 3600:g} h better than "
-                    f"Prophet: weighted {1 - choice.weight:.0%} in the blend"
-                )
+        yhat, lo, hi = self._blend(known, spec, now, (times, values, fitted), yhat, notes)
         grid = History(times, values, known.source)
         burst_for = partial(
             burst_profile, grid, fitted, lead, step_seconds=step, bin_seconds=self.burst_bin_seconds
         )
         burst: BurstProfile = burst_for(spec.burst_quantile)
-        trainer = None
-        if spec.burst_model == "quantile":
-            trainer = train_burst_model(
-                known, lead, spec.observation_delay.total_seconds(), (times, fitted)
-            )
-        if trainer is None and spec.burst_model == "quantile":
-            notes.append("burst model: under a day of usable history; using the time-of-day table")
+        trainer = _burst_trainer(known, spec, lead, (times, fitted), notes)
         yhat = np.maximum(yhat, 0.0)
         return Forecast(
             times=out,
@@ -254,6 +215,53 @@ class ProphetForecaster:
             burst_model=None if trainer is None else trainer.model(spec.burst_quantile),
             burst_model_for=None if trainer is None else trainer.model,
         )
+
+    def _blend(
+        self,
+        known: History,
+        spec: ForecastSpec,
+        now: float,
+        grid: tuple[np.ndarray, np.ndarray, np.ndarray],
+        yhat: np.ndarray,
+        notes: list[str],
+    ) -> tuple[np.ndarray, float, float]:
+        """The point forecast and the band's offsets (lo, hi) to add to it.
+
+        `grid` is (times, values, in-sample fit) of the history on its working grid; `yhat` is
+        Prophet's forecast. Without a validation choice (short history) `yhat` is returned as is,
+        with the wider of the in-sample and seasonal-naive residual bands; otherwise the blend the
+        validation chose, with a symmetric band. Appends a note when seasonal naive outweighs Prophet.
+        """
+        times, values, fitted = grid
+        choice = self._validate(known, spec)
+        if choice is None:
+            lo, hi = wider(
+                band(values - fitted, spec.interval_width),
+                band(naive_errors(times, values, history_length(known)), spec.interval_width),
+            )
+            return yhat, lo, hi
+        naive = seasonal_naive(known, spec, now).yhat
+        yhat = choice.combine(yhat, recent_level(times, values - fitted, self.level_seconds), naive)
+        # Half-width: the mean of two error sizes, out of sample at the horizon (validation) and
+        # last week's seasonal naive; symmetric, so one event in either window (a blizzard)
+        # cannot collapse one side of the band.
+        recent_naive = naive_errors(times, values, history_length(known))
+        half = (
+            abs_quantile(choice.errors, spec.interval_width)
+            + abs_quantile(recent_naive, spec.interval_width)
+        ) / 2
+        half *= band_scale(
+            rolling_errors(times, values - fitted, self.validation_seconds),
+            half,
+            spec.interval_width,
+            low=1.0,
+        )
+        if choice.weight < 0.5:
+            notes.append(
+                f"seasonal naive forecast the last {self.validation_seconds / 3600:g} h better than "
+                f"Prophet: weighted {1 - choice.weight:.0%} in the blend"
+            )
+        return yhat, -half, half
 
     def _validate(self, known: History, spec: ForecastSpec) -> Choice | None:
         """Forecast each of the last `validation_folds` windows of `validation_seconds` from a fit on the
@@ -302,3 +310,36 @@ class ProphetForecaster:
         fitted = predict(model, times)
         hourly = hourly_profile(times, values - fitted, step) if self.hourly else None
         return Fit(model, hourly, fitted if hourly is None else fitted + hourly(times))
+
+
+def _grid(
+    known: History, spec: ForecastSpec, notes: list[str]
+) -> tuple[float, np.ndarray, np.ndarray, bool]:
+    """(step, times, values, weekly): `known` on its working grid (NaN where a point is missing) and
+    whether it is long enough for weekly seasonality; notes missing points and weekly off."""
+    step = working_step(known, spec)
+    times, values = regular_grid(known, step)
+    missing = int(np.isnan(values).sum())
+    if missing:
+        notes.append(f"{missing} of {values.size} points missing in history (gaps are skipped)")
+    weekly = history_length(known) >= WEEKLY_MIN_DAYS * DAY_SECONDS
+    if not weekly:
+        notes.append(f"weekly seasonality off: under {WEEKLY_MIN_DAYS:g} days of history")
+    return step, times, values, weekly
+
+
+def _burst_trainer(
+    known: History,
+    spec: ForecastSpec,
+    lead: float,
+    fit: tuple[np.ndarray, np.ndarray],
+    notes: list[str],
+) -> BurstTrainer | None:
+    """The conditional burst model's trainer when `spec` asks for it and there is enough history;
+    None otherwise (with a note when it was asked for). `fit` is (times, in-sample fit)."""
+    if spec.burst_model != "quantile":
+        return None
+    trainer = train_burst_model(known, lead, spec.observation_delay.total_seconds(), fit)
+    if trainer is None:
+        notes.append("burst model: under a day of usable history; using the time-of-day table")
+    return trainer

@@ -86,6 +86,13 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
     if not known:
         return None
     t, demand, allowance = (list(column) for column in zip(*known, strict=True))
+    return _chart(t, demand, allowance) | _facts(burst, t, allowance)
+
+
+def _chart(t: list[float], demand: list[float], allowance: list[float]) -> dict[str, Any]:
+    """The two panels' geometry in SVG units: demand and demand + allowance above, the allowance
+    alone below, with their ticks. `t` (epoch seconds, ascending), `demand` and `allowance` are
+    finite and of one non-zero length."""
     asked = [d + a for d, a in zip(demand, allowance, strict=False)]
     top = _nice_top(max(asked + demand))
     span = (t[-1] - t[0]) or 1.0
@@ -112,10 +119,6 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
     low_ticks = [
         {"y": y_low(low_top * k / 2), "label": fmt_compact(low_top * k / 2)} for k in range(3)
     ]
-    peak = max(range(len(allowance)), key=allowance.__getitem__)
-    features = [row["feature"] for row in burst.get("importance") or [] if row.get("drop", 0) > 0][
-        :TOP_FEATURES
-    ]
     return {
         "width": WIDTH,
         "height": HEIGHT,
@@ -132,6 +135,17 @@ def burst_view(burst: Any) -> dict[str, Any] | None:
         "band_points": _points(xs + xs[::-1], [y(v) for v in asked] + [y(v) for v in demand[::-1]]),
         "x_ticks": x_ticks,
         "y_ticks": y_ticks,
+    }
+
+
+def _facts(burst: dict[str, Any], t: list[float], allowance: list[float]) -> dict[str, Any]:
+    """The sentence's and the table's words: quantile, lead time, which model, the largest
+    allowance and when, the features that matter most and which fit it was read from."""
+    peak = max(range(len(allowance)), key=allowance.__getitem__)
+    features = [row["feature"] for row in burst.get("importance") or [] if row.get("drop", 0) > 0][
+        :TOP_FEATURES
+    ]
+    return {
         "quantile": f"{float(burst['quantile']):g}",
         "lead": fmt_lead(float(burst["lead_seconds"])),
         "who": "the time-of-day burst profile"

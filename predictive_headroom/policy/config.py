@@ -128,6 +128,9 @@ class ForecastSpec(_Model):
     horizon: Duration = timedelta(hours=48)
     interval_width: Quantile = 0.8
     burst_quantile: Quantile = 0.95
+    reserve: int = Field(default=0, ge=0)
+    """Placeholders held on top of the plan (the forecast and the floors), for traffic the forecast
+    cannot foresee; `protection:` sizes it per refit (set one or the other)."""
     burst_model: Literal["quantile", "profile"] = "quantile"
     """quantile: a conditional quantile model of lead-time growth, evaluated at every reconcile on
     the latest observations (the refit-time table is its fallback); profile: the table alone."""
@@ -237,6 +240,12 @@ class Pool(_Model):
                     "forecast.burstQuantile",
                     "set protection or forecast.burstQuantile, not both: protection chooses the "
                     "quantile (burstQuantile is for experts)",
+                )
+            if "reserve" in self.forecast.model_fields_set:
+                raise FieldProblem(
+                    "forecast.reserve",
+                    "set protection or forecast.reserve, not both: protection sizes the reserve "
+                    "at each refit",
                 )
         if self.min_replicas > self.max_replicas:
             raise FieldProblem(

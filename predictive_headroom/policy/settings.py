@@ -57,9 +57,10 @@ class Settings(BaseSettings):
     leader_election: bool = True
     report_dir: Path = Path("/tmp/predictive-headroom/reports")
     report_keep: int = Field(default=5, ge=1)
-    retune_window: float = Field(default=7 * 86400.0, ge=86400.0)
+    retune_window: float = Field(default=14 * 86400.0, ge=86400.0)
     """Seconds of recent history a pool with `protection:` is re-tuned on at each refit (the
-    extra fit ends where it starts; at least a day)."""
+    extra fit ends where it starts; at least a day): 14 days by default, the promise rule's
+    7-day window plus the 7 days it judges its strictness on (`app.tune.RETUNE_WINDOW`)."""
     observe_placeholders: bool = True
     """The closed loop reads placeholder pods and `Preempted` Events in the targets' namespaces
     (read-only; the chart grants it). False: only node boot times are measured."""

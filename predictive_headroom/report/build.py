@@ -91,6 +91,8 @@ class PoolReport:
     """The settings the pool was planned with (None: its configuration alone)."""
     step_seconds: float = HORIZON_STEP_SECONDS
     """The row grid of the plan; the rows also include every instant the plan changes."""
+    promise: Mapping[str, Any] | None = None
+    """What the daemon's re-tune says of the protection kept (`Tuning.report`); None otherwise."""
 
     @property
     def lead_seconds(self) -> float:
@@ -129,6 +131,7 @@ def build_report(
     observed: Mapping[str, History | Unobserved | None] | None = None,
     loop: Mapping[str, Mapping[str, Any]] | None = None,
     settings: Mapping[str, PlanSettings] | None = None,
+    promises: Mapping[str, Mapping[str, Any]] | None = None,
     disruption: Mapping[str, DisruptionPart] | None = None,
 ) -> Report:
     """The report for every pool of `policy` at `at`; maps are keyed by pool name (missing = none).
@@ -138,7 +141,9 @@ def build_report(
     `observed` is each pool's latest observations for the burst model, as the daemon reads them at
     `at` (default: the pool's history up to `at`, which holds the same samples). `loop` is what the
     daemon measured in the cluster per pool (its closed loop), shown in each pool's section.
-    `settings` are the settings each pool plans with (default: its configuration alone).
+    `settings` are the settings each pool plans with (default: its configuration alone);
+    `promises` what its re-tune says of a `protection:` pool (`Tuning.report`: "asked 95%, last
+    week 96.1%", a shortfall shown as a warning).
     `disruption` is each pool's disruption component at `at`: the plan now has all of it, the
     horizon only its spot reserve (the room for leaving nodes lasts until they are gone, which no
     one can tell ahead).
@@ -161,6 +166,8 @@ def build_report(
     )
     if loop:
         pools = tuple(dataclasses.replace(r, loop=loop.get(r.pool.name)) for r in pools)
+    if promises:
+        pools = tuple(dataclasses.replace(r, promise=promises.get(r.pool.name)) for r in pools)
     return Report(at, pools, source)
 
 
@@ -422,6 +429,7 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
         "max_replicas": pool.max_replicas,
         "lead_time_seconds": r.lead_seconds,
         "closed_loop": dict(r.loop) if r.loop is not None else None,
+        "promise": dict(r.promise) if r.promise is not None else None,
         "history": {"points": r.history_points, "days": round(r.history_seconds / DAY_SECONDS, 2)},
         "forecast": forecast,
         "plan": {"now": plan_to_dict(r.now), "step_seconds": r.step_seconds, "changes": changes},

@@ -361,6 +361,7 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         }
         if r.loop is not None
         else None,
+        "promise": r.promise,
         "accuracy_words": mase_words(acc) if acc else "",
         "disruption_now": disruption_sentence(r.now.details, r.now.components.get("disruption")),
         "forecast_now": forecast_sentence(

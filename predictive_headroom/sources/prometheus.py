@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -47,6 +47,33 @@ from predictive_headroom.sources.prometheus_query import (
 )
 
 logger = logging.getLogger(__name__)
+
+
+class _ReadLimits(NamedTuple):
+    """How one range read is made and bounded; `knob` names the setting that sets `timeout`."""
+
+    client: PrometheusConnect
+    attempts: int
+    timeout: float
+    knob: str
+    deadline: Deadline
+    budget: float
+
+
+_FETCH_ERRORS = (
+    DeadlineExceeded,
+    PointsError,
+    TooLarge,
+    _HttpError,
+    requests.exceptions.SSLError,
+    requests.exceptions.ConnectTimeout,
+    requests.exceptions.ConnectionError,
+    ValueError,
+    KeyError,
+    TypeError,
+    requests.exceptions.RequestException,
+)
+"""What a range read can raise, most specific first; `_fetch_message` words each one."""
 
 
 class PrometheusSource:
@@ -190,20 +217,11 @@ class PrometheusSource:
         self, query: str, start: float, end: float, step: float, fresh: bool = False
     ) -> list[dict[str, Any]]:
         """One range request; every failure becomes a SourceError that says what to check."""
-        where = f"Prometheus at {self.display_url}"
-        client, attempts = (self._fresh_client, 1) if fresh else (self._client, self._attempts)
-        timeout, knob = (
-            (self._settings.fresh_read_timeout, "PH_FRESH_READ_TIMEOUT")
-            if fresh
-            else (self._settings.prometheus_timeout, "PH_PROMETHEUS_TIMEOUT")
-        )
-        deadline, budget = (
-            (self._fresh_deadline, timeout) if fresh else (self._deadline, timeout * attempts)
-        )
+        limits = self._read_limits(fresh)
         try:
-            result = deadline.within(
-                budget,
-                lambda: client.custom_query_range(
+            result = limits.deadline.within(
+                limits.budget,
+                lambda: limits.client.custom_query_range(
                     query, from_epoch(start), from_epoch(end), f"{step:.0f}"
                 ),
             )
@@ -211,44 +229,73 @@ class PrometheusSource:
                 raise TypeError("result is not a list")
             check_points(result, query, start, end, step)
             return result
-        except DeadlineExceeded as exc:
-            message = self._deadline_message(exc, budget, knob)
-        except PointsError as exc:
-            message = f"{where}: {exc}"
-        except TooLarge as exc:
-            message = (
+        except _FETCH_ERRORS as exc:
+            message = self._fetch_message(exc, query, limits)
+        raise SourceError(self._scrub(message))
+
+    def _read_limits(self, fresh: bool) -> _ReadLimits:
+        """The client, attempts, timeout (and the setting naming it) and deadline of a read: the
+        fresh-read ones (one attempt) for `fresh`, else the history reads' (budget for all attempts)."""
+        if fresh:
+            timeout = self._settings.fresh_read_timeout
+            return _ReadLimits(
+                self._fresh_client,
+                1,
+                timeout,
+                "PH_FRESH_READ_TIMEOUT",
+                self._fresh_deadline,
+                timeout,
+            )
+        timeout = self._settings.prometheus_timeout
+        return _ReadLimits(
+            self._client,
+            self._attempts,
+            timeout,
+            "PH_PROMETHEUS_TIMEOUT",
+            self._deadline,
+            timeout * self._attempts,
+        )
+
+    def _fetch_message(self, exc: Exception, query: str, limits: _ReadLimits) -> str:
+        """What went wrong with a read of `query` and what to check, for one of `_FETCH_ERRORS`
+        (tested in that order, so a subclass gets its own message)."""
+        where = f"Prometheus at {self.display_url}"
+        attempts, timeout = limits.attempts, limits.timeout
+        if isinstance(exc, DeadlineExceeded):
+            return self._deadline_message(exc, limits.budget, limits.knob)
+        if isinstance(exc, PointsError):
+            return f"{where}: {exc}"
+        if isinstance(exc, TooLarge):
+            return (
                 f"{where} sent more than {exc.cap:,} bytes for {query!r} (PH_PROMETHEUS_MAX_BYTES); "
                 "the answer was refused: make the query return one series at the configured step"
             )
-        except _HttpError as exc:
-            message = self._http_message(exc, query, attempts)
-        except requests.exceptions.SSLError as exc:
-            message = _tls_message(exc, where)
-        except requests.exceptions.ConnectTimeout as exc:
-            message = (
+        if isinstance(exc, _HttpError):
+            return self._http_message(exc, query, attempts)
+        if isinstance(exc, requests.exceptions.SSLError):
+            return _tls_message(exc, where)
+        if isinstance(exc, requests.exceptions.ConnectTimeout):
+            return (
                 f"cannot reach {where}: connect timeout ({timeout:g}s) after "
                 f"{attempts_made(exc, attempts)} attempt(s); check the URL and the network path"
             )
-        except requests.exceptions.ConnectionError as exc:
+        if isinstance(exc, requests.exceptions.ConnectionError):
             if is_read_timeout(exc):
-                message = (
+                return (
                     f"{where} accepted the connection but did not answer within {timeout:g}s (read "
-                    f"timeout, {attempts_made(exc, 1)} attempt(s)); raise {knob}, or make the query "
-                    "cheaper (larger step, recording rule)"
+                    f"timeout, {attempts_made(exc, 1)} attempt(s)); raise {limits.knob}, or make the "
+                    "query cheaper (larger step, recording rule)"
                 )
-            else:
-                message = (
-                    f"cannot reach {where}: {_connection_reason(exc)} after "
-                    f"{attempts_made(exc, attempts)} attempt(s); check the URL and that Prometheus "
-                    "is running and reachable from here"
-                )
-        except (ValueError, KeyError, TypeError):
-            message = (
+            return (
+                f"cannot reach {where}: {_connection_reason(exc)} after "
+                f"{attempts_made(exc, attempts)} attempt(s); check the URL and that Prometheus "
+                "is running and reachable from here"
+            )
+        if isinstance(exc, ValueError | KeyError | TypeError):
+            return (
                 f"{where} sent an answer that is not a Prometheus query API response; check the URL"
             )
-        except requests.exceptions.RequestException as exc:
-            message = f"request to {where} failed: {type(exc).__name__}"
-        raise SourceError(self._scrub(message))
+        return f"request to {where} failed: {type(exc).__name__}"
 
     def _deadline_message(self, exc: DeadlineExceeded, budget: float, knob: str) -> str:
         where = f"Prometheus at {self.display_url}"

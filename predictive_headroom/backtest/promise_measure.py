@@ -1,0 +1,273 @@
+"""The promise, measured (`backtest --protection P`, JSON key `promise`): the choice rule of
+`backtest.promise` replayed day by day on a backtest's grid, what it kept and what it cost, next
+to the daily reserve and static headroom in hindsight at the same protection.
+
+Candidates: the forecast at `PROMISE_QUANTILES` x the grid's windows, each plus a reserve of
+N placeholders on top of its plan (`promise.reserve_sizes`), as the daemon's re-tune replays them. Each period is a day; the choice for a day reads only the minutes known at its
+start (the observation delay and one data step before it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from predictive_headroom.backtest.frontier import Point, cost_at, protection
+from predictive_headroom.backtest.promise import (
+    Candidate,
+    Choice,
+    Ledger,
+    WalkForward,
+    choose,
+    ledger,
+    placeholders_of,
+    reserve_sizes,
+    reserve_walk_forward,
+    walk_forward,
+)
+from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
+from predictive_headroom.backtest.simulator import ClusterSpec, Run, simulate
+from predictive_headroom.backtest.tuning import DAY_MINUTES, Setting, period_starts
+from predictive_headroom.core.series import iso_utc
+
+PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
+"""The forecast's burst quantiles the rule chooses among (few candidates choose less luck)."""
+RESERVE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
+"""Targets the daily reserve is replayed at, to read its cost at the protection kept."""
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A backtest's grid ready for the rule: candidates' runs summed per day, the day starts."""
+
+    book: Ledger
+    base: dict[Setting, np.ndarray]
+    starts: list[int]
+    bounds: list[int]
+    static_runs: dict[int, Run]
+    cluster: ClusterSpec
+    default: Candidate
+    known_lag: int
+
+
+def prepare(result: BacktestResult) -> Replayed:
+    """Simulate every candidate on `result`'s app pods (forecast grid runs plus reserves)."""
+    s = result.settings
+    cluster = ClusterSpec(
+        s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
+    )
+    delay = s.observation_delay_seconds or 0.0
+    known_lag = int(-(-(delay + s.data_step_seconds) // 60))
+    pods, start = result.pods, result.scored_from
+    starts = period_starts(start, pods.size, DAY_MINUTES)
+    bounds = [b - known_lag for b in starts] + [pods.size]
+    base = {
+        g.setting: g.run.placeholders
+        for g in result.grid
+        if g.family == "forecast" and g.setting.quantile in PROMISE_QUANTILES
+    }
+    if not base:
+        base = {g.setting: g.run.placeholders for g in result.grid if g.family == "forecast"}
+    largest = max((n for n, _ in result.static_curve), default=0)
+    static_runs = {n: simulate(pods, np.full(pods.size, n), cluster) for n in range(largest + 1)}
+    runs: dict[Candidate, Run] = {}
+    for setting, ph in base.items():
+        grid_run = next(
+            g.run for g in result.grid if g.family == "forecast" and g.setting == setting
+        )
+        for n in reserve_sizes(pods[start:]):
+            runs[Candidate(setting, n)] = grid_run if n == 0 else simulate(pods, ph + n, cluster)
+    reactive = result.strategies["reactive"].run
+    q0 = s.quantile if s.quantile is not None else 0.95
+    default_setting = Setting(q0, s.scale_down_stabilization_seconds)
+    default = Candidate(default_setting if default_setting in base else next(iter(base)), 0)
+    return Replayed(
+        ledger(runs, reactive, bounds, start),
+        base,
+        starts,
+        bounds,
+        static_runs,
+        cluster,
+        default,
+        known_lag,
+    )
+
+
+def measure(
+    result: BacktestResult, protections: Sequence[float], replayed: Replayed | None = None
+) -> list[dict[str, Any]]:
+    """The `promise` JSON: per asked protection what the rule kept and cost, the daily reserve's
+    and static-in-hindsight's cost at that protection, and the choice held each day."""
+    if not result.grid:
+        return []
+    r = prepare(result) if replayed is None else replayed
+    reactive = result.strategies["reactive"]
+    reactive_u = reactive.metrics.unserved_pod_minutes
+    reactive_nh = reactive.metrics.node_hours
+    start = result.scored_from
+    days = (result.pods.size - start) / DAY_MINUTES
+    daily = [
+        reserve_walk_forward(
+            r.static_runs,
+            reactive.run,
+            result.pods,
+            r.cluster,
+            start,
+            r.starts,
+            r.known_lag,
+            t,
+        )
+        for t in RESERVE_TARGETS
+    ]
+    reserve_points = [
+        Point(w.node_hours - reactive_nh, w.unserved_pod_minutes, f"target {w.target:g}")
+        for w in daily
+    ]
+    static_points = [
+        Point(m.node_hours - reactive_nh, m.unserved_pod_minutes, f"N={n}")
+        for n, m in result.static_curve
+    ]
+    out = []
+    for p in protections:
+        wf = walk_forward(r.book, r.base, result.pods, r.cluster, start, r.starts, p, r.default)
+        entry = _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
+        entry["now"] = _now(choose(r.book, p))
+        out.append(entry)
+    return out
+
+
+def _entry(
+    result: BacktestResult,
+    wf: WalkForward,
+    p: float,
+    reactive_u: float,
+    reactive_nh: float,
+    days: float,
+    reserve_points: list[Point],
+    static_points: list[Point],
+) -> dict[str, Any]:
+    kept = protection(wf.unserved_pod_minutes, reactive_u)
+    overhead = wf.node_hours - reactive_nh
+    reserve = cost_at(reserve_points, reactive_u, kept)
+    static = cost_at(static_points, reactive_u, kept)
+    short = [c for c in wf.choices if c is not None and c.status == "short"]
+    return {
+        "protection": p,
+        "realized_protection": round(kept, 5),
+        "unserved_pod_minutes": wf.unserved_pod_minutes,
+        "reactive_unserved_pod_minutes": reactive_u,
+        "overhead_node_hours": round(overhead, 3),
+        "overhead_node_hours_per_day": round(overhead / days, 3) if days > 0 else None,
+        "days": round(days, 2),
+        "reserve_walk_forward_overhead_node_hours": _round(reserve.cost),
+        "reserve_walk_forward_best_protection": round(reserve.reached, 5),
+        "static_hindsight_overhead_node_hours": _round(static.cost),
+        "ratios": {
+            "reserve/promise": _ratio(reserve.cost, overhead),
+            "static_hindsight/promise": _ratio(static.cost, overhead),
+        },
+        "kept": kept >= p - 1e-9,
+        "short_days": len(short),
+        "few_events": reactive_u < FEW_EVENTS,
+        "choices": [
+            _choice_json(result, b, c) for b, c in zip(wf.period_starts, wf.choices, strict=True)
+        ],
+    }
+
+
+def _now(c: Choice) -> dict[str, Any]:
+    """What the rule holds after the last replayed day (what the daemon would hold now)."""
+    cand = c.candidate
+    return {
+        "label": cand.label(),
+        "burst_quantile": None if cand.setting is None else cand.setting.quantile,
+        "scale_down_stabilization_seconds": None if cand.setting is None else cand.setting.window,
+        "reserve": cand.reserve,
+        "status": str(c.status),
+    }
+
+
+def _choice_json(result: BacktestResult, b: int, c: Any) -> dict[str, Any]:
+    day = iso_utc(float(result.times[b]))
+    if c is None:
+        return {"from": day, "label": "default (no past day)", "status": "untested"}
+    cand: Candidate = c.candidate
+    return {
+        "from": day,
+        "label": cand.label(),
+        "burst_quantile": None if cand.setting is None else cand.setting.quantile,
+        "scale_down_stabilization_seconds": None if cand.setting is None else cand.setting.window,
+        "reserve": cand.reserve,
+        "status": str(c.status),
+        "strictness": c.strictness,
+        "kept_on_lookback": None if c.kept is None else round(c.kept, 4),
+    }
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    if b <= 0:
+        return None if a > 0 else 1.0
+    return round(a / b, 3)
+
+
+__all__ = ["measure", "placeholders_of", "prepare"]
+
+
+def pct(p: float) -> str:
+    """95% for 0.95, 99.5% for 0.995."""
+    return f"{100 * p:g}%"
+
+
+def money(node_hours: float, price: float | None, currency: str = "USD") -> str:
+    """`: 12.40 USD` for a price per node-hour, else nothing."""
+    return "" if not price else f": {node_hours * price:,.2f} {currency}"
+
+
+def sentence(entry: dict[str, Any], price: float | None = None, currency: str | None = None) -> str:
+    """The promise in one sentence: "asked 95%: kept 95.8% for 812 overhead node-hours (...);
+    a fixed reserve re-chosen daily would have needed 1,104", with a word when it fell short
+    or rests on few events. `price` is the cost of a node-hour (money shown when given; default
+    the entry's `price_per_node_hour`, set when the policy has `cost:`)."""
+    price = entry.get("price_per_node_hour") if price is None else price
+    currency = currency or entry.get("currency") or "USD"
+    kept, asked = entry["realized_protection"], entry["protection"]
+    cost = entry["overhead_node_hours"]
+    per_day = entry.get("overhead_node_hours_per_day")
+    text = f"asked {pct(asked)}: kept {100 * kept:.1f}% for {cost:,.0f} overhead node-hours"
+    if per_day is not None:
+        text += (
+            f" ({per_day:,.1f} a day{money(per_day, price, currency)}"
+            f"{';' if price else ','} {30 * per_day:,.0f} a month"
+            f"{money(30 * per_day, price, currency)})"
+        )
+    reserve = entry["reserve_walk_forward_overhead_node_hours"]
+    if reserve is None:
+        best = entry["reserve_walk_forward_best_protection"]
+        text += f"; a fixed reserve re-chosen daily never kept {100 * kept:.1f}% (at best {100 * best:.1f}%)"
+    else:
+        text += f"; a fixed reserve re-chosen daily would have needed {reserve:,.0f}"
+    if kept < asked - 1e-9:
+        gap = 100 * (asked - kept)
+        if entry.get("short_days"):
+            text += (
+                f". Short of {pct(asked)} by {gap:.1f} points: on {entry['short_days']} of "
+                f"{len(entry['choices'])} days nothing the history showed had kept {pct(asked)} at "
+                "any price, so it held the most protective setting and reserve reached"
+            )
+        else:
+            text += f". Short of {pct(asked)} by {gap:.1f} points"
+    if entry.get("few_events"):
+        text += (
+            f" (only {entry['reactive_unserved_pod_minutes']:,.0f} pod-minutes waited without "
+            "headroom: a few bursts, one more or less moves this by points)"
+        )
+    return text

@@ -14,6 +14,7 @@ from typing import Any
 import matplotlib
 from markupsafe import Markup
 from matplotlib import ticker
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Annotation, Text
@@ -22,6 +23,7 @@ from matplotlib.transforms import Bbox
 from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import BacktestResult, headline
+from predictive_headroom.backtest.simulator import Metrics
 from predictive_headroom.pages.format import fmt_compact, fmt_duration, fmt_number, fmt_utc
 from predictive_headroom.pages.glossary import BACKTEST_TERMS, BURST_TERMS
 from predictive_headroom.pages.render import render
@@ -81,89 +83,117 @@ def plot_figure(result: BacktestResult) -> Figure:
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(11.2, 5.6), layout="constrained")
         ax = fig.add_subplot()
-        nh = [m.node_hours for _, m in result.static_curve]
-        un = [m.unserved_pod_minutes for _, m in result.static_curve]
-        ax.plot(nh, un, "-o", color="#1f77b4", markersize=3, label="static N placeholders")
-        for n, m in result.static_curve[:: max(1, len(result.static_curve) // 8)]:
-            ax.annotate(
-                f"N={n}",
-                (m.node_hours, m.unserved_pod_minutes),
-                fontsize=7,
-                xytext=(3, 3),
-                textcoords="offset points",
-            )
-        for name, s in result.strategies.items():
-            ax.scatter(
-                [s.metrics.node_hours],
-                [s.metrics.unserved_pod_minutes],
-                s=160 if name in ("oracle", "forecast") else 60,
-                marker="*" if name == "oracle" else "o",
-                color=_COLOURS.get(name, "black"),
-                label=name,
-                zorder=3,
-                edgecolors="black",
-                linewidths=0.5,
-            )
-        sweeps = (
-            ("dial", "quantile", "d", "burst quantile dial", lambda q: f"q={q:g}"),
-            (
-                "stabilization_dial",
-                "stabilization_seconds",
-                "s",
-                "stabilisation window dial",
-                lambda w: f"w={fmt_duration(w)}",
-            ),
-        )
-        dial_labels: list[Annotation] = []
-        for attr, key, marker, what, label in sweeps:
-            for name, style in (
-                ("forecast", "-" if marker == "d" else ":"),
-                ("naive", "--" if marker == "d" else ":"),
-            ):
-                points = [
-                    (getattr(p, key), getattr(p, name).metrics) for p in getattr(result, attr)
-                ]
-                if not points:
-                    continue
-                ax.plot(
-                    [m.node_hours for _, m in points],
-                    [m.unserved_pod_minutes for _, m in points],
-                    style,
-                    marker=marker,
-                    markersize=4,
-                    color=_COLOURS[name],
-                    alpha=0.8,
-                    label=f"{name}, {what}",
-                )
-                for value, m in points:
-                    dial_labels.append(
-                        ax.annotate(
-                            label(value),
-                            (m.node_hours, m.unserved_pod_minutes),
-                            fontsize=7,
-                            color=_COLOURS[name],
-                            xytext=(3, -9 if marker == "d" else 4),
-                            textcoords="offset points",
-                            bbox={
-                                "boxstyle": "square,pad=0.1",
-                                "facecolor": "white",
-                                "edgecolor": "none",
-                                "alpha": 0.8,
-                            },
-                            zorder=5,
-                        )
-                    )
-        ax.set_yscale("symlog", linthresh=1.0)
-        ax.yaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
-        ax.set_xlabel("node-hours (cost)")
-        ax.set_ylabel("unserved pod-minutes (lower is better)")
-        ax.grid(True, color="#e2e8f0", linewidth=0.8)
-        ax.set_axisbelow(True)
-        ax.legend(fontsize=8)
+        _plot_static_curve(ax, result)
+        _plot_strategies(ax, result)
+        dial_labels = _plot_sweeps(ax, result)
+        _style_axes(ax)
         static_labels = [t for t in ax.texts if t not in dial_labels]
         _declutter(fig, [], static_labels, dial_labels)
         return fig
+
+
+def _plot_static_curve(ax: Axes, result: BacktestResult) -> None:
+    """The static curve as a line, about eight of its points labelled N=…."""
+    nh = [m.node_hours for _, m in result.static_curve]
+    un = [m.unserved_pod_minutes for _, m in result.static_curve]
+    ax.plot(nh, un, "-o", color="#1f77b4", markersize=3, label="static N placeholders")
+    for n, m in result.static_curve[:: max(1, len(result.static_curve) // 8)]:
+        ax.annotate(
+            f"N={n}",
+            (m.node_hours, m.unserved_pod_minutes),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
+
+
+def _plot_strategies(ax: Axes, result: BacktestResult) -> None:
+    """One point per strategy in its colour (forecast and oracle larger, oracle a star)."""
+    for name, s in result.strategies.items():
+        ax.scatter(
+            [s.metrics.node_hours],
+            [s.metrics.unserved_pod_minutes],
+            s=160 if name in ("oracle", "forecast") else 60,
+            marker="*" if name == "oracle" else "o",
+            color=_COLOURS.get(name, "black"),
+            label=name,
+            zorder=3,
+            edgecolors="black",
+            linewidths=0.5,
+        )
+
+
+_SWEEPS = (
+    ("dial", "quantile", "d", "burst quantile dial", lambda q: f"q={q:g}"),
+    (
+        "stabilization_dial",
+        "stabilization_seconds",
+        "s",
+        "stabilisation window dial",
+        lambda w: f"w={fmt_duration(w)}",
+    ),
+)
+"""(result attribute, setting key, marker, legend words, label of a setting) of each dial sweep."""
+
+
+def _plot_sweeps(ax: Axes, result: BacktestResult) -> list[Annotation]:
+    """Each dial sweep of the forecast and the naive baseline as a line with a label per setting;
+    returns those labels (for `_declutter`)."""
+    dial_labels: list[Annotation] = []
+    for attr, key, marker, what, label in _SWEEPS:
+        for name, style in (
+            ("forecast", "-" if marker == "d" else ":"),
+            ("naive", "--" if marker == "d" else ":"),
+        ):
+            points = [(getattr(p, key), getattr(p, name).metrics) for p in getattr(result, attr)]
+            if not points:
+                continue
+            ax.plot(
+                [m.node_hours for _, m in points],
+                [m.unserved_pod_minutes for _, m in points],
+                style,
+                marker=marker,
+                markersize=4,
+                color=_COLOURS[name],
+                alpha=0.8,
+                label=f"{name}, {what}",
+            )
+            dial_labels += [
+                _dial_label(ax, label(value), m, _COLOURS[name], -9 if marker == "d" else 4)
+                for value, m in points
+            ]
+    return dial_labels
+
+
+def _dial_label(ax: Axes, text: str, m: Metrics, colour: str, dy: float) -> Annotation:
+    """A setting's label beside its point (`dy` points up), on a white box so lines stay behind it."""
+    return ax.annotate(
+        text,
+        (m.node_hours, m.unserved_pod_minutes),
+        fontsize=7,
+        color=colour,
+        xytext=(3, dy),
+        textcoords="offset points",
+        bbox={
+            "boxstyle": "square,pad=0.1",
+            "facecolor": "white",
+            "edgecolor": "none",
+            "alpha": 0.8,
+        },
+        zorder=5,
+    )
+
+
+def _style_axes(ax: Axes) -> None:
+    """Symlog unserved axis, both axes ticked in compact human units, labels, grid and legend."""
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(fmt_compact))
+    ax.set_xlabel("node-hours (cost)")
+    ax.set_ylabel("unserved pod-minutes (lower is better)")
+    ax.grid(True, color="#e2e8f0", linewidth=0.8)
+    ax.set_axisbelow(True)
+    ax.legend(fontsize=8)
 
 
 _NUDGES = (

@@ -11,6 +11,7 @@ choosing on the past reaches on a changing series.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from predictive_headroom.backtest.frontier import families, protection
@@ -23,8 +24,6 @@ MONTH_DAYS = 30
 
 
 def _iso(seconds: float) -> str:
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(seconds, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
@@ -48,53 +47,20 @@ def recommend(
     headline), `now` (what the daemon would hold next), `hindsight` (the best fixed forecast
     setting), `static`, `proportional`, `cost` per day and month (money with `price` a node-hour),
     `warnings`, `status` (`kept`, `short` or `proportional-cheaper`) and `yaml`."""
-    reactive = result.strategies["reactive"].metrics
-    reactive_u = reactive.unserved_pod_minutes
-    promise = (
-        next((e for e in result.promise or [] if abs(e["protection"] - target) < 1e-9), None)
-        or measure(result, (target,))[0]
-    )
-    cands = [
-        (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
-        for g in result.grid
-        if g.family == "forecast"
-    ]
-    setting, reached = choose_fixed(cands, reactive_u, target)
-    overhead = next(c[1] for c in cands if c[0] == setting)
-    static = _static_at(families(result)["static"], reactive_u, target)
+    reactive_u = result.strategies["reactive"].metrics.unserved_pod_minutes
+    promise = _promise_at(result, target)
     prop = result.strategies["proportional"]
     prop_protection = protection(prop.metrics.unserved_pod_minutes, reactive_u)
-    kept = promise["realized_protection"]
-    cost = promise["overhead_node_hours"]
-    per_day = promise["overhead_node_hours_per_day"] or 0.0
     out: dict[str, Any] = {
         "pool": pool.name,
         "protection_target": target,
-        "history": {
-            "from": _iso(float(result.times[0])),
-            "to": _iso(float(result.times[-1])),
-            "scored_from": _iso(result.settings.scored_from),
-            "refits": result.settings.refits,
-        },
+        "history": _history(result),
         "reactive_unserved_pod_minutes": reactive_u,
         "promise": promise,
         "now": promise["now"],
-        "cost": {
-            "overhead_node_hours": cost,
-            "per_day": round(per_day, 2),
-            "per_month": round(MONTH_DAYS * per_day, 1),
-            "price_per_node_hour": price,
-            "money_per_day": None if price is None else round(per_day * price, 2),
-            "money_per_month": None if price is None else round(MONTH_DAYS * per_day * price, 2),
-            "currency": currency,
-        },
-        "hindsight": {
-            "burst_quantile": setting.quantile,
-            "scale_down_stabilization_seconds": setting.window,
-            "protection": round(reached, 5),
-            "overhead_node_hours": round(overhead, 3),
-        },
-        "static": static,
+        "cost": _cost(promise, price, currency),
+        "hindsight": _hindsight(result, target),
+        "static": _static_at(families(result)["static"], reactive_u, target),
         "proportional": {
             "protection": round(prop_protection, 5),
             "overhead_node_hours": round(prop.overhead_node_hours, 3),
@@ -102,6 +68,7 @@ def recommend(
         },
         "warnings": _warnings(promise, pool, target),
     }
+    kept, cost = promise["realized_protection"], promise["overhead_node_hours"]
     if prop_protection >= target and (kept < target or prop.overhead_node_hours < cost):
         out["status"] = "proportional-cheaper"
         out["yaml"] = (
@@ -113,6 +80,59 @@ def recommend(
     out["status"] = "kept" if kept >= target - 1e-9 else "short"
     out["yaml"] = [f"protection: {pct(target)}"]
     return out
+
+
+def _promise_at(result: BacktestResult, target: float) -> dict[str, Any]:
+    """The walk-forward promise entry for `target`: the one the backtest measured when it did,
+    else measured here."""
+    return (
+        next((e for e in result.promise or [] if abs(e["protection"] - target) < 1e-9), None)
+        or measure(result, (target,))[0]
+    )
+
+
+def _history(result: BacktestResult) -> dict[str, Any]:
+    """The span replayed (ISO-8601 UTC), where scoring started and how many refits it took."""
+    return {
+        "from": _iso(float(result.times[0])),
+        "to": _iso(float(result.times[-1])),
+        "scored_from": _iso(result.settings.scored_from),
+        "refits": result.settings.refits,
+    }
+
+
+def _cost(promise: dict[str, Any], price: float | None, currency: str) -> dict[str, Any]:
+    """The promise's overhead node-hours in total, a day and a 30-day month, and in money when
+    `price` (a node-hour) is given (None otherwise)."""
+    per_day = promise["overhead_node_hours_per_day"] or 0.0
+    return {
+        "overhead_node_hours": promise["overhead_node_hours"],
+        "per_day": round(per_day, 2),
+        "per_month": round(MONTH_DAYS * per_day, 1),
+        "price_per_node_hour": price,
+        "money_per_day": None if price is None else round(per_day * price, 2),
+        "money_per_month": None if price is None else round(MONTH_DAYS * per_day * price, 2),
+        "currency": currency,
+    }
+
+
+def _hindsight(result: BacktestResult, target: float) -> dict[str, Any]:
+    """The cheapest fixed forecast setting of the grid reaching `target` over the whole history
+    (the most protective when none does), with the protection it reached and its overhead."""
+    reactive = result.strategies["reactive"].metrics
+    cands = [
+        (g.setting, g.metrics.node_hours - reactive.node_hours, g.metrics.unserved_pod_minutes)
+        for g in result.grid
+        if g.family == "forecast"
+    ]
+    setting, reached = choose_fixed(cands, reactive.unserved_pod_minutes, target)
+    overhead = next(c[1] for c in cands if c[0] == setting)
+    return {
+        "burst_quantile": setting.quantile,
+        "scale_down_stabilization_seconds": setting.window,
+        "protection": round(reached, 5),
+        "overhead_node_hours": round(overhead, 3),
+    }
 
 
 def _warnings(promise: dict[str, Any], pool: Pool, target: float) -> list[str]:

@@ -148,6 +148,18 @@ def _nh(value: float | None) -> str:
 def print_recommendation(out: dict[str, Any]) -> None:
     """The promise first (walk-forward), the YAML to paste, then hindsight and warnings."""
     target = f"{100 * out['protection_target']:g}%"
+    _print_promise(out, target)
+    _print_paste(out)
+    if out["status"] != "proportional-cheaper":
+        print(f"it would hold now: {_holding(out['now'])}")
+    print(_hindsight_line(out["hindsight"], out["static"], target))
+    for warning in out["warnings"]:
+        print(f"warning: {warning}")
+    sys.stdout.flush()
+
+
+def _print_promise(out: dict[str, Any], target: str) -> None:
+    """Print the history replayed, the target in words and the walk-forward sentence."""
     h = out["history"]
     print(
         f"pool {out['pool']}: history {h['from']} .. {h['to']}, scored from {h['scored_from']} "
@@ -162,6 +174,10 @@ def print_recommendation(out: dict[str, Any]) -> None:
         "walk-forward (each day's setting and reserve chosen on the days before it, as the daemon "
         f"does): {sentence(out['promise'], price, cost['currency'])}."
     )
+
+
+def _print_paste(out: dict[str, Any]) -> None:
+    """Print why the YAML is recommended (by `status`) and the YAML itself, indented."""
     if out["status"] == "proportional-cheaper":
         p = out["proportional"]
         print(
@@ -178,22 +194,29 @@ def print_recommendation(out: dict[str, Any]) -> None:
         print("paste into the pool (the daemon re-tunes at each refit to keep it):")
     for line in out["yaml"]:
         print(f"  {line}")
-    now = out["now"]
-    if out["status"] != "proportional-cheaper":
-        what = (
-            f"static headroom of {now['reserve']} placeholder{'s' if now['reserve'] != 1 else ''}"
-            if now["burst_quantile"] is None
-            else f"burstQuantile {now['burst_quantile']:g}, scaleDownStabilization "
-            f"{now['scale_down_stabilization_seconds'] / 60:g}m"
-            + (
-                f" and a reserve of {now['reserve']} placeholder{'s' if now['reserve'] != 1 else ''}"
-                if now["reserve"]
-                else ""
-            )
-        )
-        print(f"it would hold now: {what}")
-    hs, static = out["hindsight"], out["static"]
-    print(
+
+
+def _placeholders(n: int) -> str:
+    """`n placeholders`, singular for one."""
+    return f"{n} placeholder{'s' if n != 1 else ''}"
+
+
+def _holding(now: dict[str, Any]) -> str:
+    """What the daemon would hold next, in words: static headroom of N placeholders when it chose
+    no forecast setting, else the setting and its reserve (when there is one)."""
+    if now["burst_quantile"] is None:
+        return f"static headroom of {_placeholders(now['reserve'])}"
+    return (
+        f"burstQuantile {now['burst_quantile']:g}, scaleDownStabilization "
+        f"{now['scale_down_stabilization_seconds'] / 60:g}m"
+        + (f" and a reserve of {_placeholders(now['reserve'])}" if now["reserve"] else "")
+    )
+
+
+def _hindsight_line(hs: dict[str, Any], static: dict[str, Any] | None, target: str) -> str:
+    """The best fixed forecast setting in hindsight and what static headroom needs for `target`
+    (or that it never gets there), as one line."""
+    return (
         "in hindsight (one setting for the whole history, known only afterwards): "
         f"burstQuantile {hs['burst_quantile']:g}, scaleDownStabilization "
         f"{hs['scale_down_stabilization_seconds'] / 60:g}m absorbed {100 * hs['protection']:.1f}% "
@@ -205,6 +228,3 @@ def print_recommendation(out: dict[str, Any]) -> None:
             else f"; static headroom never absorbs {target}"
         )
     )
-    for warning in out["warnings"]:
-        print(f"warning: {warning}")
-    sys.stdout.flush()

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ("reconcile_bench.py", "forecast_bench.py", "backtest_bench.py")
+BENCHES = ("reconcile_bench.py", "forecast_bench.py", "backtest_bench.py", "disruption_bench.py")
 
 failed = 0
 for name in BENCHES:

@@ -69,6 +69,26 @@ class NodeSeen:
     uid: str
     created: float
     ready_since: float | None
+    unschedulable: bool = False
+    """Cordoned (`spec.unschedulable`)."""
+    taints: tuple[str, ...] = ()
+    """The keys of its taints."""
+    spot: bool = False
+    """A capacity-type label says spot (`policy.disruption.SPOT_LABELS`)."""
+    allocatable: tuple[tuple[str, float], ...] = ()
+    """(resource, amount) of `status.allocatable`: cores for cpu, bytes for memory."""
+
+
+@dataclass(frozen=True)
+class PodOnNode:
+    """A pod bound to a node, as the disruption component counts it: its effective requests
+    ((resource, amount), like `NodeSeen.allocatable`) and whether it is left out of the count (a
+    DaemonSet's pod, a mirror pod, a placeholder)."""
+
+    name: str
+    uid: str
+    requests: tuple[tuple[str, float], ...]
+    excluded: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,6 +188,15 @@ class PodReader(Protocol):
 
     def workload_pods(self, namespace: str) -> tuple[PodSeen, ...]:
         """The pods of `namespace` that have not ended (for how long they waited for a node)."""
+        ...
+
+
+@runtime_checkable
+class NodePodReader(Protocol):
+    """Lists the pods bound to one node, across namespaces (opt-in: `list pods` cluster-wide)."""
+
+    def pods_on_node(self, node: str) -> tuple[PodOnNode, ...]:
+        """The pods bound to `node` that have not ended."""
         ...
 
 

@@ -411,8 +411,9 @@ class FakeApiServer:
         images: int = 0,
         created: str | None = None,
         ready_since: str | None = None,
+        taints: list[dict[str, str]] | None = None,
     ) -> dict[str, Any]:
-        """A Node; `images` adds that many `status.images` entries, as a kubelet reports them (a real
+        """A Node; `taints` are its `spec.taints` ({key, value, effect}); `images` adds that many `status.images` entries, as a kubelet reports them (a real
         node's object is mostly these: about 13 KB with 50 images). `created` sets its
         creationTimestamp and `ready_since` its Ready condition's lastTransitionTime (RFC 3339)."""
         resources = {"cpu": cpu, "memory": "15Gi", "pods": "110", **(allocatable or {})}
@@ -433,7 +434,10 @@ class FakeApiServer:
                     "labels": {"kubernetes.io/hostname": name, **(labels or {})},
                     **({"creationTimestamp": created} if created else {}),
                 },
-                "spec": {"unschedulable": unschedulable} if unschedulable else {},
+                "spec": {
+                    **({"unschedulable": unschedulable} if unschedulable else {}),
+                    **({"taints": list(taints)} if taints else {}),
+                },
                 "status": {
                     "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
                     "allocatable": resources,
@@ -452,6 +456,29 @@ class FakeApiServer:
             },
         )
 
+    def taint_node(self, name: str, key: str, value: str = "", effect: str = "NoSchedule") -> None:
+        """What an autoscaler or termination handler does: add a taint to the node's spec."""
+        with self._lock:
+            node = self._get("", "nodes", "", name)
+            assert node is not None, f"no node {name}"
+            node["spec"].setdefault("taints", []).append(
+                {"key": key, "effect": effect, **({"value": value} if value else {})}
+            )
+            self._put("", "nodes", "", node)
+
+    def cordon_node(self, name: str, unschedulable: bool = True) -> None:
+        """`kubectl cordon` (or uncordon with False)."""
+        with self._lock:
+            node = self._get("", "nodes", "", name)
+            assert node is not None, f"no node {name}"
+            node["spec"]["unschedulable"] = unschedulable
+            self._put("", "nodes", "", node)
+
+    def delete_node(self, name: str) -> None:
+        """The node object is gone (the autoscaler deleted it, the instance was reclaimed)."""
+        with self._lock:
+            self._objects.pop(("", "nodes", "", name), None)
+
     def add_pod(
         self,
         ns: str,
@@ -460,6 +487,8 @@ class FakeApiServer:
         requests: dict[str, str],
         owner_kind: str = "DaemonSet",
         phase: str = "Running",
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """A pod bound to `node`, owned by a controller of `owner_kind` (listed, not served)."""
         owner = {
@@ -473,7 +502,13 @@ class FakeApiServer:
             "pods",
             ns,
             {
-                "metadata": {"name": name, "namespace": ns, "ownerReferences": [owner]},
+                "metadata": {
+                    "name": name,
+                    "namespace": ns,
+                    "ownerReferences": [owner],
+                    **({"labels": dict(labels)} if labels else {}),
+                    **({"annotations": dict(annotations)} if annotations else {}),
+                },
                 "spec": {
                     "nodeName": node,
                     "containers": [

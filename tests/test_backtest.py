@@ -339,3 +339,35 @@ def test_cli_bad_input_exits_2_saying_what(tmp_path, capsys, extra, message):
 def test_cli_missing_csv_exits_2(tmp_path, capsys):
     assert main(["backtest", "--data", str(tmp_path / "nope.csv")]) == 2
     assert "nope.csv" in capsys.readouterr().err
+
+
+def test_interruptions_report_what_each_strategy_leaves_waiting_and_the_component_cuts_it():
+    settings = BacktestSettings(
+        warmup_seconds=3 * DAY,
+        refit_every_seconds=DAY,
+        interruption_rate=2.0 / 24,  # 200%/day: plenty of interruptions in three scored days
+        seed=1,
+        burst_view=False,
+    )
+    pool = POOL.model_copy(update={"proportional": None, "schedules": []})
+    result = fast_run(series(6), pool, settings)
+    rows = {row.name: row for row in result.interruptions.rows}
+    assert rows["reactive"].interruptions >= 5
+    # every row saw the same interruptions where the cluster had the same nodes; the calm run of
+    # each strategy is the table's
+    assert rows["forecast"].calm == result.strategies["forecast"].metrics
+    assert rows["disruption only"].calm == result.strategies["reactive"].metrics
+    # the component alone cuts what reactive leaves waiting, and the forecast with it leaves less
+    # than without it
+    assert rows["disruption only"].caused < rows["reactive"].caused
+    assert rows["forecast"].caused <= rows["forecast without disruption"].caused
+    data = result.to_dict()["interruptions"]
+    assert data["rate_per_node_day"] == pytest.approx(2.0)
+    assert data["notice_seconds"] == 120 and data["seed"] == 1
+    assert {"waiting_caused_by_interruptions", "extra_node_hours"} <= set(data["strategies"][0])
+
+
+def test_cli_interruptions_flag_prints_the_table_and_rejects_a_bad_rate(tmp_path, capsys):
+    csv = write_csv(tmp_path / "demand.csv", series(5))
+    assert main(["backtest", "--data", str(csv), "--quiet", "--interruptions", "often"]) == 2
+    assert "--interruptions: 'often' is not an interruption rate" in capsys.readouterr().err

@@ -268,6 +268,7 @@ def test_rbac_has_no_wildcards_and_names_every_writable_object(renderings, rende
                         and rule == CLOSED_LOOP_RULE
                     )
                     or (role["metadata"]["name"].endswith("-pod-wait") and rule == POD_WAIT_RULE)
+                    or (role["metadata"]["name"].endswith("-node-pods") and rule == POD_WAIT_RULE)
                 ), f"{role['metadata']['name']}: unnamed rule {rule}"
 
     cluster_roles = {
@@ -549,6 +550,58 @@ def test_pod_wait_is_off_by_default_and_reads_only_the_namespaces_named(renderin
     (binding,) = _of_kind(kustomized, "RoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
+
+
+def _pod_readers(objects: list[Object]) -> dict[str, list[dict]]:
+    """Every role granting anything on pods, by kind/namespace/name, with those rules."""
+    found = {}
+    for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
+        rules = [r for r in role["rules"] if "pods" in r["resources"]]
+        if rules:
+            meta = role["metadata"]
+            found[f"{role['kind']}/{meta.get('namespace', '')}/{meta['name']}"] = rules
+    return found
+
+
+def test_reading_pods_on_leaving_nodes_is_opt_in_and_list_only(renderings):
+    # Off (the default): no pods are readable cluster-wide, only the closed loop's namespaced list.
+    for name, objects in renderings.items():
+        assert all(k.startswith("Role/") for k in _pod_readers(objects)), name
+        env = {
+            e["name"] for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert "PH_DISRUPTION_READ_PODS" not in env
+    # On: exactly one ClusterRole, list on pods and nothing else, bound to the daemon only.
+    objects = render_chart({**MULTI_VALUES, "disruption": {"readPods": True}})
+    cluster = {k: v for k, v in _pod_readers(objects).items() if k.startswith("ClusterRole/")}
+    assert list(cluster.values()) == [[POD_WAIT_RULE]]
+    (role,) = [
+        r for r in _of_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-node-pods")
+    ]
+    assert role["rules"] == [POD_WAIT_RULE]
+    (binding,) = [
+        b
+        for b in _of_kind(objects, "ClusterRoleBinding")
+        if b["roleRef"]["name"] == role["metadata"]["name"]
+    ]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "predictive-headroom", "namespace": NAMESPACE}
+    ]
+    env = {
+        e["name"]: e.get("value")
+        for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["PH_DISRUPTION_READ_PODS"] == "true"
+    # everything else is as without it
+    plain = render_chart(MULTI_VALUES)
+    assert _pod_readers(objects).keys() - cluster.keys() == _pod_readers(plain).keys()
+
+    kustomized = render_kustomize("nodepods")
+    (role,) = _of_kind(kustomized, "ClusterRole")
+    assert role["rules"] == [POD_WAIT_RULE]
+    (binding,) = _of_kind(kustomized, "ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == "predictive-headroom"
 
 
 # --- the daemon --------------------------------------------------------------------------------
@@ -1086,8 +1139,10 @@ def test_dashboard_uses_only_metrics_the_daemon_exports():
         "headroom_used_total",
         "node_ready_seconds_bucket",
         "lead_time_seconds",
+        "nodes_leaving",
     ):
         assert f"predictive_headroom_{needed}" in used
+    assert any('component="disruption"' in expr for expr in _exprs(dashboard))
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
 

@@ -218,7 +218,8 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
         tuning.realized_protection
     )
     # The report after the refit says it too, next to the closed loop.
-    [(policy, forecasts, histories, when, loop, settings, promises)] = reported
+    [(policy, forecasts, histories, when, loop, settings, promises, disruption)] = reported
+    assert disruption == {}  # written at the refit, before a reconcile looked at the nodes
     assert promises == {"web": {"says": says, "short": False, "reason": tuning.reason}}
     assert settings["web"].reserve == Source(tuning.reserve, SettingSource.TUNED)
     report = build_report(
@@ -340,7 +341,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
         clock,
         source=SeriesSource(history),
         forecaster=SeasonalNaiveForecaster(),
-        report_writer=lambda *args: reported.append(args[5]),
+        report_writer=lambda *args: reported.append(args[5]),  # the settings
     )
     daemon.retune_window = WINDOW
     assert daemon.refit()
@@ -368,7 +369,11 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     loop = {k: plan.details[k] for k in ("lead_time_seconds", "lead_time_source")}
     assert loop == {"lead_time_seconds": tuned.lead, "lead_time_source": "configured"}
     bare = replace(plan, details={k: v for k, v in plan.details.items() if k not in loop})
-    assert bare == plan_over_time(web, [clock.now], PlanInputs(own, settings=tuned)).plans[0]
+    # ... and the disruption component it read from the nodes (none leaving here)
+    part = daemon.disruption.parts()["web"]
+    assert part.replicas == 0
+    inputs = PlanInputs(own, settings=tuned, disruption=part)
+    assert bare == plan_over_time(web, [clock.now], inputs).plans[0]
     assert plan.components["forecast"] is not None  # the forecast (and its reserve) plan
     assert plan.raw == max(plan.components["forecast"], 0) + tuning.reserve
     assert server.replicas(NS, "web-placeholder") == plan.desired

@@ -4,14 +4,48 @@ simulator strategy, fed the simulated nodes when the pool has a proportional rul
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
+from predictive_headroom.core.disruption import DisruptionPart, reserve_quantile, spot_reserve
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
+
+
+@dataclass(frozen=True)
+class SimulatedDisruption:
+    """What the disruption component sees on the simulated cluster: placeholders are slot-sized,
+    so the room for the leaving nodes' app pods is their count; the spot reserve uses the
+    interruption rate the backtest injects (per node-hour; None: no reserve)."""
+
+    node_slots: int
+    rate_per_node_hour: float | None = None
+    component: bool = True
+    """False: plan without the disruption component (to price it)."""
+    reserve: bool = True
+    """False: plan without the spot reserve (to price it)."""
+
+
+def disruption_part(
+    pool: Pool, sim: SimulatedDisruption, nodes: int, on_leaving: int, lead: float
+) -> DisruptionPart | None:
+    """The disruption component on the simulated cluster with lead time `lead` (seconds); None
+    when the pool or `sim` turns it off."""
+    spec = pool.disruption
+    if not spec.enabled or not sim.component:
+        return None
+    leaving = -(-on_leaving // sim.node_slots)
+    reserve = 0
+    if sim.rate_per_node_hour and sim.reserve and spec.spot is not False:
+        rate = max(sim.rate_per_node_hour, spec.interruption_rate or 0.0)
+        staying = max(0, nodes - leaving)
+        reserve = spot_reserve(rate, staying, lead, sim.node_slots, reserve_quantile(pool))[0]
+    return DisruptionPart(on_leaving, reserve, leaving, DisruptionSource.SIMULATED)
 
 
 def planner_strategy(
@@ -21,14 +55,26 @@ def planner_strategy(
     observed: History | None = None,
     cores_per_node: float = 0.0,
     settings: PlanSettings | None = None,
-) -> tuple[PoolTimeline, np.ndarray | Callable[[int, int], int]]:
+    disruption: SimulatedDisruption | None = None,
+) -> tuple[PoolTimeline, np.ndarray | Callable[..., int]]:
     """The pool's plans at every minute of `times` as a simulator strategy, and the timeline that
     makes them (which also answers what the forecast component was at each minute).
 
     With a proportional rule the placeholder count depends on the simulated nodes (cores =
     nodes x `cores_per_node`), so a function of (step, ready nodes) is returned; otherwise the
-    per-minute array. `settings` are the pool's (None: its configuration alone)."""
+    per-minute array. `settings` are the pool's (None: its configuration alone). With
+    `disruption` (the simulator injects interruptions), a function of (step, ready nodes, app pods
+    on leaving nodes) that plans with the disruption component."""
     timeline = PoolTimeline(pool, times, list(forecasts), observed, (), settings)
+    if disruption is not None:
+
+        def aware(i: int, nodes: int, on_leaving: int = 0) -> int:
+            cores = nodes * cores_per_node
+            cluster = ClusterState(nodes, cores, nodes, cores) if pool.proportional else None
+            part = disruption_part(pool, disruption, nodes, on_leaving, timeline.lead)
+            return timeline.plan(i, cluster, part).desired
+
+        return timeline, aware
     if pool.proportional is not None:
 
         def decide(i: int, nodes: int) -> int:

@@ -44,6 +44,9 @@ class BacktestSettings:
     protections: tuple[float, ...] = ()  # read each family's cost at these protections (frontier)
     burst_view: bool = True  # the burst model's last scored day and what moves it (slow)
     grid: bool = False  # replay forecast and naive at every (dial quantile, dial window) pair
+    interruption_rate: float | None = None  # per node-hour (`--interruptions 5%/day`); None: off
+    notice_seconds: float = 120.0  # the interruption notice (`--notice`)
+    seed: int = 0  # the interruptions' random draws (`--seed`)
 
 
 @dataclass
@@ -151,6 +154,52 @@ def x_against(
 
 
 @dataclass(frozen=True)
+class InterruptionRow:
+    """One strategy on the interrupted cluster against the same strategy without interruptions."""
+
+    name: str
+    calm: Metrics
+    interrupted: Metrics
+    interruptions: int
+    mean_placeholders: float
+
+    @property
+    def caused(self) -> float:
+        """Pod-minutes left waiting because of the interruptions (interrupted - calm)."""
+        return self.interrupted.unserved_pod_minutes - self.calm.unserved_pod_minutes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.name,
+            "unserved_pod_minutes": self.interrupted.unserved_pod_minutes,
+            "unserved_pod_minutes_without_interruptions": self.calm.unserved_pod_minutes,
+            "waiting_caused_by_interruptions": self.caused,
+            "node_hours": round(self.interrupted.node_hours, 3),
+            "extra_node_hours": round(self.interrupted.node_hours - self.calm.node_hours, 3),
+            "interruptions": self.interruptions,
+            "mean_placeholders": round(self.mean_placeholders, 3),
+        }
+
+
+@dataclass(frozen=True)
+class InterruptionReport:
+    """The strategies replayed with nodes interrupted at random (`backtest --interruptions`)."""
+
+    rate_per_node_hour: float
+    notice_seconds: float
+    seed: int
+    rows: list[InterruptionRow]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rate_per_node_day": round(self.rate_per_node_hour * 24, 6),
+            "notice_seconds": self.notice_seconds,
+            "seed": self.seed,
+            "strategies": [r.to_dict() for r in self.rows],
+        }
+
+
+@dataclass(frozen=True)
 class BacktestResult:
     """Every strategy, the static curve, the settings used, the minute grid, the dials and the burst
     allowance over the last scored day (`core.series.burst_chart_data`)."""
@@ -170,6 +219,7 @@ class BacktestResult:
     promise: list[dict[str, Any]] | None = (
         None  # what `protection: P` keeps (backtest.promise_measure)
     )
+    interruptions: InterruptionReport | None = None  # `--interruptions`: what each leaves waiting
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """`x_against` this result's static curve."""
@@ -219,6 +269,8 @@ class BacktestResult:
             out["frontier"] = self.frontier
         if self.promise is not None:
             out["promise"] = self.promise
+        if self.interruptions is not None:
+            out["interruptions"] = self.interruptions.to_dict()
         return out
 
 

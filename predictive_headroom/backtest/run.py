@@ -21,6 +21,14 @@ pod-minutes linearly at the strategy's node-hours: how many times less unserved 
 than static headroom costing the same. x is 1 when both are 0 and unbounded (None) when only the
 strategy's own unserved is 0.
 
+With `interruption_rate` (`--interruptions 5%/day`), the strategies are replayed again on a
+cluster whose nodes are interrupted at random with a notice (`simulator.Interruptions`, the same
+draws for each), the planner ones with the disruption component (and the spot reserve unless the
+pool says `spot: false`), `proportional` and `forecast` also without it, `forecast` also without
+the reserve, and the disruption component alone (with and without the reserve) next to
+`reactive`: what each leaves waiting because of the interruptions, against its own run without
+them (the alone rows against `reactive`'s).
+
 Two sweeps price the dials without extra fits: `dial` replays forecast and naive at other burst
 quantiles, `stabilization_dial` with other scale-down stabilisation windows.
 
@@ -40,11 +48,13 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.backtest.frontier import frontier
-from predictive_headroom.backtest.replay import planner_strategy
+from predictive_headroom.backtest.replay import SimulatedDisruption, planner_strategy
 from predictive_headroom.backtest.results import (
     BacktestResult,
     BacktestSettings,
     DialPoint,
+    InterruptionReport,
+    InterruptionRow,
     ReplaySettings,
     StrategyResult,
     WindowPoint,
@@ -53,6 +63,7 @@ from predictive_headroom.backtest.results import (
 from predictive_headroom.backtest.simulator import (
     ClusterSpec,
     Decide,
+    Interruptions,
     Metrics,
     Run,
     app_pods,
@@ -227,14 +238,16 @@ class Replay:
         self, schedules: list[ScheduleWindow] | None = None, rule: Proportional | None = None
     ) -> Pool:
         """A pool of the replayed pool's name, target and maxReplicas whose only floor is
-        `schedules` or `rule` (no minReplicas, no forecast): the schedule and proportional
-        strategies. It plans with the run's `plan_settings` (lead time, stabilisation)."""
+        `schedules` or `rule` (no minReplicas, no forecast), with the replayed pool's disruption
+        section: the schedule and proportional strategies. It plans with the run's
+        `plan_settings` (lead time, stabilisation)."""
         return Pool(
             name=self.pool.name,
             target=self.pool.target,
             max_replicas=self.pool.max_replicas,
             schedules=schedules or [],
             proportional=rule,
+            disruption=self.pool.disruption,
         )
 
 
@@ -399,7 +412,72 @@ def run_backtest(
             frontier=frontier(result, s.protections),
             promise=measure(result, s.protections),
         )
+    if s.interruption_rate is not None:
+        result = replace(result, interruptions=interrupted(r, wf, runs))
     return result
+
+
+def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> InterruptionReport:
+    """The strategies on the interrupted cluster (module docstring), each against its calm run."""
+    s = r.settings
+    assert s.interruption_rate is not None
+    most = -(-int(r.pods.max()) // r.cluster.node_slots)
+    spec = Interruptions(
+        s.interruption_rate / 60.0, round(s.notice_seconds / 60), s.seed, max(8, 4 * most + 8)
+    )
+    sim = SimulatedDisruption(r.cluster.node_slots, s.interruption_rate)
+    without = replace(sim, component=False)
+    no_reserve = replace(sim, reserve=False)
+    cpn = s.cores_per_node
+
+    def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
+        strategy = planner_strategy(
+            pool, r.times, in_force, r.history, cpn, r.plan_settings, disruption=seen
+        )[1]
+        return simulate(r.pods, strategy, r.cluster, spec)
+
+    def fixed(placeholders: np.ndarray) -> Run:
+        return simulate(r.pods, placeholders, r.cluster, spec)
+
+    cpa = r.floor_only(rule=r.proportional_rule)
+    cases: list[tuple[str, str, Callable[[], Run]]] = [
+        ("reactive", "reactive", lambda: fixed(np.zeros(r.pods.size, dtype=np.int64))),
+        ("disruption only", "reactive", lambda: planned(r.floor_only(), seen=no_reserve)),
+        ("disruption + spot reserve", "reactive", lambda: planned(r.floor_only())),
+        ("proportional without disruption", "proportional", lambda: planned(cpa, seen=without)),
+        ("proportional", "proportional", lambda: planned(cpa)),
+        (
+            "schedule",
+            "schedule",
+            lambda: planned(r.floor_only(schedules=r.schedule_windows)),
+        ),
+        ("forecast without disruption", "forecast", lambda: planned(r.pool, wf.model, without)),
+        (
+            "forecast without spot reserve",
+            "forecast",
+            lambda: planned(r.pool, wf.model, no_reserve),
+        ),
+        ("forecast", "forecast", lambda: planned(r.pool, wf.model)),
+        ("naive", "naive", lambda: planned(r.pool, wf.naive)),
+        (
+            "oracle (sees no interruption)",
+            "oracle",
+            lambda: fixed(oracle_placeholders(r.pods, r.cluster.lag_minutes)),
+        ),
+    ]
+    rows = []
+    for name, base, run_it in cases:
+        run = run_it()
+        rows.append(
+            InterruptionRow(
+                name,
+                score(calm[base], r.start),
+                score(run, r.start),
+                int(run.interrupted[r.start :].sum()) if run.interrupted is not None else 0,
+                float(run.placeholders[r.start :].mean()) if run.placeholders.size else 0.0,
+            )
+        )
+    return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows)
 
 
 def grid(r: Replay, wf: WalkForward) -> list[GridRun]:

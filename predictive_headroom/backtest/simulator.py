@@ -12,6 +12,16 @@ Everything is counted in placeholder-sized slots:
   `U(t) = max(0, W(t) - node_slots * ready(t))`.
 
 The cluster starts warm: before the first step it has the nodes the first step wants.
+
+Interruptions (optional, `Interruptions`): ready nodes are interrupted at random (a seeded Poisson
+process of `rate` per node-minute, the same draws for every strategy) with a notice of
+`notice_minutes`. From the notice the node is leaving: nothing new is placed on it, its app pods
+(their even share of W, at most a node's slots) keep running until it goes, then need room
+elsewhere. The autoscaler counts only staying nodes as room: it wants
+`ceil((W - pods on leaving nodes + P) / node_slots)` staying nodes, so a planner that adds the
+leaving pods to P (the disruption component) has a replacement ordered at the notice, and one that
+does not orders it when the pods are already waiting. Unserved:
+`U = max(0, W - node_slots * staying - pods on leaving nodes)`.
 """
 
 from __future__ import annotations
@@ -29,8 +39,9 @@ from predictive_headroom.core.series import History
 
 MINUTE = 60.0
 
-# Decides the placeholder count at step i given the ready nodes at the end of step i - 1.
-Decide = Callable[[int, int], int]
+# Decides the placeholder count at step i given the ready nodes at the end of step i - 1 (and,
+# with interruptions, the app pods on leaving nodes as a third argument).
+Decide = Callable[..., int]
 
 
 @dataclass(frozen=True)
@@ -51,12 +62,47 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True)
+class Interruptions:
+    """Nodes interrupted at random: `rate` per node-minute, `notice_minutes` of notice, `seed`.
+
+    Draws are shared by every strategy: a Poisson process of rate `rate x max_nodes` gives the
+    candidate instants, and a candidate hits when its uniform draw is below the share of
+    `max_nodes` the strategy's staying nodes make (thinning), so a cluster twice the size is hit
+    twice as often at the same instants."""
+
+    rate: float
+    notice_minutes: int = 2
+    seed: int = 0
+    max_nodes: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.rate < 0 or self.notice_minutes < 0 or self.max_nodes < 1:
+            raise ValueError("interruptions need rate >= 0, notice_minutes >= 0, max_nodes >= 1")
+
+    def draws(self, steps: int) -> list[list[float]]:
+        """Per step, the uniform draws of its candidate interruptions (most steps: none)."""
+        rng = np.random.default_rng(self.seed)
+        counts = rng.poisson(self.rate * self.max_nodes, steps)
+        uniforms = rng.random(int(counts.sum())).tolist()
+        out: list[list[float]] = []
+        k = 0
+        for c in counts.tolist():
+            out.append(uniforms[k : k + c])
+            k += c
+        return out
+
+
+@dataclass(frozen=True)
 class Run:
-    """One simulated strategy: per-minute placeholders, ready nodes and unserved app pods."""
+    """One simulated strategy: per-minute placeholders, ready nodes and unserved app pods (with
+    interruptions: the app pods on leaving nodes per minute, and how many nodes were interrupted)."""
 
     placeholders: np.ndarray
     ready: np.ndarray
     unserved: np.ndarray
+    leaving: np.ndarray | None = None
+    interrupted: np.ndarray | None = None
+    """Nodes interrupted (given notice) per minute."""
 
 
 @dataclass(frozen=True)
@@ -99,12 +145,20 @@ def oracle_placeholders(pods: np.ndarray, lag_minutes: int) -> np.ndarray:
     return forward_max(pods, lag_minutes) - pods
 
 
-def simulate(pods: np.ndarray, placeholders: np.ndarray | Decide, cluster: ClusterSpec) -> Run:
+def simulate(
+    pods: np.ndarray,
+    placeholders: np.ndarray | Decide,
+    cluster: ClusterSpec,
+    interruptions: Interruptions | None = None,
+) -> Run:
     """Run the cluster through the app pods `pods` (W) with the given placeholders.
 
     `placeholders` is either a per-minute array or a function `(step, ready nodes) -> count`
-    for strategies that look at the cluster (CPA, the full planner).
+    for strategies that look at the cluster (CPA, the full planner). With `interruptions`, a
+    function is asked `(step, ready nodes, app pods on leaving nodes)`.
     """
+    if interruptions is not None:
+        return _simulate_interrupted(pods, placeholders, cluster, interruptions)
     if callable(placeholders):
         return _simulate_feedback(pods, placeholders, cluster)
     p = np.maximum(np.asarray(placeholders, dtype=np.int64), 0)
@@ -184,6 +238,69 @@ def _simulate_feedback(pods: np.ndarray, decide: Decide, cluster: ClusterSpec) -
     ready_arr = np.asarray(ready_out, dtype=np.int64)
     return Run(
         np.asarray(p_out, dtype=np.int64), ready_arr, np.maximum(0, pods - slots * ready_arr)
+    )
+
+
+def _simulate_interrupted(
+    pods: np.ndarray, strategy: np.ndarray | Decide, cluster: ClusterSpec, spec: Interruptions
+) -> Run:
+    """`simulate` with interruptions (module docstring); the same draws for every strategy."""
+    n = pods.size
+    slots, lag, delay = cluster.node_slots, cluster.lag_minutes, cluster.scale_down_minutes
+    w = pods.tolist()
+    fixed = None if callable(strategy) else np.maximum(np.asarray(strategy, np.int64), 0).tolist()
+    if fixed is not None and len(fixed) != n:
+        raise ValueError(f"placeholders has {len(fixed)} steps but app pods has {n}")
+    draws = spec.draws(n)
+    arrive = [0] * (n + lag + 1)
+    ready_out, p_out, u_out, leave_out, hit_out = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
+    window: deque[tuple[int, int]] = deque()
+    leaving: deque[tuple[int, int]] = deque()  # (step it goes, app pods on it), in order
+    ready, pending = (-(-w[0] // slots) if n else 0), 0
+    for i in range(n):
+        while leaving and leaving[0][0] <= i:  # interrupted nodes go
+            leaving.popleft()
+            ready = max(0, ready - 1)
+        staying = ready - len(leaving)
+        for u in draws[i]:
+            if staying > 0 and u < staying / spec.max_nodes:
+                share = min(slots, -(-w[i] // max(1, ready)))
+                leaving.append((i + spec.notice_minutes, share))
+                staying -= 1
+                hit_out[i] += 1
+        while leaving and leaving[0][0] <= i:  # no notice: gone at once
+            leaving.popleft()
+            ready = max(0, ready - 1)
+        on_leaving = sum(a for _, a in leaving)
+        p = fixed[i] if fixed is not None else max(0, int(strategy(i, ready, on_leaving)))
+        wanted = -(-max(0, w[i] - on_leaving + p) // slots) + len(leaving)
+        if i == 0:
+            ready = max(ready, wanted)
+        got = arrive[i]
+        if got:
+            ready += got
+            pending -= got
+        short = wanted - ready - pending
+        if short > 0:
+            if lag == 0:
+                ready += short
+            else:
+                arrive[i + lag] += short
+                pending += short
+        while window and window[-1][1] <= wanted:
+            window.pop()
+        window.append((i, wanted))
+        while window[0][0] < i - delay:
+            window.popleft()
+        ready = max(min(ready, window[0][1]), len(leaving))
+        ready_out[i], p_out[i], leave_out[i] = ready, p, on_leaving
+        u_out[i] = max(0, w[i] - slots * (ready - len(leaving)) - on_leaving)
+    return Run(
+        np.asarray(p_out, dtype=np.int64),
+        np.asarray(ready_out, dtype=np.int64),
+        np.asarray(u_out, dtype=np.int64),
+        np.asarray(leave_out, dtype=np.int64),
+        np.asarray(hit_out, dtype=np.int64),
     )
 
 

@@ -126,3 +126,42 @@ def format_frontier(frontier: dict[str, Any]) -> str:
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def format_interruptions(result: BacktestResult) -> str:
+    """What each strategy leaves waiting on the interrupted cluster, as aligned text."""
+    report = result.interruptions
+    assert report is not None
+    headers = [
+        "strategy",
+        "unserved pod-min",
+        "without interruptions",
+        "caused by interruptions",
+        "node-hours",
+        "extra node-h",
+        "interruptions",
+    ]
+    rows = [headers]
+    for row in report.rows:
+        d = row.to_dict()
+        rows.append(
+            [
+                row.name,
+                f"{d['unserved_pod_minutes']:.0f}",
+                f"{d['unserved_pod_minutes_without_interruptions']:.0f}",
+                f"{d['waiting_caused_by_interruptions']:.0f}",
+                f"{d['node_hours']:.1f}",
+                f"{d['extra_node_hours']:+.1f}",
+                str(d["interruptions"]),
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    lines = [
+        "  ".join(
+            c.rjust(w) if i else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -13,6 +13,7 @@ from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
     format_frontier,
+    format_interruptions,
     format_stabilization_dial,
     format_table,
 )
@@ -25,6 +26,7 @@ from predictive_headroom.commands import (
     print_json,
 )
 from predictive_headroom.policy.config import Cost, Pool
+from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import SourceError
@@ -125,6 +127,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write backtest.html and backtest.png (cost/protection plot) here",
     )
+    parser.add_argument(
+        "--interruptions",
+        metavar="RATE",
+        help="also replay with nodes interrupted at random at this rate (e.g. 5%%/day: the share of "
+        "nodes interrupted per day), and report what each strategy leaves waiting because of them",
+    )
+    parser.add_argument(
+        "--notice",
+        type=duration_arg,
+        default=120.0,
+        help="the interruption notice before a node goes (default 2m, a spot interruption's)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random interruptions (default 0)"
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_output_argument(parser)
 
@@ -209,6 +226,12 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         problems.append(f"--observation-delay cannot be negative, got {args.observation_delay:g}s")
     if not args.cores_per_node > 0:
         problems.append(f"--cores-per-node must be positive, got {args.cores_per_node:g}")
+    rate = None
+    if getattr(args, "interruptions", None):
+        try:
+            rate = parse_rate(args.interruptions)
+        except ValueError as exc:
+            problems.append(f"--interruptions: {exc}")
     if problems:
         raise CommandError("; ".join(problems))
     return BacktestSettings(
@@ -226,6 +249,9 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
         observation_delay_seconds=args.observation_delay,
         burst_model=args.burst_model,
         protections=protections,
+        interruption_rate=rate,
+        notice_seconds=getattr(args, "notice", 120.0),
+        seed=getattr(args, "seed", 0),
     )
 
 
@@ -311,6 +337,15 @@ def run(args: argparse.Namespace) -> int:
             )
             for entry in result.promise:
                 print(f"  {sentence(entry)}")
+        if result.interruptions is not None:
+            report = result.interruptions
+            print()
+            print(
+                f"with nodes interrupted at {100 * 24 * report.rate_per_node_hour:g}%/day, "
+                f"{report.notice_seconds:g} s notice (seed {report.seed}); planner strategies "
+                "with the disruption component:"
+            )
+            print(format_interruptions(result))
         print()
         print(headline(result))
     return 0

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.commands import CommandError, load_config
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.daemon.closedloop import LoopSettings
@@ -78,6 +79,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         loop: Mapping[str, Mapping[str, Any]] | None = None,
         plan_settings: Mapping[str, PlanSettings] | None = None,
         promises: Mapping[str, Mapping[str, Any]] | None = None,
+        disruption: Mapping[str, DisruptionPart] | None = None,
     ) -> Path:
         past = load_past_reports(settings.report_dir)
         report = build_report(
@@ -91,6 +93,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
             loop=loop,
             settings=plan_settings,
             promises=promises,
+            disruption=disruption,
         )
         return write_report(settings.report_dir, report, settings.report_keep)
 
@@ -145,6 +148,7 @@ def build_daemon(
             max_samples=settings.loop_max_samples,
             observe_placeholders=settings.observe_placeholders,
             wait_namespaces=tuple(wait_namespaces),
+            read_node_pods=settings.disruption_read_pods,
         ),
     )
     daemon.retune_window = settings.retune_window

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.forecast_math import BurstAllowances, burst_allowances, ramp_at
 from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, combine
 from predictive_headroom.core.proportional import proportional_floor
@@ -56,6 +57,11 @@ class PlanInputs:
     observed: History | Unobserved | None = None
     cluster: ClusterState | None = None
     settings: PlanSettings | None = None
+    disruption: DisruptionPart | None = None
+    """The disruption component (None: not known, left out of the plan)."""
+    disruption_later: DisruptionPart | None = None
+    """The disruption component after the first instant (the report's horizon: the spot reserve
+    alone, since when leaving nodes go is not known); None: `disruption` throughout."""
 
 
 @dataclass(frozen=True)
@@ -206,8 +212,11 @@ class PoolTimeline:
             float(parts.yhat[j]),
         )
 
-    def plan(self, i: int, cluster: ClusterState | None = None) -> Plan:
-        """The plan at instant `i` given the cluster then; instants must be planned in order."""
+    def plan(
+        self, i: int, cluster: ClusterState | None = None, disruption: DisruptionPart | None = None
+    ) -> Plan:
+        """The plan at instant `i` given the cluster and the disruption component then; instants
+        must be planned in order."""
         if i < self._next:
             raise ValueError(f"instant {i} was planned already; plan each instant once, in order")
         self._next = i + 1
@@ -238,6 +247,7 @@ class PoolTimeline:
             details,
             self._window,
             self.settings.reserve.value,
+            disruption,
         )
         self._records.append(plan.record())
         return plan
@@ -259,7 +269,11 @@ def plan_over_time(
         recent,
         inputs.settings,
     )
-    plans = tuple(timeline.plan(i, inputs.cluster) for i in range(len(timeline)))
+    later = inputs.disruption_later or inputs.disruption
+    plans = tuple(
+        timeline.plan(i, inputs.cluster, later if i else inputs.disruption)
+        for i in range(len(timeline))
+    )
     return Timeline(plans, timeline.recent)
 
 

@@ -1,6 +1,7 @@
 """The plan's values and the one rule that combines components into a Plan.
 
-    desired = clamp(max(schedule, proportional, forecast, minReplicas) + reserve, 0, maxReplicas)
+    desired = clamp(max(schedule, proportional, forecast, disruption, minReplicas) + reserve, 0,
+                    maxReplicas)
 
 then held up for `scaleDownStabilization` after a higher value was last needed. Pure: no clock
 reads, no I/O. `core.engine` computes the components over time and calls `combine` at every
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.forecast_math import BurstAllowance
 from predictive_headroom.core.vocabulary import Component, ForecastStatus, PlanReason
 from predictive_headroom.policy.config import Pool
@@ -73,6 +75,7 @@ def combine(
     details: Mapping[str, Any] | None = None,
     window: float = 0.0,
     reserve: int = 0,
+    disruption: DisruptionPart | None = None,
 ) -> Plan:
     """Combine component values into a Plan: max of floors and forecast plus the reserve, clamp,
     stabilise.
@@ -80,6 +83,8 @@ def combine(
     `schedule` is (replicas, window name) or None when no window is open; `window` is the
     scale-down stabilisation window in seconds (`PlanSettings.window`): `recent` records within it
     hold the count up; `reserve` placeholders are held on top (`PlanSettings.reserve`).
+    `disruption` is left out of the components (and of the JSON) when None or when the pool turns
+    it off.
     """
     # Long on purpose: the plan's one rule, read top to bottom in the order docs/design.md states it.
     components: dict[str, int | None] = {
@@ -89,11 +94,13 @@ def combine(
         "proportional": proportional,
         "forecast": forecast.replicas,
     }
+    if disruption is not None and pool.disruption.enabled:
+        components[str(Component.DISRUPTION)] = disruption.replicas
     # A closed window reports 0 but does not compete for the reason.
     candidates = {
         name: components[name]
         for name in _PRECEDENCE
-        if components[name] is not None and (name != "schedule" or schedule)
+        if components.get(name) is not None and (name != "schedule" or schedule)
     }
     wanted = max(candidates.values())
     winner = next(name for name in _PRECEDENCE if candidates.get(name) == wanted)
@@ -125,6 +132,8 @@ def combine(
             info["burst_source"] = str(forecast.allowance.source)
             if forecast.allowance.why:
                 info["burst_fallback"] = forecast.allowance.why
+    if disruption is not None and pool.disruption.enabled:
+        info.update(disruption.to_details())
     if reserve:
         info["reserve"] = reserve
     if details:

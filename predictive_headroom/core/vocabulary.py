@@ -60,7 +60,22 @@ class Component(StrEnum):
     SCHEDULE = "schedule"
     PROPORTIONAL = "proportional"
     FORECAST = "forecast"
+    DISRUPTION = "disruption"
+    """Room for the pods of nodes on their way out, plus the spot reserve (`core.disruption`)."""
     MIN = "min"
+
+
+class DisruptionSource(StrEnum):
+    """Where the disruption component's room for leaving nodes came from."""
+
+    NONE = "none"
+    """No node of the pool is leaving."""
+    PODS = "pods"
+    """The summed requests of the pods on the leaving nodes (`list pods` cluster-wide)."""
+    ESTIMATE = "allocatable-estimate"
+    """Without the pods: each leaving node's allocatable in placeholders, as if it were full."""
+    SIMULATED = "simulated"
+    """The backtest's simulated cluster."""
 
 
 class PlanReason(StrEnum):

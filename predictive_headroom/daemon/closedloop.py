@@ -55,6 +55,8 @@ class LoopSettings:
     """Read placeholder pods and `Preempted` Events (headroom used, placeholder start)."""
     wait_namespaces: tuple[str, ...] = ()
     """Namespaces whose pods are watched for waiting on a node (opt-in; empty: none)."""
+    read_node_pods: bool = False
+    """List the pods on each leaving node, cluster-wide (opt-in; the disruption component)."""
     wait_threshold_seconds: float = 10.0
     """A pod scheduled this long after its creation waited for capacity (the scheduler places a pod
     that fits in well under a second)."""

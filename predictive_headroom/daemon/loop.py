@@ -36,12 +36,14 @@ from typing import Any
 
 from predictive_headroom.app.fit import describe, fit_one, keep_usable, same_forecast
 from predictive_headroom.app.tune import RETUNE_WINDOW, Tuning
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.configfile import ConfigFile
+from predictive_headroom.daemon.disruption import DisruptionSettings, DisruptionWatch
 from predictive_headroom.daemon.health import LoopWatch
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
@@ -60,6 +62,7 @@ from predictive_headroom.protocols import (
     ClusterState,
     Forecaster,
     LeaseLost,
+    NodePodReader,
     PodReader,
     Source,
     TargetApis,
@@ -79,12 +82,13 @@ ReportWriter = Callable[
         Mapping[str, Mapping[str, Any]],
         Mapping[str, PlanSettings],
         Mapping[str, Mapping[str, Any]],
+        Mapping[str, DisruptionPart],
     ],
     Any,
 ]
 """Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool,
-settings per pool) -> anything (e.g. its path). The settings are those the reconcile plans with
-(measured lead time, tuned quantile and window)."""
+settings per pool, the last disruption component per pool) -> anything (e.g. its path). The
+settings are those the reconcile plans with (measured lead time, tuned quantile and window)."""
 
 
 class Daemon:
@@ -150,6 +154,13 @@ class Daemon:
         self.inputs = Inputs(source, cluster, self.metrics)
         self.observer = LoopObserver(self.inputs, pods, self.metrics, loop_settings)
         """The closed loop: node boots, placeholder starts and preemptions; `leadTime: auto`."""
+        self.disruption = DisruptionWatch(
+            self.inputs,
+            pods if isinstance(pods, NodePodReader) else None,
+            self.metrics,
+            DisruptionSettings(read_pods=self.observer.settings.read_node_pods),
+        )
+        """Nodes on their way out and the room their pods need (the disruption component)."""
         self.writer = TargetWriter(
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
@@ -281,7 +292,14 @@ class Daemon:
         promises = {name: t.report() for name, t in self.tunings.items()}
         try:
             self.report_writer(
-                policy, forecasts, histories, at, self.observer.status(at), settings, promises
+                policy,
+                forecasts,
+                histories,
+                at,
+                self.observer.status(at),
+                settings,
+                promises,
+                self.disruption.parts(),
             )
             self.report_error = None
         except Exception as exc:
@@ -313,6 +331,7 @@ class Daemon:
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
         self.observer.begin()
+        self.disruption.begin()
         outcomes = map_bounded(
             lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
             policy.pools,
@@ -350,7 +369,8 @@ class Daemon:
             settings = self.settings_for(pool)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
-            inputs = PlanInputs(forecast, observed, cluster, settings)
+            disruption = self.disruption.part(pool, at, settings.lead)
+            inputs = PlanInputs(forecast, observed, cluster, settings, disruption)
             timeline = plan_over_time(pool, [at], inputs, self._recent.get(pool.name, ()))
             plan, self._recent[pool.name] = timeline.plans[0], list(timeline.recent)
             lead = self.observer.lead_times.get(pool.name)
@@ -474,6 +494,7 @@ class Daemon:
             self.metrics.forget_tuning(name)
         self.inputs.forget(removed)
         self.observer.forget(removed)
+        self.disruption.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)
         self.target_apis.invalidate()  # a pool may pin another CapacityBuffer version now
@@ -526,6 +547,7 @@ class Daemon:
             "tuning": {n: t.to_dict() for n, t in self.tunings.items()},
             "target_apis": self.target_apis.found,
             "closed_loop": self.observer.status(self.clock()),
+            "disruption": self.disruption.status(),
         }
 
 

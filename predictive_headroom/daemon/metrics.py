@@ -177,6 +177,13 @@ class Metrics:
             ["pool", "source"],
             registry=r,
         )
+        self.nodes_leaving = Gauge(
+            f"{PREFIX}_nodes_leaving",
+            "Nodes of the pool on their way out (cordoned or tainted for removal); the room their "
+            "pods need is the component=disruption value.",
+            ["pool"],
+            registry=r,
+        )
         for kind in ERROR_KINDS:
             self.errors.labels(kind=kind)
         self._reasons: dict[str, str] = {}
@@ -254,6 +261,10 @@ class Metrics:
                 self._drop(self.lead_time, pool, other)
         self.lead_time.labels(pool=pool, source=source).set(seconds)
 
+    def forget_nodes_leaving(self, pool: str) -> None:
+        """Remove the leaving-nodes gauge of a pool."""
+        self._drop(self.nodes_leaving, pool)
+
     def forget_pool(self, pool: str) -> None:
         """Remove every series of a pool that left the config."""
         for gauge in (
@@ -268,8 +279,9 @@ class Metrics:
             self.tuned_reserve,
         ):
             self._drop(gauge, pool)
-        for name in ("min", "max", "schedule", "proportional", "forecast"):
+        for name in ("min", "max", "schedule", "proportional", "forecast", "disruption"):
             self._drop(self.component, pool, name)
+        self._drop(self.nodes_leaving, pool)
         for bound in ("yhat", "lower", "upper"):
             self._drop(self.forecast_demand, pool, bound)
         for source in ("model", "profile"):

@@ -45,6 +45,7 @@ from predictive_headroom.kube.api import (
 )
 from predictive_headroom.kube.errors import Conflict
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.disruption import is_spot
 from predictive_headroom.protocols import (
     ActuatorError,
     ClusterState,
@@ -304,7 +305,31 @@ def _node_seen(node: dict[str, Any]) -> NodeSeen | None:
         return None
     ready = condition(node, "Ready")
     since = parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
-    return NodeSeen(str(meta.get("name", "")), str(meta.get("uid", "")), created, since)
+    spec = node.get("spec") or {}
+    taints = tuple(str(t.get("key", "")) for t in spec.get("taints") or () if isinstance(t, dict))
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return NodeSeen(
+        str(meta.get("name", "")),
+        str(meta.get("uid", "")),
+        created,
+        since,
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=taints,
+        spot=is_spot(meta.get("labels") or {}),
+        allocatable=quantities(allocatable),
+    )
+
+
+def quantities(resources: Any) -> tuple[tuple[str, float], ...]:
+    """(name, amount) of a resource map (`{"cpu": "500m", "memory": "1Gi"}`), sorted by name;
+    unreadable amounts are left out."""
+    out = []
+    for name, text in (resources or {}).items() if isinstance(resources, dict) else ():
+        try:
+            out.append((str(name), float(parse_quantity(text))))
+        except (ValueError, TypeError, ArithmeticError):
+            continue
+    return tuple(sorted(out))
 
 
 def parse_time(text: Any) -> float | None:

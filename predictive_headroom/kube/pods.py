@@ -19,8 +19,8 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions, _call, _Op
-from predictive_headroom.kube.cluster import _json_answer, condition, parse_time
-from predictive_headroom.protocols import ActuatorError, PodSeen, Preemption
+from predictive_headroom.kube.cluster import _json_answer, condition, parse_time, quantities
+from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,11 @@ class PodReadError(ActuatorError):
     """Pods or Events could not be listed; the message names the permission or the failure."""
 
 
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""Set on the API's copy of a static pod the kubelet runs (a mirror pod)."""
+PLACEHOLDER_LABEL = "predictive-headroom.io/pool"
+
+
 class KubePodReader:
     """Lists placeholder pods and preemption Events (implements `protocols.PodReader`)."""
 
@@ -43,7 +48,9 @@ class KubePodReader:
         self.page_size = page_size
         self._core = kubernetes.client.CoreV1Api(api_client)
 
-    def _list(self, op: _Op, method: Any, **query: Any) -> list[dict[str, Any]]:
+    def _list(
+        self, op: _Op, method: Any, error: type[ActuatorError] = PodReadError, **query: Any
+    ) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         token: str | None = None
         while True:
@@ -51,7 +58,7 @@ class KubePodReader:
                 op,
                 self.options,
                 method,
-                error=PodReadError,
+                error=error,
                 limit=self.page_size,
                 _continue=token,
                 _preload_content=False,
@@ -108,8 +115,48 @@ class KubePodReader:
             )
         return tuple(found)
 
+    def pods_on_node(self, node: str) -> tuple[PodOnNode, ...]:
+        """The pods of every namespace bound to `node` that have not ended (the disruption
+        component; needs `list pods` cluster-wide). Failures are the typed `kube.errors` (a
+        `Forbidden` without the permission)."""
+        selector = f"spec.nodeName={node},{LIVE_PODS}"
+        op = _Op("list", "pods", "", "Pod", "", selector, "")
+        items = self._list(
+            op,
+            self._core.list_pod_for_all_namespaces,
+            error=ActuatorError,
+            field_selector=selector,
+        )
+        return tuple(pod_on_node(p) for p in items)
+
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+def pod_on_node(pod: dict[str, Any]) -> PodOnNode:
+    """One pod's effective requests (per resource the larger of its containers' sum and its
+    largest init container, plus the pod overhead) and whether the disruption component leaves it
+    out: owned by a DaemonSet (it goes with the node), a mirror pod (static, node-bound) or a
+    placeholder (the headroom itself)."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    total: dict[str, float] = {}
+    for container in spec.get("containers") or ():
+        for name, amount in quantities((container.get("resources") or {}).get("requests")):
+            total[name] = total.get(name, 0.0) + amount
+    for container in spec.get("initContainers") or ():
+        for name, amount in quantities((container.get("resources") or {}).get("requests")):
+            total[name] = max(total.get(name, 0.0), amount)
+    for name, amount in quantities(spec.get("overhead")):
+        total[name] = total.get(name, 0.0) + amount
+    owners = meta.get("ownerReferences") or ()
+    excluded = (
+        any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)
+        or MIRROR_ANNOTATION in (meta.get("annotations") or {})
+        or PLACEHOLDER_LABEL in (meta.get("labels") or {})
+    )
+    return PodOnNode(
+        str(meta.get("name", "")), str(meta.get("uid", "")), tuple(sorted(total.items())), excluded
+    )
 
 
 def pod_seen(pod: dict[str, Any]) -> PodSeen | None:

@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.cpa import Ladder, Linear, Proportional, Step
 from predictive_headroom.policy.cron import CRON_PATTERN, cron_trigger, expand
+from predictive_headroom.policy.disruption import Disruption
 from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, LeadTime
 from predictive_headroom.policy.errors import FieldProblem
 from predictive_headroom.policy.placeholder import Placeholder
@@ -46,6 +47,7 @@ def _min_max_message(lo: int, hi: int) -> str:
 __all__ = [
     "CHECK_PROMQL",
     "Cost",
+    "Disruption",
     "FieldProblem",
     "ForecastSpec",
     "Ladder",
@@ -190,6 +192,9 @@ class Pool(_Model):
     proportional: Proportional | None = None
     forecast: ForecastSpec | None = None
     placeholder: Placeholder = Field(default_factory=Placeholder)
+    disruption: Disruption = Field(default_factory=Disruption)
+    """Room for the pods of nodes on their way out (cordoned or tainted for removal) and, on spot
+    capacity, a reserve for interruptions within the lead time (`policy.disruption`)."""
     protection: float | None = Field(
         default=None,
         gt=0,

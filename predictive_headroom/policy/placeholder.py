@@ -184,6 +184,12 @@ class Placeholder(_Model):
     def memory_gib(self) -> float:
         return float(parse_quantity(self.memory)) / 2**30
 
+    @property
+    def amounts(self) -> dict[str, float]:
+        """The requests as numbers (cores for cpu, bytes for memory), zero requests left out."""
+        parsed = {name: float(parse_quantity(q)) for name, q in self.requests.items()}
+        return {name: v for name, v in parsed.items() if v > 0}
+
     def pod_limits(self) -> dict[str, str]:
         """The limits the chart renders: the given ones, plus requests of resources that cannot
         be overcommitted (GPUs, hugepages), whose limit must equal the request."""

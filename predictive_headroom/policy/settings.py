@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     pod_wait_namespaces: str = ""
     """Comma-separated namespaces whose pods the closed loop watches for waiting on a node
     (opt-in: needs list on pods there); empty: none."""
+    disruption_read_pods: bool = False
+    """List the pods on each leaving node across namespaces (opt-in: `list pods` cluster-wide) for
+    the disruption component; false: each leaving node's allocatable stands in for them."""
     loop_window: float = Field(default=7 * 86400.0, gt=0)
     """Seconds of closed-loop samples kept in memory (node boots, placeholder starts, preemptions)."""
     loop_max_samples: int = Field(default=5000, ge=10)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
+from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import HORIZON_STEP_SECONDS, PlanInputs, horizon_plans
 from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.planner import Plan, plan_to_dict
@@ -131,6 +132,7 @@ def build_report(
     loop: Mapping[str, Mapping[str, Any]] | None = None,
     settings: Mapping[str, PlanSettings] | None = None,
     promises: Mapping[str, Mapping[str, Any]] | None = None,
+    disruption: Mapping[str, DisruptionPart] | None = None,
 ) -> Report:
     """The report for every pool of `policy` at `at`; maps are keyed by pool name (missing = none).
 
@@ -142,6 +144,9 @@ def build_report(
     `settings` are the settings each pool plans with (default: its configuration alone);
     `promises` what its re-tune says of a `protection:` pool (`Tuning.report`: "asked 95%, last
     week 96.1%", a shortfall shown as a warning).
+    `disruption` is each pool's disruption component at `at`: the plan now has all of it, the
+    horizon only its spot reserve (the room for leaving nodes lasts until they are gone, which no
+    one can tell ahead).
     """
     pools = tuple(
         _pool_report(
@@ -155,6 +160,7 @@ def build_report(
             policy,
             _observed_at(pool.name, observed, histories, at),
             (settings or {}).get(pool.name) or resolve_settings(pool),
+            (disruption or {}).get(pool.name),
         )
         for pool in policy.pools
     )
@@ -189,6 +195,7 @@ def _pool_report(
     policy: Policy,
     observed: History | Unobserved | None,
     settings: PlanSettings,
+    disruption: DisruptionPart | None = None,
 ) -> PoolReport:
     # Long on purpose: one PoolReport assembled field by field, each field one call.
     spec = pool.forecast
@@ -216,6 +223,9 @@ def _pool_report(
         else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
     )
     inputs = PlanInputs(forecast, observed, cluster, settings)
+    if disruption is not None:  # the room now; later only the reserve (when nodes go is unknown)
+        later = dataclasses.replace(disruption, room=0, nodes_leaving=0, details={})
+        inputs = dataclasses.replace(inputs, disruption=disruption, disruption_later=later)
     plans = list(horizon_plans(pool, at, horizon_end, HORIZON_STEP_SECONDS, inputs))
     times = np.array([p.at for p in plans], dtype=float)
     desired = np.array([p.desired for p in plans], dtype=float)

@@ -8,7 +8,7 @@ here), the same ones a reader of report.json can use to find a figure on the pag
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import matplotlib
@@ -56,6 +56,7 @@ REASON_COLOURS = {
     "schedule": "#7c3aed",
     "forecast": "#2563eb",
     "proportional": "#059669",
+    "disruption": "#db2777",
     "min": "#64748b",
     "max": "#dc2626",
     "hold": "#d97706",
@@ -362,6 +363,7 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         else None,
         "promise": r.promise,
         "accuracy_words": mase_words(acc) if acc else "",
+        "disruption_now": disruption_sentence(r.now.details, r.now.components.get("disruption")),
         "forecast_now": forecast_sentence(
             r.now.details,
             r.now.components.get("forecast"),
@@ -369,6 +371,28 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
             fmt_lead(r.lead_seconds),
         ),
     }
+
+
+def disruption_sentence(details: Mapping[str, Any], value: int | None) -> str:
+    """The disruption component now in plain words ('' when it is off or holds nothing)."""
+    if not value:
+        return ""
+    parts = []
+    room, leaving = details.get("disruption_room", 0), details.get("nodes_leaving", 0)
+    if room:
+        how = (
+            "estimated from their allocatable (pods are not read)"
+            if details.get("disruption_source") == "allocatable-estimate"
+            else "their pods' requests"
+        )
+        parts.append(
+            f"{room} placeholder{'s' if room != 1 else ''} for the pods of {leaving} node"
+            f"{'s' if leaving != 1 else ''} on their way out ({how})"
+        )
+    reserve = details.get("spot_reserve", 0)
+    if reserve:
+        parts.append(f"{reserve} as a spot reserve for interruptions within the lead time")
+    return f"Disruption: {' and '.join(parts)}."
 
 
 def render_html(report: Report) -> str:

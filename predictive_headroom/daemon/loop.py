@@ -94,6 +94,7 @@ settings are those the reconcile plans with (measured lead time, tuned quantile 
 class Daemon:
     """Refits forecasts and reconciles targets for the policy in `config_path` (reloaded on change)."""
 
+    # Long on purpose: the collaborators and state, one assignment each with what it holds.
     def __init__(
         self,
         config_path: str | Path,
@@ -115,7 +116,6 @@ class Daemon:
         pods: PodReader | None = None,
         loop_settings: LoopSettings | None = None,
     ) -> None:
-        # Long on purpose: the collaborators and state, one assignment each with what it holds.
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
         self.config_path = self.config.path

@@ -39,8 +39,20 @@ class Metrics:
     """The daemon's gauges and counters, registered in their own CollectorRegistry."""
 
     def __init__(self) -> None:
+        """Declare every metric in `registry`, in exposition order, each error kind at 0."""
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        self._plan_metrics(self.registry)
+        self._refit_metrics(self.registry)
+        self._retune_metrics(self.registry)
+        self._health_metrics(self.registry)
+        self._closed_loop_metrics(self.registry)
+        self._disruption_metrics(self.registry)
+        for kind in ERROR_KINDS:
+            self.errors.labels(kind=kind)
+        self._reasons: dict[str, str] = {}
+
+    def _plan_metrics(self, r: CollectorRegistry) -> None:
+        """The plan and its inputs: desired/applied replicas, components, reason, forecast, demand, burst."""
         self.desired = Gauge(
             f"{PREFIX}_desired_replicas",
             "Placeholder pod replicas the plan asks for.",
@@ -90,6 +102,9 @@ class Metrics:
             ["pool"],
             registry=r,
         )
+
+    def _refit_metrics(self, r: CollectorRegistry) -> None:
+        """When the loop last refitted and reconciled, and how long the last fit took."""
         self.last_refit = Gauge(
             f"{PREFIX}_last_refit_timestamp_seconds",
             "When the last refit that fitted a forecast completed (POSIX seconds).",
@@ -103,6 +118,9 @@ class Metrics:
         self.fit_seconds = Gauge(
             f"{PREFIX}_fit_seconds", "Seconds the last forecast fit took.", ["pool"], registry=r
         )
+
+    def _retune_metrics(self, r: CollectorRegistry) -> None:
+        """What a pool with `protection:` chose at its last refit and the protection it reached."""
         self.tuned_quantile = Gauge(
             f"{PREFIX}_tuned_burst_quantile",
             "The burst quantile a pool with protection chose at its last refit.",
@@ -134,10 +152,16 @@ class Metrics:
             ["pool"],
             registry=r,
         )
+
+    def _health_metrics(self, r: CollectorRegistry) -> None:
+        """Errors by kind and whether this replica leads."""
         self.errors = Counter(f"{PREFIX}_errors", "Errors by kind.", ["kind"], registry=r)
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
         )
+
+    def _closed_loop_metrics(self, r: CollectorRegistry) -> None:
+        """The closed loop: node boots, placeholder starts, pod waits, preemptions, lead time."""
         self.node_ready = Histogram(
             f"{PREFIX}_node_ready_seconds",
             "Creation to first Ready of the pool's nodes that appeared recently (each node once).",
@@ -177,6 +201,9 @@ class Metrics:
             ["pool", "source"],
             registry=r,
         )
+
+    def _disruption_metrics(self, r: CollectorRegistry) -> None:
+        """Nodes on their way out (the disruption component's count)."""
         self.nodes_leaving = Gauge(
             f"{PREFIX}_nodes_leaving",
             "Nodes of the pool on their way out (cordoned or tainted for removal); the room their "
@@ -184,9 +211,6 @@ class Metrics:
             ["pool"],
             registry=r,
         )
-        for kind in ERROR_KINDS:
-            self.errors.labels(kind=kind)
-        self._reasons: dict[str, str] = {}
 
     def error(self, kind: str) -> None:
         """Count one error of `kind` (one of ERROR_KINDS)."""

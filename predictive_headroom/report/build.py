@@ -197,35 +197,16 @@ def _pool_report(
     settings: PlanSettings,
     disruption: DisruptionPart | None = None,
 ) -> PoolReport:
-    # Long on purpose: one PoolReport assembled field by field, each field one call.
+    """One pool's report at `at`: its plan over the horizon, forecast status, peaks, cost and
+    notices, each field read from the inputs given (nothing is fetched here)."""
     spec = pool.forecast
-    usable = forecast if isinstance(forecast, Forecast) and forecast.expires_at > at else None
-    if usable is not None:
-        status, detail = "ok", ""
-    elif isinstance(forecast, NoForecast):
-        status, detail = forecast.why, forecast.detail
-    elif isinstance(forecast, Forecast):
-        status, detail = (
-            "forecast-expired",
-            f"the forecast ended at {iso(forecast.expires_at)}, before {iso(at)}",
-        )
-    elif spec is None:
-        status, detail = "not-configured", ""
-    else:
-        status, detail = (
-            ("disabled", "")
-            if not spec.enabled
-            else ("not-fitted", "no forecast was fitted for this pool")
-        )
+    usable, status, detail = _forecast_status(pool, forecast, at)
     horizon_end = (
         usable.expires_at
         if usable
         else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
     )
-    inputs = PlanInputs(forecast, observed, cluster, settings)
-    if disruption is not None:  # the room now; later only the reserve (when nodes go is unknown)
-        later = dataclasses.replace(disruption, room=0, nodes_leaving=0, details={})
-        inputs = dataclasses.replace(inputs, disruption=disruption, disruption_later=later)
+    inputs = _plan_inputs(PlanInputs(forecast, observed, cluster, settings), disruption)
     plans = list(horizon_plans(pool, at, horizon_end, HORIZON_STEP_SECONDS, inputs))
     times = np.array([p.at for p in plans], dtype=float)
     desired = np.array([p.desired for p in plans], dtype=float)
@@ -233,11 +214,6 @@ def _pool_report(
         (w.name, max(a, at), min(b, horizon_end))
         for w in pool.schedules
         for a, b in open_intervals(w, at, horizon_end, settings.lead)
-    )
-    acc = (
-        accuracy.to_dict()
-        if hasattr(accuracy, "to_dict")
-        else (dict(accuracy) if accuracy else None)
     )
     peaks = find_peaks(usable, at, times, desired, settings.lead) if usable else ()
     known = history.until(at) if history is not None else None
@@ -258,7 +234,7 @@ def _pool_report(
         plan_reasons=tuple(p.reason for p in plans),
         windows=windows,
         peaks=peaks,
-        accuracy=acc,
+        accuracy=_accuracy_dict(accuracy),
         past=judge_past(pool.name, past, known, at) if known is not None else (),
         cost=headroom_cost(pool, *_until_end(times, desired, horizon_end), policy),
         notices=(),
@@ -266,6 +242,49 @@ def _pool_report(
         settings=settings,
     )
     return _with_notices(report, plans)
+
+
+def _accuracy_dict(accuracy: Any) -> dict[str, Any] | None:
+    """The accuracy figures as a dict (None: there are none)."""
+    if hasattr(accuracy, "to_dict"):
+        return accuracy.to_dict()
+    return dict(accuracy) if accuracy else None
+
+
+def _forecast_status(
+    pool: Pool, forecast: Forecast | NoForecast | None, at: float
+) -> tuple[Forecast | None, str, str]:
+    """The forecast usable at `at` (None: none is) with its status code and a detail saying why
+    not ("ok" and "" when it is usable)."""
+    spec = pool.forecast
+    usable = forecast if isinstance(forecast, Forecast) and forecast.expires_at > at else None
+    if usable is not None:
+        status, detail = "ok", ""
+    elif isinstance(forecast, NoForecast):
+        status, detail = forecast.why, forecast.detail
+    elif isinstance(forecast, Forecast):
+        status, detail = (
+            "forecast-expired",
+            f"the forecast ended at {iso(forecast.expires_at)}, before {iso(at)}",
+        )
+    elif spec is None:
+        status, detail = "not-configured", ""
+    else:
+        status, detail = (
+            ("disabled", "")
+            if not spec.enabled
+            else ("not-fitted", "no forecast was fitted for this pool")
+        )
+    return usable, status, detail
+
+
+def _plan_inputs(inputs: PlanInputs, disruption: DisruptionPart | None) -> PlanInputs:
+    """`inputs` with the disruption component: the room now; later only the reserve (when the
+    leaving nodes go is unknown). Unchanged when there is no disruption part."""
+    if disruption is None:
+        return inputs
+    later = dataclasses.replace(disruption, room=0, nodes_leaving=0, details={})
+    return dataclasses.replace(inputs, disruption=disruption, disruption_later=later)
 
 
 BURST_STEP_SECONDS = 300.0
@@ -309,23 +328,7 @@ def _hours(seconds: float) -> str:
 
 def _with_notices(r: PoolReport, plans: list[Plan]) -> PoolReport:
     """Attach the warnings a reviewer must see."""
-    pool, spec, found = r.pool, r.pool.forecast, []
-    if spec is not None and spec.enabled and r.forecast_status != "source-error":
-        needed = spec.min_history.total_seconds()
-        if r.history_seconds < needed:
-            found.append(
-                Notice(
-                    "too-little-history",
-                    f"only {_hours(r.history_seconds)} of history; the forecast needs {_hours(needed)} (minHistory) to fit Prophet",
-                )
-            )
-        elif r.history_seconds < PREFERRED_HISTORY_SECONDS:
-            found.append(
-                Notice(
-                    "short-history",
-                    f"only {_hours(r.history_seconds)} of history; 14 days or more let the model learn the weekly pattern",
-                )
-            )
+    pool, spec, found = r.pool, r.pool.forecast, _history_notices(r)
     if r.forecast_status == "disabled":
         found.append(
             Notice(
@@ -376,6 +379,29 @@ def _with_notices(r: PoolReport, plans: list[Plan]) -> PoolReport:
     return PoolReport(**{**r.__dict__, "notices": tuple(found)})
 
 
+def _history_notices(r: PoolReport) -> list[Notice]:
+    """The notice of a forecasting pool with too little history to fit, or too little to learn
+    the weekly pattern (none when its source failed: that notice says so instead)."""
+    spec, found = r.pool.forecast, []
+    if spec is not None and spec.enabled and r.forecast_status != "source-error":
+        needed = spec.min_history.total_seconds()
+        if r.history_seconds < needed:
+            found.append(
+                Notice(
+                    "too-little-history",
+                    f"only {_hours(r.history_seconds)} of history; the forecast needs {_hours(needed)} (minHistory) to fit Prophet",
+                )
+            )
+        elif r.history_seconds < PREFERRED_HISTORY_SECONDS:
+            found.append(
+                Notice(
+                    "short-history",
+                    f"only {_hours(r.history_seconds)} of history; 14 days or more let the model learn the weekly pattern",
+                )
+            )
+    return found
+
+
 # ---------------------------------------------------------------------------------------------
 # JSON.
 
@@ -395,9 +421,9 @@ def report_to_json(report: Report) -> dict[str, Any]:
     }
 
 
-def _pool_json(r: PoolReport) -> dict[str, Any]:
-    # Long on purpose: the JSON shape written out key by key, so it reads like the schema.
-    pool, f, c = r.pool, r.forecast, r.cost
+def _forecast_json(r: PoolReport) -> dict[str, Any]:
+    """The pool's forecast status and, when one is usable, the fitted series with its model."""
+    pool, f = r.pool, r.forecast
     forecast: dict[str, Any] = {"status": r.forecast_status, "detail": r.forecast_detail}
     if f is not None:
         forecast.update(
@@ -411,13 +437,23 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
                 **{k: [_num(x) for x in getattr(f, k)] for k in ("yhat", "lower", "upper")},
             },
         )
-    changes = [
+    return forecast
+
+
+def _plan_changes(r: PoolReport) -> list[dict[str, Any]]:
+    """The plan's first step and each step whose count or reason differs from the one before."""
+    return [
         {"at": iso(t), "desired_replicas": int(d), "reason": why}
         for k, (t, d, why) in enumerate(
             zip(r.plan_times, r.plan_desired, r.plan_reasons, strict=False)
         )
         if k == 0 or (d, why) != (r.plan_desired[k - 1], r.plan_reasons[k - 1])
     ]
+
+
+def _pool_json(r: PoolReport) -> dict[str, Any]:
+    """One pool of report.json, written out key by key so it reads like the schema."""
+    pool, c = r.pool, r.cost
     return {
         "name": pool.name,
         "target": {
@@ -431,8 +467,12 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
         "closed_loop": dict(r.loop) if r.loop is not None else None,
         "promise": dict(r.promise) if r.promise is not None else None,
         "history": {"points": r.history_points, "days": round(r.history_seconds / DAY_SECONDS, 2)},
-        "forecast": forecast,
-        "plan": {"now": plan_to_dict(r.now), "step_seconds": r.step_seconds, "changes": changes},
+        "forecast": _forecast_json(r),
+        "plan": {
+            "now": plan_to_dict(r.now),
+            "step_seconds": r.step_seconds,
+            "changes": _plan_changes(r),
+        },
         "schedule_windows": [{"name": n, "from": iso(a), "to": iso(b)} for n, a, b in r.windows],
         "peaks": [
             {

@@ -8,7 +8,7 @@ here), the same ones a reader of report.json can use to find a figure on the pag
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -108,25 +108,7 @@ def demand_svg(r: PoolReport, at: float) -> Markup:
                 label=f"{width:.0%} interval",
             )
             ax.plot(_dates(f.times), f.yhat, color="#2563eb", linewidth=1.5, label="forecast")
-        for n, p in enumerate(r.peaks, 1):
-            ax.plot(
-                _dates([p.at]),
-                [p.demand],
-                marker="v",
-                color="#dc2626",
-                markersize=7,
-                linestyle="none",
-                label="next peaks" if n == 1 else None,
-            )
-            ax.annotate(
-                str(n),
-                (_dates([p.at])[0], p.demand),
-                textcoords="offset points",
-                xytext=(0, 8),
-                ha="center",
-                color="#dc2626",
-                fontweight="bold",
-            )
+        _draw_peaks(ax, r.peaks)
         ax.axvline(_dates([at])[0], color="#dc2626", linestyle="--", linewidth=1.2)
         ax.annotate(
             "now",
@@ -156,6 +138,29 @@ def demand_svg(r: PoolReport, at: float) -> Markup:
         )
 
 
+def _draw_peaks(ax: Any, peaks: Sequence[Any]) -> None:
+    """Mark each coming peak on `ax` with a red triangle numbered from 1 (the peaks table's order)."""
+    for n, p in enumerate(peaks, 1):
+        ax.plot(
+            _dates([p.at]),
+            [p.demand],
+            marker="v",
+            color="#dc2626",
+            markersize=7,
+            linestyle="none",
+            label="next peaks" if n == 1 else None,
+        )
+        ax.annotate(
+            str(n),
+            (_dates([p.at])[0], p.demand),
+            textcoords="offset points",
+            xytext=(0, 8),
+            ha="center",
+            color="#dc2626",
+            fontweight="bold",
+        )
+
+
 def _runs(groups: list[str]) -> list[tuple[int, int, str]]:
     """(first, last index exclusive, group) of each stretch with the same reason group."""
     runs, first = [], 0
@@ -179,23 +184,7 @@ def plan_svg(r: PoolReport) -> Markup:
         ax.set_axisbelow(True)
         t, d = r.plan_times, r.plan_desired
         end = t[-1] + (r.step_seconds or 0.0)
-        for name, a, b in r.windows:
-            ax.axvspan(
-                _dates([a])[0],
-                _dates([b])[0],
-                color=REASON_COLOURS["schedule"],
-                alpha=0.08,
-                linewidth=0,
-            )
-            ax.annotate(
-                name,
-                (_dates([a])[0], 1.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(3, -11),
-                textcoords="offset points",
-                color=REASON_COLOURS["schedule"],
-                fontsize=8,
-            )
+        _draw_windows(ax, r.windows)
         xs, ys = _dates(np.append(t, end)), np.append(d, d[-1:])
         ax.fill_between(xs, ys, step="post", color="#94a3b8", alpha=0.25, linewidth=0)
         ax.step(xs, ys, where="post", color="#1e293b", linewidth=1.6)
@@ -213,31 +202,7 @@ def plan_svg(r: PoolReport) -> Markup:
         for side in ("left", "top", "right"):
             ribbon.spines[side].set_visible(False)
         top = max(float(d.max()) if d.size else 0.0, 1.0)
-        cap = r.pool.max_replicas
-        if cap <= 1.5 * top + 2:
-            top = max(top, cap)
-            ax.axhline(cap, color=REASON_COLOURS["max"], linestyle=":", linewidth=1)
-            ax.annotate(
-                f"maxReplicas {cap}",
-                (1.0, cap),
-                xycoords=("axes fraction", "data"),
-                xytext=(-4, 3),
-                textcoords="offset points",
-                ha="right",
-                color=REASON_COLOURS["max"],
-                fontsize=8,
-            )
-        else:
-            ax.annotate(
-                f"maxReplicas {cap} (off the chart)",
-                (1.0, 1.0),
-                xycoords="axes fraction",
-                xytext=(-4, -11),
-                textcoords="offset points",
-                ha="right",
-                color=REASON_COLOURS["max"],
-                fontsize=8,
-            )
+        top = _draw_cap(ax, r.pool.max_replicas, top)
         for p in r.peaks:
             ax.axvline(_dates([p.at])[0], color="#dc2626", linestyle=":", linewidth=0.9)
         handles = [Patch(color=REASON_COLOURS[g], label=g) for g in REASON_COLOURS if g in groups]
@@ -255,6 +220,57 @@ def plan_svg(r: PoolReport) -> Markup:
         return figure_svg(
             fig, f"plan-{r.pool.name}", f"planned placeholder pods for pool {r.pool.name}"
         )
+
+
+def _draw_windows(ax: Any, windows: Sequence[tuple[str, float, float]]) -> None:
+    """Shade each open schedule window (name, from, to) on `ax` and label it with its name."""
+    for name, a, b in windows:
+        ax.axvspan(
+            _dates([a])[0],
+            _dates([b])[0],
+            color=REASON_COLOURS["schedule"],
+            alpha=0.08,
+            linewidth=0,
+        )
+        ax.annotate(
+            name,
+            (_dates([a])[0], 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -11),
+            textcoords="offset points",
+            color=REASON_COLOURS["schedule"],
+            fontsize=8,
+        )
+
+
+def _draw_cap(ax: Any, cap: int, top: float) -> float:
+    """Draw maxReplicas `cap` as a dotted line when it is near the plan's `top`, else note it is
+    off the chart; returns the top the y axis must reach."""
+    if cap <= 1.5 * top + 2:
+        top = max(top, cap)
+        ax.axhline(cap, color=REASON_COLOURS["max"], linestyle=":", linewidth=1)
+        ax.annotate(
+            f"maxReplicas {cap}",
+            (1.0, cap),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, 3),
+            textcoords="offset points",
+            ha="right",
+            color=REASON_COLOURS["max"],
+            fontsize=8,
+        )
+    else:
+        ax.annotate(
+            f"maxReplicas {cap} (off the chart)",
+            (1.0, 1.0),
+            xycoords="axes fraction",
+            xytext=(-4, -11),
+            textcoords="offset points",
+            ha="right",
+            color=REASON_COLOURS["max"],
+            fontsize=8,
+        )
+    return top
 
 
 def past_svg(r: PoolReport) -> Markup:
@@ -305,10 +321,10 @@ def _chart(draw: Callable[..., Markup], r: PoolReport, *args: Any) -> Markup:
         ).format(str(exc)[:200])
 
 
-def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
-    """The figures and table rows of one pool; the template lays them out."""
-    c, acc = r.cost, r.accuracy or {}
-    has_demand = r.forecast is not None or (r.recent is not None and len(r.recent) > 0)
+def _cost_rows(r: PoolReport) -> list[list[str]]:
+    """The cost table of one pool: requests, horizon, pod/CPU/GiB-hours, peak pods (and money
+    when the policy prices a pod)."""
+    c = r.cost
     cost_rows = [
         ["placeholder pod requests", f"{r.pool.placeholder.cpu} CPU, {r.pool.placeholder.memory}"],
         ["horizon", f"{c.hours:.0f} h"],
@@ -320,6 +336,13 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
     ]
     if c.money is not None:
         cost_rows.append(["cost", fmt_money(c.money, c.currency)])
+    return cost_rows
+
+
+def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
+    """The figures and table rows of one pool; the template lays them out."""
+    acc = r.accuracy or {}
+    has_demand = r.forecast is not None or (r.recent is not None and len(r.recent) > 0)
     return {
         "r": r,
         "demand_svg": _chart(demand_svg, r, at) if has_demand else None,
@@ -338,7 +361,7 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
             ]
             for n, p in enumerate(r.peaks, 1)
         ],
-        "cost_rows": cost_rows,
+        "cost_rows": _cost_rows(r),
         "held_back": f"{acc['points']} points from {_when(acc['holdout_start'])}"
         if "points" in acc and "holdout_start" in acc
         else "",

@@ -39,6 +39,7 @@ EXAMPLE = (
 """Shown at the end of `--help`."""
 
 
+# Long on purpose: argparse declarations read best as one flat list.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data", metavar="CSV", required=True, help="demand history CSV (timestamp,value)"
@@ -186,6 +187,7 @@ def parse_windows(text: str) -> tuple[float, ...]:
     return tuple(sorted(set(values)))
 
 
+# Long on purpose: one flat field-by-field mapping from flags to settings.
 def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
     """Check the numeric flags (every problem at once) and build the settings."""
     problems = []
@@ -279,6 +281,7 @@ def priced(result: BacktestResult, cost: Cost | None, cores_per_node: float) -> 
     return replace(result, promise=[{**e, **extra} for e in result.promise or []])
 
 
+# Long on purpose: linear command flow: load, simulate, report.
 def run(args: argparse.Namespace) -> int:
     from predictive_headroom.sources.csvsource import read_csv_history
 

@@ -241,6 +241,7 @@ def _simulate_feedback(pods: np.ndarray, decide: Decide, cluster: ClusterSpec) -
     )
 
 
+# Long on purpose: hot loop: helper calls per step would cost speed.
 def _simulate_interrupted(
     pods: np.ndarray, strategy: np.ndarray | Decide, cluster: ClusterSpec, spec: Interruptions
 ) -> Run:

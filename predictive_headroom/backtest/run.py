@@ -417,6 +417,7 @@ def run_backtest(
     return result
 
 
+# Long on purpose: the table of interrupted cases, one row each, read as one list.
 def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> InterruptionReport:
     """The strategies on the interrupted cluster (module docstring), each against its calm run."""
     s = r.settings

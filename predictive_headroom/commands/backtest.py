@@ -187,7 +187,7 @@ def parse_windows(text: str) -> tuple[float, ...]:
     return tuple(sorted(set(values)))
 
 
-# Long on purpose: one flat field-by-field mapping from flags to settings.
+# Long on purpose: one check per flag, so every problem is reported at once, then one mapping.
 def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
     """Check the numeric flags (every problem at once) and build the settings."""
     problems = []
@@ -281,7 +281,6 @@ def priced(result: BacktestResult, cost: Cost | None, cores_per_node: float) -> 
     return replace(result, promise=[{**e, **extra} for e in result.promise or []])
 
 
-# Long on purpose: linear command flow: load, simulate, report.
 def run(args: argparse.Namespace) -> int:
     from predictive_headroom.sources.csvsource import read_csv_history
 
@@ -312,43 +311,49 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print_json(result.to_dict())
     else:
-        print(format_table(result))
-        if result.dial:
-            print()
-            print(
-                "burst quantile dial (forecast and naive replayed at each; x vs static at equal node-hours):"
-            )
-            print(format_dial(result))
-        if result.stabilization_dial:
-            print()
-            print(
-                "scale-down stabilisation dial (forecast and naive replayed with each window; x vs static at equal node-hours):"
-            )
-            print(format_stabilization_dial(result))
-        if result.frontier is not None:
-            print()
-            print(
-                "cost at equal protection (overhead node-hours over no headroom; forecast and naive "
-                "tuned walk-forward, static's N chosen in hindsight):"
-            )
-            print(format_frontier(result.frontier))
-        if result.promise:
-            print()
-            print(
-                "the promise (protection: P replayed as the daemon keeps it, each day's setting "
-                "and reserve chosen on the days before it):"
-            )
-            for entry in result.promise:
-                print(f"  {sentence(entry)}")
-        if result.interruptions is not None:
-            report = result.interruptions
-            print()
-            print(
-                f"with nodes interrupted at {100 * 24 * report.rate_per_node_hour:g}%/day, "
-                f"{report.notice_seconds:g} s notice (seed {report.seed}); planner strategies "
-                "with the disruption component:"
-            )
-            print(format_interruptions(result))
-        print()
-        print(headline(result))
+        print_text(result)
     return 0
+
+
+def print_text(result: BacktestResult) -> None:
+    """The backtest as text on stdout: the strategy table, then each section the run has (dials,
+    cost at equal protection, the promise, interruptions), then the headline."""
+    print(format_table(result))
+    if result.dial:
+        print()
+        print(
+            "burst quantile dial (forecast and naive replayed at each; x vs static at equal node-hours):"
+        )
+        print(format_dial(result))
+    if result.stabilization_dial:
+        print()
+        print(
+            "scale-down stabilisation dial (forecast and naive replayed with each window; x vs static at equal node-hours):"
+        )
+        print(format_stabilization_dial(result))
+    if result.frontier is not None:
+        print()
+        print(
+            "cost at equal protection (overhead node-hours over no headroom; forecast and naive "
+            "tuned walk-forward, static's N chosen in hindsight):"
+        )
+        print(format_frontier(result.frontier))
+    if result.promise:
+        print()
+        print(
+            "the promise (protection: P replayed as the daemon keeps it, each day's setting "
+            "and reserve chosen on the days before it):"
+        )
+        for entry in result.promise:
+            print(f"  {sentence(entry)}")
+    if result.interruptions is not None:
+        report = result.interruptions
+        print()
+        print(
+            f"with nodes interrupted at {100 * 24 * report.rate_per_node_hour:g}%/day, "
+            f"{report.notice_seconds:g} s notice (seed {report.seed}); planner strategies "
+            "with the disruption component:"
+        )
+        print(format_interruptions(result))
+    print()
+    print(headline(result))

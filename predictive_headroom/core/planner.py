@@ -65,6 +65,7 @@ class ForecastPart:
         return self.allowance.value if self.allowance is not None else 0.0
 
 
+# Long on purpose: the plan's one rule, read top to bottom in the order docs/design.md states it.
 def combine(
     pool: Pool,
     at: float,
@@ -86,7 +87,6 @@ def combine(
     `disruption` is left out of the components (and of the JSON) when None or when the pool turns
     it off.
     """
-    # Long on purpose: the plan's one rule, read top to bottom in the order docs/design.md states it.
     components: dict[str, int | None] = {
         "min": pool.min_replicas,
         "max": pool.max_replicas,

@@ -33,16 +33,7 @@ def format_table(result: BacktestResult) -> str:
                 x,
             ]
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    lines = [
-        "  ".join(
-            c.rjust(w) if i else c.ljust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=False))
-        )
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return columns(rows)
 
 
 def format_dial(result: BacktestResult) -> str:
@@ -80,10 +71,7 @@ def _sweep_table(first: str, points: list[tuple[str, StrategyResult, StrategyRes
                 "inf" if d["x"] is None else f"{d['x']:.2f}",
             ]
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return columns(rows, first_left=False)
 
 
 FRONTIER_COLUMNS = ("static", "proportional", "naive tuned", "forecast tuned", "forecast", "oracle")
@@ -122,10 +110,7 @@ def format_frontier(frontier: dict[str, Any]) -> str:
                 chosen["label"] if chosen else "-",
             ]
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
-    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return columns(rows, first_left=False)
 
 
 def format_interruptions(result: BacktestResult) -> str:
@@ -155,11 +140,17 @@ def format_interruptions(result: BacktestResult) -> str:
                 str(d["interruptions"]),
             ]
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    return columns(rows)
+
+
+def columns(rows: list[list[str]], first_left: bool = True) -> str:
+    """`rows` (the header first) as aligned text columns two spaces apart, a rule under the
+    header; numbers right-aligned, the first column left-aligned unless `first_left` is False."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
-            c.rjust(w) if i else c.ljust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            c.ljust(w) if first_left and not i else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=False))
         )
         for row in rows
     ]

@@ -8,11 +8,15 @@ missing). Each starts at most once per test session, and only when a test asks f
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
 import pytest
 from promfixture import PromServer, missing_binaries, prometheus_with_demand
+
+# The e2e tier (tests/e2e, a real control plane built with Go) runs only under `make e2e`.
+collect_ignore = [] if os.environ.get("PH_E2E") else ["e2e"]
 
 
 def _require_prometheus() -> None:

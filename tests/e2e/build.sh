@@ -6,7 +6,7 @@
 #
 # Each build module under tests/e2e/gomod/<name>/ pins exact versions in its go.mod and go.sum;
 # the binaries go to ${PH_E2E_BINS:-${XDG_CACHE_HOME:-$HOME/.cache}/predictive-headroom/e2e-bins/<key>}
-# where <key> is a hash of every go.mod, go.sum and this script, so a second run builds nothing
+# where <key> is a hash of every go.mod, go.sum, tools.go and the build flags, so a second run builds nothing
 # and a changed pin builds into a new directory. GOMODCACHE and GOCACHE stay at Go's defaults.
 #
 # etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok are required: a module
@@ -20,7 +20,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$HERE/gomod"
 FLAGS=(-trimpath "-ldflags=-s -w")
 
-key="$(cat "$0" "$BUILD"/*/go.mod "$BUILD"/*/go.sum "$BUILD"/*/*.go 2>/dev/null | sha256sum | cut -c1-16)"
+key="$( (echo "${FLAGS[*]}"; cat "$BUILD"/*/go.mod "$BUILD"/*/go.sum "$BUILD"/*/*.go) 2>/dev/null | sha256sum | cut -c1-16)"
 DIR="${PH_E2E_BINS:-${XDG_CACHE_HOME:-$HOME/.cache}/predictive-headroom/e2e-bins/$key}"
 if [[ "${1:-}" == "--dir" ]]; then
   echo "$DIR"
@@ -103,7 +103,7 @@ build kwok sigs.k8s.io/kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 # cluster-autoscaler: a nested module of k8s.io/autoscaler whose tags are not Go-style, so its
 # go.mod names the release commit as a pseudo-version. Built only with the kwok cloud provider.
 CA_MODULE=k8s.io/autoscaler/cluster-autoscaler
-CA_VERSION=$(sed -n 's#^require '"$CA_MODULE"' \(v[^ ]*\).*#\1#p' "$BUILD/autoscaler/go.mod")
+CA_VERSION=$(sed -n 's#^[[:space:]]*'"$CA_MODULE"' \(v[^ ]*\).*#\1#p' "$BUILD/autoscaler/go.mod" | head -1)
 if [[ -x "$DIR/cluster-autoscaler" ]]; then
   say "autoscaler: cached (cluster-autoscaler)"
 elif ! out=$(cd "$BUILD/autoscaler" && GOFLAGS=-mod=mod go mod download -json "$CA_MODULE@$CA_VERSION" 2>&1); then

@@ -109,6 +109,8 @@ class DisruptionWatch:
         self.pools: dict[str, _PoolWatch] = {}
         self._lock = threading.Lock()
         self._reads: dict[str, Future[tuple[PodOnNode, ...]]] = {}
+        self._refused: str | None = None
+        """The last refusal (403) of the pod read that was logged: logged once, not every reconcile."""
 
     def begin(self) -> None:
         """A new reconcile: the pods on leaving nodes are listed afresh."""
@@ -186,6 +188,9 @@ class DisruptionWatch:
                     pods = self._pods_on(leaving.name)
                 except Forbidden as exc:
                     note = f"pods could not be listed ({exc}); estimated from allocatable"
+                    if str(exc) != self._refused:  # the permission is named once, not each time
+                        self._refused = str(exc)
+                        logger.warning("pool %s: %s; estimated from allocatable", pool.name, exc)
                 except Exception as exc:
                     logger.warning(
                         "pool %s: cannot list pods on %s: %s", pool.name, leaving.name, exc

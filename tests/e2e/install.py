@@ -37,11 +37,15 @@ def install(
     cluster: Any, workdir: Path, values: dict[str, Any] | None = None, namespace: str = NS,
     release: str = "predictive-headroom",
 ) -> Installed:  # fmt: skip
-    """Render the chart with `values` (daemon replicas 0) and server-side apply it."""
+    """Render the chart with `values` and server-side apply it, less the daemon's Deployment and
+    PodDisruptionBudget (the tests run the daemon as a local process)."""
     kube = Kube(cluster.api())
-    objects = render_chart(
-        {"replicaCount": 0, **(values or {})}, release=release, namespace=namespace
-    )
+    objects = [
+        o
+        for o in render_chart(values, release=release, namespace=namespace)
+        if o["kind"] != "PodDisruptionBudget"
+        and o["metadata"].get("labels", {}).get("app.kubernetes.io/component") != "daemon"
+    ]
     order = {"PriorityClass": 0, "ServiceAccount": 1}
     ensure_namespace(kube.api, namespace)
     for obj in sorted(objects, key=lambda o: order.get(o["kind"], 2)):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import signal
 import socket
 import ssl
@@ -72,11 +73,22 @@ def autoscaler_blocked(bins: Path) -> str | None:
     return marker.read_text().strip() if marker.exists() else "cluster-autoscaler was not built"
 
 
+_PORTS = random.Random()
+
+
 def free_port() -> int:
-    """A loopback TCP port free right now (the kernel's pick)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback TCP port free right now, below Linux's ephemeral range (32768-60999): a port
+    the kernel picked would be handed out again as the local port of some outgoing connection
+    before the component gets to bind it."""
+    for _ in range(200):
+        port = _PORTS.randrange(20000, 32000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise ClusterError("no free loopback port in 20000-32000")
 
 
 @dataclass

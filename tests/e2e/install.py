@@ -23,6 +23,8 @@ class Installed:
     objects: list[dict[str, Any]]
     kubeconfig: Path
     service_account: str
+    lease: str
+    """The Lease name the chart's daemon is given (PH_LEASE_NAME), the one its Role names."""
 
     def placeholder(self, pool: str = "general") -> str:
         return next(
@@ -40,12 +42,18 @@ def install(
     """Render the chart with `values` and server-side apply it, less the daemon's Deployment and
     PodDisruptionBudget (the tests run the daemon as a local process)."""
     kube = Kube(cluster.api())
-    objects = [
+    rendered = render_chart(values, release=release, namespace=namespace)
+    daemon = next(
         o
-        for o in render_chart(values, release=release, namespace=namespace)
-        if o["kind"] != "PodDisruptionBudget"
-        and o["metadata"].get("labels", {}).get("app.kubernetes.io/component") != "daemon"
-    ]
+        for o in rendered
+        if o["kind"] == "Deployment"
+        and o["metadata"]["labels"].get("app.kubernetes.io/component") == "daemon"
+    )
+    env = {
+        e["name"]: e.get("value")
+        for e in daemon["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    objects = [o for o in rendered if o is not daemon and o["kind"] != "PodDisruptionBudget"]
     order = {"PriorityClass": 0, "ServiceAccount": 1}
     ensure_namespace(kube.api, namespace)
     for obj in sorted(objects, key=lambda o: order.get(o["kind"], 2)):
@@ -57,7 +65,7 @@ def install(
         kube.api, cluster.server, cluster.pki / "ca.crt", namespace, account,
         workdir / f"{release}.kubeconfig",
     )  # fmt: skip
-    return Installed(namespace, objects, kubeconfig, account)
+    return Installed(namespace, objects, kubeconfig, account, env["PH_LEASE_NAME"])
 
 
 def replicas(api: Any, namespace: str, name: str) -> int:

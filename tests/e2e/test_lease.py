@@ -1,6 +1,7 @@
 """Two daemons, one Lease (the real coordination.k8s.io API): one writer; SIGKILL the leader and
 the other writes within the lease duration; a leader frozen past its lease (SIGSTOP) writes
-nothing once it runs again."""
+nothing once it runs again. Writes are caused by changing the policy file both daemons read (a
+person's change of the replicas would be left alone: manual-override)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from datetime import UTC, datetime
 
 import pytest
 from daemonproc import DaemonProc, write_policy
-from install import install, replicas, set_replicas
+from install import install, replicas
 from kube import wait_for
 
 LEASE = 6.0
 """PH_LEASE_DURATION of both daemons (renew deadline 4 s, retry every 0.8 s)."""
-WRITE = re.compile(r"^(\S+ \S+) INFO \S+: pool general: Deployment \S+ replicas (\d+) -> (\d+)")
+WRITE = re.compile(r"^(\S+ \S+) INFO \S+: pool general: \S+ replicas (\d+) -> (\d+)")
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +37,13 @@ def writes(daemon: DaemonProc) -> list[float]:
     return out
 
 
-def knock_down(api, release, until: float, every: float = 1.0) -> None:
-    """Set the placeholders to 0 every `every` s until `until`: the leader puts them back."""
+def toggle(policy, pool: dict, until: float, every: float = 1.5) -> None:
+    """Raise the pool's minReplicas by one every `every` s until `until`: each raise is a write
+    for whichever daemon leads (the policy file is re-read when it changes; a lowered floor
+    would be held by the scale-down stabilization)."""
     while time.time() < until:
-        set_replicas(api, release.namespace, release.placeholder(), 0)
+        pool["minReplicas"] += 1
+        write_policy(policy, [pool])
         time.sleep(every)
 
 
@@ -50,27 +54,31 @@ def test_one_writer_then_the_standby_takes_over_and_a_frozen_leader_stays_silent
     pool = {
         "name": "general",
         "target": {"kind": "Deployment", "namespace": "lease", "name": release.placeholder()},
-        "maxReplicas": 10,
+        "maxReplicas": 100,
         "minReplicas": 2,
         "placeholder": {"requests": {"cpu": "1", "memory": "1Gi"}},
     }
     policy = write_policy(tmp_path / "policy.yaml", [pool])
-    env = {"PH_NAMESPACE": "lease", "PH_LEASE_NAME": "lease", "PH_LEASE_DURATION": str(LEASE)}
+    env = {"PH_NAMESPACE": "lease", "PH_LEASE_NAME": release.lease, "PH_LEASE_DURATION": str(LEASE)}
     daemons = [DaemonProc(n, tmp_path, policy, release.kubeconfig, **env) for n in ("a", "b", "c")]
     a, b, c = daemons
     try:
         a.start()
         b.start()
         wait_for(lambda: replicas(api, "lease", release.placeholder()) == 2, 60, "a first write")
-        knock_down(api, release, time.time() + 8)
-        wait_for(lambda: replicas(api, "lease", release.placeholder()) == 2, 10, "a restore")
+        toggle(policy, pool, time.time() + 8)
+        wait_for(
+            lambda: replicas(api, "lease", release.placeholder()) == pool["minReplicas"],
+            10,
+            "the last change written",
+        )
         wrote = [d for d in (a, b) if writes(d)]
         assert len(wrote) == 1, f"writers: {[d.name for d in wrote]}\n{a.text()}\n{b.text()}"
         leader, standby = wrote[0], b if wrote[0] is a else a
 
         leader.kill()
         killed = time.time()
-        knock_down(api, release, killed + LEASE + 6)
+        toggle(policy, pool, killed + LEASE + 6)
         taken = [t for t in writes(standby) if t > killed]
         assert taken, standby.text()
         took_over = taken[0] - killed
@@ -84,12 +92,12 @@ def test_one_writer_then_the_standby_takes_over_and_a_frozen_leader_stays_silent
         os.kill(standby.popen.pid, signal.SIGSTOP)
         frozen = time.time()
         try:
-            knock_down(api, release, frozen + LEASE + 6)
+            toggle(policy, pool, frozen + LEASE + 6)
         finally:
             os.kill(standby.popen.pid, signal.SIGCONT)
         resumed = time.time()
         assert [t for t in writes(c) if t > frozen], c.text()
-        knock_down(api, release, resumed + 6)
+        toggle(policy, pool, resumed + 6)
         late = [t for t in writes(standby) if t > frozen]
         assert not late, f"the frozen leader wrote after it lost the Lease:\n{standby.text()}"
     finally:

@@ -37,7 +37,7 @@ def test_a_restarted_api_server_keeps_the_floor_and_gets_no_second_write(
     policy = write_policy(tmp_path / "policy.yaml", [pool])
     daemon = DaemonProc(
         "restart", tmp_path, policy, release.kubeconfig, PH_NAMESPACE="restart",
-        PH_LEASE_NAME="restart", PH_LEASE_DURATION="15",
+        PH_LEASE_NAME=release.lease, PH_LEASE_DURATION="15",
     )  # fmt: skip
     try:
         daemon.start()
@@ -61,12 +61,10 @@ def test_a_restarted_api_server_keeps_the_floor_and_gets_no_second_write(
             "restart", field_selector="reason=Scaled"
         )
         assert len(events.items) == 1, [e.message for e in events.items]
-        # It still acts: a person's change back to 0 is put right again after the restart.
-        from install import set_replicas
-
-        set_replicas(api, "restart", release.placeholder(), 0)
+        # It still acts: a raised floor in the policy is written after the restart.
+        write_policy(policy, [{**pool, "minReplicas": 4}])
         wait_for(
-            lambda: replicas(api, "restart", release.placeholder()) == 3, 30, "the floor again"
+            lambda: replicas(api, "restart", release.placeholder()) == 4, 30, "the raised floor"
         )
         assert [t for t in writes(daemon) if t > restarted], daemon.text()
     finally:

@@ -174,34 +174,31 @@ def kubeconfig(server: str, ca: Path, user: dict[str, str], name: str = "e2e") -
 def kwok_stages(node_ready_delay: float) -> list[dict[str, Any]]:
     """kwok's Stages: a node turns Ready after `node_ready_delay` s and keeps a heartbeat (node
     Lease); a pod on a kwok node runs as soon as it is bound, and is gone when deleted."""
-    conditions = """
-      conditions:
-      {{ range NodeConditions }}
-      - lastHeartbeatTime: {{ Now | Quote }}
-        lastTransitionTime: {{ Now | Quote }}
-        message: {{ .message | Quote }}
-        reason: {{ .reason | Quote }}
-        status: {{ .status | Quote }}
-        type: {{ .type | Quote }}
-      {{ end }}"""
-    node_status = (
-        conditions
-        + """
-      addresses:
-      - address: {{ NodeIP | Quote }}
-        type: InternalIP
-      - address: {{ NodeName | Quote }}
-        type: Hostname
-      allocatable: {{ YAML .status.allocatable 1 }}
-      capacity: {{ YAML .status.capacity 1 }}
-      nodeInfo:
-        architecture: amd64
-        operatingSystem: linux
-        kubeletVersion: v1.34.9-kwok
-        containerRuntimeVersion: kwok
-      phase: Running
+    node_status = """conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ Now | Quote }}
+  lastTransitionTime: {{ Now | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+addresses:
+- address: {{ NodeIP | Quote }}
+  type: InternalIP
+- address: {{ NodeName | Quote }}
+  type: Hostname
+allocatable:
+{{ YAML .status.allocatable 1 }}
+capacity:
+{{ YAML .status.capacity 1 }}
+nodeInfo:
+  architecture: amd64
+  operatingSystem: linux
+  kubeletVersion: v1.34.9-kwok
+  containerRuntimeVersion: kwok
+phase: Running
 """
-    )
     ready = '.status.conditions.[] | select( .type == "Ready" ) | .status'
     node = {"apiGroup": "v1", "kind": "Node"}
     pod = {"apiGroup": "v1", "kind": "Pod"}
@@ -249,28 +246,24 @@ def kwok_stages(node_ready_delay: float) -> list[dict[str, Any]]:
                     ]
                 },
                 "next": {
-                    "statusTemplate": """
-      {{ $now := Now }}
-      conditions:
-      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Initialized}
-      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Ready}
-      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: ContainersReady}
-      {{ range .spec.readinessGates }}
-      - {lastTransitionTime: {{ $now | Quote }}, status: "True", type: {{ .conditionType | Quote }}}
-      {{ end }}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: true
-        restartCount: 0
-        started: true
-        state: {running: {startedAt: {{ $now | Quote }}}}
-      {{ end }}
-      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-      podIP: {{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}
-      phase: Running
-      startTime: {{ $now | Quote }}
+                    "statusTemplate": """{{ $now := Now }}
+conditions:
+- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Initialized}
+- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Ready}
+- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: ContainersReady}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  started: true
+  state: {running: {startedAt: {{ $now | Quote }}}}
+{{ end }}
+hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+podIP: {{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}
+phase: Running
+startTime: {{ $now | Quote }}
 """
                 },
             },
@@ -612,5 +605,16 @@ def node_body(
             "annotations": {"kwok.x-k8s.io/node": "fake"},
         },
         "spec": {"taints": [NOT_READY_TAINT]},
-        "status": {"capacity": capacity, "allocatable": capacity},
+        "status": {
+            "capacity": capacity,
+            "allocatable": capacity,
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "KubeletNotReady",
+                    "message": "booting",
+                }
+            ],
+        },
     }

@@ -44,7 +44,10 @@ def pod_cpu(pod: Any) -> float:
 
 
 def unschedulable(pod: Any) -> bool:
+    """Marked unschedulable by the scheduler and not about to run where it preempted room."""
     if pod.spec.node_name or pod.metadata.deletion_timestamp:
+        return False
+    if pod.status and pod.status.nominated_node_name:
         return False
     for condition in (pod.status and pod.status.conditions) or []:
         if condition.type == "PodScheduled" and condition.status == "False":

@@ -43,6 +43,14 @@ def setup(cluster, tmp_path_factory):
             core.delete_node(node.metadata.name)
 
 
+def describe_nodes(api) -> list[tuple]:
+    core = kubernetes.client.CoreV1Api(api)
+    return [
+        (n.metadata.name, node_ready(n), [t.key for t in n.spec.taints or []])
+        for n in core.list_node(label_selector="type=kwok").items
+    ]
+
+
 def ready_nodes(api, prefix="pre") -> int:
     core = kubernetes.client.CoreV1Api(api)
     return sum(
@@ -64,7 +72,7 @@ def test_app_pods_preempt_placeholders_and_the_evicted_ones_get_a_new_node(clust
     wait_for(
         lambda: running(api, "preempt", PLACEHOLDERS) == 8, delay + 60, "8 placeholders running"
     )
-    assert ready_nodes(api) == 1
+    assert ready_nodes(api) == 1, describe_nodes(api)
     nodes_before = provisioner.added
 
     set_replicas(api, APPS, "app", 4)
@@ -84,7 +92,7 @@ def test_app_pods_preempt_placeholders_and_the_evicted_ones_get_a_new_node(clust
     wait_for(
         lambda: running(api, "preempt", PLACEHOLDERS) == 8, delay + 60, "placeholders rescheduled"
     )
-    assert ready_nodes(api) == 2
+    wait_for(lambda: ready_nodes(api) == 2, 20, f"2 ready nodes: {describe_nodes(api)}")
     events = kubernetes.client.CoreV1Api(api).list_namespaced_event(
         "preempt", field_selector="reason=Preempted"
     )

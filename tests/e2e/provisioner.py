@@ -73,12 +73,15 @@ class Provisioner:
         expendable_cutoff: int = -10,
         prefix: str = "kwok-ng",
         utilization: float = 0.5,
+        namespaces: set[str] | None = None,
     ) -> None:
         self.core = kubernetes.client.CoreV1Api(api)
         self.slots, self.memory, self.max_nodes = slots, memory, max_nodes
         self.scan_interval, self.unneeded_time = scan_interval, unneeded_time
         self.cutoff, self.prefix = expendable_cutoff, prefix
         self.utilization = utilization
+        self.namespaces = namespaces
+        """Only pending pods of these namespaces ask for nodes (None: all, as Cluster Autoscaler)."""
         self.added = 0
         self.removed = 0
         self.errors: list[str] = []

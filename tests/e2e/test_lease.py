@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 from daemonproc import DaemonProc, write_policy
-from install import install, replicas
+from install import install, replicas, set_replicas
 from kube import wait_for
 
 LEASE = 6.0
@@ -23,7 +23,11 @@ WRITE = re.compile(r"^(\S+ \S+) INFO \S+: pool general: \S+ replicas (\d+) -> (\
 
 @pytest.fixture(scope="module")
 def release(cluster, tmp_path_factory):
-    return install(cluster, tmp_path_factory.mktemp("lease"), namespace="lease", release="lease")
+    installed = install(
+        cluster, tmp_path_factory.mktemp("lease"), namespace="lease", release="lease"
+    )
+    yield installed
+    set_replicas(cluster.api(), "lease", installed.placeholder(), 0)
 
 
 def writes(daemon: DaemonProc) -> list[float]:

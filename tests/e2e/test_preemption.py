@@ -31,7 +31,10 @@ def setup(cluster, tmp_path_factory):
     )
     api = cluster.api()
     create_app(api, APPS)
-    provisioner = Provisioner(api, slots=8, scan_interval=1.0, unneeded_time=3600, prefix="pre")
+    provisioner = Provisioner(
+        api, slots=8, scan_interval=1.0, unneeded_time=3600, prefix="pre",
+        namespaces={"preempt", APPS},
+    )  # fmt: skip
     provisioner.start()
     yield release, provisioner
     provisioner.stop()

@@ -9,7 +9,7 @@ import time
 import kubernetes.client
 import pytest
 from daemonproc import DaemonProc, write_policy
-from install import install, replicas
+from install import install, replicas, set_replicas
 from kube import wait_for
 
 from predictive_headroom.kube.cluster import load_kube_config
@@ -17,7 +17,11 @@ from predictive_headroom.kube.cluster import load_kube_config
 
 @pytest.fixture(scope="module")
 def release(cluster, tmp_path_factory):
-    return install(cluster, tmp_path_factory.mktemp("rbac"))
+    """The chart as a release of its own (test_apply's kustomize overlays grant the
+    predictive-headroom ServiceAccount more, e.g. nodepods' cluster-wide pod list)."""
+    installed = install(cluster, tmp_path_factory.mktemp("rbac"), namespace="rbac", release="rbac")
+    yield installed
+    set_replicas(cluster.api(), "rbac", installed.placeholder(), 0)
 
 
 def pool(release, **extra):

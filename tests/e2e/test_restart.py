@@ -8,7 +8,7 @@ import time
 import kubernetes.client
 import pytest
 from daemonproc import DaemonProc, write_policy
-from install import install, replicas
+from install import install, replicas, set_replicas
 from kube import wait_for
 from test_lease import writes
 
@@ -18,9 +18,11 @@ DOWN = 6.0
 
 @pytest.fixture(scope="module")
 def release(cluster, tmp_path_factory):
-    return install(
+    installed = install(
         cluster, tmp_path_factory.mktemp("restart"), namespace="restart", release="restart"
     )
+    yield installed
+    set_replicas(cluster.api(), "restart", installed.placeholder(), 0)
 
 
 def test_a_restarted_api_server_keeps_the_floor_and_gets_no_second_write(

@@ -72,6 +72,8 @@ RENDERINGS = {
     "kustomize-example": lambda: render_kustomize("overlays/example"),
     "kustomize-podwait": lambda: render_kustomize("podwait"),
     "kustomize-nodepods": lambda: render_kustomize("nodepods"),
+    "kustomize-capacitybuffer-namespaced": lambda: render_kustomize("capacitybuffer/namespaced"),
+    "kustomize-capacitybuffer-cluster": lambda: render_kustomize("capacitybuffer/cluster"),
 }
 
 

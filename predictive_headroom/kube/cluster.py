@@ -30,7 +30,6 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client import ApiClient
 from kubernetes.config.config_exception import ConfigException
-from kubernetes.utils import parse_quantity
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -44,6 +43,7 @@ from predictive_headroom.kube.api import (
     _Op,
 )
 from predictive_headroom.kube.errors import Conflict
+from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.disruption import is_spot
 from predictive_headroom.protocols import (
@@ -252,6 +252,22 @@ class KubeClusterReader:
         self.options = options or CallOptions()
         self.page_size = page_size
         self._core = kubernetes.client.CoreV1Api(api_client)
+        self._warned: set[tuple[str, ...]] = set()
+
+    def _leave_out(self, node: dict[str, Any], problems: list[str]) -> None:
+        """Warn (once per node and problem) that `node` is left out of the counts."""
+        name = str((node.get("metadata") or {}).get("name", "?"))
+        key = (name, *problems)
+        if key in self._warned:
+            logger.debug("node %s left out again: %s", name, "; ".join(problems))
+            return
+        self._warned.add(key)
+        logger.warning(
+            "node %s is left out of the node counts and the disruption component: %s; "
+            "the pool plans on its other nodes",
+            name,
+            "; ".join(problems),
+        )
 
     def cluster_state(self, label_selector: str) -> ClusterState:
         """Node and core counts (all, and schedulable) for nodes matching `label_selector` ('' = all)."""
@@ -281,14 +297,19 @@ class KubeClusterReader:
             )
             page = _json_answer(op, response, ClusterReadError)
             for node in page.get("items") or ():
-                allocatable = (node.get("status") or {}).get("allocatable") or {}
-                cpu = float(parse_quantity(allocatable.get("cpu", "0")))
+                allocatable, problems = amounts(
+                    "status.allocatable", (node.get("status") or {}).get("allocatable") or {}
+                )
+                if problems:
+                    self._leave_out(node, problems)
+                    continue
+                cpu = dict(allocatable).get("cpu", 0.0)
                 nodes += 1
                 cores += cpu
                 if not (node.get("spec") or {}).get("unschedulable"):
                     schedulable += 1
                     schedulable_cores += cpu
-                found = _node_seen(node)
+                found = _node_seen(node, allocatable)
                 if found is not None:
                     seen.append(found)
             token = (page.get("metadata") or {}).get("continue")
@@ -297,8 +318,9 @@ class KubeClusterReader:
                 return NodeList(state, tuple(seen))
 
 
-def _node_seen(node: dict[str, Any]) -> NodeSeen | None:
-    """Creation and Ready times of one node of a list (None when it has no creation time)."""
+def _node_seen(node: dict[str, Any], allocatable: tuple[tuple[str, float], ...]) -> NodeSeen | None:
+    """Creation and Ready times of one node of a list (None when it has no creation time), with
+    its checked `allocatable`."""
     meta = node.get("metadata") or {}
     created = parse_time(meta.get("creationTimestamp"))
     if created is None:
@@ -307,7 +329,6 @@ def _node_seen(node: dict[str, Any]) -> NodeSeen | None:
     since = parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
     spec = node.get("spec") or {}
     taints = tuple(str(t.get("key", "")) for t in spec.get("taints") or () if isinstance(t, dict))
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
     return NodeSeen(
         str(meta.get("name", "")),
         str(meta.get("uid", "")),
@@ -316,20 +337,8 @@ def _node_seen(node: dict[str, Any]) -> NodeSeen | None:
         unschedulable=bool(spec.get("unschedulable")),
         taints=taints,
         spot=is_spot(meta.get("labels") or {}),
-        allocatable=quantities(allocatable),
+        allocatable=allocatable,
     )
-
-
-def quantities(resources: Any) -> tuple[tuple[str, float], ...]:
-    """(name, amount) of a resource map (`{"cpu": "500m", "memory": "1Gi"}`), sorted by name;
-    unreadable amounts are left out."""
-    out = []
-    for name, text in (resources or {}).items() if isinstance(resources, dict) else ():
-        try:
-            out.append((str(name), float(parse_quantity(text))))
-        except (ValueError, TypeError, ArithmeticError):
-            continue
-    return tuple(sorted(out))
 
 
 def parse_time(text: Any) -> float | None:

@@ -19,7 +19,8 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions, _call, _Op
-from predictive_headroom.kube.cluster import _json_answer, condition, parse_time, quantities
+from predictive_headroom.kube.cluster import _json_answer, condition, parse_time
+from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption
 
 logger = logging.getLogger(__name__)
@@ -140,14 +141,30 @@ def pod_on_node(pod: dict[str, Any]) -> PodOnNode:
     placeholder (the headroom itself)."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     total: dict[str, float] = {}
+    problems: list[str] = []
+
+    def requests(field: str, resources: Any) -> tuple[tuple[str, float], ...]:
+        good, bad = amounts(field, resources)
+        problems.extend(bad)
+        return good
+
     for container in spec.get("containers") or ():
-        for name, amount in quantities((container.get("resources") or {}).get("requests")):
+        field = f"spec.containers[{container.get('name')}].resources.requests"
+        for name, amount in requests(field, (container.get("resources") or {}).get("requests")):
             total[name] = total.get(name, 0.0) + amount
     for container in spec.get("initContainers") or ():
-        for name, amount in quantities((container.get("resources") or {}).get("requests")):
+        field = f"spec.initContainers[{container.get('name')}].resources.requests"
+        for name, amount in requests(field, (container.get("resources") or {}).get("requests")):
             total[name] = max(total.get(name, 0.0), amount)
-    for name, amount in quantities(spec.get("overhead")):
+    for name, amount in requests("spec.overhead", spec.get("overhead")):
         total[name] = total.get(name, 0.0) + amount
+    if problems:
+        logger.warning(
+            "pod %s/%s: %s; those requests are left out of the disruption component",
+            meta.get("namespace", ""),
+            meta.get("name", ""),
+            "; ".join(problems),
+        )
     owners = meta.get("ownerReferences") or ()
     excluded = (
         any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)

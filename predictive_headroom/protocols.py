@@ -193,10 +193,10 @@ class PodReader(Protocol):
 
 @runtime_checkable
 class NodePodReader(Protocol):
-    """Lists the pods bound to one node, across namespaces (opt-in: `list pods` cluster-wide)."""
+    """Lists the pods bound to nodes, across namespaces (opt-in: `list pods` cluster-wide)."""
 
-    def pods_on_node(self, node: str) -> tuple[PodOnNode, ...]:
-        """The pods bound to `node` that have not ended."""
+    def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
+        """The pods bound to a node that have not ended, by node name, from one list."""
         ...
 
 

@@ -7,6 +7,7 @@ clocks; each says the figure the issue measured and asserts the behaviour a user
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -154,3 +155,91 @@ def test_a_pod_request_of_nan_is_left_out_with_the_pod_and_field_named(
         "shop/cart-2" in r.getMessage() and "resources.requests.cpu 'NaN'" in r.getMessage()
         for r in caplog.records
     )
+
+
+# -- 1. a mass consolidation with slow pod lists leaves the pool unscaled ----------------------------
+
+
+def consolidation(server: FakeApiServer, nodes: int = 200, pods_per_node: int = 6) -> None:
+    """`nodes` nodes of 8 cores tainted `karpenter.sh/disrupted`, each running `pods_per_node`
+    pods of half a core: 3 placeholders of room per node."""
+    for i in range(nodes):
+        name = f"n-{i:03d}"
+        server.add_node(name, cpu="8", labels={"pool": "web"}, allocatable={"memory": "32Gi"})
+        server.taint_node(name, "karpenter.sh/disrupted")
+        for k in range(pods_per_node):
+            server.add_pod("shop", f"app-{i:03d}-{k}", name, {"cpu": "500m"}, "ReplicaSet")
+
+
+def pod_lists(server: FakeApiServer) -> list[object]:
+    return server.requests("GET", "/api/v1/pods")
+
+
+def test_a_mass_consolidation_with_slow_pod_lists_is_planned_within_one_interval(
+    tmp_path, server
+) -> None:
+    """Issue 39 row 1: 200 leaving nodes, 1,200 pods, each pod LIST 0.2 s, interval 10 s: the pods
+    were listed node by node (41 s a reconcile), the watchdog (3 x interval) dropped the Lease and
+    the room (600) was never written. Now one list (3 pages) serves every leaving node."""
+    consolidation(server)
+    server.delay("GET", r"/pods$", 0.2)  # every pod LIST, the placeholders' too
+    daemon = make_daemon(
+        write_policy(tmp_path / "p.yaml", minReplicas=2), server, Clock(NOW), interval=10.0
+    )
+    daemon.observer.settings = LoopSettings(read_node_pods=True)  # the closed loop reads pods too
+    began = time.monotonic()
+    (pool,) = daemon.reconcile().pools
+    took = time.monotonic() - began
+    assert pool.plan is not None and pool.plan.components["disruption"] == 600
+    assert pool.plan.details["disruption_source"] == "pods"
+    assert server.replicas(NS, "web-placeholder") == 600
+    assert len(pod_lists(server)) == 3  # one list of 1,200 pods in pages of 500, not 200 lists
+    assert took < 5.0, f"the reconcile took {took:.1f}s"  # within the deadline, far from 3 x 10 s
+    assert daemon.health() is None  # the watchdog has no reason to drop the Lease
+    print(f"row 1: 200 leaving nodes, pod LIST 0.2 s: reconcile {took:.2f} s, room 600 written")
+
+
+def test_a_hung_pod_list_never_holds_the_floors_past_the_deadline(tmp_path, server) -> None:
+    """Issue 39 row 1: one hung pod LIST cost 4 attempts x 10 s per reconcile and held the floors
+    with it. Now the floors are written by the deadline with the allocatable estimate standing in,
+    the hung list is not started again while it runs, and once a list answered, its pods stand in
+    (with their age) when the next one hangs."""
+    consolidation(server, nodes=20)
+    slow = CallOptions(timeout=10.0, attempts=4, instance="t")  # the defaults' timeout and attempts
+    clock = Clock(NOW)
+    daemon = make_daemon(
+        write_policy(tmp_path / "p.yaml", minReplicas=5),
+        server,
+        clock,
+        interval=4.0,  # a deadline of 2 s
+        options=slow,
+    )
+    assert daemon.deadline == 2.0
+    server.delay("GET", r"^/api/v1/pods$", 60.0)  # hung
+    for _ in range(2):
+        began = time.monotonic()
+        (pool,) = daemon.reconcile().pools
+        took = time.monotonic() - began
+        assert took < 3.0, f"the reconcile took {took:.1f}s"
+        assert pool.plan is not None and pool.action in ("scaled", "unchanged")
+        assert pool.plan.details["disruption_source"] == "allocatable-estimate"
+        assert (
+            "did not answer within the reconcile's deadline" in pool.plan.details["disruption_note"]
+        )
+        assert server.replicas(NS, "web-placeholder") == 160  # 20 nodes x 8 placeholders
+        assert daemon.health() is None
+        clock.now += 4
+    assert len(pod_lists(server)) == 1  # the hung list was waited on again, not started again
+
+    # a list that answered stands in, with its age, for one that hangs later
+    server.clear_faults()
+    fresh = make_daemon(
+        write_policy(tmp_path / "q.yaml", minReplicas=5), server, clock, interval=4.0
+    )
+    assert fresh.reconcile().pools[0].plan.components["disruption"] == 60
+    server.delay("GET", r"^/api/v1/pods$", 60.0)
+    clock.now += 4
+    (pool,) = fresh.reconcile().pools
+    assert pool.plan is not None and pool.plan.components["disruption"] == 60
+    assert pool.plan.details["disruption_source"] == "pods"
+    assert "pods as listed" in pool.plan.details["disruption_note"]

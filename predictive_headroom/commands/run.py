@@ -138,6 +138,7 @@ def build_daemon(
         cluster=KubeClusterReader(api),
         dry_run=args.dry_run or settings.dry_run,
         interval=settings.reconcile_interval,
+        deadline=settings.reconcile_deadline,
         report_writer=report_writer(settings, getattr(source, "display_url", ""))
         if source
         else None,

@@ -116,11 +116,11 @@ class KubePodReader:
             )
         return tuple(found)
 
-    def pods_on_node(self, node: str) -> tuple[PodOnNode, ...]:
-        """The pods of every namespace bound to `node` that have not ended (the disruption
-        component; needs `list pods` cluster-wide). Failures are the typed `kube.errors` (a
-        `Forbidden` without the permission)."""
-        selector = f"spec.nodeName={node},{LIVE_PODS}"
+    def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
+        """The pods of every namespace that are bound to a node and have not ended, by node name,
+        from one (paged) list (the disruption component; needs `list pods` cluster-wide). Failures
+        are the typed `kube.errors` (a `Forbidden` without the permission)."""
+        selector = f"spec.nodeName!=,{LIVE_PODS}"
         op = _Op("list", "pods", "", "Pod", "", selector, "")
         items = self._list(
             op,
@@ -128,7 +128,12 @@ class KubePodReader:
             error=ActuatorError,
             field_selector=selector,
         )
-        return tuple(pod_on_node(p) for p in items)
+        by_node: dict[str, list[PodOnNode]] = {}
+        for pod in items:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                by_node.setdefault(str(node), []).append(pod_on_node(pod))
+        return {node: tuple(pods) for node, pods in by_node.items()}
 
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"

@@ -6,16 +6,21 @@ clocks; each says the figure the issue measured and asserts the behaviour a user
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from fake_apiserver import FakeApiServer
 
+from predictive_headroom.backtest.run import outlier_notes, static_curve
+from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
+from predictive_headroom.core.series import History, iso_utc
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
@@ -243,3 +248,58 @@ def test_a_hung_pod_list_never_holds_the_floors_past_the_deadline(tmp_path, serv
     assert pool.plan is not None and pool.plan.components["disruption"] == 60
     assert pool.plan.details["disruption_source"] == "pods"
     assert "pods as listed" in pool.plan.details["disruption_note"]
+
+
+# -- 3. one outlier sample makes `backtest` and `tune` run for hours ---------------------------------
+
+
+def _one_by_one(pods: np.ndarray, cluster: ClusterSpec, start: int, cap: int) -> list[int]:
+    """The N of the static curve tried one at a time, as it was (a reference for ordinary data)."""
+    plateau, best, best_n, ns = 2 * cluster.node_slots, np.inf, 0, []
+    for n in range(cap + 1):
+        u = score(simulate(pods, np.full(pods.size, n), cluster), start).unserved_pod_minutes
+        ns.append(n)
+        if u < best:
+            best, best_n = u, n
+        if u == 0 or n - best_n >= plateau:
+            break
+    return [n for n in ns if n <= best_n] if n - best_n >= plateau else ns
+
+
+def _minutes(days: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(days * 1440)
+    demand = 40 + 25 * np.sin(2 * np.pi * t / 1440) + rng.gamma(1.0, 6.0, t.size)
+    return np.ceil(demand).astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_static_curve_on_ordinary_data_is_the_one_by_one_curve(seed) -> None:
+    pods, cluster = _minutes(3, seed), ClusterSpec()
+    cap = max(50, 5 * int(pods.max()))
+    assert [n for n, _ in static_curve(pods, cluster, 1440, cap)] == _one_by_one(
+        pods, cluster, 1440, cap
+    )
+
+
+def test_one_sample_of_1e12_ends_the_static_curve_in_seconds_with_the_outlier_named() -> None:
+    """Issue 39 row 3: 21 days with one sample of 1e12: `static_curve` tried N = 0 ... 5 x peak
+    (about 5e10) one by one and `backtest` gave no result after 150 s. Now N is log-spaced above
+    128: a few hundred simulations, and the note names the sample."""
+    pods = _minutes(21, 0)
+    pods[20 * 1440] = 10**11  # 1e12 demand at 10 demand per pod
+    cluster = ClusterSpec()
+    began = time.monotonic()
+    curve = static_curve(pods, cluster, 14 * 1440, max(50, 5 * int(pods.max())))
+    took = time.monotonic() - began
+    ns = [n for n, _ in curve]
+    unserved = [m.unserved_pod_minutes for _, m in curve]
+    assert len(ns) < 300 and ns[-1] >= 10**11  # the curve reaches the spike ...
+    assert all(b <= a for a, b in itertools.pairwise(unserved))  # ... never rising
+    assert unserved[-1] == 0
+    assert took < 60, f"the static curve took {took:.1f}s"
+    history = History(1_700_000_000.0 + 60.0 * np.arange(pods.size), pods * 10.0, "synthetic")
+    (note,) = outlier_notes(history, curve)
+    assert "1e+12" in note and iso_utc(history.times[20 * 1440]) in note
+    assert "log-spaced above 128" in note
+    print(f"row 3: static curve with a 1e12 sample: {len(ns)} points in {took:.1f} s")

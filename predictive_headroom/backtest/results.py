@@ -220,6 +220,7 @@ class BacktestResult:
         None  # what `protection: P` keeps (backtest.promise_measure)
     )
     interruptions: InterruptionReport | None = None  # `--interruptions`: what each leaves waiting
+    notes: tuple[str, ...] = ()  # what the reader must know about the series (an outlier)
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """`x_against` this result's static curve."""
@@ -259,6 +260,8 @@ class BacktestResult:
             "settings": self.settings.to_dict(),
             "headline": self.headline(),
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
         if self.dial:
             out["dial"] = [p.to_dict() for p in self.dial]
         if self.stabilization_dial:

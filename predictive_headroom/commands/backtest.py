@@ -318,6 +318,8 @@ def run(args: argparse.Namespace) -> int:
 def print_text(result: BacktestResult) -> None:
     """The backtest as text on stdout: the strategy table, then each section the run has (dials,
     cost at equal protection, the promise, interruptions), then the headline."""
+    for note in result.notes:
+        print(f"note: {note}\n")
     print(format_table(result))
     if result.dial:
         print()

@@ -6,8 +6,12 @@ clocks; each says the figure the issue measured and asserts the behaviour a user
 
 from __future__ import annotations
 
+import http.client
 import itertools
+import json
 import logging
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -22,6 +26,7 @@ from predictive_headroom.backtest.run import outlier_notes, static_curve
 from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
 from predictive_headroom.core.series import History, iso_utc
 from predictive_headroom.daemon.closedloop import LoopSettings
+from predictive_headroom.daemon.httpserver import HttpServer
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
 from predictive_headroom.kube.pods import KubePodReader
@@ -303,3 +308,84 @@ def test_one_sample_of_1e12_ends_the_static_curve_in_seconds_with_the_outlier_na
     assert "1e+12" in note and iso_utc(history.times[20 * 1440]) in note
     assert "log-spaced above 128" in note
     print(f"row 3: static curve with a 1e12 sample: {len(ns)} points in {took:.1f} s")
+
+
+# -- 4. a slow client that reconnects keeps /healthz unreachable -------------------------------------
+
+
+class _Status:
+    def readiness(self) -> tuple[bool, str]:
+        return True, "fine"
+
+    def status(self) -> dict[str, object]:
+        return {"ok": True, "rate": float("nan")}
+
+
+ATTACK_SECONDS = 35.0
+
+
+def _half_requests(port: int, stop: threading.Event, opened: list[socket.socket]) -> None:
+    """About 33 connections a second, each sending half a request and left hanging (the client
+    has moved on to its next connection), as 100 slow clients reconnecting after 1 s do."""
+    while not stop.wait(0.03):
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=2.0)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        except OSError:
+            continue
+        opened.append(sock)
+
+
+def test_healthz_answers_within_a_second_while_slow_clients_reconnect() -> None:
+    """Issue 39 row 4: 100 clients sending half a request and reconnecting after 1 s held the 8
+    workers and the queue of 64: a liveness probe answered 0 of 70 times over 35 s. waitress
+    buffers half-sent requests on its event loop, so every probe is answered."""
+    server = HttpServer(_Status(), lambda: b"", "127.0.0.1", 0).start()  # the 10 s header deadline
+    stop, opened = threading.Event(), []
+    attack = threading.Thread(target=_half_requests, args=(server.port, stop, opened))
+    attack.start()
+    answered, slowest, probes = 0, 0.0, 0
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < ATTACK_SECONDS:
+            probes += 1
+            asked = time.monotonic()
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=1.0)
+            try:
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    answered += 1
+                    slowest = max(slowest, time.monotonic() - asked)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+            time.sleep(max(0.0, 0.5 - (time.monotonic() - asked)))
+    finally:
+        stop.set()
+        attack.join()
+        for sock in opened:
+            sock.close()
+        server.stop()
+    print(
+        f"row 4: {len(opened)} half-sent connections in {ATTACK_SECONDS:.0f} s; "
+        f"/healthz answered {answered} of {probes}, slowest {slowest:.3f} s"
+    )
+    assert len(opened) > 25 * ATTACK_SECONDS  # the attack ran at about 33 connections a second
+    assert answered == probes and slowest < 1.0
+
+
+def test_every_json_the_daemon_serves_is_strict() -> None:
+    """Issue 39 row 5: `/last-run` served `NaN`, which strict JSON parsers reject."""
+    server = HttpServer(_Status(), lambda: b"", "127.0.0.1", 0).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        conn.request("GET", "/last-run")
+        body = conn.getresponse().read()
+    finally:
+        server.stop()
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    assert json.loads(body, parse_constant=refuse) == {"ok": True, "rate": None}

@@ -10,6 +10,7 @@ import http.client
 import itertools
 import json
 import logging
+import math
 import socket
 import threading
 import time
@@ -22,8 +23,11 @@ import pytest
 import yaml
 from fake_apiserver import FakeApiServer
 
+from predictive_headroom import cli
 from predictive_headroom.backtest.run import outlier_notes, static_curve
 from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
+from predictive_headroom.core import strict_json
+from predictive_headroom.core.disruption import poisson_quantile
 from predictive_headroom.core.series import History, iso_utc
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.httpserver import HttpServer
@@ -389,3 +393,88 @@ def test_every_json_the_daemon_serves_is_strict() -> None:
         raise ValueError(f"{constant} is not JSON")
 
     assert json.loads(body, parse_constant=refuse) == {"ok": True, "rate": None}
+
+
+# -- 5. NaN in the policy, non-strict JSON, Poisson quantiles of large means -------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("disruption", {"interruptionRate": float("nan")}, "disruption.interruptionRate"),
+        ("disruption", {"interruptionRate": float("inf")}, "disruption.interruptionRate"),
+        ("protection", float("nan"), "protection"),
+        ("protection", "nan%", "protection"),
+        ("leadTime", float("nan"), "leadTime"),
+        ("scaleDownStabilization", float("inf"), "scaleDownStabilization"),
+        (
+            "proportional",
+            {"linear": {"coresPerReplica": float("nan")}},
+            "proportional.linear.coresPerReplica",
+        ),
+        (
+            "forecast",
+            {"query": "sum(x)", "demandPerReplica": float("inf")},
+            "forecast.demandPerReplica",
+        ),
+        (
+            "forecast",
+            {"query": "sum(x)", "demandPerReplica": 5, "burstQuantile": float("nan")},
+            "forecast.burstQuantile",
+        ),
+        ("placeholder", {"requests": {"cpu": "1e400"}}, "placeholder.requests"),
+    ],
+)
+def test_nan_and_infinities_in_the_policy_are_refused_naming_the_field(
+    tmp_path, capsys, field, value, path
+) -> None:
+    """Issue 39 row 5: `interruptionRate: .nan` passed `validate` (NaN fails no comparison)."""
+    policy = tmp_path / "p.yaml"
+    write_policy(policy, **{field: value})
+    assert cli.main(["validate", str(policy)]) == 2
+    err = capsys.readouterr().err
+    assert f"pools[0].{path}" in err and ("nan" in err.lower() or "inf" in err.lower()), err
+
+
+def test_nan_in_the_charts_own_settings_is_refused_naming_the_field(tmp_path, capsys) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text("resources:\n  requests:\n    cpu: .nan\n")
+    assert cli.main(["validate", "--values", str(values)]) == 2
+    assert "line 3: resources.requests.cpu: nan is not a finite number" in capsys.readouterr().err
+
+
+def _poisson_reference(mean: float, quantile: float) -> int:
+    """The smallest k with P(N <= k) >= quantile, summed in log space (no underflow)."""
+    k, cdf = 0, 0.0
+    while True:
+        cdf += math.exp(k * math.log(mean) - mean - math.lgamma(k + 1))
+        if cdf >= quantile:
+            return k
+        k += 1
+
+
+@pytest.mark.parametrize("mean", [0.035, 0.5, 3.0, 40.0, 744.0, 800.0, 5000.0])
+@pytest.mark.parametrize("quantile", [0.5, 0.95, 0.999])
+def test_poisson_quantile_holds_for_large_means(mean, quantile) -> None:
+    """Issue 39 row 5: above a mean of about 745, `exp(-mean)` underflowed: a mean of 800 gave
+    10,000 where the 95% quantile is 847."""
+    assert poisson_quantile(mean, quantile) == _poisson_reference(mean, quantile)
+
+
+def test_last_run_is_strict_json_with_a_nan_interruption_rate_measured(tmp_path, server) -> None:
+    server.add_node("n-0", cpu="8", labels={"pool": "web"}, allocatable={"memory": "32Gi"})
+    daemon = make_daemon(write_policy(tmp_path / "p.yaml", minReplicas=1), server, Clock(NOW))
+    daemon.reconcile()
+    status = daemon.status()
+    status["disruption"]["web"]["measured_interruption_rate_per_node_hour"] = float("nan")
+    text = strict_json.dumps(status)
+    assert (
+        json.loads(text, parse_constant=_refuse)["disruption"]["web"][
+            "measured_interruption_rate_per_node_hour"
+        ]
+        is None
+    )
+
+
+def _refuse(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from predictive_headroom.daemon.slow_clients import DeadlineServer, strict_json
+from predictive_headroom.core.strict_json import dumps
+from predictive_headroom.daemon.slow_clients import DeadlineServer
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class HttpServer:
                 f"{'ok' if ready else 'not ready'}: {why}\n".encode(),
             )
         if path == "/last-run":
-            return 200, "application/json", strict_json(self.daemon.status())
+            return 200, "application/json", dumps(self.daemon.status()).encode()
         if path in ("/report", "/report/", "/report.json"):
             return self._report("report.json" if path.endswith(".json") else "index.html")
         known = ", ".join(ROUTES)

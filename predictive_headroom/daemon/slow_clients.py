@@ -11,8 +11,6 @@ open; beyond that new ones wait in the backlog until old ones time out.
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -86,18 +84,3 @@ class DeadlineServer(TcpWSGIServer):
         self.task_dispatcher.shutdown(cancel_pending=True, timeout=1)
         for channel in list(self._map.values()):
             channel.close()
-
-
-def strict_json(value: Any) -> bytes:
-    """`value` as JSON a strict parser accepts: NaN and infinities become null."""
-    return json.dumps(_finite(value), indent=2, default=str, allow_nan=False).encode()
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

@@ -13,6 +13,7 @@ import copy
 import difflib
 import ipaddress
 import json
+import math
 import re
 from functools import cache
 from importlib.resources import files
@@ -67,7 +68,7 @@ class ChartPool(Pool):
 class ChartPolicy(BaseModel):
     """The part of the chart's values that becomes the daemon's policy file."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False)
 
     pools: list[ChartPool] = Field(min_length=1)
     cost: Cost | None = None
@@ -161,6 +162,9 @@ def values_problems(
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     problems += _priority_problems(values, index)
     problems += _cidr_problems(values, index)
+    problems += _non_finite_problems(
+        {k: v for k, v in values.items() if k not in ("pools", "cost")}, index
+    )
     if "pools" in values:
         problems += [
             _with_hint(p)
@@ -219,6 +223,23 @@ def cidr_problem(text: Any) -> str | None:
             return f"{text!r} has host bits set: the block is {block} (write that)"
         return f"{text!r} is not a CIDR block such as 10.0.0.0/24: {exc}"
     return None
+
+
+def _non_finite_problems(
+    values: Any, index: dict[tuple[Any, ...], int], loc: tuple[Any, ...] = ()
+) -> list[Problem]:
+    """A NaN or infinity anywhere in the chart settings (YAML `.nan`, `.inf`): a JSON schema's
+    number type and bounds let it through, since NaN fails no comparison."""
+    if isinstance(values, float) and not math.isfinite(values):
+        message = f"{values!r} is not a finite number; write a number"
+        return [Problem(_format_path(loc), message, _nearest_line(index, loc))]
+    if isinstance(values, dict):
+        items: Any = values.items()
+    elif isinstance(values, list):
+        items = enumerate(values)
+    else:
+        return []
+    return [p for key, v in items for p in _non_finite_problems(v, index, (*loc, key))]
 
 
 def _cidr_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:

@@ -65,7 +65,11 @@ CHECK_PROMQL = "check_promql"
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,
     )
 
 

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from predictive_headroom.core import strict_json
 from predictive_headroom.core.series import from_epoch
 from predictive_headroom.report.analysis import MAX_PAST
 from predictive_headroom.report.build import Report, report_to_json
@@ -30,7 +31,7 @@ def write_report_files(directory: Path, report: Report) -> None:
     from predictive_headroom.report.html import render_html
 
     (directory / "report.json").write_text(
-        json.dumps(report_to_json(report), indent=1), encoding="utf-8"
+        strict_json.dumps(report_to_json(report), indent=1), encoding="utf-8"
     )
     (directory / "index.html").write_text(render_html(report), encoding="utf-8")
 

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,8 @@ from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
 from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.load import load_policy
+from predictive_headroom.policy.settings import Settings
+from predictive_headroom.sources.prometheus import PrometheusSource
 
 NS = "headroom"
 FAST = CallOptions(timeout=2.0, attempts=2, backoff_initial=0.01, backoff_max=0.05, instance="t")
@@ -478,3 +481,109 @@ def test_last_run_is_strict_json_with_a_nan_interruption_rate_measured(tmp_path,
 
 def _refuse(constant: str) -> None:
     raise ValueError(f"{constant} is not JSON")
+
+
+# -- 6. odd Prometheus answers ------------------------------------------------------------------------
+
+
+class OddPrometheus:
+    """A Prometheus stand-in answering every range query with `answer` (JSON) and `status`."""
+
+    def __init__(self, answer: object, status: int = 200) -> None:
+        self.answer, self.status = answer, status
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = json.dumps(outer.answer).encode()
+                self.send_response(outer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> OddPrometheus:
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _matrix(series: object) -> dict[str, object]:
+    return {"status": "success", "data": {"resultType": "matrix", "result": series}}
+
+
+T = 1_790_000_000
+ODD_ANSWERS = [
+    (
+        {"status": "success", "data": {"resultType": "scalar", "result": [T, "1"]}},
+        "a scalar or string answer",
+    ),
+    (_matrix(["x"]), "data.result[0] is 'x', not a series object"),
+    (_matrix([{"metric": None, "values": [[T, "1"]]}]), "data.result[0].metric is null"),
+    (_matrix([{"metric": {}, "values": [[T, None]]}]), "has the value null, not a number"),
+    (_matrix([{"metric": {}, "values": [[T]]}]), "values[0] is [1790000000], not a [time, value]"),
+    (
+        _matrix([{"metric": {}, "values": [["yesterday", "1"]]}]),
+        "has the time 'yesterday', not a number",
+    ),
+    (
+        {
+            "status": "success",
+            "data": {"resultType": "vector", "result": [{"metric": {}, "value": [T, "1"]}]},
+        },
+        "an instant (vector) answer, not a range (matrix)",
+    ),
+    (
+        {
+            "status": "error",
+            "errorType": "execution",
+            "error": "query timed out in expression evaluation",
+        },
+        "status error: query timed out in expression evaluation (execution)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("answer", "said"), ODD_ANSWERS)
+def test_an_odd_prometheus_answer_exits_2_saying_what_came_back(
+    tmp_path, capsys, answer, said
+) -> None:
+    """Issue 39 row 6: six odd answers ended the CLI in a traceback with exit 1; `status: error`
+    with HTTP 200 lost Prometheus's own text; a vector answer read as "all 0 samples are NaN"."""
+    config = write_policy(
+        tmp_path / "p.yaml", forecast={"query": "sum(x)", "demandPerReplica": 5, "history": "2d"}
+    )
+    with OddPrometheus(answer) as prometheus:
+        code = cli.main(["forecast", "--config", str(config), "--prometheus-url", prometheus.url])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert said in err and "Traceback" not in err, err
+
+
+def test_a_daemon_refit_on_an_odd_answer_logs_one_line_without_a_traceback(
+    tmp_path, server, caplog
+) -> None:
+    config = write_policy(
+        tmp_path / "p.yaml", forecast={"query": "sum(x)", "demandPerReplica": 5, "history": "2d"}
+    )
+    with OddPrometheus(_matrix([{"metric": {}, "values": [[T, None]]}])) as prometheus:
+        source = PrometheusSource(prometheus.url, Settings(prometheus_retries=0))
+        daemon = make_daemon(config, server, Clock(NOW))
+        daemon.source = source
+        with caplog.at_level(logging.ERROR):
+            daemon.refit()
+    (record,) = [r for r in caplog.records if "cannot read demand history" in r.getMessage()]
+    assert "has the value null, not a number" in record.getMessage() and record.exc_info is None

@@ -204,14 +204,15 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
     pools = data.get("pools")
     if not isinstance(pools, list):
         return found
-    names: dict[Any, int] = {}
+    names: dict[str, int] = {}
     for i, pool in enumerate(pools):
         if not isinstance(pool, dict):
             continue
         name = pool.get("name")
         if isinstance(name, str) and name in names:
             found.append((("pools", i, "name"), f"duplicate pool name {name!r}"))
-        names.setdefault(name, i)
+        if isinstance(name, str):
+            names.setdefault(name, i)
         lo, hi = pool.get("minReplicas", 0), pool.get("maxReplicas")
         if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
             found.append((("pools", i, "minReplicas"), _min_max_message(lo, hi)))

@@ -11,7 +11,10 @@ import itertools
 import json
 import logging
 import math
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +30,7 @@ from fake_apiserver import FakeApiServer
 from predictive_headroom import cli
 from predictive_headroom.backtest.run import outlier_notes, static_curve
 from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
+from predictive_headroom.commands.run import report_writer
 from predictive_headroom.core import strict_json
 from predictive_headroom.core.disruption import poisson_quantile
 from predictive_headroom.core.series import History, iso_utc
@@ -40,6 +44,7 @@ from predictive_headroom.policy.load import load_policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.sources.prometheus import PrometheusSource
 
+REPO = Path(__file__).resolve().parents[1]
 NS = "headroom"
 FAST = CallOptions(timeout=2.0, attempts=2, backoff_initial=0.01, backoff_max=0.05, instance="t")
 NOW = datetime(2026, 11, 23, 8, 52, tzinfo=UTC).timestamp()
@@ -587,3 +592,43 @@ def test_a_daemon_refit_on_an_odd_answer_logs_one_line_without_a_traceback(
             daemon.refit()
     (record,) = [r for r in caplog.records if "cannot read demand history" in r.getMessage()]
     assert "has the value null, not a number" in record.getMessage() and record.exc_info is None
+
+
+# -- 8. a SIGKILL during the report write ------------------------------------------------------------
+
+KILLED_WRITER = """
+import sys, time, types
+from pathlib import Path
+from predictive_headroom.report import store
+
+def slow(directory, report):
+    (directory / "index.html").write_text("half")
+    print("writing", flush=True)
+    time.sleep(60)
+
+store.write_report_files = slow
+store.write_report(Path(sys.argv[1]), types.SimpleNamespace(at=time.time()), keep=5)
+"""
+
+
+def test_leftovers_of_a_killed_report_write_are_removed_at_start(tmp_path) -> None:
+    """Issue 39 row 8: a SIGKILL during the report write left `.writing-*` directories that
+    accumulated on the report tmpfs in a crash loop."""
+    root = tmp_path / "reports"
+    (root / "20261123T080000Z").mkdir(parents=True)  # a complete earlier report stays
+    (root / "20261123T080000Z" / "index.html").write_text("ok")
+    (root / "latest").symlink_to("20261123T080000Z")
+    for _ in range(3):  # a crash loop: killed during the write three times
+        writer = subprocess.Popen(
+            [sys.executable, "-c", KILLED_WRITER, str(root)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "writing"
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(10)
+    assert len(list(root.glob(".writing-*"))) == 3  # the reproduction
+    report_writer(Settings(report_dir=root), "prometheus")  # what `run` does at start
+    assert sorted(p.name for p in root.iterdir()) == ["20261123T080000Z", "latest"]
+    assert (root / "latest" / "index.html").read_text() == "ok"

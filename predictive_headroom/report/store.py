@@ -66,6 +66,31 @@ def write_report(out_root: Path, report: Report, keep: int) -> Path:
     return final
 
 
+def remove_leftovers(out_root: Path) -> list[str]:
+    """Remove what a write killed midway left under `out_root` (`.writing-*` directories, a
+    `.latest-<pid>` link) and return their names. Called once at start: the report directory is
+    the replica's own (the chart's emptyDir), so nothing else is writing there then."""
+    if not out_root.is_dir():
+        return []
+    removed = []
+    for path in out_root.iterdir():
+        if path.name.startswith(".writing-") and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.name.startswith(f".{LATEST}-") and path.is_symlink():
+            path.unlink(missing_ok=True)
+        else:
+            continue
+        removed.append(path.name)
+    if removed:
+        logger.warning(
+            "removed %d leftover(s) of report writes that did not finish in %s: %s",
+            len(removed),
+            out_root,
+            ", ".join(sorted(removed)[:5]) + (", ..." if len(removed) > 5 else ""),
+        )
+    return removed
+
+
 def _report_dirs(out_root: Path) -> list[Path]:
     """Report directories under `out_root`, oldest first."""
     found = [

@@ -38,6 +38,7 @@ from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.httpserver import HttpServer
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
+from predictive_headroom.kube.leader import LeaderElector, LeaseTiming, _lease_time
 from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.load import load_policy
@@ -632,3 +633,53 @@ def test_leftovers_of_a_killed_report_write_are_removed_at_start(tmp_path) -> No
     report_writer(Settings(report_dir=root), "prometheus")  # what `run` does at start
     assert sorted(p.name for p in root.iterdir()) == ["20261123T080000Z", "latest"]
     assert (root / "latest" / "index.html").read_text() == "ok"
+
+
+# -- 9. a Lease whose times cannot be parsed ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["renewTime", "acquireTime"])
+def test_a_lease_with_an_unparseable_time_is_warned_counted_and_taken_over_after_its_duration(
+    server, caplog, field
+) -> None:
+    """Issue 39 row 9: a Lease whose `renewTime`/`acquireTime` could not be parsed: the replica
+    never led, and the only sign was an INFO line."""
+    spec = {
+        "holderIdentity": "gone-replica",
+        "leaseDurationSeconds": 1,
+        "acquireTime": "2026-11-24T20:00:00.000000Z",
+        "renewTime": "2026-11-24T20:00:00.000000Z",
+        "leaseTransitions": 3,
+    }
+    spec[field] = "last tuesday"
+    server._put(
+        "coordination.k8s.io",
+        "leases",
+        "ph",
+        {"metadata": {"name": "ph", "namespace": "ph"}, "spec": spec},
+    )
+    told: list[str] = []
+    elector = LeaderElector(
+        server.api_client(),
+        "ph",
+        "ph",
+        identity="me",
+        timing=LeaseTiming(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1),
+        on_unreadable=told.append,
+    )
+    began = time.monotonic()
+    with caplog.at_level(logging.INFO):
+        elector.start()
+        try:
+            assert elector.wait_until_leader(timeout=5)
+            waited = time.monotonic() - began
+        finally:
+            elector.stop()
+    assert waited >= 0.9  # after the lease duration, observed locally (client-go's rule)
+    assert told == [f"spec.{field} 'last tuesday'"]
+    (warning,) = [r for r in caplog.records if "cannot be parsed" in r.getMessage()]
+    assert warning.levelno == logging.WARNING and "gone-replica" in warning.getMessage()
+    lease = server.lease("ph", "ph")
+    assert lease is not None and lease["spec"]["leaseTransitions"] == 4
+    assert lease["spec"].get("holderIdentity") is None  # released on stop, with readable times
+    assert _lease_time(lease["spec"]["renewTime"]) is not None

@@ -189,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
         daemon.elector.on_started = started
         daemon.elector.on_stopped = lambda: daemon.leadership_changed(False)
         daemon.elector.healthy = daemon.health
+        daemon.elector.on_unreadable = lambda _what: daemon.metrics.error("lease")
     return serve(daemon, runner, settings)
 
 

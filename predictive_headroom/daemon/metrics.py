@@ -28,6 +28,7 @@ ERROR_KINDS = (
     "config",
     "report",
     "internal",
+    "lease",
 )
 """Every kind of error the daemon counts; each starts at 0 so rates work from the first scrape."""
 BOOT_BUCKETS = (15, 30, 45, 60, 90, 120, 150, 180, 240, 300, 420, 600, 900, 1200, 1800, 3600)

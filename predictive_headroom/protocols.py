@@ -132,6 +132,9 @@ class TargetState:
     paused: bool = False
     uid: str | None = None
     """The object's uid: a new one means the target was deleted and created again."""
+    odd: str | None = None
+    """What was odd about the replica count read (`spec.replicas null`, `-3`); `replicas` is then
+    0 and the count is not taken for a person's change."""
 
 
 class Actuator(Protocol):

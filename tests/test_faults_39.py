@@ -683,3 +683,29 @@ def test_a_lease_with_an_unparseable_time_is_warned_counted_and_taken_over_after
     assert lease is not None and lease["spec"]["leaseTransitions"] == 4
     assert lease["spec"].get("holderIdentity") is None  # released on stop, with readable times
     assert _lease_time(lease["spec"]["renewTime"]) is not None
+
+
+# -- 10. /scale answering null or negative replicas ------------------------------------------------
+
+
+@pytest.mark.parametrize("odd", [None, -3])
+def test_null_or_negative_replicas_are_a_warning_and_brought_to_the_plan(
+    tmp_path, server, caplog, odd
+) -> None:
+    """Issue 39 row 10: `/scale` answering `spec.replicas: null` or `-3` was taken as a person's
+    change and left alone."""
+    server.add_node("n-0", cpu="8", labels={"pool": "web"})
+    clock = Clock(NOW)
+    daemon = make_daemon(write_policy(tmp_path / "p.yaml", minReplicas=3), server, clock)
+    assert daemon.reconcile().pools[0].action == "scaled"
+    deployment = server.deployment(NS, "web-placeholder")
+    assert deployment is not None
+    deployment["spec"]["replicas"] = odd
+    server._put("apps", "deployments", NS, deployment)
+    clock.now += 60
+    with caplog.at_level(logging.WARNING):
+        (pool,) = daemon.reconcile().pools
+    assert pool.action == "scaled" and server.replicas(NS, "web-placeholder") == 3
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert f"spec.replicas {'null' if odd is None else odd}" in said
+    assert "by someone else" not in said

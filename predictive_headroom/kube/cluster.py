@@ -103,6 +103,20 @@ class _Current:
     namespaced: bool = True
     percentage_set: bool = False
     """A CapacityBuffer whose spec.percentage is set (removed on write)."""
+    odd: str | None = None
+    """What was odd about the replica count read (`spec.replicas null`), taken as 0."""
+
+
+def read_replicas(value: Any, unset_is_odd: bool) -> tuple[int, str | None]:
+    """The replica count of a `spec.replicas` value and what was odd about it: null (when
+    `unset_is_odd`), negative or not a whole number count as 0, with a note saying so."""
+    if value is None:
+        return 0, "spec.replicas null" if unset_is_odd else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0, f"spec.replicas {value!r}, not a whole number"
+    if value < 0:
+        return 0, f"spec.replicas {value}, below 0"
+    return value, None
 
 
 class _ReplicaTarget(abc.ABC):
@@ -161,7 +175,7 @@ class _ReplicaTarget(abc.ABC):
             ):
                 with attempt:
                     current = self._current(pool)
-                    if current.replicas == replicas:
+                    if current.replicas == replicas and current.odd is None:
                         logger.debug(
                             "pool %s: %s already has %d replicas", pool.name, target, replicas
                         )
@@ -178,14 +192,13 @@ class _ReplicaTarget(abc.ABC):
                 f"pool {pool.name}: {self.kind} {target} kept changing while scaling "
                 f"({self.options.conflict_attempts} x 409 Conflict: {exc.reason}); will try again next reconcile"
             ) from exc
-        change = f"{target} replicas {current.replicas} -> {replicas} ({reason})"
+        was = current.odd or current.replicas
+        change = f"{target} replicas {was} -> {replicas} ({reason})"
         if dry_run:
             logger.info("DRY-RUN would scale pool %s: %s", pool.name, change)
             return
         logger.info("pool %s: %s", pool.name, change)
-        self._record(
-            pool, current, f"pool {pool.name}: replicas {current.replicas} -> {replicas} ({reason})"
-        )
+        self._record(pool, current, f"pool {pool.name}: replicas {was} -> {replicas} ({reason})")
 
     def _record(self, pool: Pool, current: _Current, message: str) -> None:
         """Create a Normal Event on the target; failures are logged, never raised.

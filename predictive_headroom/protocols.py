@@ -135,6 +135,8 @@ class TargetState:
     odd: str | None = None
     """What was odd about the replica count read (`spec.replicas null`, `-3`); `replicas` is then
     0 and the count is not taken for a person's change."""
+    pool_label: str | None = None
+    """The target's `predictive-headroom.io/pool` label: the daemon's placeholder for that pool."""
 
 
 class Actuator(Protocol):

@@ -709,3 +709,104 @@ def test_null_or_negative_replicas_are_a_warning_and_brought_to_the_plan(
     said = " ".join(r.getMessage() for r in caplog.records)
     assert f"spec.replicas {'null' if odd is None else odd}" in said
     assert "by someone else" not in said
+
+
+# -- 7. a pool removed from the policy --------------------------------------------------------------
+
+
+def _two_pools(path: Path, *, batch: bool = True, **top: object) -> Path:
+    pools = [
+        {
+            "name": "web",
+            "target": {"namespace": NS, "name": "web-placeholder"},
+            "maxReplicas": 10,
+            "minReplicas": 2,
+        }
+    ]
+    if batch:
+        pools.append(
+            {
+                "name": "batch",
+                "target": {"namespace": NS, "name": "batch-placeholder"},
+                "maxReplicas": 10,
+                "minReplicas": 3,
+                "scaleDownStabilization": "2m",
+            }
+        )
+    path.write_text(yaml.safe_dump({"pools": pools, **top}, sort_keys=False))
+    return path
+
+
+def _label(server: FakeApiServer, name: str, pool: str) -> None:
+    deployment = server.deployment(NS, name)
+    assert deployment is not None
+    deployment["metadata"]["labels"] = {"predictive-headroom.io/pool": pool}
+    server._put("apps", "deployments", NS, deployment)
+
+
+@pytest.mark.parametrize(
+    ("top", "labelled", "after", "action"),
+    [
+        ({}, True, 0, "scaled-to-zero"),
+        ({"removedPools": "keep"}, True, 3, "kept"),
+        ({}, False, 3, "left"),  # not labelled as the daemon's placeholder for that pool
+    ],
+)
+def test_a_pool_removed_from_the_policy_has_its_placeholder_scaled_to_zero_after_the_window(
+    tmp_path, server, caplog, top, labelled, after, action
+) -> None:
+    """Issue 39 row 7: a pool removed from the policy left its placeholder holding capacity that
+    nothing managed, with only `config reloaded ...; removed batch` in the log."""
+    server.add_deployment(NS, "batch-placeholder", 0)
+    if labelled:
+        _label(server, "batch-placeholder", "batch")
+    clock = Clock(NOW)
+    config = _two_pools(tmp_path / "p.yaml")
+    api = server.api_client()
+    daemon = Daemon(
+        config,
+        load_policy(config),
+        source=None,
+        forecaster=NoForecaster(),  # type: ignore[arg-type]
+        actuator=TargetActuator(api, FAST),
+        cluster=KubeClusterReader(api, FAST),
+        clock=clock,
+        monotonic=clock,
+    )
+    daemon.reconcile()
+    assert server.replicas(NS, "batch-placeholder") == 3
+    _two_pools(config, batch=False, **top)
+    clock.now += 60
+    with caplog.at_level(logging.INFO):
+        daemon.reconcile()
+        assert server.replicas(NS, "batch-placeholder") == 3  # within the stabilisation window
+        clock.now += 121
+        daemon.reconcile()
+        clock.now += 60
+        daemon.reconcile()
+    assert server.replicas(NS, "batch-placeholder") == after
+    assert server.replicas(NS, "web-placeholder") == 2
+    counted = daemon.metrics.registry.get_sample_value(
+        "predictive_headroom_removed_pool_placeholders_total", {"action": action}
+    )
+    assert counted == 1
+    said = [r.getMessage() for r in caplog.records if "pool batch" in r.getMessage()]
+    assert any("left the policy" in m for m in said), said
+
+
+def test_a_renamed_pool_keeps_its_placeholder(tmp_path, server) -> None:
+    server.add_deployment(NS, "batch-placeholder", 0)
+    _label(server, "batch-placeholder", "batch")
+    clock = Clock(NOW)
+    config = _two_pools(tmp_path / "p.yaml")
+    daemon = make_daemon(config, server, clock)
+    daemon.monotonic = daemon.removed.monotonic = clock
+    daemon.reconcile()
+    renamed = yaml.safe_load(config.read_text())
+    renamed["pools"][1]["name"] = "jobs"
+    config.write_text(yaml.safe_dump(renamed))
+    for _ in range(3):
+        clock.now += 121
+        daemon.reconcile()
+    assert server.replicas(NS, "batch-placeholder") == 3
+    assert not daemon.removed.waiting

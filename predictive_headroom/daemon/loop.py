@@ -52,6 +52,7 @@ from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.refit_retry import RefitRetries
+from predictive_headroom.daemon.removed import RemovedPools
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.workers import SingleFlight, map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
@@ -168,6 +169,8 @@ class Daemon:
         """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods
         on leaving nodes) before it plans and writes without them."""
         self._observing = SingleFlight()
+        self.removed = RemovedPools(actuator, self.metrics, monotonic)
+        """Placeholders of pools that left the policy, scaled to 0 when due (as the leader)."""
         self.writer = TargetWriter(
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
@@ -349,6 +352,8 @@ class Daemon:
         if leader and not self.elector.is_leader:  # lost the Lease during this reconcile
             leader = False
             self.leadership_changed(False)
+        if leader:
+            self.removed.retire_due(self.dry_run)
         self._refit_for_new_settings(policy, forecasts)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
@@ -505,6 +510,7 @@ class Daemon:
             forecasts.update({n: NoForecast(NOT_FITTED) for n in refit})
             self.policy, self._forecasts = policy, forecasts
         self.writer.forget(removed)
+        self.removed.removed(old, policy)
         for name in removed:
             self._recent.pop(name, None)
             self._refit_asked.pop(name, None)

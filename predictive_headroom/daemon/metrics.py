@@ -160,6 +160,13 @@ class Metrics:
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
         )
+        self.removed_pools = Counter(
+            f"{PREFIX}_removed_pool_placeholders",
+            "Placeholders of pools that left the policy, by what was done (scaled-to-zero, kept, "
+            "left: not the daemon's placeholder, paused or gone).",
+            ["action"],
+            registry=r,
+        )
 
     def _closed_loop_metrics(self, r: CollectorRegistry) -> None:
         """The closed loop: node boots, placeholder starts, pod waits, preemptions, lead time."""

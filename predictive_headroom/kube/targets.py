@@ -26,6 +26,7 @@ from predictive_headroom.kube.cluster import (
 )
 from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
 from predictive_headroom.kube.errors import NotFound
+from predictive_headroom.kube.pods import PLACEHOLDER_LABEL
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
@@ -68,6 +69,7 @@ class DeploymentScaleActuator(_ReplicaTarget):
             _paused(meta.annotations),
             current.uid,
             current.odd,
+            (meta.labels or {}).get(PLACEHOLDER_LABEL),
         )
 
     def _current(self, pool: Pool) -> _Current:

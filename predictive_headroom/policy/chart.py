@@ -17,16 +17,18 @@ import math
 import re
 from functools import cache
 from importlib.resources import files
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from predictive_headroom.policy.config import Cost, Pool
+from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.load import Problem, _format_path, _nearest_line, policy_problems
 from predictive_headroom.policy.target import DNS_LABEL, DNS_SUBDOMAIN, Target
 
 CHART_NAME = "predictive-headroom"
+POLICY_KEYS = ("pools", "cost", "removedPools")
+"""The values the chart copies into the policy file; the policy's own models check them."""
 DEFAULT_RELEASE = "predictive-headroom"
 DEFAULT_NAMESPACE = "predictive-headroom"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
@@ -72,6 +74,9 @@ class ChartPolicy(BaseModel):
 
     pools: list[ChartPool] = Field(min_length=1)
     cost: Cost | None = None
+    removed_pools: Literal["scaleToZero", "keep"] = Field(
+        default="scaleToZero", description=Policy.model_fields["removed_pools"].description
+    )
 
 
 def fullname(release: str) -> str:
@@ -89,7 +94,11 @@ def values_to_policy(values: dict[str, Any], release: str, namespace: str) -> di
     """The policy file the chart renders from `values` (targets filled in as the chart does)."""
     given = values.get("pools")
     if not isinstance(given, list):  # the policy's own check names what is wrong
-        return {"pools": given, **({"cost": values["cost"]} if values.get("cost") else {})}
+        return {
+            "pools": given,
+            **({"cost": values["cost"]} if values.get("cost") else {}),
+            **({"removedPools": values["removedPools"]} if "removedPools" in values else {}),
+        }
     pools = []
     for pool in given:
         if not isinstance(pool, dict) or not isinstance(pool.get("target", {}), dict | None):
@@ -103,6 +112,8 @@ def values_to_policy(values: dict[str, Any], release: str, namespace: str) -> di
     policy: dict[str, Any] = {"pools": pools}
     if values.get("cost") is not None:
         policy["cost"] = values["cost"]
+    if values.get("removedPools") is not None:
+        policy["removedPools"] = values["removedPools"]
     return policy
 
 
@@ -141,13 +152,11 @@ def values_problems(
     # A values file overrides the chart's defaults key by key, so what the schema requires may
     # come from values.yaml: check what is given, not what is left out (Helm checks the merge).
     schema = _optional(copy.deepcopy(values_schema()))
-    for key in ("pools", "cost"):
+    for key in POLICY_KEYS:
         schema["properties"].pop(key)
     validator = jsonschema.Draft7Validator(schema)
     problems = []
-    for err in validator.iter_errors(
-        {k: v for k, v in values.items() if k not in ("pools", "cost")}
-    ):
+    for err in validator.iter_errors({k: v for k, v in values.items() if k not in POLICY_KEYS}):
         loc = tuple(err.absolute_path)
         if err.validator == "additionalProperties":
             problems += _unknown_keys(err.instance, err.schema, loc, index)
@@ -163,7 +172,7 @@ def values_problems(
     problems += _priority_problems(values, index)
     problems += _cidr_problems(values, index)
     problems += _non_finite_problems(
-        {k: v for k, v in values.items() if k not in ("pools", "cost")}, index
+        {k: v for k, v in values.items() if k not in POLICY_KEYS}, index
     )
     if "pools" in values:
         problems += [

@@ -276,6 +276,11 @@ class Policy(_Model):
 
     pools: list[Pool] = Field(min_length=1)
     cost: Cost | None = None
+    removed_pools: Literal["scaleToZero", "keep"] = Field(
+        default="scaleToZero",
+        description="what the daemon does with the placeholder of a pool that leaves this file: "
+        "scaleToZero (after the pool's scaleDownStabilization) or keep (as it is, unmanaged)",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> Policy:

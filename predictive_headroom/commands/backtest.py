@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pool", help="pool to replay (default: the first pool with a forecast, else the first)"
     )
     parser.add_argument(
+        "--since",
+        type=_duration_arg,
+        metavar="DURATION",
+        help="replay only the last DURATION of --data (e.g. 60d); default: all of it",
+    )
+    parser.add_argument(
         "--demand-per-replica",
         type=float,
         help="demand one placeholder slot serves (default: the pool's, else median demand / 20)",
@@ -188,6 +194,14 @@ def parse_windows(text: str) -> tuple[float, ...]:
 
 
 # Long on purpose: one check per flag, so every problem is reported at once, then one mapping.
+def _duration_arg(text: str) -> float:
+    """Seconds of a duration argument (`60d`); argparse says what is wrong with a bad one."""
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
     """Check the numeric flags (every problem at once) and build the settings."""
     problems = []
@@ -290,6 +304,8 @@ def run(args: argparse.Namespace) -> int:
         history = read_csv_history(args.data)
     except SourceError as exc:
         raise CommandError(str(exc)) from None
+    if args.since is not None and len(history):
+        history = history.since(history.end - args.since)
     try:
         result = run_backtest(history, pool, settings, progress=not args.quiet)
     except ValueError as exc:

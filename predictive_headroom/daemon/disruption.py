@@ -116,7 +116,9 @@ class DisruptionWatch:
         pods: NodePodReader | None,
         metrics: Metrics,
         settings: DisruptionSettings | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`monotonic` is the clock the reconcile's deadline (`begin`) is on."""
         self.inputs, self.pods, self.metrics = inputs, pods, metrics
         self.settings = settings or DisruptionSettings()
         self.pools: dict[str, _PoolWatch] = {}
@@ -128,7 +130,7 @@ class DisruptionWatch:
         self._last: tuple[ByNode, float] | None = None
         """The last pod list that finished and when (on `monotonic`)."""
         self._deadline = math.inf
-        self.monotonic: Callable[[], float] = time.monotonic
+        self.monotonic = monotonic
 
     def begin(self, deadline: float = math.inf) -> None:
         """A new reconcile, which must be done by `deadline` (on `monotonic`): the pods on leaving

@@ -162,9 +162,9 @@ class Daemon:
             pods if isinstance(pods, NodePodReader) else None,
             self.metrics,
             DisruptionSettings(read_pods=self.observer.settings.read_node_pods),
+            monotonic,
         )
         """Nodes on their way out and the room their pods need (the disruption component)."""
-        self.disruption.monotonic = monotonic
         self.deadline = default_deadline(interval) if deadline is None else deadline
         """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods
         on leaving nodes) before it plans and writes without them."""

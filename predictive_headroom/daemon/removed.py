@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.kube.errors import NotFound
@@ -22,6 +23,9 @@ from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import Actuator, ActuatorError
 
 logger = logging.getLogger(__name__)
+
+Action = Literal["scaled-to-zero", "kept", "left"]
+"""What was done with a removed pool's placeholder (the metric's `action` label)."""
 
 
 @dataclass
@@ -37,6 +41,8 @@ class RemovedPools:
     def __init__(self, actuator: Actuator, metrics: Metrics, monotonic: Callable[[], float]):
         self.actuator, self.metrics, self.monotonic = actuator, metrics, monotonic
         self.waiting: dict[str, _Removed] = {}
+        for action in get_args(Action):  # each at 0, so rates work from the first scrape
+            metrics.removed_pools.labels(action=action)
 
     def removed(self, old: Policy, new: Policy) -> None:
         """`new` replaced `old`: remember the pools it dropped (or keep them, as it says)."""
@@ -89,7 +95,7 @@ class RemovedPools:
             done.append(name)
         return done
 
-    def _retire(self, pool: Pool, dry_run: bool) -> str:
+    def _retire(self, pool: Pool, dry_run: bool) -> Action:
         target = f"{pool.target.kind} {pool.target.namespace}/{pool.target.name}"
         try:
             state = self.actuator.read(pool)

@@ -51,6 +51,7 @@ from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
 from predictive_headroom.backtest.simulator import Run
 from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
+from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
 from predictive_headroom.policy.config import Pool
@@ -284,7 +285,7 @@ def _replay(
     candidates: dict[Candidate, Run] = {}
     for g in runs:
         for n in sizes:
-            placeholders = np.minimum(g.run.placeholders + n, pool.max_replicas)
+            placeholders = with_reserve(g.run.placeholders, n, pool.max_replicas)
             candidates[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(placeholders)
     size = r.pods.size
     days = max(1, round((size - r.start) / DAY_MINUTES))

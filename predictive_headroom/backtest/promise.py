@@ -146,6 +146,10 @@ class Choice:
     """Past periods read."""
     events: float
     """Reactive's waiting pod-minutes on the lookback (the evidence the strictness rests on)."""
+    kept_overhead_node_hours: float = 0.0
+    """Overhead node-hours over reactive of the choices that kept `kept`, on the same periods."""
+    kept_periods: int = 0
+    """The periods `kept` and `kept_overhead_node_hours` were read on (the judged lookback)."""
 
 
 def ledger(
@@ -204,6 +208,14 @@ def _kept(book: Ledger, picks: np.ndarray, first: int, stop: int) -> tuple[float
     return 1.0 - u / r, r
 
 
+def _kept_cost(book: Ledger, picks: np.ndarray, first: int, stop: int) -> tuple[float, int]:
+    """Overhead node-hours over reactive of `picks` on periods [first, stop), and how many."""
+    ks = np.arange(first, stop)
+    ks = ks[picks[ks] >= 0]
+    cost = float(book.node_hours[picks[ks], ks].sum() - book.reactive_node_hours[ks].sum())
+    return cost, int(ks.size)
+
+
 def choose(
     book: Ledger,
     target: float,
@@ -243,6 +255,7 @@ def choose(
             f, picks, kept, events = max(judged, key=lambda t: (t[2], -t[0]))
             status = Status.SHORT
     pick = int(picks[n])
+    kept_cost, kept_periods = _kept_cost(book, picks, first, n)
     if status == Status.SHORT:
         # The window misjudged the days after it at every strictness: widen it to every day read
         # (the window and the lookback), the cheapest reaching the target there, else the most
@@ -260,6 +273,8 @@ def choose(
         float(cost),
         n,
         float(events),
+        kept_cost,
+        kept_periods,
     )
 
 

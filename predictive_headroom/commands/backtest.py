@@ -7,7 +7,6 @@ import sys
 from dataclasses import replace
 
 from predictive_headroom.backtest.promise_measure import sentence
-from predictive_headroom.backtest.recommend import node_hour_price
 from predictive_headroom.backtest.results import BacktestResult, headline
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.backtest.text import (
@@ -20,14 +19,19 @@ from predictive_headroom.backtest.text import (
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
+    add_price_arguments,
+    daemon_retune_window,
     duration_arg,
     iso,
     load_config,
+    price_from_args,
     print_json,
 )
-from predictive_headroom.policy.config import Cost, Pool
+from predictive_headroom.core.price import NodeShape, Price
+from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.policy.durations import parse_duration
+from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import SourceError
 
@@ -58,7 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="demand one placeholder slot serves (default: the pool's, else median demand / 20)",
     )
     parser.add_argument(
-        "--node-slots", type=int, default=8, help="placeholder-sized slots per node (default 8)"
+        "--node-slots",
+        type=int,
+        help="placeholder-sized slots per node (default: as many as fit in --node-cpu and "
+        "--node-memory, else 8)",
     )
     parser.add_argument(
         "--lag", type=duration_arg, default=180.0, help="node provisioning lag (default 3m)"
@@ -120,9 +127,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cores-per-node",
         type=float,
-        default=8.0,
-        help="cores per simulated node for a CPA cores rule (default 8)",
+        help="cores per simulated node for a CPA cores rule (default: --node-cpu, else 8)",
     )
+    add_price_arguments(parser)
     parser.add_argument(
         "--out",
         metavar="DIR",
@@ -188,12 +195,16 @@ def parse_windows(text: str) -> tuple[float, ...]:
 
 
 # Long on purpose: one check per flag, so every problem is reported at once, then one mapping.
-def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
-    """Check the numeric flags (every problem at once) and build the settings."""
+def settings_from_args(
+    args: argparse.Namespace, shape: NodeShape | None = None, slots: int | None = None
+) -> BacktestSettings:
+    """Check the numeric flags (every problem at once) and build the settings; `shape` is the
+    node the flags gave (`price_from_args`), which sizes the simulated node unless
+    `--node-slots` / `--cores-per-node` say otherwise (`slots`: the placeholders it holds)."""
     problems = []
     if args.demand_per_replica is not None and not args.demand_per_replica > 0:
         problems.append(f"--demand-per-replica must be positive, got {args.demand_per_replica:g}")
-    if args.node_slots < 1:
+    if args.node_slots is not None and args.node_slots < 1:
         problems.append(f"--node-slots must be at least 1, got {args.node_slots}")
     if args.refit_every < 60:
         problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
@@ -226,7 +237,7 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
             problems.append(f"--protection: {exc}")
     if args.observation_delay is not None and args.observation_delay < 0:
         problems.append(f"--observation-delay cannot be negative, got {args.observation_delay:g}s")
-    if not args.cores_per_node > 0:
+    if args.cores_per_node is not None and not args.cores_per_node > 0:
         problems.append(f"--cores-per-node must be positive, got {args.cores_per_node:g}")
     rate = None
     if getattr(args, "interruptions", None):
@@ -236,16 +247,19 @@ def settings_from_args(args: argparse.Namespace) -> BacktestSettings:
             problems.append(f"--interruptions: {exc}")
     if problems:
         raise CommandError("; ".join(problems))
+    defaults = BacktestSettings()
     return BacktestSettings(
         demand_per_replica=args.demand_per_replica,
-        node_slots=args.node_slots,
+        node_slots=args.node_slots
+        or (slots if shape is not None and slots else defaults.node_slots),
         lag_seconds=args.lag,
         scale_down_delay_seconds=args.scale_down_delay,
         warmup_seconds=args.warmup,
         refit_every_seconds=args.refit_every,
         quantile=quantile,
         lead_seconds=args.lead_time,
-        cores_per_node=args.cores_per_node,
+        cores_per_node=args.cores_per_node
+        or (shape.cpu if shape is not None else defaults.cores_per_node),
         dial=dial,
         stabilization_dial=windows,
         observation_delay_seconds=args.observation_delay,
@@ -272,20 +286,43 @@ def pool_from_args(args: argparse.Namespace) -> Pool | None:
     return next((p for p in policy.pools if p.forecast is not None), policy.pools[0])
 
 
-def priced(result: BacktestResult, cost: Cost | None, cores_per_node: float) -> BacktestResult:
-    """`result` with each promise entry priced per node-hour when the policy has `cost:`."""
-    price = node_hour_price(cost, cores_per_node)
-    if price is None or cost is None:
-        return result
-    extra = {"price_per_node_hour": price, "currency": cost.currency}
+def priced(result: BacktestResult, price: Price) -> BacktestResult:
+    """`result` with each promise entry priced per node-hour (`core.price`: one price for every
+    command and page) and the assumption in words."""
+    extra = {
+        "price_per_node_hour": price.node_hour,
+        "currency": price.currency,
+        "price_assumed": price.assumed,
+    }
     return replace(result, promise=[{**e, **extra} for e in result.promise or []])
+
+
+def with_daemon_now(result: BacktestResult, pool: Pool, data: str, price: Price) -> BacktestResult:
+    """Each promise entry with what the daemon would hold at the end of the data when asked that
+    protection (`app.review.daemon_now`: its re-tune on its own window and the plan it would
+    write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
+    from predictive_headroom.app.fit import default_forecaster
+    from predictive_headroom.app.review import daemon_now
+    from predictive_headroom.sources.csvsource import CsvSource
+
+    source, forecaster = CsvSource(data), default_forecaster()
+    at, window = float(result.times[-1]), daemon_retune_window()
+    entries = []
+    for entry in result.promise or []:
+        asked = pool.model_copy(update={"protection": entry["protection"]})
+        now = daemon_now(asked, source, at, forecaster, price, retune_window=window)
+        entries.append({**entry, "daemon_now": now.to_dict()})
+    return replace(result, promise=entries)
 
 
 def run(args: argparse.Namespace) -> int:
     from predictive_headroom.sources.csvsource import read_csv_history
 
-    settings = settings_from_args(args)
     pool = pool_from_args(args)
+    cost = load_config(args.config).cost if args.config else None
+    placeholder = pool.placeholder if pool is not None else Placeholder()
+    price, shape = price_from_args(args, placeholder, cost, args.node_slots)
+    settings = settings_from_args(args, shape, price.slots)
     try:
         history = read_csv_history(args.data)
     except SourceError as exc:
@@ -294,8 +331,10 @@ def run(args: argparse.Namespace) -> int:
         result = run_backtest(history, pool, settings, progress=not args.quiet)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    if args.config and result.promise:
-        result = priced(result, load_config(args.config).cost, settings.cores_per_node)
+    if result.promise:
+        result = priced(result, price)
+        if pool is not None and pool.forecast is not None:
+            result = with_daemon_now(result, pool, args.data, price)
     s = result.settings
     if not args.quiet:
         print(
@@ -340,12 +379,18 @@ def print_text(result: BacktestResult) -> None:
         print(format_frontier(result.frontier))
     if result.promise:
         print()
+        s = result.settings
         print(
             "the promise (protection: P replayed as the daemon keeps it, each day's setting "
-            "and reserve chosen on the days before it):"
+            f"and reserve chosen on the days before it; scored {iso(s.scored_from)} to "
+            f"{iso(s.scored_to)}, refit every {s.refit_every_seconds / 3600:g} h, as `tune`):"
         )
         for entry in result.promise:
             print(f"  {sentence(entry)}")
+            if entry.get("daemon_now"):
+                print(f"    {entry['daemon_now']['sentence']}")
+        if result.promise[0].get("price_assumed"):
+            print(f"  priced as {result.promise[0]['price_assumed']}")
     if result.interruptions is not None:
         report = result.interruptions
         print()

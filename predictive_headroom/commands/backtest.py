@@ -297,16 +297,18 @@ def priced(result: BacktestResult, price: Price) -> BacktestResult:
     return replace(result, promise=[{**e, **extra} for e in result.promise or []])
 
 
-def with_daemon_now(result: BacktestResult, pool: Pool, data: str, price: Price) -> BacktestResult:
+def with_daemon_now(
+    result: BacktestResult, pool: Pool, data: str, at: float, price: Price
+) -> BacktestResult:
     """Each promise entry with what the daemon would hold at the end of the data when asked that
-    protection (`app.review.daemon_now`: its re-tune on its own window and the plan it would
-    write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
+    protection at `at`, the last sample (`app.review.daemon_now`: its re-tune on its own window
+    and the plan it would write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
     from predictive_headroom.app.fit import default_forecaster
     from predictive_headroom.app.review import daemon_now
     from predictive_headroom.sources.csvsource import CsvSource
 
     source, forecaster = CsvSource(data), default_forecaster()
-    at, window = float(result.times[-1]), daemon_retune_window()
+    window = daemon_retune_window()
     entries = []
     for entry in result.promise or []:
         asked = pool.model_copy(update={"protection": entry["protection"]})
@@ -334,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
     if result.promise:
         result = priced(result, price)
         if pool is not None and pool.forecast is not None:
-            result = with_daemon_now(result, pool, args.data, price)
+            result = with_daemon_now(result, pool, args.data, float(history.end), price)
     s = result.settings
     if not args.quiet:
         print(

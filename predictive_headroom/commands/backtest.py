@@ -15,6 +15,7 @@ from predictive_headroom.backtest.text import (
     format_dial,
     format_frontier,
     format_interruptions,
+    format_promise,
     format_stabilization_dial,
     format_table,
 )
@@ -424,6 +425,12 @@ def print_text(result: BacktestResult) -> None:
         )
         for entry in result.promise:
             print(f"  {sentence(entry)}")
+        print(
+            "overhead node-hours over no headroom; daily reserve: a fixed reserve re-chosen each "
+            "day on the week before it; static in hindsight: N chosen knowing the whole history; "
+            "÷ promise: their cost over the promise's, at the protection it kept:"
+        )
+        print(format_promise(result.promise))
     if result.interruptions is not None:
         report = result.interruptions
         print()

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 from predictive_headroom.backtest.results import InterruptionReport, InterruptionRow
 from predictive_headroom.backtest.simulator import Metrics
-from predictive_headroom.backtest.text import format_interruptions, format_promise, signed
+from predictive_headroom.backtest.text import format_interruptions, format_promise
+from predictive_headroom.pages.format import fmt_signed
 
 
 def _row(name: str, calm: tuple[float, float], interrupted: tuple[float, float]) -> InterruptionRow:
@@ -37,7 +38,7 @@ def test_a_negative_change_in_waiting_is_named_as_a_difference_and_explained():
 
 
 def test_signed_numbers_keep_their_sign_and_zero_has_none():
-    assert [signed(v, 1) for v in (0.44, -0.04, -0.0, 12.0, -30.26)] == [
+    assert [fmt_signed(v, 1) for v in (0.44, -0.04, -0.0, 12.0, -30.26)] == [
         "+0.4",
         "0.0",
         "0.0",

@@ -13,7 +13,7 @@ import numpy as np
 
 from predictive_headroom.backtest.simulator import Metrics, Run
 from predictive_headroom.backtest.tuning import GridRun
-from predictive_headroom.core.series import DAY_SECONDS
+from predictive_headroom.core.series import DAY_SECONDS, iso_utc
 
 
 @dataclass(frozen=True)
@@ -206,14 +206,41 @@ class InterruptionReport:
     notice_seconds: float
     seed: int
     rows: list[InterruptionRow]
+    component: dict[str, Any] | None = None
+    """The disruption component alone over the scored span (`component_chart_data`): what the
+    page draws."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "rate_per_node_day": round(self.rate_per_node_hour * 24, 6),
             "notice_seconds": self.notice_seconds,
             "seed": self.seed,
             "strategies": [r.to_dict() for r in self.rows],
         }
+        if self.component is not None:
+            out["component"] = self.component
+        return out
+
+
+COMPONENT_STEP_MINUTES = 5
+"""The disruption component chart's step: the most placeholders held in each 5 minutes."""
+
+
+def component_chart_data(
+    times: np.ndarray, placeholders: np.ndarray, interrupted: np.ndarray
+) -> dict[str, Any]:
+    """The disruption component alone over the scored minutes `times` (POSIX seconds): the most
+    placeholders it held in each `COMPONENT_STEP_MINUTES` (`times`, `placeholders`) and the
+    instants a node was interrupted (`interruptions`, one per node), as ISO-8601 UTC."""
+    n = COMPONENT_STEP_MINUTES
+    size = placeholders.size - placeholders.size % n
+    held = placeholders[:size].reshape(-1, n).max(axis=1) if size else placeholders[:0]
+    at = np.repeat(times[: interrupted.size], interrupted.astype(np.int64))
+    return {
+        "times": [iso_utc(float(t)) for t in times[:size:n]],
+        "placeholders": [int(v) for v in held],
+        "interruptions": [iso_utc(float(t)) for t in at],
+    }
 
 
 @dataclass(frozen=True)

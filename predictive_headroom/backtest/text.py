@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from predictive_headroom.backtest.results import NEGATIVE_CHANGE, BacktestResult, StrategyResult
+from predictive_headroom.pages.format import fmt_signed as signed
 from predictive_headroom.policy.durations import format_duration
 
 
@@ -182,13 +183,6 @@ def format_interruptions(result: BacktestResult) -> str:
     if any(row.change < 0 for row in report.rows):
         table += f"\nchange in waiting: {NEGATIVE_CHANGE}"
     return table
-
-
-def signed(value: float, digits: int) -> str:
-    """`value` with its sign at `digits` decimals ('+12', '-30', '+0.4'); '0' (or '0.0') when it
-    rounds to zero, never '-0.0'."""
-    text = f"{value:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
 
 
 def columns(rows: list[list[str]], first_left: bool = True) -> str:

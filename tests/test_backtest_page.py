@@ -29,6 +29,7 @@ SETTINGS = {
     "points": 8640,
     "data_step_seconds": 1800.0,
     "pool": None,
+    "max_replicas": 40,
     "demand_per_replica": 800.0,
     "demand_per_replica_source": "--demand-per-replica",
     "median_app_pods": 19.0,

@@ -110,6 +110,8 @@ class ReplaySettings:
     points: int
     data_step_seconds: float
     pool: str | None
+    max_replicas: int
+    """The pool's maxReplicas: a reserve on top of a plan is capped there, as the planner does."""
     demand_per_replica: float
     demand_per_replica_source: str
     median_app_pods: float

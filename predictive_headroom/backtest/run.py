@@ -533,6 +533,7 @@ def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
         points=len(r.history),
         data_step_seconds=r.history.step_seconds,
         pool=r.pool.name if r.given_pool is not None else None,
+        max_replicas=r.pool.max_replicas,
         demand_per_replica=spec.demand_per_replica if spec else 0.0,
         demand_per_replica_source=r.dpr_source,
         median_app_pods=float(np.median(r.pods)),

@@ -9,6 +9,7 @@ from predictive_headroom.app.fit import default_forecaster, fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
+    daemon_retune_window,
     iso,
     load_config,
     parse_time,
@@ -21,6 +22,7 @@ from predictive_headroom.core.forecast_math import (
     burst_allowances,
     local_peaks,
 )
+from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.forecast.accuracy import Accuracy
@@ -71,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         accuracy=not args.no_accuracy,
         observe=True,
         disabled_too=True,  # a disabled forecast is still fitted and shown: review it first
+        retune_window=daemon_retune_window(),  # a `protection:` pool: the setting the daemon holds
     )
     results = []
     for pool in pools:
@@ -95,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
                 "quantile": settings.quantile,
                 "model": pool.forecast.burst_model,
             }
+        if fit.tuning is not None:
+            out["promise"] = fit.tuning.report(pool_price(pool, policy.cost))
         results.append(out)
     if args.output == "json":
         print_json({"at": iso(at), "pools": results})
@@ -177,6 +182,10 @@ def _print_summary(result: dict[str, Any]) -> None:
     )
     for warning in result["warnings"]:
         print(f"  warning: {warning}")
+    promise = result.get("promise")
+    if promise:
+        lead = "warning: " if promise["short"] else ""
+        print(f"  {lead}protection {promise['in_full']}; holding {promise['holding']}")
     burst = result.get("burst")
     if burst:
         where = (

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
+    daemon_retune_window,
     duration_arg,
     iso,
     load_config,
@@ -25,7 +27,9 @@ from predictive_headroom.core.engine import (
     plan_over_time,
 )
 from predictive_headroom.core.planner import Plan, plan_to_dict
+from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.protocols import ClusterState, Source, SourceError
 from predictive_headroom.sources.csvsource import CsvSource
@@ -105,22 +109,45 @@ def cluster_from_args(args: argparse.Namespace, policy: Policy) -> ClusterState 
     return ClusterState(args.nodes, cores, schedulable, cores * share)
 
 
-def forecasts_from_args(
-    source: Source | None,
-    policy: Policy,
-    at: float,
-) -> tuple[dict[str, Forecast | NoForecast], dict[str, History | Unobserved]]:
+@dataclass(frozen=True)
+class Fitted:
+    """What the daemon would plan each forecasting pool with at one instant (empty without
+    history): the forecast, the latest observations for the burst model, the settings (re-tuned
+    for a `protection:` pool, its reserve included) and what the re-tune says of the promise."""
+
+    forecasts: dict[str, Forecast | NoForecast] = field(default_factory=dict)
+    observed: dict[str, History | Unobserved] = field(default_factory=dict)
+    settings: dict[str, PlanSettings] = field(default_factory=dict)
+    promises: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def inputs(self, name: str, cluster: ClusterState | None) -> PlanInputs:
+        return PlanInputs(
+            self.forecasts.get(name), self.observed.get(name), cluster, self.settings.get(name)
+        )
+
+
+def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fitted:
     """Fit each forecasting pool on the history of `source` (--data or --prometheus-url) up to
-    `at`, and read its latest observations at `at` for the burst model, as the daemon does at
-    reconcile (empty without a source); CommandError when no pool could read any history."""
+    `at` as the daemon does at a refit (a `protection:` pool re-tuned first, on the same window),
+    and read its latest observations at `at` for the burst model, as it does at reconcile (empty
+    without a source); CommandError when no pool could read any history."""
     if source is None:
-        return {}, {}
-    fits = fit_pools(policy, source, at, observe=True)
+        return Fitted()
+    fits = fit_pools(policy, source, at, observe=True, retune_window=daemon_retune_window())
     failures = [w for f in fits.values() if f.history is None for w in f.warnings]
     if fits and failures and all(f.history is None for f in fits.values()):
         raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))
-    observed = {n: f.observed for n, f in fits.items() if f.observed is not None}
-    return {n: f.forecast for n, f in fits.items()}, observed
+    pools = {p.name: p for p in policy.pools}
+    return Fitted(
+        {n: f.forecast for n, f in fits.items()},
+        {n: f.observed for n, f in fits.items() if f.observed is not None},
+        {n: f.settings for n, f in fits.items() if f.settings is not None},
+        {
+            n: f.tuning.report(pool_price(pools[n], policy.cost))
+            for n, f in fits.items()
+            if f.tuning is not None
+        },
+    )
 
 
 def plan_time(args: argparse.Namespace, source: Source | None) -> float:
@@ -160,29 +187,30 @@ def run(args: argparse.Namespace) -> int:
     at = plan_time(args, source)
     cluster = cluster_from_args(args, policy)
     _note_skipped_proportional(policy, cluster)
-    forecasts, observed = forecasts_from_args(source, policy, at)
-    why = why_minimum(forecasts)
+    fitted = forecasts_from_args(source, policy, at)
+    why = why_minimum(fitted.forecasts)
     if args.horizon is None:
         plans = [
-            plan_over_time(p, [at], _inputs(p.name, forecasts, observed, cluster)).plans[0]
-            for p in policy.pools
+            plan_over_time(p, [at], fitted.inputs(p.name, cluster)).plans[0] for p in policy.pools
         ]
         if args.output == "json":
-            pools = [_with_why(plan_to_dict(p), why) for p in plans]
+            pools = [_with_why(_with_promise(plan_to_dict(p), fitted.promises), why) for p in plans]
             print_json({"at": iso(at), "pools": pools})
         else:
             _print_plans(plans, policy)
             _print_why(why)
+            _print_promises(fitted.promises)
         return 0
     if args.step <= 0:
         raise CommandError("--step must be positive")
-    timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, forecasts, observed)
+    timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, fitted)
     if args.output == "json":
-        pools = [_with_why(pool, why) for pool in timeline]
+        pools = [_with_why(_with_promise(p, fitted.promises), why) for p in timeline]
         print_json({"from": iso(at), "step_seconds": args.step, "pools": pools})
     else:
         _print_timeline(timeline)
         _print_why(why)
+        _print_promises(fitted.promises)
     return 0
 
 
@@ -197,24 +225,36 @@ def _print_why(why: dict[str, str]) -> None:
         print(f"pool {name} plans its floors only (min:...): {words}")
 
 
+def _with_promise(pool: dict[str, Any], promises: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One pool's JSON with what its re-tune says of the promise (`protection:` pools only)."""
+    promise = promises.get(pool["name"])
+    return pool if promise is None else {**pool, "promise": promise}
+
+
+def _print_promises(promises: dict[str, dict[str, Any]]) -> None:
+    """Per `protection:` pool, the promise as the daemon would see it now, and what it holds."""
+    for name, p in promises.items():
+        lead = "warning: " if p["short"] else ""
+        print(f"\n{lead}pool {name}: protection {p['in_full']}; holding {p['holding']}")
+
+
 def plan_timeline(
     policy: Policy,
     start: float,
     horizon: float,
     step: float,
     cluster: ClusterState | None,
-    forecasts: dict[str, Forecast | NoForecast],
-    observed: dict[str, History | Unobserved] | None = None,
+    fitted: Fitted | None = None,
 ) -> list[dict[str, Any]]:
     """Each pool's plan over `horizon` from `start` (`core.engine.horizon_plans`, the report's grid
     too): at `start`, every multiple of `step`, and every instant where the plan changes.
 
     The burst model reads the observations known at `start`; later steps, whose observations are
     not known yet, use the refit-time table once those are too old (`burst_fallback`)."""
-    observed = observed or {}
+    fitted = fitted or Fitted()
     out = []
     for pool in policy.pools:
-        inputs = _inputs(pool.name, forecasts, observed, cluster)
+        inputs = fitted.inputs(pool.name, cluster)
         steps = [
             {
                 "at": iso(plan.at),
@@ -226,15 +266,6 @@ def plan_timeline(
         ]
         out.append({"name": pool.name, "steps": steps})
     return out
-
-
-def _inputs(
-    name: str,
-    forecasts: dict[str, Forecast | NoForecast],
-    observed: dict[str, History | Unobserved],
-    cluster: ClusterState | None,
-) -> PlanInputs:
-    return PlanInputs(forecasts.get(name), observed.get(name), cluster)
 
 
 def _components_text(components: dict[str, int | None]) -> str:

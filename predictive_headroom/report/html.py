@@ -337,6 +337,7 @@ def _cost_rows(r: PoolReport) -> list[list[str]]:
     ]
     if c.money is not None:
         cost_rows.append(["cost", fmt_money(c.money, c.currency)])
+        cost_rows.append(["priced as", c.assumed])
     return cost_rows
 
 

@@ -271,7 +271,7 @@ def test_a_protection_shortfall_is_a_warning_saying_what_was_kept_and_held(short
     )
     text = " ".join(promise["text"].split())
     assert text.startswith(
-        "Warning, short of the protection asked: Protection asked 95%, kept 82.6% over the last 7 days (short)."
+        "Warning, short of the protection asked: Protection asked 95%, kept 82.6% over the last week (short)."
     )
     assert (
         "Holding burst quantile 0.99, scale-down stabilisation 30 min, a reserve of 3 placeholders."

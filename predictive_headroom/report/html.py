@@ -408,8 +408,9 @@ def promise_view(promise: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if promise.get("in_full"):
         said = str(promise["in_full"])
     elif asked is not None:
+        days = promise.get("days_judged")
         over = (
-            f"kept {100 * kept:.1f}% over the last 7 days"
+            f"kept {100 * kept:.1f}% over the last {f'{days:g} days' if days else 'week'}"
             if kept is not None
             else "not measured yet (no week replayed)"
         )

@@ -58,6 +58,7 @@ from predictive_headroom.backtest.results import (
     ReplaySettings,
     StrategyResult,
     WindowPoint,
+    component_chart_data,
     x_against,
 )
 from predictive_headroom.backtest.simulator import (
@@ -466,9 +467,13 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
             lambda: fixed(oracle_placeholders(r.pods, r.cluster.lag_minutes)),
         ),
     ]
-    rows = []
+    rows, component = [], None
     for name, base, run_it in cases:
         run = run_it()
+        if name == "disruption + spot reserve" and run.interrupted is not None:
+            component = component_chart_data(
+                r.times[r.start :], run.placeholders[r.start :], run.interrupted[r.start :]
+            )
         rows.append(
             InterruptionRow(
                 name,
@@ -478,7 +483,7 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
                 float(run.placeholders[r.start :].mean()) if run.placeholders.size else 0.0,
             )
         )
-    return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows)
+    return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows, component)
 
 
 def grid(r: Replay, wf: WalkForward) -> list[GridRun]:

@@ -424,3 +424,13 @@ def test_every_column_and_card_is_in_the_pages_glossary(page):
     assert undefined_headers(headers, terms, term_of) == []
     for word in ("static ÷ promise", "change in waiting", "naive ÷ forecast", "a day"):
         assert word in terms, word
+
+
+def test_with_protection_the_promise_is_the_headline_and_the_untuned_figure_comes_second(page):
+    _, data, seen, _ = page
+    dom = seen.dom
+    first, second = dom.index('id="promise-headline"'), dom.index('id="headline"')
+    assert first < second < dom.index('id="promise-cards"')
+    assert "Without the promise</b>, at the pool's own setting" in dom
+    for entry in data["promise"]:
+        assert f"{100 * entry['realized_protection']:.1f}%" in seen.text

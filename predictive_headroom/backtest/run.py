@@ -58,6 +58,7 @@ from predictive_headroom.backtest.results import (
     ReplaySettings,
     StrategyResult,
     WindowPoint,
+    component_chart_data,
     x_against,
 )
 from predictive_headroom.backtest.simulator import (
@@ -518,9 +519,13 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
             lambda: fixed(oracle_placeholders(r.pods, r.cluster.lag_minutes)),
         ),
     ]
-    rows = []
+    rows, component = [], None
     for name, base, run_it in cases:
         run = run_it()
+        if name == "disruption + spot reserve" and run.interrupted is not None:
+            component = component_chart_data(
+                r.times[r.start :], run.placeholders[r.start :], run.interrupted[r.start :]
+            )
         rows.append(
             InterruptionRow(
                 name,
@@ -530,7 +535,7 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
                 float(run.placeholders[r.start :].mean()) if run.placeholders.size else 0.0,
             )
         )
-    return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows)
+    return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows, component)
 
 
 def grid(r: Replay, wf: WalkForward) -> list[GridRun]:
@@ -580,6 +585,7 @@ def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
         points=len(r.history),
         data_step_seconds=r.history.step_seconds,
         pool=r.pool.name if r.given_pool is not None else None,
+        max_replicas=r.pool.max_replicas,
         demand_per_replica=spec.demand_per_replica if spec else 0.0,
         demand_per_replica_source=r.dpr_source,
         median_app_pods=float(np.median(r.pods)),

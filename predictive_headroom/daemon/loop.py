@@ -40,6 +40,7 @@ from predictive_headroom.app.tune import RETUNE_WINDOW, Tuning
 from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
+from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.daemon.closedloop import LoopSettings
@@ -299,7 +300,11 @@ class Daemon:
         if self.report_writer is None or not histories:
             return
         settings = {p.name: self.settings_for(p) for p in policy.pools}  # as the reconcile plans
-        promises = {name: t.report() for name, t in self.tunings.items()}
+        promises = {
+            p.name: self.tunings[p.name].report(pool_price(p, policy.cost))
+            for p in policy.pools
+            if p.name in self.tunings
+        }
         try:
             self.report_writer(
                 policy,

@@ -43,7 +43,8 @@ SELECTOR_LABELS = (
 )
 
 
-def _quantity(value: Any) -> str:
+def quantity(value: Any) -> str:
+    """`value` as a Kubernetes quantity string; ValueError saying how to write one."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"{value!r} is not a Kubernetes quantity such as '500m', '2', '1Gi'")
     text = str(value)
@@ -64,7 +65,7 @@ _QUANTITY_SCHEMA = {
     "minimum": 0,
     "description": "a Kubernetes quantity such as 500m, 2, 1Gi",
 }
-Quantity = Annotated[str, BeforeValidator(_quantity), WithJsonSchema(_QUANTITY_SCHEMA)]
+Quantity = Annotated[str, BeforeValidator(quantity), WithJsonSchema(_QUANTITY_SCHEMA)]
 
 
 def _resource_name(name: str) -> str:

@@ -76,6 +76,16 @@ def _fail(path: Path, problems: list[str], total: int) -> SourceError:
     return SourceError(f"{path}: {total} bad row(s):\n{lines}{more}")
 
 
+def write_csv_history(history: History, path: str | Path) -> None:
+    """Write `history` as a `timestamp,value` file that `read_csv_history` reads back unchanged
+    (ISO-8601 UTC times, values at full precision); OSError when it cannot be written."""
+    rows = [",".join(HEADER)] + [
+        f"{iso_utc(float(t))},{float(v)!r}"
+        for t, v in zip(history.times, history.values, strict=True)
+    ]
+    Path(path).write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
 def read_csv_history(path: str | Path) -> History:
     """Read a whole `timestamp,value` file; raise SourceError naming the file, line and bad text.
 

@@ -329,16 +329,15 @@ def priced(result: BacktestResult, price: Price) -> BacktestResult:
 
 
 def with_daemon_now(
-    result: BacktestResult, pool: Pool, source: Source, price: Price
+    result: BacktestResult, pool: Pool, source: Source, at: float, price: Price
 ) -> BacktestResult:
     """Each promise entry with what the daemon would hold at the end of the data when asked that
-    protection (`app.review.daemon_now`: its re-tune on its own window and the plan it would
-    write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
+    protection at `at`, the last sample (`app.review.daemon_now`: its re-tune on its own window
+    and the plan it would write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
     from predictive_headroom.app.fit import default_forecaster
     from predictive_headroom.app.review import daemon_now
 
-    forecaster = default_forecaster()
-    at, window = float(result.times[-1]), daemon_retune_window()
+    forecaster, window = default_forecaster(), daemon_retune_window()
     entries = []
     for entry in result.promise or []:
         asked = pool.model_copy(update={"protection": entry["protection"]})
@@ -419,7 +418,7 @@ def run(args: argparse.Namespace) -> int:
                 replayed = pool.model_copy(
                     update={"forecast": pool.forecast.model_copy(update={"query": args.query})}
                 )
-            result = with_daemon_now(result, replayed, source, price)
+            result = with_daemon_now(result, replayed, source, float(history.end), price)
     s = result.settings
     if not args.quiet:
         print(

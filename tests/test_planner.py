@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from predictive_headroom.core.engine import PlanInputs, PoolTimeline, plan_over_time
-from predictive_headroom.core.planner import ForecastPart, PlanRecord
+from predictive_headroom.core.planner import ForecastPart, PlanRecord, with_reserve
 from predictive_headroom.core.series import BurstProfile, Forecast, NoForecast
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ClusterState
@@ -265,3 +265,35 @@ def test_ramp_is_read_from_the_models_own_curve_not_the_blend():
     assert forecast_part(fc, T0, 600, 10).replicas == 6
     part = forecast_part(smooth, T0, 600, 10)
     assert (part.replicas, part.ramp, part.yhat) == (0, 0.0, 100.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    levels=st.lists(st.integers(0, 40), min_size=4, max_size=12),
+    reserve=st.integers(0, 12),
+    max_r=st.integers(3, 25),
+    window_minutes=st.sampled_from([0, 5, 30]),
+)
+def test_the_reserve_replays_as_the_planner_writes_it(levels, reserve, max_r, window_minutes):
+    """`with_reserve` on a plan without a reserve gives what the engine writes with it, step by
+    step, also where maxReplicas binds and the stabilisation window holds a count up: the replays
+    (re-tune, backtest --protection, tune) and the daemon add the reserve by one rule."""
+    step = 600.0
+    times = [T0 + i * step for i in range(len(levels))]
+
+    def yhat(t: float) -> float:
+        i = min(max(int((t - T0 + 600) // step), 0), len(levels) - 1)
+        return 100.0 * levels[i]
+
+    fc = forecast(yhat, start=T0 - 600, hours=4, step=60)
+    base = {
+        "minReplicas": 0,
+        "maxReplicas": max_r,
+        "scaleDownStabilization": f"{window_minutes}m" if window_minutes else "0s",
+    }
+    plain = pool(**base, forecast=FORECAST_SPEC)
+    held = pool(**base, forecast=dict(FORECAST_SPEC, reserve=reserve))
+    without = [p.desired for p in plan_over_time(plain, times, PlanInputs(fc)).plans]
+    written = [p.desired for p in plan_over_time(held, times, PlanInputs(fc)).plans]
+    assert list(with_reserve(np.array(without), reserve, max_r)) == written
+    assert [with_reserve(n, reserve, max_r) for n in without] == written

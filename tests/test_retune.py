@@ -17,6 +17,7 @@ from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
 from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
 from predictive_headroom.backtest.tuning import Setting
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.settings import Setting as Source
 from predictive_headroom.core.settings import SettingSource, resolve_settings
@@ -157,10 +158,9 @@ def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_s
         policy, {"web": history}, {}, {}, history.end, promises={"web": tuning.report()}
     )
     page = render_html(report)
-    assert (
-        f'<p class="promise warn" id="promise-web">Warning, short of the protection asked: '
-        f"{tuning.reason}.</p>" in page
-    )
+    shown = page[page.index('<div class="promise warn" id="promise-web">') :]
+    assert shown.index("<b>Warning, short of the protection asked:</b>") < shown.index("</div>")
+    assert f'<p class="note">{tuning.reason}</p>' in shown
 
 
 def bursts(days: float, seed: int = 3) -> History:
@@ -220,13 +220,19 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
     # The report after the refit says it too, next to the closed loop.
     [(policy, forecasts, histories, when, loop, settings, promises, disruption)] = reported
     assert disruption == {}  # written at the refit, before a reconcile looked at the nodes
-    assert promises == {"web": {"says": says, "short": False, "reason": tuning.reason}}
+    assert promises == {"web": tuning.report(pool_price(web, None))}
+    shown = promises["web"]
+    assert (shown["says"], shown["short"], shown["reason"]) == (says, False, tuning.reason)
+    assert (shown["asked"], shown["reserve"], shown["status"]) == (0.9, tuning.reserve, "tuned")
+    assert shown["kept"] == pytest.approx(tuning.realized_protection, abs=1e-4)
     assert settings["web"].reserve == Source(tuning.reserve, SettingSource.TUNED)
     report = build_report(
         policy, histories, forecasts, {}, when, loop=loop, settings=settings, promises=promises
     )
     page = render_html(report)
-    assert f'<p class="promise" id="promise-web">{tuning.reason}.</p>' in page
+    shown = page[page.index('<div class="promise" id="promise-web">') :]
+    assert "Warning" not in shown[: shown.index("</div>")]
+    assert f'<p class="note">{tuning.reason}</p>' in shown
     # The plan holds the reserve on top of what the forecast asks.
     plan = daemon.reconcile().pools[0].plan
     assert plan.details["reserve"] == tuning.reserve

@@ -74,7 +74,7 @@ def test_tune_on_a_csv_recommends_yaml_and_prints_it_in_words(tmp_path, capsys):
     for line in out["yaml"]:
         assert f"\n  {line}\n" in text
     # The walk-forward figure leads; hindsight comes after it; no broken sentences.
-    walk = text.index("walk-forward (each day's setting and reserve chosen on the days before it")
+    walk = text.index("walk-forward over the whole history (refit every 1d, each day's setting")
     assert walk < text.index("in hindsight") and "asked 90%: kept" in text
     assert "a day" in text and "a month" in text and "not reached node-hours" not in text
     # The YAML validates as printed, pasted into the pool.

@@ -51,7 +51,9 @@ from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
 from predictive_headroom.backtest.simulator import Run
 from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.core.planner import with_reserve
+from predictive_headroom.core.price import Price
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
@@ -95,6 +97,19 @@ class Tuning:
     """The protection the rule kept on the last `LOOKBACK` replayed days, each day's setting and
     reserve chosen on the days before it (None: not tuned, or nothing waited then)."""
     strictness: float | None = None
+    kept_overhead_node_hours: float | None = None
+    """Overhead node-hours over no headroom of the choices that kept `realized_protection`, on
+    the same `kept_days` days."""
+    kept_days: int = 0
+    retunes_from: float | None = None
+    """For `default` on too short a history: when the history will be long enough to tune."""
+
+    @property
+    def overhead_per_day(self) -> float | None:
+        """The overhead node-hours a day of what kept `realized_protection` (None: no figure)."""
+        if self.kept_overhead_node_hours is None or not self.kept_days:
+            return None
+        return self.kept_overhead_node_hours / self.kept_days
 
     @property
     def tuned(self) -> Tuned:
@@ -109,12 +124,70 @@ class Tuning:
         """ "asked 95%, last week 96.1%" (or why there is no figure)."""
         asked = f"asked {100 * self.target:g}%"
         if self.realized_protection is None:
-            return f"{asked}, last week: no figure ({self.status})"
+            if self.status == "default":
+                return f"{asked}, last week: no figure (not tuned yet)"
+            return f"{asked}, last week: no figure (nothing waited for a node)"
         return f"{asked}, last week {100 * self.realized_protection:.1f}%"
 
-    def report(self) -> dict[str, Any]:
-        """What the report shows: `says`, `short` (a shortfall: a warning) and the `reason`."""
-        return {"says": self.says(), "short": self.shortfall, "reason": self.reason}
+    def says_with_cost(self, price: Price | None = None) -> str:
+        """ "asked 95%, last week 96.1% for 12.3 overhead node-hours a day (9.84 USD)" (or why
+        there is no figure)."""
+        asked = f"asked {100 * self.target:g}%"
+        if self.realized_protection is None:
+            if self.status == "default":
+                return f"{asked}, last week: no figure (not tuned yet: {self.holding()})"
+            return f"{asked}, last week: no figure (nothing waited for a node)"
+        text = f"{asked}, last week {100 * self.realized_protection:.1f}%"
+        per_day = self.overhead_per_day
+        if per_day is not None:
+            money = price.text(per_day) if price is not None else ""
+            text += f" for {per_day:,.1f} overhead node-hours a day" + (
+                f" ({money})" if money else ""
+            )
+        return text
+
+    def holding(self) -> str:
+        """What the daemon holds: `burstQuantile 0.99, scaleDownStabilization 5m and a reserve of
+        3 placeholders`, with the day it starts re-tuning when it cannot yet."""
+        text = (
+            f"burstQuantile {self.burst_quantile:g}, scaleDownStabilization "
+            f"{self.stabilization_seconds / 60:g}m"
+        )
+        if self.reserve:
+            text += f" and a reserve of {plural(self.reserve, 'placeholder')}"
+        if self.retunes_from is not None:
+            text += (
+                f" until {iso_utc(self.retunes_from)}, when the history is long enough to re-tune"
+            )
+        return text
+
+    def report(self, price: Price | None = None) -> dict[str, Any]:
+        """What the report, `plan` and `tune` show of the promise: asked, kept over the last days
+        judged and for what (node-hours and money a day, priced by `price`), what it holds, `says`,
+        `short` (a shortfall: a warning) and the `reason`."""
+        per_day = self.overhead_per_day
+        money = None if price is None or per_day is None else price.money(per_day)
+        return {
+            "asked": self.target,
+            "kept": None
+            if self.realized_protection is None
+            else round(self.realized_protection, 4),
+            "days_judged": self.kept_days,
+            "overhead_node_hours_per_day": None if per_day is None else round(per_day, 3),
+            "money_per_day": None if money is None else round(money, 2),
+            "currency": None if price is None else price.currency,
+            "price_assumed": None if price is None else price.assumed,
+            "status": self.status,
+            "burst_quantile": self.burst_quantile,
+            "scale_down_stabilization_seconds": self.stabilization_seconds,
+            "reserve": self.reserve,
+            "holding": self.holding(),
+            "retunes_from": None if self.retunes_from is None else iso_utc(self.retunes_from),
+            "says": self.says(),
+            "in_full": self.says_with_cost(price),
+            "short": self.shortfall,
+            "reason": self.reason,
+        }
 
     @property
     def shortfall(self) -> bool:
@@ -142,6 +215,11 @@ class Tuning:
             if self.realized_protection is None
             else round(self.realized_protection, 4),
             "strictness": self.strictness,
+            "kept_overhead_node_hours": None
+            if self.kept_overhead_node_hours is None
+            else round(self.kept_overhead_node_hours, 3),
+            "kept_days": self.kept_days,
+            "retunes_from": None if self.retunes_from is None else iso_utc(self.retunes_from),
             "says": self.says(),
             "reason": self.reason,
         }
@@ -167,8 +245,8 @@ def retune(
     started = time.perf_counter()
     settings = settings or resolve_settings(pool)
 
-    def fallback(why: str) -> Tuning:
-        return _default(pool, settings, at, why, started)
+    def fallback(why: str, retunes_from: float | None = None) -> Tuning:
+        return _default(pool, settings, at, why, started, retunes_from)
 
     known = history.until(at)
     need = window_seconds + pool.forecast.min_history.total_seconds()
@@ -177,7 +255,8 @@ def retune(
         return fallback(
             f"history too short to tune: {have:.1f} days, needs {need / DAY_SECONDS:.1f} "
             f"({window_seconds / DAY_SECONDS:g} days to replay after a fit on at least "
-            f"{pool.forecast.min_history.total_seconds() / 3600:g} hours)"
+            f"{pool.forecast.min_history.total_seconds() / 3600:g} hours)",
+            known.start + need if len(known) else None,
         )
     try:
         grid = (window_seconds, quantiles, windows, reserves)
@@ -231,6 +310,8 @@ def _tune(
         cand.reserve,
         choice.kept,
         choice.strictness,
+        choice.kept_overhead_node_hours if choice.kept is not None else None,
+        choice.kept_periods,
     )
 
 
@@ -284,7 +365,7 @@ def _replay(
     candidates: dict[Candidate, Run] = {}
     for g in runs:
         for n in sizes:
-            placeholders = np.minimum(g.run.placeholders + n, pool.max_replicas)
+            placeholders = with_reserve(g.run.placeholders, n, pool.max_replicas)
             candidates[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(placeholders)
     size = r.pods.size
     days = max(1, round((size - r.start) / DAY_MINUTES))
@@ -326,17 +407,27 @@ def _verdict(choice: Choice, book: Ledger, target: float, days: float) -> str:
     return f"asked {100 * target:g}%, {kept}; holding {label}, {absorbed}"
 
 
-def _default(pool: Pool, settings: PlanSettings, at: float, why: str, started: float) -> Tuning:
+def _default(
+    pool: Pool,
+    settings: PlanSettings,
+    at: float,
+    why: str,
+    started: float,
+    retunes_from: float | None = None,
+) -> Tuning:
     assert pool.forecast is not None and pool.protection is not None
     q0, w0 = settings.quantile, settings.window
     logger.info("pool %s: cannot tune (%s); planning with the defaults", pool.name, why)
+    until = "" if retunes_from is None else f" until {iso_utc(retunes_from)}"
     return Tuning(
         pool.name,
         "default",
         q0,
         w0,
         pool.protection,
-        f"{why}; using burstQuantile {q0:g} and scaleDownStabilization {w0 / 60:g}m",
+        f"{why}; using burstQuantile {q0:g} and scaleDownStabilization {w0 / 60:g}m{until}",
         at,
         seconds=time.perf_counter() - started,
+        reserve=settings.reserve.value,
+        retunes_from=retunes_from,
     )

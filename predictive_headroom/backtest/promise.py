@@ -42,6 +42,7 @@ import numpy as np
 
 from predictive_headroom.backtest.simulator import ClusterSpec, Run, score, simulate
 from predictive_headroom.backtest.tuning import Setting
+from predictive_headroom.core.planner import with_reserve
 
 STRICTNESS = (1.0, 0.8, 0.6, 0.4, 0.25, 0.1)
 """Share of the allowed waiting (1 - P) the inner rule may leave on its window, loosest first."""
@@ -145,6 +146,10 @@ class Choice:
     """Past periods read."""
     events: float
     """Reactive's waiting pod-minutes on the lookback (the evidence the strictness rests on)."""
+    kept_overhead_node_hours: float = 0.0
+    """Overhead node-hours over reactive of the choices that kept `kept`, on the same periods."""
+    kept_periods: int = 0
+    """The periods `kept` and `kept_overhead_node_hours` were read on (the judged lookback)."""
 
 
 def ledger(
@@ -203,6 +208,14 @@ def _kept(book: Ledger, picks: np.ndarray, first: int, stop: int) -> tuple[float
     return 1.0 - u / r, r
 
 
+def _kept_cost(book: Ledger, picks: np.ndarray, first: int, stop: int) -> tuple[float, int]:
+    """Overhead node-hours over reactive of `picks` on periods [first, stop), and how many."""
+    ks = np.arange(first, stop)
+    ks = ks[picks[ks] >= 0]
+    cost = float(book.node_hours[picks[ks], ks].sum() - book.reactive_node_hours[ks].sum())
+    return cost, int(ks.size)
+
+
 def choose(
     book: Ledger,
     target: float,
@@ -242,6 +255,7 @@ def choose(
             f, picks, kept, events = max(judged, key=lambda t: (t[2], -t[0]))
             status = Status.SHORT
     pick = int(picks[n])
+    kept_cost, kept_periods = _kept_cost(book, picks, first, n)
     if status == Status.SHORT:
         # The window misjudged the days after it at every strictness: widen it to every day read
         # (the window and the lookback), the cheapest reaching the target there, else the most
@@ -259,6 +273,8 @@ def choose(
         float(cost),
         n,
         float(events),
+        kept_cost,
+        kept_periods,
     )
 
 
@@ -275,12 +291,14 @@ class WalkForward:
 
 
 def placeholders_of(
-    candidate: Candidate, base: Mapping[Setting, np.ndarray], size: int
+    candidate: Candidate, base: Mapping[Setting, np.ndarray], size: int, max_replicas: int
 ) -> np.ndarray:
-    """The placeholder count per minute of `candidate` (its forecast setting's plus the reserve)."""
+    """The placeholder count per minute of `candidate`: its forecast setting's plus the reserve,
+    capped at `max_replicas` by the planner's rule (`core.planner.with_reserve`); a reserve alone
+    (static N) is N."""
     if candidate.setting is None:
         return np.full(size, candidate.reserve, dtype=np.int64)
-    return base[candidate.setting] + candidate.reserve
+    return with_reserve(base[candidate.setting], candidate.reserve, max_replicas)
 
 
 def walk_forward(
@@ -292,11 +310,13 @@ def walk_forward(
     period_starts: Sequence[int],
     target: float,
     default: Candidate,
+    max_replicas: int,
     **rule: int,
 ) -> WalkForward:
     """Replay `choose` day by day: period k uses the choice made on ledger periods before k (the
-    first, with none, uses `default`), spliced and simulated once."""
-    spliced = placeholders_of(default, base, pods.size).copy()
+    first, with none, uses `default`), spliced and simulated once; a reserve is capped at
+    `max_replicas` as the planner caps it."""
+    spliced = placeholders_of(default, base, pods.size, max_replicas).copy()
     choices: list[Choice | None] = []
     # The reserves tried on a day are sized from the app pods of the days it reads, as the
     # daemon sizes them from its replay.
@@ -306,7 +326,7 @@ def walk_forward(
         choice = choose(book.cut(0, k).upto(largest), target, **rule) if k else None
         cand = default if choice is None else choice.candidate
         stop = period_starts[k + 1] if k + 1 < len(period_starts) else pods.size
-        spliced[b:stop] = placeholders_of(cand, base, pods.size)[b:stop]
+        spliced[b:stop] = placeholders_of(cand, base, pods.size, max_replicas)[b:stop]
         choices.append(choice)
     run = simulate(pods, spliced, cluster)
     m = score(run, start)

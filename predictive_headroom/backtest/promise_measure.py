@@ -31,6 +31,7 @@ from predictive_headroom.backtest.promise import (
 from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
 from predictive_headroom.backtest.simulator import ClusterSpec, Run, simulate
 from predictive_headroom.backtest.tuning import DAY_MINUTES, Setting, period_starts
+from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import iso_utc
 
 PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
@@ -71,15 +72,19 @@ def prepare(result: BacktestResult) -> Replayed:
     }
     if not base:
         base = {g.setting: g.run.placeholders for g in result.grid if g.family == "forecast"}
-    largest = max((n for n, _ in result.static_curve), default=0)
-    static_runs = {n: simulate(pods, np.full(pods.size, n), cluster) for n in range(largest + 1)}
+    static_runs = {
+        n: simulate(pods, np.full(pods.size, n), cluster) for n, _ in result.static_curve
+    }
     runs: dict[Candidate, Run] = {}
     for setting, ph in base.items():
         grid_run = next(
             g.run for g in result.grid if g.family == "forecast" and g.setting == setting
         )
         for n in reserve_sizes(pods[start:]):
-            runs[Candidate(setting, n)] = grid_run if n == 0 else simulate(pods, ph + n, cluster)
+            placeholders = with_reserve(ph, n, s.max_replicas)
+            runs[Candidate(setting, n)] = (
+                grid_run if n == 0 else simulate(pods, placeholders, cluster)
+            )
     reactive = result.strategies["reactive"].run
     q0 = s.quantile if s.quantile is not None else 0.95
     default_setting = Setting(q0, s.scale_down_stabilization_seconds)
@@ -132,7 +137,17 @@ def measure(
     ]
     out = []
     for p in protections:
-        wf = walk_forward(r.book, r.base, result.pods, r.cluster, start, r.starts, p, r.default)
+        wf = walk_forward(
+            r.book,
+            r.base,
+            result.pods,
+            r.cluster,
+            start,
+            r.starts,
+            p,
+            r.default,
+            result.settings.max_replicas,
+        )
         entry = _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
         entry["now"] = _now(choose(r.book, p))
         out.append(entry)

@@ -27,14 +27,6 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
-def node_hour_price(cost: Any, cores_per_node: float) -> float | None:
-    """A simulated node-hour in money from the policy's `cost:` (CPU only: `cores_per_node`
-    cores at `costPerCpuHour`); None without prices."""
-    if cost is None or not cost.cost_per_cpu_hour:
-        return None
-    return cores_per_node * cost.cost_per_cpu_hour
-
-
 def recommend(
     result: BacktestResult,
     pool: Pool,
@@ -98,6 +90,7 @@ def _history(result: BacktestResult) -> dict[str, Any]:
         "to": _iso(float(result.times[-1])),
         "scored_from": _iso(result.settings.scored_from),
         "refits": result.settings.refits,
+        "refit_every_seconds": result.settings.refit_every_seconds,
     }
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from predictive_headroom.core import strict_json
+from predictive_headroom.core.price import NodeShape, Price, price_node_hour
 from predictive_headroom.core.series import iso_utc
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.durations import parse_duration
@@ -101,7 +103,7 @@ def add_output_argument(parser: argparse.ArgumentParser, default: str = "table")
 
 def print_json(data: Any) -> None:
     """Machine-readable output on stdout."""
-    json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write(strict_json.dumps(data))
     sys.stdout.write("\n")
 
 
@@ -115,3 +117,73 @@ def print_table(headers: list[str], rows: list[list[Any]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
         if n == 0:
             print("  ".join("-" * w for w in widths))
+
+
+def daemon_retune_window(settings: Settings | None = None) -> float:
+    """The recent history the daemon re-tunes a `protection:` pool on (`PH_RETUNE_WINDOW`,
+    14 days by default): the review commands run the same re-tune, so they show what it holds."""
+    return (settings or Settings()).retune_window
+
+
+def add_price_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--node-hour-price`, `--node-cpu`, `--node-memory`: the node's price or shape, over the
+    policy's `cost:` (`core.price`: one price for every command and page)."""
+    parser.add_argument(
+        "--node-hour-price",
+        type=float,
+        metavar="PRICE",
+        help="what one node-hour costs (default: the policy's cost.nodeHourPrice, else the node's "
+        "shape at costPerCpuHour and costPerGiBHour)",
+    )
+    parser.add_argument(
+        "--node-cpu",
+        type=float,
+        metavar="CORES",
+        help="the node's allocatable CPU cores (with --node-memory; `size` shows them): sets the "
+        "placeholders a simulated node holds and prices a node-hour",
+    )
+    parser.add_argument(
+        "--node-memory",
+        metavar="QUANTITY",
+        help="the node's allocatable memory, e.g. 61Gi (with --node-cpu)",
+    )
+
+
+def price_from_args(
+    args: argparse.Namespace, placeholder: Any, cost: Any, slots: int | None = None
+) -> tuple[Price, NodeShape | None]:
+    """The one price (`core.price.price_node_hour`) for placeholders like `placeholder`
+    (`policy.placeholder.Placeholder`) from the flags over the policy's `cost:`, and the node
+    shape the flags gave (None: none)."""
+    from kubernetes.utils import parse_quantity
+
+    price = getattr(args, "node_hour_price", None)
+    cpu, memory = getattr(args, "node_cpu", None), getattr(args, "node_memory", None)
+    if price is not None and not (price > 0 and math.isfinite(price)):
+        raise CommandError(f"--node-hour-price must be a positive number, got {price:g}")
+    shape = None
+    if (cpu is None) != (memory is None):
+        raise CommandError(
+            "--node-cpu and --node-memory go together: give the node's shape as both"
+        )
+    if cpu is not None:
+        if not (cpu > 0 and math.isfinite(cpu)):
+            raise CommandError(f"--node-cpu must be a positive number of cores, got {cpu:g}")
+        try:
+            gib = float(parse_quantity(memory)) / 2**30
+        except ValueError:
+            raise CommandError(
+                f"--node-memory {memory!r} is not a Kubernetes quantity such as 61Gi"
+            ) from None
+        if not (gib > 0 and math.isfinite(gib)):
+            raise CommandError(f"--node-memory must be positive, got {memory!r}")
+        shape = NodeShape(cpu, gib, "--node-cpu/--node-memory")
+    priced = price_node_hour(
+        cost,
+        placeholder.cpu_cores,
+        placeholder.memory_gib,
+        shape=shape,
+        node_hour_price=price,
+        slots=slots,
+    )
+    return priced, shape

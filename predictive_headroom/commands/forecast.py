@@ -9,6 +9,7 @@ from predictive_headroom.app.fit import default_forecaster, fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
+    daemon_retune_window,
     iso,
     load_config,
     parse_time,
@@ -21,10 +22,11 @@ from predictive_headroom.core.forecast_math import (
     burst_allowances,
     local_peaks,
 )
+from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.forecast.accuracy import Accuracy
-from predictive_headroom.pages.format import fallback_words
+from predictive_headroom.pages.format import accuracy_comment, fallback_words
 from predictive_headroom.policy.config import Pool
 
 HELP = "fit the forecast of each pool and show its next peaks and accuracy on held-back recent days"
@@ -71,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         accuracy=not args.no_accuracy,
         observe=True,
         disabled_too=True,  # a disabled forecast is still fitted and shown: review it first
+        retune_window=daemon_retune_window(),  # a `protection:` pool: the setting the daemon holds
     )
     results = []
     for pool in pools:
@@ -95,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
                 "quantile": settings.quantile,
                 "model": pool.forecast.burst_model,
             }
+        if fit.tuning is not None:
+            out["promise"] = fit.tuning.report(pool_price(pool, policy.cost))
         results.append(out)
     if args.output == "json":
         print_json({"at": iso(at), "pools": results})
@@ -161,30 +166,6 @@ def summary(
     return out
 
 
-MAPE_HIGH = 50.0
-"""A MAPE (%) from which, next to a MASE below 1, the two scores tell different stories."""
-
-
-def accuracy_comment(mape: float | None, mase: float | None) -> str | None:
-    """A line explaining MAPE and MASE when they disagree (None when they do not): a large MAPE
-    with a MASE below 1 comes from demand near zero, where every small miss is a large
-    percentage; MASE compares with repeating the last season and is the one to read."""
-    if mape is None or mase is None:
-        return None
-    if mape >= MAPE_HIGH and mase < 1:
-        return (
-            f"MAPE {mape:.0f}% and MASE {mase:.2f} disagree: MAPE divides each miss by the demand "
-            "at that point, so near-zero demand (nights, quiet hours) inflates it; MASE, against "
-            "repeating the last season, says this forecast beats that baseline. Read MASE."
-        )
-    if mape < 10 and mase >= 1:
-        return (
-            f"MAPE {mape:.1f}% looks small but MASE {mase:.2f} is not below 1: the series is "
-            "regular, and repeating the last season would have done as well or better."
-        )
-    return None
-
-
 def _fmt(value: float | None, pattern: str) -> str:
     return "n/a" if value is None else pattern.format(value)
 
@@ -201,6 +182,10 @@ def _print_summary(result: dict[str, Any]) -> None:
     )
     for warning in result["warnings"]:
         print(f"  warning: {warning}")
+    promise = result.get("promise")
+    if promise:
+        lead = "warning: " if promise["short"] else ""
+        print(f"  {lead}protection {promise['in_full']}; holding {promise['holding']}")
     burst = result.get("burst")
     if burst:
         where = (

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
+    daemon_retune_window,
     duration_arg,
     iso,
     load_config,
@@ -25,9 +27,12 @@ from predictive_headroom.core.engine import (
     plan_over_time,
 )
 from predictive_headroom.core.planner import Plan, plan_to_dict
+from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.policy.config import Policy
-from predictive_headroom.protocols import ClusterState
+from predictive_headroom.protocols import ClusterState, Source, SourceError
+from predictive_headroom.sources.csvsource import CsvSource
 
 HELP = "show the plan at one instant (or a timeline with --horizon): desired placeholder replicas and why"
 EXAMPLE = (
@@ -39,7 +44,10 @@ EXAMPLE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", required=True, help="policy YAML file")
-    parser.add_argument("--at", default="now", help="ISO-8601 time with offset or Z (default: now)")
+    parser.add_argument(
+        "--at",
+        help="ISO-8601 time with offset or Z (default: the end of --data, else now)",
+    )
     parser.add_argument(
         "--nodes", type=int, help="nodes in the cluster (for the proportional rule)"
     )
@@ -101,18 +109,67 @@ def cluster_from_args(args: argparse.Namespace, policy: Policy) -> ClusterState 
     return ClusterState(args.nodes, cores, schedulable, cores * share)
 
 
-def forecasts_from_args(
-    args: argparse.Namespace,
-    policy: Policy,
-    at: float,
-) -> tuple[dict[str, Forecast | NoForecast], dict[str, History | Unobserved]]:
-    """Fit each forecasting pool on --data or --prometheus-url history up to `at`, and read its latest
-    observations at `at` for the burst model, as the daemon does at reconcile (empty without either)."""
-    if not (args.data or args.prometheus_url):
-        return {}, {}
-    fits = fit_pools(policy, source_from_args(args.data, args.prometheus_url), at, observe=True)
-    observed = {n: f.observed for n, f in fits.items() if f.observed is not None}
-    return {n: f.forecast for n, f in fits.items()}, observed
+@dataclass(frozen=True)
+class Fitted:
+    """What the daemon would plan each forecasting pool with at one instant (empty without
+    history): the forecast, the latest observations for the burst model, the settings (re-tuned
+    for a `protection:` pool, its reserve included) and what the re-tune says of the promise."""
+
+    forecasts: dict[str, Forecast | NoForecast] = field(default_factory=dict)
+    observed: dict[str, History | Unobserved] = field(default_factory=dict)
+    settings: dict[str, PlanSettings] = field(default_factory=dict)
+    promises: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def inputs(self, name: str, cluster: ClusterState | None) -> PlanInputs:
+        return PlanInputs(
+            self.forecasts.get(name), self.observed.get(name), cluster, self.settings.get(name)
+        )
+
+
+def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fitted:
+    """Fit each forecasting pool on the history of `source` (--data or --prometheus-url) up to
+    `at` as the daemon does at a refit (a `protection:` pool re-tuned first, on the same window),
+    and read its latest observations at `at` for the burst model, as it does at reconcile (empty
+    without a source); CommandError when no pool could read any history."""
+    if source is None:
+        return Fitted()
+    fits = fit_pools(policy, source, at, observe=True, retune_window=daemon_retune_window())
+    failures = [w for f in fits.values() if f.history is None for w in f.warnings]
+    if fits and failures and all(f.history is None for f in fits.values()):
+        raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))
+    pools = {p.name: p for p in policy.pools}
+    return Fitted(
+        {n: f.forecast for n, f in fits.items()},
+        {n: f.observed for n, f in fits.items() if f.observed is not None},
+        {n: f.settings for n, f in fits.items() if f.settings is not None},
+        {
+            n: f.tuning.report(pool_price(pools[n], policy.cost))
+            for n, f in fits.items()
+            if f.tuning is not None
+        },
+    )
+
+
+def plan_time(args: argparse.Namespace, source: Source | None) -> float:
+    """--at, else the end of --data (as `forecast` and `report` do), else now."""
+    if args.at:
+        return parse_time(args.at)
+    if isinstance(source, CsvSource):
+        try:
+            return source.full().end
+        except SourceError as exc:
+            raise CommandError(str(exc)) from None
+    return parse_time("now")
+
+
+def why_minimum(forecasts: dict[str, Forecast | NoForecast]) -> dict[str, str]:
+    """Why each pool without a usable forecast plans only its floors (`min:<status>`), in words:
+    the status and what went wrong (the file's span, the fit's error, ...)."""
+    return {
+        name: f"no forecast ({f.why}){': ' + f.detail if f.detail else ''}"
+        for name, f in forecasts.items()
+        if isinstance(f, NoForecast) and f.why != "disabled"
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,28 +179,63 @@ def run(args: argparse.Namespace) -> int:
             policy = policy.model_copy(update={"pools": [policy.pool(args.pool)]})
         except KeyError as exc:
             raise CommandError(str(exc.args[0])) from None
-    at = parse_time(args.at)
+    source = (
+        source_from_args(args.data, args.prometheus_url)
+        if args.data or args.prometheus_url
+        else None
+    )
+    at = plan_time(args, source)
     cluster = cluster_from_args(args, policy)
     _note_skipped_proportional(policy, cluster)
-    forecasts, observed = forecasts_from_args(args, policy, at)
+    fitted = forecasts_from_args(source, policy, at)
+    why = why_minimum(fitted.forecasts)
     if args.horizon is None:
         plans = [
-            plan_over_time(p, [at], _inputs(p.name, forecasts, observed, cluster)).plans[0]
-            for p in policy.pools
+            plan_over_time(p, [at], fitted.inputs(p.name, cluster)).plans[0] for p in policy.pools
         ]
         if args.output == "json":
-            print_json({"at": iso(at), "pools": [plan_to_dict(p) for p in plans]})
+            pools = [_with_why(_with_promise(plan_to_dict(p), fitted.promises), why) for p in plans]
+            print_json({"at": iso(at), "pools": pools})
         else:
             _print_plans(plans, policy)
+            _print_why(why)
+            _print_promises(fitted.promises)
         return 0
     if args.step <= 0:
         raise CommandError("--step must be positive")
-    timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, forecasts, observed)
+    timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, fitted)
     if args.output == "json":
-        print_json({"from": iso(at), "step_seconds": args.step, "pools": timeline})
+        pools = [_with_why(_with_promise(p, fitted.promises), why) for p in timeline]
+        print_json({"from": iso(at), "step_seconds": args.step, "pools": pools})
     else:
         _print_timeline(timeline)
+        _print_why(why)
+        _print_promises(fitted.promises)
     return 0
+
+
+def _with_why(pool: dict[str, Any], why: dict[str, str]) -> dict[str, Any]:
+    """A pool's JSON with `why` (the pool plans its floors because ...) when it has one."""
+    return {**pool, "why": why[pool["name"]]} if pool["name"] in why else pool
+
+
+def _print_why(why: dict[str, str]) -> None:
+    """One line per pool planning its floors for want of a forecast, saying why."""
+    for name, words in why.items():
+        print(f"pool {name} plans its floors only (min:...): {words}")
+
+
+def _with_promise(pool: dict[str, Any], promises: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One pool's JSON with what its re-tune says of the promise (`protection:` pools only)."""
+    promise = promises.get(pool["name"])
+    return pool if promise is None else {**pool, "promise": promise}
+
+
+def _print_promises(promises: dict[str, dict[str, Any]]) -> None:
+    """Per `protection:` pool, the promise as the daemon would see it now, and what it holds."""
+    for name, p in promises.items():
+        lead = "warning: " if p["short"] else ""
+        print(f"\n{lead}pool {name}: protection {p['in_full']}; holding {p['holding']}")
 
 
 def plan_timeline(
@@ -152,18 +244,17 @@ def plan_timeline(
     horizon: float,
     step: float,
     cluster: ClusterState | None,
-    forecasts: dict[str, Forecast | NoForecast],
-    observed: dict[str, History | Unobserved] | None = None,
+    fitted: Fitted | None = None,
 ) -> list[dict[str, Any]]:
     """Each pool's plan over `horizon` from `start` (`core.engine.horizon_plans`, the report's grid
     too): at `start`, every multiple of `step`, and every instant where the plan changes.
 
     The burst model reads the observations known at `start`; later steps, whose observations are
     not known yet, use the refit-time table once those are too old (`burst_fallback`)."""
-    observed = observed or {}
+    fitted = fitted or Fitted()
     out = []
     for pool in policy.pools:
-        inputs = _inputs(pool.name, forecasts, observed, cluster)
+        inputs = fitted.inputs(pool.name, cluster)
         steps = [
             {
                 "at": iso(plan.at),
@@ -175,15 +266,6 @@ def plan_timeline(
         ]
         out.append({"name": pool.name, "steps": steps})
     return out
-
-
-def _inputs(
-    name: str,
-    forecasts: dict[str, Forecast | NoForecast],
-    observed: dict[str, History | Unobserved],
-    cluster: ClusterState | None,
-) -> PlanInputs:
-    return PlanInputs(forecasts.get(name), observed.get(name), cluster)
 
 
 def _components_text(components: dict[str, int | None]) -> str:

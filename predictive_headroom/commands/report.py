@@ -18,8 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from predictive_headroom.app.fit import default_forecaster, fit_pools
-from predictive_headroom.commands import CommandError, load_config, parse_time, source_from_args
+from predictive_headroom.commands import (
+    CommandError,
+    daemon_retune_window,
+    load_config,
+    parse_time,
+    source_from_args,
+)
 from predictive_headroom.commands.plan import cluster_from_args
+from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
 from predictive_headroom.protocols import SourceError
@@ -126,7 +133,15 @@ def make_report(args: argparse.Namespace) -> Report:
             policy = policy.model_copy(update={"pools": [policy.pool(args.pool)]})
         except KeyError as exc:
             raise CommandError(str(exc.args[0])) from None
-    fits = fit_pools(policy, source, at, default_forecaster(), accuracy=True, observe=True)
+    fits = fit_pools(
+        policy,
+        source,
+        at,
+        default_forecaster(),
+        accuracy=True,
+        observe=True,
+        retune_window=daemon_retune_window(),  # a `protection:` pool: what the daemon would hold
+    )
     read = {n: f for n, f in fits.items() if f.history is not None}
     failures = [w for f in fits.values() if f.history is None for w in f.warnings]
     if failures and not read:  # no pool could read any history: an error for the user
@@ -142,6 +157,12 @@ def make_report(args: argparse.Namespace) -> Report:
         cluster,
         source=str(where),
         observed={n: f.observed for n, f in fits.items()},
+        settings={n: f.settings for n, f in fits.items() if f.settings is not None},
+        promises={
+            n: f.tuning.report(pool_price(policy.pool(n), policy.cost))
+            for n, f in fits.items()
+            if f.tuning is not None
+        },
     )
 
 

@@ -15,22 +15,27 @@ import sys
 import time
 from typing import Any
 
-from predictive_headroom.app.fit import fetch_history
+from predictive_headroom.app.fit import default_forecaster, fetch_history
+from predictive_headroom.app.review import daemon_now
 from predictive_headroom.backtest.promise_measure import sentence
-from predictive_headroom.backtest.recommend import node_hour_price, recommend
+from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
+    add_price_arguments,
+    daemon_retune_window,
     duration_arg,
     load_config,
     parse_time,
+    price_from_args,
     print_json,
     source_from_args,
 )
 from predictive_headroom.commands.backtest import parse_protection, parse_quantiles, parse_windows
-from predictive_headroom.core.series import NoForecast
+from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.protocols import SourceError
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
 DEFAULT_PROTECTION = 0.95
@@ -58,9 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--refit-every",
         type=duration_arg,
-        default=2 * 86400.0,
-        help="refit interval of the replay (default 2d: half the fits of the backtest's daily "
-        "refits, for speed)",
+        default=86400.0,
+        help="refit interval of the replay (default 1d, as `backtest`, so both give the same "
+        "figure on the same data)",
     )
     parser.add_argument(
         "--warmup",
@@ -71,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--at", help="tune on history up to this ISO-8601 time (default: now / end of --data)"
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    add_price_arguments(parser)
     add_output_argument(parser)
 
 
@@ -108,11 +114,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         full = getattr(source, "full", None)
         at = full().end if full else parse_time("now")
-    history = fetch_history(pool, source, at)
-    if isinstance(history, NoForecast):
-        raise CommandError(f"pool {pool.name}: {history.detail}")
+    history = _history(pool, source, at)
     if args.refit_every < 60:
         raise CommandError(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
+    defaults = BacktestSettings()
+    price, shape = price_from_args(args, pool.placeholder, policy.cost, defaults.node_slots)
     settings = BacktestSettings(
         dial=quantiles,
         stabilization_dial=windows,
@@ -120,25 +126,51 @@ def run(args: argparse.Namespace) -> int:
         burst_view=False,
         refit_every_seconds=args.refit_every,
         warmup_seconds=args.warmup,
+        # The simulated node is the node priced: as many placeholders as fit in its shape.
+        node_slots=price.slots,
+        cores_per_node=shape.cpu if shape is not None else defaults.cores_per_node,
     )
     started = time.perf_counter()
+    forecaster = default_forecaster()
     try:
-        result = run_backtest(history, pool, settings, progress=not args.quiet)
+        result = run_backtest(
+            history, pool, settings, progress=not args.quiet, forecaster=forecaster
+        )
     except ValueError as exc:
         raise CommandError(f"pool {pool.name}: too little history to tune: {exc}") from None
-    out = recommend(
-        result,
-        pool,
-        target,
-        price=node_hour_price(policy.cost, settings.cores_per_node),
-        currency=policy.cost.currency if policy.cost else "USD",
-    )
+    out = recommend(result, pool, target, price=price.node_hour, currency=price.currency)
+    out["cost"]["assumed"] = price.assumed
+    # What the daemon holds at the end of the history: the same call the daemon makes at a refit
+    # (its re-tune on its own window, the promise as asked) and the plan it would write then.
+    asked = pool if pool.protection == target else pool.model_copy(update={"protection": target})
+    now = daemon_now(asked, source, at, forecaster, price, retune_window=daemon_retune_window())
+    out["daemon_now"] = now.to_dict()
     out["seconds"] = round(time.perf_counter() - started, 1)
     if args.output == "json":
         print_json(out)
     else:
         print_recommendation(out)
     return 1 if out["status"] == "short" else 0
+
+
+def _history(pool: Pool, source: object, at: float) -> History:
+    """The history replayed: all of a CSV up to `at` (as `backtest --data` reads it), else the
+    pool's `forecast.history` from Prometheus."""
+    full = getattr(source, "full", None)
+    if full is not None:
+        try:
+            return full().until(at)
+        except SourceError as exc:
+            raise CommandError(str(exc)) from None
+    history = fetch_history(pool, source, at)  # type: ignore[arg-type]
+    if isinstance(history, NoForecast):
+        raise CommandError(f"pool {pool.name}: {history.detail}")
+    return history
+
+
+def _days(seconds: float) -> str:
+    """`1d`, `12h`."""
+    return f"{seconds / 86400:g}d" if seconds % 86400 == 0 else f"{seconds / 3600:g}h"
 
 
 def _nh(value: float | None) -> str:
@@ -150,8 +182,8 @@ def print_recommendation(out: dict[str, Any]) -> None:
     target = f"{100 * out['protection_target']:g}%"
     _print_promise(out, target)
     _print_paste(out)
-    if out["status"] != "proportional-cheaper":
-        print(f"it would hold now: {_holding(out['now'])}")
+    if out.get("daemon_now"):  # the daemon's own view at the end of the data
+        print(out["daemon_now"]["sentence"])
     print(_hindsight_line(out["hindsight"], out["static"], target))
     for warning in out["warnings"]:
         print(f"warning: {warning}")
@@ -171,9 +203,12 @@ def _print_promise(out: dict[str, Any], target: str) -> None:
     cost = out["cost"]
     price = cost["price_per_node_hour"]
     print(
-        "walk-forward (each day's setting and reserve chosen on the days before it, as the daemon "
-        f"does): {sentence(out['promise'], price, cost['currency'])}."
+        f"walk-forward over the whole history (refit every {_days(h['refit_every_seconds'])}, each "
+        "day's setting and reserve chosen on the days before it, as the daemon does): "
+        f"{sentence(out['promise'], price, cost['currency'])}."
     )
+    if cost.get("assumed"):
+        print(f"priced as {cost['assumed']}")
 
 
 def _print_paste(out: dict[str, Any]) -> None:
@@ -184,6 +219,11 @@ def _print_paste(out: dict[str, Any]) -> None:
             f"the proportional rule absorbs {100 * p['protection']:.1f}% for "
             f"{_nh(p['overhead_node_hours'])} overhead node-hours, less than the forecast keeps it "
             "for; recommended instead (paste into the pool):"
+        )
+    elif (out.get("daemon_now", {}).get("promise") or {}).get("status") == "default":
+        print(
+            "paste into the pool (the daemon re-tunes at each refit once its history is long "
+            "enough; until then it holds the setting below):"
         )
     elif out["status"] == "short":
         print(
@@ -199,18 +239,6 @@ def _print_paste(out: dict[str, Any]) -> None:
 def _placeholders(n: int) -> str:
     """`n placeholders`, singular for one."""
     return f"{n} placeholder{'s' if n != 1 else ''}"
-
-
-def _holding(now: dict[str, Any]) -> str:
-    """What the daemon would hold next, in words: static headroom of N placeholders when it chose
-    no forecast setting, else the setting and its reserve (when there is one)."""
-    if now["burst_quantile"] is None:
-        return f"static headroom of {_placeholders(now['reserve'])}"
-    return (
-        f"burstQuantile {now['burst_quantile']:g}, scaleDownStabilization "
-        f"{now['scale_down_stabilization_seconds'] / 60:g}m"
-        + (f" and a reserve of {_placeholders(now['reserve'])}" if now["reserve"] else "")
-    )
 
 
 def _hindsight_line(hs: dict[str, Any], static: dict[str, Any] | None, target: str) -> str:

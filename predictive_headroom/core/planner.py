@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.forecast_math import BurstAllowance
 from predictive_headroom.core.vocabulary import Component, ForecastStatus, PlanReason
@@ -139,6 +141,25 @@ def combine(
     if details:
         info.update(details)
     return Plan(pool.name, at, desired, raw, str(reason), components, info)
+
+
+def with_reserve(desired: Any, reserve: int, max_replicas: int) -> Any:
+    """What `combine` writes with `reserve` placeholders on top, from what it writes without them
+    (`desired`: a count or an array of counts over time, planned with the same window):
+    `min(desired + reserve, maxReplicas)`.
+
+    This is `combine`'s rule, not a second one: `combine` adds the reserve before the clamp and
+    the stabilisation window, so it writes max over the window of min(wanted + reserve, max) =
+    min(max over the window of wanted + reserve, max); without a reserve it writes
+    min(max over the window of wanted, max), and the reserve on top of that, capped again,
+    is the same number (`tests/test_planner.py` replays both where maxReplicas binds). Every
+    replay that prices a reserve (the re-tune, `backtest --protection`, `tune`) calls this instead
+    of planning each reserve again."""
+    if reserve < 0:
+        raise ValueError(f"a reserve cannot be negative, got {reserve}")
+    if isinstance(desired, int):
+        return min(desired + reserve, max_replicas)
+    return np.minimum(np.asarray(desired, dtype=np.int64) + reserve, max_replicas)
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Literal
 
+from kubernetes.utils import parse_quantity
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -27,7 +28,7 @@ from predictive_headroom.policy.cron import CRON_PATTERN, cron_trigger, expand
 from predictive_headroom.policy.disruption import Disruption
 from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, LeadTime
 from predictive_headroom.policy.errors import FieldProblem
-from predictive_headroom.policy.placeholder import Placeholder
+from predictive_headroom.policy.placeholder import Placeholder, Quantity
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.policy.target import DNS_LABEL, Target
@@ -65,7 +66,11 @@ CHECK_PROMQL = "check_promql"
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,
     )
 
 
@@ -260,11 +265,32 @@ class Pool(_Model):
 
 
 class Cost(_Model):
-    """Prices used by the report to show what headroom costs."""
+    """Prices, so every page and command shows what headroom costs (`core.price`: one price)."""
 
-    cost_per_cpu_hour: float = Field(default=0.0, ge=0)
-    cost_per_gib_hour: float = Field(default=0.0, ge=0, alias="costPerGiBHour")
+    cost_per_cpu_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    cost_per_gib_hour: float = Field(default=0.0, ge=0, alias="costPerGiBHour", allow_inf_nan=False)
     currency: str = "USD"
+    node_hour_price: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Your provider's price for one node-hour (wins over the CPU and GiB prices)."""
+    node_cpu: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """The node's allocatable CPU cores (`predictive-headroom size` shows them)."""
+    node_memory: Quantity | None = None
+    """The node's allocatable memory, a Kubernetes quantity such as 61Gi."""
+
+    @model_validator(mode="after")
+    def _shape(self) -> Cost:
+        if (self.node_cpu is None) != (self.node_memory is None):
+            given, missing = (
+                ("nodeCpu", "nodeMemory") if self.node_memory is None else ("nodeMemory", "nodeCpu")
+            )
+            raise FieldProblem(
+                missing, f"{given} is set without {missing}: give the node's shape as both"
+            )
+        return self
+
+    @property
+    def node_memory_gib(self) -> float | None:
+        return None if self.node_memory is None else float(parse_quantity(self.node_memory)) / 2**30
 
 
 class Policy(_Model):
@@ -272,6 +298,11 @@ class Policy(_Model):
 
     pools: list[Pool] = Field(min_length=1)
     cost: Cost | None = None
+    removed_pools: Literal["scaleToZero", "keep"] = Field(
+        default="scaleToZero",
+        description="what the daemon does with the placeholder of a pool that leaves this file: "
+        "scaleToZero (after the pool's scaleDownStabilization) or keep (as it is, unmanaged)",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> Policy:

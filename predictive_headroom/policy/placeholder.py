@@ -8,6 +8,7 @@ values. `cpu` and `memory` are the policy file's original shorthand for `request
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -42,12 +43,14 @@ SELECTOR_LABELS = (
 )
 
 
-def _quantity(value: Any) -> str:
+def quantity(value: Any) -> str:
+    """`value` as a Kubernetes quantity string; ValueError saying how to write one."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"{value!r} is not a Kubernetes quantity such as '500m', '2', '1Gi'")
     text = str(value)
     try:
-        if not re.match(QUANTITY_PATTERN, text) or parse_quantity(text) < 0:
+        amount = parse_quantity(text) if re.match(QUANTITY_PATTERN, text) else None
+        if amount is None or amount < 0 or not math.isfinite(float(amount)):
             raise ValueError
     except ValueError:
         raise ValueError(
@@ -62,7 +65,7 @@ _QUANTITY_SCHEMA = {
     "minimum": 0,
     "description": "a Kubernetes quantity such as 500m, 2, 1Gi",
 }
-Quantity = Annotated[str, BeforeValidator(_quantity), WithJsonSchema(_QUANTITY_SCHEMA)]
+Quantity = Annotated[str, BeforeValidator(quantity), WithJsonSchema(_QUANTITY_SCHEMA)]
 
 
 def _resource_name(name: str) -> str:
@@ -85,7 +88,11 @@ FreeForm = dict[str, Any]
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,
     )
 
 

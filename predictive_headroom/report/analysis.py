@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.core.forecast_math import PEAK_RADIUS_SECONDS, local_peaks
+from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History
 from predictive_headroom.policy.config import Policy, Pool
 
@@ -50,6 +51,8 @@ class HeadroomCost:
     peak_replicas: int
     static_replica_hours: float
     """What keeping the peak count all the time would reserve, for comparison."""
+    assumed: str = ""
+    """How a placeholder-hour was priced, in one line (`core.price`)."""
 
 
 @dataclass(frozen=True)
@@ -115,15 +118,20 @@ def headroom_cost(
     hours = float((times[-1] - times[0]) / 3600) if times.size > 1 else 0.0
     cpu_hours = replica_hours * pool.placeholder.cpu_cores
     gib_hours = replica_hours * pool.placeholder.memory_gib
-    money, currency = None, None
+    money, currency, assumed = None, None, ""
     if policy.cost is not None:
-        money = (
-            cpu_hours * policy.cost.cost_per_cpu_hour + gib_hours * policy.cost.cost_per_gib_hour
-        )
+        # One price for every page and command: a placeholder-hour is its share of a node-hour.
+        price = pool_price(pool, policy.cost)
+        if price.placeholder_hour is not None:
+            money = replica_hours * price.placeholder_hour
+            assumed = (
+                f"a placeholder-hour at {price.placeholder_hour:,.4g} {price.currency}, 1/{price.slots} "
+                f"of {price.assumed}"
+            )
         currency = policy.cost.currency
     peak = int(desired.max()) if desired.size else 0
     return HeadroomCost(
-        hours, replica_hours, cpu_hours, gib_hours, money, currency, peak, peak * hours
+        hours, replica_hours, cpu_hours, gib_hours, money, currency, peak, peak * hours, assumed
     )
 
 

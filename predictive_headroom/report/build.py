@@ -167,8 +167,25 @@ def build_report(
     if loop:
         pools = tuple(dataclasses.replace(r, loop=loop.get(r.pool.name)) for r in pools)
     if promises:
-        pools = tuple(dataclasses.replace(r, promise=promises.get(r.pool.name)) for r in pools)
+        pools = tuple(_with_promise(r, promises.get(r.pool.name)) for r in pools)
     return Report(at, pools, source)
+
+
+def _with_promise(r: PoolReport, promise: Mapping[str, Any] | None) -> PoolReport:
+    """`r` with what the re-tune says of its promise; a shortfall is also one of its warnings."""
+    if promise is None:
+        return r
+    notices = r.notices
+    if promise.get("short"):
+        notices = (
+            *notices,
+            Notice(
+                "promise-short",
+                f"protection {promise.get('says')}: short of what was asked; "
+                f"{promise.get('reason')}",
+            ),
+        )
+    return dataclasses.replace(r, promise=promise, notices=notices)
 
 
 def _observed_at(
@@ -502,6 +519,7 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
             "gib_hours": c.gib_hours,
             "money": c.money,
             "currency": c.currency,
+            "assumed": c.assumed or None,
             "peak_replicas": c.peak_replicas,
             "static_replica_hours": c.static_replica_hours,
         },

@@ -1,0 +1,71 @@
+"""What the daemon would do for one pool at one instant, for the commands that review it.
+
+`plan`, `report` and `forecast` fit every pool through `app.fit.fit_pools` with the daemon's
+re-tune window; `tune` and `backtest --protection` end with `daemon_now`: the same fit
+(`app.fit.fit_one`: the re-tune a `protection:` pool runs at a refit, then the fit at the setting
+it chose) and the same plan (`core.engine.plan_over_time`, the reserve added by the planner), so
+every command names the same setting, reserve, protection kept and placeholder count for the
+same data and instant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from predictive_headroom.app.fit import fit_one
+from predictive_headroom.core.cluster import ClusterState
+from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.planner import Plan
+from predictive_headroom.core.price import Price
+from predictive_headroom.core.series import iso_utc
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.protocols import Forecaster, Source
+
+
+@dataclass(frozen=True)
+class DaemonNow:
+    """The plan the daemon would write for a pool at `at`, and what its re-tune says of the
+    promise (None for a pool without `protection:`)."""
+
+    pool: str
+    at: float
+    plan: Plan
+    promise: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "at": iso_utc(self.at),
+            "replicas": self.plan.desired,
+            "reason": self.plan.reason,
+            "promise": self.promise,
+            "sentence": self.sentence(),
+        }
+
+    def sentence(self) -> str:
+        """`the daemon at T: 40 placeholders (max); protection asked 95%, last week ...; holding
+        ...` in one line."""
+        text = f"the daemon at {iso_utc(self.at)}: {self.plan.desired} placeholders ({self.plan.reason})"
+        if self.promise is not None:
+            text += f"; protection {self.promise['in_full']}; holding {self.promise['holding']}"
+        return text
+
+
+def daemon_now(
+    pool: Pool,
+    source: Source,
+    at: float,
+    forecaster: Forecaster,
+    price: Price,
+    *,
+    retune_window: float,
+    cluster: ClusterState | None = None,
+) -> DaemonNow:
+    """Fit `pool` at `at` as the daemon's refit does (re-tuned on `retune_window` seconds when it
+    has `protection:`) and plan that instant as its reconcile does; `price` prices the promise's
+    cost a day."""
+    fit = fit_one(pool, source, at, forecaster, observe=True, retune_window=retune_window)
+    inputs = PlanInputs(fit.forecast, fit.observed, cluster, fit.settings)
+    plan = plan_over_time(pool, [at], inputs).plans[0]
+    promise = None if fit.tuning is None else fit.tuning.report(price)
+    return DaemonNow(pool.name, at, plan, promise)

@@ -81,7 +81,9 @@ class DeploymentScaleActuator(_ReplicaTarget):
             namespace=pool.target.namespace,
         )
         meta = scale.metadata or kubernetes.client.V1ObjectMeta()
-        replicas, odd = read_replicas(scale.spec.replicas if scale.spec else None, True)
+        # autoscaling/v1 Scale omits a zero spec.replicas (omitempty): a real kube-apiserver
+        # answers a Deployment at 0 with no replicas (seen by tests/e2e), so null is 0, not odd.
+        replicas, odd = read_replicas(scale.spec.replicas if scale.spec else None, False)
         return _Current(replicas, meta.resource_version or "", meta.uid, odd=odd)
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:

@@ -18,7 +18,7 @@ from kube import wait_for
 
 LEASE = 6.0
 """PH_LEASE_DURATION of both daemons (renew deadline 4 s, retry every 0.8 s)."""
-WRITE = re.compile(r"^(\S+ \S+) INFO \S+: pool general: \S+ replicas (\d+) -> (\d+)")
+WRITE = re.compile(r"^(\S+ \S+) INFO \S+: pool general: \S+ replicas (.+) -> (\d+) \(")
 
 
 @pytest.fixture(scope="module")

@@ -119,3 +119,19 @@ def test_a_reserve_replayed_for_the_promise_is_capped_where_the_planner_caps_it(
         ph = placeholders_of(cand, r.base, result.pods.size, 6)
         assert ph.max() <= 6  # ... and held within it, by the planner's own rule
         assert np.array_equal(ph, with_reserve(r.base[cand.setting], cand.reserve, 6))
+
+
+def test_the_calibrated_level_moves_by_the_days_miss_weighted_by_its_waiting():
+    """Issue 40's candidate rule (measured in bench/calibration_bench.py, not yet the daemon's):
+    a day short of the target raises the working level in proportion to its share of the
+    waiting, a day with nothing waiting moves nothing, and the level stays in its range."""
+    from predictive_headroom.backtest.calibration import DROP, Level
+
+    level = Level.start(0.9)
+    assert level.after(None, 0.0, 50.0, 0.1) == level  # nothing waited: nothing learned
+    up = level.after(0.8, 100.0, 50.0, 0.1)  # 10 points short on a day twice as busy
+    assert up.value == pytest.approx(0.9 + 0.1 * 2 * 0.1)
+    down = level.after(1.0, 50.0, 50.0, 0.1)  # 10 points over on a typical day
+    assert down.value == pytest.approx(0.89)
+    assert level.after(0.0, 1e6, 1.0, 1.0).value == 1.0  # never above everything
+    assert level.after(1.0, 1e6, 1.0, 1.0).value == pytest.approx(0.9 - DROP)

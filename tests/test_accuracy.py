@@ -112,6 +112,7 @@ def test_to_dict_is_json_with_iso_times():
     assert data["holdout_end"].endswith("Z") and "mase" in text and data["model"] == "offset"
 
 
+@pytest.mark.slow
 def test_prophet_on_real_series_scores_and_wider_intervals_cover_more():
     full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
     history = full.since(full.end - 28 * DAY_SECONDS)

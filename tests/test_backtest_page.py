@@ -176,6 +176,7 @@ def test_a_ratio_resting_on_few_events_says_so():
     assert "Few events" not in headline(make_result((10, 12.0)))  # 100 waited: enough
 
 
+@pytest.mark.slow
 def test_a_tie_is_x_one_and_the_page_says_tie_first():
     result = make_result((0, 12.5), ((50, 10.0), (0, 12.0), (0, 14.0)))
     assert result.to_dict()["headline"]["x_forecast"] == 1.0
@@ -270,6 +271,7 @@ def _crowded_dial(result: BacktestResult, scale: float = 1.0) -> BacktestResult:
     return replace(result, dial=dial)
 
 
+@pytest.mark.slow
 def test_dial_labels_never_overlap_even_when_the_settings_cost_the_same():
     fig = plot_figure(_crowded_dial(make_result((10, 12.0))))
     texts = [t for t in fig.axes[0].texts if t.get_visible() and t.get_text().startswith("q=")]
@@ -308,6 +310,7 @@ def test_dial_labels_never_overlap_even_when_the_settings_cost_the_same():
         assert abs(t.xyann[1]) <= 80 and abs(t.xyann[0]) <= 30
 
 
+@pytest.mark.slow
 def test_backtest_plot_ticks_are_in_human_units_for_millions():
     """Node-hours in the millions are ticked 2.4M, not 2,400,000 (nor with a 1e6 offset)."""
     result = _crowded_dial(make_result((10, 2_000_000.0)), scale=200_000.0)

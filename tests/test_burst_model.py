@@ -77,6 +77,7 @@ def trainer():
     return history, train(history.until(START + 12 * DAY), LEAD, DELAY, None, max_rows=5000)
 
 
+@pytest.mark.slow
 def test_the_allowance_scales_with_the_level_and_rises_in_a_storm(trainer):
     history, t = trainer
     model = t.model(0.95)
@@ -93,6 +94,7 @@ def test_the_allowance_scales_with_the_level_and_rises_in_a_storm(trainer):
     assert storm > 1.5 * np.median(model.allowance(history, at[late_in_storm] - 7 * DAY, None))
 
 
+@pytest.mark.slow
 def test_the_quantile_holds_on_unseen_days(trainer):
     history, t = trainer
     at = np.arange(START + 12 * DAY, START + 14 * DAY - LEAD, 60.0)
@@ -125,6 +127,7 @@ def test_changing_data_after_t_minus_delay_moves_no_allowance_at_t(trainer):
     )
 
 
+@pytest.mark.slow
 def test_stale_or_missing_observations_fall_back_to_the_table(trainer):
     history, _t = trainer
     forecast = BurstNaiveForecaster().fit(
@@ -150,6 +153,7 @@ def test_stale_or_missing_observations_fall_back_to_the_table(trainer):
     assert (fresh.source, fresh.why, fresh.fell_back) == ("model", "", False)
 
 
+@pytest.mark.slow
 def test_importance_names_every_feature_largest_first(trainer):
     _, t = trainer
     ranked = t.model(0.95).importance()
@@ -173,6 +177,7 @@ POOL = Pool.model_validate(
 SETTINGS = BacktestSettings(warmup_seconds=3 * DAY, refit_every_seconds=DAY)
 
 
+@pytest.mark.slow
 def test_the_backtest_decision_at_t_reads_nothing_after_t_minus_the_observation_delay():
     """Change every sample after `cut`; no placeholder decided at or before `cut + delay` moves."""
     history = level_scaled(6, seed=3)
@@ -194,6 +199,7 @@ def test_the_backtest_decision_at_t_reads_nothing_after_t_minus_the_observation_
     assert a[upto:].tolist() != b[upto:].tolist()  # the change shows once it is known
 
 
+@pytest.mark.slow
 def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop():
     history = level_scaled(6, seed=4)
     gap = (history.times > START + 4.2 * DAY) & (history.times < START + 4.4 * DAY)

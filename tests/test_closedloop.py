@@ -123,6 +123,7 @@ def placeholder(server: FakeApiServer, name: str, scheduled: float, start: float
     )
 
 
+@pytest.mark.slow
 def test_lead_time_auto_switches_to_measured_after_five_boots_and_the_plan_follows(
     tmp_path, server
 ) -> None:

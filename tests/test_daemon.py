@@ -784,6 +784,7 @@ def test_one_summary_line_per_reconcile(tmp_path, server, caplog) -> None:
 # -- leader election ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
     """A wants 3 and B wants 5; the replica history shows one writer at a time, then a takeover."""
     server.add_deployment(NS, "web-placeholder", 0)
@@ -881,6 +882,7 @@ def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(
     )  # released for a fast handover
 
 
+@pytest.mark.slow
 def test_runner_refits_at_start_and_stops_at_once_while_a_refit_runs(tmp_path, server) -> None:
     class SlowForecaster(RampForecaster):
         def fit(self, *args: object, **kwargs: object) -> Forecast | NoForecast:

@@ -212,6 +212,7 @@ def _policy(objects: list[Object]) -> Object:
 # --- schemas -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
 @pytest.mark.parametrize("rendering", RENDERINGS)
 def test_every_object_validates_against_the_kubernetes_schema(renderings, rendering, version):

@@ -144,6 +144,7 @@ def daily_pool(**overrides) -> Pool:
     return Pool.model_validate(spec)
 
 
+@pytest.mark.slow
 def test_a_timeline_equals_the_daemons_one_instant_calls_with_records_carried():
     history = level_scaled(5, seed=7)
     at = START + 4 * DAY
@@ -165,6 +166,7 @@ def test_a_timeline_equals_the_daemons_one_instant_calls_with_records_carried():
     assert {p.reason for p in whole.plans} >= {"forecast", "schedule:day"}
 
 
+@pytest.mark.slow
 def test_the_backtest_replay_plans_each_minute_as_one_instant_calls_would():
     """The backtest evaluates the burst model over every minute of a refit at once; planning each
     minute alone, with the forecast then in force and records carried, gives identical plans."""

@@ -40,6 +40,7 @@ def synthetic(days: float, weekend_factor: float = 1.0, step: float = 300.0) -> 
     return History(t, daily * np.where(weekday >= 5, weekend_factor, 1.0), "synthetic")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, days, step",
     [
@@ -75,6 +76,7 @@ def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, s
     assert "Chain [1]" not in noise.err + noise.out and "cmdstanpy" not in noise.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["prophet", "seasonal-naive"])
 def test_burst_profile_at_another_quantile_comes_from_the_same_fit(model):
     history = dataset("azure_v2_vm_cpu_total_5min", 14 if model == "prophet" else 2)
@@ -92,6 +94,7 @@ def test_burst_profile_at_another_quantile_comes_from_the_same_fit(model):
     assert np.array_equal(high.yhat, forecast.yhat) and np.array_equal(high.upper, forecast.upper)
 
 
+@pytest.mark.slow
 def test_weekly_shape_is_learned_from_13_days():
     history = synthetic(13, weekend_factor=0.5)  # ends on a Monday
     forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)
@@ -103,6 +106,7 @@ def test_weekly_shape_is_learned_from_13_days():
     assert np.mean(np.abs(forecast.yhat - truth)) < 5
 
 
+@pytest.mark.slow
 def test_weekly_seasonality_is_off_under_a_week_and_says_so():
     history = synthetic(5)
     forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)
@@ -138,6 +142,7 @@ def test_seasonal_naive_uses_last_week_when_there_is_one():
     assert forecast.warnings == ("seasonal naive: same time last week",)
 
 
+@pytest.mark.slow
 def test_data_after_now_changes_nothing():
     history = dataset("azure_v2_vm_cpu_total_5min", 16)
     now = history.start + 12 * DAY_SECONDS + 123
@@ -186,6 +191,7 @@ def test_validation_picks_the_candidate_that_forecast_best(
     assert np.allclose(choice.errors, 0.0, atol=1e-6 * scale)
 
 
+@pytest.mark.slow
 def test_validation_beats_plain_prophet_on_a_drifting_series_and_keeps_coverage():
     # Azure CPU grows week over week: Prophet's flat trend lags the level, seasonal naive does not.
     full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
@@ -199,6 +205,7 @@ def test_validation_beats_plain_prophet_on_a_drifting_series_and_keeps_coverage(
     assert 0.7 <= validated.coverage < 1.0
 
 
+@pytest.mark.slow
 def test_under_nine_days_there_is_no_validation_window():
     history = dataset("google2019_cluster_cpu_5min", 8.5)
     default = ProphetForecaster().fit(history, spec(), LEAD, history.end)

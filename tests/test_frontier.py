@@ -142,6 +142,7 @@ def run_grid(pool, settings):
     return run_backtest(series(6), pool, settings, forecaster=SeasonalNaiveForecaster())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pool", [None, POOL], ids=["no-rule: stabilised once", "rule: replayed"])
 def test_the_grid_holds_the_pools_own_setting_as_the_strategy_replays_it(pool):
     settings = BacktestSettings(
@@ -163,6 +164,7 @@ def test_parse_protections():
         parse_protections("lots")
 
 
+@pytest.mark.slow
 def test_cli_protection_prints_each_familys_cost_and_the_json_and_page_carry_it(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(6, seed=3))
     out = tmp_path / "page"

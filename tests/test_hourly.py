@@ -72,6 +72,7 @@ def test_forecast_times_land_on_the_data_grid():
     assert np.allclose(np.mod(forecast_times(spec, now), 300.0), 0.0)
 
 
+@pytest.mark.slow
 def test_prophet_foresees_the_hourly_spike_of_the_asg_series():
     """nab_aws_asg_cpu_5min peaks at minute 9 of most hours; the daily model alone cannot show it."""
     full = read_csv_history(DATASETS / "nab_aws_asg_cpu_5min.csv")

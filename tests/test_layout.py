@@ -169,6 +169,7 @@ def test_subpackages_import_only_shared_modules_and_their_own() -> None:
     assert sorted(crossings) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "command", ["run", "validate", "size", "plan", "forecast", "report", "backtest", "demo"]
 )

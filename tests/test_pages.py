@@ -156,6 +156,7 @@ def test_no_burst_renders_nothing(value):
     assert section(value) == ""
 
 
+@pytest.mark.slow
 def test_the_backtest_page_shows_a_burst_from_its_json():
     from test_backtest_page import make_result
 
@@ -170,6 +171,7 @@ def test_the_backtest_page_shows_a_burst_from_its_json():
     )
 
 
+@pytest.mark.slow
 def test_the_report_shows_a_pools_burst(tmp_path):
     from test_report import MONDAY, TAXI, policy, seasonal_forecast
 
@@ -188,6 +190,7 @@ def test_the_report_shows_a_pools_burst(tmp_path):
     assert page.index('id="burst-taxi"') < page.index("Plan changes")
 
 
+@pytest.mark.slow
 def test_templates_and_css_ship_with_the_package(tmp_path):
     """Only what a wheel holds (the modules and pyproject's package-data) is copied elsewhere; the report renders from there."""
     root = Path(__file__).resolve().parents[1]

@@ -278,6 +278,7 @@ def test_report_json_holds_the_facts(taxi):
     assert pool["accuracy"] == GOOD_ACCURACY and pool["warnings"] == []
 
 
+@pytest.mark.slow
 def test_write_report_keeps_the_last_n_and_points_latest_at_the_newest(tmp_path, taxi):
     p = policy()
     days = [
@@ -310,6 +311,7 @@ def test_write_report_keeps_the_last_n_and_points_latest_at_the_newest(tmp_path,
     assert latest_report_dir(tmp_path / "nothing-here") is None
 
 
+@pytest.mark.slow
 def test_cli_report_from_a_csv_alone_uses_the_default_pool_and_replaces_a_previous_report(
     tmp_path, capsys
 ):
@@ -390,6 +392,7 @@ def test_cli_bad_input_is_a_clear_error_and_leaves_no_half_report(
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, nothing removed
 
 
+@pytest.mark.slow
 def test_the_page_shows_past_forecasts_next_to_what_happened(taxi):
     from predictive_headroom.report.html import (
         fmt_percent,
@@ -432,6 +435,7 @@ def with_model():
     return p, history, forecast, at
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "observed, words",
     [
@@ -461,6 +465,7 @@ def test_the_page_says_in_words_where_the_burst_allowance_came_from(observed, wo
     assert "not the peak level" in page and "worth at 5 a pod" in page
 
 
+@pytest.mark.slow
 def test_the_reports_plan_is_the_plan_timeline_and_switches_when_its_window_list_says(taxi):
     """One horizon grid: the report's rows are `plan --horizon`'s (every 15 min from `at` and every
     instant the plan changes), and it switches to a window at the window's own `from`."""

@@ -61,6 +61,7 @@ def same_choice(a, b) -> bool:
     return replace(a, seconds=0.0) == replace(b, seconds=0.0)
 
 
+@pytest.mark.slow
 def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_the_window():
     history = series(8)
     at = history.end
@@ -88,6 +89,7 @@ def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_t
     assert strict.protection >= tuning.protection
 
 
+@pytest.mark.slow
 def test_the_choice_depends_only_on_data_before_the_refit():
     history = series(9)
     at = START + 8 * DAY + 3600.0
@@ -172,6 +174,7 @@ def bursts(days: float, seed: int = 3) -> History:
     return History(base.times, base.values + spikes, "bursts")
 
 
+@pytest.mark.slow
 def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(tmp_path, server):
     history = bursts(8)
     at = history.end
@@ -264,6 +267,7 @@ def test_a_failed_fit_keeps_the_defaults_and_says_why(forecaster, why):
     assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
 
 
+@pytest.mark.slow
 def test_a_tuning_sets_only_the_quantile_the_window_and_the_reserve():
     history = series(6)
     floors = {
@@ -325,6 +329,7 @@ def gauges(daemon: Daemon, name: str) -> dict[str, float]:
     }
 
 
+@pytest.mark.slow
 def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports_it(
     tmp_path, server
 ):
@@ -439,6 +444,7 @@ def test_the_daemon_keeps_the_defaults_and_says_why_on_a_short_history(tmp_path,
     assert plan.desired >= 2 and plan.components["min"] == 2
 
 
+@pytest.mark.slow
 def test_a_changed_protection_refits_and_retunes_and_a_removed_one_plans_at_the_defaults(
     tmp_path, server
 ):

@@ -14,6 +14,7 @@ from predictive_headroom.backtest.walkforward import walk_forward
 from predictive_headroom.core.engine import PoolTimeline
 from predictive_headroom.core.forecast_math import BurstAllowance, burst_allowances
 from predictive_headroom.core.series import History, Unobserved
+from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.forecast.burst_features import (
     FEATURES,
@@ -207,9 +208,19 @@ def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop
     times, _ = minute_grid(holed)
     first = int(np.searchsorted(times, START + 3 * DAY))
     wf = walk_forward(
-        holed, POOL, times, first, DAY, BurstNaiveForecaster(), naive_burst_profile, False, 10
+        holed,
+        POOL,
+        times,
+        first,
+        DAY,
+        BurstNaiveForecaster(),
+        naive_burst_profile,
+        False,
+        10,
+        (),
+        resolve_settings(POOL),
     )
-    timeline = PoolTimeline(POOL, times, wf.model, holed)
+    timeline = PoolTimeline(POOL, times, wf.model, holed, (), resolve_settings(POOL))
     minutes = times
     allowances = {i: timeline.forecast_part(i).allowance for i in range(first, minutes.size, 7)}
     sources = {i: a.source for i, a in allowances.items()}

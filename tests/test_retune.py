@@ -31,6 +31,11 @@ from predictive_headroom.report.html import render_html
 WINDOW = 2 * DAY
 
 
+def tune(p: Pool, history: History, at: float, forecaster: object, **kw: object):
+    """`retune` with the pool's configured settings (no measured lead time), as the tests ask."""
+    return retune(p, history, at, forecaster, resolve_settings(p), **kw)  # type: ignore[arg-type]
+
+
 def pool(protection: float = 0.7, **extra: object) -> Pool:
     return Pool.model_validate(
         {
@@ -66,7 +71,7 @@ def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_t
     history = series(8)
     at = history.end
     forecaster = RecordingForecaster()
-    tuning = retune(pool(0.7), history, at, forecaster, window_seconds=WINDOW)
+    tuning = tune(pool(0.7), history, at, forecaster, window_seconds=WINDOW)
 
     assert tuning.status == "tuned", tuning.reason
     assert tuning.burst_quantile in RETUNE_QUANTILES
@@ -83,7 +88,7 @@ def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_t
     assert tuning.fitted_until == last_sample
 
     # A higher target costs more: the cheaper choice did not reach it.
-    strict = retune(pool(0.95), history, at, RecordingForecaster(), window_seconds=WINDOW)
+    strict = tune(pool(0.95), history, at, RecordingForecaster(), window_seconds=WINDOW)
     assert strict.status == "tuned" and strict.protection >= 0.95
     assert strict.overhead_node_hours > tuning.overhead_node_hours
     assert strict.protection >= tuning.protection
@@ -93,23 +98,23 @@ def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_t
 def test_the_choice_depends_only_on_data_before_the_refit():
     history = series(9)
     at = START + 8 * DAY + 3600.0
-    tuning = retune(pool(), history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    tuning = tune(pool(), history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     later = history.times > at
     changed = History(
         history.times, np.where(later, 10 * history.values + 400, history.values), "changed"
     )
-    again = retune(pool(), changed, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
-    cut = retune(pool(), history.until(at), at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    again = tune(pool(), changed, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    cut = tune(pool(), history.until(at), at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     assert same_choice(tuning, again) and same_choice(tuning, cut)
     # ... while data before the refit does move it (the replay reads the window).
     earlier = (history.times > at - WINDOW) & (history.times <= at)
     burst = History(history.times, np.where(earlier, 3 * history.values, history.values), "x")
-    moved = retune(pool(), burst, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    moved = tune(pool(), burst, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     assert moved.overhead_node_hours != tuning.overhead_node_hours
 
 
 def test_too_short_a_history_keeps_the_defaults_and_says_why():
-    tuning = retune(pool(), series(2.5), START + 2.5 * DAY, SeasonalNaiveForecaster())
+    tuning = tune(pool(), series(2.5), START + 2.5 * DAY, SeasonalNaiveForecaster())
     assert tuning.status == "default"
     assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
     assert tuning.protection is None and tuning.overhead_node_hours is None
@@ -137,7 +142,7 @@ def jump(days: float) -> History:
 def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_says_so(caplog):
     history = jump(6)
     with caplog.at_level("WARNING"):
-        tuning = retune(
+        tuning = tune(
             pool(0.99),
             history,
             history.end,
@@ -205,9 +210,7 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
     assert daemon.refit()
     web = load_policy(config).pool("web")
     # The forecast alone, at its most protective setting, keeps less than asked ...
-    alone = retune(
-        web, history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW, reserves=(0,)
-    )
+    alone = tune(web, history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW, reserves=(0,))
     assert alone.status == "short" and alone.realized_protection < 0.9
     # ... the daemon holds a reserve on top of it that kept the promise on the days after each
     # choice, and says so.
@@ -261,7 +264,7 @@ class Broken:
 )
 def test_a_failed_fit_keeps_the_defaults_and_says_why(forecaster, why):
     history = series(6)
-    tuning = retune(pool(), history, history.end, forecaster, window_seconds=WINDOW)
+    tuning = tune(pool(), history, history.end, forecaster, window_seconds=WINDOW)
     assert tuning.status == "default"
     assert why in tuning.reason
     assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
@@ -278,7 +281,7 @@ def test_a_tuning_sets_only_the_quantile_the_window_and_the_reserve():
         "proportional": {"linear": {"nodesPerReplica": 4}},
     }
     p = pool(**floors)
-    tuning = retune(p, history, history.end, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    tuning = tune(p, history, history.end, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     assert tuning.status in ("tuned", "short")
     tuned = resolve_settings(p, tuned=tuning.tuned)
     own = resolve_settings(p)
@@ -357,7 +360,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     assert daemon.refit()
 
     web = load_policy(config).pool("web")
-    expected = retune(web, history, clock.now, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    expected = tune(web, history, clock.now, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     tuning = daemon.tunings["web"]
     assert expected.status == "tuned" and same_choice(tuning, expected)
     assert "plain" not in daemon.tunings  # no protection: no tuning
@@ -382,7 +385,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     # ... and the disruption component it read from the nodes (none leaving here)
     part = daemon.disruption.parts()["web"]
     assert part.replicas == 0
-    inputs = PlanInputs(own, settings=tuned, disruption=part)
+    inputs = PlanInputs(own, None, None, tuned, disruption=part)
     assert bare == plan_over_time(web, [clock.now], inputs).plans[0]
     assert plan.components["forecast"] is not None  # the forecast (and its reserve) plan
     assert plan.raw == max(plan.components["forecast"], 0) + tuning.reserve

@@ -68,7 +68,8 @@ class PoolFit:
     warnings: tuple[str, ...] = ()
     tuning: Tuning | None = None
     settings: PlanSettings | None = None
-    """The settings the pool was fitted for and plans with (None when nothing was fitted)."""
+    """The settings the pool plans with (and its forecast was fitted for): its configuration with
+    the measured lead time, re-tuned when it was (None only when built without them)."""
 
 
 def fit_one(
@@ -90,18 +91,22 @@ def fit_one(
     forecast is fitted only when `disabled_too` (the `forecast` command shows it for review)."""
     spec = pool.forecast
     assert spec is not None
+    settings = resolve_settings(pool, measured_lead=measured_lead)
     if not (spec.enabled or disabled_too):
-        return PoolFit(pool.name, NoForecast("disabled"))
+        return PoolFit(pool.name, NoForecast("disabled"), settings=settings)
     history = fetch_history(pool, source, at)
     if isinstance(history, NoForecast):
-        return PoolFit(pool.name, history, warnings=(f"pool {pool.name}: {history.detail}",))
+        warning = f"pool {pool.name}: {history.detail}"
+        return PoolFit(pool.name, history, warnings=(warning,), settings=settings)
     if not len(history):
         why = "the series is empty up to the report time"
         return PoolFit(
-            pool.name, NoForecast("source-error", why), warnings=(f"pool {pool.name}: {why}",)
+            pool.name,
+            NoForecast("source-error", why),
+            warnings=(f"pool {pool.name}: {why}",),
+            settings=settings,
         )
     tuning = None
-    settings = resolve_settings(pool, measured_lead=measured_lead)
     if retune_window is not None and pool.protection is not None:
         tuning = retune(pool, history, at, forecaster, settings, window_seconds=retune_window)
         settings = resolve_settings(pool, measured_lead=measured_lead, tuned=tuning.tuned)

@@ -54,7 +54,7 @@ from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
-from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
+from predictive_headroom.core.settings import PlanSettings, Tuned
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
@@ -230,7 +230,7 @@ def retune(
     history: History,
     at: float,
     forecaster: Forecaster,
-    settings: PlanSettings | None = None,
+    settings: PlanSettings,
     *,
     window_seconds: float = RETUNE_WINDOW,
     quantiles: Sequence[float] = RETUNE_QUANTILES,
@@ -239,11 +239,10 @@ def retune(
 ) -> Tuning:
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
-    with its measured lead time; None: its configuration); `reserves` overrides
+    with its measured lead time); `reserves` overrides
     `promise.reserve_sizes`. Never raises for bad data: a `default` Tuning says why instead."""
     assert pool.forecast is not None and pool.protection is not None
     started = time.perf_counter()
-    settings = settings or resolve_settings(pool)
 
     def fallback(why: str, retunes_from: float | None = None) -> Tuning:
         return _default(pool, settings, at, why, started, retunes_from)

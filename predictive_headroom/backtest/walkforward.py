@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from predictive_headroom.core.engine import InForce
 from predictive_headroom.core.series import Forecast, History, NoForecast
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
@@ -62,14 +62,14 @@ def walk_forward(
     naive_fit: NaiveFit,
     progress: bool,
     every_line: int,
-    quantiles: Sequence[float] = (),
-    settings: PlanSettings | None = None,
+    quantiles: Sequence[float],
+    settings: PlanSettings,
 ) -> WalkForward:
     """Refit at times[first] and every `every` seconds after on the history known then (up to the
-    observation delay before it), for `settings` (None: the pool's configuration)."""
+    observation delay before it), for `settings` (the pool's, resolved by the caller), sweeping
+    the burst `quantiles` from the same refits."""
     spec = pool.forecast
     assert spec is not None
-    settings = settings or resolve_settings(pool)
     lead, horizon = settings.lead, spec.horizon.total_seconds()
     refit_at = np.arange(times[first], times[-1] + 1, every)
     model: list[Forecast | NoForecast] = []

@@ -186,6 +186,7 @@ def test_a_tie_is_x_one_and_the_page_says_tie_first():
     )
 
 
+@pytest.mark.slow
 def test_durations_and_times_are_in_human_units():
     page = page_html(make_result((10, 12.0)))
     settings = dict(settings_rows(SETTINGS))
@@ -221,6 +222,7 @@ def test_unknown_settings_still_show_with_a_readable_label():
     )
 
 
+@pytest.mark.slow
 def test_the_page_has_real_tables_a_plot_and_how_to_read_it():
     result = make_result((10, 12.0))
     page = page_html(result)
@@ -245,6 +247,7 @@ def test_the_page_has_real_tables_a_plot_and_how_to_read_it():
     assert 'id="dial"' not in page and 'id="stabilization-dial"' not in page
 
 
+@pytest.mark.slow
 def test_the_page_is_self_contained_and_escapes_what_it_shows():
     result = make_result((10, 12.0))
     result = replace(result, settings=replace(result.settings, data="<b>odd</b>.csv"))
@@ -319,6 +322,7 @@ def test_backtest_plot_ticks_are_in_human_units_for_millions():
     assert not any(re.fullmatch(r"[0-9,]*,000", t) or "1e6" in t for t in ticks), ticks
 
 
+@pytest.mark.slow
 def test_static_and_dial_labels_stay_inside_the_axes_and_never_overprint():
     """N=0 and N=1 a hair apart in cost and demand, seven dial settings at the axis' floor: every
     label shown sits inside the axes (none below the axis) and no two labels overlap."""

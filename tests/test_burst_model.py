@@ -109,6 +109,7 @@ def test_the_quantile_holds_on_unseen_days(trainer):
     assert t.model(0.95) is t.model(0.95)  # one fit per quantile
 
 
+@pytest.mark.slow
 def test_changing_data_after_t_minus_delay_moves_no_allowance_at_t(trainer):
     history, t = trainer
     model = t.model(0.95)

@@ -564,6 +564,7 @@ def _pod_readers(objects: list[Object]) -> dict[str, list[dict]]:
     return found
 
 
+@pytest.mark.slow
 def test_reading_pods_on_leaving_nodes_is_opt_in_and_list_only(renderings):
     # Off (the default): no pods are readable cluster-wide, only the closed loop's namespaced list.
     for name, objects in renderings.items():

@@ -178,6 +178,7 @@ def test_scale_up_is_immediate():
 replicas = st.integers(0, 30)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     min_r=replicas,
@@ -208,6 +209,7 @@ def test_plan_is_always_within_min_and_max(min_r, extra, window_replicas, nodes,
     assert min_r <= plan.desired <= max_r
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     base=st.lists(

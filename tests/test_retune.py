@@ -13,6 +13,7 @@ from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
 from test_backtest import DAY, START, SeasonalNaiveForecaster, series
 from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
+from test_report import report_of
 
 from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
 from predictive_headroom.backtest.tuning import Setting
@@ -139,6 +140,7 @@ def jump(days: float) -> History:
     return History(base.times, np.where(on, 10, 1) * base.values, "jump")
 
 
+@pytest.mark.slow
 def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_says_so(caplog):
     history = jump(6)
     with caplog.at_level("WARNING"):
@@ -161,7 +163,7 @@ def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_s
     assert any("short of its protection" in r.getMessage() for r in caplog.records)
     # The report shows the shortfall as a warning.
     policy = Policy(pools=[pool(0.99)])
-    report = build_report(
+    report = report_of(
         policy, {"web": history}, {}, {}, history.end, promises={"web": tuning.report()}
     )
     page = render_html(report)

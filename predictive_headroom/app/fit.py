@@ -156,6 +156,16 @@ def fit_pools(
     }
 
 
+def settings_of(pools: Policy, fits: Mapping[str, PoolFit]) -> dict[str, PlanSettings]:
+    """Every pool's settings: those its fit planned with (measured lead time, re-tune), else its
+    configuration's (a pool without a forecast section)."""
+    out = {}
+    for pool in pools.pools:
+        fit = fits.get(pool.name)
+        out[pool.name] = fit.settings if fit and fit.settings else resolve_settings(pool)
+    return out
+
+
 def needs_observations(pool: Pool, forecast: Forecast | NoForecast | None) -> bool:
     """True when the pool's forecast carries a burst model, which reads the latest observations."""
     return (

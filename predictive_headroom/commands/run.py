@@ -76,8 +76,8 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         forecasts: Mapping[str, Forecast | NoForecast],
         histories: Mapping[str, History],
         at: float,
-        loop: Mapping[str, Mapping[str, Any]] | None = None,
-        plan_settings: Mapping[str, PlanSettings] | None = None,
+        loop: Mapping[str, Mapping[str, Any]] | None,
+        plan_settings: Mapping[str, PlanSettings],
         promises: Mapping[str, Mapping[str, Any]] | None = None,
         disruption: Mapping[str, DisruptionPart] | None = None,
     ) -> Path:

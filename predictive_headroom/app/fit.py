@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from predictive_headroom.app.tune import Tuning, retune
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.vocabulary import BurstFallback, NoForecastWhy
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import Forecaster, Source, SourceError
@@ -38,7 +39,7 @@ def fetch_history(pool: Pool, source: Source, at: float) -> History | NoForecast
     try:
         return source.history(pool.forecast, at)
     except SourceError as exc:  # a value, not a log line: each caller says it once, its own way
-        return NoForecast("source-error", str(exc))
+        return NoForecast(NoForecastWhy.SOURCE_ERROR, str(exc))
 
 
 def fit_pool(
@@ -93,7 +94,7 @@ def fit_one(
     assert spec is not None
     settings = resolve_settings(pool, measured_lead=measured_lead)
     if not (spec.enabled or disabled_too):
-        return PoolFit(pool.name, NoForecast("disabled"), settings=settings)
+        return PoolFit(pool.name, NoForecast(NoForecastWhy.DISABLED), settings=settings)
     history = fetch_history(pool, source, at)
     if isinstance(history, NoForecast):
         warning = f"pool {pool.name}: {history.detail}"
@@ -102,7 +103,7 @@ def fit_one(
         why = "the series is empty up to the report time"
         return PoolFit(
             pool.name,
-            NoForecast("source-error", why),
+            NoForecast(NoForecastWhy.SOURCE_ERROR, why),
             warnings=(f"pool {pool.name}: {why}",),
             settings=settings,
         )
@@ -185,7 +186,7 @@ def observe_pool(
         return None
     assert isinstance(forecast, Forecast) and pool.forecast is not None
     if source is None:
-        return Unobserved("no-source")
+        return Unobserved(BurstFallback.NO_SOURCE)
     model = forecast.burst_model
     span = model.lookback_seconds + model.delay_seconds + 2 * pool.forecast.step.total_seconds()
     try:
@@ -196,7 +197,7 @@ def observe_pool(
             pool.name,
             exc,
         )
-        return Unobserved("fresh-read-failed", str(exc))
+        return Unobserved(BurstFallback.FRESH_READ_FAILED, str(exc))
 
 
 def same_forecast(a: Policy, b: Policy, name: str) -> bool:
@@ -229,7 +230,11 @@ def keep_usable(
     merged: dict[str, Forecast | NoForecast] = dict(fresh)
     for name, new in fresh.items():
         old = previous.get(name)
-        if isinstance(new, NoForecast) and isinstance(old, Forecast) and new.why != "disabled":
+        if (
+            isinstance(new, NoForecast)
+            and isinstance(old, Forecast)
+            and new.why != NoForecastWhy.DISABLED
+        ):
             if at <= old.expires_at:
                 logger.warning(
                     "pool %s: refit failed (%s); keeping the forecast fitted at %s",
@@ -240,6 +245,6 @@ def keep_usable(
                 merged[name] = old
             else:
                 merged[name] = NoForecast(
-                    "forecast-expired", f"last good forecast expired; refit failed: {new.why}"
+                    NoForecastWhy.EXPIRED, f"last good forecast expired; refit failed: {new.why}"
                 )
     return merged

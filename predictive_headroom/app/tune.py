@@ -55,6 +55,7 @@ from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import PlanSettings, Tuned
+from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
@@ -81,7 +82,7 @@ class Tuning:
     (None for `default`)."""
 
     pool: str
-    status: str
+    status: TuningStatus
     burst_quantile: float
     stabilization_seconds: float
     target: float
@@ -116,7 +117,7 @@ class Tuning:
         """What `core.settings.resolve_settings` takes from this re-tune: the chosen quantile,
         window and reserve, or nothing when it could not tune (`default`: the pool's own settings
         stand)."""
-        if self.status == "default":
+        if self.status == TuningStatus.DEFAULT:
             return Tuned()
         return Tuned(self.burst_quantile, self.stabilization_seconds, self.reserve)
 
@@ -124,7 +125,7 @@ class Tuning:
         """ "asked 95%, last week 96.1%" (or why there is no figure)."""
         asked = f"asked {100 * self.target:g}%"
         if self.realized_protection is None:
-            if self.status == "default":
+            if self.status == TuningStatus.DEFAULT:
                 return f"{asked}, last week: no figure (not tuned yet)"
             return f"{asked}, last week: no figure (nothing waited for a node)"
         return f"{asked}, last week {100 * self.realized_protection:.1f}%"
@@ -134,7 +135,7 @@ class Tuning:
         there is no figure)."""
         asked = f"asked {100 * self.target:g}%"
         if self.realized_protection is None:
-            if self.status == "default":
+            if self.status == TuningStatus.DEFAULT:
                 return f"{asked}, last week: no figure (not tuned yet: {self.holding()})"
             return f"{asked}, last week: no figure (nothing waited for a node)"
         text = f"{asked}, last week {100 * self.realized_protection:.1f}%"
@@ -287,9 +288,9 @@ def _tune(
     choice = choose(book, target)
     cand = choice.candidate
     assert cand.setting is not None
-    status = "short" if choice.status == Status.SHORT else "tuned"
+    status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
     reason = _verdict(choice, book, target, days)
-    if status == "short" or (choice.kept is not None and choice.kept < target - 1e-9):
+    if status == TuningStatus.SHORT or (choice.kept is not None and choice.kept < target - 1e-9):
         logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
     else:
         logger.info("pool %s: re-tuned: %s", pool.name, reason)
@@ -420,7 +421,7 @@ def _default(
     until = "" if retunes_from is None else f" until {iso_utc(retunes_from)}"
     return Tuning(
         pool.name,
-        "default",
+        TuningStatus.DEFAULT,
         q0,
         w0,
         pool.protection,

@@ -240,7 +240,7 @@ class _Leaving:
 
 
 # Long on purpose: the hot loop of every feedback replay; helper calls per step would cost speed.
-def _simulate_steps(
+def _simulate_steps(  # noqa: C901
     pods: np.ndarray,
     strategy: np.ndarray | Decide,
     cluster: ClusterSpec,

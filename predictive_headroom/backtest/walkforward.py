@@ -52,7 +52,8 @@ def baseline_forecast(profile: Any, now: float, horizon: float) -> Forecast:
     return Forecast(times, zero, zero, zero, "naive-burst", now, 0.0, profile)
 
 
-def walk_forward(
+# Many arguments on purpose: the refit calendar, both forecasters and the progress line, each named.
+def walk_forward(  # noqa: PLR0913
     history: History,
     pool: Pool,
     times: np.ndarray,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from typing import Generic, TypeVar
 
-from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.durations import AutoLeadTime
 
 T = TypeVar("T")
@@ -133,8 +133,13 @@ def _value(settings: PlanSettings, name: str) -> object:
     return None if setting is None else setting.value
 
 
-DEFAULT_BURST_QUANTILE = 0.95
-DEFAULT_OBSERVATION_DELAY = 60.0
+DEFAULT_BURST_QUANTILE: float = ForecastSpec.model_fields["burst_quantile"].default
+"""The burst quantile of a pool that does not set one: the config model's default, written once
+there (the chart's schema is generated from it); every other default reads this name."""
+DEFAULT_OBSERVATION_DELAY: float = ForecastSpec.model_fields[
+    "observation_delay"
+].default.total_seconds()
+"""The observation delay in seconds of a pool that does not set one (the config model's default)."""
 
 
 def _given(model: object, name: str) -> SettingSource:

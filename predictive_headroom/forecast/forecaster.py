@@ -7,7 +7,7 @@ read the forecast at `now` itself. Output is clipped at zero; the interval is `[
 `burst_model` the conditional model of `predictive_headroom.forecast.burst_model`.
 
 Cold start, measured as `end - start + step` of the history known at `now`:
-- under one day: `NoForecast("insufficient-history")`;
+- under one day: `NoForecast(NoForecastWhy.INSUFFICIENT_HISTORY)`;
 - from one day up to `spec.min_history`: seasonal naive (model `seasonal-naive`) with a warning;
 - from `spec.min_history`: Prophet (model `prophet`), falling back to seasonal naive if it fails.
   With enough history Prophet is blended with seasonal naive and level-corrected as a validation
@@ -31,6 +31,7 @@ from predictive_headroom.core.series import (
     History,
     NoForecast,
 )
+from predictive_headroom.core.vocabulary import NoForecastWhy
 from predictive_headroom.forecast.blend import (
     Choice,
     abs_quantile,
@@ -92,7 +93,8 @@ class ProphetForecaster:
     Other arguments go to Prophet unchanged. Why these defaults: `docs/measurements.md`.
     """
 
-    def __init__(
+    # Many arguments on purpose: Prophet's knobs and ours, keyword-only, each with its default.
+    def __init__(  # noqa: PLR0913
         self,
         *,
         growth: str = "flat",
@@ -130,7 +132,7 @@ class ProphetForecaster:
         length = history_length(known)
         if length < DAY_SECONDS:
             return NoForecast(
-                "insufficient-history",
+                NoForecastWhy.INSUFFICIENT_HISTORY,
                 f"{length / 3600:.1f} h of history up to now; at least 24 h is needed for any forecast",
             )
         notes: list[str] = []

@@ -34,7 +34,7 @@ from predictive_headroom.core.series import (
     iso_utc,
 )
 from predictive_headroom.core.settings import PlanSettings
-from predictive_headroom.core.vocabulary import BurstFit
+from predictive_headroom.core.vocabulary import BurstFit, NoForecastWhy
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.report.analysis import (
     HeadroomCost,
@@ -402,7 +402,7 @@ def _history_notices(r: PoolReport) -> list[Notice]:
     """The notice of a forecasting pool with too little history to fit, or too little to learn
     the weekly pattern (none when its source failed: that notice says so instead)."""
     spec, found = r.pool.forecast, []
-    if spec is not None and spec.enabled and r.forecast_status != "source-error":
+    if spec is not None and spec.enabled and r.forecast_status != NoForecastWhy.SOURCE_ERROR:
         needed = spec.min_history.total_seconds()
         if r.history_seconds < needed:
             found.append(

@@ -40,8 +40,8 @@ def series(days: float, step: float = 300.0, seed: int = 0) -> History:
 class SeasonalNaiveForecaster:
     """A fast forecaster for tests: the package's seasonal-naive rule with its burst profile."""
 
-    def fit(self, history, spec, lead_seconds, now):
-        return seasonal_naive(history, spec, now, lead_seconds)
+    def fit(self, history, spec, settings, now):
+        return seasonal_naive(history, spec, now, settings)
 
 
 POOL = Pool.model_validate(
@@ -102,9 +102,9 @@ class CountingForecaster(SeasonalNaiveForecaster):
     def __init__(self):
         self.fits = 0
 
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         self.fits += 1
-        return super().fit(history, spec, lead_seconds, now)
+        return super().fit(history, spec, settings, now)
 
 
 @pytest.mark.slow

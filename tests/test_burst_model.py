@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from fitting import fit_args
 from test_backtest import DAY, START
 
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
@@ -45,15 +46,13 @@ def level_scaled(days: float, seed: int = 0) -> History:
 class BurstNaiveForecaster:
     """Seasonal naive carrying a conditional burst model fitted on the same history (no Prophet: fast)."""
 
-    def fit(self, history, spec, lead_seconds, now):
-        forecast = seasonal_naive(history, spec, now, lead_seconds)
-        trainer = train(
-            history, lead_seconds, spec.observation_delay.total_seconds(), None, max_rows=3000
-        )
+    def fit(self, history, spec, settings, now):
+        forecast = seasonal_naive(history, spec, now, settings)
+        trainer = train(history, settings.lead, settings.delay, None, max_rows=3000)
         if trainer is None:
             return forecast
         return replace(
-            forecast, burst_model=trainer.model(spec.burst_quantile), burst_model_for=trainer.model
+            forecast, burst_model=trainer.model(settings.quantile), burst_model_for=trainer.model
         )
 
 
@@ -133,7 +132,7 @@ def test_changing_data_after_t_minus_delay_moves_no_allowance_at_t(trainer):
 def test_stale_or_missing_observations_fall_back_to_the_table(trainer):
     history, _t = trainer
     forecast = BurstNaiveForecaster().fit(
-        history.until(START + 12 * DAY), POOL.forecast, LEAD, START + 12 * DAY
+        history.until(START + 12 * DAY), *fit_args(POOL.forecast, LEAD), START + 12 * DAY
     )
     at = START + 12 * DAY + 600
 

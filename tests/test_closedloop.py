@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_report import report_of
 
 from predictive_headroom.core.series import Forecast, History
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
 from predictive_headroom.daemon.closedloop import LoopSettings, PoolLoop, is_auto
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
@@ -424,9 +425,9 @@ class LeadRecordingForecaster:
         self.leads: list[float] = []
 
     def fit(
-        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+        self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
     ) -> Forecast:
-        self.leads.append(lead_seconds)
+        self.leads.append(settings.lead)
         times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
         flat = np.full(times.size, 10.0)
         return Forecast(times, flat, flat - 1, flat + 1, "flat", now)

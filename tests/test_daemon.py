@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from predictive_headroom import cli
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.daemon.scheduling import Runner
 from predictive_headroom.kube.cluster import (
@@ -61,11 +62,11 @@ class RampForecaster:
         self.rise, self.fits = rise, 0
 
     def fit(
-        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+        self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
     ) -> Forecast | NoForecast:
         self.fits += 1
         times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
-        yhat = 10.0 + self.rise * (times - now) / lead_seconds
+        yhat = 10.0 + self.rise * (times - now) / settings.lead
         return Forecast(
             times, yhat, yhat - 1, yhat + 1, "ramp", history.end if len(history) else now
         )
@@ -116,13 +117,13 @@ class BurstForecaster(RampForecaster):
     """A flat forecast carrying `HalfLevelBurst` and a refit-time table of 2 demand units."""
 
     def fit(
-        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+        self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
     ) -> Forecast | NoForecast:
         from predictive_headroom.core.series import BurstProfile
 
         times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
         flat = np.full(times.size, 10.0)
-        table = BurstProfile(0.95, lead_seconds, 1800.0, np.full((1, 48), 2.0), False)
+        table = BurstProfile(0.95, settings.lead, 1800.0, np.full((1, 48), 2.0), False)
         return Forecast(
             times, flat, flat - 1, flat + 1, "flat", now, burst=table, burst_model=HalfLevelBurst()
         )

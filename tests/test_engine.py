@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from fitting import fit_args
 from test_backtest import DAY, START
 from test_burst_model import POOL, BurstNaiveForecaster, level_scaled
 
@@ -149,7 +150,9 @@ def daily_pool(**overrides) -> Pool:
 def test_a_timeline_equals_the_daemons_one_instant_calls_with_records_carried():
     history = level_scaled(5, seed=7)
     at = START + 4 * DAY
-    forecast = BurstNaiveForecaster().fit(history.until(at), daily_pool().forecast, 600.0, at)
+    forecast = BurstNaiveForecaster().fit(
+        history.until(at), *fit_args(daily_pool().forecast, 600.0), at
+    )
     window = {"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 30}
     pool, cluster = daily_pool(schedules=[window]), ClusterState(10, 80.0, 10, 80.0)
     times = at + 60.0 * np.arange(0, 12 * 60, 7)

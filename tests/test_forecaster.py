@@ -8,8 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fitting import fit_args
 
+from predictive_headroom.backtest.walkforward import at_quantile
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.core.settings import SettingSource
 from predictive_headroom.forecast.accuracy import evaluate
 from predictive_headroom.forecast.blend import choose as _choose
 from predictive_headroom.forecast.forecaster import ProphetForecaster
@@ -62,7 +65,7 @@ def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, s
     history = dataset(name, days)
     now = history.end + 60
     forecast = ProphetForecaster().fit(
-        history, spec(step=step, horizon=timedelta(hours=48)), LEAD, now
+        history, *fit_args(spec(step=step, horizon=timedelta(hours=48)), LEAD), now
     )
     assert isinstance(forecast, Forecast) and forecast.model == "prophet"
     assert np.allclose(np.diff(forecast.times), step.total_seconds())
@@ -81,11 +84,11 @@ def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, s
 def test_burst_profile_at_another_quantile_comes_from_the_same_fit(model):
     history = dataset("azure_v2_vm_cpu_total_5min", 14 if model == "prophet" else 2)
     forecast = ProphetForecaster().fit(
-        history, spec(min_history=timedelta(days=3)), LEAD, history.end + 60
+        history, *fit_args(spec(min_history=timedelta(days=3)), LEAD), history.end + 60
     )
     assert forecast.model == model and forecast.burst.quantile == 0.95
-    assert forecast.at_quantile(0.95) is forecast
-    low, high = forecast.at_quantile(0.5), forecast.at_quantile(0.99)
+    assert at_quantile(forecast, 0.95, SettingSource.CONFIGURED) is forecast
+    low, high = (at_quantile(forecast, q, SettingSource.CONFIGURED) for q in (0.5, 0.99))
     assert (low.burst.quantile, high.burst.quantile) == (0.5, 0.99)
     assert np.all(low.burst.values <= forecast.burst.values) and np.all(
         forecast.burst.values <= high.burst.values
@@ -97,7 +100,7 @@ def test_burst_profile_at_another_quantile_comes_from_the_same_fit(model):
 @pytest.mark.slow
 def test_weekly_shape_is_learned_from_13_days():
     history = synthetic(13, weekend_factor=0.5)  # ends on a Monday
-    forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    forecast = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), history.end)
     assert not any("weekly" in w for w in forecast.warnings)
     weekday = (np.floor(forecast.times / DAY_SECONDS).astype(int) + 3) % 7
     # Tuesday and Wednesday follow; the model must not smear last weekend's dip over them.
@@ -109,7 +112,7 @@ def test_weekly_shape_is_learned_from_13_days():
 @pytest.mark.slow
 def test_weekly_seasonality_is_off_under_a_week_and_says_so():
     history = synthetic(5)
-    forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    forecast = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), history.end)
     assert forecast.model == "prophet"
     assert any("weekly seasonality off" in w for w in forecast.warnings)
 
@@ -117,7 +120,7 @@ def test_weekly_seasonality_is_off_under_a_week_and_says_so():
 @pytest.mark.parametrize("hours", [0.5, 6, 23.9])
 def test_under_a_day_of_history_gives_no_forecast(hours):
     history = synthetic(hours / 24)
-    result = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    result = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), history.end)
     assert isinstance(result, NoForecast) and result.why == "insufficient-history"
 
 
@@ -125,7 +128,7 @@ def test_under_a_day_of_history_gives_no_forecast(hours):
 def test_between_a_day_and_min_history_seasonal_naive_repeats_last_day(days):
     history = synthetic(days)
     forecast = ProphetForecaster().fit(
-        history, spec(min_history=timedelta(days=7)), LEAD, history.end
+        history, *fit_args(spec(min_history=timedelta(days=7)), LEAD), history.end
     )
     assert forecast.model == "seasonal-naive"
     assert any("cold start" in w for w in forecast.warnings)
@@ -146,8 +149,8 @@ def test_seasonal_naive_uses_last_week_when_there_is_one():
 def test_data_after_now_changes_nothing():
     history = dataset("azure_v2_vm_cpu_total_5min", 16)
     now = history.start + 12 * DAY_SECONDS + 123
-    seen = ProphetForecaster().fit(history.until(now), spec(), LEAD, now)
-    with_future = ProphetForecaster().fit(history, spec(), LEAD, now)
+    seen = ProphetForecaster().fit(history.until(now), *fit_args(spec(), LEAD), now)
+    with_future = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), now)
     assert np.array_equal(seen.times, with_future.times)
     assert np.allclose(seen.yhat, with_future.yhat) and np.allclose(seen.upper, with_future.upper)
     assert np.array_equal(seen.burst.values, with_future.burst.values)
@@ -156,7 +159,9 @@ def test_data_after_now_changes_nothing():
 def test_prophet_failure_falls_back_to_seasonal_naive_and_says_why(caplog):
     history = synthetic(3)
     with caplog.at_level(logging.WARNING, logger="predictive_headroom.forecast.forecaster"):
-        forecast = ProphetForecaster(growth="sideways").fit(history, spec(), LEAD, history.end)
+        forecast = ProphetForecaster(growth="sideways").fit(
+            history, *fit_args(spec(), LEAD), history.end
+        )
     assert forecast.model == "seasonal-naive"
     assert any("prophet failed" in w for w in forecast.warnings)
     assert "Prophet fit failed" in caplog.text
@@ -196,8 +201,9 @@ def test_validation_beats_plain_prophet_on_a_drifting_series_and_keeps_coverage(
     # Azure CPU grows week over week: Prophet's flat trend lags the level, seasonal naive does not.
     full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
     history = full.since(full.end - 28 * DAY_SECONDS)
-    validated = evaluate(history, spec(), ProphetForecaster(), LEAD)
-    plain = evaluate(history, spec(), ProphetForecaster(validation_seconds=0), LEAD)
+    model, settings = fit_args(spec(), LEAD)
+    validated = evaluate(history, model, ProphetForecaster(), settings)
+    plain = evaluate(history, model, ProphetForecaster(validation_seconds=0), settings)
     assert validated.model == plain.model == "prophet"
     assert validated.mase < min(1.0, plain.mase)
     # One 2-day window's coverage of the 80% band ranges 0.55-0.99 over azure's last 8 such windows
@@ -208,6 +214,8 @@ def test_validation_beats_plain_prophet_on_a_drifting_series_and_keeps_coverage(
 @pytest.mark.slow
 def test_under_nine_days_there_is_no_validation_window():
     history = dataset("google2019_cluster_cpu_5min", 8.5)
-    default = ProphetForecaster().fit(history, spec(), LEAD, history.end)
-    plain = ProphetForecaster(validation_seconds=0).fit(history, spec(), LEAD, history.end)
+    default = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), history.end)
+    plain = ProphetForecaster(validation_seconds=0).fit(
+        history, *fit_args(spec(), LEAD), history.end
+    )
     assert np.allclose(default.yhat, plain.yhat) and np.allclose(default.upper, plain.upper)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fitting import fit_args
 
 from predictive_headroom.cli import main
 from predictive_headroom.core.series import (
@@ -442,7 +443,9 @@ def with_model():
     history = level_scaled(6, seed=2)
     at = history.end - DAY_SECONDS
     p = policy(forecast="{query: q, demandPerReplica: 5, observationDelay: 1m}")
-    forecast = BurstNaiveForecaster().fit(history.until(at), p.pools[0].forecast, 3600.0, at)
+    forecast = BurstNaiveForecaster().fit(
+        history.until(at), *fit_args(p.pools[0].forecast, 3600.0), at
+    )
     assert forecast.burst_model is not None
     return p, history, forecast, at
 

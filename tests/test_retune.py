@@ -21,7 +21,7 @@ from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.settings import Setting as Source
-from predictive_headroom.core.settings import SettingSource, resolve_settings
+from predictive_headroom.core.settings import SettingSource, model_spec, resolve_settings
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Policy, Pool
@@ -58,9 +58,9 @@ class RecordingForecaster(SeasonalNaiveForecaster):
     def __init__(self) -> None:
         self.fits: list[tuple[float, float]] = []
 
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         self.fits.append((float(history.end), now))
-        return super().fit(history, spec, lead_seconds, now)
+        return super().fit(history, spec, settings, now)
 
 
 def same_choice(a, b) -> bool:
@@ -248,12 +248,12 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
 
 
 class NoFit:
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         return NoForecast("insufficient-history", "needs 2 days")
 
 
 class Broken:
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         raise RuntimeError("stan crashed")
 
 
@@ -379,7 +379,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     tuned = resolve_settings(web, tuned=tuning.tuned)
     assert tuned.window == tuning.stabilization_seconds
     assert tuned.stabilization_seconds.source == SettingSource.TUNED
-    own = seasonal_naive(history, web.forecast, clock.now, tuned.lead).at_quantile(tuned.quantile)
+    own = seasonal_naive(history, model_spec(web.forecast), clock.now, tuned)
     # The daemon's plan also carries the closed loop's lead time in use (configured here).
     loop = {k: plan.details[k] for k in ("lead_time_seconds", "lead_time_source")}
     assert loop == {"lead_time_seconds": tuned.lead, "lead_time_source": "configured"}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from predictive_headroom.app.tune import Tuning, retune
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.settings import PlanSettings, model_spec, resolve_settings
 from predictive_headroom.core.vocabulary import BurstFallback, NoForecastWhy
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
@@ -46,13 +46,10 @@ def fit_pool(
     pool: Pool, history: History, forecaster: Forecaster, at: float, settings: PlanSettings
 ) -> Forecast | NoForecast:
     """Fit one pool's forecast on `history` as known at `at` for `settings` (its lead time, burst
-    quantile); the forecast records them (`Forecast.fitted_for`)."""
+    quantile, observation delay); the forecast records them (`Forecast.fitted_for`)."""
     assert pool.forecast is not None
-    fitted = forecaster.fit(history, pool.forecast, settings.lead, at)
-    if not isinstance(fitted, Forecast):
-        return fitted
-    # The forecaster fits at the configured quantile; a tuned one is read off the same fit.
-    return replace(fitted.at_quantile(settings.quantile), fitted_for=settings)
+    fitted = forecaster.fit(history, model_spec(pool.forecast), settings, at)
+    return replace(fitted, fitted_for=settings) if isinstance(fitted, Forecast) else fitted
 
 
 @dataclass(frozen=True)
@@ -116,7 +113,7 @@ def fit_one(
     scored, warnings = None, []
     if accuracy and isinstance(forecast, Forecast):
         try:
-            scored = evaluate(history, spec, forecaster, settings.lead)
+            scored = evaluate(history, model_spec(spec), forecaster, settings)
         except ValueError as exc:
             logger.info("pool %s: no hold-out accuracy: %s", pool.name, exc)
             warnings.append(f"pool {pool.name}: no hold-out accuracy: {exc}")

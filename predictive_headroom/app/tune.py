@@ -51,10 +51,11 @@ from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
 from predictive_headroom.backtest.simulator import Run
 from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
+from predictive_headroom.backtest.walkforward import at_quantile
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
-from predictive_headroom.core.settings import PlanSettings, Tuned
+from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
@@ -330,8 +331,8 @@ def _fit_before(
     seen = begin - settings.delay
     train = known.until(seen).since(seen - spec.history.total_seconds())
     horizon = max(timedelta(seconds=window_seconds + settings.lead + 3600.0), spec.horizon)
-    request = spec.model_copy(update={"horizon": horizon})  # the fit's span, not a setting
-    return forecaster.fit(train, request, settings.lead, begin), train
+    request = replace(model_spec(spec), horizon=horizon)  # the fit's span, not a setting
+    return forecaster.fit(train, request, settings, begin), train
 
 
 def _replay(
@@ -356,7 +357,10 @@ def _replay(
     # The burst model reads its features from every sample known before each replayed minute.
     r = replace(resolve(replayed, pool, settings, plan_settings), history=known)
     begin = float(r.times[r.start])
-    parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
+    candidates = sorted(set(quantiles))
+    parts = {
+        "forecast": {q: [(begin, at_quantile(fitted, q, SettingSource.TUNED))] for q in candidates}
+    }
     runs = replay_grid(
         r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
     )

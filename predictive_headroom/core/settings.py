@@ -16,6 +16,7 @@ Pure: no clock, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from datetime import timedelta
 from enum import StrEnum
 from typing import Generic, TypeVar
 
@@ -182,6 +183,33 @@ def resolve_settings(
             reserve = Setting(tuned.reserve, SettingSource.TUNED)
     strategy = Setting(Strategy.FORECAST, SettingSource.DEFAULT)
     return PlanSettings(lead, window, per_replica, delay, quantile, strategy, reserve)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The forecaster's own knobs, read from a pool's forecast section (`model_spec`): how far
+    ahead and at what step to forecast, the interval's width, the history Prophet needs, the
+    holidays and the burst model's kind. What the plan depends on (the lead time, the burst
+    quantile, the observation delay) travels in `PlanSettings` instead."""
+
+    horizon: timedelta
+    step: timedelta
+    interval_width: float
+    min_history: timedelta
+    holidays: str | None = None
+    burst_model: str = "quantile"
+
+
+def model_spec(spec: ForecastSpec) -> ModelSpec:
+    """The model-only knobs of a pool's forecast section."""
+    return ModelSpec(
+        spec.horizon,
+        spec.step,
+        spec.interval_width,
+        spec.min_history,
+        spec.holidays,
+        spec.burst_model,
+    )
 
 
 def with_values(settings: PlanSettings, source: SettingSource, **values: float) -> PlanSettings:

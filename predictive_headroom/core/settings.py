@@ -5,8 +5,10 @@ plans with after the closed loop's measurement (`leadTime: auto`) and the re-tun
 (`protection:`) have had their say. `resolve_settings` is the one function that builds it; the
 engine, the planner and the forecasters read it, never the config model, for these values.
 
-A `Forecast` records the settings it was fitted for (`Forecast.fitted_for`); `needs_refit` says
-when the settings in force have moved far enough from those for the fit to be redone.
+A forecaster fits for the settings in force (`Forecaster.fit(history, model, settings, now)`,
+`model` being the forecast section's model-only knobs, `ModelSpec`). A `Forecast` records the
+settings it was fitted for (`Forecast.fitted_for`); `needs_refit` says when the settings in force
+have moved far enough from those for the fit to be redone.
 
 Adding a field: give it a `Setting[...]` type here, fill it in `resolve_settings` (and in
 `Tuned`, when a re-tune can choose it), and list it in `FIT_FIELDS` when the fit depends on it.

@@ -2,6 +2,7 @@
 #   make demo   run the main job on bundled real data (no cluster, no Prometheus)
 #   make test   install everything the tests need and run them
 #   make test-fast  the pure and in-process tests only, for the edit-test loop (under a minute)
+#   make e2e    the e2e tier: a real control plane built from Go modules (needs Go; see docs/e2e.md)
 # The first of python3.11, python3.12, python3.13, python3 found is used (PYTHON=... to choose;
 # a PYTHON other than the one .venv was made with makes .venv again, with a message).
 PYTHON ?= $(shell for p in python3.11 python3.12 python3.13 python3; do command -v $$p && break; done)
@@ -12,7 +13,7 @@ RENDERED ?= rendered
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-fast lint schema venv system-deps bench clean render FORCE
+.PHONY: demo test test-fast lint schema venv system-deps bench clean render e2e-bins e2e FORCE
 
 # A PYTHON given on the command line or in the environment that is not the one .venv was made
 # with (another installation or version) makes .venv again, and says so; without PYTHON the
@@ -74,6 +75,15 @@ test: $(STAMP) system-deps lint
 # No Prometheus, no browser, nothing marked slow (pyproject's markers say what each means).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not prometheus and not browser"
+
+# The e2e tier (docs/e2e.md): etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
+# kwok built from their Go modules into a cache outside the repository (a second run builds
+# nothing), then tests/e2e against them. `make test` neither collects tests/e2e nor needs Go.
+e2e-bins:
+	bash tests/e2e/build.sh >/dev/null
+
+e2e: $(STAMP) e2e-bins
+	PH_E2E=1 $(BIN)/python -m pytest -q tests/e2e --basetemp=$${TMPDIR:-/tmp}/predictive-headroom-e2e
 
 # The chart and the kustomize base as the cluster would get them, without helm or kubectl
 # (Helm's own template engine through helm-python-sdk): make render [VALUES=my-values.yaml].

@@ -57,8 +57,8 @@ def main() -> int:
         )
     rows = []
     for label, without, with_ in PAIRS:
-        before = [r[without].caused for r in by_seed]
-        after = [r[with_].caused for r in by_seed]
+        before = [r[without].change for r in by_seed]
+        after = [r[with_].change for r in by_seed]
         added = [
             r[with_].interrupted.node_hours - r[without].interrupted.node_hours for r in by_seed
         ]
@@ -72,7 +72,7 @@ def main() -> int:
         )
     print(
         f"{args.data.stem}, {args.interruptions}, notice {args.notice:g} s, seeds {args.seeds}: "
-        "pod-minutes caused by interruptions"
+        "change in waiting with interruptions (pod-minutes)"
     )
     print_table(["strategy", "without the component", "with it", "node-hours it adds"], rows)
     return 0

@@ -135,6 +135,11 @@ class TargetState:
     paused: bool = False
     uid: str | None = None
     """The object's uid: a new one means the target was deleted and created again."""
+    odd: str | None = None
+    """What was odd about the replica count read (`spec.replicas null`, `-3`); `replicas` is then
+    0 and the count is not taken for a person's change."""
+    pool_label: str | None = None
+    """The target's `predictive-headroom.io/pool` label: the daemon's placeholder for that pool."""
 
 
 class Actuator(Protocol):
@@ -196,10 +201,10 @@ class PodReader(Protocol):
 
 @runtime_checkable
 class NodePodReader(Protocol):
-    """Lists the pods bound to one node, across namespaces (opt-in: `list pods` cluster-wide)."""
+    """Lists the pods bound to nodes, across namespaces (opt-in: `list pods` cluster-wide)."""
 
-    def pods_on_node(self, node: str) -> tuple[PodOnNode, ...]:
-        """The pods bound to `node` that have not ended."""
+    def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
+        """The pods bound to a node that have not ended, by node name, from one list."""
         ...
 
 

@@ -9,6 +9,7 @@ a test asks for it; a test that asks for one is marked `prometheus`, so `make te
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -23,6 +24,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if PROMETHEUS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.prometheus)
+
+
+# The e2e tier (tests/e2e, a real control plane built with Go) runs only under `make e2e`.
+collect_ignore = [] if os.environ.get("PH_E2E") else ["e2e"]
 
 
 def _require_prometheus() -> None:

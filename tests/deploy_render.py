@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,18 +51,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="rendered", help="directory to write (default rendered)")
     parser.add_argument("-f", "--values", action="append", default=[], help="a Helm values file")
     args = parser.parse_args(argv)
+    import helm_python as helm
+
     values: dict[str, Any] = {}
     for path in args.values:
-        values.update(yaml.safe_load(Path(path).read_text()) or {})
+        try:
+            values.update(yaml.safe_load(Path(path).read_text()) or {})
+        except (OSError, yaml.YAMLError) as exc:
+            print(f"cannot read the values file {path}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        rendered = (
+            ("helm.yaml", render_chart(values)),
+            ("kustomize-base.yaml", render_kustomize("base")),
+        )
+    except helm.HelmError as exc:
+        print(f"Helm refused to render the chart:\n{str(exc).rstrip()}", file=sys.stderr)
+        for line in _loader_problems(args.values):
+            print(line, file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for name, objects in (
-        ("helm.yaml", render_chart(values)),
-        ("kustomize-base.yaml", render_kustomize("base")),
-    ):
+    for name, objects in rendered:
         (out / name).write_text(yaml.safe_dump_all(objects, sort_keys=False))
         print(f"{out / name}: {len(objects)} objects")
     return 0
+
+
+def _loader_problems(paths: list[str]) -> list[str]:
+    """What `predictive-headroom validate --values` says of each values file (its line, field and
+    a hint such as the unit a bare duration needs), as lines to print after Helm's message."""
+    from predictive_headroom.policy.chart import DEFAULT_NAMESPACE, DEFAULT_RELEASE, values_problems
+    from predictive_headroom.policy.load import ConfigError, read_yaml
+
+    lines = []
+    for path in paths:
+        try:
+            data, index = read_yaml(Path(path).read_text(), path)
+            problems = values_problems(data, index, DEFAULT_RELEASE, DEFAULT_NAMESPACE)
+        except ConfigError as exc:
+            problems = exc.problems
+        if problems:
+            lines.append(f"predictive-headroom validate --values {path} says:")
+            lines += [f"  - {p}" for p in problems]
+    return lines
 
 
 if __name__ == "__main__":

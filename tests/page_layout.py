@@ -153,3 +153,65 @@ def demand_hidden(seen: dict[str, Any]) -> int:
         for stack in seen["demand_stacks"]
         if "demand" not in stack or (stack.index("demand") > 0 and stack[0] != "band")
     )
+
+
+HEADERS = """(() => [...document.querySelectorAll('thead th, .card .k')]
+  .map(e => [e.textContent.trim(), e.getAttribute('title') || '']))()"""
+"""Every column header and card title of the page, with its hover title."""
+
+FIGURES = """(() => [...document.querySelectorAll('figure')].map(f => {
+  const svg = f.querySelector('svg'), style = getComputedStyle(f);
+  const inner = f.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  return {id: f.id || (f.closest('section') || {id: ''}).id, inner,
+          svg: svg ? svg.getBoundingClientRect().width : 0};
+}))()"""
+"""Each figure's content width and the width its chart takes in it."""
+
+
+def style_of(selector: str) -> str:
+    """A probe of the computed background and border colour of the first element at `selector`
+    (null when there is none)."""
+    return f"""(() => {{ const e = document.querySelector({json.dumps(selector)});
+  if (!e) return null; const s = getComputedStyle(e);
+  return {{background: s.backgroundColor, border: s.borderLeftColor, text: e.textContent}}; }})()"""
+
+
+def strategy_markers(selector: str) -> str:
+    """A probe of the boxes of a matplotlib chart's scatter points (the strategies), legend's left out."""
+    return f"""(() => {{ {_BOX}
+  const svg = document.querySelector({json.dumps(selector)});
+  return [...svg.querySelectorAll('g[id^="PathCollection"] use')]
+    .filter(u => !u.closest('g[id^="legend"]')).map(box); }})()"""
+
+
+def clipped_tables(seen: dict[str, Any]) -> list[str]:
+    """Tables wider than their scrolling box: a column a reader must scroll sideways to see."""
+    return [
+        f"{t['id']} ({t['box'][2] - t['box'][0]:.0f} px in {t['scroller'][2] - t['scroller'][0]:.0f})"
+        for t in seen["tables"]
+        if t["scroller"] is not None and t["box"][2] > t["scroller"][2] + 0.5
+    ]
+
+
+def unfilled_figures(figures: list[dict[str, Any]], share: float = 0.95) -> list[str]:
+    """Figures whose chart takes less than `share` of the figure's width."""
+    return [
+        f"{f['id'] or 'a figure'}: chart {f['svg']:.0f} px of {f['inner']:.0f}"
+        for f in figures
+        if f["svg"] < share * f["inner"]
+    ]
+
+
+def labels_on_markers(chart_seen: dict[str, Any], markers: list[list[float]]) -> list[str]:
+    """Labels on the plot (dial settings, N=...) whose text touches a strategy's point."""
+    return [
+        t["text"]
+        for t in chart_seen["texts"]
+        if t["kind"] == "label" and any(overlap(t["box"], m, slack=-1.0) for m in markers)
+    ]
+
+
+def undefined_headers(headers: list[list[str]], terms: list[str], term_of: Any) -> list[str]:
+    """Column headers and card titles without a hover definition, or whose word the page's
+    glossary does not list."""
+    return [text for text, title in headers if text and (not title or term_of(text) not in terms)]

@@ -370,12 +370,12 @@ def test_interruptions_report_what_each_strategy_leaves_waiting_and_the_componen
     assert rows["disruption only"].calm == result.strategies["reactive"].metrics
     # the component alone cuts what reactive leaves waiting, and the forecast with it leaves less
     # than without it
-    assert rows["disruption only"].caused < rows["reactive"].caused
-    assert rows["forecast"].caused <= rows["forecast without disruption"].caused
+    assert rows["disruption only"].change < rows["reactive"].change
+    assert rows["forecast"].change <= rows["forecast without disruption"].change
     data = result.to_dict()["interruptions"]
     assert data["rate_per_node_day"] == pytest.approx(2.0)
     assert data["notice_seconds"] == 120 and data["seed"] == 1
-    assert {"waiting_caused_by_interruptions", "extra_node_hours"} <= set(data["strategies"][0])
+    assert {"waiting_change_with_interruptions", "node_hours_change"} <= set(data["strategies"][0])
 
 
 def test_cli_interruptions_flag_prints_the_table_and_rejects_a_bad_rate(tmp_path, capsys):

@@ -6,28 +6,39 @@ import contextlib
 import io
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 from browser_cdp import chromium_available, visit
 from page_layout import (
     BURST_CHART,
+    FIGURES,
     GLOSSARY_SEEN,
+    HEADERS,
     PAGE_WIDTH,
     chart,
+    clipped_tables,
     demand_hidden,
     inside,
     label_clashes,
     labels_on_lines,
+    labels_on_markers,
     page_fits,
+    strategy_markers,
+    style_of,
+    undefined_headers,
+    unfilled_figures,
 )
 from PIL import Image
 
-from predictive_headroom.backtest.plot import fmt_x
+from predictive_headroom.backtest.plot import fmt_x, page_html, write_report
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.cli import main
-from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_utc
+from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_signed, fmt_utc
+from predictive_headroom.pages.glossary import term_of
 
 pytestmark = [
     pytest.mark.browser,
@@ -51,7 +62,16 @@ def page(tmp_path_factory):
     )  # nine days: seven of warm-up, two scored
     out = work / "backtest"
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+    results = []
+
+    def keep(result, out_dir):
+        results.append(result)
+        return write_report(result, out_dir)
+
+    with (
+        contextlib.redirect_stdout(printed),
+        mock.patch("predictive_headroom.backtest.plot.write_report", keep),
+    ):
         code = main(
             [
                 "backtest",
@@ -63,11 +83,13 @@ def page(tmp_path_factory):
                 "--output",
                 "json",
                 "--dial",
-                "0.8,0.99",
+                "0.8,0.95,0.99",  # 0.95, the pool's own, lands on the forecast's point
                 "--stabilization-dial",
                 "5m,30m",
                 "--protection",
                 "90%,95%",
+                "--interruptions",
+                "50%/day",
                 "--out",
                 str(out),
             ]
@@ -82,14 +104,40 @@ def page(tmp_path_factory):
             "frontier": chart("#frontier-plot svg"),
             "burst": BURST_CHART,
             "glossary": GLOSSARY_SEEN,
+            "headers": HEADERS,
+            "figures": FIGURES,
+            "markers": strategy_markers("#plot svg"),
         },
     )
     (work / "backtest-page.png").write_bytes(seen.png)
-    return out, json.loads(printed.getvalue()), seen
+    return out, json.loads(printed.getvalue()), seen, results[0]
+
+
+@pytest.fixture(scope="module")
+def short_page(page, tmp_path_factory):
+    """The same backtest with its 90% promise kept only to 77.6% (a shortfall), at 1920 px."""
+    _, _, _, result = page
+    work = tmp_path_factory.mktemp("backtest-short")
+    short = [
+        {**e, "realized_protection": e["protection"] - 0.124} if e["protection"] == 0.9 else e
+        for e in result.promise
+    ]
+    (work / "backtest.html").write_text(page_html(replace(result, promise=short)))
+    return visit(
+        (work / "backtest.html").as_uri(),
+        work / "profile",
+        width=1920,
+        probes={
+            "width": PAGE_WIDTH,
+            "promise": style_of("#promise-headline"),
+            "kept": style_of("#promise-headline p:not(.short)"),
+            "figures": FIGURES,
+        },
+    )
 
 
 def test_the_screenshot_shows_a_page_not_a_blank(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     pixels = np.asarray(Image.open(io.BytesIO(seen.png)).convert("RGB"), dtype=float)
     assert pixels.shape == (2400, 1280, 3)
     inked = (pixels.min(axis=2) < 200).mean()
@@ -100,7 +148,7 @@ def test_the_screenshot_shows_a_page_not_a_blank(page):
 
 
 def test_the_page_loads_nothing_from_the_network_and_logs_no_errors(page):
-    out, _, seen = page
+    out, _, seen, _ = page
     assert seen.console_errors == []
     assert seen.requests == [(out / "backtest.html").as_uri()]
     html = (out / "backtest.html").read_text()
@@ -110,7 +158,7 @@ def test_the_page_loads_nothing_from_the_network_and_logs_no_errors(page):
 
 
 def test_the_key_sections_are_on_the_page(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     for heading in (
         "Backtest: ",
         "How to read this",
@@ -124,7 +172,7 @@ def test_the_key_sections_are_on_the_page(page):
     # The cost/protection plot, the frontier and the burst model's last day.
     assert 'aria-label="overhead node-hours against protection, one line per family"' in seen.dom
     assert (
-        seen.dom.count("<svg") == 3
+        seen.dom.count("<svg") == 4  # and the disruption component's chart (--interruptions)
         and 'aria-label="unserved pod-minutes against node-hours"' in seen.dom
     )
     assert 'aria-label="demand and demand plus burst allowance' in seen.dom
@@ -132,7 +180,7 @@ def test_the_key_sections_are_on_the_page(page):
 
 
 def test_the_json_numbers_are_the_ones_on_the_page(page):
-    _, data, seen = page
+    _, data, seen, _ = page
     text = seen.text
     assert data["headline"]["text"] in text
     assert set(data["strategies"]) == {
@@ -195,7 +243,7 @@ def test_the_json_numbers_are_the_ones_on_the_page(page):
 
 
 def test_the_frontier_table_shows_each_familys_cost_from_the_json(page):
-    _, data, seen = page
+    _, data, seen, _ = page
     frontier = data["frontier"]
     assert [a["protection"] for a in frontier["at"]] == [0.9, 0.95]
     for at in frontier["at"]:
@@ -210,7 +258,7 @@ def test_the_frontier_table_shows_each_familys_cost_from_the_json(page):
 
 
 def test_the_burst_section_says_it_reads_the_walk_forward_refits(page):
-    _, data, seen = page
+    _, data, seen, _ = page
     fit = data["burst"]["fit"]
     assert fit["kind"] == "walk-forward" and fit["fits"] >= 1
     assert "Read from the walk-forward refits the replay had in force" in seen.text
@@ -218,7 +266,7 @@ def test_the_burst_section_says_it_reads_the_walk_forward_refits(page):
 
 
 def test_the_page_fits_a_1280_px_window_and_wide_tables_scroll_in_their_own_box(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     width = seen.probes["width"]
     assert width["viewport"] == 1280
     assert page_fits(width) == []
@@ -227,7 +275,7 @@ def test_the_page_fits_a_1280_px_window_and_wide_tables_scroll_in_their_own_box(
 
 
 def test_plot_labels_overlap_nothing_and_stay_inside_the_axes(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     plot = seen.probes["plot"]
     labels = [t for t in plot["texts"] if t["kind"] == "label"]
     assert any(t["text"].startswith("N=") for t in labels)
@@ -238,7 +286,7 @@ def test_plot_labels_overlap_nothing_and_stay_inside_the_axes(page):
 
 
 def test_the_frontier_names_the_setting_tune_would_choose_off_the_lines(page):
-    _, data, seen = page
+    _, data, seen, _ = page
     frontier = seen.probes["frontier"]
     assert labels_on_lines(frontier) == [] and label_clashes(frontier) == []
     chosen = [a for a in data["frontier"]["at"] if a["chosen"]]
@@ -248,7 +296,7 @@ def test_the_frontier_names_the_setting_tune_would_choose_off_the_lines(page):
 
 
 def test_the_burst_chart_keeps_its_ticks_and_shows_demand_on_top(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     burst = seen.probes["burst"]
     clipped = [t["text"] for t in burst["texts"] if not inside(t["box"], burst["svg"])]
     assert clipped == []
@@ -256,7 +304,7 @@ def test_the_burst_chart_keeps_its_ticks_and_shows_demand_on_top(page):
 
 
 def test_the_words_are_explained_on_the_page_and_match_the_cli(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     words = seen.probes["glossary"]
     for term in (
         "overhead node-hours",
@@ -278,7 +326,7 @@ def test_the_words_are_explained_on_the_page_and_match_the_cli(page):
 
 
 def test_the_page_leads_with_the_promise_kept_walk_forward(page):
-    _, data, seen = page
+    _, data, seen, _ = page
     text = seen.text
     promise = data["promise"]
     assert [e["protection"] for e in promise] == [0.9, 0.95]
@@ -300,3 +348,89 @@ def test_the_page_leads_with_the_promise_kept_walk_forward(page):
         assert text.index(said) < text.index("How to read this")
         row = f"{100 * e['protection']:g}%\t{100 * e['realized_protection']:.1f}%\t"
         assert row in text[text.index("The promise, walk-forward") :], row
+
+
+def test_no_table_clips_a_column_at_1280_or_1920_px(page, short_page):
+    _, _, seen, _ = page
+    assert seen.probes["width"]["viewport"] == 1280
+    assert clipped_tables(seen.probes["width"]) == []
+    assert short_page.probes["width"]["viewport"] == 1920
+    assert page_fits(short_page.probes["width"]) == []
+    assert clipped_tables(short_page.probes["width"]) == []
+    ids = {t["id"] for t in short_page.probes["width"]["tables"]}
+    assert {"frontier", "promise", "interruptions", "dial"} <= ids
+
+
+def test_a_shortfall_reads_as_a_warning_and_a_kept_promise_does_not(short_page):
+    headline = short_page.probes["promise"]
+    assert headline["background"] == "rgb(255, 251, 235)"  # the warnings' amber, not the blue
+    assert headline["border"] == "rgb(245, 158, 11)"
+    assert headline["text"].startswith(
+        "Warning, short of the protection asked: Asked 90%: kept 77.6%"
+    )
+    assert "Short of 90% by 12.4 points" in headline["text"]
+    kept = short_page.probes["kept"]
+    assert kept["text"].startswith("Asked 95%") and "Warning" not in kept["text"]
+
+
+def test_dial_labels_keep_clear_of_the_strategies_points(page):
+    _, _, seen, _ = page
+    markers = seen.probes["markers"]
+    assert len(markers) == 6  # reactive, proportional, schedule, forecast, naive, oracle
+    labels = [t["text"] for t in seen.probes["plot"]["texts"] if t["kind"] == "label"]
+    assert any("0.95" in t for t in labels)  # the dial's 0.95 is the forecast's own point
+    assert labels_on_markers(seen.probes["plot"], markers) == []
+
+
+def test_the_interrupted_cluster_has_its_table_and_the_components_chart(page):
+    _, data, seen, _ = page
+    text = seen.text
+    report = data["interruptions"]
+    assert "Nodes interrupted at random" in text and "caused by" not in text
+    assert (
+        'aria-label="placeholders the disruption component held, and the interruptions"' in seen.dom
+    )
+    assert len(report["component"]["times"]) == len(report["component"]["placeholders"]) > 0
+    for row in report["strategies"]:
+        cells = [
+            row["strategy"],
+            fmt_number(row["unserved_pod_minutes"]),
+            fmt_number(row["unserved_pod_minutes_without_interruptions"]),
+            fmt_signed(row["waiting_change_with_interruptions"], 0),
+            fmt_number(row["node_hours"]),
+            fmt_signed(row["node_hours_change"], 1),
+            str(row["interruptions"]),
+        ]
+        assert "\t".join(cells) in text, cells
+        assert "-0.0" not in cells
+    if any(r["waiting_change_with_interruptions"] < 0 for r in report["strategies"]):
+        assert "Change in waiting: a change below 0 means" in text
+
+
+def test_every_chart_fills_its_card_at_1280_and_1920_px(page, short_page):
+    _, _, seen, _ = page
+    figures = seen.probes["figures"]
+    assert {f["id"] for f in figures} >= {"plot", "frontier-plot", "component-plot"}
+    assert any(f["id"].startswith("burst-") for f in figures)
+    assert unfilled_figures(figures) == []
+    assert unfilled_figures(short_page.probes["figures"]) == []
+
+
+def test_every_column_and_card_is_in_the_pages_glossary(page):
+    _, _, seen, _ = page
+    terms = seen.probes["glossary"]["terms"]
+    headers = seen.probes["headers"]
+    assert len(headers) > 40
+    assert undefined_headers(headers, terms, term_of) == []
+    for word in ("static ÷ promise", "change in waiting", "naive ÷ forecast", "a day"):
+        assert word in terms, word
+
+
+def test_with_protection_the_promise_is_the_headline_and_the_untuned_figure_comes_second(page):
+    _, data, seen, _ = page
+    dom = seen.dom
+    first, second = dom.index('id="promise-headline"'), dom.index('id="headline"')
+    assert first < second < dom.index('id="promise-cards"')
+    assert "Without the promise</b>, at the pool's own setting" in dom
+    for entry in data["promise"]:
+        assert f"{100 * entry['realized_protection']:.1f}%" in seen.text

@@ -233,7 +233,8 @@ def test_the_page_has_real_tables_a_plot_and_how_to_read_it():
         and 'id="static-curve"' in page
     )
     assert (
-        "<tr><td>forecast</td><td>10</td><td>12</td><td>0</td><td>2</td><td>4.00</td></tr>" in page
+        f'<tr><td title="{GLOSSARY["forecast"]}">forecast</td><td>10</td><td>12</td><td>0</td><td>2</td><td>4.00</td></tr>'
+        in page
     )
     assert (
         f'<tr><td title="{GLOSSARY["oracle"]}">oracle</td><td>0</td><td>10.2</td><td>0</td><td>0.20</td><td>∞</td></tr>'

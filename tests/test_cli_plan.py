@@ -1,6 +1,7 @@
 """`plan` through the real entry point: JSON shape, timeline, cluster flags, errors."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -276,3 +277,77 @@ def test_the_demos_plan_is_the_same_at_any_step_and_is_the_reports_plan(tmp_path
     changes = report["pools"][0]["plan"]["changes"]
     assert [[c["at"], str(c["desired_replicas"]), c["reason"]] for c in changes] == rows
     assert any(r[2] == "hold:scale-down-stabilization" for r in rows)
+
+
+FORECAST_POLICY = """\
+pools:
+  - name: api
+    target: {namespace: ns, name: api-placeholder}
+    maxReplicas: 10
+    forecast: {query: "sum(rate(x[5m]))", demandPerReplica: 20, burstModel: profile}
+  - name: idle
+    target: {namespace: ns, name: idle-placeholder}
+    minReplicas: 1
+    maxReplicas: 10
+    forecast: {query: "sum(rate(x[5m]))", demandPerReplica: 20, enabled: false}
+"""
+
+
+@pytest.fixture
+def demand(tmp_path):
+    """Three days of a daily wave every 5 minutes, ending 2015-03-04T00:00:00Z."""
+    import math
+    from datetime import UTC, datetime, timedelta
+
+    end = datetime(2015, 3, 4, tzinfo=UTC)
+    rows = ["timestamp,value"]
+    for k in range(3 * 288, -1, -1):
+        t = end - timedelta(minutes=5 * k)
+        hour = t.hour + t.minute / 60
+        rows.append(f"{t:%Y-%m-%dT%H:%M:%SZ},{100 + 60 * math.sin(2 * math.pi * hour / 24):.1f}")
+    (tmp_path / "demand.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "policy.yaml").write_text(FORECAST_POLICY)
+    return str(tmp_path / "policy.yaml"), str(tmp_path / "demand.csv")
+
+
+def test_plan_with_data_and_no_at_plans_at_the_end_of_the_data(demand, capsys):
+    policy, csv = demand
+    out = run_json(capsys, "plan", "-c", policy, "--data", csv, "--pool", "api", "-o", "json")
+    assert out["at"] == "2015-03-04T00:00:00Z"
+    [api] = out["pools"]
+    assert api["details"]["forecast_status"] == "ok" and "why" not in api
+    assert not api["reason"].startswith("min:")
+
+
+def test_plan_at_an_instant_the_data_does_not_cover_exits_2_saying_what_the_file_covers(
+    demand, capsys
+):
+    policy, csv = demand
+    argv = ["plan", "-c", policy, "--data", csv, "--pool", "api", "--at", "2026-11-24T00:00:00Z"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cannot read demand history" in err
+    assert "the file covers 2015-03-01T00:00:00Z to 2015-03-04T00:00:00Z" in err
+
+
+def test_every_row_of_the_plan_says_why_a_pool_has_no_forecast(demand, capsys):
+    """A pool whose forecast failed plans its floors; its row says why, in text and JSON."""
+    from predictive_headroom.commands import plan as plan_command
+    from predictive_headroom.core.series import NoForecast
+
+    why = plan_command.why_minimum(
+        {"api": NoForecast("fit-error", "Prophet failed: boom"), "idle": NoForecast("disabled")}
+    )
+    assert why == {"api": "no forecast (fit-error): Prophet failed: boom"}
+    policy, csv = demand
+    short = Path(csv).with_name("short.csv")
+    lines = Path(csv).read_text().splitlines()
+    short.write_text("\n".join(lines[:1] + lines[-100:]) + "\n")  # 8 hours: under a day
+    short = str(short)
+    assert main(["plan", "-c", policy, "--data", short]) == 0
+    text = capsys.readouterr().out
+    assert "api   0        min:insufficient-history" in text
+    assert "pool api plans its floors only (min:...): no forecast (insufficient-history)" in text
+    out = run_json(capsys, "plan", "-c", policy, "--data", short, "-o", "json")
+    api = next(p for p in out["pools"] if p["name"] == "api")
+    assert api["why"].startswith("no forecast (insufficient-history)")

@@ -8,9 +8,9 @@ import shlex
 import pytest
 
 from predictive_headroom.cli import COMMANDS, build_parser
-from predictive_headroom.commands.forecast import accuracy_comment
 from predictive_headroom.commands.plan import burst_text, rounded
 from predictive_headroom.core.planner import Plan
+from predictive_headroom.pages.format import accuracy_comment
 
 
 @pytest.mark.parametrize("name", COMMANDS)

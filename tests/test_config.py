@@ -310,3 +310,14 @@ def test_protection_reads_percent_or_share():
             "t.yaml",
         )
         assert policy.pools[0].protection == 0.95
+
+
+def test_a_pool_key_written_under_forecast_says_it_belongs_on_the_pool():
+    found = problems(
+        GOOD_POOL
+        + "    forecast:\n      query: up\n      demandPerReplica: 1\n      protection: 95%\n"
+    )
+    assert found == [
+        "line 8: pools[0].forecast.protection: unknown key 'protection' here: it belongs on the "
+        "pool (pools[0].protection), not under forecast; move it up one level"
+    ], found

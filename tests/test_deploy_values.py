@@ -261,3 +261,29 @@ def test_malformed_values_are_problems_not_crashes(text, expected, tmp_path, cap
     path.write_text(text)
     assert main(["validate", "--values", str(path)]) == 2
     assert expected in capsys.readouterr().err
+
+
+def test_make_render_with_bad_values_prints_helms_message_and_the_unit_hint_without_a_traceback(
+    tmp_path,
+):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pools:\n  - name: web\n    maxReplicas: 4\n    leadTime: 4\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "deploy_render.py"),
+            "--out",
+            str(tmp_path / "rendered"),
+            "-f",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert "at '/pools/0/leadTime': 'anyOf' failed" in done.stderr  # Helm's own message
+    assert "line 4: pools[0].leadTime: " in done.stderr
+    assert "4m or 4s" in done.stderr  # the policy loader's unit hint
+    assert not (tmp_path / "rendered" / "helm.yaml").exists()

@@ -5,6 +5,7 @@ said, and on spot capacity a reserve for interruptions within the lead time is h
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -147,8 +148,8 @@ def test_a_tainted_node_raises_the_plan_within_one_reconcile_until_it_is_gone(
         gauge(daemon, "predictive_headroom_component_replicas", pool="web", component="disruption")
         == 6
     )
-    lists = server.requests("GET", "/api/v1/pods")  # one list per leaving node, across namespaces
-    assert [r.query["fieldSelector"].split(",")[0] for r in lists] == ["spec.nodeName=n-1"]
+    lists = server.requests("GET", "/api/v1/pods")  # one list of bound pods, across namespaces
+    assert [r.query["fieldSelector"].split(",")[0] for r in lists] == ["spec.nodeName!="]
 
     # an evicted pod still needs its room until it runs elsewhere (at most a lead time)
     server.delete_pod("shop", "cart-1")
@@ -234,6 +235,22 @@ def test_without_the_pod_list_permission_the_estimate_is_used_and_said(tmp_path,
     assert plan.details["disruption_source"] == "allocatable-estimate"
     assert "forbidden" in plan.details["disruption_note"]
     assert "'list' on pods" in plan.details["disruption_note"]
+
+
+def test_a_refused_pod_read_is_logged_once_naming_the_verb_and_resource(
+    tmp_path, server, caplog
+) -> None:
+    """Found on a real API server (tests/e2e/test_rbac.py): the 403 went only into the plan's
+    details, so a chart without disruption.readPods was silent in the log."""
+    server.taint_node("n-1", "karpenter.sh/disrupted")
+    server.fail("GET", r"^/api/v1/pods$", 403, times=None)
+    daemon = make_daemon(write_policy(tmp_path / "q.yaml"), server, Clock(NOW), read_pods=True)
+    with caplog.at_level(logging.WARNING, logger="predictive_headroom.daemon.disruption"):
+        daemon.reconcile()
+        daemon.reconcile()
+    refused = [r.getMessage() for r in caplog.records if "needs 'list' on pods" in r.getMessage()]
+    assert len(refused) == 1, refused
+    assert "forbidden" in refused[0] and "cluster-wide" in refused[0]
 
 
 def test_spot_pools_hold_a_reserve_from_the_given_or_measured_interruption_rate(

@@ -253,6 +253,16 @@ def test_the_accuracy_headline_is_scale_free_and_in_words(accuracy, words):
     assert mase_words(accuracy).startswith(words)
 
 
+def test_a_large_mape_next_to_beats_repeating_last_week_is_explained():
+    from predictive_headroom.pages.format import mase_words
+
+    words = mase_words(
+        {"mase": 0.62, "seasonal_period_seconds": 604800, "mape": 240.4, "coverage": 0.81}
+    )
+    assert words.startswith("beats repeating last week (38% less error); MAPE 240.4 %")
+    assert "near-zero demand (nights, quiet hours) inflates it" in words and "Read MASE" in words
+
+
 @pytest.mark.parametrize(
     ("value", "text"),
     [

@@ -87,3 +87,35 @@ def test_the_daily_reserve_takes_the_smallest_n_that_reached_the_target_the_week
     # Two spare slots absorb every burst; one absorbs half: the rule holds 2 from the first day.
     assert [c.candidate.reserve for c in wf.choices] == [2, 2, 2]
     assert wf.unserved_pod_minutes == score(runs[2], 7 * day).unserved_pod_minutes == 0
+
+
+def test_a_reserve_replayed_for_the_promise_is_capped_where_the_planner_caps_it():
+    """The backtest's promise adds a reserve as the daemon's planner does: never above
+    maxReplicas (it used to add it with no cap, so its protection was one the daemon could not
+    hold where maxReplicas binds)."""
+    from test_backtest import SeasonalNaiveForecaster, series
+
+    from predictive_headroom.backtest.promise import placeholders_of
+    from predictive_headroom.backtest.promise_measure import prepare
+    from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+    from predictive_headroom.core.planner import with_reserve
+    from predictive_headroom.policy.config import Pool
+
+    pool = Pool.model_validate(
+        {
+            "name": "web",
+            "target": {"namespace": "ns", "name": "ph"},
+            "maxReplicas": 6,
+            "forecast": {"query": "q", "demandPerReplica": 5},
+        }
+    )
+    settings = BacktestSettings(warmup_seconds=3 * 86400.0, protections=(0.95,))
+    result = run_backtest(series(6), pool, settings, forecaster=SeasonalNaiveForecaster())
+    assert result.settings.max_replicas == 6
+    r = prepare(result)
+    reserves = {c.reserve for c in r.book.candidates}
+    assert max(reserves) > 6  # reserves larger than the cap were tried ...
+    for cand in r.book.candidates:
+        ph = placeholders_of(cand, r.base, result.pods.size, 6)
+        assert ph.max() <= 6  # ... and held within it, by the planner's own rule
+        assert np.array_equal(ph, with_reserve(r.base[cand.setting], cand.reserve, 6))

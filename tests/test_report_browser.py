@@ -2,16 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
 from datetime import datetime
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 from browser_cdp import chromium_available, visit
-from page_layout import BURST_CHART, GLOSSARY_SEEN, PAGE_WIDTH, demand_hidden, inside, page_fits
+from page_layout import (
+    BURST_CHART,
+    FIGURES,
+    GLOSSARY_SEEN,
+    HEADERS,
+    PAGE_WIDTH,
+    clipped_tables,
+    demand_hidden,
+    inside,
+    page_fits,
+    style_of,
+    undefined_headers,
+    unfilled_figures,
+)
 from PIL import Image
 
 from predictive_headroom.cli import main
@@ -24,6 +39,9 @@ from predictive_headroom.pages.format import (
     fmt_share,
     fmt_time,
 )
+from predictive_headroom.pages.glossary import term_of
+from predictive_headroom.report.html import render_html
+from predictive_headroom.report.store import write_report_files
 
 pytestmark = [
     pytest.mark.browser,
@@ -64,31 +82,60 @@ def page(tmp_path_factory):
     )  # the first three weeks and the next midnight (the burst chart's last tick is at its edge)
     (work / "policy.yaml").write_text(POLICY)
     out = work / "report"
-    assert (
-        main(
-            [
-                "report",
-                "--data",
-                str(work / "azure.csv"),
-                "--config",
-                str(work / "policy.yaml"),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    reports = []
+
+    def keep(directory, report):
+        reports.append(report)
+        return write_report_files(directory, report)
+
+    argv = ["report", "--data", str(work / "azure.csv"), "--config", str(work / "policy.yaml")]
+    with mock.patch("predictive_headroom.commands.report.write_report_files", keep):
+        assert main([*argv, "--out", str(out)]) == 0
     seen = visit(
         (out / "index.html").as_uri(),
         work / "profile",
-        probes={"width": PAGE_WIDTH, "burst": BURST_CHART, "glossary": GLOSSARY_SEEN},
+        probes={
+            "width": PAGE_WIDTH,
+            "burst": BURST_CHART,
+            "glossary": GLOSSARY_SEEN,
+            "headers": HEADERS,
+            "figures": FIGURES,
+        },
     )
     (work / "report.png").write_bytes(seen.png)
-    return out, json.loads((out / "report.json").read_text()), seen
+    return out, json.loads((out / "report.json").read_text()), seen, reports[0]
+
+
+SHORT = {
+    "says": "asked 95%, last week 82.6%",
+    "short": True,
+    "reason": "no setting or reserve of 12 kept 95% on the last 14 days at any price",
+    "asked": 0.95,
+    "kept": 0.826,
+    "status": "short",
+    "burst_quantile": 0.99,
+    "scale_down_stabilization_seconds": 1800.0,
+    "reserve": 3,
+}
+
+
+@pytest.fixture(scope="module")
+def short_page(page, tmp_path_factory):
+    """The same report, its pool a `protection: 95%` pool that kept 82.6% last week, at 1920 px."""
+    *_, report = page
+    work = tmp_path_factory.mktemp("report-short")
+    pools = tuple(dataclasses.replace(r, promise=SHORT) for r in report.pools)
+    (work / "index.html").write_text(render_html(dataclasses.replace(report, pools=pools)))
+    return visit(
+        (work / "index.html").as_uri(),
+        work / "profile",
+        width=1920,
+        probes={"width": PAGE_WIDTH, "promise": style_of("#promise-web"), "figures": FIGURES},
+    )
 
 
 def test_the_screenshot_shows_a_page_not_a_blank(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     pixels = np.asarray(Image.open(io.BytesIO(seen.png)).convert("RGB"), dtype=float)
     assert pixels.shape == (2400, 1280, 3)
     inked = (pixels.min(axis=2) < 200).mean()  # text, lines, plot bands
@@ -99,7 +146,7 @@ def test_the_screenshot_shows_a_page_not_a_blank(page):
 
 
 def test_the_page_loads_nothing_from_the_network_and_logs_no_errors(page):
-    out, _, seen = page
+    out, _, seen, _ = page
     assert seen.console_errors == []
     assert seen.requests == [(out / "index.html").as_uri()]
     html = (out / "index.html").read_text()
@@ -109,7 +156,7 @@ def test_the_page_loads_nothing_from_the_network_and_logs_no_errors(page):
 
 
 def test_the_key_sections_are_on_the_page(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     for heading in (
         "Headroom report",
         "Pool web",
@@ -127,7 +174,7 @@ def test_the_key_sections_are_on_the_page(page):
 
 
 def test_report_json_numbers_are_the_ones_on_the_page(page):
-    _, data, seen = page
+    _, data, seen, _ = page
     [pool] = data["pools"]
     text = seen.text
     assert pool["forecast"]["status"] == "ok" and pool["forecast"]["model"] == "prophet"
@@ -146,7 +193,7 @@ def test_report_json_numbers_are_the_ones_on_the_page(page):
                 fmt_number(peak["upper"]),
                 str(peak["warm_replicas"]),
                 _time(peak["warm_from"]),
-                fmt_lead(peak["lead_seconds"]),
+                fmt_lead(peak["lead_seconds"]),  # the column "warm ahead of peak"
             ]
         )
         assert row in text, row
@@ -173,7 +220,7 @@ def test_report_json_numbers_are_the_ones_on_the_page(page):
 
 
 def test_the_burst_section_says_it_reads_the_current_fit(page):
-    _, data, seen = page
+    _, data, seen, _ = page
     fit = data["pools"][0]["burst"]["fit"]
     assert (
         fit["kind"] == "current"
@@ -184,13 +231,13 @@ def test_the_burst_section_says_it_reads_the_current_fit(page):
 
 
 def test_the_page_fits_a_1280_px_window(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     assert seen.probes["width"]["viewport"] == 1280
     assert page_fits(seen.probes["width"]) == []
 
 
 def test_the_burst_chart_keeps_its_last_tick_and_shows_demand_over_the_allowance(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     burst = seen.probes["burst"]
     ticks = [t for t in burst["texts"] if ":" in t["text"]]
     assert ticks and ticks[-1]["text"] == "00:00"  # the day ends on the hour: its last tick
@@ -200,10 +247,59 @@ def test_the_burst_chart_keeps_its_last_tick_and_shows_demand_over_the_allowance
 
 
 def test_the_words_are_explained_on_the_page(page):
-    _, _, seen = page
+    _, _, seen, _ = page
     words = seen.probes["glossary"]
     for term in ("q=0.95", "score drop when shuffled", "time of day (sin)/(cos)", "MASE"):
         assert term in words["terms"], term
     titled = {text for text, _ in words["titled"]}
     assert "score drop when shuffled" in titled and any(t.startswith("q=") for t in titled)
     assert {"time of day (sin)", "time of day (cos)"} <= titled  # the burst model's features
+
+
+def test_no_table_clips_a_column_at_1280_or_1920_px(page, short_page):
+    _, _, seen, _ = page
+    assert clipped_tables(seen.probes["width"]) == []
+    assert short_page.probes["width"]["viewport"] == 1920
+    assert page_fits(short_page.probes["width"]) == []
+    assert clipped_tables(short_page.probes["width"]) == []
+
+
+def test_a_protection_shortfall_is_a_warning_saying_what_was_kept_and_held(short_page):
+    promise = short_page.probes["promise"]
+    assert (
+        promise["background"] == "rgb(255, 251, 235)" and promise["border"] == "rgb(245, 158, 11)"
+    )
+    text = " ".join(promise["text"].split())
+    assert text.startswith(
+        "Warning, short of the protection asked: Protection asked 95%, kept 82.6% over the last week (short)."
+    )
+    assert (
+        "Holding burst quantile 0.99, scale-down stabilisation 30 min, a reserve of 3 placeholders."
+        in text
+    )
+    assert SHORT["reason"] in text
+
+
+def test_the_peaks_column_is_not_called_lead_and_says_what_it_is(page):
+    _, _, seen, _ = page
+    headers = [text for text, _ in seen.probes["headers"]]
+    assert "warm ahead of peak" in headers and "lead" not in headers
+    title = dict(seen.probes["headers"])["warm ahead of peak"]
+    assert "not the pool's lead time" in title
+
+
+def test_every_chart_fills_its_card_at_1280_and_1920_px(page, short_page):
+    _, _, seen, _ = page
+    figures = seen.probes["figures"]
+    assert any(f["id"].startswith("burst-") for f in figures) and len(figures) >= 3
+    assert unfilled_figures(figures) == []
+    assert unfilled_figures(short_page.probes["figures"]) == []
+
+
+def test_every_column_and_card_is_in_the_pages_glossary(page):
+    _, _, seen, _ = page
+    terms = seen.probes["glossary"]["terms"]
+    headers = seen.probes["headers"]
+    assert len(headers) > 15
+    assert undefined_headers(headers, terms, term_of) == []
+    assert {"MAPE", "MASE", "warm ahead of peak", "headroom cost"} <= set(terms)

@@ -167,10 +167,9 @@ def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_s
         policy, {"web": history}, {}, {}, history.end, promises={"web": tuning.report()}
     )
     page = render_html(report)
-    assert (
-        f'<p class="promise warn" id="promise-web">Warning, short of the protection asked: '
-        f"{tuning.reason}.</p>" in page
-    )
+    shown = page[page.index('<div class="promise warn" id="promise-web">') :]
+    assert shown.index("<b>Warning, short of the protection asked:</b>") < shown.index("</div>")
+    assert f'<p class="note">{tuning.reason}</p>' in shown
 
 
 def bursts(days: float, seed: int = 3) -> History:
@@ -239,7 +238,9 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
         policy, histories, forecasts, {}, when, loop=loop, settings=settings, promises=promises
     )
     page = render_html(report)
-    assert f'<p class="promise" id="promise-web">{tuning.reason}.</p>' in page
+    shown = page[page.index('<div class="promise" id="promise-web">') :]
+    assert "Warning" not in shown[: shown.index("</div>")]
+    assert f'<p class="note">{tuning.reason}</p>' in shown
     # The plan holds the reserve on top of what the forecast asks.
     plan = daemon.reconcile().pools[0].plan
     assert plan.details["reserve"] == tuning.reserve

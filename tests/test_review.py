@@ -20,6 +20,7 @@ from predictive_headroom.app import fit as app_fit
 from predictive_headroom.commands import report as report_command
 from predictive_headroom.commands import tune as tune_command
 from predictive_headroom.core.price import NodeShape, price_node_hour
+from predictive_headroom.forecast import forecaster as prophet_forecaster
 from predictive_headroom.policy.config import Cost
 
 WINDOW = 2 * DAY
@@ -45,6 +46,7 @@ def fast(monkeypatch) -> None:
     """Every command that fits (and the modules that imported the name) uses seasonal naive."""
     for module in (app_fit, report_command, tune_command):
         monkeypatch.setattr(module, "default_forecaster", SeasonalNaiveForecaster)
+    monkeypatch.setattr(prophet_forecaster, "ProphetForecaster", SeasonalNaiveForecaster)
 
 
 @pytest.fixture
@@ -103,6 +105,26 @@ def test_the_daemon_plan_report_and_tune_write_and_show_the_same_count(tmp_path,
     tune = run_cli(
         capsys, "tune", "-c", str(config), "--data", str(data), "--at", when, "-q", "-o", "json"
     )
+
+    backtest = run_cli(
+        capsys,
+        "backtest",
+        "-c",
+        str(config),
+        "--data",
+        str(data),
+        "--protection",
+        "90%",
+        "-q",
+        "-o",
+        "json",
+    )
+    [entry] = backtest["promise"]
+    # tune and backtest --protection replay the same history the same way: one figure.
+    for key in ("realized_protection", "overhead_node_hours", "overhead_node_hours_per_day"):
+        assert tune["promise"][key] == entry[key], key
+    assert tune["cost"]["price_per_node_hour"] == entry["price_per_node_hour"]
+    assert entry["daemon_now"] == tune["daemon_now"]
 
     [row] = plan["pools"]
     [section] = report["pools"]

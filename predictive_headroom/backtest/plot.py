@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 from markupsafe import Markup
+from matplotlib import dates as mdates
 from matplotlib import ticker
 from matplotlib.axes import Axes
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Annotation, Text
@@ -22,10 +26,17 @@ from matplotlib.transforms import Bbox
 
 from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.promise_measure import sentence
-from predictive_headroom.backtest.results import BacktestResult, headline
+from predictive_headroom.backtest.results import NEGATIVE_CHANGE, BacktestResult, headline
 from predictive_headroom.backtest.simulator import Metrics
 from predictive_headroom.pages.format import fmt_compact, fmt_duration, fmt_number, fmt_utc
-from predictive_headroom.pages.glossary import BACKTEST_TERMS, BURST_TERMS
+from predictive_headroom.pages.glossary import (
+    BACKTEST_TERMS,
+    BURST_TERMS,
+    DIAL_TERMS,
+    FRONTIER_TERMS,
+    INTERRUPTION_TERMS,
+    PROMISE_TERMS,
+)
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC, figure_svg
 
@@ -84,11 +95,11 @@ def plot_figure(result: BacktestResult) -> Figure:
         fig = Figure(figsize=(11.2, 5.6), layout="constrained")
         ax = fig.add_subplot()
         _plot_static_curve(ax, result)
-        _plot_strategies(ax, result)
+        markers = _plot_strategies(ax, result)
         dial_labels = _plot_sweeps(ax, result)
         _style_axes(ax)
         static_labels = [t for t in ax.texts if t not in dial_labels]
-        _declutter(fig, [], static_labels, dial_labels)
+        _declutter(fig, [], static_labels, dial_labels, markers=markers)
         return fig
 
 
@@ -107,9 +118,10 @@ def _plot_static_curve(ax: Axes, result: BacktestResult) -> None:
         )
 
 
-def _plot_strategies(ax: Axes, result: BacktestResult) -> None:
-    """One point per strategy in its colour (forecast and oracle larger, oracle a star)."""
-    for name, s in result.strategies.items():
+def _plot_strategies(ax: Axes, result: BacktestResult) -> list[PathCollection]:
+    """One point per strategy in its colour (forecast and oracle larger, oracle a star); returns
+    the points (labels keep clear of them, `_declutter`)."""
+    return [
         ax.scatter(
             [s.metrics.node_hours],
             [s.metrics.unserved_pod_minutes],
@@ -121,6 +133,8 @@ def _plot_strategies(ax: Axes, result: BacktestResult) -> None:
             edgecolors="black",
             linewidths=0.5,
         )
+        for name, s in result.strategies.items()
+    ]
 
 
 _SWEEPS = (
@@ -245,10 +259,26 @@ def _merge_coinciding(labels: list[Annotation]) -> list[Annotation]:
 _SAME_POINT_PX = 4.0
 
 
-def _declutter(fig: Figure, fixed: list[Text], *groups: list[Annotation]) -> None:
+def _marker_boxes(markers: list[PathCollection], renderer: Any) -> list[Bbox]:
+    """The pixel box of each strategy's point, with `_MARKER_PAD` points of room around it."""
+    boxes = []
+    for m in markers:
+        half = (math.sqrt(float(m.get_sizes()[0])) / 2 + _MARKER_PAD) * renderer.points_to_pixels(1)
+        for x, y in m.get_offset_transform().transform(m.get_offsets()):
+            boxes.append(Bbox.from_extents(x - half, y - half, x + half, y + half))
+    return boxes
+
+
+_MARKER_PAD = 2.0
+
+
+def _declutter(
+    fig: Figure, fixed: list[Text], *groups: list[Annotation], markers: list[PathCollection] = ()
+) -> None:
     """Move each label, group by group and leftmost first within a group, to the first offset in
     `_NUDGES` where its box lies inside the axes and overlaps no label placed before it (nor the
-    fixed ones, the axis labels, ticks and legend), with a thin leader line (under the labels) when
+    fixed ones, the axis labels, ticks and legend, nor a strategy's point in `markers`: a dial
+    label never sits on the forecast's marker), with a thin leader line (under the labels) when
     it moved away; a label that fits nowhere is hidden (the tables still list it). Layout is
     settled first and the labels kept out of it, so the boxes measured here are where they are
     drawn."""
@@ -272,6 +302,7 @@ def _declutter(fig: Figure, fixed: list[Text], *groups: list[Annotation]) -> Non
     legend = ax.get_legend()
     if legend is not None:
         placed.append(legend.get_window_extent(renderer))
+    placed += _marker_boxes(list(markers), renderer)
     scale = fig.dpi / 72
     leaders: list[tuple[Annotation, tuple[float, float]]] = []
     for t in (t for group in groups for t in sorted(group, key=lambda a: a.xy[0])):
@@ -355,6 +386,18 @@ def fmt_x(x: float | None) -> str:
     return "∞" if x is None else f"{x:.2f}"
 
 
+def page_terms(data: dict[str, Any]) -> tuple[str, ...]:
+    """The glossary words of the sections the page shows (`pages.glossary`)."""
+    return (
+        BACKTEST_TERMS
+        + (DIAL_TERMS if data.get("dial") or data.get("stabilization_dial") else ())
+        + (FRONTIER_TERMS if data.get("frontier") else ())
+        + (PROMISE_TERMS if data.get("promise") else ())
+        + (INTERRUPTION_TERMS if data.get("interruptions") else ())
+        + (BURST_TERMS if data.get("burst") else ())
+    )
+
+
 def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
     """The backtest as one self-contained HTML document (inline CSS and SVG, no scripts)."""
     data = result.to_dict()
@@ -370,13 +413,19 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         settings=data["settings"],
         headline=headline(result),
         promise=data.get("promise") or [],
-        promise_sentences=[sentence(e) for e in data.get("promise") or []],
+        promise_sentences=[
+            (sentence(e), e["realized_protection"] < e["protection"] - 1e-9)
+            for e in data.get("promise") or []
+        ],
+        interruptions=data.get("interruptions"),
+        negative_change=NEGATIVE_CHANGE,
+        component_plot=_component_plot(data.get("interruptions")),
         plot=figure,
         settings_rows=settings_rows(data["settings"]),
         words=STRATEGY_WORDS,
         fmt_x=fmt_x,
         burst=data.get("burst"),
-        terms=BACKTEST_TERMS + (BURST_TERMS if data.get("burst") else ()),
+        terms=page_terms(data),
         frontier=data.get("frontier"),
         frontier_plot=figure_svg(
             frontier_figure(data["frontier"]),
@@ -385,6 +434,57 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         )
         if data.get("frontier")
         else None,
+    )
+
+
+def component_figure(component: dict[str, Any]) -> Figure:
+    """The disruption component alone over the scored span: the placeholders it held (the most in
+    each 5 minutes) as a step line, each interruption as a mark at the top."""
+    times = np.array([np.datetime64(t.removesuffix("Z"), "ms") for t in component["times"]])
+    held = np.asarray(component["placeholders"], dtype=float)
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(11.2, 2.8), layout="constrained")
+        ax = fig.add_subplot()
+        locator = mdates.AutoDateLocator(minticks=5, maxticks=12)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.fill_between(times, held, step="post", color=_COMPONENT, alpha=0.2, linewidth=0)
+        ax.step(
+            times, held, where="post", color=_COMPONENT, linewidth=1.4, label="placeholders held"
+        )
+        top = max(float(held.max()) if held.size else 0.0, 1.0)
+        hit = [np.datetime64(t.removesuffix("Z"), "ms") for t in component["interruptions"]]
+        if hit:
+            ax.plot(
+                hit,
+                [top * 1.12] * len(hit),
+                linestyle="none",
+                marker="v",
+                color="#334155",
+                markersize=6,
+                label="a node interrupted (its notice)",
+            )
+        ax.set_ylim(0, top * 1.25 + 0.5)
+        ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+        ax.set_ylabel("placeholders")
+        ax.grid(True, color="#e2e8f0", linewidth=0.8)
+        ax.set_axisbelow(True)
+        fig.legend(loc="outside upper left", ncols=2, frameon=False, fontsize=9)
+        return fig
+
+
+_COMPONENT = "#db2777"
+"""The disruption component's colour (the report's plan ribbon uses it too)."""
+
+
+def _component_plot(interruptions: dict[str, Any] | None) -> Markup | None:
+    component = (interruptions or {}).get("component")
+    if not component or not component.get("times"):
+        return None
+    return figure_svg(
+        component_figure(component),
+        "component-plot",
+        "placeholders the disruption component held, and the interruptions",
     )
 
 

@@ -72,8 +72,9 @@ def prepare(result: BacktestResult) -> Replayed:
     }
     if not base:
         base = {g.setting: g.run.placeholders for g in result.grid if g.family == "forecast"}
-    largest = max((n for n, _ in result.static_curve), default=0)
-    static_runs = {n: simulate(pods, np.full(pods.size, n), cluster) for n in range(largest + 1)}
+    static_runs = {
+        n: simulate(pods, np.full(pods.size, n), cluster) for n, _ in result.static_curve
+    }
     runs: dict[Candidate, Run] = {}
     for setting, ph in base.items():
         grid_run = next(

@@ -13,7 +13,7 @@ import numpy as np
 
 from predictive_headroom.backtest.simulator import Metrics, Run
 from predictive_headroom.backtest.tuning import GridRun
-from predictive_headroom.core.series import DAY_SECONDS
+from predictive_headroom.core.series import DAY_SECONDS, iso_utc
 
 
 @dataclass(frozen=True)
@@ -166,21 +166,38 @@ class InterruptionRow:
     mean_placeholders: float
 
     @property
-    def caused(self) -> float:
-        """Pod-minutes left waiting because of the interruptions (interrupted - calm)."""
+    def change(self) -> float:
+        """Unserved pod-minutes with the interruptions minus without them (`calm`). Not only what
+        the interruptions cost: a row with the disruption component also holds its placeholders
+        (room for leaving nodes, the spot reserve) in the run with interruptions, and they absorb
+        ordinary bursts too, so the change can be below 0 (`NEGATIVE_CHANGE`)."""
         return self.interrupted.unserved_pod_minutes - self.calm.unserved_pod_minutes
+
+    @property
+    def node_hours_change(self) -> float:
+        """Node-hours with the interruptions minus without them (0.0, never -0.0, when equal)."""
+        return round(self.interrupted.node_hours - self.calm.node_hours, 3) + 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "strategy": self.name,
             "unserved_pod_minutes": self.interrupted.unserved_pod_minutes,
             "unserved_pod_minutes_without_interruptions": self.calm.unserved_pod_minutes,
-            "waiting_caused_by_interruptions": self.caused,
+            "waiting_change_with_interruptions": self.change,
             "node_hours": round(self.interrupted.node_hours, 3),
-            "extra_node_hours": round(self.interrupted.node_hours - self.calm.node_hours, 3),
+            "node_hours_change": self.node_hours_change,
             "interruptions": self.interruptions,
             "mean_placeholders": round(self.mean_placeholders, 3),
         }
+
+
+NEGATIVE_CHANGE = (
+    "a change below 0 means the run with interruptions left fewer pod-minutes waiting than the "
+    "same strategy without them: the disruption component's placeholders (room for the pods of "
+    "leaving nodes, the spot reserve) also absorbed ordinary bursts, more than the interruptions "
+    "cost; a replacement node ordered at a notice can do the same"
+)
+"""Why the change in waiting with interruptions can be negative, for the text and the page."""
 
 
 @dataclass(frozen=True)
@@ -191,14 +208,41 @@ class InterruptionReport:
     notice_seconds: float
     seed: int
     rows: list[InterruptionRow]
+    component: dict[str, Any] | None = None
+    """The disruption component alone over the scored span (`component_chart_data`): what the
+    page draws."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "rate_per_node_day": round(self.rate_per_node_hour * 24, 6),
             "notice_seconds": self.notice_seconds,
             "seed": self.seed,
             "strategies": [r.to_dict() for r in self.rows],
         }
+        if self.component is not None:
+            out["component"] = self.component
+        return out
+
+
+COMPONENT_STEP_MINUTES = 5
+"""The disruption component chart's step: the most placeholders held in each 5 minutes."""
+
+
+def component_chart_data(
+    times: np.ndarray, placeholders: np.ndarray, interrupted: np.ndarray
+) -> dict[str, Any]:
+    """The disruption component alone over the scored minutes `times` (POSIX seconds): the most
+    placeholders it held in each `COMPONENT_STEP_MINUTES` (`times`, `placeholders`) and the
+    instants a node was interrupted (`interruptions`, one per node), as ISO-8601 UTC."""
+    n = COMPONENT_STEP_MINUTES
+    size = placeholders.size - placeholders.size % n
+    held = placeholders[:size].reshape(-1, n).max(axis=1) if size else placeholders[:0]
+    at = np.repeat(times[: interrupted.size], interrupted.astype(np.int64))
+    return {
+        "times": [iso_utc(float(t)) for t in times[:size:n]],
+        "placeholders": [int(v) for v in held],
+        "interruptions": [iso_utc(float(t)) for t in at],
+    }
 
 
 @dataclass(frozen=True)
@@ -222,6 +266,7 @@ class BacktestResult:
         None  # what `protection: P` keeps (backtest.promise_measure)
     )
     interruptions: InterruptionReport | None = None  # `--interruptions`: what each leaves waiting
+    notes: tuple[str, ...] = ()  # what the reader must know about the series (an outlier)
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """`x_against` this result's static curve."""
@@ -261,6 +306,8 @@ class BacktestResult:
             "settings": self.settings.to_dict(),
             "headline": self.headline(),
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
         if self.dial:
             out["dial"] = [p.to_dict() for p in self.dial]
         if self.stabilization_dial:

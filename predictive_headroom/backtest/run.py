@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -58,6 +58,7 @@ from predictive_headroom.backtest.results import (
     ReplaySettings,
     StrategyResult,
     WindowPoint,
+    component_chart_data,
     x_against,
 )
 from predictive_headroom.backtest.simulator import (
@@ -183,23 +184,72 @@ placeholders (2 x nodeSlots): single steps are often flat, because unserved dema
 the extra placeholders add a node (`docs/measurements.md`)."""
 
 
+OUTLIER_FACTOR = 100.0
+"""A sample more than this many times the series' 99th percentile is named as an outlier."""
+
+
+def outlier_notes(history: History, curve: list[tuple[int, Metrics]]) -> tuple[str, ...]:
+    """A note naming the largest sample when it is over `OUTLIER_FACTOR` x the 99th percentile
+    (one sample of 1e12 in a series of millions), with what it did to the static curve."""
+    values = np.asarray(history.values, dtype=float)
+    finite = values[np.isfinite(values)]
+    if finite.size < 100:
+        return ()
+    typical = float(np.percentile(finite, 99))
+    at = int(np.nanargmax(np.where(np.isfinite(values), values, -np.inf)))
+    peak = float(values[at])
+    if typical <= 0 or peak <= OUTLIER_FACTOR * typical:
+        return ()
+    count = int(np.sum(finite > OUTLIER_FACTOR * typical))
+    when = iso_utc(float(history.times[at]))
+    largest = curve[-1][0] if curve else 0
+    return (
+        f"outlier: the sample at {when} is {peak:.6g}, {peak / typical:,.0f}x the series' 99th "
+        f"percentile ({typical:.6g}){f'; {count} samples are over {OUTLIER_FACTOR:g}x' if count > 1 else ''}. "
+        f"It dominates every measure; the static curve was tried at {len(curve)} values of N "
+        f"(log-spaced above {STATIC_STEP_UP_TO}, up to {largest:,}). Check the series and "
+        "remove the sample if it is a recording error.",
+    )
+
+
+STATIC_STEP_UP_TO = 128
+"""The static curve tries every N up to this; above it, N grows by `STATIC_GROWTH` a step."""
+STATIC_GROWTH = 1.25
+
+
+def static_ns(cap: int) -> Iterator[int]:
+    """The N the static curve tries, in order: every N up to `STATIC_STEP_UP_TO`, then
+    log-spaced (about `STATIC_GROWTH` apart) up to `cap`, `cap` included. At most a few hundred
+    however large `cap` is (1e11: about 230)."""
+    n = 0
+    while True:
+        yield n
+        if n >= cap:
+            return
+        step = 1 if n < STATIC_STEP_UP_TO else math.ceil(n * (STATIC_GROWTH - 1))
+        n = min(cap, n + step)
+
+
 def static_curve(
     pods: np.ndarray, cluster: ClusterSpec, start: int, cap: int
 ) -> list[tuple[int, Metrics]]:
-    """Static N = 0, 1, ... until unserved demand reaches 0, stops falling (`STATIC_PLATEAU_NODES`) or N reaches `cap`."""
+    """Static N (`static_ns`) until unserved demand reaches 0, has not fallen for
+    `STATIC_PLATEAU_NODES` nodes' worth of N, or N reaches `cap`; the points past the last fall
+    are left out. Unserved demand never rises with N, so the log-spaced steps above
+    `STATIC_STEP_UP_TO` bound the work on any series (one sample of 1e12 included) without
+    missing where the curve ends."""
     plateau = STATIC_PLATEAU_NODES * cluster.node_slots
     curve: list[tuple[int, Metrics]] = []
-    best, since_best = math.inf, 0
-    for n in range(cap + 1):
+    best, best_n, flat = math.inf, 0, False
+    for n in static_ns(cap):
         m = score(simulate(pods, np.full(pods.size, n), cluster), start)
         curve.append((n, m))
         if m.unserved_pod_minutes < best:
-            best, since_best = m.unserved_pod_minutes, 0
-        else:
-            since_best += 1
-        if m.unserved_pod_minutes == 0 or since_best >= plateau:
+            best, best_n = m.unserved_pod_minutes, n
+        flat = n - best_n >= plateau
+        if m.unserved_pod_minutes == 0 or flat:
             break
-    return curve[: len(curve) - since_best] if since_best >= plateau else curve
+    return [(n, m) for n, m in curve if n <= best_n] if flat else curve
 
 
 @dataclass(frozen=True)
@@ -403,7 +453,10 @@ def run_backtest(
         stabilization_dial,
         last_day_burst(timeline, r.demand, r.pool.name) if s.burst_view else None,
         grid(r, wf) if s.grid or s.protections else [],
+        notes=outlier_notes(history, curve),
     )
+    for note in result.notes:
+        logger.warning("%s", note)
     if s.protections:
         from predictive_headroom.backtest.promise_measure import measure
 
@@ -466,9 +519,13 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
             lambda: fixed(oracle_placeholders(r.pods, r.cluster.lag_minutes)),
         ),
     ]
-    rows = []
+    rows, component = [], None
     for name, base, run_it in cases:
         run = run_it()
+        if name == "disruption + spot reserve" and run.interrupted is not None:
+            component = component_chart_data(
+                r.times[r.start :], run.placeholders[r.start :], run.interrupted[r.start :]
+            )
         rows.append(
             InterruptionRow(
                 name,
@@ -478,7 +535,7 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
                 float(run.placeholders[r.start :].mean()) if run.placeholders.size else 0.0,
             )
         )
-    return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows)
+    return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows, component)
 
 
 def grid(r: Replay, wf: WalkForward) -> list[GridRun]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from predictive_headroom.backtest.results import BacktestResult, StrategyResult
+from predictive_headroom.backtest.results import NEGATIVE_CHANGE, BacktestResult, StrategyResult
+from predictive_headroom.pages.format import fmt_signed as signed
 from predictive_headroom.policy.durations import format_duration
 
 
@@ -29,7 +30,7 @@ def format_table(result: BacktestResult) -> str:
                 f"{d['unserved_pod_minutes']:.0f}",
                 f"{d['node_hours']:.1f}",
                 str(d["cold_starts"]),
-                f"{d['overhead_node_hours']:+.1f}",
+                signed(d["overhead_node_hours"], 1),
                 x,
             ]
         )
@@ -67,7 +68,7 @@ def _sweep_table(first: str, points: list[tuple[str, StrategyResult, StrategyRes
             d = s.to_dict()
             row += [
                 f"{d['unserved_pod_minutes']:.0f}",
-                f"{d['overhead_node_hours']:+.1f}",
+                signed(d["overhead_node_hours"], 1),
                 "inf" if d["x"] is None else f"{d['x']:.2f}",
             ]
         rows.append(row)
@@ -113,6 +114,44 @@ def format_frontier(frontier: dict[str, Any]) -> str:
     return columns(rows, first_left=False)
 
 
+def format_promise(promise: list[dict[str, Any]]) -> str:
+    """The promise entries (`backtest --protection`) as a table: what each kept and cost, next to
+    a fixed reserve re-chosen daily and static headroom in hindsight, and their cost over the
+    promise's (the page's table, column for column)."""
+    headers = [
+        "asked",
+        "kept",
+        "unserved pod-min",
+        "overhead node-h",
+        "a day",
+        "daily reserve",
+        "static in hindsight",
+        "reserve ÷ promise",
+        "static ÷ promise",
+    ]
+    rows = [headers]
+    for e in promise:
+        per_day = e.get("overhead_node_hours_per_day")
+        rows.append(
+            [
+                f"{100 * e['protection']:g}%",
+                f"{100 * e['realized_protection']:.1f}%",
+                f"{e['unserved_pod_minutes']:.0f}",
+                f"{e['overhead_node_hours']:.1f}",
+                "-" if per_day is None else f"{per_day:.1f}",
+                _reached(e["reserve_walk_forward_overhead_node_hours"]),
+                _reached(e["static_hindsight_overhead_node_hours"]),
+                _times(e["ratios"]["reserve/promise"]),
+                _times(e["ratios"]["static_hindsight/promise"]),
+            ]
+        )
+    return columns(rows, first_left=False)
+
+
+def _reached(value: float | None) -> str:
+    return "not reached" if value is None else f"{value:.1f}"
+
+
 def format_interruptions(result: BacktestResult) -> str:
     """What each strategy leaves waiting on the interrupted cluster, as aligned text."""
     report = result.interruptions
@@ -121,9 +160,9 @@ def format_interruptions(result: BacktestResult) -> str:
         "strategy",
         "unserved pod-min",
         "without interruptions",
-        "caused by interruptions",
+        "change in waiting",
         "node-hours",
-        "extra node-h",
+        "node-h change",
         "interruptions",
     ]
     rows = [headers]
@@ -134,13 +173,16 @@ def format_interruptions(result: BacktestResult) -> str:
                 row.name,
                 f"{d['unserved_pod_minutes']:.0f}",
                 f"{d['unserved_pod_minutes_without_interruptions']:.0f}",
-                f"{d['waiting_caused_by_interruptions']:.0f}",
+                signed(d["waiting_change_with_interruptions"], 0),
                 f"{d['node_hours']:.1f}",
-                f"{d['extra_node_hours']:+.1f}",
+                signed(d["node_hours_change"], 1),
                 str(d["interruptions"]),
             ]
         )
-    return columns(rows)
+    table = columns(rows)
+    if any(row.change < 0 for row in report.rows):
+        table += f"\nchange in waiting: {NEGATIVE_CHANGE}"
+    return table
 
 
 def columns(rows: list[list[str]], first_left: bool = True) -> str:

@@ -11,10 +11,12 @@ model-free baseline is refitted at each, so the dial's price costs no extra Prop
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,10 @@ from predictive_headroom.core.engine import InForce
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings, SettingSource, model_spec, with_values
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.durations import format_duration
 from predictive_headroom.protocols import Forecaster
+
+logger = logging.getLogger(__name__)
 
 NaiveFit = Callable[
     [History, float, float, float], Any
@@ -99,7 +104,10 @@ def walk_forward(  # noqa: PLR0913
     }
     fit_seconds, models = 0.0, {}
     bar = _progress_bar(len(refit_at), progress)
+    began = time.perf_counter()
     for k, at in enumerate(refit_at):
+        if k == 1:
+            _say_when_long(len(refit_at), time.perf_counter() - began, every, history)
         # Like every decision at `at`, the refit sees only the samples at or before `at - delay`.
         seen = float(at) - settings.delay
         known = history.until(seen).since(seen - spec.history.total_seconds())
@@ -132,6 +140,29 @@ def walk_forward(  # noqa: PLR0913
 
     dial = {q: (in_force(mq), in_force(nq)) for q, (mq, nq) in swept.items()}
     return WalkForward(in_force(model), in_force(naive), dial, len(refit_at), fit_seconds, models)
+
+
+LONG_REPLAY_SECONDS = 600.0
+"""A replay projected to take longer than this is said before it goes on."""
+
+
+def _say_when_long(refits: int, first: float, every: float, history: History) -> None:
+    """Warn, with the projection, when `refits` refits of `first` seconds each take long."""
+    projected = refits * first
+    if projected <= LONG_REPLAY_SECONDS:
+        return
+    span = (history.end - history.start) / 86400 if len(history) else 0.0
+    logger.warning(
+        "backtest: %s samples over %.0f days make %s refits (one every %s); the first took "
+        "%.1fs, so the replay takes about %s; replay a recent window instead (backtest "
+        "--since 60d) or refit less often (--refit-every)",
+        f"{len(history):,}",
+        span,
+        f"{refits:,}",
+        format_duration(timedelta(seconds=every)),
+        first,
+        format_duration(timedelta(seconds=round(projected))),
+    )
 
 
 def _progress_bar(total: int, progress: bool) -> Any:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from predictive_headroom.core import strict_json
 from predictive_headroom.core.price import NodeShape, Price, price_node_hour
 from predictive_headroom.core.series import iso_utc
 from predictive_headroom.policy.config import Policy
@@ -103,7 +103,7 @@ def add_output_argument(parser: argparse.ArgumentParser, default: str = "table")
 
 def print_json(data: Any) -> None:
     """Machine-readable output on stdout."""
-    json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write(strict_json.dumps(data))
     sys.stdout.write("\n")
 
 

@@ -1,10 +1,11 @@
-"""`predictive-headroom backtest`: replay a demand CSV through every strategy on a simulated cluster."""
+"""`predictive-headroom backtest`: replay demand history (a CSV, or a Prometheus query) through every strategy on a simulated cluster."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from dataclasses import replace
+from datetime import timedelta
 
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import BacktestResult, headline
@@ -13,6 +14,7 @@ from predictive_headroom.backtest.text import (
     format_dial,
     format_frontier,
     format_interruptions,
+    format_promise,
     format_stabilization_dial,
     format_table,
 )
@@ -24,29 +26,58 @@ from predictive_headroom.commands import (
     duration_arg,
     iso,
     load_config,
+    parse_time,
     price_from_args,
     print_json,
+    source_from_args,
 )
 from predictive_headroom.core.price import NodeShape, Price
-from predictive_headroom.policy.config import Pool
+from predictive_headroom.core.series import History
+from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.placeholder import Placeholder
+from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.shares import parse_share
-from predictive_headroom.protocols import SourceError
+from predictive_headroom.protocols import Source, SourceError
+from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
 
-HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on a demand CSV"
+HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on demand history (a CSV or Prometheus)"
 EXAMPLE = (
     "predictive-headroom backtest --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --dial 0.8,0.9,0.95,0.99 --out bt   # after make demo\n"
-    "predictive-headroom backtest --data demo-out/taxi-demand.csv --demand-per-replica 200 --protection 90%,95%"
+    "predictive-headroom backtest --data demo-out/taxi-demand.csv --demand-per-replica 200 --protection 90%,95%\n"
+    "predictive-headroom backtest --prometheus-url http://prometheus:9090 --config my-policy.yaml --pool web --history 35d --save-csv web.csv"
 )
 """Shown at the end of `--help`."""
 
 
 # Long on purpose: argparse declarations read best as one flat list.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
+    source.add_argument(
+        "--prometheus-url",
+        metavar="URL",
+        help="read the history from this Prometheus (auth from the PH_PROMETHEUS_* settings), "
+        "the query from --query or the pool's forecast.query (--config, --pool)",
+    )
     parser.add_argument(
-        "--data", metavar="CSV", required=True, help="demand history CSV (timestamp,value)"
+        "--query", metavar="PROMQL", help="with --prometheus-url: the demand series to replay"
+    )
+    parser.add_argument(
+        "--history",
+        type=duration_arg,
+        help="with --prometheus-url: how much history to read up to --at (default: the pool's "
+        "forecast.history, else 28d; the backtest needs at least the warm-up and a day)",
+    )
+    parser.add_argument(
+        "--at",
+        help="with --prometheus-url: the end of the history read, ISO-8601 (default: now)",
+    )
+    parser.add_argument(
+        "--save-csv",
+        metavar="FILE",
+        help="write the history replayed as timestamp,value CSV (e.g. to replay it again with --data)",
     )
     parser.add_argument(
         "--config",
@@ -55,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--pool", help="pool to replay (default: the first pool with a forecast, else the first)"
+    )
+    parser.add_argument(
+        "--since",
+        type=_duration_arg,
+        metavar="DURATION",
+        help="replay only the last DURATION of --data (e.g. 60d); default: all of it",
     )
     parser.add_argument(
         "--demand-per-replica",
@@ -194,6 +231,14 @@ def parse_windows(text: str) -> tuple[float, ...]:
     return tuple(sorted(set(values)))
 
 
+def _duration_arg(text: str) -> float:
+    """Seconds of a duration argument (`60d`); argparse says what is wrong with a bad one."""
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 # Long on purpose: one check per flag, so every problem is reported at once, then one mapping.
 def settings_from_args(
     args: argparse.Namespace, shape: NodeShape | None = None, slots: int | None = None
@@ -297,16 +342,16 @@ def priced(result: BacktestResult, price: Price) -> BacktestResult:
     return replace(result, promise=[{**e, **extra} for e in result.promise or []])
 
 
-def with_daemon_now(result: BacktestResult, pool: Pool, data: str, price: Price) -> BacktestResult:
+def with_daemon_now(
+    result: BacktestResult, pool: Pool, source: Source, at: float, price: Price
+) -> BacktestResult:
     """Each promise entry with what the daemon would hold at the end of the data when asked that
-    protection (`app.review.daemon_now`: its re-tune on its own window and the plan it would
-    write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
+    protection at `at`, the last sample (`app.review.daemon_now`: its re-tune on its own window
+    and the plan it would write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
     from predictive_headroom.app.fit import default_forecaster
     from predictive_headroom.app.review import daemon_now
-    from predictive_headroom.sources.csvsource import CsvSource
 
-    source, forecaster = CsvSource(data), default_forecaster()
-    at, window = float(result.times[-1]), daemon_retune_window()
+    forecaster, window = default_forecaster(), daemon_retune_window()
     entries = []
     for entry in result.promise or []:
         asked = pool.model_copy(update={"protection": entry["protection"]})
@@ -315,18 +360,68 @@ def with_daemon_now(result: BacktestResult, pool: Pool, data: str, price: Price)
     return replace(result, promise=entries)
 
 
-def run(args: argparse.Namespace) -> int:
-    from predictive_headroom.sources.csvsource import read_csv_history
+def history_from_args(args: argparse.Namespace, pool: Pool | None) -> tuple[Source, History]:
+    """The source and the demand history to replay: the whole --data file, or --query (else the
+    pool's forecast.query) over --history up to --at from --prometheus-url, read through the
+    source the other commands use (in pieces below Prometheus's per-request point limit)."""
+    if args.data:
+        for flag in ("query", "history", "at"):
+            if getattr(args, flag) is not None:
+                raise CommandError(f"--{flag} reads from Prometheus: use it with --prometheus-url")
+    source = source_from_args(args.data, args.prometheus_url)
+    try:
+        if isinstance(source, CsvSource):
+            return source, source.full()
+        return source, source.history(prometheus_spec(args, pool), _end(args))
+    except SourceError as exc:
+        raise CommandError(str(exc)) from None
 
+
+def prometheus_spec(args: argparse.Namespace, pool: Pool | None) -> ForecastSpec:
+    """What to read from Prometheus: --query (else the pool's forecast.query) over --history
+    (else the pool's forecast.history, 28d) at the pool's step (5m)."""
+    spec = pool.forecast if pool is not None else None
+    if args.query is None and spec is None:
+        raise CommandError(
+            "--prometheus-url needs the series to replay: pass --query PROMQL, or --config F "
+            "(--pool NAME) for a pool with a forecast.query"
+        )
+    if args.query is not None:
+        try:
+            check_promql(args.query)
+        except ValueError as exc:
+            raise CommandError(f"--query: {exc}") from None
+    base = spec or ForecastSpec(query=args.query, demand_per_replica=1.0)
+    update: dict[str, object] = {}
+    if args.query is not None:
+        update["query"] = args.query
+    if args.history is not None:
+        if args.history < 86400:
+            raise CommandError(f"--history must be at least 1d, got {args.history:g}s")
+        update["history"] = timedelta(seconds=args.history)
+    return base.model_copy(update=update)
+
+
+def _end(args: argparse.Namespace) -> float:
+    return parse_time(args.at) if args.at else parse_time("now")
+
+
+def run(args: argparse.Namespace) -> int:
     pool = pool_from_args(args)
     cost = load_config(args.config).cost if args.config else None
     placeholder = pool.placeholder if pool is not None else Placeholder()
     price, shape = price_from_args(args, placeholder, cost, args.node_slots)
     settings = settings_from_args(args, shape, price.slots)
-    try:
-        history = read_csv_history(args.data)
-    except SourceError as exc:
-        raise CommandError(str(exc)) from None
+    source, history = history_from_args(args, pool)
+    if args.since is not None and len(history):
+        history = history.since(history.end - args.since)
+    if args.save_csv:
+        try:
+            write_csv_history(history, args.save_csv)
+        except OSError as exc:
+            raise CommandError(f"--save-csv {args.save_csv}: {exc.strerror or exc}") from None
+        if not args.quiet:
+            print(f"backtest: wrote the history replayed to {args.save_csv}", file=sys.stderr)
     try:
         result = run_backtest(history, pool, settings, progress=not args.quiet)
     except ValueError as exc:
@@ -334,7 +429,12 @@ def run(args: argparse.Namespace) -> int:
     if result.promise:
         result = priced(result, price)
         if pool is not None and pool.forecast is not None:
-            result = with_daemon_now(result, pool, args.data, price)
+            replayed = pool
+            if args.query is not None:  # the daemon reads the series replayed
+                replayed = pool.model_copy(
+                    update={"forecast": pool.forecast.model_copy(update={"query": args.query})}
+                )
+            result = with_daemon_now(result, replayed, source, float(history.end), price)
     s = result.settings
     if not args.quiet:
         print(
@@ -357,6 +457,8 @@ def run(args: argparse.Namespace) -> int:
 def print_text(result: BacktestResult) -> None:
     """The backtest as text on stdout: the strategy table, then each section the run has (dials,
     cost at equal protection, the promise, interruptions), then the headline."""
+    for note in result.notes:
+        print(f"note: {note}\n")
     print(format_table(result))
     if result.dial:
         print()
@@ -391,6 +493,12 @@ def print_text(result: BacktestResult) -> None:
                 print(f"    {entry['daemon_now']['sentence']}")
         if result.promise[0].get("price_assumed"):
             print(f"  priced as {result.promise[0]['price_assumed']}")
+        print(
+            "overhead node-hours over no headroom; daily reserve: a fixed reserve re-chosen each "
+            "day on the week before it; static in hindsight: N chosen knowing the whole history; "
+            "÷ promise: their cost over the promise's, at the protection it kept:"
+        )
+        print(format_promise(result.promise))
     if result.interruptions is not None:
         report = result.interruptions
         print()

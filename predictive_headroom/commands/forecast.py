@@ -25,7 +25,7 @@ from predictive_headroom.core.forecast_math import (
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.forecast.accuracy import Accuracy
-from predictive_headroom.pages.format import fallback_words
+from predictive_headroom.pages.format import accuracy_comment, fallback_words
 from predictive_headroom.policy.config import Pool
 
 HELP = "fit the forecast of each pool and show its next peaks and accuracy on held-back recent days"
@@ -164,30 +164,6 @@ def summary(
         ],
     )
     return out
-
-
-MAPE_HIGH = 50.0
-"""A MAPE (%) from which, next to a MASE below 1, the two scores tell different stories."""
-
-
-def accuracy_comment(mape: float | None, mase: float | None) -> str | None:
-    """A line explaining MAPE and MASE when they disagree (None when they do not): a large MAPE
-    with a MASE below 1 comes from demand near zero, where every small miss is a large
-    percentage; MASE compares with repeating the last season and is the one to read."""
-    if mape is None or mase is None:
-        return None
-    if mape >= MAPE_HIGH and mase < 1:
-        return (
-            f"MAPE {mape:.0f}% and MASE {mase:.2f} disagree: MAPE divides each miss by the demand "
-            "at that point, so near-zero demand (nights, quiet hours) inflates it; MASE, against "
-            "repeating the last season, says this forecast beats that baseline. Read MASE."
-        )
-    if mape < 10 and mase >= 1:
-        return (
-            f"MAPE {mape:.1f}% looks small but MASE {mase:.2f} is not below 1: the series is "
-            "regular, and repeating the last season would have done as well or better."
-        )
-    return None
 
 
 def _fmt(value: float | None, pattern: str) -> str:

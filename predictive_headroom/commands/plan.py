@@ -31,7 +31,8 @@ from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.protocols import ClusterState
+from predictive_headroom.protocols import ClusterState, Source, SourceError
+from predictive_headroom.sources.csvsource import CsvSource
 
 HELP = "show the plan at one instant (or a timeline with --horizon): desired placeholder replicas and why"
 EXAMPLE = (
@@ -43,7 +44,10 @@ EXAMPLE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", required=True, help="policy YAML file")
-    parser.add_argument("--at", default="now", help="ISO-8601 time with offset or Z (default: now)")
+    parser.add_argument(
+        "--at",
+        help="ISO-8601 time with offset or Z (default: the end of --data, else now)",
+    )
     parser.add_argument(
         "--nodes", type=int, help="nodes in the cluster (for the proportional rule)"
     )
@@ -122,19 +126,17 @@ class Fitted:
         return PlanInputs(self.forecasts.get(name), self.observed.get(name), cluster, settings)
 
 
-def forecasts_from_args(args: argparse.Namespace, policy: Policy, at: float) -> Fitted:
-    """Fit each forecasting pool on --data or --prometheus-url history up to `at` as the daemon
-    does at a refit (a `protection:` pool re-tuned first, on the same window), and read its latest
-    observations at `at` for the burst model, as it does at reconcile (empty without either)."""
-    if not (args.data or args.prometheus_url):
+def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fitted:
+    """Fit each forecasting pool on the history of `source` (--data or --prometheus-url) up to
+    `at` as the daemon does at a refit (a `protection:` pool re-tuned first, on the same window),
+    and read its latest observations at `at` for the burst model, as it does at reconcile (empty
+    without a source); CommandError when no pool could read any history."""
+    if source is None:
         return Fitted()
-    fits = fit_pools(
-        policy,
-        source_from_args(args.data, args.prometheus_url),
-        at,
-        observe=True,
-        retune_window=daemon_retune_window(),
-    )
+    fits = fit_pools(policy, source, at, observe=True, retune_window=daemon_retune_window())
+    failures = [w for f in fits.values() if f.history is None for w in f.warnings]
+    if fits and failures and all(f.history is None for f in fits.values()):
+        raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))
     pools = {p.name: p for p in policy.pools}
     return Fitted(
         {n: f.forecast for n, f in fits.items()},
@@ -148,6 +150,28 @@ def forecasts_from_args(args: argparse.Namespace, policy: Policy, at: float) -> 
     )
 
 
+def plan_time(args: argparse.Namespace, source: Source | None) -> float:
+    """--at, else the end of --data (as `forecast` and `report` do), else now."""
+    if args.at:
+        return parse_time(args.at)
+    if isinstance(source, CsvSource):
+        try:
+            return source.full().end
+        except SourceError as exc:
+            raise CommandError(str(exc)) from None
+    return parse_time("now")
+
+
+def why_minimum(forecasts: dict[str, Forecast | NoForecast]) -> dict[str, str]:
+    """Why each pool without a usable forecast plans only its floors (`min:<status>`), in words:
+    the status and what went wrong (the file's span, the fit's error, ...)."""
+    return {
+        name: f"no forecast ({f.why}){': ' + f.detail if f.detail else ''}"
+        for name, f in forecasts.items()
+        if isinstance(f, NoForecast) and f.why != "disabled"
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     policy = load_config(args.config)
     if args.pool:
@@ -155,29 +179,48 @@ def run(args: argparse.Namespace) -> int:
             policy = policy.model_copy(update={"pools": [policy.pool(args.pool)]})
         except KeyError as exc:
             raise CommandError(str(exc.args[0])) from None
-    at = parse_time(args.at)
+    source = (
+        source_from_args(args.data, args.prometheus_url)
+        if args.data or args.prometheus_url
+        else None
+    )
+    at = plan_time(args, source)
     cluster = cluster_from_args(args, policy)
     _note_skipped_proportional(policy, cluster)
-    fitted = forecasts_from_args(args, policy, at)
+    fitted = forecasts_from_args(source, policy, at)
+    why = why_minimum(fitted.forecasts)
     if args.horizon is None:
         plans = [plan_over_time(p, [at], fitted.inputs(p, cluster)).plans[0] for p in policy.pools]
         if args.output == "json":
-            pools = [_with_promise(plan_to_dict(p), fitted.promises) for p in plans]
+            pools = [_with_why(_with_promise(plan_to_dict(p), fitted.promises), why) for p in plans]
             print_json({"at": iso(at), "pools": pools})
         else:
             _print_plans(plans, policy)
+            _print_why(why)
             _print_promises(fitted.promises)
         return 0
     if args.step <= 0:
         raise CommandError("--step must be positive")
     timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, fitted)
     if args.output == "json":
-        pools = [_with_promise(p, fitted.promises) for p in timeline]
+        pools = [_with_why(_with_promise(p, fitted.promises), why) for p in timeline]
         print_json({"from": iso(at), "step_seconds": args.step, "pools": pools})
     else:
         _print_timeline(timeline)
+        _print_why(why)
         _print_promises(fitted.promises)
     return 0
+
+
+def _with_why(pool: dict[str, Any], why: dict[str, str]) -> dict[str, Any]:
+    """A pool's JSON with `why` (the pool plans its floors because ...) when it has one."""
+    return {**pool, "why": why[pool["name"]]} if pool["name"] in why else pool
+
+
+def _print_why(why: dict[str, str]) -> None:
+    """One line per pool planning its floors for want of a forecast, saying why."""
+    for name, words in why.items():
+        print(f"pool {name} plans its floors only (min:...): {words}")
 
 
 def _with_promise(pool: dict[str, Any], promises: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
 from predictive_headroom.report.build import build_report
-from predictive_headroom.report.store import load_past_reports, write_report
+from predictive_headroom.report.store import load_past_reports, remove_leftovers, write_report
 from predictive_headroom.sources.prometheus import from_settings
 
 logger = logging.getLogger(__name__)
@@ -70,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def report_writer(settings: Settings, source_name: str) -> Any:
-    """The after-refit hook writing the report into PH_REPORT_DIR, keeping PH_REPORT_KEEP of them."""
+    """The after-refit hook writing the report into PH_REPORT_DIR, keeping PH_REPORT_KEEP of them
+    (what a write killed midway left there is removed now, at start)."""
+    remove_leftovers(settings.report_dir)
 
     def write(
         policy: Policy,
@@ -139,6 +141,7 @@ def build_daemon(
         cluster=KubeClusterReader(api),
         dry_run=args.dry_run or settings.dry_run,
         interval=settings.reconcile_interval,
+        deadline=settings.reconcile_deadline,
         report_writer=report_writer(settings, getattr(source, "display_url", ""))
         if source
         else None,
@@ -187,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
         daemon.elector.on_started = started
         daemon.elector.on_stopped = lambda: daemon.leadership_changed(False)
         daemon.elector.healthy = daemon.health
+        daemon.elector.on_unreadable = lambda _what: daemon.metrics.error("lease")
     return serve(daemon, runner, settings)
 
 

@@ -15,6 +15,9 @@ from predictive_headroom.policy.chart import (
     values_schema,
     values_to_policy,
 )
+from predictive_headroom.policy.chart import (
+    POLICY_KEYS as CHART_POLICY_KEYS,
+)
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.load import (
     ConfigError,
@@ -29,7 +32,7 @@ HELP = (
     "check policy files or Helm values files (- reads stdin); exit 2 with every problem "
     "(line, field path, bad value, what is expected)"
 )
-POLICY_KEYS = {"pools", "cost"}
+POLICY_KEYS = set(CHART_POLICY_KEYS)
 EXAMPLE = (
     "predictive-headroom validate config/example.yaml my-values.yaml   # a policy and a Helm values file\n"
     "helm get values predictive-headroom -n predictive-headroom -o yaml | predictive-headroom validate --values -"
@@ -68,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def detect_kind(data: dict[str, Any]) -> tuple[str, str]:
     """Which file `data` is, `values` or `policy`, and why, from its top-level keys: a key of the
     chart's own settings (or one close to it, a typo such as `dryrun`) makes it Helm values;
-    otherwise it is a policy (whose keys are `pools` and `cost`)."""
+    otherwise it is a policy (whose keys are `pools`, `cost` and `removedPools`)."""
     chart_keys = sorted(set(values_schema()["properties"]) - POLICY_KEYS)
     lowered = {k.lower(): k for k in chart_keys}
     seen = []

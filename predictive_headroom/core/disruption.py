@@ -63,16 +63,13 @@ def sum_requests(pods: Iterable[Iterable[tuple[str, float]]]) -> dict[str, float
 
 
 def poisson_quantile(mean: float, quantile: float) -> int:
-    """The smallest k with P(N <= k) >= `quantile` for N Poisson with `mean` (0 for mean 0)."""
+    """The smallest k with P(N <= k) >= `quantile` for N Poisson with `mean` (0 for mean 0), for
+    any mean (scipy's, which holds where `exp(-mean)` underflows, past a mean of about 745)."""
+    from scipy.stats import poisson  # lazy: scipy.stats costs a few hundred ms to import
+
     if mean <= 0:
         return 0
-    k, term = 0, math.exp(-mean)
-    cdf = term
-    while cdf < quantile - 1e-12 and k < 10_000:
-        k += 1
-        term *= mean / k
-        cdf += term
-    return k
+    return int(poisson.ppf(min(quantile, 1 - 1e-12), mean))
 
 
 def reserve_quantile(pool: Pool) -> float:

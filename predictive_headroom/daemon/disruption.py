@@ -5,7 +5,11 @@ leaving nodes (cordoned, or tainted with one of the pool's `disruption.taints`) 
 pods need (`core.disruption`):
 
 - with `list pods` cluster-wide (opt-in: `PH_DISRUPTION_READ_PODS`, the chart's
-  `disruption.readPods`), the pods bound to each leaving node, listed once per reconcile per node.
+  `disruption.readPods`), the pods bound to each leaving node, from one list of the cluster's pods
+  per reconcile, shared by every pool (200 leaving nodes are one list, not 200). The list runs on
+  its own thread and a pool waits for it only until the reconcile's deadline; past that, the last
+  list that finished (at most `LAST_LIST_MAX_AGE` old, its age said) or the allocatable estimate
+  stands in, and a list still running is waited on by the next reconcile rather than started again.
   A pod that left the node (evicted) still counts for one lead time after it was last seen there:
   it is waiting for room elsewhere, and within a lead time a node the autoscaler adds for it is up.
   The room is held until then or until the node is gone, whichever comes first;
@@ -20,11 +24,14 @@ uses the larger of that and the pool's `interruptionRate`.
 from __future__ import annotations
 
 import logging
+import math
 import statistics
 import threading
+import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +55,11 @@ from predictive_headroom.protocols import NodePodReader, NodeSeen, PodOnNode
 
 logger = logging.getLogger(__name__)
 
+ByNode = dict[str, tuple[PodOnNode, ...]]
+"""The pods of the cluster by the node they are bound to."""
 DAY = 86400.0
+LAST_LIST_MAX_AGE = 900.0
+"""Seconds a finished pod list stands in for one that did not answer within the deadline."""
 NOT_ALLOWED = (
     "pods are not read (set disruption.readPods in the chart, PH_DISRUPTION_READ_PODS=true): "
     "each leaving node's allocatable in placeholders, as if it were full"
@@ -77,6 +88,8 @@ class _Leaving:
         default_factory=dict
     )
     """pod uid -> (requests, when it was first seen gone from the node)."""
+    listed: bool = False
+    """Its pods were taken from a pod list at least once (else only the estimate is known)."""
 
 
 @dataclass
@@ -103,17 +116,29 @@ class DisruptionWatch:
         pods: NodePodReader | None,
         metrics: Metrics,
         settings: DisruptionSettings | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`monotonic` is the clock the reconcile's deadline (`begin`) is on."""
         self.inputs, self.pods, self.metrics = inputs, pods, metrics
         self.settings = settings or DisruptionSettings()
         self.pools: dict[str, _PoolWatch] = {}
         self._lock = threading.Lock()
-        self._reads: dict[str, Future[tuple[PodOnNode, ...]]] = {}
+        self._read: Future[ByNode] | None = None
+        """This reconcile's pod list (started by the first pool with a leaving node)."""
+        self._running: Future[ByNode] | None = None
+        """The last pod list started (maybe by an earlier reconcile, maybe still running)."""
+        self._last: tuple[ByNode, float] | None = None
+        """The last pod list that finished and when (on `monotonic`)."""
+        self._deadline = math.inf
+        self.monotonic = monotonic
+        self._refused: str | None = None
+        """The last refusal (403) of the pod list that was logged: logged once, not every reconcile."""
 
-    def begin(self) -> None:
-        """A new reconcile: the pods on leaving nodes are listed afresh."""
+    def begin(self, deadline: float = math.inf) -> None:
+        """A new reconcile, which must be done by `deadline` (on `monotonic`): the pods on leaving
+        nodes are listed afresh (unless the last list is still running: it is waited on)."""
         with self._lock:
-            self._reads = {}
+            self._read, self._deadline = None, deadline
 
     def part(self, pool: Pool, at: float, lead: float) -> DisruptionPart | None:
         """The disruption component of `pool` now, with the lead time in use `lead` (seconds);
@@ -173,51 +198,79 @@ class DisruptionWatch:
     def _room(
         self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], at: float, lead: float
     ) -> tuple[int, DisruptionSource, str | None]:
-        """Placeholders the leaving nodes' pods need, where that came from, and a note when estimated."""
+        """Placeholders the leaving nodes' pods need, where that came from, and a note when
+        estimated or taken from an older list."""
         if not watch.leaving:
             return 0, DisruptionSource.NONE, None
         size = pool.placeholder.amounts
         by_uid = {n.uid: n for n in nodes}
-        room, note = 0, None if self._may_read() else NOT_ALLOWED
+        listed, note = self._pods() if self._may_read() else (None, NOT_ALLOWED)
+        room, estimated = 0, False
         for uid, leaving in watch.leaving.items():
-            pods: tuple[PodOnNode, ...] | None = None
-            if note is None:
-                try:
-                    pods = self._pods_on(leaving.name)
-                except Forbidden as exc:
-                    note = f"pods could not be listed ({exc}); estimated from allocatable"
-                except Exception as exc:
-                    logger.warning(
-                        "pool %s: cannot list pods on %s: %s", pool.name, leaving.name, exc
-                    )
-                    self.metrics.error("observe")
-                    note = f"pods could not be listed ({exc}); estimated from allocatable"
-            if pods is None:
+            if listed is not None:
+                _track(leaving, listed.get(leaving.name, ()), at, lead)
+            if not leaving.listed:
+                estimated = True
                 room += node_slots(dict(by_uid[uid].allocatable), size)
                 continue
-            _track(leaving, pods, at, lead)
             held = sum_requests(r for r, _ in leaving.pods.values())
             room += in_placeholders(held, size)
-        source = DisruptionSource.ESTIMATE if note else DisruptionSource.PODS
+        source = DisruptionSource.ESTIMATE if estimated else DisruptionSource.PODS
+        if note and self._may_read():
+            if estimated:
+                note += "; estimated from allocatable"
+            elif listed is None:
+                note += "; the pods each leaving node held when last listed"
         return room, source, note
 
     def _may_read(self) -> bool:
         return self.pods is not None and self.settings.read_pods
 
-    def _pods_on(self, node: str) -> tuple[PodOnNode, ...]:
-        """The pods on `node`, listed once per reconcile however many pools ask."""
-        assert self.pods is not None
+    def _pods(self) -> tuple[ByNode | None, str | None]:
+        """The pods by node from this reconcile's list, waited for until the deadline; else the
+        last finished list (with a note saying how old) or None (with a note saying why)."""
         with self._lock:
-            future = self._reads.get(node)
-            mine = future is None
-            if future is None:
-                future = self._reads[node] = Future()
-        if mine:
+            read = self._read
+            if read is None:
+                running = self._running
+                if running is None or running.done():
+                    running = self._running = self._start_list()
+                read = self._read = running
+        try:
+            return read.result(timeout=max(0.0, self._deadline - self.monotonic())), None
+        except FutureTimeout:
+            why = "the pod list did not answer within the reconcile's deadline"
+        except Exception as exc:
+            why = f"pods could not be listed ({exc})"
+        last = self._last
+        if last is not None and self.monotonic() - last[1] <= LAST_LIST_MAX_AGE:
+            return last[0], f"{why}; pods as listed {self.monotonic() - last[1]:.0f}s ago"
+        return None, why
+
+    def _start_list(self) -> Future[ByNode]:
+        """List the cluster's pods on a daemon thread; the result (or error) lands in the Future,
+        and a failure is logged and counted once, however many pools wait for it."""
+        assert self.pods is not None
+        reader, future = self.pods, Future[ByNode]()
+
+        def work() -> None:
+            began = self.monotonic()
             try:
-                future.set_result(self.pods.pods_on_node(node))
+                listed = reader.pods_by_node()
             except Exception as exc:
+                if not isinstance(exc, Forbidden):
+                    logger.warning("cannot list the pods on leaving nodes: %s", exc)
+                    self.metrics.error("observe")
+                elif str(exc) != self._refused:  # the missing permission is named once
+                    self._refused = str(exc)
+                    logger.warning("%s; estimated from allocatable", exc)
                 future.set_exception(exc)
-        return future.result()
+                return
+            self._last = (listed, began)
+            future.set_result(listed)
+
+        threading.Thread(target=work, name="disruption-pods", daemon=True).start()
+        return future
 
     def _reserve(
         self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], lead: float
@@ -286,6 +339,7 @@ class DisruptionWatch:
 
 def _track(leaving: _Leaving, pods: tuple[PodOnNode, ...], at: float, lead: float) -> None:
     """Remember the counted pods on a leaving node; a pod gone from it counts for `lead` seconds."""
+    leaving.listed = True
     here = {p.uid: p for p in pods if not p.excluded}
     for uid, pod in here.items():
         leaving.pods[uid] = (pod.requests, None)

@@ -1,23 +1,25 @@
 """The daemon's one HTTP port: /metrics, /healthz, /readyz, /last-run, /report and /report.json.
 
-Served from a background thread by `BoundedHTTPServer` (a fixed worker pool and a read deadline per
-request); every answer is computed from the Daemon passed in, so the server holds no state of its
-own. Every answer carries `X-Content-Type-Options: nosniff`.
+Served by waitress from a background thread: its event loop buffers every connection until its
+request (line and headers) has fully arrived, and only then hands it to one of a few worker
+threads, so slow or half-sent requests hold a socket, never a worker (`daemon.slow_clients`
+enforces the header deadline). Every answer is computed from the Daemon passed in, so the server
+holds no state of its own, and carries `X-Content-Type-Options: nosniff`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Protocol
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from predictive_headroom.daemon.bounded_http import BoundedHTTPServer
+from predictive_headroom.core.strict_json import dumps
+from predictive_headroom.daemon.slow_clients import DeadlineServer
 
 logger = logging.getLogger(__name__)
 
@@ -56,16 +58,16 @@ class HttpServer:
         report_dir: Path | None = None,
         read_timeout: float = 10.0,
     ) -> None:
-        """`read_timeout`: seconds a client has, from connecting, to send its whole request."""
+        """`read_timeout`: seconds a client has, from connecting (or from the end of its last
+        request), to send its whole request line and headers; also how long an idle kept-alive
+        connection stays open."""
         self.daemon, self.exposition, self.report_dir = daemon, metrics_exposition, report_dir
-        self._httpd = BoundedHTTPServer((host, port), self._handler(), read_timeout=read_timeout)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.1,), name="http", daemon=True
-        )
+        self._server = DeadlineServer.create(self._wsgi, host, port, read_timeout)
+        self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
 
     @property
     def port(self) -> int:
-        return int(self._httpd.server_address[1])
+        return int(self._server.effective_port)
 
     def start(self) -> HttpServer:
         """Serve in a background thread."""
@@ -74,9 +76,9 @@ class HttpServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        """Stop serving and close the socket and every connection."""
+        self._server.stop()
+        self._thread.join(timeout=5.0)
 
     def answer(self, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of `path`."""
@@ -92,8 +94,7 @@ class HttpServer:
                 f"{'ok' if ready else 'not ready'}: {why}\n".encode(),
             )
         if path == "/last-run":
-            body = json.dumps(self.daemon.status(), indent=2, default=str).encode()
-            return 200, "application/json", body
+            return 200, "application/json", dumps(self.daemon.status()).encode()
         if path in ("/report", "/report/", "/report.json"):
             return self._report("report.json" if path.endswith(".json") else "index.html")
         known = ", ".join(ROUTES)
@@ -114,38 +115,24 @@ class HttpServer:
         kind = "application/json" if name.endswith(".json") else "text/html; charset=utf-8"
         return 200, kind, target.read_bytes()
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            timeout = 10.0  # no single socket read waits longer
-
-            def parse_request(self) -> bool:
-                done = super().parse_request()
-                httpd = self.server
-                if isinstance(httpd, BoundedHTTPServer):
-                    httpd.request_read(self.connection)
-                return done
-
-            def log_message(self, fmt: str, *args: Any) -> None:
-                logger.debug("http: " + fmt, *args)
-
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                try:
-                    code, kind, body = server.answer(path)
-                except Exception:
-                    logger.exception("http: answering %s failed", path)
-                    code, kind, body = (
-                        500,
-                        "text/plain; charset=utf-8",
-                        b"internal error; see the daemon's log\n",
-                    )
-                self.send_response(HTTPStatus(code))
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("X-Content-Type-Options", "nosniff")
-                self.end_headers()
-                self.wfile.write(body)
-
-        return Handler
+    def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        """The WSGI application: GET (and HEAD) of the routes; other methods are 405."""
+        path, method = environ.get("PATH_INFO") or "/", environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD"):
+            code, kind, body = 405, "text/plain; charset=utf-8", b"only GET is served\n"
+        else:
+            try:
+                code, kind, body = self.answer(path)
+            except Exception:
+                logger.exception("http: answering %s failed", path)
+                code, kind = 500, "text/plain; charset=utf-8"
+                body = b"internal error; see the daemon's log\n"
+        start_response(
+            f"{code} {HTTPStatus(code).phrase}",
+            [
+                ("Content-Type", kind),
+                ("Content-Length", str(len(body))),
+                ("X-Content-Type-Options", "nosniff"),
+            ],
+        )
+        return [b"" if method == "HEAD" else body]

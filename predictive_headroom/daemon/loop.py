@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -52,8 +53,9 @@ from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
 from predictive_headroom.daemon.refit_retry import RefitRetries
+from predictive_headroom.daemon.removed import RemovedPools
 from predictive_headroom.daemon.targetapis import TargetApiTracker
-from predictive_headroom.daemon.workers import map_bounded
+from predictive_headroom.daemon.workers import SingleFlight, map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import (
@@ -116,6 +118,7 @@ class Daemon:
         pool_workers: int = POOL_WORKERS,
         pods: PodReader | None = None,
         loop_settings: LoopSettings | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
@@ -160,8 +163,15 @@ class Daemon:
             pods if isinstance(pods, NodePodReader) else None,
             self.metrics,
             DisruptionSettings(read_pods=self.observer.settings.read_node_pods),
+            monotonic,
         )
         """Nodes on their way out and the room their pods need (the disruption component)."""
+        self.deadline = default_deadline(interval) if deadline is None else deadline
+        """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods
+        on leaving nodes) before it plans and writes without them."""
+        self._observing = SingleFlight()
+        self.removed = RemovedPools(actuator, self.metrics, monotonic)
+        """Placeholders of pools that left the policy, scaled to 0 when due (as the leader)."""
         self.writer = TargetWriter(
             actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
         )
@@ -336,9 +346,10 @@ class Daemon:
         self.target_apis.update(policy.pools)
         self.inputs.prefetch(policy.pools, forecasts, at)
         self.observer.begin()
-        self.disruption.begin()
+        deadline = self.monotonic() + self.deadline
+        self.disruption.begin(deadline)
         outcomes = map_bounded(
-            lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name)),
+            lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name), deadline),
             policy.pools,
             self.pool_workers,
             "pool",
@@ -346,6 +357,8 @@ class Daemon:
         if leader and not self.elector.is_leader:  # lost the Lease during this reconcile
             leader = False
             self.leadership_changed(False)
+        if leader:
+            self.removed.retire_due(self.dry_run)
         self._refit_for_new_settings(policy, forecasts)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
@@ -364,13 +377,24 @@ class Daemon:
         return result
 
     def _reconcile_pool(
-        self, pool: Pool, at: float, leader: bool, forecast: Forecast | NoForecast | None
+        self,
+        pool: Pool,
+        at: float,
+        leader: bool,
+        forecast: Forecast | NoForecast | None,
+        deadline: float = math.inf,
     ) -> PoolOutcome:
         if self.stopping.is_set():  # leave the remaining pools as they are
             return PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
         plan: Plan | None = None
         try:
-            self.observer.observe(pool, at)  # measures its lead time (leadTime: auto)
+            # measures its lead time (leadTime: auto); an optional read, waited for until the
+            # deadline, and not started again while the last one still runs
+            self._observing.run(
+                pool.name,
+                lambda: self.observer.observe(pool, at),
+                max(0.0, deadline - self.monotonic()),
+            )
             settings = self.settings_for(pool)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
@@ -491,6 +515,7 @@ class Daemon:
             forecasts.update({n: NoForecast(NOT_FITTED) for n in refit})
             self.policy, self._forecasts = policy, forecasts
         self.writer.forget(removed)
+        self.removed.removed(old, policy)
         for name in removed:
             self._recent.pop(name, None)
             self._refit_asked.pop(name, None)
@@ -554,6 +579,12 @@ class Daemon:
             "closed_loop": self.observer.status(self.clock()),
             "disruption": self.disruption.status(),
         }
+
+
+def default_deadline(interval: float) -> float:
+    """Half the interval, at most 20 s: well inside the health watchdog's 3 intervals, and long
+    enough for one list of a large cluster's pods."""
+    return min(interval / 2, 20.0)
 
 
 def _missing_input(

@@ -28,6 +28,7 @@ ERROR_KINDS = (
     "config",
     "report",
     "internal",
+    "lease",
 )
 """Every kind of error the daemon counts; each starts at 0 so rates work from the first scrape."""
 BOOT_BUCKETS = (15, 30, 45, 60, 90, 120, 150, 180, 240, 300, 420, 600, 900, 1200, 1800, 3600)
@@ -158,6 +159,13 @@ class Metrics:
         self.errors = Counter(f"{PREFIX}_errors", "Errors by kind.", ["kind"], registry=r)
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
+        )
+        self.removed_pools = Counter(
+            f"{PREFIX}_removed_pool_placeholders",
+            "Placeholders of pools that left the policy, by what was done (scaled-to-zero, kept, "
+            "left: not the daemon's placeholder, paused or gone).",
+            ["action"],
+            registry=r,
         )
 
     def _closed_loop_metrics(self, r: CollectorRegistry) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -70,3 +71,38 @@ def submit_bounded(
         target=map_bounded, args=(one, pairs, workers, name), name=name, daemon=True
     ).start()
     return futures
+
+
+class SingleFlight:
+    """Runs at most one call per key at a time, each on a daemon thread, and waits for it at most
+    so long: a hung call holds its own thread, never the caller, and is not started again while it
+    still runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[str, Future[object]] = {}
+
+    def run(self, key: str, fn: Callable[[], object], timeout: float) -> bool:
+        """Start `fn()` unless the last call for `key` still runs; wait for it up to `timeout`
+        seconds. True when it finished in time (its exception, if any, is raised here); False
+        when it still runs (its outcome is then dropped)."""
+        with self._lock:
+            running = self._running.get(key)
+            if running is not None and not running.done():
+                return False
+            future = self._running[key] = Future()
+
+        def work() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # kept in the Future; the caller goes on without it
+                future.set_exception(exc)
+
+        threading.Thread(target=work, name=f"single-{key}", daemon=True).start()
+        try:
+            failure = future.exception(timeout=timeout)
+        except FutureTimeout:
+            return False
+        if failure is not None:
+            raise failure
+        return True

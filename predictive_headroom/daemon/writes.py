@@ -16,6 +16,8 @@ Safety rules:
   the plan (and a hold for a missing input never holds above it);
 - a target deleted and created again (a new uid) is a new object: what was written to the old one
   is forgotten and the new one is brought to the plan;
+- a replica count no one sets (`spec.replicas` null on /scale, or below 0) is a warning and is
+  brought to the plan, never taken for a person's change;
 - in dry-run nothing is written: each change is sent once as a server-side dry run;
 - it writes only while still leader, checked again right before the write (and the actuator's
   fence checks each attempt); the daemon calls `step_down()` while a follower, so a takeover
@@ -100,11 +102,20 @@ class TargetWriter:
         plan = held_for_missing(pool, plan, state.replicas, missing)
         planned_before = self._planned.get(pool.name)
         self._planned[pool.name] = plan.desired
-        if state.replicas == plan.desired:
+        if state.replicas == plan.desired and state.odd is None:
             self._applied[pool.name] = plan.desired
             self._overridden.discard(pool.name)
             return PoolOutcome(pool.name, "unchanged", plan, state.replicas)
-        if self._left_to_person(pool, plan, state.replicas, planned_before, target):
+        if state.odd is not None:
+            logger.warning(
+                "pool %s: %s answered %s, which no person or controller sets; not taken for a "
+                "manual change: bringing it to the plan (%d)",
+                pool.name,
+                target,
+                state.odd,
+                plan.desired,
+            )
+        elif self._left_to_person(pool, plan, state.replicas, planned_before, target):
             return PoolOutcome(pool.name, "manual-override", plan, state.replicas)
         return self._bring_to_plan(pool, plan, state.replicas)
 

@@ -123,7 +123,7 @@ class _Op:
     def describe(self) -> str:
         """`pool <name>: <verb> <resource> <namespace>/<name>`, for messages."""
         if not self.namespace:
-            return f"{self.verb} {self.resource} (label selector {self.name!r})"
+            return f"{self.verb} {self.resource} (selector {self.name!r})"
         obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
         return f"pool {self.pool}: {self.verb} {self.resource} {obj}"
 
@@ -131,7 +131,7 @@ class _Op:
         """What failed, for a person: the object, and the permission, CRD or wait it needs."""
         obj = f"{self.namespace}/{self.name}" if self.namespaced else self.name
         if not self.namespace:  # cluster-scoped: listing nodes
-            where = f"{self.verb} {self.resource} (label selector {self.name!r})"
+            where = f"{self.verb} {self.resource} (selector {self.name!r})"
             if isinstance(err, Forbidden):
                 return (
                     f"{where}: forbidden: the daemon's ServiceAccount needs '{self.verb}' on {self.resource} "

@@ -30,7 +30,6 @@ import kubernetes.client
 import kubernetes.config
 from kubernetes.client import ApiClient
 from kubernetes.config.config_exception import ConfigException
-from kubernetes.utils import parse_quantity
 from tenacity import (
     Retrying,
     retry_if_exception_type,
@@ -44,6 +43,7 @@ from predictive_headroom.kube.api import (
     _Op,
 )
 from predictive_headroom.kube.errors import Conflict
+from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.disruption import is_spot
 from predictive_headroom.protocols import (
@@ -103,6 +103,20 @@ class _Current:
     namespaced: bool = True
     percentage_set: bool = False
     """A CapacityBuffer whose spec.percentage is set (removed on write)."""
+    odd: str | None = None
+    """What was odd about the replica count read (`spec.replicas null`), taken as 0."""
+
+
+def read_replicas(value: Any, unset_is_odd: bool) -> tuple[int, str | None]:
+    """The replica count of a `spec.replicas` value and what was odd about it: null (when
+    `unset_is_odd`), negative or not a whole number count as 0, with a note saying so."""
+    if value is None:
+        return 0, "spec.replicas null" if unset_is_odd else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0, f"spec.replicas {value!r}, not a whole number"
+    if value < 0:
+        return 0, f"spec.replicas {value}, below 0"
+    return value, None
 
 
 class _ReplicaTarget(abc.ABC):
@@ -161,7 +175,7 @@ class _ReplicaTarget(abc.ABC):
             ):
                 with attempt:
                     current = self._current(pool)
-                    if current.replicas == replicas:
+                    if current.replicas == replicas and current.odd is None:
                         logger.debug(
                             "pool %s: %s already has %d replicas", pool.name, target, replicas
                         )
@@ -178,14 +192,13 @@ class _ReplicaTarget(abc.ABC):
                 f"pool {pool.name}: {self.kind} {target} kept changing while scaling "
                 f"({self.options.conflict_attempts} x 409 Conflict: {exc.reason}); will try again next reconcile"
             ) from exc
-        change = f"{target} replicas {current.replicas} -> {replicas} ({reason})"
+        was = current.odd or current.replicas
+        change = f"{target} replicas {was} -> {replicas} ({reason})"
         if dry_run:
             logger.info("DRY-RUN would scale pool %s: %s", pool.name, change)
             return
         logger.info("pool %s: %s", pool.name, change)
-        self._record(
-            pool, current, f"pool {pool.name}: replicas {current.replicas} -> {replicas} ({reason})"
-        )
+        self._record(pool, current, f"pool {pool.name}: replicas {was} -> {replicas} ({reason})")
 
     def _record(self, pool: Pool, current: _Current, message: str) -> None:
         """Create a Normal Event on the target; failures are logged, never raised.
@@ -252,6 +265,22 @@ class KubeClusterReader:
         self.options = options or CallOptions()
         self.page_size = page_size
         self._core = kubernetes.client.CoreV1Api(api_client)
+        self._warned: set[tuple[str, ...]] = set()
+
+    def _leave_out(self, node: dict[str, Any], problems: list[str]) -> None:
+        """Warn (once per node and problem) that `node` is left out of the counts."""
+        name = str((node.get("metadata") or {}).get("name", "?"))
+        key = (name, *problems)
+        if key in self._warned:
+            logger.debug("node %s left out again: %s", name, "; ".join(problems))
+            return
+        self._warned.add(key)
+        logger.warning(
+            "node %s is left out of the node counts and the disruption component: %s; "
+            "the pool plans on its other nodes",
+            name,
+            "; ".join(problems),
+        )
 
     def cluster_state(self, label_selector: str) -> ClusterState:
         """Node and core counts (all, and schedulable) for nodes matching `label_selector` ('' = all)."""
@@ -281,14 +310,19 @@ class KubeClusterReader:
             )
             page = _json_answer(op, response, ClusterReadError)
             for node in page.get("items") or ():
-                allocatable = (node.get("status") or {}).get("allocatable") or {}
-                cpu = float(parse_quantity(allocatable.get("cpu", "0")))
+                allocatable, problems = amounts(
+                    "status.allocatable", (node.get("status") or {}).get("allocatable") or {}
+                )
+                if problems:
+                    self._leave_out(node, problems)
+                    continue
+                cpu = dict(allocatable).get("cpu", 0.0)
                 nodes += 1
                 cores += cpu
                 if not (node.get("spec") or {}).get("unschedulable"):
                     schedulable += 1
                     schedulable_cores += cpu
-                found = _node_seen(node)
+                found = _node_seen(node, allocatable)
                 if found is not None:
                     seen.append(found)
             token = (page.get("metadata") or {}).get("continue")
@@ -297,8 +331,9 @@ class KubeClusterReader:
                 return NodeList(state, tuple(seen))
 
 
-def _node_seen(node: dict[str, Any]) -> NodeSeen | None:
-    """Creation and Ready times of one node of a list (None when it has no creation time)."""
+def _node_seen(node: dict[str, Any], allocatable: tuple[tuple[str, float], ...]) -> NodeSeen | None:
+    """Creation and Ready times of one node of a list (None when it has no creation time), with
+    its checked `allocatable`."""
     meta = node.get("metadata") or {}
     created = parse_time(meta.get("creationTimestamp"))
     if created is None:
@@ -307,7 +342,6 @@ def _node_seen(node: dict[str, Any]) -> NodeSeen | None:
     since = parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
     spec = node.get("spec") or {}
     taints = tuple(str(t.get("key", "")) for t in spec.get("taints") or () if isinstance(t, dict))
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
     return NodeSeen(
         str(meta.get("name", "")),
         str(meta.get("uid", "")),
@@ -316,20 +350,8 @@ def _node_seen(node: dict[str, Any]) -> NodeSeen | None:
         unschedulable=bool(spec.get("unschedulable")),
         taints=taints,
         spot=is_spot(meta.get("labels") or {}),
-        allocatable=quantities(allocatable),
+        allocatable=allocatable,
     )
-
-
-def quantities(resources: Any) -> tuple[tuple[str, float], ...]:
-    """(name, amount) of a resource map (`{"cpu": "500m", "memory": "1Gi"}`), sorted by name;
-    unreadable amounts are left out."""
-    out = []
-    for name, text in (resources or {}).items() if isinstance(resources, dict) else ():
-        try:
-            out.append((str(name), float(parse_quantity(text))))
-        except (ValueError, TypeError, ArithmeticError):
-            continue
-    return tuple(sorted(out))
 
 
 def parse_time(text: Any) -> float | None:

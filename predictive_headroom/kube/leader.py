@@ -21,12 +21,17 @@ Rules:
   Lease, so another replica takes over within one lease duration.
 - An answer that cannot be read (truncated JSON, a proxy's error page) is one log line with the
   cause, like any failed renewal.
+- A Lease whose `renewTime` or `acquireTime` cannot be parsed is read anyway (the times are never
+  compared, as in client-go): one WARNING per such record naming the field and value,
+  `on_unreadable` is told (the daemon counts `errors_total{kind="lease"}`), and the Lease is
+  taken over once its record has not changed for the lease duration, as observed locally.
 - `stop()` first stops leading, then releases the Lease (empty holder) so a follower takes
   over on its next try instead of waiting for the lease to expire.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import random
@@ -37,7 +42,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import kubernetes.client
 from kubernetes.client import (
@@ -62,6 +67,50 @@ from predictive_headroom.policy.settings import Settings
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """What the election reads of a Lease (the raw JSON, so an unparseable time cannot stop it)."""
+
+    holder: str
+    resource_version: str
+    duration: int | None
+    transitions: int
+    acquire_time: datetime | None
+    unreadable: tuple[str, ...]
+    """`field 'value'` of each time that could not be parsed."""
+
+    @classmethod
+    def from_json(cls, lease: dict[str, Any]) -> LeaseRecord:
+        meta, spec = lease.get("metadata") or {}, lease.get("spec") or {}
+        unreadable, times = [], {}
+        for field in ("acquireTime", "renewTime"):
+            text = spec.get(field)
+            times[field] = _lease_time(text)
+            if text is not None and times[field] is None:
+                unreadable.append(f"spec.{field} {text!r}")
+        duration = spec.get("leaseDurationSeconds")
+        transitions = spec.get("leaseTransitions")
+        return cls(
+            holder=str(spec.get("holderIdentity") or ""),
+            resource_version=str(meta.get("resourceVersion") or ""),
+            duration=duration if isinstance(duration, int) and duration > 0 else None,
+            transitions=transitions if isinstance(transitions, int) else 0,
+            acquire_time=times["acquireTime"],
+            unreadable=tuple(unreadable),
+        )
+
+
+def _lease_time(text: Any) -> datetime | None:
+    """A Lease's MicroTime (`2026-11-24T20:00:00.000000Z`), None when absent or unreadable."""
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -108,6 +157,7 @@ class LeaderElector:
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
         healthy: Callable[[], str | None] | None = None,
+        on_unreadable: Callable[[str], None] | None = None,
     ) -> None:
         """`healthy()` returns None when this replica's work runs, else why not (then it lets the
         Lease go)."""
@@ -118,6 +168,8 @@ class LeaderElector:
         self.on_started = on_started_leading
         self.on_stopped = on_stopped_leading
         self.healthy = healthy
+        self.on_unreadable = on_unreadable
+        """Told (with what could not be read) of each Lease record with an unparseable time."""
         self._unhealthy: str | None = None
         self._lock = threading.Lock()
         self._leading = False
@@ -224,20 +276,21 @@ class LeaderElector:
             return
         started = time.monotonic()
         try:
-            lease = self._client(self._api.read_namespaced_lease, self.name, self.namespace)
+            lease = self._read()
         except NotFound:
             self._create(started)
             return
         except KubeError as exc:
             self._failed("read", exc)
             return
-        spec = lease.spec or V1LeaseSpec()
-        holder = spec.holder_identity or ""
-        record = (holder, (lease.metadata.resource_version if lease.metadata else None) or "")
+        holder = lease.holder
+        record = (holder, lease.resource_version)
         if record != self._observed:
             self._observed, self._observed_at = record, started
+            if lease.unreadable:
+                self._unreadable(lease)
         if holder and holder != self.identity:
-            duration = spec.lease_duration_seconds or math.ceil(self.timing.lease_duration)
+            duration = lease.duration or math.ceil(self.timing.lease_duration)
             if started < self._observed_at + duration:
                 return  # someone else leads and their lease has not expired
             logger.info(
@@ -248,19 +301,56 @@ class LeaderElector:
             )
         now = _now()
         renewing = holder == self.identity
-        lease.spec = V1LeaseSpec(
-            holder_identity=self.identity,
-            lease_duration_seconds=math.ceil(self.timing.lease_duration),
-            acquire_time=spec.acquire_time if renewing and spec.acquire_time else now,
-            renew_time=now,
-            lease_transitions=(spec.lease_transitions or 0) + (0 if renewing or not holder else 1),
+        replacement = V1Lease(
+            metadata=V1ObjectMeta(
+                name=self.name, namespace=self.namespace, resource_version=lease.resource_version
+            ),
+            spec=V1LeaseSpec(
+                holder_identity=self.identity,
+                lease_duration_seconds=math.ceil(self.timing.lease_duration),
+                acquire_time=lease.acquire_time if renewing and lease.acquire_time else now,
+                renew_time=now,
+                lease_transitions=lease.transitions + (0 if renewing or not holder else 1),
+            ),
         )
         try:
-            self._client(self._api.replace_namespaced_lease, self.name, self.namespace, lease)
+            self._client(self._api.replace_namespaced_lease, self.name, self.namespace, replacement)
         except KubeError as exc:
             self._failed("renew" if renewing else "acquire", exc)
             return
         self._renewed(started)
+
+    def _read(self) -> LeaseRecord:
+        """The Lease, read as JSON (the client's model refuses a time it cannot parse)."""
+        answer = self._client(
+            self._api.read_namespaced_lease, self.name, self.namespace, _preload_content=False
+        )
+        try:
+            lease = json.loads(answer.data)
+        except ValueError as exc:
+            raise BadAnswer(
+                f"the API server sent an answer that could not be read ({exc})"
+            ) from None
+        if not isinstance(lease, dict):
+            raise BadAnswer("the API server sent a Lease that is not a JSON object")
+        return LeaseRecord.from_json(lease)
+
+    def _unreadable(self, lease: LeaseRecord) -> None:
+        """Say (once per record) that the Lease has times that cannot be parsed."""
+        what = ", ".join(lease.unreadable)
+        logger.warning(
+            "leader election: Lease %s/%s (holder %s) has %s that cannot be parsed as a time; "
+            "it is %s",
+            self.namespace,
+            self.name,
+            lease.holder or "none",
+            what,
+            "rewritten at the next renewal"
+            if lease.holder in ("", self.identity)
+            else "taken over if its record does not change within the lease duration",
+        )
+        if self.on_unreadable is not None:
+            self.on_unreadable(what)
 
     def _create(self, started: float) -> None:
         now = _now()
@@ -296,10 +386,10 @@ class LeaderElector:
             if self.on_started:
                 self.on_started()
 
-    def _client(self, fn: Callable[..., T], *args: object) -> T:
+    def _client(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T:
         """One call of the Lease API with this elector's timeout; failures typed by `kube.errors`."""
         try:
-            return fn(*args, _request_timeout=self._request_timeout)
+            return fn(*args, _request_timeout=self._request_timeout, **kwargs)
         except CLIENT_ERRORS as exc:
             if isinstance(exc, ValueError):
                 what = f"the API server sent an answer that could not be read ({exc})"
@@ -339,17 +429,24 @@ class LeaderElector:
     def _release(self) -> None:
         """Empty the holder so a follower can take the Lease at once (only if we still hold it)."""
         try:
-            lease = self._client(self._api.read_namespaced_lease, self.name, self.namespace)
-            if lease.spec is None or lease.spec.holder_identity != self.identity:
+            lease = self._read()
+            if lease.holder != self.identity:
                 return
-            lease.spec = V1LeaseSpec(
-                holder_identity=None,
-                lease_duration_seconds=1,
-                renew_time=_now(),
-                acquire_time=lease.spec.acquire_time,
-                lease_transitions=lease.spec.lease_transitions,
+            released = V1Lease(
+                metadata=V1ObjectMeta(
+                    name=self.name,
+                    namespace=self.namespace,
+                    resource_version=lease.resource_version,
+                ),
+                spec=V1LeaseSpec(
+                    holder_identity=None,
+                    lease_duration_seconds=1,
+                    renew_time=_now(),
+                    acquire_time=lease.acquire_time,
+                    lease_transitions=lease.transitions,
+                ),
             )
-            self._client(self._api.replace_namespaced_lease, self.name, self.namespace, lease)
+            self._client(self._api.replace_namespaced_lease, self.name, self.namespace, released)
             logger.info(
                 "leader election: %s released Lease %s/%s", self.identity, self.namespace, self.name
             )

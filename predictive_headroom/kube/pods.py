@@ -19,7 +19,8 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions, _call, _Op
-from predictive_headroom.kube.cluster import _json_answer, condition, parse_time, quantities
+from predictive_headroom.kube.cluster import _json_answer, condition, parse_time
+from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption
 
 logger = logging.getLogger(__name__)
@@ -115,11 +116,11 @@ class KubePodReader:
             )
         return tuple(found)
 
-    def pods_on_node(self, node: str) -> tuple[PodOnNode, ...]:
-        """The pods of every namespace bound to `node` that have not ended (the disruption
-        component; needs `list pods` cluster-wide). Failures are the typed `kube.errors` (a
-        `Forbidden` without the permission)."""
-        selector = f"spec.nodeName={node},{LIVE_PODS}"
+    def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
+        """The pods of every namespace that are bound to a node and have not ended, by node name,
+        from one (paged) list (the disruption component; needs `list pods` cluster-wide). Failures
+        are the typed `kube.errors` (a `Forbidden` without the permission)."""
+        selector = f"spec.nodeName!=,{LIVE_PODS}"
         op = _Op("list", "pods", "", "Pod", "", selector, "")
         items = self._list(
             op,
@@ -127,7 +128,12 @@ class KubePodReader:
             error=ActuatorError,
             field_selector=selector,
         )
-        return tuple(pod_on_node(p) for p in items)
+        by_node: dict[str, list[PodOnNode]] = {}
+        for pod in items:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                by_node.setdefault(str(node), []).append(pod_on_node(pod))
+        return {node: tuple(pods) for node, pods in by_node.items()}
 
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -140,14 +146,30 @@ def pod_on_node(pod: dict[str, Any]) -> PodOnNode:
     placeholder (the headroom itself)."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     total: dict[str, float] = {}
+    problems: list[str] = []
+
+    def requests(field: str, resources: Any) -> tuple[tuple[str, float], ...]:
+        good, bad = amounts(field, resources)
+        problems.extend(bad)
+        return good
+
     for container in spec.get("containers") or ():
-        for name, amount in quantities((container.get("resources") or {}).get("requests")):
+        field = f"spec.containers[{container.get('name')}].resources.requests"
+        for name, amount in requests(field, (container.get("resources") or {}).get("requests")):
             total[name] = total.get(name, 0.0) + amount
     for container in spec.get("initContainers") or ():
-        for name, amount in quantities((container.get("resources") or {}).get("requests")):
+        field = f"spec.initContainers[{container.get('name')}].resources.requests"
+        for name, amount in requests(field, (container.get("resources") or {}).get("requests")):
             total[name] = max(total.get(name, 0.0), amount)
-    for name, amount in quantities(spec.get("overhead")):
+    for name, amount in requests("spec.overhead", spec.get("overhead")):
         total[name] = total.get(name, 0.0) + amount
+    if problems:
+        logger.warning(
+            "pod %s/%s: %s; those requests are left out of the disruption component",
+            meta.get("namespace", ""),
+            meta.get("name", ""),
+            "; ".join(problems),
+        )
     owners = meta.get("ownerReferences") or ()
     excluded = (
         any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners)

@@ -18,9 +18,15 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions, Fence, _call, _Op
-from predictive_headroom.kube.cluster import PAUSED_ANNOTATION, _Current, _ReplicaTarget
+from predictive_headroom.kube.cluster import (
+    PAUSED_ANNOTATION,
+    _Current,
+    _ReplicaTarget,
+    read_replicas,
+)
 from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
 from predictive_headroom.kube.errors import NotFound
+from predictive_headroom.kube.pods import PLACEHOLDER_LABEL
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
@@ -58,7 +64,12 @@ class DeploymentScaleActuator(_ReplicaTarget):
         current = self._current(pool)
         meta = deployment.metadata or kubernetes.client.V1ObjectMeta()
         return TargetState(
-            current.replicas, current.resource_version, _paused(meta.annotations), current.uid
+            current.replicas,
+            current.resource_version,
+            _paused(meta.annotations),
+            current.uid,
+            current.odd,
+            (meta.labels or {}).get(PLACEHOLDER_LABEL),
         )
 
     def _current(self, pool: Pool) -> _Current:
@@ -70,9 +81,10 @@ class DeploymentScaleActuator(_ReplicaTarget):
             namespace=pool.target.namespace,
         )
         meta = scale.metadata or kubernetes.client.V1ObjectMeta()
-        return _Current(
-            (scale.spec.replicas or 0) if scale.spec else 0, meta.resource_version or "", meta.uid
-        )
+        # autoscaling/v1 Scale omits a zero spec.replicas (omitempty): a real kube-apiserver
+        # answers a Deployment at 0 with no replicas (seen by tests/e2e), so null is 0, not odd.
+        replicas, odd = read_replicas(scale.spec.replicas if scale.spec else None, False)
+        return _Current(replicas, meta.resource_version or "", meta.uid, odd=odd)
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
         body = {
@@ -118,7 +130,9 @@ class CapacityBufferActuator(_ReplicaTarget):
     def read(self, pool: Pool) -> TargetState:
         """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
         current = self._current(pool)
-        return TargetState(current.replicas, current.resource_version, current.paused, current.uid)
+        return TargetState(
+            current.replicas, current.resource_version, current.paused, current.uid, current.odd
+        )
 
     def _current(self, pool: Pool) -> _Current:
         api = self.discovery.api_for(pool)
@@ -131,14 +145,16 @@ class CapacityBufferActuator(_ReplicaTarget):
         )
         obj: dict[str, Any] = found if isinstance(found, dict) else {}
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        replicas, odd = read_replicas(spec.get("replicas"), False)  # unset: sized by percentage
         return _Current(
-            int(spec.get("replicas") or 0),
+            replicas,
             meta.get("resourceVersion", ""),
             meta.get("uid"),
             _paused(meta.get("annotations")),
             api.api_version,
             api.namespaced,
             spec.get("percentage") is not None,
+            odd,
         )
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:

@@ -21,9 +21,10 @@ from predictive_headroom.pages.format import (
     fmt_utc,
 )
 
-WIDTH, HEIGHT = 720.0, 290.0
+WIDTH, HEIGHT = 1100.0, 290.0
 LEFT, RIGHT, TOP, BOTTOM = 56.0, 24.0, 10.0, 24.0
-"""Margins: RIGHT leaves half a centred clock label ("00:00" at 11 px) inside the chart, so a tick
+"""The chart is drawn at about the width of a page's card (1,100 units), so it fills its card at
+text size. Margins: RIGHT leaves half a centred clock label ("00:00" at 11 px) inside the chart, so a tick
 at the day's last instant is not clipped."""
 PANEL_GAP, LOWER_HEIGHT = 26.0, 70.0
 """The lower panel draws the allowance alone on its own scale, so an allowance of 1 % of demand is

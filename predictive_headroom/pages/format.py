@@ -112,6 +112,16 @@ def fmt_duration(seconds: float | None) -> str:
 _UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
 
 
+def fmt_signed(x: float | None, digits: int = 0) -> str:
+    """A change with its sign, '+12' / '-30' / '+0.4' ('0' when it rounds to zero, never '-0';
+    'n/a' when missing)."""
+    if _missing(x):
+        return "n/a"
+    assert x is not None
+    text = f"{x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
 FILTERS = {
     "number": fmt_number,
     "compact": fmt_compact,
@@ -124,6 +134,7 @@ FILTERS = {
     "clock": fmt_clock,
     "lead": fmt_lead,
     "duration": fmt_duration,
+    "signed": fmt_signed,
 }
 """The formatters as Jinja2 filters, e.g. `{{ cost.replica_hours|number }}`."""
 
@@ -172,9 +183,35 @@ def forecast_sentence(
     return f"{text} The burst allowance comes from the refit-time table by time of day."
 
 
+MAPE_HIGH = 50.0
+"""A MAPE (%) from which, next to a MASE below 1, the two scores tell different stories."""
+
+
+def accuracy_comment(mape: float | None, mase: float | None) -> str | None:
+    """A line explaining MAPE and MASE when they disagree (None when they do not): a large MAPE
+    with a MASE below 1 comes from demand near zero, where every small miss is a large
+    percentage; MASE compares with repeating the last season and is the one to read."""
+    if mape is None or mase is None:
+        return None
+    if mape >= MAPE_HIGH and mase < 1:
+        return (
+            f"MAPE {mape:.0f}% and MASE {mase:.2f} disagree: MAPE divides each miss by the demand "
+            "at that point, so near-zero demand (nights, quiet hours) inflates it; MASE, against "
+            "repeating the last season, says this forecast beats that baseline. Read MASE."
+        )
+    if mape < 10 and mase >= 1:
+        return (
+            f"MAPE {mape:.1f}% looks small but MASE {mase:.2f} is not below 1: the series is "
+            "regular, and repeating the last season would have done as well or better."
+        )
+    return None
+
+
 def mase_words(accuracy: dict) -> str:
     """The scale-free accuracy headline in words (MASE against repeating the last season, which
-    stays meaningful when demand comes near zero, unlike MAPE), with MAPE and coverage after it."""
+    stays meaningful when demand comes near zero, unlike MAPE), with MAPE and coverage after it,
+    and why the two disagree when they do (`accuracy_comment`: a large MAPE from near-zero demand
+    next to a forecast that beats repeating the last season)."""
     mase, period = accuracy.get("mase"), accuracy.get("seasonal_period_seconds")
     season = "last week" if period and period >= 6 * 86400 else "the last day"
     if mase is None:
@@ -185,7 +222,9 @@ def mase_words(accuracy: dict) -> str:
         verdict = f"worse than repeating {season} ({mase - 1:.0%} more error)"
     else:
         verdict = f"as good as repeating {season}"
-    return (
+    text = (
         f"{verdict}; MAPE {fmt_percent(accuracy.get('mape'))}, "
         f"coverage {fmt_share(accuracy.get('coverage'))}"
     )
+    comment = accuracy_comment(accuracy.get("mape"), mase)
+    return f"{text}. {comment}" if comment else text

@@ -13,19 +13,22 @@ import copy
 import difflib
 import ipaddress
 import json
+import math
 import re
 from functools import cache
 from importlib.resources import files
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from predictive_headroom.policy.config import Cost, Pool
+from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.load import Problem, _format_path, _nearest_line, policy_problems
 from predictive_headroom.policy.target import DNS_LABEL, DNS_SUBDOMAIN, Target
 
 CHART_NAME = "predictive-headroom"
+POLICY_KEYS = ("pools", "cost", "removedPools")
+"""The values the chart copies into the policy file; the policy's own models check them."""
 DEFAULT_RELEASE = "predictive-headroom"
 DEFAULT_NAMESPACE = "predictive-headroom"
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
@@ -67,10 +70,13 @@ class ChartPool(Pool):
 class ChartPolicy(BaseModel):
     """The part of the chart's values that becomes the daemon's policy file."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False)
 
     pools: list[ChartPool] = Field(min_length=1)
     cost: Cost | None = None
+    removed_pools: Literal["scaleToZero", "keep"] = Field(
+        default="scaleToZero", description=Policy.model_fields["removed_pools"].description
+    )
 
 
 def fullname(release: str) -> str:
@@ -88,7 +94,11 @@ def values_to_policy(values: dict[str, Any], release: str, namespace: str) -> di
     """The policy file the chart renders from `values` (targets filled in as the chart does)."""
     given = values.get("pools")
     if not isinstance(given, list):  # the policy's own check names what is wrong
-        return {"pools": given, **({"cost": values["cost"]} if values.get("cost") else {})}
+        return {
+            "pools": given,
+            **({"cost": values["cost"]} if values.get("cost") else {}),
+            **({"removedPools": values["removedPools"]} if "removedPools" in values else {}),
+        }
     pools = []
     for pool in given:
         if not isinstance(pool, dict) or not isinstance(pool.get("target", {}), dict | None):
@@ -102,6 +112,8 @@ def values_to_policy(values: dict[str, Any], release: str, namespace: str) -> di
     policy: dict[str, Any] = {"pools": pools}
     if values.get("cost") is not None:
         policy["cost"] = values["cost"]
+    if values.get("removedPools") is not None:
+        policy["removedPools"] = values["removedPools"]
     return policy
 
 
@@ -140,13 +152,11 @@ def values_problems(
     # A values file overrides the chart's defaults key by key, so what the schema requires may
     # come from values.yaml: check what is given, not what is left out (Helm checks the merge).
     schema = _optional(copy.deepcopy(values_schema()))
-    for key in ("pools", "cost"):
+    for key in POLICY_KEYS:
         schema["properties"].pop(key)
     validator = jsonschema.Draft7Validator(schema)
     problems = []
-    for err in validator.iter_errors(
-        {k: v for k, v in values.items() if k not in ("pools", "cost")}
-    ):
+    for err in validator.iter_errors({k: v for k, v in values.items() if k not in POLICY_KEYS}):
         loc = tuple(err.absolute_path)
         if err.validator == "additionalProperties":
             problems += _unknown_keys(err.instance, err.schema, loc, index)
@@ -161,6 +171,9 @@ def values_problems(
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     problems += _priority_problems(values, index)
     problems += _cidr_problems(values, index)
+    problems += _non_finite_problems(
+        {k: v for k, v in values.items() if k not in POLICY_KEYS}, index
+    )
     if "pools" in values:
         problems += [
             _with_hint(p)
@@ -219,6 +232,23 @@ def cidr_problem(text: Any) -> str | None:
             return f"{text!r} has host bits set: the block is {block} (write that)"
         return f"{text!r} is not a CIDR block such as 10.0.0.0/24: {exc}"
     return None
+
+
+def _non_finite_problems(
+    values: Any, index: dict[tuple[Any, ...], int], loc: tuple[Any, ...] = ()
+) -> list[Problem]:
+    """A NaN or infinity anywhere in the chart settings (YAML `.nan`, `.inf`): a JSON schema's
+    number type and bounds let it through, since NaN fails no comparison."""
+    if isinstance(values, float) and not math.isfinite(values):
+        message = f"{values!r} is not a finite number; write a number"
+        return [Problem(_format_path(loc), message, _nearest_line(index, loc))]
+    if isinstance(values, dict):
+        items: Any = values.items()
+    elif isinstance(values, list):
+        items = enumerate(values)
+    else:
+        return []
+    return [p for key, v in items for p in _non_finite_problems(v, index, (*loc, key))]
 
 
 def _cidr_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:

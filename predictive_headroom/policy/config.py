@@ -66,7 +66,11 @@ CHECK_PROMQL = "check_promql"
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,
     )
 
 
@@ -294,6 +298,11 @@ class Policy(_Model):
 
     pools: list[Pool] = Field(min_length=1)
     cost: Cost | None = None
+    removed_pools: Literal["scaleToZero", "keep"] = Field(
+        default="scaleToZero",
+        description="what the daemon does with the placeholder of a pool that leaves this file: "
+        "scaleToZero (after the pool's scaleDownStabilization) or keep (as it is, unmanaged)",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> Policy:

@@ -19,6 +19,7 @@ with `spot: true`; its reserve needs an interruption rate, measured by the close
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -68,7 +69,7 @@ def parse_rate(text: str | float) -> float:
             )
         value = float(m["n"]) / (100.0 if m["pct"] else 1.0)
         value /= 24.0 if m["unit"] in ("day", "d") else 1.0
-    if value < 0 or value > 1:
+    if not math.isfinite(value) or value < 0 or value > 1:
         raise ValueError(f"interruption rate {text!r} must be between 0 and 100% per hour")
     return value
 
@@ -82,7 +83,11 @@ class Disruption(BaseModel):
     """Room for the pods of nodes on their way out, and a reserve for spot interruptions."""
 
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,
     )
 
     enabled: bool = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import timedelta
 from typing import Annotated, Any
@@ -26,13 +27,15 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
         raise ValueError(f"expected a duration such as {EXAMPLES}, got {text!r}")
     elif isinstance(text, (int, float)) or _NUMBER.match(str(text)):
         seconds = float(text)
-        if seconds > 0:
+        if math.isfinite(seconds) and seconds > 0:
             raise ValueError(_no_unit(seconds))
     else:
         parsed = _parse_timespan(str(text).strip())
         if parsed is None:
             raise ValueError(f"expected a duration such as {EXAMPLES}, got {text!r}")
         seconds = float(parsed.total_seconds() if isinstance(parsed, timedelta) else parsed)
+    if not math.isfinite(seconds):
+        raise ValueError(f"a duration must be finite, got {text!r}; write it like {EXAMPLES}")
     if seconds < 0:
         raise ValueError(f"a duration cannot be negative, got {text!r}")
     return timedelta(seconds=seconds)

@@ -128,15 +128,7 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
             loc = loc + sub
             message = str(cause)
         elif err["type"] == "extra_forbidden":
-            model = _model_at(loc[:-1])
-            known = _known_keys(model) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            message = (
-                f"unknown key {loc[-1]!r}{hint} (allowed: {', '.join(known)})"
-                if known
-                else "unknown key"
-            )
+            message = _misplaced(loc) or _unknown(loc)
         elif err["type"] == "missing":
             message = "required field is missing"
         elif (
@@ -148,6 +140,39 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
             message = f"{message} (got {err['input']!r})"
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     return problems
+
+
+def _unknown(loc: tuple[Any, ...]) -> str:
+    """An unknown key's message: the keys allowed there, and the closest one when it looks misspelt."""
+    model = _model_at(loc[:-1])
+    known = _known_keys(model) if model else []
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (
+        f"unknown key {loc[-1]!r}{hint} (allowed: {', '.join(known)})" if known else "unknown key"
+    )
+
+
+def _misplaced(loc: tuple[Any, ...]) -> str | None:
+    """For a key unknown at `loc` but known on a mapping above it (`protection` written under
+    `forecast`, where it belongs on the pool), where it belongs; None when it is known nowhere up."""
+    key, parent = loc[-1], loc[-2] if len(loc) > 1 else None
+    for n in range(len(loc) - 2, -1, -1):
+        model = _model_at(loc[:n])
+        if model is None or str(key) not in _known_keys(model):
+            continue
+        above = loc[:n]
+        where = (
+            "the pool"
+            if len(above) >= 2 and above[-2] == "pools" and isinstance(above[-1], int)
+            else _format_path(above) or "the top level"
+        )
+        up = sum(1 for part in loc[n:-1] if not isinstance(part, int))
+        return (
+            f"unknown key {key!r} here: it belongs on {where} ({_format_path((*above, key))}), "
+            f"not under {parent}; move it up {'one level' if up == 1 else f'{up} levels'}"
+        )
+    return None
 
 
 def read_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
@@ -204,14 +229,15 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
     pools = data.get("pools")
     if not isinstance(pools, list):
         return found
-    names: dict[Any, int] = {}
+    names: dict[str, int] = {}
     for i, pool in enumerate(pools):
         if not isinstance(pool, dict):
             continue
         name = pool.get("name")
         if isinstance(name, str) and name in names:
             found.append((("pools", i, "name"), f"duplicate pool name {name!r}"))
-        names.setdefault(name, i)
+        if isinstance(name, str):
+            names.setdefault(name, i)
         lo, hi = pool.get("minReplicas", 0), pool.get("maxReplicas")
         if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
             found.append((("pools", i, "minReplicas"), _min_max_message(lo, hi)))

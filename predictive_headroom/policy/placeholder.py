@@ -8,6 +8,7 @@ values. `cpu` and `memory` are the policy file's original shorthand for `request
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -48,7 +49,8 @@ def quantity(value: Any) -> str:
         raise ValueError(f"{value!r} is not a Kubernetes quantity such as '500m', '2', '1Gi'")
     text = str(value)
     try:
-        if not re.match(QUANTITY_PATTERN, text) or parse_quantity(text) < 0:
+        amount = parse_quantity(text) if re.match(QUANTITY_PATTERN, text) else None
+        if amount is None or amount < 0 or not math.isfinite(float(amount)):
             raise ValueError
     except ValueError:
         raise ValueError(
@@ -86,7 +88,11 @@ FreeForm = dict[str, Any]
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,
     )
 
 

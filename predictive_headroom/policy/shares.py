@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -19,6 +20,8 @@ def parse_share(value: Any, *, what: str = "a share") -> float:
         number = float(text.removesuffix("%").strip())
     except ValueError:
         raise ValueError(f"{text!r} is not a number; write {what} like 95% or 0.95") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{text!r} is not a finite number; write {what} like 95% or 0.95")
     if percent:
         return number / 100
     if 1 < number <= 100:

@@ -30,7 +30,11 @@ class Target(BaseModel):
     """The object whose replica count the daemon sets."""
 
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+        allow_inf_nan=False,
     )
 
     kind: Literal["Deployment", "CapacityBuffer"] = "Deployment"

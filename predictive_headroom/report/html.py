@@ -21,6 +21,7 @@ from matplotlib.patches import Patch
 
 from predictive_headroom.pages.format import (
     fmt_compact,
+    fmt_duration,
     fmt_lead,
     fmt_money,
     fmt_number,
@@ -385,7 +386,7 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         }
         if r.loop is not None
         else None,
-        "promise": r.promise,
+        "promise": promise_view(r.promise),
         "accuracy_words": mase_words(acc) if acc else "",
         "disruption_now": disruption_sentence(r.now.details, r.now.components.get("disruption")),
         "forecast_now": forecast_sentence(
@@ -395,6 +396,50 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
             fmt_lead(r.lead_seconds),
         ),
     }
+
+
+def promise_view(promise: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the page says of a `protection:` pool's re-tune (report.json's `promise`): what it
+    kept, what it holds and why, and whether it fell short (a warning). Keys the re-tune does not
+    give are left out of the words."""
+    if not promise:
+        return None
+    asked, kept = promise.get("asked"), promise.get("kept")
+    if promise.get("in_full"):
+        said = str(promise["in_full"])
+    elif asked is not None:
+        days = promise.get("days_judged")
+        over = (
+            f"kept {100 * kept:.1f}% over the last {f'{days:g} days' if days else 'week'}"
+            if kept is not None
+            else "not measured yet (no week replayed)"
+        )
+        said = f"Protection asked {100 * asked:g}%, {over}"
+    else:
+        said = str(promise.get("says") or "")
+    status = promise.get("status")
+    if status and status not in said:
+        said += f" ({status})"
+    return {
+        "kept": said[:1].upper() + said[1:] + ("" if said.endswith(".") else "."),
+        "holding": promise.get("holding") or _holding(promise),
+        "reason": promise.get("reason") or "",
+        "short": bool(promise.get("short")),
+    }
+
+
+def _holding(promise: Mapping[str, Any]) -> str:
+    """The setting and reserve a re-tuned pool plans with, in words ('' when not given)."""
+    parts = []
+    if promise.get("burst_quantile") is not None:
+        parts.append(f"burst quantile {promise['burst_quantile']:g}")
+    window = promise.get("scale_down_stabilization_seconds")
+    if window is not None:
+        parts.append(f"scale-down stabilisation {fmt_duration(window)}")
+    reserve = promise.get("reserve")
+    if reserve is not None:
+        parts.append(f"a reserve of {reserve} placeholder{'s' if reserve != 1 else ''}")
+    return ", ".join(parts)
 
 
 def disruption_sentence(details: Mapping[str, Any], value: int | None) -> str:

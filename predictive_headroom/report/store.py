@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from predictive_headroom.core import strict_json
 from predictive_headroom.core.series import from_epoch
 from predictive_headroom.report.analysis import MAX_PAST
 from predictive_headroom.report.build import Report, report_to_json
@@ -30,7 +31,7 @@ def write_report_files(directory: Path, report: Report) -> None:
     from predictive_headroom.report.html import render_html
 
     (directory / "report.json").write_text(
-        json.dumps(report_to_json(report), indent=1), encoding="utf-8"
+        strict_json.dumps(report_to_json(report), indent=1), encoding="utf-8"
     )
     (directory / "index.html").write_text(render_html(report), encoding="utf-8")
 
@@ -63,6 +64,31 @@ def write_report(out_root: Path, report: Report, keep: int) -> Path:
         shutil.rmtree(old, ignore_errors=True)
     logger.info("report written to %s", final)
     return final
+
+
+def remove_leftovers(out_root: Path) -> list[str]:
+    """Remove what a write killed midway left under `out_root` (`.writing-*` directories, a
+    `.latest-<pid>` link) and return their names. Called once at start: the report directory is
+    the replica's own (the chart's emptyDir), so nothing else is writing there then."""
+    if not out_root.is_dir():
+        return []
+    removed = []
+    for path in out_root.iterdir():
+        if path.name.startswith(".writing-") and path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.name.startswith(f".{LATEST}-") and path.is_symlink():
+            path.unlink(missing_ok=True)
+        else:
+            continue
+        removed.append(path.name)
+    if removed:
+        logger.warning(
+            "removed %d leftover(s) of report writes that did not finish in %s: %s",
+            len(removed),
+            out_root,
+            ", ".join(sorted(removed)[:5]) + (", ..." if len(removed) > 5 else ""),
+        )
+    return removed
 
 
 def _report_dirs(out_root: Path) -> list[Path]:

@@ -35,6 +35,7 @@ from predictive_headroom.sources.prometheus_http import (
     redact_url,
 )
 from predictive_headroom.sources.prometheus_query import (
+    BadAnswer,
     LabelSet,
     PointsError,
     _utc,
@@ -169,8 +170,7 @@ class PrometheusSource:
         start = float(math.ceil(start))
         series: dict[LabelSet, list[tuple[np.ndarray, np.ndarray]]] = {}
         for first, last in chunk_ranges(start, end, step):
-            chunk = self._fetch(query, first, last, step, fresh)
-            for labels, arrays in parse_matrix(chunk).items():
+            for labels, arrays in self._fetch(query, first, last, step, fresh).items():
                 series.setdefault(labels, []).append(arrays)
             if len(series) > 1:
                 raise SourceError(many_series_message(query, list(series)))
@@ -215,8 +215,9 @@ class PrometheusSource:
 
     def _fetch(
         self, query: str, start: float, end: float, step: float, fresh: bool = False
-    ) -> list[dict[str, Any]]:
-        """One range request; every failure becomes a SourceError that says what to check."""
+    ) -> dict[LabelSet, tuple[np.ndarray, np.ndarray]]:
+        """One range request, its answer parsed; every failure (an odd answer included) becomes a
+        SourceError that says what to check or exactly what came back."""
         limits = self._read_limits(fresh)
         try:
             result = limits.deadline.within(
@@ -225,10 +226,9 @@ class PrometheusSource:
                     query, from_epoch(start), from_epoch(end), f"{step:.0f}"
                 ),
             )
-            if not isinstance(result, list):
-                raise TypeError("result is not a list")
-            check_points(result, query, start, end, step)
-            return result
+            series = parse_matrix(result)
+            check_points(series, query, start, end, step)
+            return series
         except _FETCH_ERRORS as exc:
             message = self._fetch_message(exc, query, limits)
         raise SourceError(self._scrub(message))
@@ -265,6 +265,8 @@ class PrometheusSource:
             return self._deadline_message(exc, limits.budget, limits.knob)
         if isinstance(exc, PointsError):
             return f"{where}: {exc}"
+        if isinstance(exc, BadAnswer):
+            return f"{where} answered the range query {query!r} with {exc}"
         if isinstance(exc, TooLarge):
             return (
                 f"{where} sent more than {exc.cap:,} bytes for {query!r} (PH_PROMETHEUS_MAX_BYTES); "

@@ -24,6 +24,9 @@ from predictive_headroom.protocols import SourceError
 logger = logging.getLogger(__name__)
 
 RETRY_STATUSES = (500, 502, 503, 504)
+SMALL_ANSWER = 64 * 1024
+"""An answer this small is looked at for `"status": "error"` (an error answer is a few hundred
+bytes; a large one is data and is parsed once, by the caller)."""
 
 
 def redact_url(url: str) -> str:
@@ -45,8 +48,19 @@ class _HttpError(Exception):
 def _raise_for_status(
     response: requests.Response, *_args: Any, **_kwargs: Any
 ) -> requests.Response:
-    """requests response hook: turn an error answer into _HttpError carrying Prometheus's message."""
+    """requests response hook: turn an error answer into _HttpError carrying Prometheus's message,
+    also one sent with HTTP 200 (`"status": "error"`, which some proxies and remote-read
+    front ends do)."""
     if response.status_code < 400:
+        body = response.content or b""
+        if len(body) <= SMALL_ANSWER and b'"error"' in body:
+            try:
+                answer = response.json()
+            except ValueError:
+                return response
+            if isinstance(answer, dict) and answer.get("status") == "error":
+                detail = f"{answer.get('error')} ({answer.get('errorType', 'error')})"
+                raise _HttpError(response.status_code, "with status error", detail)
         return response
     try:
         body = response.json()

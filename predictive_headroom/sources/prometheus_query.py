@@ -44,18 +44,76 @@ def chunk_ranges(
     ]
 
 
-def parse_matrix(
-    result: Sequence[Mapping[str, Any]],
-) -> dict[LabelSet, tuple[np.ndarray, np.ndarray]]:
-    """Turn a range query's `data.result` into float arrays keyed by each series' sorted labels."""
+class BadAnswer(ValueError):
+    """An answer that is not a range query's matrix; the message says exactly what came back."""
+
+
+def parse_matrix(result: Any) -> dict[LabelSet, tuple[np.ndarray, np.ndarray]]:
+    """Turn a range query's `data.result` into float arrays keyed by each series' sorted labels.
+
+    Every other shape is a `BadAnswer` saying what came back and where: a scalar or string
+    (`[t, "v"]`), a vector (`value` instead of `values`), an item that is not a series object,
+    labels that are not an object of strings, a point that is not `[time, "value"]`, a time that
+    is not a number or a value that is not a number's text ("NaN" and "+Inf" are numbers)."""
+    if not isinstance(result, list):
+        raise BadAnswer(f"data.result of type {_kind(result)}, not a list of series")
+    if len(result) == 2 and not isinstance(result[0], dict) and not isinstance(result[1], dict):
+        raise BadAnswer(
+            f"data.result {_show(result)}: a scalar or string answer, not a range of a series"
+        )
     out: dict[LabelSet, tuple[np.ndarray, np.ndarray]] = {}
-    for series in result:
-        labels = tuple(sorted(series.get("metric", {}).items()))
-        pairs = series.get("values", [])
-        times = np.array([float(t) for t, _ in pairs], dtype=float)
-        values = np.array([float(v) for _, v in pairs], dtype=float)
-        out[labels] = (times, values)
+    for i, series in enumerate(result):
+        where = f"data.result[{i}]"
+        if not isinstance(series, dict):
+            raise BadAnswer(f"{where} is {_show(series)}, not a series object")
+        if "values" not in series and "value" in series:
+            raise BadAnswer(
+                f"{where} has a single `value`: an instant (vector) answer, not a range (matrix)"
+            )
+        labels = series.get("metric", {})
+        if not isinstance(labels, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+        ):
+            raise BadAnswer(f"{where}.metric is {_show(labels)}, not an object of label strings")
+        pairs = series.get("values")
+        if not isinstance(pairs, list):
+            raise BadAnswer(f"{where}.values is {_show(pairs)}, not a list of [time, value]")
+        times, values = np.empty(len(pairs)), np.empty(len(pairs))
+        for k, pair in enumerate(pairs):
+            times[k], values[k] = _point(pair, f"{where}.values[{k}]")
+        out[tuple(sorted(labels.items()))] = (times, values)
     return out
+
+
+def _point(pair: Any, where: str) -> tuple[float, float]:
+    """(time, value) of one `[time, "value"]` pair of a matrix answer, or `BadAnswer`."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise BadAnswer(f"{where} is {_show(pair)}, not a [time, value] pair")
+    t, v = pair
+    if isinstance(t, bool) or not isinstance(t, (int, float, str)):
+        raise BadAnswer(f"{where} has the time {_show(t)}, not a number")
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise BadAnswer(f"{where} has the value {_show(v)}, not a number")
+    try:
+        time = float(t)
+    except ValueError:
+        raise BadAnswer(f"{where} has the time {_show(t)}, not a number") from None
+    if not math.isfinite(time):
+        raise BadAnswer(f"{where} has the time {_show(t)}, not a finite number")
+    try:
+        return time, float(v)
+    except ValueError:
+        raise BadAnswer(f"{where} has the value {_show(v)}, not a number") from None
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _show(value: Any) -> str:
+    """A short JSON-like rendering of `value` for a message (at most 80 characters)."""
+    text = "null" if value is None else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def differing_labels(label_sets: Sequence[LabelSet]) -> dict[str, list[str]]:
@@ -132,7 +190,11 @@ POINTS_SLACK = 2
 
 
 def check_points(
-    result: Sequence[Mapping[str, Any]], query: str, start: float, end: float, step: float
+    series: Mapping[LabelSet, tuple[np.ndarray, np.ndarray]],
+    query: str,
+    start: float,
+    end: float,
+    step: float,
 ) -> None:
     """Raise ValueError naming the counts when a series has more points than the grid can hold.
 
@@ -140,8 +202,8 @@ def check_points(
     means the server (or something in front of it) is not answering this query.
     """
     expected = math.floor((end - start) / step) + 1 if end >= start else 0
-    for series in result:
-        got = len(series.get("values", []) or [])
+    for times, _ in series.values():
+        got = times.size
         if got > expected + POINTS_SLACK:
             raise PointsError(
                 f"query {query!r}: the answer has {got:,} points for a series, but "

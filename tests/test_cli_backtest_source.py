@@ -1,0 +1,92 @@
+"""`backtest` reads history from Prometheus as `tune`, `forecast` and `report` do, and keeps the
+history it replayed (`--save-csv`)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from promfixture import DEMAND, DEMAND_DATASET
+
+from predictive_headroom.cli import main
+from predictive_headroom.commands import iso
+from predictive_headroom.sources.csvsource import read_csv_history
+
+DAY = 86_400.0
+
+
+@pytest.mark.prometheus
+def test_backtest_reads_a_query_from_prometheus_and_saves_what_it_replayed(
+    prometheus_server, tmp_path, capsys
+):
+    saved = tmp_path / "replayed.csv"
+    argv = [
+        "backtest",
+        "--prometheus-url",
+        prometheus_server.url,
+        "--query",
+        DEMAND,
+        "--history",
+        "9d",  # read through the source the other commands use (longer spans in pieces)
+        "--at",
+        iso(prometheus_server.end),
+        "--warmup",
+        "7d",
+        "--refit-every",
+        "2d",
+        "--save-csv",
+        str(saved),
+        "--quiet",
+        "-o",
+        "json",
+    ]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    kept = read_csv_history(saved)
+    full = read_csv_history(DEMAND_DATASET)
+    shifted = full.times - full.times[-1] + prometheus_server.end
+    wanted = shifted >= prometheus_server.end - 9 * DAY
+    assert len(kept) == 9 * 288 + 1
+    np.testing.assert_array_equal(kept.times, shifted[wanted])
+    np.testing.assert_array_equal(kept.values, full.values[wanted])
+    assert result["settings"]["points"] == len(kept)
+    assert (
+        result["settings"]["data"].startswith("prometheus ")
+        and DEMAND in result["settings"]["data"]
+    )
+
+
+@pytest.mark.prometheus
+def test_backtest_takes_the_pools_query_from_the_policy(prometheus_server, tmp_path, capsys):
+    config = tmp_path / "policy.yaml"
+    config.write_text(
+        "pools:\n  - name: web\n    target: {namespace: ns, name: web-placeholder}\n"
+        f"    maxReplicas: 20\n    forecast: {{query: '{DEMAND}', demandPerReplica: 5}}\n"
+    )
+    argv = ["backtest", "--prometheus-url", prometheus_server.url, "--config", str(config)]
+    argv += ["--history", "9d", "--warmup", "7d", "--refit-every", "2d", "--quiet", "-o", "json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert DEMAND in result["settings"]["data"] and result["settings"]["pool"] == "web"
+    assert result["settings"]["points"] == 9 * 288 + 1
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ([], "--prometheus-url needs the series to replay: pass --query PROMQL"),
+        (["--query", "sum(rate(x[5m])"], "--query: "),
+        (["--query", "up", "--history", "12h"], "--history must be at least 1d"),
+    ],
+)
+def test_backtest_from_prometheus_says_what_is_missing(extra, message, capsys):
+    argv = ["backtest", "--prometheus-url", "http://127.0.0.1:9", *extra, "--quiet"]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_prometheus_only_flags_with_data_are_refused(tmp_path, capsys):
+    argv = ["backtest", "--data", str(tmp_path / "x.csv"), "--query", "up"]
+    assert main(argv) == 2
+    assert "--query reads from Prometheus: use it with --prometheus-url" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh Debian machine with Python 3.11, 3.12 or 3.13:
 #   make demo   run the main job on bundled real data (no cluster, no Prometheus)
 #   make test   install everything the tests need and run them
+#   make test-fast  the pure and in-process tests only, for the edit-test loop (under a minute)
 #   make e2e    the e2e tier: a real control plane built from Go modules (needs Go; see docs/e2e.md)
 # The first of python3.11, python3.12, python3.13, python3 found is used (PYTHON=... to choose;
 # a PYTHON other than the one .venv was made with makes .venv again, with a message).
@@ -12,7 +13,7 @@ RENDERED ?= rendered
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test lint schema venv system-deps bench clean render e2e-bins e2e FORCE
+.PHONY: demo test test-fast lint schema venv system-deps bench clean render e2e-bins e2e FORCE
 
 # A PYTHON given on the command line or in the environment that is not the one .venv was made
 # with (another installation or version) makes .venv again, and says so; without PYTHON the
@@ -66,8 +67,14 @@ schema: $(STAMP)
 	$(BIN)/python -m predictive_headroom.policy.zones > predictive_headroom/policy/zones.txt
 	$(BIN)/python -m predictive_headroom.policy.chart > deploy/helm/predictive-headroom/values.schema.json
 
+# The whole suite on TEST_WORKERS processes (pytest-xdist; TEST_WORKERS=0 runs it in one).
+TEST_WORKERS ?= 2
 test: $(STAMP) system-deps lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+
+# No Prometheus, no browser, nothing marked slow (pyproject's markers say what each means).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow and not prometheus and not browser"
 
 # The e2e tier (docs/e2e.md): etcd, kube-apiserver, kube-scheduler, kube-controller-manager and
 # kwok built from their Go modules into a cache outside the repository (a second run builds

@@ -35,9 +35,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from predictive_headroom.core.series import DAY_SECONDS, History  # noqa: E402
+from predictive_headroom.core.settings import (  # noqa: E402
+    PlanSettings,
+    model_spec,
+    resolve_settings,
+)
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate  # noqa: E402
 from predictive_headroom.forecast.forecaster import ProphetForecaster  # noqa: E402
-from predictive_headroom.policy.config import ForecastSpec  # noqa: E402
+from predictive_headroom.policy.config import ForecastSpec, Pool  # noqa: E402
 from predictive_headroom.sources.csvsource import read_csv_history  # noqa: E402
 
 DATASETS = REPO.parent / "shared" / "datasets"
@@ -98,11 +103,20 @@ class Rolling:
         return geometric_mean(self.mases)
 
 
+def fit_settings(spec: ForecastSpec, lead: float) -> PlanSettings:
+    """The settings of a pool with this forecast section and lead time (seconds)."""
+    target = {"namespace": "bench", "name": "bench"}
+    pool = {"name": "bench", "target": target, "maxReplicas": 1000, "leadTime": f"{lead:g}s"}
+    return resolve_settings(Pool.model_validate({**pool, "forecast": spec}))
+
+
 def rolling(
     full: History, spec: ForecastSpec, forecaster: object, days: float, count: int, lead: float
 ) -> Rolling:
     """Score `forecaster` at `count` origins 2 days apart (see the module docstring)."""
-    scored = [evaluate(h, spec, forecaster, lead) for h in origins(full, days, count)]  # type: ignore[arg-type]
+    settings = fit_settings(spec, lead)
+    model = model_spec(spec)
+    scored = [evaluate(h, model, forecaster, settings) for h in origins(full, days, count)]  # type: ignore[arg-type]
     inside = sum(a.coverage * a.points for a in scored)
     return Rolling(
         [a.mase for a in scored if a.mase is not None],
@@ -175,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         durations = []
         for _ in range(args.runs):
             started = time.perf_counter()
-            forecaster.fit(history, spec, args.lead, history.end)
+            forecaster.fit(history, model_spec(spec), fit_settings(spec, args.lead), history.end)
             durations.append(time.perf_counter() - started)
         view = rolling(full, spec, forecaster, args.days, args.origins, args.lead)
         views.append(view)

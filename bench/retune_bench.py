@@ -21,6 +21,7 @@ from predictive_headroom.backtest.run import auto_demand_per_replica
 from predictive_headroom.commands import parse_time
 from predictive_headroom.commands.backtest import parse_protection
 from predictive_headroom.core.series import DAY_SECONDS
+from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.policy.config import ForecastSpec, Pool, Target
 from predictive_headroom.sources.csvsource import read_csv_history
 
@@ -49,7 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.perf_counter()
     tuning = retune(
-        pool, history, at, default_forecaster(), window_seconds=args.window_days * DAY_SECONDS
+        pool,
+        history,
+        at,
+        default_forecaster(),
+        resolve_settings(pool),
+        window_seconds=args.window_days * DAY_SECONDS,
     )
     seconds = time.perf_counter() - started
     print(f"{args.data.name}: {len(history)} points, step {history.step_seconds:g}s, at {at:.0f}")

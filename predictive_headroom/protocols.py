@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
 from predictive_headroom.policy.config import ForecastSpec, Pool
 
 __all__ = [
@@ -54,9 +55,11 @@ class Forecaster(Protocol):
     """Turns history into a Forecast (or a NoForecast saying why not)."""
 
     def fit(
-        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+        self, history: History, model: ModelSpec, settings: PlanSettings, now: float
     ) -> Forecast | NoForecast:
-        """Fit on `history` (only data up to `now`) and forecast `spec.horizon` ahead of `now`."""
+        """Fit on `history` (only data up to `now`) and forecast `model.horizon` ahead of `now`,
+        for the settings in force (`settings`: the lead time, the burst quantile and the
+        observation delay the burst allowance is sized for)."""
         ...
 
 

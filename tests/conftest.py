@@ -3,7 +3,8 @@
 Real Prometheus servers (see promfixture.py): `prometheus_server` serves the demand fixture
 series without authentication over http, `prometheus_basic_auth` the same series behind basic
 auth and TLS (https with a self-signed `server.ca_file`; plain http if the openssl CLI is
-missing). Each starts at most once per test session, and only when a test asks for it.
+missing). Each starts at most once per test session (per worker under `pytest -n`), and only when
+a test asks for it; a test that asks for one is marked `prometheus`, so `make test-fast` skips it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,16 @@ from collections.abc import Iterator
 
 import pytest
 from promfixture import PromServer, missing_binaries, prometheus_with_demand
+
+PROMETHEUS_FIXTURES = {"prometheus_server", "prometheus_basic_auth"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that starts a real Prometheus carries the `prometheus` marker."""
+    for item in items:
+        if PROMETHEUS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.prometheus)
+
 
 # The e2e tier (tests/e2e, a real control plane built with Go) runs only under `make e2e`.
 collect_ignore = [] if os.environ.get("PH_E2E") else ["e2e"]

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fitting import fit_args
 
 from predictive_headroom.core.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History
-from predictive_headroom.forecast.accuracy import evaluate, scores
+from predictive_headroom.forecast.accuracy import Accuracy, evaluate, scores
 from predictive_headroom.forecast.forecaster import ProphetForecaster
 from predictive_headroom.forecast.naive import forecast_times
 from predictive_headroom.policy.config import ForecastSpec
@@ -21,6 +22,12 @@ SPEC = ForecastSpec(query="demand", demand_per_replica=1.0)
 STEP = 300.0
 T0 = 1_700_006_400.0
 SLOPE = 1.0 / 3600  # demand grows by 1 per hour: last week's value is always 168 too low
+
+
+def score(history: History, forecaster: object, spec: ForecastSpec = SPEC) -> Accuracy:
+    """`evaluate` for a pool with `spec` and a 5-minute lead time."""
+    model, settings = fit_args(spec, 300)
+    return evaluate(history, model, forecaster, settings)  # type: ignore[arg-type]
 
 
 def truth(t: np.ndarray) -> np.ndarray:
@@ -38,7 +45,7 @@ class Offset:
     def __init__(self, offset: float, half_width: float = 1.0) -> None:
         self.offset, self.half_width = offset, half_width
 
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         times = forecast_times(spec, now)
         yhat = truth(times) + self.offset
         return Forecast(
@@ -56,7 +63,7 @@ class Offset:
 )
 def test_mase_is_relative_to_last_week_and_coverage_counts_hits(offset, half_width, mase, coverage):
     history = trending(28)
-    acc = evaluate(history, SPEC, Offset(offset, half_width), 300)
+    acc = score(history, Offset(offset, half_width))
     assert acc.mase == pytest.approx(mase, abs=1e-6)
     assert acc.coverage == pytest.approx(coverage)
     assert acc.seasonal_period_seconds == WEEK_SECONDS
@@ -73,7 +80,7 @@ def test_mase_is_relative_to_last_week_and_coverage_counts_hits(offset, half_wid
 )
 def test_holdout_is_two_days_or_a_quarter(days, held_points, period):
     history = trending(days)
-    acc = evaluate(history, SPEC, Offset(0.0), 300)
+    acc = score(history, Offset(0.0))
     assert acc.points == held_points
     assert acc.holdout_end == history.end
     assert acc.seasonal_period_seconds == period
@@ -103,24 +110,21 @@ def test_scores_table(actual, predicted, naive, mape, smape, mase):
 
 def test_too_short_history_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="days of history"):
-        evaluate(trending(1), SPEC, Offset(0.0), 300)
+        score(trending(1), Offset(0.0))
 
 
 def test_to_dict_is_json_with_iso_times():
-    data = evaluate(trending(10), SPEC, Offset(5.0), 300).to_dict()
+    data = score(trending(10), Offset(5.0)).to_dict()
     text = json.dumps(data)
     assert data["holdout_end"].endswith("Z") and "mase" in text and data["model"] == "offset"
 
 
+@pytest.mark.slow
 def test_prophet_on_real_series_scores_and_wider_intervals_cover_more():
     full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
     history = full.since(full.end - 28 * DAY_SECONDS)
-    narrow = evaluate(
-        history, SPEC.model_copy(update={"interval_width": 0.5}), ProphetForecaster(), 300
-    )
-    wide = evaluate(
-        history, SPEC.model_copy(update={"interval_width": 0.95}), ProphetForecaster(), 300
-    )
+    narrow = score(history, ProphetForecaster(), SPEC.model_copy(update={"interval_width": 0.5}))
+    wide = score(history, ProphetForecaster(), SPEC.model_copy(update={"interval_width": 0.95}))
     assert narrow.model == wide.model == "prophet" and wide.points == 576
     assert math.isfinite(wide.mase) and wide.mase < 2.0 and wide.smape < 10
     assert 0.0 <= narrow.coverage < wide.coverage <= 1.0

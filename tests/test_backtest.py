@@ -40,8 +40,8 @@ def series(days: float, step: float = 300.0, seed: int = 0) -> History:
 class SeasonalNaiveForecaster:
     """A fast forecaster for tests: the package's seasonal-naive rule with its burst profile."""
 
-    def fit(self, history, spec, lead_seconds, now):
-        return seasonal_naive(history, spec, now, lead_seconds)
+    def fit(self, history, spec, settings, now):
+        return seasonal_naive(history, spec, now, settings)
 
 
 POOL = Pool.model_validate(
@@ -64,6 +64,7 @@ def fast_run(history: History, pool: Pool | None = POOL, settings: BacktestSetti
     return run_backtest(history, pool, settings, forecaster=SeasonalNaiveForecaster())
 
 
+@pytest.mark.slow
 def test_every_strategy_is_scored_and_the_yardstick_is_sane():
     result = fast_run(series(6))
     s = result.strategies
@@ -101,11 +102,12 @@ class CountingForecaster(SeasonalNaiveForecaster):
     def __init__(self):
         self.fits = 0
 
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         self.fits += 1
-        return super().fit(history, spec, lead_seconds, now)
+        return super().fit(history, spec, settings, now)
 
 
+@pytest.mark.slow
 def test_the_dial_replays_each_quantile_from_the_same_refits():
     counting = CountingForecaster()
     result = run_backtest(
@@ -128,11 +130,13 @@ def test_the_dial_replays_each_quantile_from_the_same_refits():
     assert [p["quantile"] for p in result.to_dict()["dial"]] == [0.5, 0.95, 0.995]
 
 
+@pytest.mark.slow
 def test_without_a_dial_the_json_has_no_dial():
     data = fast_run(series(6)).to_dict()
     assert "dial" not in data and "stabilization_dial" not in data
 
 
+@pytest.mark.slow
 def test_the_stabilization_dial_replays_each_window_from_the_same_refits():
     counting = CountingForecaster()
     settings = BacktestSettings(
@@ -158,6 +162,7 @@ def test_the_stabilization_dial_replays_each_window_from_the_same_refits():
     ]
 
 
+@pytest.mark.slow
 def test_only_the_period_after_warmup_is_scored():
     result = fast_run(series(6))
     assert result.settings.scored_minutes == pytest.approx(3 * 1440, abs=5)
@@ -175,6 +180,7 @@ def before_and_after_change():
     return cut, fast_run(history), fast_run(History(history.times, changed, history.source))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["reactive", "proportional", "schedule", "forecast", "naive"])
 def test_no_strategy_sees_the_future(before_and_after_change, strategy):
     cut, a, b = before_and_after_change
@@ -185,6 +191,7 @@ def test_no_strategy_sees_the_future(before_and_after_change, strategy):
         assert pa[upto:].tolist() != pb[upto:].tolist()  # the change is visible once known
 
 
+@pytest.mark.slow
 def test_demand_per_replica_is_chosen_for_about_twenty_pods():
     result = fast_run(series(6), pool=None)
     assert result.settings.demand_per_replica_source.startswith("auto")
@@ -205,6 +212,7 @@ def write_csv(path: Path, history: History) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_cli_json_shape_and_page_with_prophet(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(9, seed=2))
     out = tmp_path / "page"
@@ -270,6 +278,7 @@ def test_cli_json_shape_and_page_with_prophet(tmp_path, capsys):
     assert (out / "backtest.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_cli_dial_prints_the_sweep_table_and_page_section(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(5, seed=3))
     out = tmp_path / "page"
@@ -292,6 +301,7 @@ def test_cli_dial_prints_the_sweep_table_and_page_section(tmp_path, capsys):
     assert 'id="dial"' in (out / "backtest.html").read_text()
 
 
+@pytest.mark.slow
 def test_cli_stabilization_dial_prints_the_window_table_and_page_section(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(5, seed=3))
     out = tmp_path / "page"
@@ -341,6 +351,7 @@ def test_cli_missing_csv_exits_2(tmp_path, capsys):
     assert "nope.csv" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_interruptions_report_what_each_strategy_leaves_waiting_and_the_component_cuts_it():
     settings = BacktestSettings(
         warmup_seconds=3 * DAY,

@@ -176,6 +176,7 @@ def test_a_ratio_resting_on_few_events_says_so():
     assert "Few events" not in headline(make_result((10, 12.0)))  # 100 waited: enough
 
 
+@pytest.mark.slow
 def test_a_tie_is_x_one_and_the_page_says_tie_first():
     result = make_result((0, 12.5), ((50, 10.0), (0, 12.0), (0, 14.0)))
     assert result.to_dict()["headline"]["x_forecast"] == 1.0
@@ -185,6 +186,7 @@ def test_a_tie_is_x_one_and_the_page_says_tie_first():
     )
 
 
+@pytest.mark.slow
 def test_durations_and_times_are_in_human_units():
     page = page_html(make_result((10, 12.0)))
     settings = dict(settings_rows(SETTINGS))
@@ -220,6 +222,7 @@ def test_unknown_settings_still_show_with_a_readable_label():
     )
 
 
+@pytest.mark.slow
 def test_the_page_has_real_tables_a_plot_and_how_to_read_it():
     result = make_result((10, 12.0))
     page = page_html(result)
@@ -245,6 +248,7 @@ def test_the_page_has_real_tables_a_plot_and_how_to_read_it():
     assert 'id="dial"' not in page and 'id="stabilization-dial"' not in page
 
 
+@pytest.mark.slow
 def test_the_page_is_self_contained_and_escapes_what_it_shows():
     result = make_result((10, 12.0))
     result = replace(result, settings=replace(result.settings, data="<b>odd</b>.csv"))
@@ -271,6 +275,7 @@ def _crowded_dial(result: BacktestResult, scale: float = 1.0) -> BacktestResult:
     return replace(result, dial=dial)
 
 
+@pytest.mark.slow
 def test_dial_labels_never_overlap_even_when_the_settings_cost_the_same():
     fig = plot_figure(_crowded_dial(make_result((10, 12.0))))
     texts = [t for t in fig.axes[0].texts if t.get_visible() and t.get_text().startswith("q=")]
@@ -309,6 +314,7 @@ def test_dial_labels_never_overlap_even_when_the_settings_cost_the_same():
         assert abs(t.xyann[1]) <= 80 and abs(t.xyann[0]) <= 30
 
 
+@pytest.mark.slow
 def test_backtest_plot_ticks_are_in_human_units_for_millions():
     """Node-hours in the millions are ticked 2.4M, not 2,400,000 (nor with a 1e6 offset)."""
     result = _crowded_dial(make_result((10, 2_000_000.0)), scale=200_000.0)
@@ -317,6 +323,7 @@ def test_backtest_plot_ticks_are_in_human_units_for_millions():
     assert not any(re.fullmatch(r"[0-9,]*,000", t) or "1e6" in t for t in ticks), ticks
 
 
+@pytest.mark.slow
 def test_static_and_dial_labels_stay_inside_the_axes_and_never_overprint():
     """N=0 and N=1 a hair apart in cost and demand, seven dial settings at the axis' floor: every
     label shown sits inside the axes (none below the axis) and no two labels overlap."""

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from fitting import fit_args
 from test_backtest import DAY, START
 
 from predictive_headroom.backtest.run import BacktestSettings, run_backtest
@@ -14,6 +15,7 @@ from predictive_headroom.backtest.walkforward import walk_forward
 from predictive_headroom.core.engine import PoolTimeline
 from predictive_headroom.core.forecast_math import BurstAllowance, burst_allowances
 from predictive_headroom.core.series import History, Unobserved
+from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.forecast.burst_features import (
     FEATURES,
@@ -44,15 +46,13 @@ def level_scaled(days: float, seed: int = 0) -> History:
 class BurstNaiveForecaster:
     """Seasonal naive carrying a conditional burst model fitted on the same history (no Prophet: fast)."""
 
-    def fit(self, history, spec, lead_seconds, now):
-        forecast = seasonal_naive(history, spec, now, lead_seconds)
-        trainer = train(
-            history, lead_seconds, spec.observation_delay.total_seconds(), None, max_rows=3000
-        )
+    def fit(self, history, spec, settings, now):
+        forecast = seasonal_naive(history, spec, now, settings)
+        trainer = train(history, settings.lead, settings.delay, None, max_rows=3000)
         if trainer is None:
             return forecast
         return replace(
-            forecast, burst_model=trainer.model(spec.burst_quantile), burst_model_for=trainer.model
+            forecast, burst_model=trainer.model(settings.quantile), burst_model_for=trainer.model
         )
 
 
@@ -77,6 +77,7 @@ def trainer():
     return history, train(history.until(START + 12 * DAY), LEAD, DELAY, None, max_rows=5000)
 
 
+@pytest.mark.slow
 def test_the_allowance_scales_with_the_level_and_rises_in_a_storm(trainer):
     history, t = trainer
     model = t.model(0.95)
@@ -93,6 +94,7 @@ def test_the_allowance_scales_with_the_level_and_rises_in_a_storm(trainer):
     assert storm > 1.5 * np.median(model.allowance(history, at[late_in_storm] - 7 * DAY, None))
 
 
+@pytest.mark.slow
 def test_the_quantile_holds_on_unseen_days(trainer):
     history, t = trainer
     at = np.arange(START + 12 * DAY, START + 14 * DAY - LEAD, 60.0)
@@ -106,6 +108,7 @@ def test_the_quantile_holds_on_unseen_days(trainer):
     assert t.model(0.95) is t.model(0.95)  # one fit per quantile
 
 
+@pytest.mark.slow
 def test_changing_data_after_t_minus_delay_moves_no_allowance_at_t(trainer):
     history, t = trainer
     model = t.model(0.95)
@@ -125,10 +128,11 @@ def test_changing_data_after_t_minus_delay_moves_no_allowance_at_t(trainer):
     )
 
 
+@pytest.mark.slow
 def test_stale_or_missing_observations_fall_back_to_the_table(trainer):
     history, _t = trainer
     forecast = BurstNaiveForecaster().fit(
-        history.until(START + 12 * DAY), POOL.forecast, LEAD, START + 12 * DAY
+        history.until(START + 12 * DAY), *fit_args(POOL.forecast, LEAD), START + 12 * DAY
     )
     at = START + 12 * DAY + 600
 
@@ -150,6 +154,7 @@ def test_stale_or_missing_observations_fall_back_to_the_table(trainer):
     assert (fresh.source, fresh.why, fresh.fell_back) == ("model", "", False)
 
 
+@pytest.mark.slow
 def test_importance_names_every_feature_largest_first(trainer):
     _, t = trainer
     ranked = t.model(0.95).importance()
@@ -173,6 +178,7 @@ POOL = Pool.model_validate(
 SETTINGS = BacktestSettings(warmup_seconds=3 * DAY, refit_every_seconds=DAY)
 
 
+@pytest.mark.slow
 def test_the_backtest_decision_at_t_reads_nothing_after_t_minus_the_observation_delay():
     """Change every sample after `cut`; no placeholder decided at or before `cut + delay` moves."""
     history = level_scaled(6, seed=3)
@@ -194,6 +200,7 @@ def test_the_backtest_decision_at_t_reads_nothing_after_t_minus_the_observation_
     assert a[upto:].tolist() != b[upto:].tolist()  # the change shows once it is known
 
 
+@pytest.mark.slow
 def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop():
     history = level_scaled(6, seed=4)
     gap = (history.times > START + 4.2 * DAY) & (history.times < START + 4.4 * DAY)
@@ -201,9 +208,19 @@ def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop
     times, _ = minute_grid(holed)
     first = int(np.searchsorted(times, START + 3 * DAY))
     wf = walk_forward(
-        holed, POOL, times, first, DAY, BurstNaiveForecaster(), naive_burst_profile, False, 10
+        holed,
+        POOL,
+        times,
+        first,
+        DAY,
+        BurstNaiveForecaster(),
+        naive_burst_profile,
+        False,
+        10,
+        (),
+        resolve_settings(POOL),
     )
-    timeline = PoolTimeline(POOL, times, wf.model, holed)
+    timeline = PoolTimeline(POOL, times, wf.model, holed, (), resolve_settings(POOL))
     minutes = times
     allowances = {i: timeline.forecast_part(i).allowance for i in range(first, minutes.size, 7)}
     sources = {i: a.source for i, a in allowances.items()}

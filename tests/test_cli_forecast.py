@@ -32,6 +32,7 @@ def config(tmp_path_factory):
     return str(path)
 
 
+@pytest.mark.slow
 def test_forecast_json_has_model_peaks_accuracy_and_points(config, capsys):
     assert (
         main(
@@ -68,6 +69,7 @@ def test_forecast_json_has_model_peaks_accuracy_and_points(config, capsys):
     assert acc["points"] > 0 and 0 <= acc["coverage"] <= 1 and acc["mase"] > 0
 
 
+@pytest.mark.slow
 def test_plan_with_data_fills_the_forecast_component(config, capsys):
     # 10:00 UTC is 05:00 in New York: the morning rise is within the one-hour lead time.
     assert (
@@ -103,6 +105,7 @@ def test_forecast_with_missing_csv(config, capsys, tmp_path):
     assert "none.csv" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_forecast_and_plan_against_a_real_prometheus(prometheus_server, tmp_path, capsys):
     from promfixture import DEMAND
 
@@ -155,6 +158,7 @@ def test_forecast_and_plan_against_a_real_prometheus(prometheus_server, tmp_path
     assert plan["details"]["forecast_status"] == "ok" and plan["components"]["forecast"] is not None
 
 
+@pytest.mark.slow
 def test_forecast_with_unreachable_prometheus_exits_2(config, capsys, caplog, monkeypatch):
     monkeypatch.setenv("PH_PROMETHEUS_RETRIES", "2")
     with caplog.at_level(logging.DEBUG):

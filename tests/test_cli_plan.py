@@ -249,6 +249,7 @@ def test_a_window_opening_between_grid_points_shows_at_its_instant(tmp_path, cap
     assert opened["at"] == "2026-11-23T06:47:00Z"
 
 
+@pytest.mark.slow
 def test_the_demos_plan_is_the_same_at_any_step_and_is_the_reports_plan(tmp_path, capsys):
     """The demo's `plan --step 30m` and `--step 5m` print the same rows, and the report made at the
     same instant lists the same changes (reasons included): one horizon grid, planned each minute."""

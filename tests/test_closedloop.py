@@ -15,8 +15,10 @@ from browser_cdp import chromium_available, visit
 from deploy_render import render_chart
 from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
+from test_report import report_of
 
 from predictive_headroom.core.series import Forecast, History
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
 from predictive_headroom.daemon.closedloop import LoopSettings, PoolLoop, is_auto
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
@@ -25,7 +27,7 @@ from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.load import ConfigError, load_policy
 from predictive_headroom.protocols import NodeSeen, PodSeen
-from predictive_headroom.report.build import build_report, report_to_json
+from predictive_headroom.report.build import report_to_json
 from predictive_headroom.report.html import render_html
 from predictive_headroom.report.loop import lead_sentence, loop_sentence
 
@@ -123,6 +125,7 @@ def placeholder(server: FakeApiServer, name: str, scheduled: float, start: float
     )
 
 
+@pytest.mark.slow
 def test_lead_time_auto_switches_to_measured_after_five_boots_and_the_plan_follows(
     tmp_path, server
 ) -> None:
@@ -165,6 +168,7 @@ def test_lead_time_auto_switches_to_measured_after_five_boots_and_the_plan_follo
     ) not in got
 
 
+@pytest.mark.slow
 def test_a_fixed_lead_time_is_measured_but_not_replaced(tmp_path, server) -> None:
     clock = Clock(NOW)
     daemon = make_daemon(write_policy(tmp_path / "p.yaml", lead="5m"), server, clock)
@@ -394,7 +398,7 @@ def test_a_loop_younger_than_a_week_does_not_claim_one() -> None:
 def test_the_closed_loop_section_renders_in_headless_chromium(tmp_path) -> None:
     status, at = week_of_loop()
     policy = load_policy(write_policy(tmp_path / "p.yaml"))
-    report = build_report(policy, {}, {}, {}, at, loop={"web": status})
+    report = report_of(policy, {}, {}, {}, at, loop={"web": status})
     page = tmp_path / "index.html"
     page.write_text(render_html(report))
     seen = visit(page.as_uri(), tmp_path / "profile")
@@ -410,7 +414,7 @@ def test_the_closed_loop_section_renders_in_headless_chromium(tmp_path) -> None:
         ("node boots measured", "12"),
     ):
         assert f"{label}\t{value}" in seen.text, label
-    assert build_report(policy, {}, {}, {}, at).pools[0].loop is None  # outside the daemon
+    assert report_of(policy, {}, {}, {}, at).pools[0].loop is None  # outside the daemon
     assert report_to_json(report)["pools"][0]["closed_loop"]["headroom_used"] == 41
 
 
@@ -421,9 +425,9 @@ class LeadRecordingForecaster:
         self.leads: list[float] = []
 
     def fit(
-        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+        self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
     ) -> Forecast:
-        self.leads.append(lead_seconds)
+        self.leads.append(settings.lead)
         times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
         flat = np.full(times.size, 10.0)
         return Forecast(times, flat, flat - 1, flat + 1, "flat", now)

@@ -166,6 +166,7 @@ def test_missing_file(tmp_path, capsys):
     assert "file not found" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_console_entry_point_runs():
     result = subprocess.run(
         [

@@ -60,6 +60,7 @@ def data() -> Path:
         yield Path(path)
 
 
+@pytest.mark.slow
 def test_plan_report_and_the_daemon_agree_at_one_instant(tmp_path, capsys, data) -> None:
     config = demo_policy(tmp_path / "policy.yaml")
     nodes = ["--nodes", "4", "--cores", "32"]

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from predictive_headroom import cli
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.daemon.scheduling import Runner
 from predictive_headroom.kube.cluster import (
@@ -61,11 +62,11 @@ class RampForecaster:
         self.rise, self.fits = rise, 0
 
     def fit(
-        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+        self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
     ) -> Forecast | NoForecast:
         self.fits += 1
         times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
-        yhat = 10.0 + self.rise * (times - now) / lead_seconds
+        yhat = 10.0 + self.rise * (times - now) / settings.lead
         return Forecast(
             times, yhat, yhat - 1, yhat + 1, "ramp", history.end if len(history) else now
         )
@@ -116,13 +117,13 @@ class BurstForecaster(RampForecaster):
     """A flat forecast carrying `HalfLevelBurst` and a refit-time table of 2 demand units."""
 
     def fit(
-        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+        self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
     ) -> Forecast | NoForecast:
         from predictive_headroom.core.series import BurstProfile
 
         times = now + np.arange(0.0, spec.horizon.total_seconds() + 1, spec.step.total_seconds())
         flat = np.full(times.size, 10.0)
-        table = BurstProfile(0.95, lead_seconds, 1800.0, np.full((1, 48), 2.0), False)
+        table = BurstProfile(0.95, settings.lead, 1800.0, np.full((1, 48), 2.0), False)
         return Forecast(
             times, flat, flat - 1, flat + 1, "flat", now, burst=table, burst_model=HalfLevelBurst()
         )
@@ -784,6 +785,7 @@ def test_one_summary_line_per_reconcile(tmp_path, server, caplog) -> None:
 # -- leader election ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
     """A wants 3 and B wants 5; the replica history shows one writer at a time, then a takeover."""
     server.add_deployment(NS, "web-placeholder", 0)
@@ -881,6 +883,7 @@ def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(
     )  # released for a fast handover
 
 
+@pytest.mark.slow
 def test_runner_refits_at_start_and_stops_at_once_while_a_refit_runs(tmp_path, server) -> None:
     class SlowForecaster(RampForecaster):
         def fit(self, *args: object, **kwargs: object) -> Forecast | NoForecast:

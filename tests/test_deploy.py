@@ -212,6 +212,7 @@ def _policy(objects: list[Object]) -> Object:
 # --- schemas -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
 @pytest.mark.parametrize("rendering", RENDERINGS)
 def test_every_object_validates_against_the_kubernetes_schema(renderings, rendering, version):
@@ -563,6 +564,7 @@ def _pod_readers(objects: list[Object]) -> dict[str, list[dict]]:
     return found
 
 
+@pytest.mark.slow
 def test_reading_pods_on_leaving_nodes_is_opt_in_and_list_only(renderings):
     # Off (the default): no pods are readable cluster-wide, only the closed loop's namespaced list.
     for name, objects in renderings.items():

@@ -73,6 +73,7 @@ def _egress_ports(policy):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", SCHEMA_VERSIONS)
 @pytest.mark.parametrize("name", list(RENDERINGS))
 def test_renders_and_validates_with_and_without_the_policy(renderings, name, version):

@@ -97,6 +97,7 @@ def test_a_bad_time_zone_and_unbalanced_promql_fail_validate_naming_both(tmp_pat
         render_chart(yaml.safe_load(BAD_VALUES))
 
 
+@pytest.mark.slow
 def test_validate_reads_stdin():
     result = subprocess.run(
         [sys.executable, "-m", "predictive_headroom", "validate", "-"],

@@ -392,15 +392,17 @@ def test_a_bad_taint_key_or_rate_is_named_in_the_policy_file(tmp_path) -> None:
     assert "disruption.interruptionRate" in text and "5%/day" in text
 
 
+@pytest.mark.slow
 def test_the_report_plans_now_with_the_component_and_the_horizon_with_the_reserve(tmp_path) -> None:
+    from test_report import report_of
+
     from predictive_headroom.core.disruption import DisruptionPart
     from predictive_headroom.core.vocabulary import DisruptionSource
-    from predictive_headroom.report.build import build_report
     from predictive_headroom.report.html import render_html
 
     policy = load_policy(write_policy(tmp_path / "p.yaml"))
     part = DisruptionPart(6, 2, 1, DisruptionSource.PODS, {"leaving": {"n-1": "cordoned"}})
-    report = build_report(policy, {}, {}, {}, NOW, disruption={"web": part})
+    report = report_of(policy, {}, {}, {}, NOW, disruption={"web": part})
     (pool,) = report.pools
     assert (pool.now.desired, pool.now.reason) == (8, "disruption")
     later = pool.plan_reasons[1:]

@@ -59,6 +59,7 @@ def test_the_timezone_default_is_said_where_keda_windows_are_described():
     assert "without `timezone` is in UTC" in windows
 
 
+@pytest.mark.slow
 def test_make_render_writes_the_chart_and_kustomize_offline(tmp_path):
     pytest.importorskip("helm_python")
     out = subprocess.run(

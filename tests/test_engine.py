@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from fitting import fit_args
 from test_backtest import DAY, START
 from test_burst_model import POOL, BurstNaiveForecaster, level_scaled
 
@@ -20,6 +21,7 @@ from predictive_headroom.core.engine import (
 )
 from predictive_headroom.core.forecast_math import forward_max, ramp_at, table_allowance
 from predictive_headroom.core.series import BurstProfile, Forecast
+from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.forecast.burst_features import feature_matrix, sample_columns
 from predictive_headroom.policy.config import Pool, ScheduleWindow
@@ -74,7 +76,7 @@ def test_the_ramp_reads_the_curve_every_minute_as_the_burst_model_is_trained(at,
             "forecast": {"query": "q", "demandPerReplica": 1},
         }
     )
-    part = PoolTimeline(pool, [at], fc).forecast_part(0)
+    part = PoolTimeline(pool, [at], fc, None, (), resolve_settings(pool)).forecast_part(0)
     assert part.ramp == pytest.approx(expected) and part.replicas == round(expected)
 
 
@@ -144,14 +146,17 @@ def daily_pool(**overrides) -> Pool:
     return Pool.model_validate(spec)
 
 
+@pytest.mark.slow
 def test_a_timeline_equals_the_daemons_one_instant_calls_with_records_carried():
     history = level_scaled(5, seed=7)
     at = START + 4 * DAY
-    forecast = BurstNaiveForecaster().fit(history.until(at), daily_pool().forecast, 600.0, at)
+    forecast = BurstNaiveForecaster().fit(
+        history.until(at), *fit_args(daily_pool().forecast, 600.0), at
+    )
     window = {"name": "day", "start": "0 9 * * *", "end": "0 17 * * *", "desiredReplicas": 30}
     pool, cluster = daily_pool(schedules=[window]), ClusterState(10, 80.0, 10, 80.0)
     times = at + 60.0 * np.arange(0, 12 * 60, 7)
-    inputs = PlanInputs(forecast, history, cluster)
+    inputs = PlanInputs(forecast, history, cluster, resolve_settings(pool))
     whole = plan_over_time(pool, times, inputs)
     recent: tuple = ()
     one_by_one = []
@@ -165,22 +170,36 @@ def test_a_timeline_equals_the_daemons_one_instant_calls_with_records_carried():
     assert {p.reason for p in whole.plans} >= {"forecast", "schedule:day"}
 
 
+@pytest.mark.slow
 def test_the_backtest_replay_plans_each_minute_as_one_instant_calls_would():
     """The backtest evaluates the burst model over every minute of a refit at once; planning each
     minute alone, with the forecast then in force and records carried, gives identical plans."""
     history = level_scaled(5, seed=5)
     times, _ = minute_grid(history)
     first = int(np.searchsorted(times, START + 3 * DAY))
+    settings = resolve_settings(POOL)
     wf = walk_forward(
-        history, POOL, times, first, DAY / 2, BurstNaiveForecaster(), naive_burst_profile, False, 10
+        history,
+        POOL,
+        times,
+        first,
+        DAY / 2,
+        BurstNaiveForecaster(),
+        naive_burst_profile,
+        False,
+        10,
+        (),
+        settings,
     )
-    _, desired = planner_strategy(POOL, times, wf.model, history)
-    batch = PoolTimeline(POOL, times, wf.model, history)
+    _, desired = planner_strategy(POOL, times, wf.model, history, 0.0, settings)
+    batch = PoolTimeline(POOL, times, wf.model, history, (), settings)
     recent: tuple = ()
     sources = set()
     for i in range(first - 5, min(times.size, first + int(1.2 * DAY / 60))):
         _, forecast = batch.forecast_in_force(i)
-        step = plan_over_time(POOL, times[i : i + 1], PlanInputs(forecast, history), recent)
+        step = plan_over_time(
+            POOL, times[i : i + 1], PlanInputs(forecast, history, None, settings), recent
+        )
         recent = step.recent
         assert step.plans[0] == batch.plan(i)
         assert step.plans[0].desired == desired[i]
@@ -191,7 +210,8 @@ def test_the_backtest_replay_plans_each_minute_as_one_instant_calls_would():
 
 
 def test_instants_are_planned_in_order_once():
-    timeline = PoolTimeline(daily_pool(), [0.0, 60.0])
+    pool = daily_pool()
+    timeline = PoolTimeline(pool, [0.0, 60.0], None, None, (), resolve_settings(pool))
     timeline.plan(1)
     with pytest.raises(ValueError, match="in order"):
         timeline.plan(0)

@@ -86,6 +86,7 @@ def errors(daemon: Daemon, kind: str) -> float:
 # -- 1. a slow API and two replicas: only the leader writes --------------------------------------
 
 
+@pytest.mark.slow
 def test_an_old_leader_on_a_slow_api_sends_no_write_after_the_new_leader_takes_over(
     tmp_path, server, caplog
 ) -> None:
@@ -154,6 +155,7 @@ def test_an_old_leader_on_a_slow_api_sends_no_write_after_the_new_leader_takes_o
     assert daemons["a"].metrics.registry.get_sample_value("predictive_headroom_leader") == 0
 
 
+@pytest.mark.slow
 def test_a_write_is_not_sent_without_lease_time_and_never_waited_on_past_it(
     tmp_path, server
 ) -> None:
@@ -178,6 +180,7 @@ def test_a_write_is_not_sent_without_lease_time_and_never_waited_on_past_it(
 # -- 2. the wall clock steps: the loop neither stops nor doubles ---------------------------------
 
 
+@pytest.mark.slow
 def test_wall_clock_steps_neither_stop_nor_double_the_reconcile_loop(tmp_path, server) -> None:
     config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=2))
     server.add_deployment(NS, "web-placeholder", 0)
@@ -232,6 +235,7 @@ def test_the_loop_health_names_a_stuck_or_missing_reconcile(tmp_path, server) ->
     assert daemon.health() is None
 
 
+@pytest.mark.slow
 def test_a_replica_whose_reconcile_is_stuck_lets_the_lease_go(tmp_path, server, caplog) -> None:
     """A's reconcile hangs on a slow GET; its loop check fails, it stops renewing, B takes over
     while A is still stuck."""
@@ -358,6 +362,7 @@ def test_a_broken_policy_file_is_said_once_counted_shown_and_the_last_good_confi
 # -- 5. NaN and stale values never crash the report or a page --------------------------------------
 
 
+@pytest.mark.slow
 def test_report_on_data_ending_before_at_writes_the_page(tmp_path, capsys) -> None:
     """The newest sample is 16 min before --at, so the burst model has nothing recent to predict
     from (NaN allowance): the report is written all the same."""
@@ -459,6 +464,7 @@ class HungServer:
 SPEC = ForecastSpec.model_validate({"query": "up", "demandPerReplica": 1})
 
 
+@pytest.mark.slow
 def test_a_hung_prometheus_is_a_read_timeout_after_the_attempts_actually_made() -> None:
     settings = Settings(prometheus_timeout=0.5, fresh_read_timeout=0.3, prometheus_retries=3)
     with HungServer() as hung:
@@ -476,6 +482,7 @@ def test_a_hung_prometheus_is_a_read_timeout_after_the_attempts_actually_made() 
         assert hung.requests == 2  # one request each: a read timeout is not retried
 
 
+@pytest.mark.slow
 def test_a_hung_prometheus_never_delays_the_floors(tmp_path, server) -> None:
     config = write_config(
         tmp_path / "p.yaml",
@@ -503,6 +510,7 @@ def test_a_hung_prometheus_never_delays_the_floors(tmp_path, server) -> None:
 # -- 7. many pools over the same nodes -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nodes_are_listed_once_per_distinct_selector_and_pools_are_served_at_once(
     tmp_path, server
 ) -> None:
@@ -532,6 +540,7 @@ def test_nodes_are_listed_once_per_distinct_selector_and_pools_are_served_at_onc
 # -- 8. a truncated answer to the Lease GET --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_truncated_lease_answer_is_one_line_per_occurrence_not_a_traceback(
     server, caplog
 ) -> None:
@@ -634,6 +643,7 @@ def _duplicate_key(path: Path) -> str:
     return f"line {line}: pools[0]: key 'minReplicas' appears twice"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "hostile",
     [_nested, _aliases, _fifty_megabytes, _duplicate_key],
@@ -767,6 +777,7 @@ class BadPrometheus:
         self.httpd.server_close()
 
 
+@pytest.mark.slow
 def test_a_prometheus_answering_one_byte_at_a_time_costs_the_fresh_read_its_timeout_in_total() -> (
     None
 ):
@@ -829,6 +840,7 @@ def test_an_answer_over_the_byte_cap_is_refused_with_the_cap_named() -> None:
     assert "PH_PROMETHEUS_MAX_BYTES" in str(exc.value)
 
 
+@pytest.mark.slow
 def test_an_answer_with_far_more_points_than_range_over_step_is_refused_with_the_counts() -> None:
     settings = Settings(prometheus_retries=0)
     spec = ForecastSpec.model_validate({"query": "up", "demandPerReplica": 1, "step": "1m"})
@@ -860,6 +872,7 @@ def _get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_idle_connections_hold_a_fixed_number_of_threads_and_are_dropped_after_the_read_timeout() -> (
     None
 ):
@@ -879,6 +892,7 @@ def test_idle_connections_hold_a_fixed_number_of_threads_and_are_dropped_after_t
         http_server.stop()
 
 
+@pytest.mark.slow
 def test_a_slowloris_client_is_cut_off_and_answers_say_nosniff() -> None:
     http_server = HttpServer(_Status(), lambda: b"", "127.0.0.1", 0, read_timeout=0.5).start()
     try:
@@ -914,6 +928,7 @@ def _web_pool(tmp_path: Path) -> Pool:
     return load_policy(config).pools[0]
 
 
+@pytest.mark.slow
 def test_a_429_with_retry_after_is_waited_for_when_the_lease_allows(tmp_path, server) -> None:
     server.add_deployment(NS, "web-placeholder", 0)
     server.fail("PATCH", r"web-placeholder/scale$", 429, times=1, retry_after=1)
@@ -1036,6 +1051,7 @@ def test_a_report_that_cannot_be_written_says_why_on_report_and_last_run(tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_a_report_on_values_of_1e308_is_written(tmp_path, capsys) -> None:
     data = tmp_path / "huge.csv"
     start = 1_700_000_000

@@ -869,9 +869,9 @@ def test_a_long_csv_is_read_in_memory_proportional_to_its_rows_not_its_text(tmp_
 class SlowNaive:
     """The seasonal-naive forecaster, 20 ms a fit: a stand-in for Prophet on long history."""
 
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         time.sleep(0.02)
-        return seasonal_naive(history, spec, now, lead_seconds)
+        return seasonal_naive(history, spec, now, settings)
 
 
 def test_a_replay_that_will_take_long_says_how_long_and_how_to_shorten_it(

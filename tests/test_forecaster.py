@@ -8,8 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fitting import fit_args
 
+from predictive_headroom.backtest.walkforward import at_quantile
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
+from predictive_headroom.core.settings import SettingSource
 from predictive_headroom.forecast.accuracy import evaluate
 from predictive_headroom.forecast.blend import choose as _choose
 from predictive_headroom.forecast.forecaster import ProphetForecaster
@@ -40,6 +43,7 @@ def synthetic(days: float, weekend_factor: float = 1.0, step: float = 300.0) -> 
     return History(t, daily * np.where(weekday >= 5, weekend_factor, 1.0), "synthetic")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, days, step",
     [
@@ -61,7 +65,7 @@ def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, s
     history = dataset(name, days)
     now = history.end + 60
     forecast = ProphetForecaster().fit(
-        history, spec(step=step, horizon=timedelta(hours=48)), LEAD, now
+        history, *fit_args(spec(step=step, horizon=timedelta(hours=48)), LEAD), now
     )
     assert isinstance(forecast, Forecast) and forecast.model == "prophet"
     assert np.allclose(np.diff(forecast.times), step.total_seconds())
@@ -75,15 +79,16 @@ def test_prophet_forecast_covers_horizon_at_step_without_negatives(name, days, s
     assert "Chain [1]" not in noise.err + noise.out and "cmdstanpy" not in noise.err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["prophet", "seasonal-naive"])
 def test_burst_profile_at_another_quantile_comes_from_the_same_fit(model):
     history = dataset("azure_v2_vm_cpu_total_5min", 14 if model == "prophet" else 2)
     forecast = ProphetForecaster().fit(
-        history, spec(min_history=timedelta(days=3)), LEAD, history.end + 60
+        history, *fit_args(spec(min_history=timedelta(days=3)), LEAD), history.end + 60
     )
     assert forecast.model == model and forecast.burst.quantile == 0.95
-    assert forecast.at_quantile(0.95) is forecast
-    low, high = forecast.at_quantile(0.5), forecast.at_quantile(0.99)
+    assert at_quantile(forecast, 0.95, SettingSource.CONFIGURED) is forecast
+    low, high = (at_quantile(forecast, q, SettingSource.CONFIGURED) for q in (0.5, 0.99))
     assert (low.burst.quantile, high.burst.quantile) == (0.5, 0.99)
     assert np.all(low.burst.values <= forecast.burst.values) and np.all(
         forecast.burst.values <= high.burst.values
@@ -92,9 +97,10 @@ def test_burst_profile_at_another_quantile_comes_from_the_same_fit(model):
     assert np.array_equal(high.yhat, forecast.yhat) and np.array_equal(high.upper, forecast.upper)
 
 
+@pytest.mark.slow
 def test_weekly_shape_is_learned_from_13_days():
     history = synthetic(13, weekend_factor=0.5)  # ends on a Monday
-    forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    forecast = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), history.end)
     assert not any("weekly" in w for w in forecast.warnings)
     weekday = (np.floor(forecast.times / DAY_SECONDS).astype(int) + 3) % 7
     # Tuesday and Wednesday follow; the model must not smear last weekend's dip over them.
@@ -103,9 +109,10 @@ def test_weekly_shape_is_learned_from_13_days():
     assert np.mean(np.abs(forecast.yhat - truth)) < 5
 
 
+@pytest.mark.slow
 def test_weekly_seasonality_is_off_under_a_week_and_says_so():
     history = synthetic(5)
-    forecast = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    forecast = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), history.end)
     assert forecast.model == "prophet"
     assert any("weekly seasonality off" in w for w in forecast.warnings)
 
@@ -113,7 +120,7 @@ def test_weekly_seasonality_is_off_under_a_week_and_says_so():
 @pytest.mark.parametrize("hours", [0.5, 6, 23.9])
 def test_under_a_day_of_history_gives_no_forecast(hours):
     history = synthetic(hours / 24)
-    result = ProphetForecaster().fit(history, spec(), LEAD, history.end)
+    result = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), history.end)
     assert isinstance(result, NoForecast) and result.why == "insufficient-history"
 
 
@@ -121,7 +128,7 @@ def test_under_a_day_of_history_gives_no_forecast(hours):
 def test_between_a_day_and_min_history_seasonal_naive_repeats_last_day(days):
     history = synthetic(days)
     forecast = ProphetForecaster().fit(
-        history, spec(min_history=timedelta(days=7)), LEAD, history.end
+        history, *fit_args(spec(min_history=timedelta(days=7)), LEAD), history.end
     )
     assert forecast.model == "seasonal-naive"
     assert any("cold start" in w for w in forecast.warnings)
@@ -138,11 +145,12 @@ def test_seasonal_naive_uses_last_week_when_there_is_one():
     assert forecast.warnings == ("seasonal naive: same time last week",)
 
 
+@pytest.mark.slow
 def test_data_after_now_changes_nothing():
     history = dataset("azure_v2_vm_cpu_total_5min", 16)
     now = history.start + 12 * DAY_SECONDS + 123
-    seen = ProphetForecaster().fit(history.until(now), spec(), LEAD, now)
-    with_future = ProphetForecaster().fit(history, spec(), LEAD, now)
+    seen = ProphetForecaster().fit(history.until(now), *fit_args(spec(), LEAD), now)
+    with_future = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), now)
     assert np.array_equal(seen.times, with_future.times)
     assert np.allclose(seen.yhat, with_future.yhat) and np.allclose(seen.upper, with_future.upper)
     assert np.array_equal(seen.burst.values, with_future.burst.values)
@@ -151,7 +159,9 @@ def test_data_after_now_changes_nothing():
 def test_prophet_failure_falls_back_to_seasonal_naive_and_says_why(caplog):
     history = synthetic(3)
     with caplog.at_level(logging.WARNING, logger="predictive_headroom.forecast.forecaster"):
-        forecast = ProphetForecaster(growth="sideways").fit(history, spec(), LEAD, history.end)
+        forecast = ProphetForecaster(growth="sideways").fit(
+            history, *fit_args(spec(), LEAD), history.end
+        )
     assert forecast.model == "seasonal-naive"
     assert any("prophet failed" in w for w in forecast.warnings)
     assert "Prophet fit failed" in caplog.text
@@ -186,12 +196,14 @@ def test_validation_picks_the_candidate_that_forecast_best(
     assert np.allclose(choice.errors, 0.0, atol=1e-6 * scale)
 
 
+@pytest.mark.slow
 def test_validation_beats_plain_prophet_on_a_drifting_series_and_keeps_coverage():
     # Azure CPU grows week over week: Prophet's flat trend lags the level, seasonal naive does not.
     full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
     history = full.since(full.end - 28 * DAY_SECONDS)
-    validated = evaluate(history, spec(), ProphetForecaster(), LEAD)
-    plain = evaluate(history, spec(), ProphetForecaster(validation_seconds=0), LEAD)
+    model, settings = fit_args(spec(), LEAD)
+    validated = evaluate(history, model, ProphetForecaster(), settings)
+    plain = evaluate(history, model, ProphetForecaster(validation_seconds=0), settings)
     assert validated.model == plain.model == "prophet"
     assert validated.mase < min(1.0, plain.mase)
     # One 2-day window's coverage of the 80% band ranges 0.55-0.99 over azure's last 8 such windows
@@ -199,8 +211,11 @@ def test_validation_beats_plain_prophet_on_a_drifting_series_and_keeps_coverage(
     assert 0.7 <= validated.coverage < 1.0
 
 
+@pytest.mark.slow
 def test_under_nine_days_there_is_no_validation_window():
     history = dataset("google2019_cluster_cpu_5min", 8.5)
-    default = ProphetForecaster().fit(history, spec(), LEAD, history.end)
-    plain = ProphetForecaster(validation_seconds=0).fit(history, spec(), LEAD, history.end)
+    default = ProphetForecaster().fit(history, *fit_args(spec(), LEAD), history.end)
+    plain = ProphetForecaster(validation_seconds=0).fit(
+        history, *fit_args(spec(), LEAD), history.end
+    )
     assert np.allclose(default.yhat, plain.yhat) and np.allclose(default.upper, plain.upper)

@@ -23,6 +23,7 @@ from predictive_headroom.backtest.tuning import (
 )
 from predictive_headroom.cli import main
 from predictive_headroom.commands.backtest import parse_protections
+from predictive_headroom.core.settings import resolve_settings
 
 # A static-like curve: reactive leaves 1000 unserved pod-minutes.
 CURVE = [Point(0, 1000, "N=0"), Point(10, 400, "N=1"), Point(20, 100, "N=2"), Point(30, 0, "N=3")]
@@ -87,9 +88,9 @@ def test_stabilise_is_the_engines_hold(window):
         }
     )
     times = 1e9 + 60.0 * np.arange(600)
-    planned = planner_strategy(pool, times)[1]
+    planned = planner_strategy(pool, times, (), None, 0.0, resolve_settings(pool))[1]
     flat = pool.model_copy(update={"scale_down_stabilization": timedelta(0)})
-    raw = np.asarray(planner_strategy(flat, times)[1])
+    raw = np.asarray(planner_strategy(flat, times, (), None, 0.0, resolve_settings(flat))[1])
     assert raw.max() == 10 and raw.min() == 0  # capped at maxReplicas, closed at times
     assert np.asarray(planned).tolist() == stabilise(raw, window, 10).tolist()
 
@@ -142,6 +143,7 @@ def run_grid(pool, settings):
     return run_backtest(series(6), pool, settings, forecaster=SeasonalNaiveForecaster())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pool", [None, POOL], ids=["no-rule: stabilised once", "rule: replayed"])
 def test_the_grid_holds_the_pools_own_setting_as_the_strategy_replays_it(pool):
     settings = BacktestSettings(
@@ -163,6 +165,7 @@ def test_parse_protections():
         parse_protections("lots")
 
 
+@pytest.mark.slow
 def test_cli_protection_prints_each_familys_cost_and_the_json_and_page_carry_it(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(6, seed=3))
     out = tmp_path / "page"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fitting import fit_args
 
 from predictive_headroom.core.forecast_math import ramp_at
 from predictive_headroom.core.series import DAY_SECONDS, Forecast
@@ -72,14 +73,15 @@ def test_forecast_times_land_on_the_data_grid():
     assert np.allclose(np.mod(forecast_times(spec, now), 300.0), 0.0)
 
 
+@pytest.mark.slow
 def test_prophet_foresees_the_hourly_spike_of_the_asg_series():
     """nab_aws_asg_cpu_5min peaks at minute 9 of most hours; the daily model alone cannot show it."""
     full = read_csv_history(DATASETS / "nab_aws_asg_cpu_5min.csv")
     history = full.until(full.start + 21 * DAY_SECONDS)
     spec = ForecastSpec(query="demand", demandPerReplica=1.0, horizon=timedelta(hours=6))
     now = history.end
-    with_hourly = ProphetForecaster().fit(history, spec, 240.0, now)
-    daily_only = ProphetForecaster(hourly=False).fit(history, spec, 240.0, now)
+    with_hourly = ProphetForecaster().fit(history, *fit_args(spec, 240.0), now)
+    daily_only = ProphetForecaster(hourly=False).fit(history, *fit_args(spec, 240.0), now)
     assert isinstance(with_hourly, Forecast) and isinstance(daily_only, Forecast)
     assert np.allclose(np.mod(with_hourly.times - history.start, 300.0), 0.0)
     minutes = (np.mod(with_hourly.times, 3600) // 60).astype(int)

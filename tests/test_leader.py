@@ -73,6 +73,7 @@ def leaders(candidates: list[LeaderElector]) -> list[LeaderElector]:
     return [e for e in candidates if e.is_leader]
 
 
+@pytest.mark.slow
 def test_two_electors_exactly_one_leads_and_it_holds_the_lease(server: FakeApiServer) -> None:
     candidates = electors(server)
     with Watch(candidates) as watch:
@@ -110,6 +111,7 @@ def test_follower_takes_over_quickly_when_the_leader_stops(server: FakeApiServer
     assert server.lease(NS, LEASE)["spec"].get("holderIdentity") is None  # released on stop
 
 
+@pytest.mark.slow
 def test_follower_takes_over_after_the_lease_expires_when_the_leader_vanishes(
     server: FakeApiServer,
 ) -> None:
@@ -131,6 +133,7 @@ def test_follower_takes_over_after_the_lease_expires_when_the_leader_vanishes(
     assert lease["spec"]["leaseTransitions"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fault",
     [
@@ -160,6 +163,7 @@ def test_a_leader_that_cannot_renew_steps_down_within_the_renew_deadline(
     assert again  # leads again once the Lease API answers
 
 
+@pytest.mark.slow
 def test_a_leader_with_failing_renewals_never_overlaps_a_follower_that_can_write(
     server: FakeApiServer,
 ) -> None:
@@ -201,6 +205,7 @@ def test_callbacks_report_start_and_stop_of_leading(server: FakeApiServer) -> No
     assert not elector.is_leader
 
 
+@pytest.mark.slow
 def test_an_existing_lease_of_another_holder_is_respected_until_it_expires(
     server: FakeApiServer,
 ) -> None:

@@ -156,6 +156,7 @@ def test_no_burst_renders_nothing(value):
     assert section(value) == ""
 
 
+@pytest.mark.slow
 def test_the_backtest_page_shows_a_burst_from_its_json():
     from test_backtest_page import make_result
 
@@ -170,15 +171,15 @@ def test_the_backtest_page_shows_a_burst_from_its_json():
     )
 
 
+@pytest.mark.slow
 def test_the_report_shows_a_pools_burst(tmp_path):
-    from test_report import MONDAY, TAXI, policy, seasonal_forecast
+    from test_report import MONDAY, TAXI, policy, report_of, seasonal_forecast
 
-    from predictive_headroom.report.build import build_report
     from predictive_headroom.report.html import render_html
     from predictive_headroom.sources.csvsource import read_csv_history
 
     taxi = read_csv_history(TAXI).since(MONDAY - 21 * 86400).until(MONDAY)
-    report = build_report(
+    report = report_of(
         policy(), {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY
     )
     assert 'class="burst"' not in render_html(report)
@@ -188,6 +189,7 @@ def test_the_report_shows_a_pools_burst(tmp_path):
     assert page.index('id="burst-taxi"') < page.index("Plan changes")
 
 
+@pytest.mark.slow
 def test_templates_and_css_ship_with_the_package(tmp_path):
     """Only what a wheel holds (the modules and pyproject's package-data) is copied elsewhere; the report renders from there."""
     root = Path(__file__).resolve().parents[1]
@@ -309,18 +311,18 @@ def test_the_burst_chart_keeps_a_tiny_allowance_readable_on_its_own_scale_and_la
     assert np.ptp(_points(bigger, "allowance")[:, 1]) > 25
 
 
+@pytest.mark.slow
 def test_the_reports_plots_tick_million_scale_demand_in_human_units():
     """Azure-like demand in the millions: every axis tick on the report is short (8M, not
     8,000,000), the burst chart's included, so none is clipped at the left edge."""
-    from test_report import MONDAY, TAXI, policy, seasonal_forecast
+    from test_report import MONDAY, TAXI, policy, report_of, seasonal_forecast
 
-    from predictive_headroom.report.build import build_report
     from predictive_headroom.report.html import render_html
     from predictive_headroom.sources.csvsource import read_csv_history
 
     taxi = read_csv_history(TAXI).since(MONDAY - 21 * 86400).until(MONDAY)
     big = replace(taxi, values=taxi.values * 1000)
-    report = build_report(
+    report = report_of(
         policy(forecast="{query: taxi, demandPerReplica: 1000000, step: 30m}"),
         {"taxi": big},
         {"taxi": seasonal_forecast(big, MONDAY)},

@@ -39,8 +39,8 @@ class Source:
 
 
 class Naive:
-    def fit(self, history, spec, lead_seconds, now):
-        return seasonal_naive(history, spec, now, lead_seconds)
+    def fit(self, history, spec, settings, now):
+        return seasonal_naive(history, spec, now, settings)
 
 
 def test_each_pool_gets_a_forecast_or_the_reason_and_warnings_as_values():
@@ -72,8 +72,8 @@ def test_a_failed_read_of_the_latest_observations_is_a_value():
     from dataclasses import replace
 
     class WithModel(Naive):
-        def fit(self, history, spec, lead_seconds, now):
-            return replace(super().fit(history, spec, lead_seconds, now), burst_model=Model())
+        def fit(self, history, spec, settings, now):
+            return replace(super().fit(history, spec, settings, now), burst_model=Model())
 
     fits = fit_pools(POLICY, Source(), AT, WithModel(), observe=True)
     assert fits["good"].observed == Unobserved("fresh-read-failed", "timeout")

@@ -10,13 +10,16 @@ from hypothesis import strategies as st
 from predictive_headroom.core.engine import PlanInputs, PoolTimeline, plan_over_time
 from predictive_headroom.core.planner import ForecastPart, PlanRecord, with_reserve
 from predictive_headroom.core.series import BurstProfile, Forecast, NoForecast
+from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ClusterState
 
 
 def plan_pool(pool, at, cluster=None, forecast=None, recent=(), observed=None):
     """The plan at one instant through the one engine (`plan_over_time` at `[at]`)."""
-    return plan_over_time(pool, [at], PlanInputs(forecast, observed, cluster), recent).plans[0]
+    return plan_over_time(
+        pool, [at], PlanInputs(forecast, observed, cluster, resolve_settings(pool)), recent
+    ).plans[0]
 
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC).timestamp()  # Monday noon UTC
@@ -56,7 +59,8 @@ def forecast(yhat_fn, burst: float = 0.0, start=T0 - 600, hours=48, step=300) ->
 def forecast_part(fc: Forecast, at: float, lead: float, dpr: float) -> ForecastPart:
     """The forecast component at `at` of a pool with this lead time and demand per replica."""
     spec = {"query": "q", "demandPerReplica": dpr}
-    return PoolTimeline(pool(leadTime=f"{lead:g}s", forecast=spec), [at], fc).forecast_part(0)
+    p = pool(leadTime=f"{lead:g}s", forecast=spec)
+    return PoolTimeline(p, [at], fc, None, (), resolve_settings(p)).forecast_part(0)
 
 
 WINDOW = {"name": "peak", "start": "0 11 * * *", "end": "0 13 * * *", "desiredReplicas": 4}
@@ -174,6 +178,7 @@ def test_scale_up_is_immediate():
 replicas = st.integers(0, 30)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     min_r=replicas,
@@ -204,6 +209,7 @@ def test_plan_is_always_within_min_and_max(min_r, extra, window_replicas, nodes,
     assert min_r <= plan.desired <= max_r
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     base=st.lists(
@@ -293,7 +299,17 @@ def test_the_reserve_replays_as_the_planner_writes_it(levels, reserve, max_r, wi
     }
     plain = pool(**base, forecast=FORECAST_SPEC)
     held = pool(**base, forecast=dict(FORECAST_SPEC, reserve=reserve))
-    without = [p.desired for p in plan_over_time(plain, times, PlanInputs(fc)).plans]
-    written = [p.desired for p in plan_over_time(held, times, PlanInputs(fc)).plans]
+    without = [
+        p.desired
+        for p in plan_over_time(
+            plain, times, PlanInputs(fc, None, None, resolve_settings(plain))
+        ).plans
+    ]
+    written = [
+        p.desired
+        for p in plan_over_time(
+            held, times, PlanInputs(fc, None, None, resolve_settings(held))
+        ).plans
+    ]
     assert list(with_reserve(np.array(without), reserve, max_r)) == written
     assert [with_reserve(n, reserve, max_r) for n in without] == written

@@ -119,6 +119,7 @@ def test_a_url_without_scheme_is_refused_before_any_request(url, message):
         from_settings(Settings(prometheus_url=None), url)
 
 
+@pytest.mark.slow
 def test_https_against_plain_http_says_so():
     """A TLS handshake answered in plain HTTP: the message says to use http://, not to set a CA."""
     import http.server

@@ -6,9 +6,11 @@ import json
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from fitting import fit_args
 
 from predictive_headroom.cli import main
 from predictive_headroom.core.series import (
@@ -19,8 +21,10 @@ from predictive_headroom.core.series import (
     NoForecast,
     Unobserved,
 )
+from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.load import parse_policy
-from predictive_headroom.report.build import build_report, report_to_json
+from predictive_headroom.report.build import Report, build_report, report_to_json
 from predictive_headroom.report.store import (
     latest_report_dir,
     load_past_reports,
@@ -33,6 +37,16 @@ TAXI = DATASETS / "nab_nyc_taxi_30min.csv"
 HOUR = 3600.0
 # A Monday, 00:00 UTC, in the middle of the taxi series.
 MONDAY = datetime(2014, 12, 8, tzinfo=UTC).timestamp()
+
+
+def configured(policy: Policy) -> dict[str, PlanSettings]:
+    """Every pool's settings from its configuration alone: a report without a fit or a daemon."""
+    return {pool.name: resolve_settings(pool) for pool in policy.pools}
+
+
+def report_of(policy: Policy, *args: Any, **kwargs: Any) -> Report:
+    """`build_report` with every pool's configured settings."""
+    return build_report(policy, *args, settings=configured(policy), **kwargs)
 
 
 def policy(
@@ -79,7 +93,7 @@ def seasonal_forecast(
 def test_peaks_are_the_forecast_highs_with_the_pods_warm_during_the_lead_time(taxi):
     p = policy()
     forecast = seasonal_forecast(taxi, MONDAY)
-    report = build_report(p, {"taxi": taxi}, {"taxi": forecast}, {}, MONDAY)
+    report = report_of(p, {"taxi": taxi}, {"taxi": forecast}, {}, MONDAY)
     [r] = report.pools
     assert 1 <= len(r.peaks) <= 3
     for peak in r.peaks:
@@ -99,6 +113,7 @@ def test_peaks_are_the_forecast_highs_with_the_pods_warm_during_the_lead_time(ta
     assert np.diff([pk.at for pk in r.peaks]).min() > 6 * HOUR
 
 
+@pytest.mark.slow
 def test_cost_is_pods_times_hours_priced_by_the_placeholder_requests():
     p = parse_policy("""
 pools:
@@ -113,7 +128,7 @@ pools:
     placeholder: {cpu: 500m, memory: 2Gi}
 cost: {costPerCpuHour: 0.04, costPerGiBHour: 0.005, currency: EUR}
 """)
-    [r] = build_report(p, {}, {}, {}, MONDAY).pools
+    [r] = report_of(p, {}, {}, {}, MONDAY).pools
     # 48 h with 2 pods, plus 3 more during two 10-hour office windows.
     assert r.cost.hours == 48
     assert r.cost.replica_hours == pytest.approx(2 * 48 + 3 * 10 * 2)
@@ -219,7 +234,7 @@ def test_warnings_a_reviewer_must_see(
         else {"taxi": taxi.until(MONDAY).since(MONDAY - history_days * DAY_SECONDS)}
     )
     forecast = seasonal_forecast(taxi, MONDAY) if forecast_kind == "fit" else forecast_kind
-    [r] = build_report(p, histories, {"taxi": forecast}, {"taxi": accuracy}, MONDAY).pools
+    [r] = report_of(p, histories, {"taxi": forecast}, {"taxi": accuracy}, MONDAY).pools
     codes = {n.code for n in r.notices}
     assert codes == expected, [n.message for n in r.notices]
     if "max-replicas" in expected:
@@ -229,7 +244,7 @@ def test_warnings_a_reviewer_must_see(
 def test_past_forecasts_are_judged_against_what_happened(taxi):
     p = policy()
     day_before = MONDAY - DAY_SECONDS
-    earlier = build_report(
+    earlier = report_of(
         p,
         {"taxi": taxi.until(day_before)},
         {"taxi": seasonal_forecast(taxi, day_before)},
@@ -237,7 +252,7 @@ def test_past_forecasts_are_judged_against_what_happened(taxi):
         day_before,
     )
     saved = json.loads(json.dumps(report_to_json(earlier), allow_nan=False))
-    now = build_report(
+    now = report_of(
         p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY, past=[saved]
     )
     [past] = now.pools[0].past
@@ -262,7 +277,7 @@ def test_past_forecasts_are_judged_against_what_happened(taxi):
 
 
 def test_report_json_holds_the_facts(taxi):
-    report = build_report(
+    report = report_of(
         policy(cost=True),
         {"taxi": taxi},
         {"taxi": seasonal_forecast(taxi, MONDAY)},
@@ -278,6 +293,7 @@ def test_report_json_holds_the_facts(taxi):
     assert pool["accuracy"] == GOOD_ACCURACY and pool["warnings"] == []
 
 
+@pytest.mark.slow
 def test_write_report_keeps_the_last_n_and_points_latest_at_the_newest(tmp_path, taxi):
     p = policy()
     days = [
@@ -290,7 +306,7 @@ def test_write_report_keeps_the_last_n_and_points_latest_at_the_newest(tmp_path,
     written = [
         write_report(
             tmp_path,
-            build_report(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, at)}, {}, at),
+            report_of(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, at)}, {}, at),
             keep=3,
         )
         for at in days
@@ -310,6 +326,7 @@ def test_write_report_keeps_the_last_n_and_points_latest_at_the_newest(tmp_path,
     assert latest_report_dir(tmp_path / "nothing-here") is None
 
 
+@pytest.mark.slow
 def test_cli_report_from_a_csv_alone_uses_the_default_pool_and_replaces_a_previous_report(
     tmp_path, capsys
 ):
@@ -390,6 +407,7 @@ def test_cli_bad_input_is_a_clear_error_and_leaves_no_half_report(
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, nothing removed
 
 
+@pytest.mark.slow
 def test_the_page_shows_past_forecasts_next_to_what_happened(taxi):
     from predictive_headroom.report.html import (
         fmt_percent,
@@ -402,11 +420,9 @@ def test_the_page_shows_past_forecasts_next_to_what_happened(taxi):
     past = []
     for days in (2, 1):
         at = MONDAY - days * DAY_SECONDS
-        made = build_report(
-            p, {"taxi": taxi.until(at)}, {"taxi": seasonal_forecast(taxi, at)}, {}, at
-        )
+        made = report_of(p, {"taxi": taxi.until(at)}, {"taxi": seasonal_forecast(taxi, at)}, {}, at)
         past.append(report_to_json(made))
-    report = build_report(
+    report = report_of(
         p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, MONDAY)}, {}, MONDAY, past=past
     )
     page = render_html(report)
@@ -427,11 +443,14 @@ def with_model():
     history = level_scaled(6, seed=2)
     at = history.end - DAY_SECONDS
     p = policy(forecast="{query: q, demandPerReplica: 5, observationDelay: 1m}")
-    forecast = BurstNaiveForecaster().fit(history.until(at), p.pools[0].forecast, 3600.0, at)
+    forecast = BurstNaiveForecaster().fit(
+        history.until(at), *fit_args(p.pools[0].forecast, 3600.0), at
+    )
     assert forecast.burst_model is not None
     return p, history, forecast, at
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "observed, words",
     [
@@ -453,7 +472,7 @@ def test_the_page_says_in_words_where_the_burst_allowance_came_from(observed, wo
     seen = {"taxi": history.until(at - 6 * 3600)} if observed == "stale" else {}
     if isinstance(observed, Unobserved):
         seen = {"taxi": observed}
-    report = build_report(p, {"taxi": history}, {"taxi": forecast}, {}, at, observed=seen)
+    report = report_of(p, {"taxi": history}, {"taxi": forecast}, {}, at, observed=seen)
     now = report_to_json(report)["pools"][0]["plan"]["now"]["details"]
     assert (now["burst_source"] == "model") == (observed is None)
     page = " ".join(render_html(report).split())
@@ -461,6 +480,7 @@ def test_the_page_says_in_words_where_the_burst_allowance_came_from(observed, wo
     assert "not the peak level" in page and "worth at 5 a pod" in page
 
 
+@pytest.mark.slow
 def test_the_reports_plan_is_the_plan_timeline_and_switches_when_its_window_list_says(taxi):
     """One horizon grid: the report's rows are `plan --horizon`'s (every 15 min from `at` and every
     instant the plan changes), and it switches to a window at the window's own `from`."""
@@ -481,7 +501,7 @@ pools:
     )
     at = MONDAY + 200.0  # 00:03:20, off every grid
     forecast = seasonal_forecast(taxi, at)
-    data = report_to_json(build_report(p, {"taxi": taxi}, {"taxi": forecast}, {}, at))
+    data = report_to_json(report_of(p, {"taxi": taxi}, {"taxi": forecast}, {}, at))
     [pool] = data["pools"]
     changes = [(c["at"], c["desired_replicas"], c["reason"]) for c in pool["plan"]["changes"]]
     window = pool["schedule_windows"][0]

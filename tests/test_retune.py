@@ -13,6 +13,7 @@ from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
 from test_backtest import DAY, START, SeasonalNaiveForecaster, series
 from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
+from test_report import report_of
 
 from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
 from predictive_headroom.backtest.tuning import Setting
@@ -20,7 +21,7 @@ from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.settings import Setting as Source
-from predictive_headroom.core.settings import SettingSource, resolve_settings
+from predictive_headroom.core.settings import SettingSource, model_spec, resolve_settings
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Policy, Pool
@@ -29,6 +30,11 @@ from predictive_headroom.report.build import build_report
 from predictive_headroom.report.html import render_html
 
 WINDOW = 2 * DAY
+
+
+def tune(p: Pool, history: History, at: float, forecaster: object, **kw: object):
+    """`retune` with the pool's configured settings (no measured lead time), as the tests ask."""
+    return retune(p, history, at, forecaster, resolve_settings(p), **kw)  # type: ignore[arg-type]
 
 
 def pool(protection: float = 0.7, **extra: object) -> Pool:
@@ -52,20 +58,21 @@ class RecordingForecaster(SeasonalNaiveForecaster):
     def __init__(self) -> None:
         self.fits: list[tuple[float, float]] = []
 
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         self.fits.append((float(history.end), now))
-        return super().fit(history, spec, lead_seconds, now)
+        return super().fit(history, spec, settings, now)
 
 
 def same_choice(a, b) -> bool:
     return replace(a, seconds=0.0) == replace(b, seconds=0.0)
 
 
+@pytest.mark.slow
 def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_the_window():
     history = series(8)
     at = history.end
     forecaster = RecordingForecaster()
-    tuning = retune(pool(0.7), history, at, forecaster, window_seconds=WINDOW)
+    tuning = tune(pool(0.7), history, at, forecaster, window_seconds=WINDOW)
 
     assert tuning.status == "tuned", tuning.reason
     assert tuning.burst_quantile in RETUNE_QUANTILES
@@ -82,32 +89,33 @@ def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_t
     assert tuning.fitted_until == last_sample
 
     # A higher target costs more: the cheaper choice did not reach it.
-    strict = retune(pool(0.95), history, at, RecordingForecaster(), window_seconds=WINDOW)
+    strict = tune(pool(0.95), history, at, RecordingForecaster(), window_seconds=WINDOW)
     assert strict.status == "tuned" and strict.protection >= 0.95
     assert strict.overhead_node_hours > tuning.overhead_node_hours
     assert strict.protection >= tuning.protection
 
 
+@pytest.mark.slow
 def test_the_choice_depends_only_on_data_before_the_refit():
     history = series(9)
     at = START + 8 * DAY + 3600.0
-    tuning = retune(pool(), history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    tuning = tune(pool(), history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     later = history.times > at
     changed = History(
         history.times, np.where(later, 10 * history.values + 400, history.values), "changed"
     )
-    again = retune(pool(), changed, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
-    cut = retune(pool(), history.until(at), at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    again = tune(pool(), changed, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    cut = tune(pool(), history.until(at), at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     assert same_choice(tuning, again) and same_choice(tuning, cut)
     # ... while data before the refit does move it (the replay reads the window).
     earlier = (history.times > at - WINDOW) & (history.times <= at)
     burst = History(history.times, np.where(earlier, 3 * history.values, history.values), "x")
-    moved = retune(pool(), burst, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    moved = tune(pool(), burst, at, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     assert moved.overhead_node_hours != tuning.overhead_node_hours
 
 
 def test_too_short_a_history_keeps_the_defaults_and_says_why():
-    tuning = retune(pool(), series(2.5), START + 2.5 * DAY, SeasonalNaiveForecaster())
+    tuning = tune(pool(), series(2.5), START + 2.5 * DAY, SeasonalNaiveForecaster())
     assert tuning.status == "default"
     assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
     assert tuning.protection is None and tuning.overhead_node_hours is None
@@ -132,10 +140,11 @@ def jump(days: float) -> History:
     return History(base.times, np.where(on, 10, 1) * base.values, "jump")
 
 
+@pytest.mark.slow
 def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_says_so(caplog):
     history = jump(6)
     with caplog.at_level("WARNING"):
-        tuning = retune(
+        tuning = tune(
             pool(0.99),
             history,
             history.end,
@@ -154,7 +163,7 @@ def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_s
     assert any("short of its protection" in r.getMessage() for r in caplog.records)
     # The report shows the shortfall as a warning.
     policy = Policy(pools=[pool(0.99)])
-    report = build_report(
+    report = report_of(
         policy, {"web": history}, {}, {}, history.end, promises={"web": tuning.report()}
     )
     page = render_html(report)
@@ -171,6 +180,7 @@ def bursts(days: float, seed: int = 3) -> History:
     return History(base.times, base.values + spikes, "bursts")
 
 
+@pytest.mark.slow
 def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(tmp_path, server):
     history = bursts(8)
     at = history.end
@@ -201,9 +211,7 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
     assert daemon.refit()
     web = load_policy(config).pool("web")
     # The forecast alone, at its most protective setting, keeps less than asked ...
-    alone = retune(
-        web, history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW, reserves=(0,)
-    )
+    alone = tune(web, history, at, SeasonalNaiveForecaster(), window_seconds=WINDOW, reserves=(0,))
     assert alone.status == "short" and alone.realized_protection < 0.9
     # ... the daemon holds a reserve on top of it that kept the promise on the days after each
     # choice, and says so.
@@ -241,12 +249,12 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
 
 
 class NoFit:
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         return NoForecast("insufficient-history", "needs 2 days")
 
 
 class Broken:
-    def fit(self, history, spec, lead_seconds, now):
+    def fit(self, history, spec, settings, now):
         raise RuntimeError("stan crashed")
 
 
@@ -259,12 +267,13 @@ class Broken:
 )
 def test_a_failed_fit_keeps_the_defaults_and_says_why(forecaster, why):
     history = series(6)
-    tuning = retune(pool(), history, history.end, forecaster, window_seconds=WINDOW)
+    tuning = tune(pool(), history, history.end, forecaster, window_seconds=WINDOW)
     assert tuning.status == "default"
     assert why in tuning.reason
     assert (tuning.burst_quantile, tuning.stabilization_seconds) == (0.95, 1200.0)
 
 
+@pytest.mark.slow
 def test_a_tuning_sets_only_the_quantile_the_window_and_the_reserve():
     history = series(6)
     floors = {
@@ -275,7 +284,7 @@ def test_a_tuning_sets_only_the_quantile_the_window_and_the_reserve():
         "proportional": {"linear": {"nodesPerReplica": 4}},
     }
     p = pool(**floors)
-    tuning = retune(p, history, history.end, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    tuning = tune(p, history, history.end, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     assert tuning.status in ("tuned", "short")
     tuned = resolve_settings(p, tuned=tuning.tuned)
     own = resolve_settings(p)
@@ -326,6 +335,7 @@ def gauges(daemon: Daemon, name: str) -> dict[str, float]:
     }
 
 
+@pytest.mark.slow
 def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports_it(
     tmp_path, server
 ):
@@ -353,7 +363,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     assert daemon.refit()
 
     web = load_policy(config).pool("web")
-    expected = retune(web, history, clock.now, SeasonalNaiveForecaster(), window_seconds=WINDOW)
+    expected = tune(web, history, clock.now, SeasonalNaiveForecaster(), window_seconds=WINDOW)
     tuning = daemon.tunings["web"]
     assert expected.status == "tuned" and same_choice(tuning, expected)
     assert "plain" not in daemon.tunings  # no protection: no tuning
@@ -370,7 +380,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     tuned = resolve_settings(web, tuned=tuning.tuned)
     assert tuned.window == tuning.stabilization_seconds
     assert tuned.stabilization_seconds.source == SettingSource.TUNED
-    own = seasonal_naive(history, web.forecast, clock.now, tuned.lead).at_quantile(tuned.quantile)
+    own = seasonal_naive(history, model_spec(web.forecast), clock.now, tuned)
     # The daemon's plan also carries the closed loop's lead time in use (configured here).
     loop = {k: plan.details[k] for k in ("lead_time_seconds", "lead_time_source")}
     assert loop == {"lead_time_seconds": tuned.lead, "lead_time_source": "configured"}
@@ -378,7 +388,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     # ... and the disruption component it read from the nodes (none leaving here)
     part = daemon.disruption.parts()["web"]
     assert part.replicas == 0
-    inputs = PlanInputs(own, settings=tuned, disruption=part)
+    inputs = PlanInputs(own, None, None, tuned, disruption=part)
     assert bare == plan_over_time(web, [clock.now], inputs).plans[0]
     assert plan.components["forecast"] is not None  # the forecast (and its reserve) plan
     assert plan.raw == max(plan.components["forecast"], 0) + tuning.reserve
@@ -440,6 +450,7 @@ def test_the_daemon_keeps_the_defaults_and_says_why_on_a_short_history(tmp_path,
     assert plan.desired >= 2 and plan.components["min"] == 2
 
 
+@pytest.mark.slow
 def test_a_changed_protection_refits_and_retunes_and_a_removed_one_plans_at_the_defaults(
     tmp_path, server
 ):

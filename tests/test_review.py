@@ -57,6 +57,7 @@ def naive(monkeypatch):
     monkeypatch.setenv("PH_RETUNE_WINDOW", str(WINDOW))
 
 
+@pytest.mark.slow
 def test_the_daemon_plan_report_and_tune_write_and_show_the_same_count(tmp_path, capsys, naive):
     history = series(9)
     data = write_csv(tmp_path / "demand.csv", history)
@@ -147,6 +148,7 @@ def test_the_daemon_plan_report_and_tune_write_and_show_the_same_count(tmp_path,
     )
 
 
+@pytest.mark.slow
 def test_a_shortfall_is_a_warning_in_the_report_and_on_plans_output(tmp_path, capsys, naive):
     history = series(9, seed=3)
     data = write_csv(tmp_path / "demand.csv", history)
@@ -172,6 +174,7 @@ def test_a_shortfall_is_a_warning_in_the_report_and_on_plans_output(tmp_path, ca
     assert "warning: pool web: protection asked 99.9%, last week" in text
 
 
+@pytest.mark.slow
 def test_tune_on_too_short_a_history_says_what_the_daemon_holds_until_when(
     tmp_path, capsys, monkeypatch
 ):

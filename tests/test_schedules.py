@@ -216,6 +216,7 @@ WINDOWS = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(WINDOWS, st.integers(0, 20 * 86_400), st.sampled_from([0, 300, 1800]))
 def test_a_long_scan_agrees_with_asking_at_one_instant(spec, offset, lead):

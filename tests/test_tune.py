@@ -61,6 +61,7 @@ def pasted(path, yaml_lines):
     return "\n".join(kept + [f"    {line}" for line in yaml_lines]) + "\n"
 
 
+@pytest.mark.slow
 def test_tune_on_a_csv_recommends_yaml_and_prints_it_in_words(tmp_path, capsys):
     csv = write_csv(tmp_path / "demand.csv", series(9, seed=5))
     code = main(["tune", "-c", config(tmp_path), "--data", str(csv), *GRID, "-o", "json", "-q"])
@@ -83,6 +84,7 @@ def test_tune_on_a_csv_recommends_yaml_and_prints_it_in_words(tmp_path, capsys):
     assert main(["validate", str(policy)]) == 0, capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_tune_against_a_real_prometheus(prometheus_server, tmp_path, capsys):
     from promfixture import DEMAND
 
@@ -107,6 +109,7 @@ def test_too_little_history_says_how_much_is_needed(tmp_path, capsys):
     assert "too little history to tune" in err and "spans 5.0 days" in err
 
 
+@pytest.mark.slow
 def test_a_target_not_kept_walk_forward_says_so_with_money_and_exits_1(capsys):
     pool = parse_policy(POLICY.format(protection="90%", query="q", history="28d"), "t").pools[0]
     settings = BacktestSettings(

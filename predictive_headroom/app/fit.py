@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 from predictive_headroom.app.tune import Tuning, retune
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.settings import PlanSettings, model_spec, resolve_settings
+from predictive_headroom.core.vocabulary import BurstFallback, NoForecastWhy
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import Forecaster, Source, SourceError
@@ -38,20 +39,17 @@ def fetch_history(pool: Pool, source: Source, at: float) -> History | NoForecast
     try:
         return source.history(pool.forecast, at)
     except SourceError as exc:  # a value, not a log line: each caller says it once, its own way
-        return NoForecast("source-error", str(exc))
+        return NoForecast(NoForecastWhy.SOURCE_ERROR, str(exc))
 
 
 def fit_pool(
     pool: Pool, history: History, forecaster: Forecaster, at: float, settings: PlanSettings
 ) -> Forecast | NoForecast:
     """Fit one pool's forecast on `history` as known at `at` for `settings` (its lead time, burst
-    quantile); the forecast records them (`Forecast.fitted_for`)."""
+    quantile, observation delay); the forecast records them (`Forecast.fitted_for`)."""
     assert pool.forecast is not None
-    fitted = forecaster.fit(history, pool.forecast, settings.lead, at)
-    if not isinstance(fitted, Forecast):
-        return fitted
-    # The forecaster fits at the configured quantile; a tuned one is read off the same fit.
-    return replace(fitted.at_quantile(settings.quantile), fitted_for=settings)
+    fitted = forecaster.fit(history, model_spec(pool.forecast), settings, at)
+    return replace(fitted, fitted_for=settings) if isinstance(fitted, Forecast) else fitted
 
 
 @dataclass(frozen=True)
@@ -68,7 +66,8 @@ class PoolFit:
     warnings: tuple[str, ...] = ()
     tuning: Tuning | None = None
     settings: PlanSettings | None = None
-    """The settings the pool was fitted for and plans with (None when nothing was fitted)."""
+    """The settings the pool plans with (and its forecast was fitted for): its configuration with
+    the measured lead time, re-tuned when it was (None only when built without them)."""
 
 
 def fit_one(
@@ -90,18 +89,22 @@ def fit_one(
     forecast is fitted only when `disabled_too` (the `forecast` command shows it for review)."""
     spec = pool.forecast
     assert spec is not None
+    settings = resolve_settings(pool, measured_lead=measured_lead)
     if not (spec.enabled or disabled_too):
-        return PoolFit(pool.name, NoForecast("disabled"))
+        return PoolFit(pool.name, NoForecast(NoForecastWhy.DISABLED), settings=settings)
     history = fetch_history(pool, source, at)
     if isinstance(history, NoForecast):
-        return PoolFit(pool.name, history, warnings=(f"pool {pool.name}: {history.detail}",))
+        warning = f"pool {pool.name}: {history.detail}"
+        return PoolFit(pool.name, history, warnings=(warning,), settings=settings)
     if not len(history):
         why = "the series is empty up to the report time"
         return PoolFit(
-            pool.name, NoForecast("source-error", why), warnings=(f"pool {pool.name}: {why}",)
+            pool.name,
+            NoForecast(NoForecastWhy.SOURCE_ERROR, why),
+            warnings=(f"pool {pool.name}: {why}",),
+            settings=settings,
         )
     tuning = None
-    settings = resolve_settings(pool, measured_lead=measured_lead)
     if retune_window is not None and pool.protection is not None:
         tuning = retune(pool, history, at, forecaster, settings, window_seconds=retune_window)
         settings = resolve_settings(pool, measured_lead=measured_lead, tuned=tuning.tuned)
@@ -110,7 +113,7 @@ def fit_one(
     scored, warnings = None, []
     if accuracy and isinstance(forecast, Forecast):
         try:
-            scored = evaluate(history, spec, forecaster, settings.lead)
+            scored = evaluate(history, model_spec(spec), forecaster, settings)
         except ValueError as exc:
             logger.info("pool %s: no hold-out accuracy: %s", pool.name, exc)
             warnings.append(f"pool {pool.name}: no hold-out accuracy: {exc}")
@@ -151,6 +154,16 @@ def fit_pools(
     }
 
 
+def settings_of(pools: Policy, fits: Mapping[str, PoolFit]) -> dict[str, PlanSettings]:
+    """Every pool's settings: those its fit planned with (measured lead time, re-tune), else its
+    configuration's (a pool without a forecast section)."""
+    out = {}
+    for pool in pools.pools:
+        fit = fits.get(pool.name)
+        out[pool.name] = fit.settings if fit and fit.settings else resolve_settings(pool)
+    return out
+
+
 def needs_observations(pool: Pool, forecast: Forecast | NoForecast | None) -> bool:
     """True when the pool's forecast carries a burst model, which reads the latest observations."""
     return (
@@ -170,7 +183,7 @@ def observe_pool(
         return None
     assert isinstance(forecast, Forecast) and pool.forecast is not None
     if source is None:
-        return Unobserved("no-source")
+        return Unobserved(BurstFallback.NO_SOURCE)
     model = forecast.burst_model
     span = model.lookback_seconds + model.delay_seconds + 2 * pool.forecast.step.total_seconds()
     try:
@@ -181,7 +194,7 @@ def observe_pool(
             pool.name,
             exc,
         )
-        return Unobserved("fresh-read-failed", str(exc))
+        return Unobserved(BurstFallback.FRESH_READ_FAILED, str(exc))
 
 
 def same_forecast(a: Policy, b: Policy, name: str) -> bool:
@@ -214,7 +227,11 @@ def keep_usable(
     merged: dict[str, Forecast | NoForecast] = dict(fresh)
     for name, new in fresh.items():
         old = previous.get(name)
-        if isinstance(new, NoForecast) and isinstance(old, Forecast) and new.why != "disabled":
+        if (
+            isinstance(new, NoForecast)
+            and isinstance(old, Forecast)
+            and new.why != NoForecastWhy.DISABLED
+        ):
             if at <= old.expires_at:
                 logger.warning(
                     "pool %s: refit failed (%s); keeping the forecast fitted at %s",
@@ -225,6 +242,6 @@ def keep_usable(
                 merged[name] = old
             else:
                 merged[name] = NoForecast(
-                    "forecast-expired", f"last good forecast expired; refit failed: {new.why}"
+                    NoForecastWhy.EXPIRED, f"last good forecast expired; refit failed: {new.why}"
                 )
     return merged

@@ -51,10 +51,12 @@ from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import resolve
 from predictive_headroom.backtest.simulator import Run
 from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
+from predictive_headroom.backtest.walkforward import at_quantile
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
-from predictive_headroom.core.settings import PlanSettings, Tuned, resolve_settings
+from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
+from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 
@@ -81,7 +83,7 @@ class Tuning:
     (None for `default`)."""
 
     pool: str
-    status: str
+    status: TuningStatus
     burst_quantile: float
     stabilization_seconds: float
     target: float
@@ -116,7 +118,7 @@ class Tuning:
         """What `core.settings.resolve_settings` takes from this re-tune: the chosen quantile,
         window and reserve, or nothing when it could not tune (`default`: the pool's own settings
         stand)."""
-        if self.status == "default":
+        if self.status == TuningStatus.DEFAULT:
             return Tuned()
         return Tuned(self.burst_quantile, self.stabilization_seconds, self.reserve)
 
@@ -124,7 +126,7 @@ class Tuning:
         """ "asked 95%, last week 96.1%" (or why there is no figure)."""
         asked = f"asked {100 * self.target:g}%"
         if self.realized_protection is None:
-            if self.status == "default":
+            if self.status == TuningStatus.DEFAULT:
                 return f"{asked}, last week: no figure (not tuned yet)"
             return f"{asked}, last week: no figure (nothing waited for a node)"
         return f"{asked}, last week {100 * self.realized_protection:.1f}%"
@@ -134,7 +136,7 @@ class Tuning:
         there is no figure)."""
         asked = f"asked {100 * self.target:g}%"
         if self.realized_protection is None:
-            if self.status == "default":
+            if self.status == TuningStatus.DEFAULT:
                 return f"{asked}, last week: no figure (not tuned yet: {self.holding()})"
             return f"{asked}, last week: no figure (nothing waited for a node)"
         text = f"{asked}, last week {100 * self.realized_protection:.1f}%"
@@ -230,7 +232,7 @@ def retune(
     history: History,
     at: float,
     forecaster: Forecaster,
-    settings: PlanSettings | None = None,
+    settings: PlanSettings,
     *,
     window_seconds: float = RETUNE_WINDOW,
     quantiles: Sequence[float] = RETUNE_QUANTILES,
@@ -239,11 +241,10 @@ def retune(
 ) -> Tuning:
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
-    with its measured lead time; None: its configuration); `reserves` overrides
+    with its measured lead time); `reserves` overrides
     `promise.reserve_sizes`. Never raises for bad data: a `default` Tuning says why instead."""
     assert pool.forecast is not None and pool.protection is not None
     started = time.perf_counter()
-    settings = settings or resolve_settings(pool)
 
     def fallback(why: str, retunes_from: float | None = None) -> Tuning:
         return _default(pool, settings, at, why, started, retunes_from)
@@ -288,9 +289,9 @@ def _tune(
     choice = choose(book, target)
     cand = choice.candidate
     assert cand.setting is not None
-    status = "short" if choice.status == Status.SHORT else "tuned"
+    status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
     reason = _verdict(choice, book, target, days)
-    if status == "short" or (choice.kept is not None and choice.kept < target - 1e-9):
+    if status == TuningStatus.SHORT or (choice.kept is not None and choice.kept < target - 1e-9):
         logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
     else:
         logger.info("pool %s: re-tuned: %s", pool.name, reason)
@@ -330,8 +331,8 @@ def _fit_before(
     seen = begin - settings.delay
     train = known.until(seen).since(seen - spec.history.total_seconds())
     horizon = max(timedelta(seconds=window_seconds + settings.lead + 3600.0), spec.horizon)
-    request = spec.model_copy(update={"horizon": horizon})  # the fit's span, not a setting
-    return forecaster.fit(train, request, settings.lead, begin), train
+    request = replace(model_spec(spec), horizon=horizon)  # the fit's span, not a setting
+    return forecaster.fit(train, request, settings, begin), train
 
 
 def _replay(
@@ -356,7 +357,10 @@ def _replay(
     # The burst model reads its features from every sample known before each replayed minute.
     r = replace(resolve(replayed, pool, settings, plan_settings), history=known)
     begin = float(r.times[r.start])
-    parts = {"forecast": {q: [(begin, fitted.at_quantile(q))] for q in sorted(set(quantiles))}}
+    candidates = sorted(set(quantiles))
+    parts = {
+        "forecast": {q: [(begin, at_quantile(fitted, q, SettingSource.TUNED))] for q in candidates}
+    }
     runs = replay_grid(
         r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
     )
@@ -421,7 +425,7 @@ def _default(
     until = "" if retunes_from is None else f" until {iso_utc(retunes_from)}"
     return Tuning(
         pool.name,
-        "default",
+        TuningStatus.DEFAULT,
         q0,
         w0,
         pool.protection,

@@ -51,10 +51,10 @@ def disruption_part(
 def planner_strategy(
     pool: Pool,
     times: np.ndarray,
-    forecasts: InForce = (),
-    observed: History | None = None,
-    cores_per_node: float = 0.0,
-    settings: PlanSettings | None = None,
+    forecasts: InForce,
+    observed: History | None,
+    cores_per_node: float,
+    settings: PlanSettings,
     disruption: SimulatedDisruption | None = None,
 ) -> tuple[PoolTimeline, np.ndarray | Callable[..., int]]:
     """The pool's plans at every minute of `times` as a simulator strategy, and the timeline that
@@ -62,7 +62,7 @@ def planner_strategy(
 
     With a proportional rule the placeholder count depends on the simulated nodes (cores =
     nodes x `cores_per_node`), so a function of (step, ready nodes) is returned; otherwise the
-    per-minute array. `settings` are the pool's (None: its configuration alone). With
+    per-minute array. `settings` are the pool's (the backtest's, flags applied). With
     `disruption` (the simulator injects interruptions), a function of (step, ready nodes, app pods
     on leaving nodes) that plans with the disruption component."""
     timeline = PoolTimeline(pool, times, list(forecasts), observed, (), settings)

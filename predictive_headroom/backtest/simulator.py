@@ -157,26 +157,25 @@ def simulate(
     for strategies that look at the cluster (CPA, the full planner). With `interruptions`, a
     function is asked `(step, ready nodes, app pods on leaving nodes)`.
     """
-    if interruptions is not None:
-        return _simulate_interrupted(pods, placeholders, cluster, interruptions)
-    if callable(placeholders):
-        return _simulate_feedback(pods, placeholders, cluster)
-    p = np.maximum(np.asarray(placeholders, dtype=np.int64), 0)
-    if p.shape != pods.shape:
-        raise ValueError(f"placeholders has {p.size} steps but app pods has {pods.size}")
-    slots = cluster.node_slots
-    wanted = -(-(pods + p) // slots)
-    keep = rolling_max(wanted, cluster.scale_down_minutes + 1)
-    ready = _run_nodes(wanted.tolist(), keep.tolist(), cluster.lag_minutes)
-    return Run(p, ready, np.maximum(0, pods - slots * ready))
+    if interruptions is None and not callable(placeholders):
+        p = np.maximum(np.asarray(placeholders, dtype=np.int64), 0)
+        if p.shape != pods.shape:
+            raise ValueError(f"placeholders has {p.size} steps but app pods has {pods.size}")
+        slots = cluster.node_slots
+        wanted = -(-(pods + p) // slots)
+        keep = rolling_max(wanted, cluster.scale_down_minutes + 1)
+        ready = _run_nodes(wanted.tolist(), keep.tolist(), cluster.lag_minutes)
+        return Run(p, ready, np.maximum(0, pods - slots * ready))
+    return _simulate_steps(pods, placeholders, cluster, interruptions)
 
 
 def _run_nodes(wanted: list[int], keep: list[int], lag: int) -> np.ndarray:
     """Ready nodes per step for precomputed wanted and kept node counts (plain loop over ints).
 
-    The node model of `_simulate_feedback` with the counts known ahead; kept apart because it is
-    about 4x faster and the static curve runs it dozens of times per backtest
-    (`test_feedback_strategy_matches_the_same_array` proves both give the same run)."""
+    The array fast path: `_simulate_steps` without interruptions, with the counts known ahead
+    (placeholders given as an array), about 4x faster; the static curve runs it dozens of times per
+    backtest. `test_the_array_fast_path_is_the_general_loop` proves both give the same run on 28
+    days of a real series."""
     n = len(wanted)
     arrive = [0] * (n + lag + 1)
     out = [0] * n
@@ -200,20 +199,89 @@ def _run_nodes(wanted: list[int], keep: list[int], lag: int) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
-def _simulate_feedback(pods: np.ndarray, decide: Decide, cluster: ClusterSpec) -> Run:
-    """Like `simulate`, asking `decide(step, ready nodes before the step)` for each step's placeholders."""
+class _Leaving:
+    """The interrupted nodes on notice, in the order they go: (step it goes, app pods on it), the
+    app pods on them (`pods`) and the nodes interrupted per step (`hits`). Without interruptions
+    it stays empty and `next_draw` is past the last step."""
+
+    def __init__(self, spec: Interruptions | None, steps: int, slots: int) -> None:
+        self.queue: deque[tuple[int, int]] = deque()
+        self.pods = 0
+        self.hits = [0] * steps
+        self.slots = slots
+        self.notice = 0 if spec is None else spec.notice_minutes
+        self.max_nodes = 1 if spec is None else spec.max_nodes
+        # The steps with candidate interruptions and their uniform draws, then a sentinel.
+        draws = [] if spec is None else [(i, d) for i, d in enumerate(spec.draws(steps)) if d]
+        self._draws = iter([*draws, (steps, [])])
+        self.next_draw, self._uniforms = next(self._draws)
+
+    def go(self, step: int, ready: int) -> int:
+        """Ready nodes once the nodes whose notice ends by `step` have gone."""
+        while self.queue and self.queue[0][0] <= step:
+            self.pods -= self.queue.popleft()[1]
+            ready = max(0, ready - 1)
+        return ready
+
+    def draw(self, step: int, app_pods: int, ready: int) -> tuple[int, int]:
+        """Interrupt staying nodes at `step` (the step's candidate draws, thinned by the share of
+        `max_nodes` staying); returns the ready nodes once those without notice have gone, and the
+        next step with a draw."""
+        staying = ready - len(self.queue)
+        for u in self._uniforms:
+            if staying > 0 and u < staying / self.max_nodes:
+                share = min(self.slots, -(-app_pods // max(1, ready)))
+                self.queue.append((step + self.notice, share))
+                self.pods += share
+                staying -= 1
+                self.hits[step] += 1
+        self.next_draw, self._uniforms = next(self._draws)
+        return self.go(step, ready), self.next_draw  # no notice: gone at once
+
+
+# Long on purpose: the hot loop of every feedback replay; helper calls per step would cost speed.
+def _simulate_steps(  # noqa: C901
+    pods: np.ndarray,
+    strategy: np.ndarray | Decide,
+    cluster: ClusterSpec,
+    spec: Interruptions | None,
+) -> Run:
+    """`simulate` one step at a time: a strategy that looks at the cluster, interruptions (module
+    docstring; the same draws for every strategy), or both. The interruption bookkeeping runs only
+    at steps with a candidate draw and while a node is on notice, so without draws this is the
+    plain feedback loop."""
     n = pods.size
     slots, lag, delay = cluster.node_slots, cluster.lag_minutes, cluster.scale_down_minutes
     w = pods.tolist()
+    fixed = None if callable(strategy) else np.maximum(np.asarray(strategy, np.int64), 0).tolist()
+    if fixed is not None and len(fixed) != n:
+        raise ValueError(f"placeholders has {len(fixed)} steps but app pods has {n}")
+    three = spec is not None  # with interruptions a strategy is also told the pods on leaving nodes
+    leaving = _Leaving(spec, n, slots)
+    on_notice = leaving.queue
     arrive = [0] * (n + lag + 1)
-    ready_out = [0] * n
-    p_out = [0] * n
+    ready_out, p_out, leave_out, gone_out = [0] * n, [0] * n, [0] * n, [0] * n
     window: deque[tuple[int, int]] = deque()  # (step, wanted) with decreasing wanted: rolling max
-    ready, pending = (-(-w[0] // slots) if n else 0), 0
+    ready, pending, on_leaving = (-(-w[0] // slots) if n else 0), 0, 0
+    next_draw = leaving.next_draw
     for i in range(n):
-        p = max(0, int(decide(i, ready)))
-        wanted = -(-(w[i] + p) // slots)
-        if i == 0:
+        if on_notice:
+            ready = leaving.go(i, ready)
+        if i == next_draw:
+            ready, next_draw = leaving.draw(i, w[i], ready)
+        gone = len(on_notice)
+        if fixed is not None:
+            p = fixed[i]
+        else:
+            p = int(strategy(i, ready, leaving.pods) if three else strategy(i, ready))
+            if p < 0:
+                p = 0
+        if gone:
+            on_leaving = leaving.pods
+            wanted = -(-max(0, w[i] - on_leaving + p) // slots) + gone
+        else:
+            on_leaving, wanted = 0, -(-(w[i] + p) // slots)
+        if i == 0 and wanted > ready:
             ready = wanted
         got = arrive[i]
         if got:
@@ -232,76 +300,18 @@ def _simulate_feedback(pods: np.ndarray, decide: Decide, cluster: ClusterSpec) -
         while window[0][0] < i - delay:
             window.popleft()
         if ready > window[0][1]:
-            ready = window[0][1]
-        ready_out[i] = ready
-        p_out[i] = p
-    ready_arr = np.asarray(ready_out, dtype=np.int64)
-    return Run(
-        np.asarray(p_out, dtype=np.int64), ready_arr, np.maximum(0, pods - slots * ready_arr)
-    )
-
-
-# Long on purpose: hot loop: helper calls per step would cost speed.
-def _simulate_interrupted(
-    pods: np.ndarray, strategy: np.ndarray | Decide, cluster: ClusterSpec, spec: Interruptions
-) -> Run:
-    """`simulate` with interruptions (module docstring); the same draws for every strategy."""
-    n = pods.size
-    slots, lag, delay = cluster.node_slots, cluster.lag_minutes, cluster.scale_down_minutes
-    w = pods.tolist()
-    fixed = None if callable(strategy) else np.maximum(np.asarray(strategy, np.int64), 0).tolist()
-    if fixed is not None and len(fixed) != n:
-        raise ValueError(f"placeholders has {len(fixed)} steps but app pods has {n}")
-    draws = spec.draws(n)
-    arrive = [0] * (n + lag + 1)
-    ready_out, p_out, u_out, leave_out, hit_out = [0] * n, [0] * n, [0] * n, [0] * n, [0] * n
-    window: deque[tuple[int, int]] = deque()
-    leaving: deque[tuple[int, int]] = deque()  # (step it goes, app pods on it), in order
-    ready, pending = (-(-w[0] // slots) if n else 0), 0
-    for i in range(n):
-        while leaving and leaving[0][0] <= i:  # interrupted nodes go
-            leaving.popleft()
-            ready = max(0, ready - 1)
-        staying = ready - len(leaving)
-        for u in draws[i]:
-            if staying > 0 and u < staying / spec.max_nodes:
-                share = min(slots, -(-w[i] // max(1, ready)))
-                leaving.append((i + spec.notice_minutes, share))
-                staying -= 1
-                hit_out[i] += 1
-        while leaving and leaving[0][0] <= i:  # no notice: gone at once
-            leaving.popleft()
-            ready = max(0, ready - 1)
-        on_leaving = sum(a for _, a in leaving)
-        p = fixed[i] if fixed is not None else max(0, int(strategy(i, ready, on_leaving)))
-        wanted = -(-max(0, w[i] - on_leaving + p) // slots) + len(leaving)
-        if i == 0:
-            ready = max(ready, wanted)
-        got = arrive[i]
-        if got:
-            ready += got
-            pending -= got
-        short = wanted - ready - pending
-        if short > 0:
-            if lag == 0:
-                ready += short
-            else:
-                arrive[i + lag] += short
-                pending += short
-        while window and window[-1][1] <= wanted:
-            window.pop()
-        window.append((i, wanted))
-        while window[0][0] < i - delay:
-            window.popleft()
-        ready = max(min(ready, window[0][1]), len(leaving))
-        ready_out[i], p_out[i], leave_out[i] = ready, p, on_leaving
-        u_out[i] = max(0, w[i] - slots * (ready - len(leaving)) - on_leaving)
+            ready = max(window[0][1], gone)
+        ready_out[i], p_out[i] = ready, p
+        if gone:
+            leave_out[i], gone_out[i] = on_leaving, gone
+    ready_arr, leave_arr = np.asarray(ready_out, dtype=np.int64), np.asarray(leave_out, np.int64)
+    staying = ready_arr - np.asarray(gone_out, dtype=np.int64)
     return Run(
         np.asarray(p_out, dtype=np.int64),
-        np.asarray(ready_out, dtype=np.int64),
-        np.asarray(u_out, dtype=np.int64),
-        np.asarray(leave_out, dtype=np.int64),
-        np.asarray(hit_out, dtype=np.int64),
+        ready_arr,
+        np.maximum(0, pods - slots * staying - leave_arr),
+        None if spec is None else leave_arr,
+        None if spec is None else np.asarray(leaving.hits, dtype=np.int64),
     )
 
 

@@ -141,7 +141,8 @@ def period_starts(start: int, size: int, period: int) -> list[int]:
     return list(range(start, size, period)) if size > start else []
 
 
-def tune_walk_forward(
+# Many arguments on purpose: the replayed grid and the walk-forward's calendar, each named.
+def tune_walk_forward(  # noqa: PLR0913
     grid: Sequence[GridRun],
     family: str,
     target: float,

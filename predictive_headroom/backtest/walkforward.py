@@ -5,7 +5,7 @@ known at that instant (at most the pool's `forecast.history` of it). The result 
 forecast with the instant it comes into force, which `core.engine.PoolTimeline` plans from.
 
 The same refits also serve the quantile sweep (`quantiles`): each forecast's burst profile is
-recomputed at every swept quantile from the same fit's residuals (`Forecast.at_quantile`), and the
+recomputed at every swept quantile from the same fit's residuals (`at_quantile`), and the
 model-free baseline is refitted at each, so the dial's price costs no extra Prophet fits.
 """
 
@@ -15,7 +15,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from predictive_headroom.core.engine import InForce
 from predictive_headroom.core.series import Forecast, History, NoForecast
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.settings import PlanSettings, SettingSource, model_spec, with_values
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import format_duration
 from predictive_headroom.protocols import Forecaster
@@ -57,7 +57,27 @@ def baseline_forecast(profile: Any, now: float, horizon: float) -> Forecast:
     return Forecast(times, zero, zero, zero, "naive-burst", now, 0.0, profile)
 
 
-def walk_forward(
+# Many arguments on purpose: the refit calendar, both forecasters and the progress line, each named.
+def at_quantile(forecast: Forecast, quantile: float, source: SettingSource) -> Forecast:
+    """`forecast` with its burst allowance (table and model) at `quantile`, read off the same fit's
+    residuals (unchanged where the forecaster cannot), its `fitted_for` saying the quantile came
+    from `source` (the dial's what-if, or a re-tune's candidate)."""
+    out = forecast
+    fitted_for = forecast.fitted_for
+    if fitted_for is not None and fitted_for.quantile != quantile:
+        out = replace(out, fitted_for=with_values(fitted_for, source, burst_quantile=quantile))
+    if forecast.burst_for is not None and not (
+        forecast.burst is not None and forecast.burst.quantile == quantile
+    ):
+        out = replace(out, burst=forecast.burst_for(quantile))
+    if forecast.burst_model_for is not None and not (
+        forecast.burst_model is not None and forecast.burst_model.quantile == quantile
+    ):
+        out = replace(out, burst_model=forecast.burst_model_for(quantile))
+    return out
+
+
+def walk_forward(  # noqa: PLR0913
     history: History,
     pool: Pool,
     times: np.ndarray,
@@ -67,15 +87,15 @@ def walk_forward(
     naive_fit: NaiveFit,
     progress: bool,
     every_line: int,
-    quantiles: Sequence[float] = (),
-    settings: PlanSettings | None = None,
+    quantiles: Sequence[float],
+    settings: PlanSettings,
 ) -> WalkForward:
     """Refit at times[first] and every `every` seconds after on the history known then (up to the
-    observation delay before it), for `settings` (None: the pool's configuration)."""
+    observation delay before it), for `settings` (the pool's, resolved by the caller), sweeping
+    the burst `quantiles` from the same refits."""
     spec = pool.forecast
     assert spec is not None
-    settings = settings or resolve_settings(pool)
-    lead, horizon = settings.lead, spec.horizon.total_seconds()
+    lead, horizon, knobs = settings.lead, spec.horizon.total_seconds(), model_spec(spec)
     refit_at = np.arange(times[first], times[-1] + 1, every)
     model: list[Forecast | NoForecast] = []
     naive: list[Forecast | NoForecast] = []
@@ -92,7 +112,7 @@ def walk_forward(
         seen = float(at) - settings.delay
         known = history.until(seen).since(seen - spec.history.total_seconds())
         started = time.perf_counter()
-        fitted = forecaster.fit(known, spec, lead, float(at))
+        fitted = forecaster.fit(known, knobs, settings, float(at))
         fit_seconds += time.perf_counter() - started
         key = fitted.model if isinstance(fitted, Forecast) else f"none:{fitted.why}"
         models[key] = models.get(key, 0) + 1
@@ -103,7 +123,8 @@ def walk_forward(
             )
         )
         for q, (mq, nq) in swept.items():
-            mq.append(fitted.at_quantile(q) if isinstance(fitted, Forecast) else fitted)
+            swept_q = SettingSource.CONFIGURED  # a what-if of the dial, not a choice
+            mq.append(at_quantile(fitted, q, swept_q) if isinstance(fitted, Forecast) else fitted)
             nq.append(baseline_forecast(naive_fit(known, lead, q, float(at)), float(at), horizon))
         bar.update(1)
         if progress and bar.disable and ((k + 1) % every_line == 0 or k + 1 == len(refit_at)):

@@ -24,7 +24,6 @@ from predictive_headroom.core.forecast_math import (
 )
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast
-from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.forecast.accuracy import Accuracy
 from predictive_headroom.pages.format import accuracy_comment, fallback_words
 from predictive_headroom.policy.config import Pool
@@ -84,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         forecast = fit.forecast
         out = summary(pool, fit.history, forecast, fit.accuracy, at)
         if isinstance(forecast, Forecast):
-            settings = forecast.fitted_for or resolve_settings(pool)
+            settings = fit.settings
+            assert settings is not None  # every fitted forecast has its settings
             assert settings.demand_per_replica is not None
             allowance = burst_allowances(forecast, [at], settings.lead, fit.observed)[0]
             out["burst"] = {

@@ -29,8 +29,8 @@ from predictive_headroom.core.engine import (
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.core.settings import PlanSettings
-from predictive_headroom.policy.config import Policy
+from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import ClusterState, Source, SourceError
 from predictive_headroom.sources.csvsource import CsvSource
 
@@ -120,10 +120,10 @@ class Fitted:
     settings: dict[str, PlanSettings] = field(default_factory=dict)
     promises: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def inputs(self, name: str, cluster: ClusterState | None) -> PlanInputs:
-        return PlanInputs(
-            self.forecasts.get(name), self.observed.get(name), cluster, self.settings.get(name)
-        )
+    def inputs(self, pool: Pool, cluster: ClusterState | None) -> PlanInputs:
+        """What `pool` is planned from; without a fit, the settings of its configuration."""
+        name, settings = pool.name, self.settings.get(pool.name) or resolve_settings(pool)
+        return PlanInputs(self.forecasts.get(name), self.observed.get(name), cluster, settings)
 
 
 def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fitted:
@@ -190,9 +190,7 @@ def run(args: argparse.Namespace) -> int:
     fitted = forecasts_from_args(source, policy, at)
     why = why_minimum(fitted.forecasts)
     if args.horizon is None:
-        plans = [
-            plan_over_time(p, [at], fitted.inputs(p.name, cluster)).plans[0] for p in policy.pools
-        ]
+        plans = [plan_over_time(p, [at], fitted.inputs(p, cluster)).plans[0] for p in policy.pools]
         if args.output == "json":
             pools = [_with_why(_with_promise(plan_to_dict(p), fitted.promises), why) for p in plans]
             print_json({"at": iso(at), "pools": pools})
@@ -254,7 +252,7 @@ def plan_timeline(
     fitted = fitted or Fitted()
     out = []
     for pool in policy.pools:
-        inputs = fitted.inputs(pool.name, cluster)
+        inputs = fitted.inputs(pool, cluster)
         steps = [
             {
                 "at": iso(plan.at),

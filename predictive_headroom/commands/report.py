@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from predictive_headroom.app.fit import default_forecaster, fit_pools
+from predictive_headroom.app.fit import default_forecaster, fit_pools, settings_of
 from predictive_headroom.commands import (
     CommandError,
     daemon_retune_window,
@@ -157,7 +157,7 @@ def make_report(args: argparse.Namespace) -> Report:
         cluster,
         source=str(where),
         observed={n: f.observed for n, f in fits.items()},
-        settings={n: f.settings for n, f in fits.items() if f.settings is not None},
+        settings=settings_of(policy, fits),
         promises={
             n: f.tuning.report(pool_price(policy.pool(n), policy.cost))
             for n, f in fits.items()

@@ -26,6 +26,7 @@ from predictive_headroom.commands import CommandError, load_config
 from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.vocabulary import NoForecastWhy
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.httpserver import HttpServer
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
@@ -78,8 +79,8 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         forecasts: Mapping[str, Forecast | NoForecast],
         histories: Mapping[str, History],
         at: float,
-        loop: Mapping[str, Mapping[str, Any]] | None = None,
-        plan_settings: Mapping[str, PlanSettings] | None = None,
+        loop: Mapping[str, Mapping[str, Any]] | None,
+        plan_settings: Mapping[str, PlanSettings],
         promises: Mapping[str, Mapping[str, Any]] | None = None,
         disruption: Mapping[str, DisruptionPart] | None = None,
     ) -> Path:
@@ -201,7 +202,8 @@ def once(daemon: Daemon) -> int:
     unfit = [
         name
         for name, fc in daemon.forecasts().items()
-        if isinstance(fc, NoForecast) and fc.why in ("fit-error", "source-error", NOT_FITTED)
+        if isinstance(fc, NoForecast)
+        and fc.why in (NoForecastWhy.FIT_ERROR, NoForecastWhy.SOURCE_ERROR, NOT_FITTED)
     ]
     problems = []
     if failed:

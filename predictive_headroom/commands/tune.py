@@ -34,6 +34,7 @@ from predictive_headroom.commands import (
 )
 from predictive_headroom.commands.backtest import parse_protection, parse_quantiles, parse_windows
 from predictive_headroom.core.series import History, NoForecast
+from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import SourceError
 
@@ -220,7 +221,7 @@ def _print_paste(out: dict[str, Any]) -> None:
             f"{_nh(p['overhead_node_hours'])} overhead node-hours, less than the forecast keeps it "
             "for; recommended instead (paste into the pool):"
         )
-    elif (out.get("daemon_now", {}).get("promise") or {}).get("status") == "default":
+    elif (out.get("daemon_now", {}).get("promise") or {}).get("status") == TuningStatus.DEFAULT:
         print(
             "paste into the pool (the daemon re-tunes at each refit once its history is long "
             "enough; until then it holds the setting below):"

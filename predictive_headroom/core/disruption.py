@@ -23,6 +23,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from predictive_headroom.core.settings import DEFAULT_BURST_QUANTILE
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
 
@@ -71,15 +72,12 @@ def poisson_quantile(mean: float, quantile: float) -> int:
     return int(poisson.ppf(min(quantile, 1 - 1e-12), mean))
 
 
-DEFAULT_RESERVE_QUANTILE = 0.95
-
-
 def reserve_quantile(pool: Pool) -> float:
     """The quantile of interruptions the spot reserve covers: the pool's protection, else its
-    burst quantile, else 0.95."""
+    burst quantile, else the default burst quantile (`core.settings.DEFAULT_BURST_QUANTILE`)."""
     if pool.protection is not None:
         return pool.protection
-    return pool.forecast.burst_quantile if pool.forecast else DEFAULT_RESERVE_QUANTILE
+    return pool.forecast.burst_quantile if pool.forecast else DEFAULT_BURST_QUANTILE
 
 
 def spot_reserve(

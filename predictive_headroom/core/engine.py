@@ -5,7 +5,8 @@ the backtest's minute-by-minute replay all plan through `PoolTimeline`, so they 
 answer for the same inputs. The API:
 
 - `PlanInputs(forecast, observed, cluster, settings)`: what is known about a pool, and the
-  settings it plans with (`core.settings.PlanSettings`; None: resolved from the pool's config).
+  settings it plans with (`core.settings.PlanSettings`, resolved by the caller: the shell knows
+  the measured lead time and the re-tune).
 - `plan_over_time(pool, times, inputs, recent=())` -> `Timeline(plans, recent)`: the plans at
   `times` (ascending), scale-down stabilisation carried from `recent` (the records a previous
   call returned) through every instant.
@@ -37,7 +38,7 @@ from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, com
 from predictive_headroom.core.proportional import proportional_floor
 from predictive_headroom.core.schedules import open_intervals
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import ForecastStatus
 from predictive_headroom.policy.config import Pool, ScheduleWindow
 
@@ -51,12 +52,13 @@ class PlanInputs:
     """What is known about one pool: its forecast (None: it forecasts nothing; a NoForecast says
     why a configured one is missing), its latest observations for the burst model (or why they are
     missing), the cluster for the proportional rule (None leaves that rule out) and the settings it
-    plans with (None: `resolve_settings(pool)`, the pool's configuration alone)."""
+    plans with (`resolve_settings` in the shell, which knows the measured lead time and the
+    re-tune)."""
 
-    forecast: AnyForecast = None
-    observed: History | Unobserved | None = None
-    cluster: ClusterState | None = None
-    settings: PlanSettings | None = None
+    forecast: AnyForecast
+    observed: History | Unobserved | None
+    cluster: ClusterState | None
+    settings: PlanSettings
     disruption: DisruptionPart | None = None
     """The disruption component (None: not known, left out of the plan)."""
     disruption_later: DisruptionPart | None = None
@@ -142,20 +144,20 @@ class PoolTimeline:
 
     `forecasts` is one forecast (in force throughout) or several, each in force from an instant
     on (`InForce`). `observed` feeds the burst model; `recent` carries stabilisation from earlier
-    plans; `settings` are the pool's effective settings (None: `resolve_settings(pool)`). Call
+    plans; `settings` are the pool's effective settings. Call
     `plan(i, cluster)` for i = 0, 1, ... (each instant at most once, in order)."""
 
     def __init__(
         self,
         pool: Pool,
         times: np.ndarray,
-        forecasts: AnyForecast | InForce = None,
-        observed: History | Unobserved | None = None,
-        recent: Sequence[PlanRecord] = (),
-        settings: PlanSettings | None = None,
+        forecasts: AnyForecast | InForce,
+        observed: History | Unobserved | None,
+        recent: Sequence[PlanRecord],
+        settings: PlanSettings,
     ) -> None:
         self.pool = pool
-        self.settings = settings or resolve_settings(pool)
+        self.settings = settings
         self.times = np.asarray(times, dtype=float)
         in_force = list(forecasts) if isinstance(forecasts, Sequence) else [(-math.inf, forecasts)]
         self._forecasts = [f for _, f in in_force]
@@ -304,8 +306,7 @@ def horizon_plans(
     (the stabilisation window after the unstabilised count dropped); every instant where the count
     or its reason changes is shown. So the plan at an instant, and the instant a change is shown
     at, do not depend on `step` (for steps that are multiples of `every`)."""
-    settings = inputs.settings or resolve_settings(pool)
-    lead = settings.lead
+    lead, window = inputs.settings.lead, inputs.settings.window
     edges = np.array(
         [
             x
@@ -320,7 +321,6 @@ def horizon_plans(
     times = np.union1d(rows, _multiples(start, end, every))
     hidden = np.setdiff1d(edges - JUST_BEFORE, times)
     hidden = hidden[hidden > start]
-    window = settings.window
     for _ in range(3):  # later passes add the instants where stabilisation ends
         plans = plan_over_time(pool, np.union1d(times, hidden), inputs).plans
         drops = [

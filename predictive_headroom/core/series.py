@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
 
-from predictive_headroom.core.settings import PlanSettings, SettingSource, with_values
+from predictive_headroom.core.settings import PlanSettings
 
 DAY_SECONDS = 86_400
 WEEK_SECONDS = 7 * DAY_SECONDS
@@ -180,22 +180,6 @@ class Forecast:
             if not np.all(np.isfinite(arr)):
                 raise ValueError(f"forecast {name} contains NaN or infinite values")
             object.__setattr__(self, name, arr)
-
-    def at_quantile(self, quantile: float) -> Forecast:
-        """This forecast with its burst profile at `quantile` (unchanged when that is unavailable)."""
-        out = self
-        if self.fitted_for is not None and self.fitted_for.quantile != quantile:
-            tuned = with_values(self.fitted_for, SettingSource.TUNED, burst_quantile=quantile)
-            out = replace(out, fitted_for=tuned)
-        if self.burst_for is not None and not (
-            self.burst is not None and self.burst.quantile == quantile
-        ):
-            out = replace(out, burst=self.burst_for(quantile))
-        if self.burst_model_for is not None and not (
-            self.burst_model is not None and self.burst_model.quantile == quantile
-        ):
-            out = replace(out, burst_model=self.burst_model_for(quantile))
-        return out
 
     @property
     def expires_at(self) -> float:

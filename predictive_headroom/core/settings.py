@@ -5,8 +5,10 @@ plans with after the closed loop's measurement (`leadTime: auto`) and the re-tun
 (`protection:`) have had their say. `resolve_settings` is the one function that builds it; the
 engine, the planner and the forecasters read it, never the config model, for these values.
 
-A `Forecast` records the settings it was fitted for (`Forecast.fitted_for`); `needs_refit` says
-when the settings in force have moved far enough from those for the fit to be redone.
+A forecaster fits for the settings in force (`Forecaster.fit(history, model, settings, now)`,
+`model` being the forecast section's model-only knobs, `ModelSpec`). A `Forecast` records the
+settings it was fitted for (`Forecast.fitted_for`); `needs_refit` says when the settings in force
+have moved far enough from those for the fit to be redone.
 
 Adding a field: give it a `Setting[...]` type here, fill it in `resolve_settings` (and in
 `Tuned`, when a re-tune can choose it), and list it in `FIT_FIELDS` when the fit depends on it.
@@ -16,10 +18,11 @@ Pure: no clock, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from datetime import timedelta
 from enum import StrEnum
 from typing import Generic, TypeVar
 
-from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.durations import AutoLeadTime
 
 T = TypeVar("T")
@@ -133,8 +136,13 @@ def _value(settings: PlanSettings, name: str) -> object:
     return None if setting is None else setting.value
 
 
-DEFAULT_BURST_QUANTILE = 0.95
-DEFAULT_OBSERVATION_DELAY = 60.0
+DEFAULT_BURST_QUANTILE: float = ForecastSpec.model_fields["burst_quantile"].default
+"""The burst quantile of a pool that does not set one: the config model's default, written once
+there (the chart's schema is generated from it); every other default reads this name."""
+DEFAULT_OBSERVATION_DELAY: float = ForecastSpec.model_fields[
+    "observation_delay"
+].default.total_seconds()
+"""The observation delay in seconds of a pool that does not set one (the config model's default)."""
 
 
 def _given(model: object, name: str) -> SettingSource:
@@ -177,6 +185,33 @@ def resolve_settings(
             reserve = Setting(tuned.reserve, SettingSource.TUNED)
     strategy = Setting(Strategy.FORECAST, SettingSource.DEFAULT)
     return PlanSettings(lead, window, per_replica, delay, quantile, strategy, reserve)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The forecaster's own knobs, read from a pool's forecast section (`model_spec`): how far
+    ahead and at what step to forecast, the interval's width, the history Prophet needs, the
+    holidays and the burst model's kind. What the plan depends on (the lead time, the burst
+    quantile, the observation delay) travels in `PlanSettings` instead."""
+
+    horizon: timedelta
+    step: timedelta
+    interval_width: float
+    min_history: timedelta
+    holidays: str | None = None
+    burst_model: str = "quantile"
+
+
+def model_spec(spec: ForecastSpec) -> ModelSpec:
+    """The model-only knobs of a pool's forecast section."""
+    return ModelSpec(
+        spec.horizon,
+        spec.step,
+        spec.interval_width,
+        spec.min_history,
+        spec.holidays,
+        spec.burst_model,
+    )
 
 
 def with_values(settings: PlanSettings, source: SettingSource, **values: float) -> PlanSettings:

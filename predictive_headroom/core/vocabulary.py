@@ -54,6 +54,31 @@ class ForecastStatus(StrEnum):
     """The backtest before its first refit."""
 
 
+class NoForecastWhy(StrEnum):
+    """Why a pool has no forecast (`NoForecast.why`) when the fit path says so."""
+
+    SOURCE_ERROR = "source-error"
+    """The history could not be read (or is empty up to the instant asked)."""
+    INSUFFICIENT_HISTORY = "insufficient-history"
+    """Under a day of history: no forecaster can fit."""
+    FIT_ERROR = "fit-error"
+    """The forecaster raised (the daemon's refit)."""
+    DISABLED = ForecastStatus.DISABLED.value
+    EXPIRED = ForecastStatus.EXPIRED.value
+    """The last good forecast ran out while refits kept failing."""
+
+
+class TuningStatus(StrEnum):
+    """What a re-tune of a `protection:` pool came to (`app.tune.Tuning.status`)."""
+
+    TUNED = "tuned"
+    """The rule's choice: the cheapest strictness that kept the target."""
+    SHORT = "short"
+    """No strictness kept the target: the most protective one, with its reserve."""
+    DEFAULT = "default"
+    """Could not tune: the pool's own settings stand (the reason says why)."""
+
+
 class Component(StrEnum):
     """The components of a plan, in the order that names the reason among equal values."""
 

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 
 from predictive_headroom.app.fit import needs_observations, observe_pool
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
+from predictive_headroom.core.vocabulary import BurstFallback
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.workers import submit_bounded
 from predictive_headroom.policy.config import Pool
@@ -119,7 +120,7 @@ class Inputs:
         observed = (
             future.result() if future is not None else observe_pool(pool, forecast, self.source, at)
         )
-        if isinstance(observed, Unobserved) and observed.why == "fresh-read-failed":
+        if isinstance(observed, Unobserved) and observed.why == BurstFallback.FRESH_READ_FAILED:
             self.metrics.error("fresh-read")
             self.metrics.fresh_read_failures.labels(pool=pool.name).inc()
         elif isinstance(observed, History) and len(observed):

@@ -15,7 +15,7 @@ Forecasts are read at the actual timestamps by linear interpolation.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -29,8 +29,8 @@ from predictive_headroom.core.series import (
     NoForecast,
     iso_utc,
 )
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
 from predictive_headroom.forecast.naive import history_length, seasonal_naive
-from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.protocols import Forecaster
 
 DEFAULT_HOLDOUT_SECONDS = 2 * DAY_SECONDS
@@ -85,7 +85,7 @@ def scores(
 
 
 def evaluate(
-    history: History, spec: ForecastSpec, forecaster: Forecaster, lead_seconds: float
+    history: History, spec: ModelSpec, forecaster: Forecaster, settings: PlanSettings
 ) -> Accuracy:
     """Fit `forecaster` on all but the last days of `history` and score it on those days.
 
@@ -101,8 +101,8 @@ def evaluate(
             f"got {history_length(history) / DAY_SECONDS:.2f} days"
         )
     horizon = max(spec.horizon.total_seconds(), held.end - cut + spec.step.total_seconds())
-    wide = spec.model_copy(update={"horizon": timedelta(seconds=horizon)})
-    result = forecaster.fit(train, wide, lead_seconds, cut)
+    wide = replace(spec, horizon=timedelta(seconds=horizon))
+    result = forecaster.fit(train, wide, settings, cut)
     if isinstance(result, NoForecast):
         raise ValueError(f"no forecast to score: {result.why} {result.detail}".strip())
     naive = seasonal_naive(train, wide, cut)

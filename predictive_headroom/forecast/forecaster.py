@@ -7,7 +7,7 @@ read the forecast at `now` itself. Output is clipped at zero; the interval is `[
 `burst_model` the conditional model of `predictive_headroom.forecast.burst_model`.
 
 Cold start, measured as `end - start + step` of the history known at `now`:
-- under one day: `NoForecast("insufficient-history")`;
+- under one day: `NoForecast(NoForecastWhy.INSUFFICIENT_HISTORY)`;
 - from one day up to `spec.min_history`: seasonal naive (model `seasonal-naive`) with a warning;
 - from `spec.min_history`: Prophet (model `prophet`), falling back to seasonal naive if it fails.
   With enough history Prophet is blended with seasonal naive and level-corrected as a validation
@@ -31,6 +31,8 @@ from predictive_headroom.core.series import (
     History,
     NoForecast,
 )
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
+from predictive_headroom.core.vocabulary import NoForecastWhy
 from predictive_headroom.forecast.blend import (
     Choice,
     abs_quantile,
@@ -60,7 +62,6 @@ from predictive_headroom.forecast.naive import (
     working_step,
 )
 from predictive_headroom.forecast.prophet_model import Fit, fitted_model, predict
-from predictive_headroom.policy.config import ForecastSpec
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,8 @@ class ProphetForecaster:
     Other arguments go to Prophet unchanged. Why these defaults: `docs/measurements.md`.
     """
 
-    def __init__(
+    # Many arguments on purpose: Prophet's knobs and ours, keyword-only, each with its default.
+    def __init__(  # noqa: PLR0913
         self,
         *,
         growth: str = "flat",
@@ -122,15 +124,17 @@ class ProphetForecaster:
         self.hourly = hourly
 
     def fit(
-        self, history: History, spec: ForecastSpec, lead_seconds: float, now: float
+        self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
     ) -> Forecast | NoForecast:
-        """Fit on the history known at `now` and forecast `spec.horizon` ahead (see the module docstring)."""
+        """Fit on the history known at `now` and forecast `spec.horizon` ahead, the burst
+        allowance for `settings` (lead time, burst quantile, observation delay; the forecast
+        records them as `fitted_for`). See the module docstring."""
         started = time.perf_counter()
         known = history.until(now)
         length = history_length(known)
         if length < DAY_SECONDS:
             return NoForecast(
-                "insufficient-history",
+                NoForecastWhy.INSUFFICIENT_HISTORY,
                 f"{length / 3600:.1f} h of history up to now; at least 24 h is needed for any forecast",
             )
         notes: list[str] = []
@@ -141,9 +145,9 @@ class ProphetForecaster:
                 f"cold start: {length / 86400:.1f} d of history is under minHistory "
                 f"{spec.min_history.total_seconds() / 86400:g} d; using seasonal naive"
             )
-            return self._fallback(known, spec, lead_seconds, now, notes, started)
+            return self._fallback(known, spec, settings, now, notes, started)
         try:
-            return self._prophet(known, spec, lead_seconds, now, notes, started)
+            return self._prophet(known, spec, settings, now, notes, started)
         except (
             Exception
         ) as exc:  # Prophet/Stan failures are many and varied; the fallback still serves.
@@ -151,35 +155,36 @@ class ProphetForecaster:
                 "Prophet fit failed for %s, using seasonal naive: %s", known.source or "series", exc
             )
             notes.append(f"prophet failed ({type(exc).__name__}: {exc}); using seasonal naive")
-            return self._fallback(known, spec, lead_seconds, now, notes, started)
+            return self._fallback(known, spec, settings, now, notes, started)
 
     @staticmethod
     def _fallback(
         known: History,
-        spec: ForecastSpec,
-        lead: float,
+        spec: ModelSpec,
+        settings: PlanSettings,
         now: float,
         notes: list[str],
         started: float,
     ) -> Forecast:
-        naive = seasonal_naive(known, spec, now, lead)
+        naive = seasonal_naive(known, spec, now, settings)
         return replace(
             naive,
             fit_seconds=time.perf_counter() - started,
             warnings=tuple(notes) + naive.warnings,
+            fitted_for=settings,
         )
 
     def _prophet(
         self,
         known: History,
-        spec: ForecastSpec,
-        lead: float,
+        spec: ModelSpec,
+        settings: PlanSettings,
         now: float,
         notes: list[str],
         started: float,
     ) -> Forecast:
         """Fit Prophet on `known` and forecast `spec.horizon` from `now`: the validated blend, its
-        band and the burst allowance for `lead` seconds; appends warnings to `notes`.
+        band and the burst allowance for `settings`; appends warnings to `notes`.
 
         Raises ValueError when Prophet produces non-finite values (the caller falls back).
         """
@@ -195,10 +200,15 @@ class ProphetForecaster:
         yhat, lo, hi = self._blend(known, spec, now, (times, values, fitted), yhat, notes)
         grid = History(times, values, known.source)
         burst_for = partial(
-            burst_profile, grid, fitted, lead, step_seconds=step, bin_seconds=self.burst_bin_seconds
+            burst_profile,
+            grid,
+            fitted,
+            settings.lead,
+            step_seconds=step,
+            bin_seconds=self.burst_bin_seconds,
         )
-        burst: BurstProfile = burst_for(spec.burst_quantile)
-        trainer = _burst_trainer(known, spec, lead, (times, fitted), notes)
+        burst: BurstProfile = burst_for(settings.quantile)
+        trainer = _burst_trainer(known, spec, settings, (times, fitted), notes)
         yhat = np.maximum(yhat, 0.0)
         return Forecast(
             times=out,
@@ -212,14 +222,15 @@ class ProphetForecaster:
             warnings=tuple(notes),
             model_curve=shape,
             burst_for=burst_for,
-            burst_model=None if trainer is None else trainer.model(spec.burst_quantile),
+            burst_model=None if trainer is None else trainer.model(settings.quantile),
             burst_model_for=None if trainer is None else trainer.model,
+            fitted_for=settings,
         )
 
     def _blend(
         self,
         known: History,
-        spec: ForecastSpec,
+        spec: ModelSpec,
         now: float,
         grid: tuple[np.ndarray, np.ndarray, np.ndarray],
         yhat: np.ndarray,
@@ -263,7 +274,7 @@ class ProphetForecaster:
             )
         return yhat, -half, half
 
-    def _validate(self, known: History, spec: ForecastSpec) -> Choice | None:
+    def _validate(self, known: History, spec: ModelSpec) -> Choice | None:
         """Forecast each of the last `validation_folds` windows of `validation_seconds` from a fit on the
         history before it, and pick the blend that did best over them.
 
@@ -286,7 +297,7 @@ class ProphetForecaster:
             weekly = history_length(train) >= WEEKLY_MIN_DAYS * DAY_SECONDS
             fit = self._fit(times, values, step, weekly, spec, [])
             level = recent_level(times, values - fit.fitted, self.level_seconds)
-            wide = spec.model_copy(update={"horizon": timedelta(seconds=span + step)})
+            wide = replace(spec, horizon=timedelta(seconds=span + step))
             naive = seasonal_naive(train, wide, cut)
             at = held.times[ok]
             naive_at = np.interp(at, naive.times, naive.yhat)
@@ -302,7 +313,7 @@ class ProphetForecaster:
         values: np.ndarray,
         step: float,
         weekly: bool,
-        spec: ForecastSpec,
+        spec: ModelSpec,
         notes: list[str],
     ) -> Fit:
         """Prophet on `values`, plus the within-hour profile of its residuals (see `predictive_headroom.forecast.hourly`)."""
@@ -313,7 +324,7 @@ class ProphetForecaster:
 
 
 def _grid(
-    known: History, spec: ForecastSpec, notes: list[str]
+    known: History, spec: ModelSpec, notes: list[str]
 ) -> tuple[float, np.ndarray, np.ndarray, bool]:
     """(step, times, values, weekly): `known` on its working grid (NaN where a point is missing) and
     whether it is long enough for weekly seasonality; notes missing points and weekly off."""
@@ -330,8 +341,8 @@ def _grid(
 
 def _burst_trainer(
     known: History,
-    spec: ForecastSpec,
-    lead: float,
+    spec: ModelSpec,
+    settings: PlanSettings,
     fit: tuple[np.ndarray, np.ndarray],
     notes: list[str],
 ) -> BurstTrainer | None:
@@ -339,7 +350,7 @@ def _burst_trainer(
     None otherwise (with a note when it was asked for). `fit` is (times, in-sample fit)."""
     if spec.burst_model != "quantile":
         return None
-    trainer = train_burst_model(known, lead, spec.observation_delay.total_seconds(), fit)
+    trainer = train_burst_model(known, settings.lead, settings.delay, fit)
     if trainer is None:
         notes.append("burst model: under a day of usable history; using the time-of-day table")
     return trainer

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from predictive_headroom.core.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
 from predictive_headroom.forecast.burst import burst_profile, regular_grid
-from predictive_headroom.policy.config import ForecastSpec
 
 BAND_WINDOW_SECONDS = WEEK_SECONDS
 """Residuals from the most recent week size the interval (recent behaviour, not last month's)."""
@@ -27,7 +27,7 @@ def history_length(history: History) -> float:
     return history.span_seconds + history.step_seconds if len(history) > 1 else 0.0
 
 
-def forecast_times(spec: ForecastSpec, now: float, anchor: float = 0.0) -> np.ndarray:
+def forecast_times(spec: ModelSpec, now: float, anchor: float = 0.0) -> np.ndarray:
     """The instants to forecast: from the step boundary at or before `now` to `now + horizon`.
 
     Boundaries are `anchor` plus whole steps. Forecasters pass the history's first sample, so the
@@ -40,7 +40,7 @@ def forecast_times(spec: ForecastSpec, now: float, anchor: float = 0.0) -> np.nd
     return first + step * np.arange(count, dtype=float)
 
 
-def working_step(history: History, spec: ForecastSpec) -> float:
+def working_step(history: History, spec: ModelSpec) -> float:
     """The grid the actuals are judged on: the configured step, or the data's own step if coarser."""
     return max(spec.step.total_seconds(), round(history.step_seconds, 3))
 
@@ -76,13 +76,14 @@ def _lagged(times: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray
 
 
 def seasonal_naive(
-    history: History, spec: ForecastSpec, now: float, lead_seconds: float | None = None
+    history: History, spec: ModelSpec, now: float, settings: PlanSettings | None = None
 ) -> Forecast:
     """Forecast each instant as the same time one period earlier, repeated as often as needed.
 
     The period is a week when at least a week of history is known at `now`, else a day. The interval
     is the spread of the same rule's errors over the most recent week (or, with too few of those,
-    of the local noise around a one-hour rolling median). `burst` is set when `lead_seconds` is.
+    of the local noise around a one-hour rolling median). `burst` is set when `settings` are given:
+    the allowance for their lead time at their burst quantile.
     Raises ValueError when under one day of history is known.
     """
     started = time.perf_counter()
@@ -114,13 +115,13 @@ def seasonal_naive(
     lo, hi = band(errors, spec.interval_width)
 
     burst = burst_for = None
-    if lead_seconds is not None:
+    if settings is not None:
         grid = History(times, values, known.source)
         usable = np.isfinite(fitted).sum() * step >= DAY_SECONDS
         burst_for = partial(
-            burst_profile, grid, fitted if usable else None, lead_seconds, step_seconds=step
+            burst_profile, grid, fitted if usable else None, settings.lead, step_seconds=step
         )
-        burst = burst_for(spec.burst_quantile)
+        burst = burst_for(settings.quantile)
     yhat = np.maximum(yhat, 0.0)
     return Forecast(
         times=out,

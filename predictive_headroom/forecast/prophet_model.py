@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from predictive_headroom.core.series import DAY_SECONDS
+from predictive_headroom.core.settings import ModelSpec
 from predictive_headroom.forecast.hourly import HourlyProfile
-from predictive_headroom.policy.config import ForecastSpec
 
 
 def _silence_prophet_logs() -> None:
@@ -39,7 +39,7 @@ def fitted_model(
     values: np.ndarray,
     step: float,
     weekly: bool,
-    spec: ForecastSpec,
+    spec: ModelSpec,
     notes: list[str],
 ) -> object:
     """Prophet fitted on `values` as `params` (a `ProphetForecaster`: growth, Fourier orders, prior

@@ -33,8 +33,8 @@ from predictive_headroom.core.series import (
     burst_chart_data,
     iso_utc,
 )
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
-from predictive_headroom.core.vocabulary import BurstFit
+from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.vocabulary import BurstFit, NoForecastWhy
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.report.analysis import (
     HeadroomCost,
@@ -83,12 +83,12 @@ class PoolReport:
     past: tuple[PastForecast, ...]
     cost: HeadroomCost
     notices: tuple[Notice, ...]
+    settings: PlanSettings
+    """The settings the pool was planned with."""
     burst: dict[str, Any] | None = None
     """The burst model's allowance over the last day before now, next to demand (`burst_chart_data`)."""
     loop: Mapping[str, Any] | None = None
     """What the daemon measured in the cluster (`LoopObserver.status`); None outside the daemon."""
-    settings: PlanSettings | None = None
-    """The settings the pool was planned with (None: its configuration alone)."""
     step_seconds: float = HORIZON_STEP_SECONDS
     """The row grid of the plan; the rows also include every instant the plan changes."""
     promise: Mapping[str, Any] | None = None
@@ -97,12 +97,12 @@ class PoolReport:
     @property
     def lead_seconds(self) -> float:
         """The lead time the pool plans with (measured with `leadTime: auto` in the daemon)."""
-        return (self.settings or resolve_settings(self.pool)).lead
+        return self.settings.lead
 
     @property
     def demand_per_replica(self) -> float:
         """The demand one placeholder serves (1 for a pool without a forecast section)."""
-        per_replica = (self.settings or resolve_settings(self.pool)).demand_per_replica
+        per_replica = self.settings.demand_per_replica
         return per_replica.value if per_replica is not None else 1.0
 
 
@@ -130,7 +130,8 @@ def build_report(
     source: str = "",
     observed: Mapping[str, History | Unobserved | None] | None = None,
     loop: Mapping[str, Mapping[str, Any]] | None = None,
-    settings: Mapping[str, PlanSettings] | None = None,
+    *,
+    settings: Mapping[str, PlanSettings],
     promises: Mapping[str, Mapping[str, Any]] | None = None,
     disruption: Mapping[str, DisruptionPart] | None = None,
 ) -> Report:
@@ -141,7 +142,8 @@ def build_report(
     `observed` is each pool's latest observations for the burst model, as the daemon reads them at
     `at` (default: the pool's history up to `at`, which holds the same samples). `loop` is what the
     daemon measured in the cluster per pool (its closed loop), shown in each pool's section.
-    `settings` are the settings each pool plans with (default: its configuration alone);
+    `settings` are the settings each pool plans with, one per pool (the shell resolves them: it
+    knows the measured lead time and the re-tune);
     `promises` what its re-tune says of a `protection:` pool (`Tuning.report`: "asked 95%, last
     week 96.1%", a shortfall shown as a warning).
     `disruption` is each pool's disruption component at `at`: the plan now has all of it, the
@@ -159,7 +161,7 @@ def build_report(
             past or (),
             policy,
             _observed_at(pool.name, observed, histories, at),
-            (settings or {}).get(pool.name) or resolve_settings(pool),
+            settings[pool.name],
             (disruption or {}).get(pool.name),
         )
         for pool in policy.pools
@@ -400,7 +402,7 @@ def _history_notices(r: PoolReport) -> list[Notice]:
     """The notice of a forecasting pool with too little history to fit, or too little to learn
     the weekly pattern (none when its source failed: that notice says so instead)."""
     spec, found = r.pool.forecast, []
-    if spec is not None and spec.enabled and r.forecast_status != "source-error":
+    if spec is not None and spec.enabled and r.forecast_status != NoForecastWhy.SOURCE_ERROR:
         needed = spec.min_history.total_seconds()
         if r.history_seconds < needed:
             found.append(

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 import yaml
 from fake_apiserver import FakeApiServer
+from test_disruption import Clock, NoForecaster
 
 from predictive_headroom import cli
 from predictive_headroom.backtest import walkforward
@@ -59,19 +60,6 @@ REPO = Path(__file__).resolve().parents[1]
 NS = "headroom"
 FAST = CallOptions(timeout=2.0, attempts=2, backoff_initial=0.01, backoff_max=0.05, instance="t")
 NOW = datetime(2026, 11, 23, 8, 52, tzinfo=UTC).timestamp()
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class NoForecaster:
-    def fit(self, *args: object) -> None:  # pragma: no cover - no pool forecasts here
-        raise AssertionError("no pool forecasts in these tests")
 
 
 def write_policy(path: Path, **extra: object) -> Path:

@@ -272,6 +272,7 @@ def _marker_boxes(markers: list[PathCollection], renderer: Any) -> list[Bbox]:
 _MARKER_PAD = 2.0
 
 
+# Long on purpose: one placement loop (measure, try each nudge, keep the first clear one) read top to bottom.
 def _declutter(
     fig: Figure, fixed: list[Text], *groups: list[Annotation], markers: list[PathCollection] = ()
 ) -> None:

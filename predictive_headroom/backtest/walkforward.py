@@ -126,13 +126,7 @@ def walk_forward(  # noqa: PLR0913
             swept_q = SettingSource.CONFIGURED  # a what-if of the dial, not a choice
             mq.append(at_quantile(fitted, q, swept_q) if isinstance(fitted, Forecast) else fitted)
             nq.append(baseline_forecast(naive_fit(known, lead, q, float(at)), float(at), horizon))
-        bar.update(1)
-        if progress and bar.disable and ((k + 1) % every_line == 0 or k + 1 == len(refit_at)):
-            print(
-                f"backtest: refit {k + 1}/{len(refit_at)} ({fit_seconds:.0f}s fitting)",
-                file=sys.stderr,
-                flush=True,
-            )
+        _tick(bar, progress, k + 1, len(refit_at), every_line, fit_seconds)
     bar.close()
 
     def in_force(forecasts: list[Forecast | NoForecast]) -> InForce:
@@ -140,6 +134,15 @@ def walk_forward(  # noqa: PLR0913
 
     dial = {q: (in_force(mq), in_force(nq)) for q, (mq, nq) in swept.items()}
     return WalkForward(in_force(model), in_force(naive), dial, len(refit_at), fit_seconds, models)
+
+
+def _tick(bar: Any, progress: bool, done: int, total: int, every_line: int, fitted: float) -> None:
+    """One refit done: the bar moves, or without a terminal a line every `every_line` refits."""
+    bar.update(1)
+    if progress and bar.disable and (done % every_line == 0 or done == total):
+        print(
+            f"backtest: refit {done}/{total} ({fitted:.0f}s fitting)", file=sys.stderr, flush=True
+        )
 
 
 LONG_REPLAY_SECONDS = 600.0

@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
             pools = [_with_why(_with_promise(plan_to_dict(p), fitted.promises), why) for p in plans]
             print_json({"at": iso(at), "pools": pools})
         else:
-            _print_plans(plans, policy)
+            _print_plans(plans, policy, fitted.settings)
             _print_why(why)
             _print_promises(fitted.promises)
         return 0
@@ -291,7 +291,12 @@ def burst_text(plan: Plan, demand_per_replica: float | None) -> str:
     return f"{rounded(burst)} demand{worth} ({where})"
 
 
-def _print_plans(plans: list[Plan], policy: Policy) -> None:
+def _print_plans(
+    plans: list[Plan], policy: Policy, settings: dict[str, PlanSettings] | None = None
+) -> None:
+    """The plans as a table; the burst quantile named is the one each pool plans with (`settings`:
+    re-tuned for a `protection:` pool), else its configured one."""
+    settings = settings or {}
     pools = {p.name: p for p in policy.pools}
     per_replica = {
         name: pool.forecast.demand_per_replica if pool.forecast else None
@@ -311,7 +316,11 @@ def _print_plans(plans: list[Plan], policy: Policy) -> None:
         ],
     )
     quantiles = sorted(
-        {f"{pool.forecast.burst_quantile:g}" for pool in pools.values() if pool.forecast}
+        {
+            f"{settings[name].quantile if name in settings else pool.forecast.burst_quantile:g}"
+            for name, pool in pools.items()
+            if pool.forecast
+        }
     )
     if any(p.details.get("burst_source") for p in plans):
         print(

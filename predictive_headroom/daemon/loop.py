@@ -376,6 +376,7 @@ class Daemon:
         )
         return result
 
+    # Long on purpose: one pool's reconcile in order (plan, write, each failure kind mapped to its outcome).
     def _reconcile_pool(
         self,
         pool: Pool,

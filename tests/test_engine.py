@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,12 +22,14 @@ from predictive_headroom.core.engine import (
     schedule_series,
 )
 from predictive_headroom.core.forecast_math import forward_max, ramp_at, table_allowance
+from predictive_headroom.core.planner import PlanRecord
 from predictive_headroom.core.series import BurstProfile, Forecast
-from predictive_headroom.core.settings import resolve_settings
+from predictive_headroom.core.settings import Setting, SettingSource, resolve_settings, with_values
 from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.forecast.burst_features import feature_matrix, sample_columns
 from predictive_headroom.policy.config import Pool, ScheduleWindow
 from predictive_headroom.protocols import ClusterState
+from predictive_headroom.sources.csvsource import read_csv_history
 
 
 def spike_forecast(at_spike: float = 1800.0, height: float = 100.0) -> Forecast:
@@ -215,3 +219,79 @@ def test_instants_are_planned_in_order_once():
     timeline.plan(1)
     with pytest.raises(ValueError, match="in order"):
         timeline.plan(0)
+
+
+ELB = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_elb_requests_5min.csv"
+
+
+@pytest.fixture(scope="module")
+def elb_replay():
+    """Five days of a real series on the backtest's minute grid, a pool with a daytime schedule
+    and minReplicas, and its walk-forward refits (seasonal naive with a burst model)."""
+    full = read_csv_history(ELB)
+    history = full.until(full.start + 5 * DAY)
+    pool = POOL.model_copy(update={"min_replicas": 1})
+    times, _ = minute_grid(history)
+    first = int(np.searchsorted(times, history.start + 3 * DAY))
+    settings = resolve_settings(pool)
+    forecaster = BurstNaiveForecaster()
+    wf = walk_forward(
+        history,
+        pool,
+        times,
+        first,
+        DAY / 2,
+        forecaster,
+        naive_burst_profile,
+        False,
+        10,
+        (),
+        settings,
+    )
+    return history, pool, times, wf.model
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "window, reserve, max_replicas",
+    [(0.0, 0, 500), (300.0, 0, 500), (1800.0, 2, 500), (900.0, 1, 4)],
+    ids=["no window", "5m", "30m and a reserve", "15m, reserve, maxReplicas binding"],
+)
+def test_the_plans_at_once_are_the_plans_one_instant_at_a_time(
+    elb_replay, window, reserve, max_replicas
+):
+    """The backtest and the re-tune read a pool's plans at every minute at once
+    (`desired_at_once`); planning each minute in order gives the same counts on a real series,
+    through warm-up, refits, schedule windows, minReplicas, stabilisation and maxReplicas."""
+    history, pool, times, in_force = elb_replay
+    pool = pool.model_copy(update={"max_replicas": max_replicas})
+    settings = with_values(
+        resolve_settings(pool), SettingSource.TUNED, stabilization_seconds=window
+    )
+    settings = replace(settings, reserve=Setting(reserve, SettingSource.TUNED))
+    at_once = PoolTimeline(pool, times, in_force, history, (), settings).desired_at_once()
+    timeline = PoolTimeline(pool, times, in_force, history, (), settings)
+    plans = [timeline.plan(i) for i in range(times.size)]
+    assert at_once is not None
+    assert at_once.tolist() == [p.desired for p in plans]
+    reasons = {p.reason.split(":")[0] for p in plans}
+    # the warm-up (min), both floors and the forecast take turns; a window holds counts up
+    assert {"min", "schedule", "forecast"} <= reasons
+    assert ("hold" in reasons) == (window > 0)
+    assert ("max" in reasons) == (max_replicas < 500)
+
+
+def test_plans_at_once_decline_what_they_cannot_answer():
+    """A proportional rule needs the cluster at each instant, and carried records or an irregular
+    grid change the stabilisation window's reach: the shortcut says None (plan each instant)."""
+    pool = daily_pool(proportional=None)
+    settings = resolve_settings(pool)
+    times = np.arange(0.0, 3600.0, 60.0)
+    assert PoolTimeline(pool, times, None, None, (), settings).desired_at_once() is not None
+    carried = (PlanRecord(-60.0, 3),)
+    assert PoolTimeline(pool, times, None, None, carried, settings).desired_at_once() is None
+    irregular = np.array([0.0, 60.0, 90.0, 200.0])
+    windowed = with_values(settings, SettingSource.TUNED, stabilization_seconds=120.0)
+    assert PoolTimeline(pool, irregular, None, None, (), windowed).desired_at_once() is None
+    cpa = daily_pool()
+    assert PoolTimeline(cpa, times, None, None, (), resolve_settings(cpa)).desired_at_once() is None

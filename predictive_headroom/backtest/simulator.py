@@ -32,9 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
-from predictive_headroom.core.forecast_math import forward_max
+from predictive_headroom.core.forecast_math import forward_max, rolling_max
 from predictive_headroom.core.series import History
 
 MINUTE = 60.0
@@ -122,14 +121,6 @@ def minute_grid(history: History) -> tuple[np.ndarray, np.ndarray]:
     last = math.floor(history.end / MINUTE) * MINUTE
     times = np.arange(first, last + MINUTE / 2, MINUTE)
     return times, np.interp(times, history.times, history.values)
-
-
-def rolling_max(values: np.ndarray, window: int) -> np.ndarray:
-    """out[i] = max(values[max(0, i - window + 1) : i + 1]) (trailing window of `window` steps)."""
-    if window <= 1 or values.size == 0:
-        return values.copy()
-    padded = np.concatenate([np.full(window - 1, values[0]), values])
-    return sliding_window_view(padded, window).max(axis=1)
 
 
 def app_pods(demand: np.ndarray, demand_per_replica: float, hold_minutes: int = 5) -> np.ndarray:

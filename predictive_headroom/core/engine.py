@@ -33,7 +33,12 @@ import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.disruption import DisruptionPart
-from predictive_headroom.core.forecast_math import BurstAllowances, burst_allowances, ramp_at
+from predictive_headroom.core.forecast_math import (
+    BurstAllowances,
+    burst_allowances,
+    ramp_at,
+    rolling_max,
+)
 from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, combine
 from predictive_headroom.core.proportional import proportional_floor
 from predictive_headroom.core.schedules import open_intervals
@@ -174,6 +179,7 @@ class PoolTimeline:
         self._proportional: dict[ClusterState, int] = {}
         self._window = self.settings.window
         self._records: deque[PlanRecord] = deque(sorted(recent, key=lambda r: r.at))
+        self._carried = bool(self._records)
         self._next = 0
 
     def __len__(self) -> int:
@@ -196,14 +202,10 @@ class PoolTimeline:
 
     def forecast_part(self, i: int) -> ForecastPart:
         """The forecast component at instant `i`."""
-        k, forecast = self.forecast_in_force(i)
-        if k not in self._parts:
-            lo = int(self._starts[k]) if k >= 0 else 0
-            hi = int(self._starts[k + 1]) if k + 1 < len(self._starts) else len(self)
-            self._parts[k] = _forecast_parts(
-                self.pool, self.settings, forecast, self.times[lo:hi], self.observed
-            )
-        parts, j = self._parts[k], i - (int(self._starts[k]) if k >= 0 else 0)
+        k, _ = self.forecast_in_force(i)
+        lo = int(self._starts[k]) if k >= 0 else 0
+        hi = int(self._starts[k + 1]) if k + 1 < len(self._starts) else len(self)
+        parts, j = self._segment(k, lo, hi), i - lo
         if parts.bursts is None or parts.status[j] != ForecastStatus.OK:
             return ForecastPart(None, parts.status[j])
         return ForecastPart(
@@ -253,6 +255,59 @@ class PoolTimeline:
         )
         self._records.append(plan.record())
         return plan
+
+    def desired_at_once(self) -> np.ndarray | None:
+        """What `plan(i).desired` gives for i = 0, 1, ... with no cluster and no disruption
+        component, every instant at once (the same `combine` rule on arrays: the largest of
+        minReplicas, the open schedule floor and the forecast, plus the reserve, capped at
+        maxReplicas, held up over the stabilisation window). Planning nothing, it leaves `plan`
+        callable. None where this shortcut is not the rule: a proportional rule, records carried
+        in, or instants not strictly ascending on a regular grid (plan each instant instead).
+
+        The backtest's replays and the re-tune read a pool's plans this way;
+        `tests/test_engine.py` proves it equal to planning each instant on a real series."""
+        n = len(self)
+        if self.pool.proportional is not None or self._carried or n == 0:
+            return None
+        steps = _window_steps(self.times, self._window)
+        if steps is None:
+            return None
+        wanted = np.maximum(np.where(self._which >= 0, self._floor, 0), self.pool.min_replicas)
+        bounds = [0, *(int(s) for s in self._starts), n]
+        for k in range(-1, len(self._starts)):
+            lo, hi = bounds[k + 1], bounds[k + 2]
+            if lo >= hi:
+                continue
+            parts = self._segment(k, lo, hi)
+            if parts.bursts is None:
+                continue
+            usable = parts.status == str(ForecastStatus.OK)
+            wanted[lo:hi] = np.maximum(wanted[lo:hi], np.where(usable, parts.replicas, 0))
+        raw = np.minimum(wanted + self.settings.reserve.value, self.pool.max_replicas)
+        return rolling_max(raw.astype(np.int64), steps)
+
+    def _segment(self, k: int, lo: int, hi: int) -> _Parts:
+        """The forecast component over the instants [lo, hi) forecast k is in force (cached)."""
+        if k not in self._parts:
+            forecast = self._forecasts[k] if k >= 0 else NoForecast(str(ForecastStatus.WARMUP))
+            self._parts[k] = _forecast_parts(
+                self.pool, self.settings, forecast, self.times[lo:hi], self.observed
+            )
+        return self._parts[k]
+
+
+def _window_steps(times: np.ndarray, window: float) -> int | None:
+    """The instants a stabilisation window of `window` seconds holds at each instant of `times`,
+    this one included, when that is one number throughout (a regular grid; fewer at the start):
+    the records `plan` keeps are those less than `window` before the instant. None otherwise."""
+    if times.size > 1 and not bool(np.all(np.diff(times) > 0)):
+        return None
+    first = np.searchsorted(times, times - window, side="right")
+    index = np.arange(times.size)
+    steps = int((index - first).max()) + 1 if window > 0 else 1
+    if not np.array_equal(first, np.maximum(index - steps + 1, 0)) and window > 0:
+        return None
+    return steps
 
 
 def plan_over_time(

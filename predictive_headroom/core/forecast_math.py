@@ -45,6 +45,14 @@ def forward_max(
     return sliding_window_view(padded, size)[first : first + values.size].max(axis=1)
 
 
+def rolling_max(values: np.ndarray, window: int) -> np.ndarray:
+    """out[i] = max(values[max(0, i - window + 1) : i + 1]) (trailing window of `window` steps)."""
+    if window <= 1 or values.size == 0:
+        return values.copy()
+    padded = np.concatenate([np.full(window - 1, values[0]), values])
+    return sliding_window_view(padded, window).max(axis=1)
+
+
 def minute_reads(
     times: np.ndarray, curve: np.ndarray, at: np.ndarray, lead: float, first: float = 0.0
 ) -> np.ndarray:

@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import duration_arg, print_table
 from predictive_headroom.commands.backtest import parse_quantiles, parse_windows
 from predictive_headroom.policy.durations import format_duration
+from predictive_headroom.replay.setup import BacktestSettings
 from predictive_headroom.sources.csvsource import read_csv_history
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"

@@ -12,17 +12,14 @@ import numpy as np
 import pytest
 
 from predictive_headroom.backtest.results import headline
-from predictive_headroom.backtest.run import (
-    BacktestSettings,
-    run_backtest,
-    static_curve,
-)
-from predictive_headroom.backtest.simulator import ClusterSpec
+from predictive_headroom.backtest.run import run_backtest, static_curve
 from predictive_headroom.backtest.text import format_table
 from predictive_headroom.cli import main
 from predictive_headroom.core.series import History
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.replay.setup import BacktestSettings
+from predictive_headroom.replay.simulator import ClusterSpec
 
 START = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 DAY = 86_400.0

@@ -18,8 +18,8 @@ from predictive_headroom.backtest.results import (
     StrategyResult,
     headline,
 )
-from predictive_headroom.backtest.simulator import Metrics, Run
 from predictive_headroom.pages.glossary import GLOSSARY
+from predictive_headroom.replay.simulator import Metrics, Run
 
 START = datetime(2014, 11, 24, tzinfo=UTC).timestamp()
 # Static headroom: 0, 1, 2 placeholders at 10, 12, 14 node-hours; no headroom costs 10.

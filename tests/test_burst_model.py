@@ -9,9 +9,7 @@ import pytest
 from fitting import fit_args
 from test_backtest import DAY, START
 
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
-from predictive_headroom.backtest.simulator import minute_grid
-from predictive_headroom.backtest.walkforward import walk_forward
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.core.engine import PoolTimeline
 from predictive_headroom.core.forecast_math import BurstAllowance, burst_allowances
 from predictive_headroom.core.series import History, Unobserved
@@ -25,6 +23,9 @@ from predictive_headroom.forecast.burst_features import (
 from predictive_headroom.forecast.burst_model import train
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.replay.setup import BacktestSettings
+from predictive_headroom.replay.simulator import minute_grid
+from predictive_headroom.replay.walkforward import walk_forward
 
 STEP = 300.0
 LEAD = 600.0

@@ -12,9 +12,6 @@ from fitting import fit_args
 from test_backtest import DAY, START
 from test_burst_model import POOL, BurstNaiveForecaster, level_scaled
 
-from predictive_headroom.backtest.replay import planner_strategy
-from predictive_headroom.backtest.simulator import minute_grid
-from predictive_headroom.backtest.walkforward import walk_forward
 from predictive_headroom.core.engine import (
     PlanInputs,
     PoolTimeline,
@@ -29,6 +26,9 @@ from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.forecast.burst_features import feature_matrix, sample_columns
 from predictive_headroom.policy.config import Pool, ScheduleWindow
 from predictive_headroom.protocols import ClusterState
+from predictive_headroom.replay.planner import planner_strategy
+from predictive_headroom.replay.simulator import minute_grid
+from predictive_headroom.replay.walkforward import walk_forward
 from predictive_headroom.sources.csvsource import read_csv_history
 
 

@@ -30,14 +30,7 @@ from fake_apiserver import FakeApiServer
 from test_disruption import Clock, NoForecaster
 
 from predictive_headroom import cli
-from predictive_headroom.backtest import walkforward
-from predictive_headroom.backtest.run import (
-    BacktestSettings,
-    outlier_notes,
-    run_backtest,
-    static_curve,
-)
-from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
+from predictive_headroom.backtest.run import outlier_notes, run_backtest, static_curve
 from predictive_headroom.commands.run import report_writer
 from predictive_headroom.core import strict_json
 from predictive_headroom.core.disruption import poisson_quantile
@@ -53,6 +46,9 @@ from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.load import load_policy
 from predictive_headroom.policy.settings import Settings
+from predictive_headroom.replay import walkforward
+from predictive_headroom.replay.setup import BacktestSettings
+from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
 from predictive_headroom.sources.csvsource import read_csv_history
 from predictive_headroom.sources.prometheus import PrometheusSource
 

@@ -9,10 +9,11 @@ from test_backtest import DAY, SeasonalNaiveForecaster, series, write_csv
 
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.cli import main
 from predictive_headroom.commands.tune import print_recommendation
 from predictive_headroom.policy.load import parse_policy
+from predictive_headroom.replay.setup import BacktestSettings
 
 POLICY = """\
 pools:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from predictive_headroom.backtest.results import BacktestResult
-from predictive_headroom.backtest.simulator import ClusterSpec
-from predictive_headroom.backtest.tuning import Setting, Tuned, choose, tune_walk_forward
+from predictive_headroom.replay.simulator import ClusterSpec
+from predictive_headroom.replay.tuning import Setting, Tuned, choose, tune_walk_forward
 
 TUNE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import BacktestResult, headline
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
     format_frontier,
@@ -40,6 +40,7 @@ from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import Source, SourceError
+from predictive_headroom.replay.setup import BacktestSettings
 from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
 
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on demand history (a CSV or Prometheus)"

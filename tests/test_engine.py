@@ -18,7 +18,12 @@ from predictive_headroom.core.engine import (
     plan_over_time,
     schedule_series,
 )
-from predictive_headroom.core.forecast_math import forward_max, ramp_at, table_allowance
+from predictive_headroom.core.forecast_math import (
+    forward_max,
+    ramp_at,
+    rolling_max,
+    table_allowance,
+)
 from predictive_headroom.core.planner import PlanRecord
 from predictive_headroom.core.series import BurstProfile, Forecast
 from predictive_headroom.core.settings import Setting, SettingSource, resolve_settings, with_values
@@ -30,6 +35,8 @@ from predictive_headroom.replay.planner import planner_strategy
 from predictive_headroom.replay.simulator import minute_grid
 from predictive_headroom.replay.walkforward import walk_forward
 from predictive_headroom.sources.csvsource import read_csv_history
+
+ELB = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_elb_requests_5min.csv"
 
 
 def spike_forecast(at_spike: float = 1800.0, height: float = 100.0) -> Forecast:
@@ -98,6 +105,21 @@ def test_the_ramp_reads_the_curve_every_minute_as_the_burst_model_is_trained(at,
 def test_forward_max_looks_ahead_with_the_end_rule_asked_for(values, window, kwargs, expected):
     out = forward_max(np.array(values), window, **kwargs)
     np.testing.assert_array_equal(out, np.array(expected, dtype=float))
+
+
+@pytest.mark.parametrize("window", [1, 2, 5, 11, 16, 31, 200])
+def test_the_rolling_max_is_the_largest_of_the_window_on_a_real_series(window):
+    """`rolling_max` (by doubling) against its definition, element by element, on a day of a real
+    series as app pods and as raw demand: the stabilisation window, the HPA hold and the cluster's
+    scale-down all read it."""
+    history = read_csv_history(ELB)
+    demand = history.values[:300]
+    pods = np.ceil(demand / 7).astype(np.int64)
+    for values in (pods, demand):
+        expected = [values[max(0, i - window + 1) : i + 1].max() for i in range(values.size)]
+        out = rolling_max(values, window)
+        assert out.dtype == values.dtype
+        assert out.tolist() == expected
 
 
 def test_the_table_allowance_is_the_largest_bin_the_lead_window_touches():
@@ -219,9 +241,6 @@ def test_instants_are_planned_in_order_once():
     timeline.plan(1)
     with pytest.raises(ValueError, match="in order"):
         timeline.plan(0)
-
-
-ELB = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_elb_requests_5min.csv"
 
 
 @pytest.fixture(scope="module")

@@ -46,11 +46,18 @@ def forward_max(
 
 
 def rolling_max(values: np.ndarray, window: int) -> np.ndarray:
-    """out[i] = max(values[max(0, i - window + 1) : i + 1]) (trailing window of `window` steps)."""
-    if window <= 1 or values.size == 0:
-        return values.copy()
-    padded = np.concatenate([np.full(window - 1, values[0]), values])
-    return sliding_window_view(padded, window).max(axis=1)
+    """out[i] = max(values[max(0, i - window + 1) : i + 1]) (trailing window of `window` steps).
+
+    By doubling: after each pass out[i] is the largest of the last `span` values up to i, and
+    a pass of `step` <= `span` extends that to `span + step` (about log2(window) passes)."""
+    out = np.array(values, copy=True)
+    span = 1
+    while span < window and out.size:
+        step = min(span, window - span)
+        nxt = out.copy()
+        np.maximum(out[step:], out[:-step], out=nxt[step:])
+        out, span = nxt, span + step
+    return out
 
 
 def minute_reads(

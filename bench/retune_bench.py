@@ -2,18 +2,25 @@
 (measured, not asserted; the target is <= 10 s a pool on 1-minute data).
 
 Usage: python bench/retune_bench.py [--data CSV] [--at ISO] [--protection 95%] [--window-days 14]
+                                   [--repeat N]
 
-Runs one re-tune at `--at` (default: the end of the series) with the default grid, as the
-daemon's refit would, and prints what it chose, the reason and how long it took (the extra fit
-included).
+Runs a re-tune at `--at` (default: the end of the series) with the default grid, as the
+daemon's refit would, `--repeat` times, and prints what it chose, the reason and how long each
+took (the extra fit included; wall and CPU seconds), with the seconds spent in each stage (the
+extra fit, the burst models at the other quantiles, the engine's plans, the simulated cluster,
+the ledger).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.app.tune import RETUNE_WINDOW, retune
@@ -36,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--at", help="refit instant (ISO-8601; default: the end of the series)")
     parser.add_argument("--protection", type=parse_protection, default=0.95)
     parser.add_argument("--window-days", type=float, default=RETUNE_WINDOW / DAY_SECONDS)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="re-tunes to run: the first pays the imports, later ones cost what a daemon's refit "
+        "pays (it has fitted the pool in the same process just before)",
+    )
     args = parser.parse_args(argv)
     history = read_csv_history(str(args.data))
     at = parse_time(args.at) if args.at else history.end
@@ -48,23 +62,66 @@ def main(argv: list[str] | None = None) -> int:
         forecast=spec,
         protection=args.protection,
     )
-    started = time.perf_counter()
-    tuning = retune(
-        pool,
-        history,
-        at,
-        default_forecaster(),
-        resolve_settings(pool),
-        window_seconds=args.window_days * DAY_SECONDS,
-    )
-    seconds = time.perf_counter() - started
     print(f"{args.data.name}: {len(history)} points, step {history.step_seconds:g}s, at {at:.0f}")
-    print(
-        f"status {tuning.status}: q {tuning.burst_quantile:g}, window {tuning.stabilization_seconds:g}s"
-    )
-    print(f"reason: {tuning.reason}")
-    print(f"re-tune seconds (extra fit + grid replay): {seconds:.2f}")
+    forecaster = default_forecaster()
+    for k in range(args.repeat):
+        with stage_timers() as spent:
+            wall, cpu = time.perf_counter(), time.process_time()
+            tuning = retune(
+                pool,
+                history,
+                at,
+                forecaster,
+                resolve_settings(pool),
+                window_seconds=args.window_days * DAY_SECONDS,
+            )
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if k == 0:
+            print(
+                f"status {tuning.status}: q {tuning.burst_quantile:g}, window "
+                f"{tuning.stabilization_seconds:g}s, reserve {tuning.reserve}"
+            )
+            print(f"reason: {tuning.reason}")
+        run = "first (imports Prophet and scikit-learn)" if k == 0 else f"run {k + 1}"
+        print(f"re-tune seconds (extra fit + grid replay), {run}: {wall:.2f} ({cpu:.2f} s CPU)")
+        print("  of which " + ", ".join(f"{name} {spent[name]:.2f}" for name in STAGES))
     return 0
+
+
+STAGES = {
+    "extra fit": ("predictive_headroom.app.tune", "_fit_before"),
+    "burst models at the other quantiles": ("predictive_headroom.app.tune", "at_quantile"),
+    "engine (plans at every minute)": ("predictive_headroom.replay.setup", "planner_strategy"),
+    "simulate": ("predictive_headroom.replay.setup", "simulate"),
+    "ledger and rule": ("predictive_headroom.app.tune", "ledger"),
+}
+"""Where a re-tune spends its time: each stage is the function named, timed where it is called."""
+
+
+@contextmanager
+def stage_timers() -> Iterator[dict[str, float]]:
+    """Seconds spent in each of `STAGES` while the block runs (the functions are wrapped, then
+    put back)."""
+    spent = dict.fromkeys(STAGES, 0.0)
+    wrapped = []
+    for name, (module_name, attr) in STAGES.items():
+        module = importlib.import_module(module_name)
+        original = getattr(module, attr)
+
+        def timed(*a: Any, _fn: Any = original, _name: str = name, **kw: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return _fn(*a, **kw)
+            finally:
+                spent[_name] += time.perf_counter() - began
+
+        setattr(module, attr, timed)
+        wrapped.append((module, attr, original))
+    try:
+        yield spent
+    finally:
+        for module, attr, original in wrapped:
+            setattr(module, attr, original)
 
 
 if __name__ == "__main__":

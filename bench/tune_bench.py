@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from predictive_headroom.cli import main as cli_main
-from predictive_headroom.commands.backtest import parse_protection
 from predictive_headroom.core.series import DAY_SECONDS, iso_utc
+from predictive_headroom.policy.shares import parse_protection
 from predictive_headroom.replay.setup import auto_demand_per_replica
 from predictive_headroom.sources.csvsource import read_csv_history
 

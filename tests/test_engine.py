@@ -33,7 +33,7 @@ from predictive_headroom.policy.config import Pool, ScheduleWindow
 from predictive_headroom.protocols import ClusterState
 from predictive_headroom.replay.planner import planner_strategy
 from predictive_headroom.replay.simulator import minute_grid
-from predictive_headroom.replay.walkforward import walk_forward
+from predictive_headroom.replay.walkforward import Refits, walk_forward
 from predictive_headroom.sources.csvsource import read_csv_history
 
 ELB = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_elb_requests_5min.csv"
@@ -204,19 +204,8 @@ def test_the_backtest_replay_plans_each_minute_as_one_instant_calls_would():
     times, _ = minute_grid(history)
     first = int(np.searchsorted(times, START + 3 * DAY))
     settings = resolve_settings(POOL)
-    wf = walk_forward(
-        history,
-        POOL,
-        times,
-        first,
-        DAY / 2,
-        BurstNaiveForecaster(),
-        naive_burst_profile,
-        False,
-        10,
-        (),
-        settings,
-    )
+    refits = Refits(DAY / 2, BurstNaiveForecaster(), naive_burst_profile)
+    wf = walk_forward(history, POOL, times, first, settings, refits)
     _, desired = planner_strategy(POOL, times, wf.model, history, 0.0, settings)
     batch = PoolTimeline(POOL, times, wf.model, history, (), settings)
     recent: tuple = ()
@@ -253,20 +242,8 @@ def elb_replay():
     times, _ = minute_grid(history)
     first = int(np.searchsorted(times, history.start + 3 * DAY))
     settings = resolve_settings(pool)
-    forecaster = BurstNaiveForecaster()
-    wf = walk_forward(
-        history,
-        pool,
-        times,
-        first,
-        DAY / 2,
-        forecaster,
-        naive_burst_profile,
-        False,
-        10,
-        (),
-        settings,
-    )
+    refits = Refits(DAY / 2, BurstNaiveForecaster(), naive_burst_profile)
+    wf = walk_forward(history, pool, times, first, settings, refits)
     return history, pool, times, wf.model
 
 

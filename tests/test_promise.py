@@ -96,11 +96,12 @@ def test_a_reserve_replayed_for_the_promise_is_capped_where_the_planner_caps_it(
     from test_backtest import SeasonalNaiveForecaster, series
 
     from predictive_headroom.backtest.promise_measure import prepare
+    from predictive_headroom.backtest.results import BacktestSettings
     from predictive_headroom.backtest.run import run_backtest
     from predictive_headroom.core.planner import with_reserve
     from predictive_headroom.policy.config import Pool
     from predictive_headroom.replay.promise import placeholders_of
-    from predictive_headroom.replay.setup import BacktestSettings
+    from predictive_headroom.replay.setup import WhatIf
 
     pool = Pool.model_validate(
         {
@@ -110,7 +111,7 @@ def test_a_reserve_replayed_for_the_promise_is_capped_where_the_planner_caps_it(
             "forecast": {"query": "q", "demandPerReplica": 5},
         }
     )
-    settings = BacktestSettings(warmup_seconds=3 * 86400.0, protections=(0.95,))
+    settings = BacktestSettings(replay=WhatIf(warmup_seconds=3 * 86400.0), protections=(0.95,))
     result = run_backtest(series(6), pool, settings, forecaster=SeasonalNaiveForecaster())
     assert result.settings.max_replicas == 6
     r = prepare(result)

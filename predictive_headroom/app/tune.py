@@ -54,7 +54,7 @@ from predictive_headroom.replay.promise import (
     ledger,
     reserve_sizes,
 )
-from predictive_headroom.replay.setup import BacktestSettings, resolve
+from predictive_headroom.replay.setup import WhatIf, resolve
 from predictive_headroom.replay.simulator import Run
 from predictive_headroom.replay.tuning import DAY_MINUTES, replay_grid
 from predictive_headroom.replay.walkforward import at_quantile
@@ -345,16 +345,14 @@ def _replay(
     """Every (quantile, window) of the grid, each plus every reserve, replayed over
     [begin, known.end] through the engine on the simulated cluster and summed per day (days ending
     at the refit): the ledger the rule reads, and the days replayed."""
-    window_seconds, quantiles, windows, reserves = grid
+    _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
-    settings = BacktestSettings(
-        warmup_seconds=begin - replayed.start,
-        refit_every_seconds=2 * window_seconds,
-        burst_view=False,
-    )
+    what_if = WhatIf(warmup_seconds=begin - replayed.start)
+    # The same settings as the daemon's, from the same resolver: the pool and its measured lead.
+    r = resolve(replayed, pool, what_if, measured_lead=plan_settings.measured_lead)
     # The burst model reads its features from every sample known before each replayed minute.
-    r = replace(resolve(replayed, pool, settings, plan_settings), history=known)
+    r = replace(r, history=known)
     begin = float(r.times[r.start])
     candidates = sorted(set(quantiles))
     parts = {

@@ -57,9 +57,7 @@ class Replayed:
 def prepare(result: BacktestResult) -> Replayed:
     """Simulate every candidate on `result`'s app pods (forecast grid runs plus reserves)."""
     s = result.settings
-    cluster = ClusterSpec(
-        s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
-    )
+    cluster = result.cluster
     delay = s.observation_delay_seconds or 0.0
     known_lag = int(-(-(delay + s.data_step_seconds) // 60))
     pods, start = result.pods, result.scored_from

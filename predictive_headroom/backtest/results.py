@@ -11,9 +11,37 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.series import iso_utc
-from predictive_headroom.replay.simulator import Metrics, Run
+from predictive_headroom.core.series import DAY_SECONDS, iso_utc
+from predictive_headroom.replay.setup import WhatIf
+from predictive_headroom.replay.simulator import ClusterSpec, Metrics, Run
 from predictive_headroom.replay.tuning import GridRun
+
+
+@dataclass(frozen=True)
+class BacktestSettings:
+    """The backtest's own knobs (seconds for durations), over the replay's what-if (`replay`:
+    the flags over the pool, the simulated nodes, the warm-up)."""
+
+    replay: WhatIf = field(default_factory=WhatIf)
+    refit_every_seconds: float = DAY_SECONDS
+    dial: tuple[float, ...] = ()
+    """Burst quantiles to sweep: forecast and naive at each (the dial's price)."""
+    stabilization_dial: tuple[float, ...] = ()
+    """Scale-down stabilisation windows (seconds) to sweep likewise."""
+    progress_every: int = 10
+    """Without a terminal, one stderr line per this many refits."""
+    protections: tuple[float, ...] = ()
+    """Read each family's cost at these protections (the frontier) and replay the promise."""
+    burst_view: bool = True
+    """The burst model's last scored day and what moves it (slow)."""
+    grid: bool = False
+    """Replay forecast and naive at every (dial quantile, dial window) pair."""
+    interruption_rate: float | None = None
+    """Per node-hour (`--interruptions 5%/day`); None: off."""
+    notice_seconds: float = 120.0
+    """The interruption notice (`--notice`)."""
+    seed: int = 0
+    """The interruptions' random draws (`--seed`)."""
 
 
 @dataclass
@@ -223,6 +251,7 @@ class BacktestResult:
     times: np.ndarray
     pods: np.ndarray
     scored_from: int
+    cluster: ClusterSpec
     fit_seconds: float = 0.0
     dial: list[DialPoint] = field(default_factory=list)
     stabilization_dial: list[WindowPoint] = field(default_factory=list)

@@ -50,6 +50,7 @@ import numpy as np
 from predictive_headroom.backtest.frontier import frontier
 from predictive_headroom.backtest.results import (
     BacktestResult,
+    BacktestSettings,
     DialPoint,
     InterruptionReport,
     InterruptionRow,
@@ -79,7 +80,7 @@ from predictive_headroom.policy.config import (
 )
 from predictive_headroom.protocols import Forecaster
 from predictive_headroom.replay.planner import SimulatedDisruption, planner_strategy
-from predictive_headroom.replay.setup import BacktestSettings, Replay, resolve
+from predictive_headroom.replay.setup import Replay, resolve
 from predictive_headroom.replay.simulator import (
     ClusterSpec,
     Interruptions,
@@ -95,7 +96,7 @@ from predictive_headroom.replay.tuning import (
     GridRun,
     replay_grid,
 )
-from predictive_headroom.replay.walkforward import NaiveFit, WalkForward, walk_forward
+from predictive_headroom.replay.walkforward import NaiveFit, Refits, WalkForward, walk_forward
 
 logger = logging.getLogger(__name__)
 
@@ -210,21 +211,16 @@ def run_backtest(
         forecaster = ProphetForecaster()
     if naive_fit is None:
         naive_fit = naive_burst_profile
-    r, s = resolve(history, pool, settings), settings
-    every = s.refit_every_seconds
-    wf = walk_forward(
-        history,
-        r.pool,
-        r.times,
-        r.start,
-        every,
+    r, s = resolve(history, pool, settings.replay), settings
+    refits = Refits(
+        s.refit_every_seconds,
         forecaster,
         naive_fit,
+        tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
         progress,
         s.progress_every,
-        tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
-        r.plan_settings,
     )
+    wf = walk_forward(history, r.pool, r.times, r.start, r.plan_settings, refits, r.model)
     runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}
     curve = static_curve(r.pods, r.cluster, r.start, max(50, 5 * int(r.pods.max())))
     reactive_nh = score(runs["reactive"], r.start).node_hours
@@ -238,20 +234,21 @@ def run_backtest(
             x_against(curve, m.node_hours, m.unserved_pod_minutes),
         )
 
-    dial, stabilization_dial = dials(r, wf, scored)
+    dial, stabilization_dial = dials(r, s, wf, scored)
     timeline = PoolTimeline(r.pool, r.times, wf.model, history, (), r.plan_settings)
     result = BacktestResult(
         {name: scored(runs[name]) for name in STRATEGIES},
         curve,
-        replay_settings(r, wf),
+        replay_settings(r, s, wf),
         r.times,
         r.pods,
         r.start,
+        r.cluster,
         wf.fit_seconds,
         dial,
         stabilization_dial,
         last_day_burst(timeline, r.demand, r.pool.name) if s.burst_view else None,
-        grid(r, wf) if s.grid or s.protections else [],
+        grid(r, s, wf) if s.grid or s.protections else [],
         notes=outlier_notes(history, curve),
     )
     for note in result.notes:
@@ -265,14 +262,15 @@ def run_backtest(
             promise=measure(result, s.protections),
         )
     if s.interruption_rate is not None:
-        result = replace(result, interruptions=interrupted(r, wf, runs))
+        result = replace(result, interruptions=interrupted(r, s, wf, runs))
     return result
 
 
 # Long on purpose: the table of interrupted cases, one row each, read as one list.
-def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> InterruptionReport:
+def interrupted(
+    r: Replay, s: BacktestSettings, wf: WalkForward, calm: dict[str, Run]
+) -> InterruptionReport:
     """The strategies on the interrupted cluster (module docstring), each against its calm run."""
-    s = r.settings
     assert s.interruption_rate is not None
     most = -(-int(r.pods.max()) // r.cluster.node_slots)
     spec = Interruptions(
@@ -281,7 +279,7 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
     sim = SimulatedDisruption(r.cluster.node_slots, s.interruption_rate)
     without = replace(sim, component=False)
     no_reserve = replace(sim, reserve=False)
-    cpn = s.cores_per_node
+    cpn = r.nodes.cores_per_node
 
     def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
         strategy = planner_strategy(
@@ -337,10 +335,10 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
     return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows, component)
 
 
-def grid(r: Replay, wf: WalkForward) -> list[GridRun]:
+def grid(r: Replay, s: BacktestSettings, wf: WalkForward) -> list[GridRun]:
     """Forecast and naive at every (quantile, window) pair: the dials' values (or the defaults),
     the pool's own setting included."""
-    s, pool = r.settings, r.pool
+    pool = r.pool
     q0, w0 = r.plan_settings.quantile, r.plan_settings.window
     quantiles = sorted({*(s.dial or DEFAULT_QUANTILES), q0})
     windows = sorted({*(s.stabilization_dial or DEFAULT_WINDOWS), w0})
@@ -352,7 +350,7 @@ def grid(r: Replay, wf: WalkForward) -> list[GridRun]:
 
 
 def dials(
-    r: Replay, wf: WalkForward, scored: Callable[[Run], StrategyResult]
+    r: Replay, s: BacktestSettings, wf: WalkForward, scored: Callable[[Run], StrategyResult]
 ) -> tuple[list[DialPoint], list[WindowPoint]]:
     """Forecast and naive replayed from the same refits at each swept burst quantile, and with each
     swept scale-down stabilisation window."""
@@ -363,7 +361,7 @@ def dials(
     quantiles = [
         DialPoint(q, scored(r.plan(r.pool, model)), scored(r.plan(r.pool, naive)))
         for q, (model, naive) in sorted(wf.dial.items())
-        if q in r.settings.dial
+        if q in s.dial
     ]
     windows = [
         WindowPoint(
@@ -371,31 +369,31 @@ def dials(
             scored(r.plan(r.pool, wf.model, windowed(w))),
             scored(r.plan(r.pool, wf.naive, windowed(w))),
         )
-        for w in sorted(set(r.settings.stabilization_dial))
+        for w in sorted(set(s.stabilization_dial))
     ]
     return quantiles, windows
 
 
-def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
+def replay_settings(r: Replay, s: BacktestSettings, wf: WalkForward) -> ReplaySettings:
     """What the run used, resolved (the JSON `settings`)."""
-    s, spec, cluster = r.settings, r.pool.forecast, r.cluster
+    spec, cluster, chosen = r.pool.forecast, r.cluster, r.plan_settings
     return ReplaySettings(
         data=r.history.source,
         points=len(r.history),
         data_step_seconds=r.history.step_seconds,
         pool=r.pool.name if r.given_pool is not None else None,
         max_replicas=r.pool.max_replicas,
-        demand_per_replica=spec.demand_per_replica if spec else 0.0,
+        demand_per_replica=chosen.demand_per_replica.value if chosen.demand_per_replica else 0.0,
         demand_per_replica_source=r.dpr_source,
         median_app_pods=float(np.median(r.pods)),
-        node_slots=s.node_slots,
+        node_slots=cluster.node_slots,
         lag_seconds=cluster.lag_minutes * 60,
         scale_down_delay_seconds=cluster.scale_down_minutes * 60,
         hpa_hold_seconds=cluster.hpa_hold_minutes * 60,
         lead_seconds=r.plan_settings.lead,
-        quantile=spec.burst_quantile if spec else None,
-        burst_model=spec.burst_model if spec else None,
-        observation_delay_seconds=spec.observation_delay.total_seconds() if spec else None,
+        quantile=chosen.quantile if spec else None,
+        burst_model=r.model.burst_model if spec else None,
+        observation_delay_seconds=chosen.delay if spec else None,
         scale_down_stabilization_seconds=r.plan_settings.window,
         warmup_seconds=r.warmup,
         scored_from=float(r.times[r.start]),
@@ -405,7 +403,7 @@ def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
         refits=wf.refits,
         models=wf.models,
         fit_seconds=round(wf.fit_seconds, 2),
-        cores_per_node=s.cores_per_node,
+        cores_per_node=r.nodes.cores_per_node,
         schedule_windows="config"
         if r.pool.schedules
         else f"default: daytime 08:00-20:00 UTC, {r.default_windows[0].desired_replicas} replicas",

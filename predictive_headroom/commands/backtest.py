@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from predictive_headroom.backtest.promise_measure import sentence
-from predictive_headroom.backtest.results import BacktestResult, headline
+from predictive_headroom.backtest.results import BacktestResult, BacktestSettings, headline
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
@@ -33,14 +33,15 @@ from predictive_headroom.commands import (
 )
 from predictive_headroom.core.price import NodeShape, Price
 from predictive_headroom.core.series import History
+from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.disruption import parse_rate
-from predictive_headroom.policy.durations import parse_duration
+from predictive_headroom.policy.durations import parse_duration, parse_windows
 from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.promql import check_promql
-from predictive_headroom.policy.shares import parse_share
+from predictive_headroom.policy.shares import parse_protections, parse_quantiles, parse_share
 from predictive_headroom.protocols import Source, SourceError
-from predictive_headroom.replay.setup import BacktestSettings
+from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
 
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on demand history (a CSV or Prometheus)"
@@ -192,46 +193,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_argument(parser)
 
 
-def parse_quantiles(text: str) -> tuple[float, ...]:
-    """Parse `0.8,0.9,0.95` (or `80%,90%`) into sorted unique quantiles; ValueError says which
-    item is wrong."""
-    values = []
-    for item in text.split(","):
-        q = parse_share(item, what="a quantile")
-        if not 0 < q < 1:
-            raise ValueError(f"quantile {item.strip()} must be between 0 and 1 (exclusive)")
-        values.append(q)
-    return tuple(sorted(set(values)))
-
-
-def parse_protection(text: str) -> float:
-    """Parse `95%` or `0.95` into a share in (0, 1]; ValueError says what is wrong (`95`: did
-    you mean 95%?)."""
-    item = text.strip()
-    value = parse_share(item, what="a protection")
-    if not 0 < value <= 1:
-        raise ValueError(f"protection {item} must be above 0% and at most 100%")
-    return value
-
-
-def parse_protections(text: str) -> tuple[float, ...]:
-    """Parse `90%,95%` into sorted unique shares."""
-    return tuple(sorted({parse_protection(item) for item in text.split(",")}))
-
-
-def parse_windows(text: str) -> tuple[float, ...]:
-    """Parse `5m,15m,30m` into sorted unique windows in seconds; ValueError says which item is wrong."""
-    values = []
-    for item in text.split(","):
-        try:
-            values.append(parse_duration(item.strip()).total_seconds())
-        except ValueError as exc:
-            raise ValueError(
-                f"{item.strip()!r} is not a duration: {exc}; give windows like 5m,15m,30m"
-            ) from None
-    return tuple(sorted(set(values)))
-
-
 def _duration_arg(text: str) -> float:
     """Seconds of a duration argument (`60d`); argparse says what is wrong with a bad one."""
     try:
@@ -293,23 +254,25 @@ def settings_from_args(
             problems.append(f"--interruptions: {exc}")
     if problems:
         raise CommandError("; ".join(problems))
-    defaults = BacktestSettings()
-    return BacktestSettings(
-        demand_per_replica=args.demand_per_replica,
-        node_slots=args.node_slots
-        or (slots if shape is not None and slots else defaults.node_slots),
+    nodes = SimulatedNodes()
+    nodes = SimulatedNodes(
+        node_slots=args.node_slots or (slots if shape is not None and slots else nodes.node_slots),
         lag_seconds=args.lag,
         scale_down_delay_seconds=args.scale_down_delay,
-        warmup_seconds=args.warmup,
-        refit_every_seconds=args.refit_every,
-        quantile=quantile,
-        lead_seconds=args.lead_time,
         cores_per_node=args.cores_per_node
-        or (shape.cpu if shape is not None else defaults.cores_per_node),
+        or (shape.cpu if shape is not None else nodes.cores_per_node),
+    )
+    given = Given(
+        lead=args.lead_time,
+        burst_quantile=quantile,
+        observation_delay=args.observation_delay,
+        demand_per_replica=args.demand_per_replica,
+    )
+    return BacktestSettings(
+        replay=WhatIf(given, args.burst_model, nodes, args.warmup),
+        refit_every_seconds=args.refit_every,
         dial=dial,
         stabilization_dial=windows,
-        observation_delay_seconds=args.observation_delay,
-        burst_model=args.burst_model,
         protections=protections,
         interruption_rate=rate,
         notice_seconds=getattr(args, "notice", 120.0),

@@ -23,7 +23,6 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from predictive_headroom.core.settings import DEFAULT_BURST_QUANTILE
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
 
@@ -72,20 +71,20 @@ def poisson_quantile(mean: float, quantile: float) -> int:
     return int(poisson.ppf(min(quantile, 1 - 1e-12), mean))
 
 
-def reserve_quantile(pool: Pool) -> float:
-    """The quantile of interruptions the spot reserve covers: the pool's protection, else its
-    burst quantile, else the default burst quantile (`core.settings.DEFAULT_BURST_QUANTILE`)."""
+def reserve_quantile(pool: Pool, burst_quantile: float) -> float:
+    """The quantile of interruptions the spot reserve covers: the pool's protection, else the
+    burst quantile it plans with (`PlanSettings.quantile`)."""
     if pool.protection is not None:
         return pool.protection
-    return pool.forecast.burst_quantile if pool.forecast else DEFAULT_BURST_QUANTILE
+    return burst_quantile
 
 
 def spot_reserve(
-    rate_per_node_hour: float, nodes: int, lead_seconds: float, slots: int, quantile: float
+    rate_per_node_hour: float, nodes: int, lead: float, slots: int, quantile: float
 ) -> tuple[int, float]:
     """(placeholders, expected interruptions): the `quantile` of the interruptions among `nodes`
     within the lead time, times `slots` placeholders per node."""
-    expected = max(0.0, rate_per_node_hour) * max(0, nodes) * max(0.0, lead_seconds) / 3600.0
+    expected = max(0.0, rate_per_node_hour) * max(0, nodes) * max(0.0, lead) / 3600.0
     return poisson_quantile(expected, quantile) * max(0, slots), expected
 
 

@@ -6,7 +6,7 @@ Usage: python bench/retune_bench.py [--data CSV] [--at ISO] [--protection 95%] [
 
 Runs a re-tune at `--at` (default: the end of the series) with the default grid, as the
 daemon's refit would, `--repeat` times, and prints what it chose, the reason and how long each
-took (the extra fit included; wall and CPU seconds), with the seconds spent in each stage (the
+took (the extra fit included; wall and CPU seconds), with the CPU seconds in each stage (the
 extra fit, the burst models at the other quantiles, the engine's plans, the simulated cluster,
 the ledger).
 """
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reason: {tuning.reason}")
         run = "first (imports Prophet and scikit-learn)" if k == 0 else f"run {k + 1}"
         print(f"re-tune seconds (extra fit + grid replay), {run}: {wall:.2f} ({cpu:.2f} s CPU)")
-        print("  of which " + ", ".join(f"{name} {spent[name]:.2f}" for name in STAGES))
+        print("  CPU seconds in " + ", ".join(f"{name} {spent[name]:.2f}" for name in STAGES))
     return 0
 
 
@@ -100,8 +100,9 @@ STAGES = {
 
 @contextmanager
 def stage_timers() -> Iterator[dict[str, float]]:
-    """Seconds spent in each of `STAGES` while the block runs (the functions are wrapped, then
-    put back)."""
+    """CPU seconds spent in each of `STAGES` while the block runs (the functions are wrapped,
+    then put back): on a shared machine CPU seconds say what the work costs, wall seconds also
+    say how busy the machine was."""
     spent = dict.fromkeys(STAGES, 0.0)
     wrapped = []
     for name, (module_name, attr) in STAGES.items():
@@ -109,11 +110,11 @@ def stage_timers() -> Iterator[dict[str, float]]:
         original = getattr(module, attr)
 
         def timed(*a: Any, _fn: Any = original, _name: str = name, **kw: Any) -> Any:
-            began = time.perf_counter()
+            began = time.process_time()
             try:
                 return _fn(*a, **kw)
             finally:
-                spent[_name] += time.perf_counter() - began
+                spent[_name] += time.process_time() - began
 
         setattr(module, attr, timed)
         wrapped.append((module, attr, original))

@@ -14,14 +14,11 @@ the ledger).
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+
+from stages import cpu_seconds, line, stage_timers
 
 from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.app.tune import RETUNE_WINDOW, retune
@@ -66,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.data.name}: {len(history)} points, step {history.step_seconds:g}s, at {at:.0f}")
     forecaster = default_forecaster()
     for k in range(args.repeat):
-        with stage_timers() as spent:
+        with stage_timers(STAGES) as spent:
             wall, cpu = time.perf_counter(), cpu_seconds()
             tuning = retune(
                 pool,
@@ -85,52 +82,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"reason: {tuning.reason}")
         run = "first (imports Prophet and scikit-learn)" if k == 0 else f"run {k + 1}"
         print(f"re-tune seconds (extra fit + grid replay), {run}: {wall:.2f} ({cpu:.2f} s CPU)")
-        print("  CPU seconds in " + ", ".join(f"{name} {spent[name]:.2f}" for name in STAGES))
+        print(f"  {line(spent, cpu)}")
     return 0
 
 
 STAGES = {
-    "extra fit": ("predictive_headroom.app.tune", "_fit_before"),
-    "burst models at the other quantiles": ("predictive_headroom.app.tune", "at_quantile"),
-    "engine (plans at every minute)": ("predictive_headroom.replay.setup", "planner_strategy"),
-    "simulate": ("predictive_headroom.replay.setup", "simulate"),
-    "ledger and rule": ("predictive_headroom.app.tune", "ledger"),
+    "extra fit": ["predictive_headroom.app.tune:_fit_before"],
+    "burst models at the other quantiles": ["predictive_headroom.app.tune:at_quantile"],
+    "engine (plans at every minute)": ["predictive_headroom.replay.setup:planner_strategy"],
+    "simulate": ["predictive_headroom.replay.setup:simulate"],
+    "ledger and rule": [
+        "predictive_headroom.app.tune:ledger",
+        "predictive_headroom.app.tune:choose",
+    ],
 }
-"""Where a re-tune spends its time: each stage is the function named, timed where it is called."""
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this process and of the children it waited for (Stan's optimiser runs as
-    one)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-@contextmanager
-def stage_timers() -> Iterator[dict[str, float]]:
-    """CPU seconds spent in each of `STAGES` while the block runs (the functions are wrapped,
-    then put back): on a shared machine CPU seconds say what the work costs, wall seconds also
-    say how busy the machine was."""
-    spent = dict.fromkeys(STAGES, 0.0)
-    wrapped = []
-    for name, (module_name, attr) in STAGES.items():
-        module = importlib.import_module(module_name)
-        original = getattr(module, attr)
-
-        def timed(*a: Any, _fn: Any = original, _name: str = name, **kw: Any) -> Any:
-            began = cpu_seconds()
-            try:
-                return _fn(*a, **kw)
-            finally:
-                spent[_name] += cpu_seconds() - began
-
-        setattr(module, attr, timed)
-        wrapped.append((module, attr, original))
-    try:
-        yield spent
-    finally:
-        for module, attr, original in wrapped:
-            setattr(module, attr, original)
+"""Where a re-tune spends its time: each stage is the functions named, timed where called."""
 
 
 if __name__ == "__main__":

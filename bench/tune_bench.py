@@ -8,17 +8,18 @@ Writes the last `--days` of the series and a one-pool policy (`protection:` as a
 series' own demand per replica: median about 20 pods, `forecast.history` as long as the slice)
 to a temporary directory, runs `predictive-headroom tune -c POLICY --data CSV -q` in this
 process, as a user would, and prints its output, then the wall and CPU seconds it took (Stan's
-optimiser, a child process, included).
+optimiser, a child process, included) and the CPU seconds in each stage (`STAGES`).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import tempfile
 import time
 from pathlib import Path
+
+from stages import cpu_seconds, line, stage_timers
 
 from predictive_headroom.cli import main as cli_main
 from predictive_headroom.core.series import DAY_SECONDS, iso_utc
@@ -54,11 +55,27 @@ def write_slice(data: Path, days: float, into: Path) -> tuple[Path, float]:
     return out, auto_demand_per_replica(keep)
 
 
-def cpu_seconds() -> float:
-    """CPU seconds of this process and of the children it waited for (Stan's optimiser runs as
-    one)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+STAGES = {
+    "Prophet fits": ["predictive_headroom.forecast.forecaster:fitted_model"],
+    "Prophet predictions": [
+        "predictive_headroom.forecast.forecaster:predict",
+        "predictive_headroom.forecast.prophet_model:predict",
+    ],
+    "burst models (every quantile)": [
+        "predictive_headroom.forecast.burst_model:BurstTrainer.model"
+    ],
+    "engine (plans at every minute, burst-model predictions included)": [
+        "predictive_headroom.replay.setup:planner_strategy"
+    ],
+    "simulate (the proportional strategy's plans included)": [
+        "predictive_headroom.replay.setup:simulate",
+        "predictive_headroom.replay.promise:simulate",
+        "predictive_headroom.replay.tuning:simulate",
+        "predictive_headroom.backtest.run:simulate",
+        "predictive_headroom.backtest.promise_measure:simulate",
+    ],
+}
+"""Where `tune` spends its time: each stage is the functions named, timed where called."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,13 +94,15 @@ def main(argv: list[str] | None = None) -> int:
             days=math.ceil(args.days),
         )
         policy.write_text(text)
-        wall, cpu = time.perf_counter(), cpu_seconds()
-        code = cli_main(["tune", "-c", str(policy), "--data", str(csv), "-q"])
-        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+        with stage_timers(STAGES) as spent:
+            wall, cpu = time.perf_counter(), cpu_seconds()
+            code = cli_main(["tune", "-c", str(policy), "--data", str(csv), "-q"])
+            wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
     print(
         f"tune on the last {args.days:g} days of {args.data.name}: {wall:.1f} s wall, "
         f"{cpu:.1f} s CPU (exit {code})"
     )
+    print(f"  {line(spent, cpu)}")
     return 0
 
 

@@ -30,6 +30,7 @@ from predictive_headroom.backtest.promise import (
 )
 from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
 from predictive_headroom.backtest.simulator import ClusterSpec, Run, simulate
+from predictive_headroom.backtest.tail import tail_reserve_at
 from predictive_headroom.backtest.tuning import DAY_MINUTES, Setting, period_starts
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import iso_utc
@@ -52,10 +53,13 @@ class Replayed:
     cluster: ClusterSpec
     default: Candidate
     known_lag: int
+    tails: dict[float, list[int | None]]
+    """Per protection, each period's tail-aware reserve (`backtest.tail`)."""
 
 
-def prepare(result: BacktestResult) -> Replayed:
-    """Simulate every candidate on `result`'s app pods (forecast grid runs plus reserves)."""
+def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replayed:
+    """Simulate every candidate on `result`'s app pods (forecast grid runs plus reserves, the
+    tail-aware reserve of each day and protection among them)."""
     s = result.settings
     cluster = ClusterSpec(
         s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
@@ -75,12 +79,14 @@ def prepare(result: BacktestResult) -> Replayed:
     static_runs = {
         n: simulate(pods, np.full(pods.size, n), cluster) for n, _ in result.static_curve
     }
+    tails = _tails(pods, starts, known_lag, cluster.lag_minutes, protections)
+    extra = {n for per_day in tails.values() for n in per_day if n is not None}
     runs: dict[Candidate, Run] = {}
     for setting, ph in base.items():
         grid_run = next(
             g.run for g in result.grid if g.family == "forecast" and g.setting == setting
         )
-        for n in reserve_sizes(pods[start:]):
+        for n in sorted(set(reserve_sizes(pods[start:])) | extra):
             placeholders = with_reserve(ph, n, s.max_replicas)
             runs[Candidate(setting, n)] = (
                 grid_run if n == 0 else simulate(pods, placeholders, cluster)
@@ -98,7 +104,15 @@ def prepare(result: BacktestResult) -> Replayed:
         cluster,
         default,
         known_lag,
+        tails,
     )
+
+
+def _tails(
+    pods: np.ndarray, starts: Sequence[int], known_lag: int, lead: int, protections: Sequence[float]
+) -> dict[float, list[int | None]]:
+    """Each period's tail-aware reserve per protection, from the minutes known at its start."""
+    return {p: [tail_reserve_at(pods, b, known_lag, lead, p) for b in starts] for p in protections}
 
 
 def measure(
@@ -108,7 +122,7 @@ def measure(
     and static-in-hindsight's cost at that protection, and the choice held each day."""
     if not result.grid:
         return []
-    r = prepare(result) if replayed is None else replayed
+    r = prepare(result, protections) if replayed is None else replayed
     reactive = result.strategies["reactive"]
     reactive_u = reactive.metrics.unserved_pod_minutes
     reactive_nh = reactive.metrics.node_hours
@@ -147,9 +161,14 @@ def measure(
             p,
             r.default,
             result.settings.max_replicas,
+            r.tails.get(p),
         )
         entry = _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
-        entry["now"] = _now(choose(r.book, p))
+        # Now: the day's reserves and the tail-aware one of the last day (the others' are
+        # other days' and would not be tried now).
+        tail = r.tails[p][-1] if r.tails.get(p) else None
+        sizes = reserve_sizes(result.pods[start:], tail)
+        entry["now"] = _now(choose(r.book.among(sizes), p, tail=tail))
         out.append(entry)
     return out
 

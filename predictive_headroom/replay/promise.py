@@ -21,7 +21,7 @@ The rule (`choose`):
    choice says so (`short`): nothing the history shows reaches P at any price, this is the best
    it reached, with the reserve it needed;
    (and, the window having misjudged the days after it, it chooses on every day read instead,
-   the tail-aware reserve of `backtest.tail` counting as reaching P there: the cheapest wins).
+   the tail-aware reserve of `replay.tail` counting as reaching P there: the cheapest wins).
 
 Holding the setting in force until another is clearly cheaper (10%) changed nothing measurable
 on elb and azure (docs/promise.md), so there is no hold: the daemon, which keeps no memory across
@@ -41,9 +41,9 @@ from itertools import pairwise
 
 import numpy as np
 
-from predictive_headroom.backtest.simulator import ClusterSpec, Run, score, simulate
-from predictive_headroom.backtest.tuning import Setting
 from predictive_headroom.core.planner import with_reserve
+from predictive_headroom.replay.simulator import ClusterSpec, Run, score, simulate
+from predictive_headroom.replay.tuning import Setting
 
 STRICTNESS = (1.0, 0.8, 0.6, 0.4, 0.25, 0.1)
 """Share of the allowed waiting (1 - P) the inner rule may leave on its window, loosest first."""
@@ -69,7 +69,7 @@ class Status(StrEnum):
 
 def reserve_sizes(pods: np.ndarray, tail: int | None = None) -> list[int]:
     """The reserves tried: 0, 1, 2, 3, then steps of about 1.6x up to half the peak app pods,
-    and `tail` (the tail-aware reserve, `backtest.tail`) when given."""
+    and `tail` (the tail-aware reserve, `replay.tail`) when given."""
     peak = int(pods.max()) if pods.size else 0
     out, n = {0, 1, 2, 3}, 4
     while n <= peak // 2:
@@ -248,7 +248,7 @@ def choose(
 ) -> Choice:
     """The candidate to hold in the period after the last of `book` (see the module docstring).
     Reads at most `window + lookback` periods (`WINDOW`, `LOOKBACK` by default). `tail`: the
-    tail-aware reserve (`backtest.tail`), one of the book's reserves, held when short if it is
+    tail-aware reserve (`replay.tail`), one of the book's reserves, held when short if it is
     cheaper than what reached the target over every day read."""
     window = WINDOW if window is None else window
     strictness = STRICTNESS if strictness is None else strictness

@@ -56,6 +56,7 @@ from predictive_headroom.replay.promise import (
 )
 from predictive_headroom.replay.setup import WhatIf, resolve
 from predictive_headroom.replay.simulator import Run
+from predictive_headroom.replay.tail import tail_reserve_of
 from predictive_headroom.replay.tuning import DAY_MINUTES, replay_grid
 from predictive_headroom.replay.walkforward import at_quantile
 
@@ -284,8 +285,8 @@ def _tune(
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
-    book, days = _replay(pool, plan_settings, known, begin, fitted, grid)
-    choice = choose(book, target)
+    book, days, tail = _replay(pool, plan_settings, known, begin, fitted, grid)
+    choice = choose(book, target, tail=tail)
     cand = choice.candidate
     assert cand.setting is not None
     status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
@@ -341,10 +342,11 @@ def _replay(
     begin: float,
     fitted: Forecast,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
-) -> tuple[Ledger, float]:
-    """Every (quantile, window) of the grid, each plus every reserve, replayed over
-    [begin, known.end] through the engine on the simulated cluster and summed per day (days ending
-    at the refit): the ledger the rule reads, and the days replayed."""
+) -> tuple[Ledger, float, int | None]:
+    """Every (quantile, window) of the grid, each plus every reserve (the tail-aware one among
+    them, `replay.tail`, unless `reserves` are given), replayed over [begin, known.end] through
+    the engine on the simulated cluster and summed per day (days ending at the refit): the ledger
+    the rule reads, the days replayed and the tail-aware reserve."""
     _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
@@ -362,7 +364,13 @@ def _replay(
         r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
     )
     reactive = r.simulate(np.zeros(r.pods.size, dtype=np.int64))
-    sizes = reserve_sizes(r.pods[r.start :]) if reserves is None else reserves
+    tail = None
+    if reserves is None and r.pool.forecast is not None:
+        # Fitted on weeks of what was known at the refit: up to it minus the observation delay.
+        seen = known.end - plan_settings.delay
+        dpr = r.pool.forecast.demand_per_replica
+        tail = tail_reserve_of(known, seen, dpr, r.cluster, pool.protection or 0.95)
+    sizes = reserve_sizes(r.pods[r.start :], tail) if reserves is None else reserves
     candidates: dict[Candidate, Run] = {}
     for g in runs:
         for n in sizes:
@@ -371,7 +379,8 @@ def _replay(
     size = r.pods.size
     days = max(1, round((size - r.start) / DAY_MINUTES))
     bounds = [max(r.start, size - k * DAY_MINUTES) for k in range(days, -1, -1)]
-    return ledger(candidates, reactive, bounds, r.start), (float(r.times[-1]) - begin) / DAY_SECONDS
+    book = ledger(candidates, reactive, bounds, r.start)
+    return book, (float(r.times[-1]) - begin) / DAY_SECONDS, tail
 
 
 def plural(n: int, word: str) -> str:

@@ -23,6 +23,9 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy.stats import genpareto
 
+from predictive_headroom.core.series import DAY_SECONDS, History
+from predictive_headroom.replay.simulator import ClusterSpec, app_pods, minute_grid
+
 TAIL_DAYS = 28
 """Days of history the tail is fitted on."""
 THRESHOLD_QUANTILE = 0.9
@@ -125,3 +128,17 @@ def tail_reserve_at(
     known = pods[max(0, seen - TAIL_DAYS * 1440) : seen]
     tail = fit_tail(growth(known, lead_minutes))
     return None if tail is None else tail_reserve(tail, target, int(known.max()))
+
+
+def tail_reserve_of(
+    history: History, seen: float, demand_per_replica: float, cluster: ClusterSpec, target: float
+) -> int | None:
+    """The tail reserve from a demand `history`: its app pods (at `demand_per_replica`, held as
+    the simulated HPA holds them) over the `TAIL_DAYS` days up to `seen` (the instant minus the
+    observation delay), their growth over the cluster's node lag; None with too little to fit."""
+    window = history.until(seen).since(seen - TAIL_DAYS * DAY_SECONDS)
+    if len(window) < 2:
+        return None
+    _, demand = minute_grid(window)
+    pods = app_pods(demand, demand_per_replica, cluster.hpa_hold_minutes)
+    return tail_reserve_at(pods, pods.size, 0, cluster.lag_minutes, target)

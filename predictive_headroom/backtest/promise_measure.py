@@ -79,12 +79,15 @@ def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replay
     }
     tails = _tails(pods, starts, known_lag, cluster.lag_minutes, protections)
     extra = {n for per_day in tails.values() for n in per_day if n is not None}
+    cheapest = min(base, key=lambda st: (st.quantile, st.window))
     runs: dict[Candidate, Run] = {}
     for setting, ph in base.items():
         grid_run = next(
             g.run for g in result.grid if g.family == "forecast" and g.setting == setting
         )
-        for n in sorted(set(reserve_sizes(pods[start:])) | extra):
+        # The tail-aware reserve absorbs the growth alone: it rides on the cheapest setting.
+        tried = set(reserve_sizes(pods[start:])) | (extra if setting == cheapest else set())
+        for n in sorted(tried):
             placeholders = with_reserve(ph, n, s.max_replicas)
             runs[Candidate(setting, n)] = (
                 grid_run if n == 0 else simulate(pods, placeholders, cluster)

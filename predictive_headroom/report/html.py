@@ -425,6 +425,7 @@ def promise_view(promise: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "holding": promise.get("holding") or _holding(promise),
         "reason": promise.get("reason") or "",
         "short": bool(promise.get("short")),
+        "price": (promise.get("price") or {}).get("says") or "",
     }
 
 

@@ -213,8 +213,9 @@ def _print_frontier(price: dict[str, Any] | None) -> None:
     for lv in price["frontier"]:
         kept = "–" if lv["kept"] is None else f"{100 * lv['kept']:.1f}%"
         money = "–" if lv["money_per_day"] is None else f"{lv['money_per_day']:,.2f}"
+        asked = f"{100 * lv['asked']:g}%"
         print(
-            f"{f'{100 * lv["asked"]:g}%':<7} {kept:<7} {lv['overhead_node_hours_per_day']:>10,.1f}  "
+            f"{asked:<7} {kept:<7} {lv['overhead_node_hours_per_day']:>10,.1f}  "
             f"{money:>9}  {_nh(lv['static_hindsight_node_hours_per_day'])}"
         )
 

@@ -42,7 +42,7 @@ from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
-from predictive_headroom.report.build import build_report
+from predictive_headroom.report.build import ReportInputs, build_report
 from predictive_headroom.report.store import load_past_reports, remove_leftovers, write_report
 from predictive_headroom.sources.prometheus import from_settings
 
@@ -86,19 +86,15 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         disruption: Mapping[str, DisruptionPart] | None = None,
     ) -> Path:
         past = load_past_reports(settings.report_dir)
-        report = build_report(
-            policy,
+        inputs = ReportInputs(
+            plan_settings,
             histories,
             forecasts,
-            {},
-            at,
-            past=past,
-            source=source_name,
-            loop=loop,
-            settings=plan_settings,
-            promises=promises,
-            disruption=disruption,
+            loop=loop or {},
+            promises=promises or {},
+            disruption=disruption or {},
         )
+        report = build_report(policy, inputs, at, past=past, source=source_name)
         return write_report(settings.report_dir, report, settings.report_keep)
 
     return write

@@ -19,6 +19,7 @@ from matplotlib import ticker
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.pages.format import (
     fmt_compact,
     fmt_duration,
@@ -451,7 +452,7 @@ def disruption_sentence(details: Mapping[str, Any], value: int | None) -> str:
     if room:
         how = (
             "estimated from their allocatable (pods are not read)"
-            if details.get("disruption_source") == "allocatable-estimate"
+            if details.get("disruption_source") == DisruptionSource.ESTIMATE
             else "their pods' requests"
         )
         parts.append(

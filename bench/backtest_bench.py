@@ -22,10 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import duration_arg, print_table
 from predictive_headroom.commands.backtest import parse_quantiles, parse_windows
+from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.durations import format_duration
+from predictive_headroom.replay.setup import WhatIf
 from predictive_headroom.sources.csvsource import read_csv_history
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -97,14 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print(f"no CSV files in {args.datasets}", file=sys.stderr)
         return 2
+    given = Given(
+        lead=args.lead_time,
+        window=args.stabilization,
+        burst_quantile=args.quantile,
+        observation_delay=args.observation_delay,
+    )
     settings = BacktestSettings(
-        quantile=args.quantile,
-        lead_seconds=args.lead_time,
-        stabilization_seconds=args.stabilization,
+        replay=WhatIf(given, args.burst_model),
         dial=args.dial,
         stabilization_dial=args.stabilization_dial,
-        burst_model=args.burst_model,
-        observation_delay_seconds=args.observation_delay,
     )
     rows, dial_rows, window_rows, dominance, movers = [], [], [], [], []
     for path in files:

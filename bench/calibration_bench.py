@@ -1,5 +1,5 @@
 """Today's promise rule (strictness learned from the last week) against a calibrated working
-level (adaptive conformal inference, `backtest.calibration`), walk-forward on every shared series.
+level (adaptive conformal inference, `replay.calibration`), walk-forward on every shared series.
 
 Usage: python bench/calibration_bench.py --cache DIR [--protection 90%,95%] [--gamma 0.02,0.05]
 
@@ -16,13 +16,13 @@ import pickle
 import sys
 from pathlib import Path
 
-from predictive_headroom.backtest.calibration import GAMMA, calibrated_walk_forward
 from predictive_headroom.backtest.frontier import Point, cost_at, protection
 from predictive_headroom.backtest.promise_measure import measure, prepare
 from predictive_headroom.backtest.results import FEW_EVENTS
-from predictive_headroom.backtest.tuning import DAY_MINUTES
 from predictive_headroom.commands import print_table
 from predictive_headroom.commands.backtest import parse_protections
+from predictive_headroom.replay.calibration import GAMMA, calibrated_walk_forward
+from predictive_headroom.replay.tuning import DAY_MINUTES
 
 
 def _ratio(a: float | None, b: float) -> str:

@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import duration_arg, print_table
 from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.sources.csvsource import read_csv_history

@@ -19,7 +19,7 @@ at its PriorityClass) to P, and the cluster is sampled every quarter of a trace 
   condition (creation to bind, beyond one trace minute, 1 s resolution);
 - node-hours: Ready kwok nodes integrated over time, in trace hours.
 
-The simulator (`backtest/simulator.py`) runs the same W and P with the same 8 slots per node, boot
+The simulator (`replay/simulator.py`) runs the same W and P with the same 8 slots per node, boot
 lag and scale-down delay, from the same warm start. Needs `make e2e-bins`; takes about twice
 `--hours` x 60 x `--seconds-per-minute` seconds plus the backtest.
 
@@ -55,9 +55,10 @@ from provisioner import Provisioner, node_ready  # noqa: E402
 
 from predictive_headroom.backtest.results import BacktestSettings  # noqa: E402
 from predictive_headroom.backtest.run import run_backtest  # noqa: E402
-from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate  # noqa: E402
 from predictive_headroom.core.series import History  # noqa: E402
 from predictive_headroom.policy.load import load_policy  # noqa: E402
+from predictive_headroom.replay.setup import SimulatedNodes, WhatIf  # noqa: E402
+from predictive_headroom.replay.simulator import ClusterSpec, score, simulate  # noqa: E402
 from predictive_headroom.sources.csvsource import read_csv_history  # noqa: E402
 
 DATA = REPO.parent / "shared" / "datasets" / "nab_nyc_taxi_30min.csv"
@@ -75,12 +76,8 @@ def plan(days: int, hours: float) -> tuple[np.ndarray, np.ndarray, float]:
         importlib.resources.files("predictive_headroom.data") / "demo.yaml"
     ) as path:
         pool = load_policy(path).pools[0]
-    settings = BacktestSettings(
-        node_slots=SLOTS,
-        lag_seconds=LAG * 60.0,
-        scale_down_delay_seconds=SCALE_DOWN * 60.0,
-        burst_view=False,
-    )
+    nodes = SimulatedNodes(SLOTS, LAG * 60.0, SCALE_DOWN * 60.0)
+    settings = BacktestSettings(replay=WhatIf(nodes=nodes), burst_view=False)
     result = run_backtest(history, pool, settings)
     pods = np.asarray(result.pods)
     placeholders = np.asarray(result.strategies["forecast"].run.placeholders)

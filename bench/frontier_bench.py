@@ -26,7 +26,8 @@ from pathlib import Path
 
 from predictive_headroom.backtest.frontier import frontier
 from predictive_headroom.backtest.promise_measure import measure
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import duration_arg, print_table
 from predictive_headroom.commands.backtest import parse_protections, parse_quantiles, parse_windows
 from predictive_headroom.sources.csvsource import read_csv_history

@@ -11,18 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.backtest.results import headline
-from predictive_headroom.backtest.run import (
-    BacktestSettings,
-    run_backtest,
-    static_curve,
-)
-from predictive_headroom.backtest.simulator import ClusterSpec
+from predictive_headroom.backtest.results import BacktestSettings, headline
+from predictive_headroom.backtest.run import run_backtest, static_curve
 from predictive_headroom.backtest.text import format_table
 from predictive_headroom.cli import main
 from predictive_headroom.core.series import History
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.replay.setup import WhatIf
+from predictive_headroom.replay.simulator import ClusterSpec
 
 START = datetime(2024, 1, 1, tzinfo=UTC).timestamp()
 DAY = 86_400.0
@@ -57,7 +54,7 @@ POOL = Pool.model_validate(
         "forecast": {"query": "q", "demandPerReplica": 5},
     }
 )
-FAST = BacktestSettings(warmup_seconds=3 * DAY, refit_every_seconds=DAY)
+FAST = BacktestSettings(replay=WhatIf(warmup_seconds=3 * DAY), refit_every_seconds=DAY)
 
 
 def fast_run(history: History, pool: Pool | None = POOL, settings: BacktestSettings = FAST):
@@ -113,7 +110,7 @@ def test_the_dial_replays_each_quantile_from_the_same_refits():
     result = run_backtest(
         series(6),
         POOL,
-        BacktestSettings(warmup_seconds=3 * DAY, dial=(0.5, 0.95, 0.995)),
+        BacktestSettings(replay=WhatIf(warmup_seconds=3 * DAY), dial=(0.5, 0.95, 0.995)),
         forecaster=counting,
     )
     assert counting.fits == result.settings.refits == 3
@@ -140,7 +137,7 @@ def test_without_a_dial_the_json_has_no_dial():
 def test_the_stabilization_dial_replays_each_window_from_the_same_refits():
     counting = CountingForecaster()
     settings = BacktestSettings(
-        warmup_seconds=3 * DAY, stabilization_dial=(1800.0, 0.0, 300.0, 300.0)
+        replay=WhatIf(warmup_seconds=3 * DAY), stabilization_dial=(1800.0, 0.0, 300.0, 300.0)
     )
     result = run_backtest(series(6), POOL, settings, forecaster=counting)
     assert counting.fits == result.settings.refits == 3
@@ -354,7 +351,7 @@ def test_cli_missing_csv_exits_2(tmp_path, capsys):
 @pytest.mark.slow
 def test_interruptions_report_what_each_strategy_leaves_waiting_and_the_component_cuts_it():
     settings = BacktestSettings(
-        warmup_seconds=3 * DAY,
+        replay=WhatIf(warmup_seconds=3 * DAY),
         refit_every_seconds=DAY,
         interruption_rate=2.0 / 24,  # 200%/day: plenty of interruptions in three scored days
         seed=1,

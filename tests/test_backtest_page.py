@@ -18,8 +18,8 @@ from predictive_headroom.backtest.results import (
     StrategyResult,
     headline,
 )
-from predictive_headroom.backtest.simulator import Metrics, Run
 from predictive_headroom.pages.glossary import GLOSSARY
+from predictive_headroom.replay.simulator import ClusterSpec, Metrics, Run
 
 START = datetime(2014, 11, 24, tzinfo=UTC).timestamp()
 # Static headroom: 0, 1, 2 placeholders at 10, 12, 14 node-hours; no headroom costs 10.
@@ -70,7 +70,9 @@ def make_result(
     """A result whose forecast left `forecast` = (unserved pod-minutes, node-hours); the others are fixed."""
     static = [(n, Metrics(u, nh, 0)) for n, (u, nh) in enumerate(curve)]
     settings = ReplaySettings(**SETTINGS, burst_model="quantile", observation_delay_seconds=60.0)
-    result = BacktestResult({}, static, settings, START + 60 * np.arange(3), np.zeros(3), 0)
+    result = BacktestResult(
+        {}, static, settings, START + 60 * np.arange(3), np.zeros(3), 0, ClusterSpec()
+    )
     for name, (u, nh) in {
         "reactive": curve[0],
         "proportional": (70, 11.0),

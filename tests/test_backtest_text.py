@@ -6,9 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from predictive_headroom.backtest.results import InterruptionReport, InterruptionRow
-from predictive_headroom.backtest.simulator import Metrics
 from predictive_headroom.backtest.text import format_interruptions, format_promise
 from predictive_headroom.pages.format import fmt_signed
+from predictive_headroom.replay.simulator import Metrics
 
 
 def _row(name: str, calm: tuple[float, float], interrupted: tuple[float, float]) -> InterruptionRow:

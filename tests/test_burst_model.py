@@ -9,9 +9,8 @@ import pytest
 from fitting import fit_args
 from test_backtest import DAY, START
 
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
-from predictive_headroom.backtest.simulator import minute_grid
-from predictive_headroom.backtest.walkforward import walk_forward
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.core.engine import PoolTimeline
 from predictive_headroom.core.forecast_math import BurstAllowance, burst_allowances
 from predictive_headroom.core.series import History, Unobserved
@@ -25,6 +24,9 @@ from predictive_headroom.forecast.burst_features import (
 from predictive_headroom.forecast.burst_model import train
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.replay.setup import WhatIf
+from predictive_headroom.replay.simulator import minute_grid
+from predictive_headroom.replay.walkforward import Refits, walk_forward
 
 STEP = 300.0
 LEAD = 600.0
@@ -175,7 +177,7 @@ POOL = Pool.model_validate(
         "forecast": {"query": "q", "demandPerReplica": 5, "observationDelay": "1m"},
     }
 )
-SETTINGS = BacktestSettings(warmup_seconds=3 * DAY, refit_every_seconds=DAY)
+SETTINGS = BacktestSettings(replay=WhatIf(warmup_seconds=3 * DAY), refit_every_seconds=DAY)
 
 
 @pytest.mark.slow
@@ -207,19 +209,8 @@ def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop
     holed = History(history.times[~gap], history.values[~gap])
     times, _ = minute_grid(holed)
     first = int(np.searchsorted(times, START + 3 * DAY))
-    wf = walk_forward(
-        holed,
-        POOL,
-        times,
-        first,
-        DAY,
-        BurstNaiveForecaster(),
-        naive_burst_profile,
-        False,
-        10,
-        (),
-        resolve_settings(POOL),
-    )
+    refits = Refits(DAY, BurstNaiveForecaster(), naive_burst_profile)
+    wf = walk_forward(holed, POOL, times, first, resolve_settings(POOL), refits)
     timeline = PoolTimeline(POOL, times, wf.model, holed, (), resolve_settings(POOL))
     minutes = times
     allowances = {i: timeline.forecast_part(i).allowance for i in range(first, minutes.size, 7)}

@@ -10,9 +10,6 @@ from fitting import fit_args
 from test_backtest import DAY, START
 from test_burst_model import POOL, BurstNaiveForecaster, level_scaled
 
-from predictive_headroom.backtest.replay import planner_strategy
-from predictive_headroom.backtest.simulator import minute_grid
-from predictive_headroom.backtest.walkforward import walk_forward
 from predictive_headroom.core.engine import (
     PlanInputs,
     PoolTimeline,
@@ -26,6 +23,9 @@ from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.forecast.burst_features import feature_matrix, sample_columns
 from predictive_headroom.policy.config import Pool, ScheduleWindow
 from predictive_headroom.protocols import ClusterState
+from predictive_headroom.replay.planner import planner_strategy
+from predictive_headroom.replay.simulator import minute_grid
+from predictive_headroom.replay.walkforward import Refits, walk_forward
 
 
 def spike_forecast(at_spike: float = 1800.0, height: float = 100.0) -> Forecast:
@@ -178,19 +178,8 @@ def test_the_backtest_replay_plans_each_minute_as_one_instant_calls_would():
     times, _ = minute_grid(history)
     first = int(np.searchsorted(times, START + 3 * DAY))
     settings = resolve_settings(POOL)
-    wf = walk_forward(
-        history,
-        POOL,
-        times,
-        first,
-        DAY / 2,
-        BurstNaiveForecaster(),
-        naive_burst_profile,
-        False,
-        10,
-        (),
-        settings,
-    )
+    refits = Refits(DAY / 2, BurstNaiveForecaster(), naive_burst_profile)
+    wf = walk_forward(history, POOL, times, first, settings, refits)
     _, desired = planner_strategy(POOL, times, wf.model, history, 0.0, settings)
     batch = PoolTimeline(POOL, times, wf.model, history, (), settings)
     recent: tuple = ()

@@ -31,14 +31,8 @@ from fake_apiserver import FakeApiServer
 from test_disruption import Clock, NoForecaster
 
 from predictive_headroom import cli
-from predictive_headroom.backtest import walkforward
-from predictive_headroom.backtest.run import (
-    BacktestSettings,
-    outlier_notes,
-    run_backtest,
-    static_curve,
-)
-from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import outlier_notes, run_backtest, static_curve
 from predictive_headroom.commands.run import report_writer
 from predictive_headroom.core import strict_json
 from predictive_headroom.core.disruption import poisson_quantile
@@ -53,6 +47,9 @@ from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.settings import Settings
+from predictive_headroom.replay import walkforward
+from predictive_headroom.replay.setup import WhatIf
+from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
 from predictive_headroom.sources.csvsource import read_csv_history
 from predictive_headroom.sources.prometheus import PrometheusSource
 
@@ -875,7 +872,9 @@ def test_a_replay_that_will_take_long_says_how_long_and_how_to_shorten_it(
             "forecast": {"query": "q", "demandPerReplica": 5},
         }
     )
-    settings = BacktestSettings(warmup_seconds=3 * 86400, refit_every_seconds=6 * 3600)
+    settings = BacktestSettings(
+        replay=WhatIf(warmup_seconds=3 * 86400), refit_every_seconds=6 * 3600
+    )
     with caplog.at_level(logging.WARNING):
         run_backtest(history, pool, settings, forecaster=SlowNaive())
     (said,) = [r.getMessage() for r in caplog.records if "the replay takes about" in r.getMessage()]

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from fitting import fit_args
 
-from predictive_headroom.backtest.walkforward import at_quantile
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
 from predictive_headroom.core.settings import SettingSource
 from predictive_headroom.forecast.accuracy import evaluate
@@ -18,6 +17,7 @@ from predictive_headroom.forecast.blend import choose as _choose
 from predictive_headroom.forecast.forecaster import ProphetForecaster
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.replay.walkforward import at_quantile
 from predictive_headroom.sources.csvsource import read_csv_history
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"

@@ -11,19 +11,21 @@ import pytest
 from test_backtest import DAY, POOL, SeasonalNaiveForecaster, series, write_csv
 
 from predictive_headroom.backtest.frontier import Point, cost_at, protection
-from predictive_headroom.backtest.replay import planner_strategy
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
-from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
-from predictive_headroom.backtest.tuning import (
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
+from predictive_headroom.cli import main
+from predictive_headroom.commands.backtest import parse_protections
+from predictive_headroom.core.settings import resolve_settings
+from predictive_headroom.replay.planner import planner_strategy
+from predictive_headroom.replay.setup import WhatIf
+from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
+from predictive_headroom.replay.tuning import (
     GridRun,
     Setting,
     choose,
     stabilise,
     tune_walk_forward,
 )
-from predictive_headroom.cli import main
-from predictive_headroom.commands.backtest import parse_protections
-from predictive_headroom.core.settings import resolve_settings
 
 # A static-like curve: reactive leaves 1000 unserved pod-minutes.
 CURVE = [Point(0, 1000, "N=0"), Point(10, 400, "N=1"), Point(20, 100, "N=2"), Point(30, 0, "N=3")]
@@ -147,7 +149,10 @@ def run_grid(pool, settings):
 @pytest.mark.parametrize("pool", [None, POOL], ids=["no-rule: stabilised once", "rule: replayed"])
 def test_the_grid_holds_the_pools_own_setting_as_the_strategy_replays_it(pool):
     settings = BacktestSettings(
-        warmup_seconds=3 * DAY, dial=(0.5, 0.95), stabilization_dial=(300.0, 1800.0), grid=True
+        replay=WhatIf(warmup_seconds=3 * DAY),
+        dial=(0.5, 0.95),
+        stabilization_dial=(300.0, 1800.0),
+        grid=True,
     )
     result = run_grid(pool, settings)
     own = {g.family: g.metrics for g in result.grid if g.setting == Setting(0.95, 1800.0)}

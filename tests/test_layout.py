@@ -19,6 +19,7 @@ SHARED = {"core", "policy", "pages", "protocols", "__init__"}
 # Deliberate crossings outside the shell, each a default that a caller can replace.
 ALLOWED_CROSSINGS = {
     ("backtest", "forecast"),  # the backtest's default forecaster and its model-free baseline
+    ("backtest", "replay"),  # the backtest command replays, then scores and shows the replay
 }
 
 
@@ -109,8 +110,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"core"}),  # pure values and decisions
     frozenset({"protocols", "pages"}),  # the interfaces to the edges; words and numbers for people
     frozenset({"forecast", "sources", "kube", "report"}),  # the edges and the report
-    frozenset({"backtest"}),  # the replay on a simulated cluster
+    frozenset({"replay"}),  # the simulated cluster, the walk-forward replay, the promise rule
     frozenset({"app"}),  # the use cases: fit every pool, re-tune
+    frozenset({"backtest"}),  # the backtest command's results, text, page and frontier
     frozenset({"daemon"}),  # the daemon shell
     frozenset({"commands", "cli", "__main__"}),  # the CLI shell (demo runs the others via cli)
 )

@@ -1,4 +1,4 @@
-"""The promise rule (`backtest/promise.py`): the strictness learned from the protection kept on
+"""The promise rule (`replay/promise.py`): the strictness learned from the protection kept on
 the days after each choice, a plain `short` when nothing kept it, only the past read."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from predictive_headroom.backtest.promise import (
+from predictive_headroom.replay.promise import (
     Candidate,
     Ledger,
     Status,
@@ -14,8 +14,8 @@ from predictive_headroom.backtest.promise import (
     inner_choices,
     reserve_walk_forward,
 )
-from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
-from predictive_headroom.backtest.tuning import Setting
+from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
+from predictive_headroom.replay.tuning import Setting
 
 DAYS = 15
 
@@ -95,11 +95,13 @@ def test_a_reserve_replayed_for_the_promise_is_capped_where_the_planner_caps_it(
     hold where maxReplicas binds)."""
     from test_backtest import SeasonalNaiveForecaster, series
 
-    from predictive_headroom.backtest.promise import placeholders_of
     from predictive_headroom.backtest.promise_measure import prepare
-    from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+    from predictive_headroom.backtest.results import BacktestSettings
+    from predictive_headroom.backtest.run import run_backtest
     from predictive_headroom.core.planner import with_reserve
     from predictive_headroom.policy.config import Pool
+    from predictive_headroom.replay.promise import placeholders_of
+    from predictive_headroom.replay.setup import WhatIf
 
     pool = Pool.model_validate(
         {
@@ -109,7 +111,7 @@ def test_a_reserve_replayed_for_the_promise_is_capped_where_the_planner_caps_it(
             "forecast": {"query": "q", "demandPerReplica": 5},
         }
     )
-    settings = BacktestSettings(warmup_seconds=3 * 86400.0, protections=(0.95,))
+    settings = BacktestSettings(replay=WhatIf(warmup_seconds=3 * 86400.0), protections=(0.95,))
     result = run_backtest(series(6), pool, settings, forecaster=SeasonalNaiveForecaster())
     assert result.settings.max_replicas == 6
     r = prepare(result)
@@ -125,7 +127,7 @@ def test_the_calibrated_level_moves_by_the_days_miss_weighted_by_its_waiting():
     """Issue 40's candidate rule (measured in bench/calibration_bench.py, not yet the daemon's):
     a day short of the target raises the working level in proportion to its share of the
     waiting, a day with nothing waiting moves nothing, and the level stays in its range."""
-    from predictive_headroom.backtest.calibration import DROP, Level
+    from predictive_headroom.replay.calibration import DROP, Level
 
     level = Level.start(0.9)
     assert level.after(None, 0.0, 50.0, 0.1) == level  # nothing waited: nothing learned

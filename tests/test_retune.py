@@ -16,7 +16,6 @@ from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
 from test_report import report_of
 
 from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
-from predictive_headroom.backtest.tuning import Setting
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History, NoForecast
@@ -26,6 +25,7 @@ from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.load import load_policy
+from predictive_headroom.replay.tuning import Setting
 from predictive_headroom.report.build import ReportInputs, build_report
 from predictive_headroom.report.html import render_html
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from predictive_headroom.backtest.simulator import (
+from predictive_headroom.core.series import History
+from predictive_headroom.replay.simulator import (
     ClusterSpec,
     app_pods,
     minute_grid,
@@ -16,7 +17,6 @@ from predictive_headroom.backtest.simulator import (
     score,
     simulate,
 )
-from predictive_headroom.core.series import History
 from predictive_headroom.sources.csvsource import read_csv_history
 
 AZURE = (
@@ -162,7 +162,7 @@ def test_bad_cluster_settings_say_which():
 
 
 def test_without_interruptions_the_interrupted_simulator_is_the_plain_one():
-    from predictive_headroom.backtest.simulator import Interruptions
+    from predictive_headroom.replay.simulator import Interruptions
 
     pods, cluster = bursty(), ClusterSpec()
     for strategy in (np.zeros(pods.size, dtype=np.int64), np.full(pods.size, 5)):
@@ -174,7 +174,7 @@ def test_without_interruptions_the_interrupted_simulator_is_the_plain_one():
 
 
 def test_interruptions_are_seeded_and_hit_every_strategy_at_the_same_instants():
-    from predictive_headroom.backtest.simulator import Interruptions
+    from predictive_headroom.replay.simulator import Interruptions
 
     pods, cluster = bursty(), ClusterSpec()
     spec = Interruptions(0.1 / 60, notice_minutes=2, seed=7, max_nodes=40)
@@ -193,7 +193,7 @@ def test_interruptions_are_seeded_and_hit_every_strategy_at_the_same_instants():
 def test_room_for_the_leaving_pods_ordered_at_the_notice_cuts_the_waiting():
     """A node interrupted with 2 minutes' notice and a 3-minute node lag: without headroom its pods
     wait when it goes; asking for their room at the notice brings the replacement 2 minutes sooner."""
-    from predictive_headroom.backtest.simulator import Interruptions
+    from predictive_headroom.replay.simulator import Interruptions
 
     pods = np.full(600, 16, dtype=np.int64)  # two full nodes of 8
     cluster = ClusterSpec(node_slots=8, lag_minutes=3, scale_down_minutes=10)

@@ -9,10 +9,12 @@ from test_backtest import DAY, SeasonalNaiveForecaster, series, write_csv
 
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.cli import main
 from predictive_headroom.commands.tune import print_recommendation
 from predictive_headroom.policy.load import parse_policy
+from predictive_headroom.replay.setup import WhatIf
 
 POLICY = """\
 pools:
@@ -113,7 +115,10 @@ def test_too_little_history_says_how_much_is_needed(tmp_path, capsys):
 def test_a_target_not_kept_walk_forward_says_so_with_money_and_exits_1(capsys):
     pool = parse_policy(POLICY.format(protection="90%", query="q", history="28d"), "t").pools[0]
     settings = BacktestSettings(
-        warmup_seconds=3 * DAY, dial=(0.3,), stabilization_dial=(60.0,), protections=(1.0,)
+        replay=WhatIf(warmup_seconds=3 * DAY),
+        dial=(0.3,),
+        stabilization_dial=(60.0,),
+        protections=(1.0,),
     )
     result = run_backtest(series(6, seed=2), pool, settings, forecaster=SeasonalNaiveForecaster())
     out = recommend(result, pool, 1.0, price=0.32, currency="EUR")

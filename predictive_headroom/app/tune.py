@@ -2,7 +2,7 @@
 scale-down stabilisation window and reserve (placeholders on top of the plan) at each refit, on
 its own recent history (issue 23, item 4; issue 31).
 
-At a refit at time T, with a tuning window W (`backtest.promise` WINDOW + LOOKBACK days, 14 by
+At a refit at time T, with a tuning window W (`replay.promise` WINDOW + LOOKBACK days, 14 by
 default, `PH_RETUNE_WINDOW`):
 
 1. one extra fit of the pool's forecast on the history known at T - W (like every backtest
@@ -10,9 +10,9 @@ default, `PH_RETUNE_WINDOW`):
    horizon covering the window, so the replay never uses a forecast fitted on the days it replays;
 2. the one plan engine replays the pool (its floors included) over [T - W, T] on the simulated
    cluster of the backtest, at every (burst quantile, window) pair of a small grid
-   (`backtest.tuning.replay_grid`), each plus every reserve of `promise.reserve_sizes`; the runs
+   (`replay.tuning.replay_grid`), each plus every reserve of `promise.reserve_sizes`; the runs
    are summed per day (days ending at T);
-3. `backtest.promise.choose`, the rule `backtest --protection` replays day by day, picks what to
+3. `replay.promise.choose`, the rule `backtest --protection` replays day by day, picks what to
    hold: the cheapest candidate meeting the target on the last WINDOW days at the strictness that
    kept the target on the LOOKBACK days before (status `tuned`), or, when no strictness kept it,
    the most protective (status `short`: a warning in the log). The protection the rule kept on
@@ -36,7 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.backtest.promise import (
+from predictive_headroom.core.planner import with_reserve
+from predictive_headroom.core.price import Price
+from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
+from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
+from predictive_headroom.core.vocabulary import TuningStatus
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay.promise import (
     LOOKBACK,
     WINDOW,
     Candidate,
@@ -47,24 +54,16 @@ from predictive_headroom.backtest.promise import (
     ledger,
     reserve_sizes,
 )
-from predictive_headroom.backtest.results import BacktestSettings
-from predictive_headroom.backtest.run import resolve
-from predictive_headroom.backtest.simulator import Run
-from predictive_headroom.backtest.tuning import DAY_MINUTES, replay_grid
-from predictive_headroom.backtest.walkforward import at_quantile
-from predictive_headroom.core.planner import with_reserve
-from predictive_headroom.core.price import Price
-from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
-from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
-from predictive_headroom.core.vocabulary import TuningStatus
-from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay.setup import WhatIf, resolve
+from predictive_headroom.replay.simulator import Run
+from predictive_headroom.replay.tuning import DAY_MINUTES, replay_grid
+from predictive_headroom.replay.walkforward import at_quantile
 
 logger = logging.getLogger(__name__)
 
 RETUNE_WINDOW = (WINDOW + LOOKBACK) * DAY_SECONDS
 """The recent history each re-tune replays (the fit it replays with ends where it starts): the
-choice rule's window plus the days it judges its strictness on (`backtest.promise`)."""
+choice rule's window plus the days it judges its strictness on (`replay.promise`)."""
 RETUNE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
 RETUNE_WINDOWS = (300.0, 900.0, 1800.0)
 """The default grid: 5 quantiles x 3 windows, 5 engine replays (`bench/retune_bench.py`)."""
@@ -346,16 +345,14 @@ def _replay(
     """Every (quantile, window) of the grid, each plus every reserve, replayed over
     [begin, known.end] through the engine on the simulated cluster and summed per day (days ending
     at the refit): the ledger the rule reads, and the days replayed."""
-    window_seconds, quantiles, windows, reserves = grid
+    _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
-    settings = BacktestSettings(
-        warmup_seconds=begin - replayed.start,
-        refit_every_seconds=2 * window_seconds,
-        burst_view=False,
-    )
+    what_if = WhatIf(warmup_seconds=begin - replayed.start)
+    # The same settings as the daemon's, from the same resolver: the pool and its measured lead.
+    r = resolve(replayed, pool, what_if, measured_lead=plan_settings.measured_lead)
     # The burst model reads its features from every sample known before each replayed minute.
-    r = replace(resolve(replayed, pool, settings, plan_settings), history=known)
+    r = replace(r, history=known)
     begin = float(r.times[r.start])
     candidates = sorted(set(quantiles))
     parts = {

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from predictive_headroom.backtest.results import BacktestResult
-from predictive_headroom.backtest.simulator import ClusterSpec
-from predictive_headroom.backtest.tuning import Setting, Tuned, choose, tune_walk_forward
+from predictive_headroom.replay.tuning import Setting, Tuned, choose, tune_walk_forward
 
 TUNE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 
@@ -140,9 +139,7 @@ def tune_result(
     if not result.grid:
         return []
     s = result.settings
-    cluster = ClusterSpec(
-        s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
-    )
+    cluster = result.cluster
     default = Setting(s.quantile, s.scale_down_stabilization_seconds)
     delay = s.observation_delay_seconds or 0.0
     known_lag = int(-(-(delay + s.data_step_seconds) // 60))

@@ -27,7 +27,6 @@ from matplotlib.transforms import Bbox
 from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import NEGATIVE_CHANGE, BacktestResult, headline
-from predictive_headroom.backtest.simulator import Metrics
 from predictive_headroom.pages.format import fmt_compact, fmt_duration, fmt_number, fmt_utc
 from predictive_headroom.pages.glossary import (
     BACKTEST_TERMS,
@@ -39,6 +38,7 @@ from predictive_headroom.pages.glossary import (
 )
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC, figure_svg
+from predictive_headroom.replay.simulator import Metrics
 
 logger = logging.getLogger(__name__)
 

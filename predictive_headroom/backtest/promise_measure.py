@@ -1,5 +1,5 @@
 """The promise, measured (`backtest --protection P`, JSON key `promise`): the choice rule of
-`backtest.promise` replayed day by day on a backtest's grid, what it kept and what it cost, next
+`replay.promise` replayed day by day on a backtest's grid, what it kept and what it cost, next
 to the daily reserve and static headroom in hindsight at the same protection.
 
 Candidates: the forecast at `PROMISE_QUANTILES` x the grid's windows, each plus a reserve of
@@ -16,7 +16,10 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.backtest.frontier import Point, cost_at, protection
-from predictive_headroom.backtest.promise import (
+from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
+from predictive_headroom.core.planner import with_reserve
+from predictive_headroom.core.series import iso_utc
+from predictive_headroom.replay.promise import (
     Candidate,
     Choice,
     Ledger,
@@ -28,11 +31,8 @@ from predictive_headroom.backtest.promise import (
     reserve_walk_forward,
     walk_forward,
 )
-from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
-from predictive_headroom.backtest.simulator import ClusterSpec, Run, simulate
-from predictive_headroom.backtest.tuning import DAY_MINUTES, Setting, period_starts
-from predictive_headroom.core.planner import with_reserve
-from predictive_headroom.core.series import iso_utc
+from predictive_headroom.replay.simulator import ClusterSpec, Run, simulate
+from predictive_headroom.replay.tuning import DAY_MINUTES, Setting, period_starts
 
 PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
 """The forecast's burst quantiles the rule chooses among (few candidates choose less luck)."""
@@ -57,9 +57,7 @@ class Replayed:
 def prepare(result: BacktestResult) -> Replayed:
     """Simulate every candidate on `result`'s app pods (forecast grid runs plus reserves)."""
     s = result.settings
-    cluster = ClusterSpec(
-        s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
-    )
+    cluster = result.cluster
     delay = s.observation_delay_seconds or 0.0
     known_lag = int(-(-(delay + s.data_step_seconds) // 60))
     pods, start = result.pods, result.scored_from

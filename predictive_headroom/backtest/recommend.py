@@ -17,8 +17,8 @@ from typing import Any
 from predictive_headroom.backtest.frontier import families, protection
 from predictive_headroom.backtest.promise_measure import FEW_EVENTS, measure, pct
 from predictive_headroom.backtest.results import BacktestResult
-from predictive_headroom.backtest.tuning import choose as choose_fixed
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.replay.tuning import choose as choose_fixed
 
 MONTH_DAYS = 30
 

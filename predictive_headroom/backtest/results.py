@@ -11,42 +11,37 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.backtest.simulator import Metrics, Run
-from predictive_headroom.backtest.tuning import GridRun
 from predictive_headroom.core.series import DAY_SECONDS, iso_utc
+from predictive_headroom.replay.setup import WhatIf
+from predictive_headroom.replay.simulator import ClusterSpec, Metrics, Run
+from predictive_headroom.replay.tuning import GridRun
 
 
 @dataclass(frozen=True)
 class BacktestSettings:
-    """Backtest knobs (seconds for durations). None means: choose from the data or the pool."""
+    """The backtest's own knobs (seconds for durations), over the replay's what-if (`replay`:
+    the flags over the pool, the simulated nodes, the warm-up)."""
 
-    demand_per_replica: float | None = None  # None: the pool's, else median demand / 20
-    node_slots: int = 8
-    lag_seconds: float = 180.0
-    scale_down_delay_seconds: float = 600.0
-    warmup_seconds: float | None = None  # None: 14 d, or 7 d for series shorter than 28 d
+    replay: WhatIf = field(default_factory=WhatIf)
     refit_every_seconds: float = DAY_SECONDS
-    quantile: float | None = None  # None: the pool's burstQuantile (0.95)
-    lead_seconds: float | None = None  # None: the pool's leadTime with a config, else lag + 1 min
-    stabilization_seconds: float | None = None  # None: the pool's scaleDownStabilization (30 min)
-    dial: tuple[
-        float, ...
-    ] = ()  # burst quantiles to sweep: forecast and naive at each (the dial's price)
-    stabilization_dial: tuple[
-        float, ...
-    ] = ()  # scale-down stabilisation windows (seconds) to sweep likewise
-    observation_delay_seconds: float | None = (
-        None  # None: the pool's forecast.observationDelay (60 s)
-    )
-    burst_model: str | None = None  # None: the pool's forecast.burstModel (quantile); or "profile"
-    cores_per_node: float = 8.0
-    progress_every: int = 10  # without a terminal, one stderr line per this many refits
-    protections: tuple[float, ...] = ()  # read each family's cost at these protections (frontier)
-    burst_view: bool = True  # the burst model's last scored day and what moves it (slow)
-    grid: bool = False  # replay forecast and naive at every (dial quantile, dial window) pair
-    interruption_rate: float | None = None  # per node-hour (`--interruptions 5%/day`); None: off
-    notice_seconds: float = 120.0  # the interruption notice (`--notice`)
-    seed: int = 0  # the interruptions' random draws (`--seed`)
+    dial: tuple[float, ...] = ()
+    """Burst quantiles to sweep: forecast and naive at each (the dial's price)."""
+    stabilization_dial: tuple[float, ...] = ()
+    """Scale-down stabilisation windows (seconds) to sweep likewise."""
+    progress_every: int = 10
+    """Without a terminal, one stderr line per this many refits."""
+    protections: tuple[float, ...] = ()
+    """Read each family's cost at these protections (the frontier) and replay the promise."""
+    burst_view: bool = True
+    """The burst model's last scored day and what moves it (slow)."""
+    grid: bool = False
+    """Replay forecast and naive at every (dial quantile, dial window) pair."""
+    interruption_rate: float | None = None
+    """Per node-hour (`--interruptions 5%/day`); None: off."""
+    notice_seconds: float = 120.0
+    """The interruption notice (`--notice`)."""
+    seed: int = 0
+    """The interruptions' random draws (`--seed`)."""
 
 
 @dataclass
@@ -256,6 +251,7 @@ class BacktestResult:
     times: np.ndarray
     pods: np.ndarray
     scored_from: int
+    cluster: ClusterSpec
     fit_seconds: float = 0.0
     dial: list[DialPoint] = field(default_factory=list)
     stabilization_dial: list[WindowPoint] = field(default_factory=list)

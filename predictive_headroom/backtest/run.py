@@ -1,6 +1,6 @@
 """The backtest (`docs/design.md`, section 4): replay a demand series through the planner on a simulated cluster.
 
-Strategies, all simulated by `predictive_headroom.backtest.simulator` on the same 1-minute app pods W(t):
+Strategies, all simulated by `predictive_headroom.replay.simulator` on the same 1-minute app pods W(t):
 
 - `reactive`: no placeholders. `static`: N placeholders always, N = 0, 1, ... until unserved demand
   stops falling (the `static_curve`, cost against protection).
@@ -32,8 +32,9 @@ them (the alone rows against `reactive`'s).
 Two sweeps price the dials without extra fits: `dial` replays forecast and naive at other burst
 quantiles, `stabilization_dial` with other scale-down stabilisation windows.
 
-Neighbours: `walkforward` (the refits and the quantile sweep), `replay` (the planner minute by
-minute as a simulator strategy), `results` (the dataclasses and headline), `text` (tables), `plot` (the page).
+Neighbours: `replay.setup` (the run resolved before any strategy runs), `replay.walkforward` (the
+refits and the quantile sweep), `replay.planner` (the planner minute by minute as a simulator
+strategy), `results` (the dataclasses and headline), `text` (tables), `plot` (the page).
 """
 
 from __future__ import annotations
@@ -41,14 +42,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
-from datetime import timedelta
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from predictive_headroom.backtest.frontier import frontier
-from predictive_headroom.backtest.replay import SimulatedDisruption, planner_strategy
 from predictive_headroom.backtest.results import (
     BacktestResult,
     BacktestSettings,
@@ -61,25 +60,6 @@ from predictive_headroom.backtest.results import (
     component_chart_data,
     x_against,
 )
-from predictive_headroom.backtest.simulator import (
-    ClusterSpec,
-    Decide,
-    Interruptions,
-    Metrics,
-    Run,
-    app_pods,
-    minute_grid,
-    oracle_placeholders,
-    score,
-    simulate,
-)
-from predictive_headroom.backtest.tuning import (
-    DEFAULT_QUANTILES,
-    DEFAULT_WINDOWS,
-    GridRun,
-    replay_grid,
-)
-from predictive_headroom.backtest.walkforward import NaiveFit, WalkForward, walk_forward
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import (
     DAY_SECONDS,
@@ -91,88 +71,34 @@ from predictive_headroom.core.series import (
 from predictive_headroom.core.settings import (
     PlanSettings,
     SettingSource,
-    resolve_settings,
     with_values,
 )
 from predictive_headroom.core.vocabulary import BurstFit
 from predictive_headroom.forecast.burst import naive_burst_profile
 from predictive_headroom.policy.config import (
-    ForecastSpec,
-    Linear,
     Pool,
-    Proportional,
-    ScheduleWindow,
-    Target,
 )
 from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay.planner import SimulatedDisruption, planner_strategy
+from predictive_headroom.replay.setup import Replay, resolve
+from predictive_headroom.replay.simulator import (
+    ClusterSpec,
+    Interruptions,
+    Metrics,
+    Run,
+    oracle_placeholders,
+    score,
+    simulate,
+)
+from predictive_headroom.replay.tuning import (
+    DEFAULT_QUANTILES,
+    DEFAULT_WINDOWS,
+    GridRun,
+    replay_grid,
+)
+from predictive_headroom.replay.walkforward import NaiveFit, Refits, WalkForward, walk_forward
 
 logger = logging.getLogger(__name__)
-
-TARGET_MEDIAN_PODS = 20.0
-
-
-# ---------------------------------------------------------------------------------------------
-# Set-up: demand units, the pool, warm-up.
-
-
-def default_warmup(span_seconds: float) -> float:
-    """14 days, or 7 days for series shorter than four weeks."""
-    return 7 * DAY_SECONDS if span_seconds < 28 * DAY_SECONDS else 14 * DAY_SECONDS
-
-
-def auto_demand_per_replica(history: History) -> float:
-    """The demand one replica serves so that the median demand is about 20 pods (3 significant digits)."""
-    median = float(np.median(history.values))
-    if not median > 0:
-        raise ValueError(
-            f"series {history.source!r} has median {median:g}; pass --demand-per-replica"
-        )
-    raw = median / TARGET_MEDIAN_PODS
-    digits = 2 - int(math.floor(math.log10(raw)))
-    return float(round(raw, digits))
-
-
-def backtest_pool(
-    pool: Pool | None,
-    history: History,
-    dpr: float,
-    quantile: float | None,
-    forecast: dict[str, Any] | None = None,
-) -> Pool:
-    """The pool to replay: the given one, or a forecast-only default, with its forecast section
-    switched on and set to what the forecaster is asked for (demand per replica, burst quantile,
-    `forecast` overrides such as the observation delay and burst model kind). The lead time and
-    the stabilisation window are settings (`Replay.plan_settings`), not part of it."""
-    if pool is None:
-        step = timedelta(seconds=max(300.0, round(history.step_seconds)))
-        spec = ForecastSpec(query=history.source or "csv", demand_per_replica=dpr, step=step)
-        pool = Pool(
-            name="backtest",
-            target=Target(namespace="backtest", name="placeholder"),
-            max_replicas=100_000,
-            forecast=spec,
-        )
-    spec = pool.forecast or ForecastSpec(query=history.source or "csv", demand_per_replica=dpr)
-    spec = spec.model_copy(
-        update={
-            "demand_per_replica": dpr,
-            "enabled": True,
-            **({"burst_quantile": quantile} if quantile else {}),
-            **(forecast or {}),
-        }
-    )
-    # The forecaster reads these from the forecast section it is given (`protocols.Forecaster`).
-    return pool.model_copy(update={"forecast": spec})
-
-
-def default_rules(pods: np.ndarray) -> tuple[list[ScheduleWindow], Proportional]:
-    """The schedule and CPA rule used when the pool has none (see the module docstring)."""
-    replicas = max(1, round(0.15 * float(np.median(pods))))
-    window = ScheduleWindow(
-        name="daytime", start="0 8 * * *", end="0 20 * * *", desired_replicas=replicas
-    )
-    return [window], Proportional(linear=Linear(nodes_per_replica=1))
-
 
 # ---------------------------------------------------------------------------------------------
 # The run.
@@ -252,132 +178,6 @@ def static_curve(
     return [(n, m) for n, m in curve if n <= best_n] if flat else curve
 
 
-@dataclass(frozen=True)
-class Replay:
-    """Everything a backtest run is resolved to before any strategy runs: the pool to replay with
-    demand per replica and overrides applied, the settings it plans with, the simulated cluster,
-    the minute grid, the app pods and the first scored minute."""
-
-    history: History
-    given_pool: Pool | None
-    pool: Pool
-    settings: BacktestSettings
-    plan_settings: PlanSettings
-    dpr_source: str
-    warmup: float
-    cluster: ClusterSpec
-    times: np.ndarray
-    demand: np.ndarray
-    pods: np.ndarray
-    start: int
-    default_windows: list[ScheduleWindow]
-    schedule_windows: list[ScheduleWindow]
-    proportional_rule: Proportional
-
-    def simulate(self, strategy: np.ndarray | Decide) -> Run:
-        return simulate(self.pods, strategy, self.cluster)
-
-    def plan(self, pool: Pool, in_force: InForce = (), settings: PlanSettings | None = None) -> Run:
-        """The engine on `pool` at every minute, refitted forecasts `in_force`, as a strategy,
-        with `settings` (default: the run's `plan_settings`)."""
-        cpn, chosen = self.settings.cores_per_node, settings or self.plan_settings
-        strategy = planner_strategy(pool, self.times, in_force, self.history, cpn, chosen)[1]
-        return self.simulate(strategy)
-
-    def floor_only(
-        self, schedules: list[ScheduleWindow] | None = None, rule: Proportional | None = None
-    ) -> Pool:
-        """A pool of the replayed pool's name, target and maxReplicas whose only floor is
-        `schedules` or `rule` (no minReplicas, no forecast), with the replayed pool's disruption
-        section: the schedule and proportional strategies. It plans with the run's
-        `plan_settings` (lead time, stabilisation)."""
-        return Pool(
-            name=self.pool.name,
-            target=self.pool.target,
-            max_replicas=self.pool.max_replicas,
-            schedules=schedules or [],
-            proportional=rule,
-            disruption=self.pool.disruption,
-        )
-
-
-def resolve(
-    history: History,
-    pool: Pool | None,
-    settings: BacktestSettings,
-    plan_settings: PlanSettings | None = None,
-) -> Replay:
-    """The `Replay` for `history` and `pool` (None: a forecast-only default), planning with
-    `plan_settings` (default: the pool's configuration) and the flags of `settings` over them;
-    raises ValueError saying what is needed when the series is too short or has no usable level."""
-    s = settings
-    span = history.span_seconds
-    warmup = s.warmup_seconds if s.warmup_seconds is not None else default_warmup(span)
-    if span < warmup + DAY_SECONDS:
-        raise ValueError(
-            f"series {history.source!r} spans {span / DAY_SECONDS:.1f} days; the backtest needs the warm-up "
-            f"({warmup / DAY_SECONDS:g} days) plus at least 1 day to score ({(warmup + DAY_SECONDS) / DAY_SECONDS:g} days)"
-        )
-    if pool is not None and s.demand_per_replica is None and pool.forecast is not None:
-        dpr, dpr_source = pool.forecast.demand_per_replica, "config"
-    elif s.demand_per_replica is not None:
-        dpr, dpr_source = s.demand_per_replica, "flag"
-    else:
-        dpr = auto_demand_per_replica(history)
-        dpr_source = f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
-    cluster = ClusterSpec(
-        s.node_slots, round(s.lag_seconds / 60), round(s.scale_down_delay_seconds / 60)
-    )
-    overrides: dict[str, Any] = {}
-    if s.observation_delay_seconds is not None:
-        overrides["observation_delay"] = timedelta(seconds=s.observation_delay_seconds)
-    if s.burst_model is not None:
-        overrides["burst_model"] = s.burst_model
-    replayed = backtest_pool(pool, history, dpr, s.quantile, overrides)
-    plan_settings = _plan_settings(replayed, pool, plan_settings, s)
-    times, demand = minute_grid(history)
-    pods = app_pods(demand, dpr, cluster.hpa_hold_minutes)
-    windows, cpa_rule = default_rules(pods)
-    return Replay(
-        history,
-        pool,
-        replayed,
-        s,
-        plan_settings,
-        dpr_source,
-        warmup,
-        cluster,
-        times,
-        demand,
-        pods,
-        int(np.searchsorted(times, history.start + warmup, side="left")),
-        windows,
-        list(replayed.schedules) or windows,
-        replayed.proportional or cpa_rule,
-    )
-
-
-def _plan_settings(
-    replayed: Pool, given: Pool | None, base: PlanSettings | None, s: BacktestSettings
-) -> PlanSettings:
-    """The settings a backtest plans with: `base` (or the replayed pool's configuration) with
-    the flags' lead time and stabilisation window over them; without a pool, the lead time is
-    the simulated node lag plus a minute."""
-    out = resolve_settings(replayed)  # demand per replica, delay, quantile: the forecaster's
-    if base is not None:  # the caller's lead time (e.g. measured) and window
-        out = replace(
-            out, lead_seconds=base.lead_seconds, stabilization_seconds=base.stabilization_seconds
-        )
-    flags: dict[str, float] = {}
-    if s.lead_seconds is not None:
-        flags["lead_seconds"] = s.lead_seconds
-    elif given is None:
-        flags["lead_seconds"] = s.lag_seconds + 60.0
-    if s.stabilization_seconds is not None:
-        flags["stabilization_seconds"] = s.stabilization_seconds
-    return with_values(out, SettingSource.CONFIGURED, **flags)
-
-
 Strategy = Callable[[Replay, WalkForward], Run]
 
 STRATEGIES: dict[str, Strategy] = {
@@ -411,21 +211,16 @@ def run_backtest(
         forecaster = ProphetForecaster()
     if naive_fit is None:
         naive_fit = naive_burst_profile
-    r, s = resolve(history, pool, settings), settings
-    every = s.refit_every_seconds
-    wf = walk_forward(
-        history,
-        r.pool,
-        r.times,
-        r.start,
-        every,
+    r, s = resolve(history, pool, settings.replay), settings
+    refits = Refits(
+        s.refit_every_seconds,
         forecaster,
         naive_fit,
+        tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
         progress,
         s.progress_every,
-        tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
-        r.plan_settings,
     )
+    wf = walk_forward(history, r.pool, r.times, r.start, r.plan_settings, refits, r.model)
     runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}
     curve = static_curve(r.pods, r.cluster, r.start, max(50, 5 * int(r.pods.max())))
     reactive_nh = score(runs["reactive"], r.start).node_hours
@@ -439,20 +234,21 @@ def run_backtest(
             x_against(curve, m.node_hours, m.unserved_pod_minutes),
         )
 
-    dial, stabilization_dial = dials(r, wf, scored)
+    dial, stabilization_dial = dials(r, s, wf, scored)
     timeline = PoolTimeline(r.pool, r.times, wf.model, history, (), r.plan_settings)
     result = BacktestResult(
         {name: scored(runs[name]) for name in STRATEGIES},
         curve,
-        replay_settings(r, wf),
+        replay_settings(r, s, wf),
         r.times,
         r.pods,
         r.start,
+        r.cluster,
         wf.fit_seconds,
         dial,
         stabilization_dial,
         last_day_burst(timeline, r.demand, r.pool.name) if s.burst_view else None,
-        grid(r, wf) if s.grid or s.protections else [],
+        grid(r, s, wf) if s.grid or s.protections else [],
         notes=outlier_notes(history, curve),
     )
     for note in result.notes:
@@ -466,14 +262,15 @@ def run_backtest(
             promise=measure(result, s.protections),
         )
     if s.interruption_rate is not None:
-        result = replace(result, interruptions=interrupted(r, wf, runs))
+        result = replace(result, interruptions=interrupted(r, s, wf, runs))
     return result
 
 
 # Long on purpose: the table of interrupted cases, one row each, read as one list.
-def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> InterruptionReport:
+def interrupted(
+    r: Replay, s: BacktestSettings, wf: WalkForward, calm: dict[str, Run]
+) -> InterruptionReport:
     """The strategies on the interrupted cluster (module docstring), each against its calm run."""
-    s = r.settings
     assert s.interruption_rate is not None
     most = -(-int(r.pods.max()) // r.cluster.node_slots)
     spec = Interruptions(
@@ -482,7 +279,7 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
     sim = SimulatedDisruption(r.cluster.node_slots, s.interruption_rate)
     without = replace(sim, component=False)
     no_reserve = replace(sim, reserve=False)
-    cpn = s.cores_per_node
+    cpn = r.nodes.cores_per_node
 
     def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
         strategy = planner_strategy(
@@ -538,10 +335,10 @@ def interrupted(r: Replay, wf: WalkForward, calm: dict[str, Run]) -> Interruptio
     return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows, component)
 
 
-def grid(r: Replay, wf: WalkForward) -> list[GridRun]:
+def grid(r: Replay, s: BacktestSettings, wf: WalkForward) -> list[GridRun]:
     """Forecast and naive at every (quantile, window) pair: the dials' values (or the defaults),
     the pool's own setting included."""
-    s, pool = r.settings, r.pool
+    pool = r.pool
     q0, w0 = r.plan_settings.quantile, r.plan_settings.window
     quantiles = sorted({*(s.dial or DEFAULT_QUANTILES), q0})
     windows = sorted({*(s.stabilization_dial or DEFAULT_WINDOWS), w0})
@@ -553,7 +350,7 @@ def grid(r: Replay, wf: WalkForward) -> list[GridRun]:
 
 
 def dials(
-    r: Replay, wf: WalkForward, scored: Callable[[Run], StrategyResult]
+    r: Replay, s: BacktestSettings, wf: WalkForward, scored: Callable[[Run], StrategyResult]
 ) -> tuple[list[DialPoint], list[WindowPoint]]:
     """Forecast and naive replayed from the same refits at each swept burst quantile, and with each
     swept scale-down stabilisation window."""
@@ -564,7 +361,7 @@ def dials(
     quantiles = [
         DialPoint(q, scored(r.plan(r.pool, model)), scored(r.plan(r.pool, naive)))
         for q, (model, naive) in sorted(wf.dial.items())
-        if q in r.settings.dial
+        if q in s.dial
     ]
     windows = [
         WindowPoint(
@@ -572,31 +369,31 @@ def dials(
             scored(r.plan(r.pool, wf.model, windowed(w))),
             scored(r.plan(r.pool, wf.naive, windowed(w))),
         )
-        for w in sorted(set(r.settings.stabilization_dial))
+        for w in sorted(set(s.stabilization_dial))
     ]
     return quantiles, windows
 
 
-def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
+def replay_settings(r: Replay, s: BacktestSettings, wf: WalkForward) -> ReplaySettings:
     """What the run used, resolved (the JSON `settings`)."""
-    s, spec, cluster = r.settings, r.pool.forecast, r.cluster
+    spec, cluster, chosen = r.pool.forecast, r.cluster, r.plan_settings
     return ReplaySettings(
         data=r.history.source,
         points=len(r.history),
         data_step_seconds=r.history.step_seconds,
         pool=r.pool.name if r.given_pool is not None else None,
         max_replicas=r.pool.max_replicas,
-        demand_per_replica=spec.demand_per_replica if spec else 0.0,
+        demand_per_replica=chosen.demand_per_replica.value if chosen.demand_per_replica else 0.0,
         demand_per_replica_source=r.dpr_source,
         median_app_pods=float(np.median(r.pods)),
-        node_slots=s.node_slots,
+        node_slots=cluster.node_slots,
         lag_seconds=cluster.lag_minutes * 60,
         scale_down_delay_seconds=cluster.scale_down_minutes * 60,
         hpa_hold_seconds=cluster.hpa_hold_minutes * 60,
         lead_seconds=r.plan_settings.lead,
-        quantile=spec.burst_quantile if spec else None,
-        burst_model=spec.burst_model if spec else None,
-        observation_delay_seconds=spec.observation_delay.total_seconds() if spec else None,
+        quantile=chosen.quantile if spec else None,
+        burst_model=r.model.burst_model if spec else None,
+        observation_delay_seconds=chosen.delay if spec else None,
         scale_down_stabilization_seconds=r.plan_settings.window,
         warmup_seconds=r.warmup,
         scored_from=float(r.times[r.start]),
@@ -606,7 +403,7 @@ def replay_settings(r: Replay, wf: WalkForward) -> ReplaySettings:
         refits=wf.refits,
         models=wf.models,
         fit_seconds=round(wf.fit_seconds, 2),
-        cores_per_node=s.cores_per_node,
+        cores_per_node=r.nodes.cores_per_node,
         schedule_windows="config"
         if r.pool.schedules
         else f"default: daytime 08:00-20:00 UTC, {r.default_windows[0].desired_replicas} replicas",

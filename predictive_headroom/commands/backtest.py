@@ -8,8 +8,8 @@ from dataclasses import replace
 from datetime import timedelta
 
 from predictive_headroom.backtest.promise_measure import sentence
-from predictive_headroom.backtest.results import BacktestResult, headline
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.results import BacktestResult, BacktestSettings, headline
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
     format_frontier,
@@ -33,6 +33,7 @@ from predictive_headroom.commands import (
 )
 from predictive_headroom.core.price import NodeShape, Price
 from predictive_headroom.core.series import History
+from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.policy.durations import parse_duration
@@ -40,6 +41,7 @@ from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import Source, SourceError
+from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
 
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on demand history (a CSV or Prometheus)"
@@ -292,23 +294,25 @@ def settings_from_args(
             problems.append(f"--interruptions: {exc}")
     if problems:
         raise CommandError("; ".join(problems))
-    defaults = BacktestSettings()
-    return BacktestSettings(
-        demand_per_replica=args.demand_per_replica,
-        node_slots=args.node_slots
-        or (slots if shape is not None and slots else defaults.node_slots),
+    nodes = SimulatedNodes()
+    nodes = SimulatedNodes(
+        node_slots=args.node_slots or (slots if shape is not None and slots else nodes.node_slots),
         lag_seconds=args.lag,
         scale_down_delay_seconds=args.scale_down_delay,
-        warmup_seconds=args.warmup,
-        refit_every_seconds=args.refit_every,
-        quantile=quantile,
-        lead_seconds=args.lead_time,
         cores_per_node=args.cores_per_node
-        or (shape.cpu if shape is not None else defaults.cores_per_node),
+        or (shape.cpu if shape is not None else nodes.cores_per_node),
+    )
+    given = Given(
+        lead=args.lead_time,
+        burst_quantile=quantile,
+        observation_delay=args.observation_delay,
+        demand_per_replica=args.demand_per_replica,
+    )
+    return BacktestSettings(
+        replay=WhatIf(given, args.burst_model, nodes, args.warmup),
+        refit_every_seconds=args.refit_every,
         dial=dial,
         stabilization_dial=windows,
-        observation_delay_seconds=args.observation_delay,
-        burst_model=args.burst_model,
         protections=protections,
         interruption_rate=rate,
         notice_seconds=getattr(args, "notice", 120.0),

@@ -1,7 +1,7 @@
 """`predictive-headroom tune`: what `protection: P` keeps on a pool's own history, and for what.
 
 Replays the pool's history through the backtest (refits see only the past) and the daemon's
-promise rule day by day (`backtest.promise`: each day's forecast setting and reserve chosen on
+promise rule day by day (`replay.promise`: each day's forecast setting and reserve chosen on
 the days before it), and leads with the protection that kept and its overhead node-hours a day
 and a month (in money when the policy has `cost:`), next to a fixed reserve re-chosen daily. The
 YAML to paste is `protection: P` (or the proportional rule when it absorbs P for less); the best
@@ -13,13 +13,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 from predictive_headroom.app.fit import default_forecaster, fetch_history
 from predictive_headroom.app.review import daemon_now
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
-from predictive_headroom.backtest.run import BacktestSettings, run_backtest
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
@@ -37,6 +39,7 @@ from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
 DEFAULT_PROTECTION = 0.95
@@ -118,18 +121,21 @@ def run(args: argparse.Namespace) -> int:
     history = _history(pool, source, at)
     if args.refit_every < 60:
         raise CommandError(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
-    defaults = BacktestSettings()
-    price, shape = price_from_args(args, pool.placeholder, policy.cost, defaults.node_slots)
+    nodes = SimulatedNodes()
+    price, shape = price_from_args(args, pool.placeholder, policy.cost, nodes.node_slots)
+    # The simulated node is the node priced: as many placeholders as fit in its shape.
+    nodes = replace(
+        nodes,
+        node_slots=price.slots,
+        cores_per_node=shape.cpu if shape is not None else nodes.cores_per_node,
+    )
     settings = BacktestSettings(
+        replay=WhatIf(nodes=nodes, warmup_seconds=args.warmup),
         dial=quantiles,
         stabilization_dial=windows,
         protections=(target,),
         burst_view=False,
         refit_every_seconds=args.refit_every,
-        warmup_seconds=args.warmup,
-        # The simulated node is the node priced: as many placeholders as fit in its shape.
-        node_slots=price.slots,
-        cores_per_node=shape.cpu if shape is not None else defaults.cores_per_node,
     )
     started = time.perf_counter()
     forecaster = default_forecaster()

@@ -23,7 +23,6 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from predictive_headroom.core.settings import DEFAULT_BURST_QUANTILE
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
 
@@ -72,12 +71,12 @@ def poisson_quantile(mean: float, quantile: float) -> int:
     return int(poisson.ppf(min(quantile, 1 - 1e-12), mean))
 
 
-def reserve_quantile(pool: Pool) -> float:
-    """The quantile of interruptions the spot reserve covers: the pool's protection, else its
-    burst quantile, else the default burst quantile (`core.settings.DEFAULT_BURST_QUANTILE`)."""
+def reserve_quantile(pool: Pool, burst_quantile: float) -> float:
+    """The quantile of interruptions the spot reserve covers: the pool's protection, else the
+    burst quantile it plans with (`PlanSettings.quantile`)."""
     if pool.protection is not None:
         return pool.protection
-    return pool.forecast.burst_quantile if pool.forecast else DEFAULT_BURST_QUANTILE
+    return burst_quantile
 
 
 def spot_reserve(

@@ -93,6 +93,12 @@ class PlanSettings:
         return self.lead_seconds.value
 
     @property
+    def measured_lead(self) -> float | None:
+        """The lead time in seconds when the closed loop measured it, else None (what
+        `resolve_settings(..., measured_lead=)` was given)."""
+        return self.lead if self.lead_seconds.source is SettingSource.MEASURED else None
+
+    @property
     def window(self) -> float:
         """The scale-down stabilisation window in seconds."""
         return self.stabilization_seconds.value
@@ -151,13 +157,35 @@ def _given(model: object, name: str) -> SettingSource:
     return SettingSource.CONFIGURED if chosen else SettingSource.DEFAULT
 
 
+@dataclass(frozen=True)
+class Given:
+    """Settings given over a pool's configuration, each None for the pool's own: the flags of a
+    replay (`backtest --lead-time 4m --quantile 0.9`). They resolve as `configured`, over the
+    measurement and the tuning."""
+
+    lead: float | None = None
+    """Seconds."""
+    window: float | None = None
+    """The scale-down stabilisation window, seconds."""
+    burst_quantile: float | None = None
+    observation_delay: float | None = None
+    """Seconds."""
+    demand_per_replica: float | None = None
+
+
+# Long on purpose: each setting's precedence (config, measured, tuned, given) read in one place.
 def resolve_settings(
-    pool: Pool, *, measured_lead: float | None = None, tuned: Tuned | None = None
+    pool: Pool,
+    *,
+    measured_lead: float | None = None,
+    tuned: Tuned | None = None,
+    given: Given = Given(),
 ) -> PlanSettings:
     """The settings `pool` plans with: its configuration, the lead time measured in the cluster
-    when the pool says `leadTime: auto` (`measured_lead` seconds, None until measured), and what
-    its re-tune chose when it has `protection:` (`tuned`). A measurement or tuning given for a pool
-    that did not ask for it is ignored."""
+    when the pool says `leadTime: auto` (`measured_lead` seconds, None until measured), what
+    its re-tune chose when it has `protection:` (`tuned`), and what a replay's flags set over all
+    of these (`given`). A measurement or tuning given for a pool that did not ask for it is
+    ignored."""
     lead = Setting(pool.lead_time.total_seconds(), _given(pool, "lead_time"))
     if isinstance(pool.lead_time, AutoLeadTime):
         lead = Setting(lead.value, SettingSource.DEFAULT)
@@ -183,6 +211,17 @@ def resolve_settings(
             window = Setting(tuned.stabilization_seconds, SettingSource.TUNED)
         if tuned.reserve is not None:
             reserve = Setting(tuned.reserve, SettingSource.TUNED)
+    flag = SettingSource.CONFIGURED
+    if given.lead is not None:
+        lead = Setting(float(given.lead), flag)
+    if given.window is not None:
+        window = Setting(float(given.window), flag)
+    if given.burst_quantile is not None:
+        quantile = Setting(float(given.burst_quantile), flag)
+    if given.observation_delay is not None:
+        delay = Setting(float(given.observation_delay), flag)
+    if given.demand_per_replica is not None:
+        per_replica = Setting(float(given.demand_per_replica), flag)
     strategy = Setting(Strategy.FORECAST, SettingSource.DEFAULT)
     return PlanSettings(lead, window, per_replica, delay, quantile, strategy, reserve)
 

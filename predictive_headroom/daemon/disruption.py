@@ -45,6 +45,7 @@ from predictive_headroom.core.disruption import (
     spot_reserve,
     sum_requests,
 )
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.daemon.closedloop import pool_node_selector
 from predictive_headroom.daemon.inputs import Inputs
@@ -140,10 +141,10 @@ class DisruptionWatch:
         with self._lock:
             self._read, self._deadline = None, deadline
 
-    def part(self, pool: Pool, at: float, lead: float) -> DisruptionPart | None:
-        """The disruption component of `pool` now, with the lead time in use `lead` (seconds);
-        None when the pool turns it off or its nodes could not be listed (the plan then leaves the
-        component out)."""
+    def part(self, pool: Pool, at: float, settings: PlanSettings) -> DisruptionPart | None:
+        """The disruption component of `pool` now, with the settings in use (the lead time, the
+        burst quantile); None when the pool turns it off or its nodes could not be listed (the
+        plan then leaves the component out)."""
         if not pool.disruption.enabled:
             return None
         try:
@@ -154,8 +155,8 @@ class DisruptionWatch:
         with self._lock:
             watch = self.pools.setdefault(pool.name, _PoolWatch())
         self._count(pool, watch, nodes, at)
-        room, source, note = self._room(pool, watch, nodes, at, lead)
-        reserve, extra = self._reserve(pool, watch, nodes, lead)
+        room, source, note = self._room(pool, watch, nodes, at, settings.lead)
+        reserve, extra = self._reserve(pool, watch, nodes, settings)
         details: dict[str, Any] = {
             "leaving": {n.name: n.why for n in watch.leaving.values()},
             **extra,
@@ -273,7 +274,7 @@ class DisruptionWatch:
         return future
 
     def _reserve(
-        self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], lead: float
+        self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], settings: PlanSettings
     ) -> tuple[int, dict[str, Any]]:
         """The spot reserve and its details (0 when the pool is not on spot or no rate is known)."""
         spec = pool.disruption
@@ -287,7 +288,7 @@ class DisruptionWatch:
         size = pool.placeholder.amounts
         slots = [node_slots(dict(n.allocatable), size) for n in staying]
         per_node = int(statistics.median(slots)) if slots else 0
-        quantile = reserve_quantile(pool)
+        quantile = reserve_quantile(pool, settings.quantile)
         info: dict[str, Any] = {
             "spot": True,
             "interruption_rate_per_node_hour": rate,
@@ -295,7 +296,7 @@ class DisruptionWatch:
         }
         if rate is None:
             return 0, info
-        reserve, expected = spot_reserve(rate, len(staying), lead, per_node, quantile)
+        reserve, expected = spot_reserve(rate, len(staying), settings.lead, per_node, quantile)
         info["expected_interruptions_in_lead_time"] = round(expected, 4)
         return reserve, info
 

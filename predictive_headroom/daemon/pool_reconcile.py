@@ -77,7 +77,7 @@ class PoolReconciler:
             settings = self.settings_for(pool)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
-            disruption = self.disruption.part(pool, at, settings.lead)
+            disruption = self.disruption.part(pool, at, settings)
             inputs = PlanInputs(forecast, observed, cluster, settings, disruption)
             timeline = plan_over_time(pool, [at], inputs, self.recent.get(pool.name, ()))
             plan, self.recent[pool.name] = timeline.plans[0], list(timeline.recent)

@@ -40,9 +40,9 @@ from itertools import pairwise
 
 import numpy as np
 
-from predictive_headroom.backtest.simulator import ClusterSpec, Run, score, simulate
-from predictive_headroom.backtest.tuning import Setting
 from predictive_headroom.core.planner import with_reserve
+from predictive_headroom.replay.simulator import ClusterSpec, Run, score, simulate
+from predictive_headroom.replay.tuning import Setting
 
 STRICTNESS = (1.0, 0.8, 0.6, 0.4, 0.25, 0.1)
 """Share of the allowed waiting (1 - P) the inner rule may leave on its window, loosest first."""

@@ -24,7 +24,13 @@ from tqdm import tqdm
 
 from predictive_headroom.core.engine import InForce
 from predictive_headroom.core.series import Forecast, History, NoForecast
-from predictive_headroom.core.settings import PlanSettings, SettingSource, model_spec, with_values
+from predictive_headroom.core.settings import (
+    ModelSpec,
+    PlanSettings,
+    SettingSource,
+    model_spec,
+    with_values,
+)
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import format_duration
 from predictive_headroom.protocols import Forecaster
@@ -49,6 +55,20 @@ class WalkForward:
     models: dict[str, int]
 
 
+@dataclass(frozen=True)
+class Refits:
+    """How a walk-forward refits: every `every` seconds with `forecaster`, the model-free baseline
+    by `naive_fit`, both swept at `quantiles` from the same fits; `progress` draws a bar on a
+    terminal, else a stderr line each `progress_every` refits."""
+
+    every: float
+    forecaster: Forecaster
+    naive_fit: NaiveFit
+    quantiles: Sequence[float] = ()
+    progress: bool = False
+    progress_every: int = 10
+
+
 def baseline_forecast(profile: Any, now: float, horizon: float) -> Forecast:
     """The model-free baseline as a forecast: a flat curve (so no ramp) carrying the naive burst
     table, which alone sizes the forecast component."""
@@ -57,7 +77,6 @@ def baseline_forecast(profile: Any, now: float, horizon: float) -> Forecast:
     return Forecast(times, zero, zero, zero, "naive-burst", now, 0.0, profile)
 
 
-# Many arguments on purpose: the refit calendar, both forecasters and the progress line, each named.
 def at_quantile(forecast: Forecast, quantile: float, source: SettingSource) -> Forecast:
     """`forecast` with its burst allowance (table and model) at `quantile`, read off the same fit's
     residuals (unchanged where the forecaster cannot), its `fitted_for` saying the quantile came
@@ -77,30 +96,29 @@ def at_quantile(forecast: Forecast, quantile: float, source: SettingSource) -> F
     return out
 
 
-def walk_forward(  # noqa: PLR0913
+def walk_forward(
     history: History,
     pool: Pool,
     times: np.ndarray,
     first: int,
-    every: float,
-    forecaster: Forecaster,
-    naive_fit: NaiveFit,
-    progress: bool,
-    every_line: int,
-    quantiles: Sequence[float],
     settings: PlanSettings,
+    refits: Refits,
+    model: ModelSpec | None = None,
 ) -> WalkForward:
-    """Refit at times[first] and every `every` seconds after on the history known then (up to the
-    observation delay before it), for `settings` (the pool's, resolved by the caller), sweeping
-    the burst `quantiles` from the same refits."""
+    """Refit at times[first] and every `refits.every` seconds after on the history known then (up
+    to the observation delay before it), for `settings` (the pool's, resolved by the caller) and
+    the forecaster's knobs `model` (None: the pool's forecast section's), sweeping the burst
+    `refits.quantiles` from the same refits."""
     spec = pool.forecast
     assert spec is not None
-    lead, horizon, knobs = settings.lead, spec.horizon.total_seconds(), model_spec(spec)
+    knobs = model if model is not None else model_spec(spec)
+    lead, horizon, every = settings.lead, spec.horizon.total_seconds(), refits.every
+    forecaster, naive_fit, progress = refits.forecaster, refits.naive_fit, refits.progress
     refit_at = np.arange(times[first], times[-1] + 1, every)
     model: list[Forecast | NoForecast] = []
     naive: list[Forecast | NoForecast] = []
     swept: dict[float, tuple[list[Forecast | NoForecast], list[Forecast | NoForecast]]] = {
-        q: ([], []) for q in quantiles
+        q: ([], []) for q in refits.quantiles
     }
     fit_seconds, models = 0.0, {}
     bar = _progress_bar(len(refit_at), progress)
@@ -126,7 +144,7 @@ def walk_forward(  # noqa: PLR0913
             swept_q = SettingSource.CONFIGURED  # a what-if of the dial, not a choice
             mq.append(at_quantile(fitted, q, swept_q) if isinstance(fitted, Forecast) else fitted)
             nq.append(baseline_forecast(naive_fit(known, lead, q, float(at)), float(at), horizon))
-        _tick(bar, progress, k + 1, len(refit_at), every_line, fit_seconds)
+        _tick(bar, progress, k + 1, len(refit_at), refits.progress_every, fit_seconds)
     bar.close()
 
     def in_force(forecasts: list[Forecast | NoForecast]) -> InForce:

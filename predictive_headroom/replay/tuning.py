@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.backtest.simulator import (
+from predictive_headroom.core.settings import PlanSettings, SettingSource, with_values
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.replay.simulator import (
     ClusterSpec,
     Metrics,
     Run,
@@ -30,8 +32,6 @@ from predictive_headroom.backtest.simulator import (
     score,
     simulate,
 )
-from predictive_headroom.core.settings import PlanSettings, SettingSource, with_values
-from predictive_headroom.policy.config import Pool
 
 DAY_MINUTES = 24 * 60
 DEFAULT_QUANTILES = (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999)

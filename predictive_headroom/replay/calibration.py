@@ -1,7 +1,7 @@
 """A calibrated working level for the promise: adaptive conformal inference over the inner rule
 (issue 40; docs/promise.md, "A calibrated level").
 
-The inner rule of `backtest.promise` holds the cheapest candidate whose waiting over the window
+The inner rule of `replay.promise` holds the cheapest candidate whose waiting over the window
 before it stays within (1 - level) of what would wait without headroom. Today's rule learns a
 strictness from the last week; this one aims at a working level P_t moved after each day by the
 miss of that day, as in adaptive conformal inference (Gibbs & Candès 2021):
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from predictive_headroom.backtest.promise import (
+from predictive_headroom.replay.promise import (
     WINDOW,
     Candidate,
     Ledger,
@@ -33,8 +33,8 @@ from predictive_headroom.backtest.promise import (
     placeholders_of,
     reserve_sizes,
 )
-from predictive_headroom.backtest.simulator import ClusterSpec, score, simulate
-from predictive_headroom.backtest.tuning import DAY_MINUTES, Setting
+from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
+from predictive_headroom.replay.tuning import DAY_MINUTES, Setting
 
 GAMMA = 0.05
 """The step: how far one typical day's miss of one point moves the level, in points."""

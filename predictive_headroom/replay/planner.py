@@ -32,10 +32,10 @@ class SimulatedDisruption:
 
 
 def disruption_part(
-    pool: Pool, sim: SimulatedDisruption, nodes: int, on_leaving: int, lead: float
+    pool: Pool, sim: SimulatedDisruption, nodes: int, on_leaving: int, settings: PlanSettings
 ) -> DisruptionPart | None:
-    """The disruption component on the simulated cluster with lead time `lead` (seconds); None
-    when the pool or `sim` turns it off."""
+    """The disruption component on the simulated cluster with the pool's `settings` (the lead
+    time, the burst quantile); None when the pool or `sim` turns it off."""
     spec = pool.disruption
     if not spec.enabled or not sim.component:
         return None
@@ -44,7 +44,8 @@ def disruption_part(
     if sim.rate_per_node_hour and sim.reserve and spec.spot is not False:
         rate = max(sim.rate_per_node_hour, spec.interruption_rate or 0.0)
         staying = max(0, nodes - leaving)
-        reserve = spot_reserve(rate, staying, lead, sim.node_slots, reserve_quantile(pool))[0]
+        quantile = reserve_quantile(pool, settings.quantile)
+        reserve = spot_reserve(rate, staying, settings.lead, sim.node_slots, quantile)[0]
     return DisruptionPart(on_leaving, reserve, leaving, DisruptionSource.SIMULATED)
 
 
@@ -71,7 +72,7 @@ def planner_strategy(
         def aware(i: int, nodes: int, on_leaving: int = 0) -> int:
             cores = nodes * cores_per_node
             cluster = ClusterState(nodes, cores, nodes, cores) if pool.proportional else None
-            part = disruption_part(pool, disruption, nodes, on_leaving, timeline.lead)
+            part = disruption_part(pool, disruption, nodes, on_leaving, settings)
             return timeline.plan(i, cluster, part).desired
 
         return timeline, aware

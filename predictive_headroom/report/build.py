@@ -22,7 +22,7 @@ from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import HORIZON_STEP_SECONDS, PlanInputs, horizon_plans
 from predictive_headroom.core.forecast_math import burst_allowances
-from predictive_headroom.core.planner import Plan, plan_to_dict
+from predictive_headroom.core.planner import plan_to_dict
 from predictive_headroom.core.schedules import open_intervals
 from predictive_headroom.core.series import (
     DAY_SECONDS,
@@ -37,73 +37,17 @@ from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import BurstFit, ForecastStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.report.analysis import (
-    HeadroomCost,
-    PastForecast,
-    Peak,
     find_peaks,
     headroom_cost,
     judge_past,
 )
-from predictive_headroom.report.notices import Notice, with_notices, with_promise
+from predictive_headroom.report.model import PoolReport, Report
+from predictive_headroom.report.notices import with_notices, with_promise
 
 SCHEMA = "predictive-headroom/report/v1"
 RECENT_SECONDS = 7 * DAY_SECONDS
 """How much history the demand plot shows before now."""
 DEFAULT_HORIZON_SECONDS = 2 * DAY_SECONDS
-
-
-@dataclass(frozen=True)
-class PoolReport:
-    """Everything the report shows for one pool."""
-
-    pool: Pool
-    recent: History | None
-    history_points: int
-    history_seconds: float
-    forecast: Forecast | None
-    forecast_status: ForecastStatus | str
-    """`ForecastStatus`, or the `NoForecast.why` of a pool without a forecast."""
-    forecast_detail: str
-    now: Plan
-    plan_times: np.ndarray
-    plan_desired: np.ndarray
-    plan_reasons: tuple[str, ...]
-    windows: tuple[tuple[str, float, float], ...]
-    peaks: tuple[Peak, ...]
-    accuracy: dict[str, Any] | None
-    past: tuple[PastForecast, ...]
-    cost: HeadroomCost
-    notices: tuple[Notice, ...]
-    settings: PlanSettings
-    """The settings the pool was planned with."""
-    burst: dict[str, Any] | None = None
-    """The burst model's allowance over the last day before now, next to demand (`burst_chart_data`)."""
-    loop: Mapping[str, Any] | None = None
-    """What the daemon measured in the cluster (`LoopObserver.status`); None outside the daemon."""
-    step_seconds: float = HORIZON_STEP_SECONDS
-    """The row grid of the plan; the rows also include every instant the plan changes."""
-    promise: Mapping[str, Any] | None = None
-    """What the daemon's re-tune says of the protection kept (`Tuning.report`); None otherwise."""
-
-    @property
-    def lead_seconds(self) -> float:
-        """The lead time the pool plans with (measured with `leadTime: auto` in the daemon)."""
-        return self.settings.lead
-
-    @property
-    def demand_per_replica(self) -> float:
-        """The demand one placeholder serves (1 for a pool without a forecast section)."""
-        per_replica = self.settings.demand_per_replica
-        return per_replica.value if per_replica is not None else 1.0
-
-
-@dataclass(frozen=True)
-class Report:
-    """The whole report: one PoolReport per pool, made at `at` (POSIX seconds)."""
-
-    at: float
-    pools: tuple[PoolReport, ...]
-    source: str = ""
 
 
 iso = iso_utc

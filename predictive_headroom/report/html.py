@@ -37,8 +37,8 @@ from predictive_headroom.pages.glossary import BURST_TERMS, REPORT_TERMS
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC as _RC
 from predictive_headroom.pages.svg import figure_svg
-from predictive_headroom.report.build import PoolReport, Report
 from predictive_headroom.report.loop import lead_sentence, loop_rows, loop_sentence
+from predictive_headroom.report.model import PoolReport, Report
 
 logger = logging.getLogger(__name__)
 

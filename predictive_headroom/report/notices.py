@@ -1,6 +1,6 @@
 """The warnings a reviewer of the report must see, per pool, and what the re-tune says of a promise.
 
-Pure: each function reads one pool's report (`build.PoolReport`) and returns it with its notices,
+Pure: each function reads one pool's report (`model.PoolReport`) and returns it with its notices,
 never fetching anything. A notice's `code` is stable for machines (report.json `warnings`); its
 `message` is for people (the page shows it as a warning).
 """
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -22,21 +21,11 @@ from predictive_headroom.core.vocabulary import (
     NoForecastWhy,
     PlanReason,
 )
-
-if TYPE_CHECKING:
-    from predictive_headroom.report.build import PoolReport
+from predictive_headroom.report.model import Notice, PoolReport
 
 PREFERRED_HISTORY_SECONDS = 14 * DAY_SECONDS
 """Less history than this is flagged: the weekly pattern is learned from one week or less."""
 LOW_COVERAGE_MARGIN = 0.1
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A warning a reviewer must see: `code` is stable for machines, `message` is for people."""
-
-    code: str
-    message: str
 
 
 def with_promise(r: PoolReport, promise: Mapping[str, Any] | None) -> PoolReport:

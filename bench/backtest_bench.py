@@ -25,9 +25,9 @@ import numpy as np
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import duration_arg, print_table
-from predictive_headroom.commands.backtest import parse_quantiles, parse_windows
 from predictive_headroom.core.settings import Given
-from predictive_headroom.policy.durations import format_duration
+from predictive_headroom.policy.durations import format_duration, parse_windows
+from predictive_headroom.policy.shares import parse_quantiles
 from predictive_headroom.replay.setup import WhatIf
 from predictive_headroom.sources.csvsource import read_csv_history
 

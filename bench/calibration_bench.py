@@ -20,7 +20,7 @@ from predictive_headroom.backtest.frontier import Point, cost_at, protection
 from predictive_headroom.backtest.promise_measure import measure, prepare
 from predictive_headroom.backtest.results import FEW_EVENTS
 from predictive_headroom.commands import print_table
-from predictive_headroom.commands.backtest import parse_protections
+from predictive_headroom.policy.shares import parse_protections
 from predictive_headroom.replay.calibration import GAMMA, calibrated_walk_forward
 from predictive_headroom.replay.tuning import DAY_MINUTES
 

@@ -29,7 +29,8 @@ from predictive_headroom.backtest.promise_measure import measure
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import duration_arg, print_table
-from predictive_headroom.commands.backtest import parse_protections, parse_quantiles, parse_windows
+from predictive_headroom.policy.durations import parse_windows
+from predictive_headroom.policy.shares import parse_protections, parse_quantiles
 from predictive_headroom.sources.csvsource import read_csv_history
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "datasets"

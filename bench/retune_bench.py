@@ -18,10 +18,10 @@ from pathlib import Path
 from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.app.tune import RETUNE_WINDOW, retune
 from predictive_headroom.commands import parse_time
-from predictive_headroom.commands.backtest import parse_protection
 from predictive_headroom.core.series import DAY_SECONDS
 from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.policy.config import ForecastSpec, Pool, Target
+from predictive_headroom.policy.shares import parse_protection
 from predictive_headroom.replay.setup import auto_demand_per_replica
 from predictive_headroom.sources.csvsource import read_csv_history
 

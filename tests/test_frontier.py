@@ -14,8 +14,8 @@ from predictive_headroom.backtest.frontier import Point, cost_at, protection
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.cli import main
-from predictive_headroom.commands.backtest import parse_protections
 from predictive_headroom.core.settings import resolve_settings
+from predictive_headroom.policy.shares import parse_protections
 from predictive_headroom.replay.planner import planner_strategy
 from predictive_headroom.replay.setup import WhatIf
 from predictive_headroom.replay.simulator import ClusterSpec, score, simulate

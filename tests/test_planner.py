@@ -41,7 +41,7 @@ def pool(**overrides) -> Pool:
 def flat_burst(value: float) -> BurstProfile:
     return BurstProfile(
         quantile=0.95,
-        lead_seconds=600,
+        lead=600,
         bin_seconds=3600,
         values=np.full((1, 24), value),
         by_weekday=False,
@@ -242,9 +242,7 @@ def test_burst_allowance_covers_the_whole_lead_window():
     # allowance does not dip between two burst-prone bins.
     values = np.zeros((1, 48))
     values[0, 25] = 30.0  # 12:30-13:00 UTC
-    burst = BurstProfile(
-        quantile=0.95, lead_seconds=600, bin_seconds=1800, values=values, by_weekday=False
-    )
+    burst = BurstProfile(quantile=0.95, lead=600, bin_seconds=1800, values=values, by_weekday=False)
     fc = forecast(lambda t: 100.0)
     fc = Forecast(fc.times, fc.yhat, fc.lower, fc.upper, "test", fc.history_end, burst=burst)
     parts = {

@@ -36,10 +36,10 @@ from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.disruption import parse_rate
-from predictive_headroom.policy.durations import parse_duration
+from predictive_headroom.policy.durations import parse_duration, parse_windows
 from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.promql import check_promql
-from predictive_headroom.policy.shares import parse_share
+from predictive_headroom.policy.shares import parse_protections, parse_quantiles, parse_share
 from predictive_headroom.protocols import Source, SourceError
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
@@ -191,46 +191,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_output_argument(parser)
-
-
-def parse_quantiles(text: str) -> tuple[float, ...]:
-    """Parse `0.8,0.9,0.95` (or `80%,90%`) into sorted unique quantiles; ValueError says which
-    item is wrong."""
-    values = []
-    for item in text.split(","):
-        q = parse_share(item, what="a quantile")
-        if not 0 < q < 1:
-            raise ValueError(f"quantile {item.strip()} must be between 0 and 1 (exclusive)")
-        values.append(q)
-    return tuple(sorted(set(values)))
-
-
-def parse_protection(text: str) -> float:
-    """Parse `95%` or `0.95` into a share in (0, 1]; ValueError says what is wrong (`95`: did
-    you mean 95%?)."""
-    item = text.strip()
-    value = parse_share(item, what="a protection")
-    if not 0 < value <= 1:
-        raise ValueError(f"protection {item} must be above 0% and at most 100%")
-    return value
-
-
-def parse_protections(text: str) -> tuple[float, ...]:
-    """Parse `90%,95%` into sorted unique shares."""
-    return tuple(sorted({parse_protection(item) for item in text.split(",")}))
-
-
-def parse_windows(text: str) -> tuple[float, ...]:
-    """Parse `5m,15m,30m` into sorted unique windows in seconds; ValueError says which item is wrong."""
-    values = []
-    for item in text.split(","):
-        try:
-            values.append(parse_duration(item.strip()).total_seconds())
-        except ValueError as exc:
-            raise ValueError(
-                f"{item.strip()!r} is not a duration: {exc}; give windows like 5m,15m,30m"
-            ) from None
-    return tuple(sorted(set(values)))
 
 
 def _duration_arg(text: str) -> float:

@@ -34,10 +34,11 @@ from predictive_headroom.commands import (
     print_json,
     source_from_args,
 )
-from predictive_headroom.commands.backtest import parse_protection, parse_quantiles, parse_windows
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.policy.durations import parse_windows
+from predictive_headroom.policy.shares import parse_protection, parse_quantiles
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 

@@ -80,11 +80,11 @@ def reserve_quantile(pool: Pool, burst_quantile: float) -> float:
 
 
 def spot_reserve(
-    rate_per_node_hour: float, nodes: int, lead_seconds: float, slots: int, quantile: float
+    rate_per_node_hour: float, nodes: int, lead: float, slots: int, quantile: float
 ) -> tuple[int, float]:
     """(placeholders, expected interruptions): the `quantile` of the interruptions among `nodes`
     within the lead time, times `slots` placeholders per node."""
-    expected = max(0.0, rate_per_node_hour) * max(0, nodes) * max(0.0, lead_seconds) / 3600.0
+    expected = max(0.0, rate_per_node_hour) * max(0, nodes) * max(0.0, lead) / 3600.0
     return poisson_quantile(expected, quantile) * max(0, slots), expected
 
 

@@ -72,7 +72,7 @@ def last_firing(trigger: CronTrigger, at: float) -> float | None:
 
 
 def open_intervals(
-    window: ScheduleWindow, start: float, end: float, lead_seconds: float = 0.0
+    window: ScheduleWindow, start: float, end: float, lead: float = 0.0
 ) -> list[tuple[float, float]]:
     """The [open, close) intervals of `window` that overlap [start, end], lead time included.
 
@@ -81,17 +81,17 @@ def open_intervals(
     """
     t_start = _trigger(window.start, window.timezone)
     t_end = _trigger(window.end, window.timezone)
-    first_start = last_firing(t_start, start + lead_seconds)
+    first_start = last_firing(t_start, start + lead)
     # From just before the last start: a start moved out of a spring-forward gap fires at the
     # gap's end, which a scan beginning exactly there would not see.
     scan_from = first_start - 1 if first_start is not None else start
-    starts = list(firings(t_start, scan_from, end + lead_seconds))
+    starts = list(firings(t_start, scan_from, end + lead))
     intervals: list[tuple[float, float]] = []
     for s in starts:
         if intervals and s < intervals[-1][1]:
             continue  # a start while already open changes nothing
         close = next(firings(t_end, s + 1, float("inf")), float("inf"))
-        opened = s - lead_seconds
+        opened = s - lead
         if intervals and opened <= intervals[-1][1]:
             intervals[-1] = (intervals[-1][0], close)
         else:

@@ -86,7 +86,7 @@ class BurstProfile:
     """
 
     quantile: float
-    lead_seconds: float
+    lead: float
     bin_seconds: float
     values: np.ndarray
     by_weekday: bool = True
@@ -112,7 +112,7 @@ class BurstModel(Protocol):
     grow within the lead time, given what it is doing now"."""
 
     quantile: float
-    lead_seconds: float
+    lead: float
     delay_seconds: float
     lookback_seconds: float
     """How much recent history (before `t - delay_seconds`) the features at `t` read."""
@@ -238,7 +238,7 @@ def burst_chart_data(
     return {
         "pool": pool,
         "quantile": model.quantile,
-        "lead_seconds": model.lead_seconds,
+        "lead_seconds": model.lead,
         "model": "quantile",
         "times": [iso_utc(t) for t in times],
         "demand": [num(x) for x in demand],

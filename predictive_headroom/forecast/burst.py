@@ -84,7 +84,7 @@ def _fill_circular(row: np.ndarray) -> np.ndarray:
 def burst_profile(
     history: History,
     yhat: np.ndarray | None,
-    lead_seconds: float,
+    lead: float,
     quantile: float,
     *,
     step_seconds: float | None = None,
@@ -111,19 +111,19 @@ def burst_profile(
     weekday = span >= WEEKDAY_MIN_DAYS * DAY_SECONDS if by_weekday is None else by_weekday
     if len(history) < 2:
         return BurstProfile(
-            quantile, lead_seconds, bin_seconds, np.zeros((7 if weekday else 1, bins)), weekday
+            quantile, lead, bin_seconds, np.zeros((7 if weekday else 1, bins)), weekday
         )
-    times, g = _lead_growth(history, yhat, lead_seconds, step)
+    times, g = _lead_growth(history, yhat, lead, step)
     table = _quantile_table(times, g, quantile, bin_seconds, step, weekday=bool(weekday))
-    return BurstProfile(quantile, lead_seconds, bin_seconds, table, bool(weekday))
+    return BurstProfile(quantile, lead, bin_seconds, table, bool(weekday))
 
 
 def _lead_growth(
-    history: History, yhat: np.ndarray | None, lead_seconds: float, step: float
+    history: History, yhat: np.ndarray | None, lead: float, step: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """(times, growth): `history` on the regular grid of `step` (regridded, with `yhat`
     interpolated onto it, when its spacing is not `step`) and the residual growth over
-    `lead_seconds` at each time, NaN where it is unknown. A lead time under one step counts the
+    `lead` at each time, NaN where it is unknown. A lead time under one step counts the
     share of a step's growth that arrives within it."""
     values = np.asarray(history.values, dtype=float)
     times = history.times
@@ -132,12 +132,12 @@ def _lead_growth(
         times, values = regular_grid(history, step)
         if fitted is not None:
             fitted = np.interp(times, history.times, fitted)
-    window = max(1, int(round(lead_seconds / step)))
+    window = max(1, int(round(lead / step)))
     g = residual_growth(values, fitted, window)
-    if lead_seconds < step:
+    if lead < step:
         # Growth is only seen per data step; within a shorter lead time, count the share of it
         # that arrives in the lead time (demand taken as linear between samples).
-        g = g * (lead_seconds / step)
+        g = g * (lead / step)
     return times, g
 
 
@@ -172,9 +172,7 @@ def _quantile_table(
     return np.where(np.isfinite(grid), grid, by_tod[np.newaxis, :])
 
 
-def naive_burst_profile(
-    history: History, lead_seconds: float, quantile: float, now: float
-) -> BurstProfile:
+def naive_burst_profile(history: History, lead: float, quantile: float, now: float) -> BurstProfile:
     """The model-free baseline: burst by time of day from the 14 days before `now`, with ramp 0."""
     recent = history.until(now).since(now - NAIVE_WINDOW_SECONDS)
-    return burst_profile(recent, None, lead_seconds, quantile, by_weekday=False)
+    return burst_profile(recent, None, lead, quantile, by_weekday=False)

@@ -79,7 +79,7 @@ def per_level(values: np.ndarray, newest: np.ndarray, scale: float) -> np.ndarra
 class BurstTrainer:
     """The training set of one refit, fitting a `QuantileBurstModel` per quantile on demand (cached)."""
 
-    lead_seconds: float
+    lead: float
     delay_seconds: float
     step_seconds: float
     scale: float
@@ -148,8 +148,8 @@ class QuantileBurstModel:
     _importance: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
-    def lead_seconds(self) -> float:
-        return self.trainer.lead_seconds
+    def lead(self) -> float:
+        return self.trainer.lead
 
     @property
     def delay_seconds(self) -> float:
@@ -157,7 +157,7 @@ class QuantileBurstModel:
 
     @property
     def lookback_seconds(self) -> float:
-        return lookback_seconds(self.trainer.step_seconds, self.trainer.lead_seconds)
+        return lookback_seconds(self.trainer.step_seconds, self.trainer.lead)
 
     @property
     def max_age_seconds(self) -> float:
@@ -177,7 +177,7 @@ class QuantileBurstModel:
         times, values = observed.times[ok], observed.values[ok]
         if times.size == 0:
             return np.full(at.size, np.nan)
-        columns = sample_columns(times, values, t.step_seconds, t.lead_seconds)
+        columns = sample_columns(times, values, t.step_seconds, t.lead)
         x, newest = feature_matrix(
             times,
             values,
@@ -185,7 +185,7 @@ class QuantileBurstModel:
             at,
             delay=t.delay_seconds,
             step=t.step_seconds,
-            lead=t.lead_seconds,
+            lead=t.lead,
             scale=t.scale,
             curve=self._curve(forecast),
         )

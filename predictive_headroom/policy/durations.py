@@ -118,3 +118,16 @@ LeadTime = Annotated[
     ),
 ]
 """A pool's `leadTime`: a Duration, or `auto`, held as an `AutoLeadTime` of the default 5 minutes."""
+
+
+def parse_windows(text: str) -> tuple[float, ...]:
+    """Parse `5m,15m,30m` into sorted unique windows in seconds; ValueError says which item is wrong."""
+    values = []
+    for item in text.split(","):
+        try:
+            values.append(parse_duration(item.strip()).total_seconds())
+        except ValueError as exc:
+            raise ValueError(
+                f"{item.strip()!r} is not a duration: {exc}; give windows like 5m,15m,30m"
+            ) from None
+    return tuple(sorted(set(values)))

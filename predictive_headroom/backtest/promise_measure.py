@@ -23,6 +23,7 @@ from predictive_headroom.replay.promise import (
     Candidate,
     Choice,
     Ledger,
+    Status,
     WalkForward,
     choose,
     ledger,
@@ -188,7 +189,7 @@ def _entry(
     overhead = wf.node_hours - reactive_nh
     reserve = cost_at(reserve_points, reactive_u, kept)
     static = cost_at(static_points, reactive_u, kept)
-    short = [c for c in wf.choices if c is not None and c.status == "short"]
+    short = [c for c in wf.choices if c is not None and c.status == Status.SHORT]
     return {
         "protection": p,
         "realized_protection": round(kept, 5),

@@ -31,6 +31,7 @@ from kube import Kube, ensure_namespace, wait_for  # noqa: E402
 from scale_bench import NS, NoForecaster, write_policy  # noqa: E402
 
 from predictive_headroom.daemon.loop import Daemon  # noqa: E402
+from predictive_headroom.daemon.wiring import Edges  # noqa: E402
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader  # noqa: E402
 from predictive_headroom.kube.targets import TargetActuator  # noqa: E402
 from predictive_headroom.policy.load import load_policy  # noqa: E402
@@ -148,14 +149,12 @@ def main() -> int:
                 options = CallOptions(timeout=30.0, instance="bench", events=False)
                 path = write_policy(Path(tmp) / "policy.yaml", args.pools)
                 rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                daemon = Daemon(
-                    path,
-                    load_policy(path),
-                    source=None,
+                edges = Edges(
                     forecaster=NoForecaster(),  # type: ignore[arg-type]
                     actuator=TargetActuator(api, options),
                     cluster=KubeClusterReader(api, options),
                 )
+                daemon = Daemon(path, load_policy(path), edges)
                 first = measure(daemon, counter)
                 steady = [measure(daemon, counter) for _ in range(args.runs)]
                 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -35,6 +35,7 @@ from fake_apiserver import FakeApiServer  # noqa: E402
 from promfixture import DEMAND, missing_binaries, prometheus_with_demand  # noqa: E402
 
 from predictive_headroom.daemon.loop import Daemon  # noqa: E402
+from predictive_headroom.daemon.wiring import Edges  # noqa: E402
 from predictive_headroom.forecast.forecaster import ProphetForecaster  # noqa: E402
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader  # noqa: E402
 from predictive_headroom.kube.targets import TargetActuator  # noqa: E402
@@ -115,14 +116,13 @@ def main() -> int:
         refits = {}
         for mode in ("profile", "quantile"):
             path = write_policy(Path(tmp) / f"policy-{mode}.yaml", args.pools, mode)
-            daemon = Daemon(
-                path,
-                load_policy(path),
-                source=source,
+            edges = Edges(
                 forecaster=ProphetForecaster(),
                 actuator=TargetActuator(api, options),
                 cluster=KubeClusterReader(api, options),
+                source=source,
             )
+            daemon = Daemon(path, load_policy(path), edges)
             started = time.perf_counter()
             assert daemon.refit(), "refit failed"
             refits[mode] = time.perf_counter() - started

@@ -30,6 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from fake_apiserver import FakeApiServer  # noqa: E402
 
 from predictive_headroom.daemon.loop import Daemon  # noqa: E402
+from predictive_headroom.daemon.wiring import Edges  # noqa: E402
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader  # noqa: E402
 from predictive_headroom.kube.targets import TargetActuator  # noqa: E402
 from predictive_headroom.policy.load import load_policy  # noqa: E402
@@ -106,14 +107,12 @@ def main() -> int:
         api = server.api_client()
         options = CallOptions(timeout=30.0, instance="bench", events=False)
         path = write_policy(Path(tmp) / "policy.yaml", args.pools)
-        daemon = Daemon(
-            path,
-            load_policy(path),
-            source=None,
+        edges = Edges(
             forecaster=NoForecaster(),  # type: ignore[arg-type]
             actuator=TargetActuator(api, options),
             cluster=KubeClusterReader(api, options),
         )
+        daemon = Daemon(path, load_policy(path), edges)
         first = measure(daemon, server)
         steady = [measure(daemon, server) for _ in range(args.runs)]
     ok = first[3] and all(s[3] for s in steady)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 from browser_cdp import chromium_available, visit
+from daemons import new_daemon
 from deploy_render import render_chart
 from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
@@ -82,16 +83,15 @@ def make_daemon(
     config: Path, server: FakeApiServer, clock: Clock, settings: LoopSettings | None = None
 ) -> Daemon:
     api = server.api_client()
-    return Daemon(
+    return new_daemon(
         config,
-        load_policy(config),
         source=None,
         forecaster=NoForecaster(),  # type: ignore[arg-type]
         actuator=TargetActuator(api, FAST),
         cluster=KubeClusterReader(api, FAST),
         clock=clock,
         pods=KubePodReader(api, FAST),
-        loop_settings=settings,
+        loop=settings,
     )
 
 
@@ -461,9 +461,8 @@ def test_a_measured_lead_time_refits_the_forecast_for_it_once(tmp_path, server) 
     api = server.api_client()
     forecaster = LeadRecordingForecaster()
     clock = Clock(NOW)
-    daemon = Daemon(
+    daemon = new_daemon(
         config,
-        load_policy(config),
         source=FlatSource(),
         forecaster=forecaster,
         actuator=TargetActuator(api, FAST),

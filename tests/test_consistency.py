@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from daemons import new_daemon
 from fake_apiserver import FakeApiServer
 
 from predictive_headroom import cli
 from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.commands import parse_time
 from predictive_headroom.core.planner import plan_to_dict
-from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
 from predictive_headroom.kube.targets import TargetActuator
-from predictive_headroom.policy.load import load_policy
 from predictive_headroom.sources.csvsource import CsvSource
 
 AT = "2014-12-22T00:00:00Z"  # the instant the three commands once disagreed on
@@ -81,9 +80,8 @@ def test_plan_report_and_the_daemon_agree_at_one_instant(tmp_path, capsys, data)
             server.add_node(f"node-{i}", cpu="8")
         server.add_deployment(NS, "rides-api-placeholder", 0)
         api = server.api_client()
-        daemon = Daemon(
+        daemon = new_daemon(
             config,
-            load_policy(config),
             source=CsvSource(data),
             forecaster=default_forecaster(),
             actuator=TargetActuator(api, FAST),

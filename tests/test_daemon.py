@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from daemons import new_daemon
 from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -34,7 +35,6 @@ from predictive_headroom.kube.cluster import (
 from predictive_headroom.kube.leader import LeaderElector, LeaseTiming
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import ForecastSpec
-from predictive_headroom.policy.load import load_policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.sources.prometheus import PrometheusSource
@@ -500,7 +500,7 @@ def make_daemon(config: Path, server: FakeApiServer, clock: Clock, **kwargs: obj
         "cluster": KubeClusterReader(api, FAST),
     }
     defaults.update(kwargs)
-    return Daemon(config, load_policy(config), **defaults)  # type: ignore[arg-type]
+    return new_daemon(config, **defaults)
 
 
 def test_a_person_scaling_the_target_is_left_alone_until_the_plan_changes(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from daemons import new_daemon
 from fake_apiserver import FakeApiServer
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -104,16 +105,15 @@ def make_daemon(
     config: Path, server: FakeApiServer, clock: Clock, read_pods: bool = True
 ) -> Daemon:
     api = server.api_client()
-    return Daemon(
+    return new_daemon(
         config,
-        load_policy(config),
         source=None,
         forecaster=NoForecaster(),  # type: ignore[arg-type]
         actuator=TargetActuator(api, FAST),
         cluster=KubeClusterReader(api, FAST),
         clock=clock,
         pods=KubePodReader(api, FAST),
-        loop_settings=LoopSettings(observe_placeholders=False, read_node_pods=read_pods),
+        loop=LoopSettings(observe_placeholders=False, read_node_pods=read_pods),
     )
 
 

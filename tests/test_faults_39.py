@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from daemons import new_daemon
 from fake_apiserver import FakeApiServer
 from test_disruption import Clock, NoForecaster
 
@@ -45,7 +46,6 @@ from predictive_headroom.kube.leader import LeaderElector, LeaseTiming, _lease_t
 from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.policy.load import load_policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.replay import walkforward
 from predictive_headroom.replay.setup import WhatIf
@@ -81,9 +81,8 @@ def make_daemon(
     options: CallOptions = FAST,
 ) -> Daemon:
     api = server.api_client()
-    return Daemon(
+    return new_daemon(
         config,
-        load_policy(config),
         source=None,
         forecaster=NoForecaster(),  # type: ignore[arg-type]
         actuator=TargetActuator(api, options),
@@ -91,7 +90,7 @@ def make_daemon(
         clock=clock,
         pods=KubePodReader(api, options),
         interval=interval,
-        loop_settings=LoopSettings(observe_placeholders=False, read_node_pods=read_pods),
+        loop=LoopSettings(observe_placeholders=False, read_node_pods=read_pods),
     )
 
 
@@ -775,9 +774,8 @@ def test_a_pool_removed_from_the_policy_has_its_placeholder_scaled_to_zero_after
     clock = Clock(NOW)
     config = _two_pools(tmp_path / "p.yaml")
     api = server.api_client()
-    daemon = Daemon(
+    daemon = new_daemon(
         config,
-        load_policy(config),
         source=None,
         forecaster=NoForecaster(),  # type: ignore[arg-type]
         actuator=TargetActuator(api, FAST),

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from daemons import new_daemon
 from prometheus_client.parser import text_string_to_metric_families
 
 from predictive_headroom.daemon.httpserver import HttpServer
 from predictive_headroom.daemon.logs import setup_logging
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.policy.load import load_policy
 from predictive_headroom.protocols import ActuatorError, ClusterState, TargetState
 
 T0 = 1_790_000_000.0
@@ -100,9 +100,8 @@ def setup(tmp_path: Path) -> Iterator[tuple[Daemon, Clock, FakeActuator, Elector
         )
     )
     clock, actuator, elector = Clock(), FakeActuator(), Elector()
-    daemon = Daemon(
+    daemon = new_daemon(
         config,
-        load_policy(config),
         source=None,
         forecaster=None,
         actuator=actuator,  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from fitting import fit_args
 
 from predictive_headroom.cli import main
+from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.series import (
     DAY_SECONDS,
     WEEK_SECONDS,
@@ -24,7 +26,7 @@ from predictive_headroom.core.series import (
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.load import parse_policy
-from predictive_headroom.report.build import Report, build_report, report_to_json
+from predictive_headroom.report.build import Report, ReportInputs, build_report, report_to_json
 from predictive_headroom.report.store import (
     latest_report_dir,
     load_past_reports,
@@ -44,9 +46,25 @@ def configured(policy: Policy) -> dict[str, PlanSettings]:
     return {pool.name: resolve_settings(pool) for pool in policy.pools}
 
 
-def report_of(policy: Policy, *args: Any, **kwargs: Any) -> Report:
-    """`build_report` with every pool's configured settings."""
-    return build_report(policy, *args, settings=configured(policy), **kwargs)
+def report_of(
+    policy: Policy,
+    histories: Mapping[str, History],
+    forecasts: Mapping[str, Forecast | NoForecast],
+    accuracies: Mapping[str, Any],
+    at: float,
+    cluster: ClusterState | None = None,
+    past: Sequence[Mapping[str, Any]] = (),
+    **inputs: Any,
+) -> Report:
+    """`build_report` with every pool's configured settings (unless `settings=` says otherwise);
+    the other keywords are `ReportInputs` fields (`observed`, `loop`, `promises`, `disruption`)."""
+    given = ReportInputs(
+        **{"settings": configured(policy), **inputs},
+        histories=histories,
+        forecasts=forecasts,
+        accuracies=accuracies,
+    )
+    return build_report(policy, given, at, cluster, past)
 
 
 def policy(

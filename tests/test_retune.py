@@ -26,7 +26,7 @@ from predictive_headroom.forecast.naive import seasonal_naive
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.load import load_policy
 from predictive_headroom.replay.tuning import Setting
-from predictive_headroom.report.build import build_report
+from predictive_headroom.report.build import ReportInputs, build_report
 from predictive_headroom.report.html import render_html
 
 WINDOW = 2 * DAY
@@ -234,9 +234,8 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
     assert (shown["asked"], shown["reserve"], shown["status"]) == (0.9, tuning.reserve, "tuned")
     assert shown["kept"] == pytest.approx(tuning.realized_protection, abs=1e-4)
     assert settings["web"].reserve == Source(tuning.reserve, SettingSource.TUNED)
-    report = build_report(
-        policy, histories, forecasts, {}, when, loop=loop, settings=settings, promises=promises
-    )
+    given = ReportInputs(settings, histories, forecasts, loop=loop, promises=promises)
+    report = build_report(policy, given, when)
     page = render_html(report)
     shown = page[page.index('<div class="promise" id="promise-web">') :]
     assert "Warning" not in shown[: shown.index("</div>")]

@@ -54,8 +54,15 @@ from predictive_headroom.replay.promise import (
     ledger,
     reserve_sizes,
 )
+from predictive_headroom.replay.promise_price import (
+    FRONTIER_LEVELS,
+    Level,
+    price_of_promise,
+    static_in_hindsight,
+)
 from predictive_headroom.replay.setup import WhatIf, resolve
 from predictive_headroom.replay.simulator import Run
+from predictive_headroom.replay.tail import tail_reserve_of
 from predictive_headroom.replay.tuning import DAY_MINUTES, replay_grid
 from predictive_headroom.replay.walkforward import at_quantile
 
@@ -104,6 +111,9 @@ class Tuning:
     kept_days: int = 0
     retunes_from: float | None = None
     """For `default` on too short a history: when the history will be long enough to tune."""
+    levels: tuple[Level, ...] = ()
+    """The frontier on the judged days (`replay.promise_price`): asked, kept, cost a day, and
+    static headroom in hindsight for the same."""
 
     @property
     def overhead_per_day(self) -> float | None:
@@ -188,6 +198,7 @@ class Tuning:
             "in_full": self.says_with_cost(price),
             "short": self.shortfall,
             "reason": self.reason,
+            "price": price_of_promise(self.levels, self.target, price) if self.levels else None,
         }
 
     @property
@@ -284,8 +295,9 @@ def _tune(
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
-    book, days = _replay(pool, plan_settings, known, begin, fitted, grid)
-    choice = choose(book, target)
+    book, days, tail, static = _replay(pool, plan_settings, known, begin, fitted, grid)
+    choice = choose(book, target, tail=tail)
+    levels = _levels(book, static, target, tail, choice)
     cand = choice.candidate
     assert cand.setting is not None
     status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
@@ -312,7 +324,34 @@ def _tune(
         choice.strictness,
         choice.kept_overhead_node_hours if choice.kept is not None else None,
         choice.kept_periods,
+        levels=levels,
     )
+
+
+def _levels(
+    book: Ledger, static: Ledger, target: float, tail: int | None, choice: Choice
+) -> tuple[Level, ...]:
+    """The frontier on the re-tune's own ledger: at each of `FRONTIER_LEVELS` (its own tail-aware
+    reserve only for `target`, whose `choice` is already made: the others' would need replays of
+    their own) what the rule kept on the judged days and for how much a day, and the static
+    headroom that would have kept the same in hindsight there."""
+    first, n = max(1, book.periods - LOOKBACK), book.periods
+    standard = [c.reserve for c in book.candidates if c.reserve != tail]
+    out = []
+    for p in sorted({*FRONTIER_LEVELS, target}):
+        c = choice if abs(p - target) < 1e-9 else choose(book.among(standard), p)
+        if not c.kept_periods:
+            continue
+        static_cost = static_in_hindsight(static, c.kept, first, n)
+        out.append(
+            Level(
+                p,
+                c.kept,
+                c.kept_overhead_node_hours / c.kept_periods,
+                None if static_cost is None else static_cost / max(1, n - first),
+            )
+        )
+    return tuple(out)
 
 
 def _fit_before(
@@ -341,10 +380,12 @@ def _replay(
     begin: float,
     fitted: Forecast,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
-) -> tuple[Ledger, float]:
-    """Every (quantile, window) of the grid, each plus every reserve, replayed over
-    [begin, known.end] through the engine on the simulated cluster and summed per day (days ending
-    at the refit): the ledger the rule reads, and the days replayed."""
+) -> tuple[Ledger, float, int | None, Ledger]:
+    """Every (quantile, window) of the grid, each plus every reserve (the tail-aware one among
+    them, `replay.tail`, unless `reserves` are given), replayed over [begin, known.end] through
+    the engine on the simulated cluster and summed per day (days ending at the refit): the ledger
+    the rule reads, the days replayed, the tail-aware reserve and the static reserves' ledger
+    (static headroom in hindsight, for the price of the promise)."""
     _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
@@ -362,16 +403,28 @@ def _replay(
         r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
     )
     reactive = r.simulate(np.zeros(r.pods.size, dtype=np.int64))
-    sizes = reserve_sizes(r.pods[r.start :]) if reserves is None else reserves
+    tail = None
+    if reserves is None and r.pool.forecast is not None:
+        # Fitted on weeks of what was known at the refit: up to it minus the observation delay.
+        seen = known.end - plan_settings.delay
+        dpr = r.pool.forecast.demand_per_replica
+        tail = tail_reserve_of(known, seen, dpr, r.cluster, pool.protection or 0.95)
+    standard = reserve_sizes(r.pods[r.start :]) if reserves is None else list(reserves)
+    sizes = reserve_sizes(r.pods[r.start :], tail) if reserves is None else reserves
     candidates: dict[Candidate, Run] = {}
+    cheapest = min((g.setting for g in runs), key=lambda st: (st.quantile, st.window))
     for g in runs:
-        for n in sizes:
+        # The tail-aware reserve absorbs the growth alone: it rides on the cheapest setting.
+        for n in sizes if g.setting == cheapest else standard:
             placeholders = with_reserve(g.run.placeholders, n, pool.max_replicas)
             candidates[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(placeholders)
     size = r.pods.size
     days = max(1, round((size - r.start) / DAY_MINUTES))
     bounds = [max(r.start, size - k * DAY_MINUTES) for k in range(days, -1, -1)]
-    return ledger(candidates, reactive, bounds, r.start), (float(r.times[-1]) - begin) / DAY_SECONDS
+    book = ledger(candidates, reactive, bounds, r.start)
+    statics = {Candidate(None, n): r.simulate(np.full(size, n)) for n in standard}
+    static = ledger(statics, reactive, bounds, r.start)
+    return book, (float(r.times[-1]) - begin) / DAY_SECONDS, tail, static
 
 
 def plural(n: int, word: str) -> str:

@@ -23,6 +23,7 @@ from predictive_headroom.replay.promise import (
     Candidate,
     Choice,
     Ledger,
+    Status,
     WalkForward,
     choose,
     ledger,
@@ -32,6 +33,7 @@ from predictive_headroom.replay.promise import (
     walk_forward,
 )
 from predictive_headroom.replay.simulator import ClusterSpec, Run, simulate
+from predictive_headroom.replay.tail import tail_reserve_at
 from predictive_headroom.replay.tuning import DAY_MINUTES, Setting, period_starts
 
 PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
@@ -52,10 +54,13 @@ class Replayed:
     cluster: ClusterSpec
     default: Candidate
     known_lag: int
+    tails: dict[float, list[int | None]]
+    """Per protection, each period's tail-aware reserve (`replay.tail`)."""
 
 
-def prepare(result: BacktestResult) -> Replayed:
-    """Simulate every candidate on `result`'s app pods (forecast grid runs plus reserves)."""
+def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replayed:
+    """Simulate every candidate on `result`'s app pods (forecast grid runs plus reserves, the
+    tail-aware reserve of each day and protection among them)."""
     s = result.settings
     cluster = result.cluster
     delay = s.observation_delay_seconds or 0.0
@@ -73,12 +78,17 @@ def prepare(result: BacktestResult) -> Replayed:
     static_runs = {
         n: simulate(pods, np.full(pods.size, n), cluster) for n, _ in result.static_curve
     }
+    tails = _tails(pods, starts, known_lag, cluster.lag_minutes, protections)
+    extra = {n for per_day in tails.values() for n in per_day if n is not None}
+    cheapest = min(base, key=lambda st: (st.quantile, st.window))
     runs: dict[Candidate, Run] = {}
     for setting, ph in base.items():
         grid_run = next(
             g.run for g in result.grid if g.family == "forecast" and g.setting == setting
         )
-        for n in reserve_sizes(pods[start:]):
+        # The tail-aware reserve absorbs the growth alone: it rides on the cheapest setting.
+        tried = set(reserve_sizes(pods[start:])) | (extra if setting == cheapest else set())
+        for n in sorted(tried):
             placeholders = with_reserve(ph, n, s.max_replicas)
             runs[Candidate(setting, n)] = (
                 grid_run if n == 0 else simulate(pods, placeholders, cluster)
@@ -96,7 +106,15 @@ def prepare(result: BacktestResult) -> Replayed:
         cluster,
         default,
         known_lag,
+        tails,
     )
+
+
+def _tails(
+    pods: np.ndarray, starts: Sequence[int], known_lag: int, lead: int, protections: Sequence[float]
+) -> dict[float, list[int | None]]:
+    """Each period's tail-aware reserve per protection, from the minutes known at its start."""
+    return {p: [tail_reserve_at(pods, b, known_lag, lead, p) for b in starts] for p in protections}
 
 
 def measure(
@@ -106,7 +124,7 @@ def measure(
     and static-in-hindsight's cost at that protection, and the choice held each day."""
     if not result.grid:
         return []
-    r = prepare(result) if replayed is None else replayed
+    r = prepare(result, protections) if replayed is None else replayed
     reactive = result.strategies["reactive"]
     reactive_u = reactive.metrics.unserved_pod_minutes
     reactive_nh = reactive.metrics.node_hours
@@ -145,9 +163,14 @@ def measure(
             p,
             r.default,
             result.settings.max_replicas,
+            r.tails.get(p),
         )
         entry = _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
-        entry["now"] = _now(choose(r.book, p))
+        # Now: the day's reserves and the tail-aware one of the last day (the others' are
+        # other days' and would not be tried now).
+        tail = r.tails[p][-1] if r.tails.get(p) else None
+        sizes = reserve_sizes(result.pods[start:], tail)
+        entry["now"] = _now(choose(r.book.among(sizes), p, tail=tail))
         out.append(entry)
     return out
 
@@ -166,7 +189,7 @@ def _entry(
     overhead = wf.node_hours - reactive_nh
     reserve = cost_at(reserve_points, reactive_u, kept)
     static = cost_at(static_points, reactive_u, kept)
-    short = [c for c in wf.choices if c is not None and c.status == "short"]
+    short = [c for c in wf.choices if c is not None and c.status == Status.SHORT]
     return {
         "protection": p,
         "realized_protection": round(kept, 5),

@@ -17,7 +17,9 @@ from typing import Any
 from predictive_headroom.backtest.frontier import families, protection
 from predictive_headroom.backtest.promise_measure import FEW_EVENTS, measure, pct
 from predictive_headroom.backtest.results import BacktestResult
+from predictive_headroom.core.price import Price
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.replay.promise_price import FRONTIER_LEVELS, Level, price_of_promise
 from predictive_headroom.replay.tuning import choose as choose_fixed
 
 MONTH_DAYS = 30
@@ -34,6 +36,7 @@ def recommend(
     *,
     price: float | None = None,
     currency: str = "USD",
+    priced: Price | None = None,
 ) -> dict[str, Any]:
     """The recommendation as JSON (see the module docstring): `promise` (walk-forward, the
     headline), `now` (what the daemon would hold next), `hindsight` (the best fixed forecast
@@ -59,6 +62,7 @@ def recommend(
             "rule": "config" if pool.proportional else "linear: {nodesPerReplica: 1}",
         },
         "warnings": _warnings(promise, pool, target),
+        "price_of_promise": price_of_promise(_levels(result, target), target, priced),
     }
     kept, cost = promise["realized_protection"], promise["overhead_node_hours"]
     if prop_protection >= target and (kept < target or prop.overhead_node_hours < cost):
@@ -81,6 +85,30 @@ def _promise_at(result: BacktestResult, target: float) -> dict[str, Any]:
         next((e for e in result.promise or [] if abs(e["protection"] - target) < 1e-9), None)
         or measure(result, (target,))[0]
     )
+
+
+def _levels(result: BacktestResult, target: float) -> list[Level]:
+    """The frontier walk-forward: `FRONTIER_LEVELS` and `target`, each from the backtest's
+    promise entries (measured here, on the same replays, for the levels it did not measure)."""
+    asked = sorted({*FRONTIER_LEVELS, target})
+    entries = {round(e["protection"], 6): e for e in result.promise or []}
+    missing = [p for p in asked if round(p, 6) not in entries]
+    for e in measure(result, missing) if missing else []:
+        entries[round(e["protection"], 6)] = e
+    out = []
+    for p in asked:
+        e = entries[round(p, 6)]
+        days, static = e["days"], e["static_hindsight_overhead_node_hours"]
+        waited = e["reactive_unserved_pod_minutes"] > 0
+        out.append(
+            Level(
+                p,
+                e["realized_protection"] if waited else None,
+                e["overhead_node_hours_per_day"] or 0.0,
+                None if static is None or not days else static / days,
+            )
+        )
+    return out
 
 
 def _history(result: BacktestResult) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
 from predictive_headroom.protocols import SourceError
-from predictive_headroom.report.build import Report, build_report
+from predictive_headroom.report.build import Report, ReportInputs, build_report
 from predictive_headroom.report.store import write_report_files
 
 logger = logging.getLogger(__name__)
@@ -148,22 +148,19 @@ def make_report(args: argparse.Namespace) -> Report:
         raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))
     cluster = cluster_from_args(args, policy)
     where = args.data or args.prometheus_url
-    return build_report(
-        policy,
-        {n: f.history for n, f in read.items()},
-        {n: f.forecast for n, f in fits.items()},
-        {n: f.accuracy for n, f in fits.items() if f.accuracy is not None},
-        at,
-        cluster,
-        source=str(where),
+    inputs = ReportInputs(
+        settings_of(policy, fits),
+        histories={n: f.history for n, f in read.items()},
+        forecasts={n: f.forecast for n, f in fits.items()},
+        accuracies={n: f.accuracy for n, f in fits.items() if f.accuracy is not None},
         observed={n: f.observed for n, f in fits.items()},
-        settings=settings_of(policy, fits),
         promises={
             n: f.tuning.report(pool_price(policy.pool(n), policy.cost))
             for n, f in fits.items()
             if f.tuning is not None
         },
     )
+    return build_report(policy, inputs, at, cluster, source=str(where))
 
 
 def _missing_parents(out: Path) -> list[Path]:

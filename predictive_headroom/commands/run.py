@@ -31,8 +31,9 @@ from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.httpserver import HttpServer
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.logs import setup_logging
-from predictive_headroom.daemon.loop import NOT_FITTED, Daemon
+from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.daemon.scheduling import Runner
+from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
 from predictive_headroom.kube.leader import LeaderElector
@@ -41,7 +42,7 @@ from predictive_headroom.kube.targets import TargetActuator
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
-from predictive_headroom.report.build import build_report
+from predictive_headroom.report.build import ReportInputs, build_report
 from predictive_headroom.report.store import load_past_reports, remove_leftovers, write_report
 from predictive_headroom.sources.prometheus import from_settings
 
@@ -85,19 +86,15 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         disruption: Mapping[str, DisruptionPart] | None = None,
     ) -> Path:
         past = load_past_reports(settings.report_dir)
-        report = build_report(
-            policy,
+        inputs = ReportInputs(
+            plan_settings,
             histories,
             forecasts,
-            {},
-            at,
-            past=past,
-            source=source_name,
-            loop=loop,
-            settings=plan_settings,
-            promises=promises,
-            disruption=disruption,
+            loop=loop or {},
+            promises=promises or {},
+            disruption=disruption or {},
         )
+        report = build_report(policy, inputs, at, past=past, source=source_name)
         return write_report(settings.report_dir, report, settings.report_keep)
 
     return write
@@ -129,25 +126,31 @@ def build_daemon(
     except ActuatorError as exc:
         raise CommandError(str(exc)) from None
     discovery = CapacityBufferDiscovery(api)  # which CapacityBuffer version the cluster serves
-    wait_namespaces = [n.strip() for n in settings.pod_wait_namespaces.split(",") if n.strip()]
     elector = elector_for(api) if elector_for is not None else AlwaysLeader()
-    daemon = Daemon(
-        args.config,
-        policy,
+    edges = Edges(
         source=source,
         forecaster=default_forecaster(),
         actuator=TargetActuator(api, discovery=discovery, fence=elector.write_budget),
-        elector=elector,
         cluster=KubeClusterReader(api),
-        dry_run=args.dry_run or settings.dry_run,
-        interval=settings.reconcile_interval,
-        deadline=settings.reconcile_deadline,
+        elector=elector,
+        pods=KubePodReader(api),
+        target_apis=discovery,
         report_writer=report_writer(settings, getattr(source, "display_url", ""))
         if source
         else None,
-        target_apis=discovery,
-        pods=KubePodReader(api),
-        loop_settings=LoopSettings(
+    )
+    return Daemon(args.config, policy, edges, daemon_options(args, settings)), api
+
+
+def daemon_options(args: argparse.Namespace, settings: Settings) -> DaemonOptions:
+    """The daemon's timings and dry run from the flags and the environment (`PH_*`)."""
+    wait_namespaces = [n.strip() for n in settings.pod_wait_namespaces.split(",") if n.strip()]
+    return DaemonOptions(
+        dry_run=args.dry_run or settings.dry_run,
+        interval=settings.reconcile_interval,
+        deadline=settings.reconcile_deadline,
+        retune_window=settings.retune_window,
+        loop=LoopSettings(
             window_seconds=settings.loop_window,
             max_samples=settings.loop_max_samples,
             observe_placeholders=settings.observe_placeholders,
@@ -155,8 +158,6 @@ def build_daemon(
             read_node_pods=settings.disruption_read_pods,
         ),
     )
-    daemon.retune_window = settings.retune_window
-    return daemon, api
 
 
 def run(args: argparse.Namespace) -> int:
@@ -203,7 +204,8 @@ def once(daemon: Daemon) -> int:
         name
         for name, fc in daemon.forecasts().items()
         if isinstance(fc, NoForecast)
-        and fc.why in (NoForecastWhy.FIT_ERROR, NoForecastWhy.SOURCE_ERROR, NOT_FITTED)
+        and fc.why
+        in (NoForecastWhy.FIT_ERROR, NoForecastWhy.SOURCE_ERROR, NoForecastWhy.NOT_FITTED_YET)
     ]
     problems = []
     if failed:

@@ -40,6 +40,7 @@ from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.shares import parse_protection, parse_quantiles
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
@@ -134,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
         replay=WhatIf(nodes=nodes, warmup_seconds=args.warmup),
         dial=quantiles,
         stabilization_dial=windows,
-        protections=(target,),
+        # The frontier's levels are measured on the same replays (the promise rule is cheap).
+        protections=tuple(sorted({*FRONTIER_LEVELS, target})),
         burst_view=False,
         refit_every_seconds=args.refit_every,
     )
@@ -146,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise CommandError(f"pool {pool.name}: too little history to tune: {exc}") from None
-    out = recommend(result, pool, target, price=price.node_hour, currency=price.currency)
+    out = recommend(
+        result, pool, target, price=price.node_hour, currency=price.currency, priced=price
+    )
     out["cost"]["assumed"] = price.assumed
     # What the daemon holds at the end of the history: the same call the daemon makes at a refit
     # (its re-tune on its own window, the promise as asked) and the plan it would write then.
@@ -193,9 +197,28 @@ def print_recommendation(out: dict[str, Any]) -> None:
     if out.get("daemon_now"):  # the daemon's own view at the end of the data
         print(out["daemon_now"]["sentence"])
     print(_hindsight_line(out["hindsight"], out["static"], target))
+    _print_frontier(out.get("price_of_promise"))
     for warning in out["warnings"]:
         print(f"warning: {warning}")
     sys.stdout.flush()
+
+
+def _print_frontier(price: dict[str, Any] | None) -> None:
+    """The price of the promise when it cost more than static headroom in hindsight, then the
+    frontier: per protection asked, what it kept walk-forward and for how much a day."""
+    if not price:
+        return
+    if price["says"]:
+        print(f"the price of the promise: {price['says']}")
+    print("asked   kept    node-h/day  money/day  static in hindsight node-h/day")
+    for lv in price["frontier"]:
+        kept = "–" if lv["kept"] is None else f"{100 * lv['kept']:.1f}%"
+        money = "–" if lv["money_per_day"] is None else f"{lv['money_per_day']:,.2f}"
+        asked = f"{100 * lv['asked']:g}%"
+        print(
+            f"{asked:<7} {kept:<7} {lv['overhead_node_hours_per_day']:>10,.1f}  "
+            f"{money:>9}  {_nh(lv['static_hindsight_node_hours_per_day'])}"
+        )
 
 
 def _print_promise(out: dict[str, Any], target: str) -> None:

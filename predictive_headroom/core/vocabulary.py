@@ -50,6 +50,8 @@ class ForecastStatus(StrEnum):
     EXPIRED = "forecast-expired"
     DISABLED = "disabled"
     NOT_CONFIGURED = "not-configured"
+    NOT_FITTED = "not-fitted"
+    """The report of a forecasting pool given no forecast at all."""
     WARMUP = "warmup"
     """The backtest before its first refit."""
 
@@ -66,6 +68,32 @@ class NoForecastWhy(StrEnum):
     DISABLED = ForecastStatus.DISABLED.value
     EXPIRED = ForecastStatus.EXPIRED.value
     """The last good forecast ran out while refits kept failing."""
+    NOT_FITTED_YET = "not-fitted-yet"
+    """The daemon before a pool's first refit (or after a config change asked for a new fit)."""
+
+
+class MissingInput(StrEnum):
+    """An input a daemon's plan lacks for now (the target is then not scaled down: `hold:<it>`)."""
+
+    NOT_FITTED_YET = NoForecastWhy.NOT_FITTED_YET.value
+    """The forecast is not fitted yet."""
+    NO_CLUSTER_STATE = "no-cluster-state"
+    """A proportional pool whose nodes were never read (also the plan's `proportional_status`)."""
+
+
+class PoolAction(StrEnum):
+    """What one reconcile did with one pool's target (`daemon.outcomes.PoolOutcome.action`)."""
+
+    SCALED = "scaled"
+    UNCHANGED = "unchanged"
+    PAUSED = "paused"
+    """The kill-switch annotation is set: left alone."""
+    MANUAL_OVERRIDE = "manual-override"
+    """A person changed the count while the plan did not: left alone."""
+    DRY_RUN = "dry-run"
+    FOLLOWER = "follower"
+    """Not the leader (or the Lease was lost during the write): planned, not written."""
+    ERROR = "error"
 
 
 class TuningStatus(StrEnum):

@@ -1,12 +1,14 @@
 """The daemon: refit forecasts on a schedule and reconcile every pool's target to its plan.
 
-`Daemon` holds the loop logic and takes every collaborator (source, forecaster, actuator,
-cluster reader, leader elector, clock, API discovery) from its caller, so tests drive it with
-fakes or with real clients. `configfile.ConfigFile` watches the policy file; `targetapis` tracks
-the API each target is written through (CapacityBuffer versions). `scheduling.Runner` runs it on
-APScheduler until stopped; what one reconcile did is an `outcomes.ReconcileResult`. Decisions
-stay in the pure planner; this module reads and plans, and `writes.TargetWriter` writes on change
-and remembers what it wrote.
+`Daemon` holds the loop logic and takes every collaborator from its caller in two values
+(`wiring.Edges`: source, forecaster, actuator, cluster reader, leader elector, clocks, API
+discovery, report writer; `wiring.DaemonOptions`: timings, dry run), so tests drive it with fakes
+or with real clients. `configfile.ConfigFile` watches the policy file; `targetapis` tracks the API
+each target is written through (CapacityBuffer versions). `scheduling.Runner` runs it on
+APScheduler until stopped; what one reconcile did is an `outcomes.ReconcileResult`, one pool's
+step is `pool_reconcile.PoolReconciler`'s, and `refit_requests.RefitRequests` says when a pool is
+refitted outside the schedule. Decisions stay in the pure planner; this module reads and plans,
+and `writes.TargetWriter` writes on change and remembers what it wrote.
 
 Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 - only the leader writes, and each write attempt only while its Lease has time left (the
@@ -26,9 +28,7 @@ Safety rules (the per-target ones are enforced by `writes.TargetWriter`):
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -36,14 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from predictive_headroom.app.fit import describe, fit_one, keep_usable, same_forecast
-from predictive_headroom.app.tune import RETUNE_WINDOW, Tuning
-from predictive_headroom.core.disruption import DisruptionPart
-from predictive_headroom.core.engine import PlanInputs, plan_over_time
-from predictive_headroom.core.planner import Plan, PlanRecord
+from predictive_headroom.app.tune import Tuning
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
-from predictive_headroom.daemon.closedloop import LoopSettings
+from predictive_headroom.core.vocabulary import NoForecastWhy
 from predictive_headroom.daemon.configfile import ConfigFile
 from predictive_headroom.daemon.disruption import DisruptionSettings, DisruptionWatch
 from predictive_headroom.daemon.health import LoopWatch
@@ -51,47 +48,18 @@ from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
-from predictive_headroom.daemon.outcomes import PoolOutcome, ReconcileResult
-from predictive_headroom.daemon.refit_retry import RefitRetries
+from predictive_headroom.daemon.outcomes import ReconcileResult
+from predictive_headroom.daemon.pool_reconcile import PoolReconciler
+from predictive_headroom.daemon.refit_requests import RefitRequests
 from predictive_headroom.daemon.removed import RemovedPools
 from predictive_headroom.daemon.targetapis import TargetApiTracker
-from predictive_headroom.daemon.workers import SingleFlight, map_bounded
+from predictive_headroom.daemon.wiring import DaemonOptions, Edges
+from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.protocols import (
-    Actuator,
-    ActuatorError,
-    ClusterReader,
-    ClusterState,
-    Forecaster,
-    LeaseLost,
-    NodePodReader,
-    PodReader,
-    Source,
-    TargetApis,
-)
+from predictive_headroom.protocols import NodePodReader
 
 logger = logging.getLogger(__name__)
-
-NOT_FITTED = "not-fitted-yet"
-POOL_WORKERS = 8
-"""How many pools one reconcile serves at a time: a slow API call holds one pool, not all."""
-ReportWriter = Callable[
-    [
-        Policy,
-        Mapping[str, Forecast | NoForecast],
-        Mapping[str, History],
-        float,
-        Mapping[str, Mapping[str, Any]],
-        Mapping[str, PlanSettings],
-        Mapping[str, Mapping[str, Any]],
-        Mapping[str, DisruptionPart],
-    ],
-    Any,
-]
-"""Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool,
-settings per pool, the last disruption component per pool) -> anything (e.g. its path). The
-settings are those the reconcile plans with (measured lead time, tuned quantile and window)."""
 
 
 class Daemon:
@@ -102,90 +70,81 @@ class Daemon:
         self,
         config_path: str | Path,
         policy: Policy,
-        *,
-        source: Source | None,
-        forecaster: Forecaster,
-        actuator: Actuator,
-        cluster: ClusterReader,
-        elector: Elector | None = None,
-        clock: Callable[[], float] = time.time,
-        monotonic: Callable[[], float] = time.monotonic,
+        edges: Edges,
+        options: DaemonOptions | None = None,
         metrics: Metrics | None = None,
-        dry_run: bool = False,
-        interval: float = 60.0,
-        report_writer: ReportWriter | None = None,
-        target_apis: TargetApis | None = None,
-        pool_workers: int = POOL_WORKERS,
-        pods: PodReader | None = None,
-        loop_settings: LoopSettings | None = None,
-        deadline: float | None = None,
     ) -> None:
+        options = options or DaemonOptions()
         self.metrics = metrics or Metrics()
         self.config = ConfigFile(config_path, self.metrics)
         self.config_path = self.config.path
         self.policy = policy
-        self.source, self.forecaster, self.actuator, self.cluster = (
-            source,
-            forecaster,
-            actuator,
-            cluster,
-        )
-        self.elector: Elector = elector or AlwaysLeader()
-        self.clock, self.dry_run, self.interval = clock, dry_run, interval
-        self.monotonic = monotonic
+        self.source, self.forecaster = edges.source, edges.forecaster
+        self.actuator, self.cluster = edges.actuator, edges.cluster
+        self.elector: Elector = edges.elector or AlwaysLeader()
+        self.clock, self.dry_run, self.interval = edges.clock, options.dry_run, options.interval
+        self.monotonic = edges.monotonic
         """Ages are measured on this clock (`watch`), never on the wall clock `clock`, which only
         says what time it is for the plan (schedules, forecasts)."""
-        self.report_writer = report_writer
+        self.report_writer = edges.report_writer
         self.on_reload: Callable[[set[str]], None] | None = None
         """Called after a config switch with the pools whose forecast must be refitted now."""
         self.refit_soon: Callable[[list[str]], None] | None = None
         """Asked to refit these pools now (their measured lead time moved; `scheduling.Runner`)."""
         self.refit_later: Callable[[list[str], float], None] | None = None
         """Asked to refit these pools again in so many seconds (their refit failed)."""
-        self.refit_retries = RefitRetries()
+        self.refits = RefitRequests()
+        """Early refits: a pool whose settings moved, a pool whose fit failed (with backoff)."""
         self.report_error: str | None = None
         """Why the last report could not be written (None: it was, or none was due yet)."""
-        self._refit_asked: dict[str, PlanSettings] = {}
-        """The settings a refit was last asked for per pool (asked once per move)."""
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._forecasts: dict[str, Forecast | NoForecast] = {
-            p.name: NoForecast(NOT_FITTED)
+            p.name: NoForecast(NoForecastWhy.NOT_FITTED_YET)
             for p in policy.pools
             if p.forecast and p.forecast.enabled
         }
-        self._recent: dict[str, list[PlanRecord]] = {}
-        self.inputs = Inputs(source, cluster, self.metrics)
-        self.observer = LoopObserver(self.inputs, pods, self.metrics, loop_settings)
+        self.inputs = Inputs(edges.source, edges.cluster, self.metrics)
+        self.observer = LoopObserver(self.inputs, edges.pods, self.metrics, options.loop)
         """The closed loop: node boots, placeholder starts and preemptions; `leadTime: auto`."""
         self.disruption = DisruptionWatch(
             self.inputs,
-            pods if isinstance(pods, NodePodReader) else None,
+            edges.pods if isinstance(edges.pods, NodePodReader) else None,
             self.metrics,
             DisruptionSettings(read_pods=self.observer.settings.read_node_pods),
-            monotonic,
+            edges.monotonic,
         )
         """Nodes on their way out and the room their pods need (the disruption component)."""
-        self.deadline = default_deadline(interval) if deadline is None else deadline
+        self.deadline = options.reconcile_deadline()
         """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods
         on leaving nodes) before it plans and writes without them."""
-        self._observing = SingleFlight()
-        self.removed = RemovedPools(actuator, self.metrics, monotonic)
+        self.removed = RemovedPools(edges.actuator, self.metrics, edges.monotonic)
         """Placeholders of pools that left the policy, scaled to 0 when due (as the leader)."""
         self.writer = TargetWriter(
-            actuator, dry_run=dry_run, is_leader=lambda: self.elector.is_leader
+            edges.actuator, dry_run=options.dry_run, is_leader=lambda: self.elector.is_leader
         )
-        self.target_apis = TargetApiTracker(target_apis)
-        self.pool_workers = pool_workers
+        self.pool_reconciler = PoolReconciler(
+            self.inputs,
+            self.observer,
+            self.disruption,
+            self.writer,
+            self.metrics,
+            self.settings_for,
+            self.stopping,
+            edges.monotonic,
+        )
+        """One pool's reconcile (plan, write, failures as outcomes) and its recent plans."""
+        self.target_apis = TargetApiTracker(edges.target_apis)
+        self.pool_workers = options.pool_workers
         """Pools are reconciled concurrently, at most this many at a time."""
         self.last_reconcile: ReconcileResult | None = None
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
-        self.retune_window = RETUNE_WINDOW
+        self.retune_window = options.retune_window
         """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
         self.tunings: dict[str, Tuning] = {}
         """Each `protection:` pool's setting chosen at its last refit (`app.tune`)."""
-        self.watch = LoopWatch(monotonic, interval)
+        self.watch = LoopWatch(edges.monotonic, options.interval)
 
     # -- refit ---------------------------------------------------------------------------------
 
@@ -252,7 +211,7 @@ class Daemon:
 
     def _retry_failed(self, fresh: Mapping[str, Forecast | NoForecast]) -> None:
         """Ask for another try of the pools whose fit failed (backoff); /last-run says when."""
-        retry = self.refit_retries.record(fresh, self.clock())
+        retry = self.refits.after_refit(fresh, self.clock())
         if self.last_refit is not None:
             self.last_refit["next_retry"] = retry.to_dict() if retry else None
         if retry is not None and self.refit_later is not None:
@@ -267,7 +226,7 @@ class Daemon:
         tunings: dict[str, Tuning],
     ) -> dict[str, Forecast | NoForecast]:
         assert self.source is not None
-        self._refit_asked.pop(pool.name, None)
+        self.refits.fitting(pool.name)
         try:
             fit = fit_one(
                 pool,
@@ -280,12 +239,12 @@ class Daemon:
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)
             self.metrics.error("fit")
-            return {pool.name: NoForecast("fit-error", str(exc))}
+            return {pool.name: NoForecast(NoForecastWhy.FIT_ERROR, str(exc))}
         if fit.history is not None:
             histories[pool.name] = fit.history
         if fit.tuning is not None:
             tunings[pool.name] = fit.tuning
-        if isinstance(fit.forecast, NoForecast) and fit.forecast.why == "source-error":
+        if isinstance(fit.forecast, NoForecast) and fit.forecast.why == NoForecastWhy.SOURCE_ERROR:
             logger.error("pool %s: cannot read demand history: %s", pool.name, fit.forecast.detail)
             self.metrics.error("source")
         return {pool.name: fit.forecast}
@@ -349,7 +308,9 @@ class Daemon:
         deadline = self.monotonic() + self.deadline
         self.disruption.begin(deadline)
         outcomes = map_bounded(
-            lambda pool: self._reconcile_pool(pool, at, leader, forecasts.get(pool.name), deadline),
+            lambda pool: self.pool_reconciler.reconcile(
+                pool, at, leader, forecasts.get(pool.name), deadline
+            ),
             policy.pools,
             self.pool_workers,
             "pool",
@@ -376,74 +337,6 @@ class Daemon:
         )
         return result
 
-    # Long on purpose: one pool's reconcile in order (plan, write, each failure kind mapped to its outcome).
-    def _reconcile_pool(
-        self,
-        pool: Pool,
-        at: float,
-        leader: bool,
-        forecast: Forecast | NoForecast | None,
-        deadline: float = math.inf,
-    ) -> PoolOutcome:
-        if self.stopping.is_set():  # leave the remaining pools as they are
-            return PoolOutcome(pool.name, "error", error="skipped: the daemon is stopping")
-        plan: Plan | None = None
-        try:
-            # measures its lead time (leadTime: auto); an optional read, waited for until the
-            # deadline, and not started again while the last one still runs
-            self._observing.run(
-                pool.name,
-                lambda: self.observer.observe(pool, at),
-                max(0.0, deadline - self.monotonic()),
-            )
-            settings = self.settings_for(pool)
-            cluster, cluster_note = self.inputs.cluster_state(pool)
-            observed = self.inputs.observed(pool, forecast, at)
-            disruption = self.disruption.part(pool, at, settings)
-            inputs = PlanInputs(forecast, observed, cluster, settings, disruption)
-            timeline = plan_over_time(pool, [at], inputs, self._recent.get(pool.name, ()))
-            plan, self._recent[pool.name] = timeline.plans[0], list(timeline.recent)
-            lead = self.observer.lead_times.get(pool.name)
-            if lead is not None:
-                plan = dataclasses.replace(
-                    plan,
-                    details={
-                        **plan.details,
-                        "lead_time_seconds": lead.seconds,
-                        "lead_time_source": lead.source,
-                    },
-                )
-            self.metrics.record_plan(plan)
-            self.metrics.record_forecast(pool.name, forecast, at + settings.lead)
-            if not leader:
-                return PoolOutcome(pool.name, "follower", plan)
-            outcome = self.writer.write(pool, plan, _missing_input(pool, forecast, cluster))
-            if outcome.plan is not None and outcome.plan is not plan:  # held up for a missing input
-                self.metrics.record_plan(outcome.plan)
-            if outcome.current is not None:
-                applied = (
-                    outcome.plan.desired
-                    if outcome.action == "scaled" and outcome.plan
-                    else outcome.current
-                )
-                self.metrics.applied.labels(pool=pool.name).set(applied)
-            if cluster_note and outcome.error is None:
-                outcome.error = cluster_note
-            return outcome
-        except LeaseLost as exc:
-            logger.warning("%s", exc)
-            return PoolOutcome(pool.name, "follower", plan)
-        except ActuatorError as exc:
-            logger.error("%s", exc)
-            self.metrics.error("actuator")
-            return PoolOutcome(pool.name, "error", plan, error=str(exc))
-        except Exception as exc:
-            logger.exception("pool %s: reconcile failed", pool.name)
-            self.metrics.error("internal")
-            return PoolOutcome(
-                pool.name, "error", plan, error=f"pool {pool.name}: {type(exc).__name__}: {exc}"
-            )
-
     def settings_for(self, pool: Pool) -> PlanSettings:
         """The settings `pool` plans with now: its config, the lead time the closed loop measured
         (`leadTime: auto`) and what its last re-tune chose (`protection:`); the floors are the
@@ -461,23 +354,7 @@ class Daemon:
         """Ask for a refit of the forecasting pools whose settings moved away from those their
         forecast was fitted for (`PlanSettings.needs_refit`: a measured lead time moving by more
         than a fifth), once per move."""
-        stale = []
-        for pool in policy.pools:
-            forecast = forecasts.get(pool.name)
-            if not (isinstance(forecast, Forecast) and pool.forecast and pool.forecast.enabled):
-                continue
-            settings = self.settings_for(pool)
-            fitted = self._refit_asked.get(pool.name, forecast.fitted_for)
-            if settings.needs_refit(fitted):
-                assert fitted is not None
-                logger.info(
-                    "pool %s: lead time in use is now %.0f s (forecast fitted for %.0f s); refitting",
-                    pool.name,
-                    settings.lead,
-                    fitted.lead,
-                )
-                self._refit_asked[pool.name] = settings  # asked once; the refit clears it
-                stale.append(pool.name)
+        stale = self.refits.moved(policy, forecasts, self.settings_for)
         if stale and self.refit_soon is not None:
             self.refit_soon(stale)
 
@@ -513,13 +390,12 @@ class Daemon:
                 for p in policy.pools
                 if p.forecast and p.forecast.enabled and p.name not in forecasts
             }
-            forecasts.update({n: NoForecast(NOT_FITTED) for n in refit})
+            forecasts.update({n: NoForecast(NoForecastWhy.NOT_FITTED_YET) for n in refit})
             self.policy, self._forecasts = policy, forecasts
         self.writer.forget(removed)
         self.removed.removed(old, policy)
-        for name in removed:
-            self._recent.pop(name, None)
-            self._refit_asked.pop(name, None)
+        self.pool_reconciler.forget(removed)
+        self.refits.forget(removed)
         for name in removed | refit:  # a tuning holds with the forecast fitted at its quantile
             self.tunings.pop(name, None)
             self.metrics.forget_tuning(name)
@@ -580,20 +456,3 @@ class Daemon:
             "closed_loop": self.observer.status(self.clock()),
             "disruption": self.disruption.status(),
         }
-
-
-def default_deadline(interval: float) -> float:
-    """Half the interval, at most 20 s: well inside the health watchdog's 3 intervals, and long
-    enough for one list of a large cluster's pods."""
-    return min(interval / 2, 20.0)
-
-
-def _missing_input(
-    pool: Pool, forecast: Forecast | NoForecast | None, cluster: ClusterState | None
-) -> str | None:
-    """Why the plan lacks an input it will have later (then the target is not scaled down)."""
-    if isinstance(forecast, NoForecast) and forecast.why == NOT_FITTED:
-        return NOT_FITTED
-    if pool.proportional is not None and cluster is None:
-        return "no-cluster-state"
-    return None

@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, NoForecast
+from predictive_headroom.core.settings import SettingSource
+from predictive_headroom.core.vocabulary import BurstSource, Component, PlanReason
 
 if TYPE_CHECKING:
     from predictive_headroom.app.tune import Tuning
@@ -34,6 +36,8 @@ ERROR_KINDS = (
 BOOT_BUCKETS = (15, 30, 45, 60, 90, 120, 150, 180, 240, 300, 420, 600, 900, 1200, 1800, 3600)
 """Seconds: node boots take about 2 min (Karpenter) to 5 min (an auto-scaling group)."""
 START_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 90, 120, 180, 300, 600)
+LEAD_SOURCES = (SettingSource.MEASURED, SettingSource.CONFIGURED)
+"""Where a lead time in use comes from (the `source` label of `lead_time_seconds`)."""
 
 
 class Metrics:
@@ -238,7 +242,7 @@ class Metrics:
         self.reason.labels(pool=plan.pool, reason=plan.reason).set(1)
         self._reasons[plan.pool] = plan.reason
         source = plan.details.get("burst_source")
-        for other in ("model", "profile"):
+        for other in BurstSource:
             if other != source:
                 self._drop(self.burst_allowance, plan.pool, other)
         if source is not None:
@@ -288,7 +292,7 @@ class Metrics:
 
     def record_lead_time(self, pool: str, source: str, seconds: float) -> None:
         """The lead time `pool` plans with and its source (measured | configured)."""
-        for other in ("measured", "configured"):
+        for other in LEAD_SOURCES:
             if other != source:
                 self._drop(self.lead_time, pool, other)
         self.lead_time.labels(pool=pool, source=source).set(seconds)
@@ -311,12 +315,12 @@ class Metrics:
             self.tuned_reserve,
         ):
             self._drop(gauge, pool)
-        for name in ("min", "max", "schedule", "proportional", "forecast", "disruption"):
+        for name in (*Component, PlanReason.MAX):
             self._drop(self.component, pool, name)
         self._drop(self.nodes_leaving, pool)
         for bound in ("yhat", "lower", "upper"):
             self._drop(self.forecast_demand, pool, bound)
-        for source in ("model", "profile"):
+        for source in BurstSource:
             self._drop(self.burst_allowance, pool, source)
         self._drop(self.fresh_read_failures, pool)
         for metric in (
@@ -327,7 +331,7 @@ class Metrics:
             self.headroom_last_used,
         ):
             self._drop(metric, pool)
-        for source in ("measured", "configured"):
+        for source in LEAD_SOURCES:
             self._drop(self.lead_time, pool, source)
         reason = self._reasons.pop(pool, None)
         if reason is not None:

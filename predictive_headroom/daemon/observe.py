@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from typing import Any
 
+from predictive_headroom.core.settings import SettingSource
 from predictive_headroom.daemon.closedloop import (
     LeadTime,
     LoopSettings,
@@ -88,7 +89,7 @@ class LoopObserver:
         """The lead time (seconds) last measured for `pool` when it is in use (`leadTime: auto`
         and enough boots seen), else None: the input `core.settings.resolve_settings` takes."""
         lead = self.lead_times.get(pool.name)
-        if lead is None or lead.source != "measured" or not is_auto(pool):
+        if lead is None or lead.source != SettingSource.MEASURED or not is_auto(pool):
             return None
         return lead.seconds
 

@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from predictive_headroom.core.planner import Plan, plan_to_dict
+from predictive_headroom.core.vocabulary import PoolAction
 
 
 @dataclasses.dataclass
@@ -16,7 +17,7 @@ class PoolOutcome:
     """What one reconcile did for one pool."""
 
     pool: str
-    action: str  # scaled | unchanged | paused | manual-override | dry-run | follower | error
+    action: PoolAction
     plan: Plan | None = None
     current: int | None = None
     error: str | None = None
@@ -38,10 +39,10 @@ class PoolOutcome:
             return f"{self.pool}=? ({self.action}: {self.error})"
         change = (
             f"{self.current}->{self.plan.desired}"
-            if self.action in ("scaled", "dry-run")
+            if self.action in (PoolAction.SCALED, PoolAction.DRY_RUN)
             else self.action
         )
-        if self.action == "error":
+        if self.action == PoolAction.ERROR:
             change = f"error: {self.error}"
         return f"{self.pool}={self.plan.desired} ({self.plan.reason}, {change})"
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from predictive_headroom.core.series import Forecast, NoForecast
+from predictive_headroom.core.vocabulary import NoForecastWhy
 
 FIRST_WAIT = 60.0
 """Seconds before the first retry of a failed refit."""
@@ -21,7 +22,7 @@ FIRST_WAIT = 60.0
 LONGEST_WAIT = 15 * 60.0
 """Retries of a refit that keeps failing come this often (seconds)."""
 
-RETRIED = frozenset({"fit-error", "source-error"})
+RETRIED = frozenset({NoForecastWhy.FIT_ERROR, NoForecastWhy.SOURCE_ERROR})
 """`NoForecast.why` values that a later try may fix (not `disabled` or too little history)."""
 
 

@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from predictive_headroom.core.planner import Plan
+from predictive_headroom.core.vocabulary import PoolAction
 from predictive_headroom.daemon.outcomes import PoolOutcome
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Actuator
@@ -105,7 +106,7 @@ class TargetWriter:
         if state.replicas == plan.desired and state.odd is None:
             self._applied[pool.name] = plan.desired
             self._overridden.discard(pool.name)
-            return PoolOutcome(pool.name, "unchanged", plan, state.replicas)
+            return PoolOutcome(pool.name, PoolAction.UNCHANGED, plan, state.replicas)
         if state.odd is not None:
             logger.warning(
                 "pool %s: %s answered %s, which no person or controller sets; not taken for a "
@@ -116,7 +117,7 @@ class TargetWriter:
                 plan.desired,
             )
         elif self._left_to_person(pool, plan, state.replicas, planned_before, target):
-            return PoolOutcome(pool.name, "manual-override", plan, state.replicas)
+            return PoolOutcome(pool.name, PoolAction.MANUAL_OVERRIDE, plan, state.replicas)
         return self._bring_to_plan(pool, plan, state.replicas)
 
     def _leave_paused(self, pool: Pool, plan: Plan, current: int, target: str) -> PoolOutcome:
@@ -131,7 +132,7 @@ class TargetWriter:
             plan.desired,
             plan.reason,
         )
-        return PoolOutcome(pool.name, "paused", plan, current)
+        return PoolOutcome(pool.name, PoolAction.PAUSED, plan, current)
 
     def _left_to_person(
         self, pool: Pool, plan: Plan, current: int, planned_before: int | None, target: str
@@ -172,13 +173,13 @@ class TargetWriter:
             if self._dry_reported.get(pool.name) != (current, plan.desired):
                 self.actuator.scale(pool, plan.desired, plan.reason, dry_run=True)
                 self._dry_reported[pool.name] = (current, plan.desired)
-            return PoolOutcome(pool.name, "dry-run", plan, current)
+            return PoolOutcome(pool.name, PoolAction.DRY_RUN, plan, current)
         if not self.is_leader():  # lost the Lease during this cycle
-            return PoolOutcome(pool.name, "follower", plan, current)
+            return PoolOutcome(pool.name, PoolAction.FOLLOWER, plan, current)
         self.actuator.scale(pool, plan.desired, plan.reason, dry_run=False)
         self._applied[pool.name] = plan.desired
         self._overridden.discard(pool.name)
-        return PoolOutcome(pool.name, "scaled", plan, current)
+        return PoolOutcome(pool.name, PoolAction.SCALED, plan, current)
 
 
 def held_for_missing(pool: Pool, plan: Plan, current: int, missing: str | None) -> Plan:

@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     reconcile_deadline: float | None = Field(default=None, gt=0)
     """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods on
     leaving nodes) before it plans and writes without them; default half the interval, at most
-    20 s (`daemon.loop.default_deadline`)."""
+    20 s (`daemon.wiring.default_deadline`)."""
     lease_name: str = "predictive-headroom"
     lease_duration: float = Field(default=15.0, gt=0)
     leader_election: bool = True

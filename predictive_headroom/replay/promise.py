@@ -20,7 +20,8 @@ The rule (`choose`):
    loosest f that kept P is used; when none kept P, the strictness that kept the most, and the
    choice says so (`short`): nothing the history shows reaches P at any price, this is the best
    it reached, with the reserve it needed;
-   (and, the window having misjudged the days after it, it chooses on every day read instead).
+   (and, the window having misjudged the days after it, it chooses on every day read instead,
+   the tail-aware reserve of `replay.tail` counting as reaching P there: the cheapest wins).
 
 Holding the setting in force until another is clearly cheaper (10%) changed nothing measurable
 on elb and azure (docs/promise.md), so there is no hold: the daemon, which keeps no memory across
@@ -33,7 +34,7 @@ hand with the same information).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import pairwise
@@ -66,13 +67,16 @@ class Status(StrEnum):
     UNTESTED = "untested"
 
 
-def reserve_sizes(pods: np.ndarray) -> list[int]:
-    """The reserves tried: 0, 1, 2, 3, then steps of about 1.6x up to half the peak app pods."""
+def reserve_sizes(pods: np.ndarray, tail: int | None = None) -> list[int]:
+    """The reserves tried: 0, 1, 2, 3, then steps of about 1.6x up to half the peak app pods,
+    and `tail` (the tail-aware reserve, `replay.tail`) when given."""
     peak = int(pods.max()) if pods.size else 0
     out, n = {0, 1, 2, 3}, 4
     while n <= peak // 2:
         out.add(n)
         n = int(round(n * 1.6))
+    if tail is not None:
+        out.add(tail)
     return sorted(out)
 
 
@@ -110,6 +114,18 @@ class Ledger:
     def upto(self, largest_reserve: int) -> Ledger:
         """Only the candidates whose reserve is at most `largest_reserve`."""
         keep = [i for i, c in enumerate(self.candidates) if c.reserve <= largest_reserve]
+        return Ledger(
+            tuple(self.candidates[i] for i in keep),
+            self.unserved[keep],
+            self.node_hours[keep],
+            self.reactive,
+            self.reactive_node_hours,
+        )
+
+    def among(self, reserves: Collection[int]) -> Ledger:
+        """Only the candidates whose reserve is one of `reserves`."""
+        allowed = set(reserves)
+        keep = [i for i, c in enumerate(self.candidates) if c.reserve in allowed]
         return Ledger(
             tuple(self.candidates[i] for i in keep),
             self.unserved[keep],
@@ -180,14 +196,19 @@ def _trailing(a: np.ndarray, window: int) -> np.ndarray:
     return c - c[..., lo]
 
 
-def inner_choices(book: Ledger, target: float, strictness: float, window: int) -> np.ndarray:
+def inner_choices(
+    book: Ledger, target: float, strictness: float, window: int, admitted: int | None = None
+) -> np.ndarray:
     """The candidate index the inner rule uses in each period 0..n (n: the next one); -1 where
-    no period before it was replayed."""
+    no period before it was replayed. Candidates with reserve `admitted` meet the target
+    whatever their window shows."""
     u = _trailing(book.unserved, window)
     cost = _trailing(book.node_hours, window) - _trailing(book.reactive_node_hours, window)
     r = _trailing(book.reactive, window)
     allowed = strictness * (1.0 - target) * r
     ok = u <= allowed + 1e-9
+    if admitted is not None:
+        ok[[c.reserve == admitted for c in book.candidates]] = True
     big = np.where(ok, cost, np.inf)
     cheapest = np.argmin(big, axis=0)
     # the most protective: least unserved, then cheapest
@@ -223,9 +244,12 @@ def choose(
     window: int | None = None,
     lookback: int | None = None,
     strictness: Sequence[float] | None = None,
+    tail: int | None = None,
 ) -> Choice:
     """The candidate to hold in the period after the last of `book` (see the module docstring).
-    Reads at most `window + lookback` periods (`WINDOW`, `LOOKBACK` by default)."""
+    Reads at most `window + lookback` periods (`WINDOW`, `LOOKBACK` by default). `tail`: the
+    tail-aware reserve (`replay.tail`), one of the book's reserves, held when short if it is
+    cheaper than what reached the target over every day read."""
     window = WINDOW if window is None else window
     strictness = STRICTNESS if strictness is None else strictness
     lookback = LOOKBACK if lookback is None else lookback
@@ -260,7 +284,10 @@ def choose(
         # The window misjudged the days after it at every strictness: widen it to every day read
         # (the window and the lookback), the cheapest reaching the target there, else the most
         # protective, which is where the reserve closing the gap comes from.
-        pick = int(inner_choices(book, target, 1.0, n)[n])
+        # The tail-aware reserve, sized on weeks of growth, counts as reaching it: a burst the
+        # days read never showed is priced by the tail, and a record one does not set the
+        # reserve alone.
+        pick = int(inner_choices(book, target, 1.0, n, tail)[n])
     u = book.unserved[pick, -window:].sum()
     r = book.reactive[-window:].sum()
     cost = book.node_hours[pick, -window:].sum() - book.reactive_node_hours[-window:].sum()
@@ -311,19 +338,25 @@ def walk_forward(
     target: float,
     default: Candidate,
     max_replicas: int,
+    tails: Sequence[int | None] | None = None,
     **rule: int,
 ) -> WalkForward:
     """Replay `choose` day by day: period k uses the choice made on ledger periods before k (the
     first, with none, uses `default`), spliced and simulated once; a reserve is capped at
-    `max_replicas` as the planner caps it."""
+    `max_replicas` as the planner caps it. `tails[k]`: period k's tail-aware reserve (its
+    candidates in `book`), None where there is none."""
     spliced = placeholders_of(default, base, pods.size, max_replicas).copy()
     choices: list[Choice | None] = []
     # The reserves tried on a day are sized from the app pods of the days it reads, as the
     # daemon sizes them from its replay.
     span = (WINDOW + LOOKBACK) * 1440
+    sizes = reserve_sizes(pods[start:])
     for k, b in enumerate(period_starts):
         largest = max(reserve_sizes(pods[max(0, b - span) : b]))
-        choice = choose(book.cut(0, k).upto(largest), target, **rule) if k else None
+        tail = None if tails is None else tails[k]
+        tried = [n for n in sizes if n <= largest] + ([] if tail is None else [tail])
+        past = book.cut(0, k).among(tried)
+        choice = choose(past, target, tail=tail, **rule) if k else None
         cand = default if choice is None else choice.candidate
         stop = period_starts[k + 1] if k + 1 < len(period_starts) else pods.size
         spliced[b:stop] = placeholders_of(cand, base, pods.size, max_replicas)[b:stop]

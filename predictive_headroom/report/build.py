@@ -4,8 +4,8 @@
 forecast horizon on the grid `plan --horizon` shows (`core.engine.horizon_plans`: every 15 minutes
 from `at` and every instant the plan changes, planned each minute as the daemon reconciles), finds the next peaks, prices the headroom, compares past
 forecasts with what happened (those figures come from `report.analysis`) and collects the
-warnings a reviewer must see. `report_to_json` turns it into the machine-readable `report.json`;
-`report.store` writes reports to disk and keeps the daemon's last N.
+warnings a reviewer must see (`report.notices`). `report_to_json` turns it into the
+machine-readable `report.json`; `report.store` writes reports to disk and keeps the daemon's last N.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import HORIZON_STEP_SECONDS, PlanInputs, horizon_plans
 from predictive_headroom.core.forecast_math import burst_allowances
-from predictive_headroom.core.planner import Plan, plan_to_dict
+from predictive_headroom.core.planner import plan_to_dict
 from predictive_headroom.core.schedules import open_intervals
 from predictive_headroom.core.series import (
     DAY_SECONDS,
@@ -34,160 +34,69 @@ from predictive_headroom.core.series import (
     iso_utc,
 )
 from predictive_headroom.core.settings import PlanSettings
-from predictive_headroom.core.vocabulary import BurstFit, NoForecastWhy
+from predictive_headroom.core.vocabulary import BurstFit, ForecastStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.report.analysis import (
-    HeadroomCost,
-    PastForecast,
-    Peak,
     find_peaks,
     headroom_cost,
     judge_past,
 )
+from predictive_headroom.report.model import PoolReport, Report
+from predictive_headroom.report.notices import with_notices, with_promise
 
 SCHEMA = "predictive-headroom/report/v1"
 RECENT_SECONDS = 7 * DAY_SECONDS
 """How much history the demand plot shows before now."""
-PREFERRED_HISTORY_SECONDS = 14 * DAY_SECONDS
-"""Less history than this is flagged: the weekly pattern is learned from one week or less."""
 DEFAULT_HORIZON_SECONDS = 2 * DAY_SECONDS
-LOW_COVERAGE_MARGIN = 0.1
-
-
-@dataclass(frozen=True)
-class Notice:
-    """A warning a reviewer must see: `code` is stable for machines, `message` is for people."""
-
-    code: str
-    message: str
-
-
-@dataclass(frozen=True)
-class PoolReport:
-    """Everything the report shows for one pool."""
-
-    pool: Pool
-    recent: History | None
-    history_points: int
-    history_seconds: float
-    forecast: Forecast | None
-    forecast_status: str
-    forecast_detail: str
-    now: Plan
-    plan_times: np.ndarray
-    plan_desired: np.ndarray
-    plan_reasons: tuple[str, ...]
-    windows: tuple[tuple[str, float, float], ...]
-    peaks: tuple[Peak, ...]
-    accuracy: dict[str, Any] | None
-    past: tuple[PastForecast, ...]
-    cost: HeadroomCost
-    notices: tuple[Notice, ...]
-    settings: PlanSettings
-    """The settings the pool was planned with."""
-    burst: dict[str, Any] | None = None
-    """The burst model's allowance over the last day before now, next to demand (`burst_chart_data`)."""
-    loop: Mapping[str, Any] | None = None
-    """What the daemon measured in the cluster (`LoopObserver.status`); None outside the daemon."""
-    step_seconds: float = HORIZON_STEP_SECONDS
-    """The row grid of the plan; the rows also include every instant the plan changes."""
-    promise: Mapping[str, Any] | None = None
-    """What the daemon's re-tune says of the protection kept (`Tuning.report`); None otherwise."""
-
-    @property
-    def lead_seconds(self) -> float:
-        """The lead time the pool plans with (measured with `leadTime: auto` in the daemon)."""
-        return self.settings.lead
-
-    @property
-    def demand_per_replica(self) -> float:
-        """The demand one placeholder serves (1 for a pool without a forecast section)."""
-        per_replica = self.settings.demand_per_replica
-        return per_replica.value if per_replica is not None else 1.0
-
-
-@dataclass(frozen=True)
-class Report:
-    """The whole report: one PoolReport per pool, made at `at` (POSIX seconds)."""
-
-    at: float
-    pools: tuple[PoolReport, ...]
-    source: str = ""
 
 
 iso = iso_utc
 """ISO-8601 UTC text for POSIX seconds (`core.series.iso_utc`)."""
 
 
+@dataclass(frozen=True)
+class ReportInputs:
+    """What the report is made of, each map keyed by pool name (a missing key: none for it).
+
+    The shell (the `report` command, the daemon after a refit) gathers these; nothing is fetched
+    while the report is built.
+    """
+
+    settings: Mapping[str, PlanSettings]
+    """The settings each pool plans with, one per pool (the shell resolves them: it knows the
+    measured lead time and the re-tune)."""
+    histories: Mapping[str, History] = field(default_factory=dict)
+    forecasts: Mapping[str, Forecast | NoForecast] = field(default_factory=dict)
+    accuracies: Mapping[str, Any] = field(default_factory=dict)
+    """`accuracy.Accuracy` objects (or their `to_dict()`), or None."""
+    observed: Mapping[str, History | Unobserved | None] | None = None
+    """Each pool's latest observations for the burst model, as the daemon reads them at `at`
+    (default: the pool's history up to `at`, which holds the same samples)."""
+    disruption: Mapping[str, DisruptionPart] = field(default_factory=dict)
+    """Each pool's disruption component at `at`: the plan now has all of it, the horizon only its
+    spot reserve (the room for leaving nodes lasts until they are gone, which no one can tell
+    ahead)."""
+    loop: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """What the daemon measured in the cluster per pool (its closed loop), shown in each pool's
+    section; empty outside the daemon."""
+    promises: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """What its re-tune says of a `protection:` pool (`Tuning.report`: "asked 95%, last week
+    96.1%", a shortfall shown as a warning)."""
+
+
 def build_report(
     policy: Policy,
-    histories: Mapping[str, History],
-    forecasts: Mapping[str, Forecast | NoForecast],
-    accuracies: Mapping[str, Any],
+    inputs: ReportInputs,
     at: float,
     cluster: ClusterState | None = None,
-    past: Sequence[Mapping[str, Any]] | None = None,
+    past: Sequence[Mapping[str, Any]] = (),
     source: str = "",
-    observed: Mapping[str, History | Unobserved | None] | None = None,
-    loop: Mapping[str, Mapping[str, Any]] | None = None,
-    *,
-    settings: Mapping[str, PlanSettings],
-    promises: Mapping[str, Mapping[str, Any]] | None = None,
-    disruption: Mapping[str, DisruptionPart] | None = None,
 ) -> Report:
-    """The report for every pool of `policy` at `at`; maps are keyed by pool name (missing = none).
-
-    `accuracies` values are `accuracy.Accuracy` objects (or their `to_dict()`), or None;
-    `past` holds earlier `report_to_json` outputs, whose forecasts are judged against `histories`.
-    `observed` is each pool's latest observations for the burst model, as the daemon reads them at
-    `at` (default: the pool's history up to `at`, which holds the same samples). `loop` is what the
-    daemon measured in the cluster per pool (its closed loop), shown in each pool's section.
-    `settings` are the settings each pool plans with, one per pool (the shell resolves them: it
-    knows the measured lead time and the re-tune);
-    `promises` what its re-tune says of a `protection:` pool (`Tuning.report`: "asked 95%, last
-    week 96.1%", a shortfall shown as a warning).
-    `disruption` is each pool's disruption component at `at`: the plan now has all of it, the
-    horizon only its spot reserve (the room for leaving nodes lasts until they are gone, which no
-    one can tell ahead).
-    """
-    pools = tuple(
-        _pool_report(
-            pool,
-            histories.get(pool.name),
-            forecasts.get(pool.name),
-            accuracies.get(pool.name),
-            at,
-            cluster,
-            past or (),
-            policy,
-            _observed_at(pool.name, observed, histories, at),
-            settings[pool.name],
-            (disruption or {}).get(pool.name),
-        )
-        for pool in policy.pools
-    )
-    if loop:
-        pools = tuple(dataclasses.replace(r, loop=loop.get(r.pool.name)) for r in pools)
-    if promises:
-        pools = tuple(_with_promise(r, promises.get(r.pool.name)) for r in pools)
+    """The report for every pool of `policy` at `at` from `inputs`, on `cluster` (None: no node
+    is known); `past` holds earlier `report_to_json` outputs, whose forecasts are judged against
+    the histories; `source` names where the demand was read."""
+    pools = tuple(_pool_report(pool, inputs, at, cluster, past, policy) for pool in policy.pools)
     return Report(at, pools, source)
-
-
-def _with_promise(r: PoolReport, promise: Mapping[str, Any] | None) -> PoolReport:
-    """`r` with what the re-tune says of its promise; a shortfall is also one of its warnings."""
-    if promise is None:
-        return r
-    notices = r.notices
-    if promise.get("short"):
-        notices = (
-            *notices,
-            Notice(
-                "promise-short",
-                f"protection {promise.get('says')}: short of what was asked; "
-                f"{promise.get('reason')}",
-            ),
-        )
-    return dataclasses.replace(r, promise=promise, notices=notices)
 
 
 def _observed_at(
@@ -205,27 +114,27 @@ def _observed_at(
 
 def _pool_report(
     pool: Pool,
-    history: History | None,
-    forecast: Forecast | NoForecast | None,
-    accuracy: Any,
+    given: ReportInputs,
     at: float,
     cluster: ClusterState | None,
     past: Sequence[Mapping[str, Any]],
     policy: Policy,
-    observed: History | Unobserved | None,
-    settings: PlanSettings,
-    disruption: DisruptionPart | None = None,
 ) -> PoolReport:
     """One pool's report at `at`: its plan over the horizon, forecast status, peaks, cost and
     notices, each field read from the inputs given (nothing is fetched here)."""
-    spec = pool.forecast
+    spec, name = pool.forecast, pool.name
+    history, forecast = given.histories.get(name), given.forecasts.get(name)
+    settings = given.settings[name]
+    observed = _observed_at(name, given.observed, given.histories, at)
     usable, status, detail = _forecast_status(pool, forecast, at)
     horizon_end = (
         usable.expires_at
         if usable
         else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
     )
-    inputs = _plan_inputs(PlanInputs(forecast, observed, cluster, settings), disruption)
+    inputs = _plan_inputs(
+        PlanInputs(forecast, observed, cluster, settings), given.disruption.get(name)
+    )
     plans = list(horizon_plans(pool, at, horizon_end, HORIZON_STEP_SECONDS, inputs))
     times = np.array([p.at for p in plans], dtype=float)
     desired = np.array([p.desired for p in plans], dtype=float)
@@ -253,14 +162,15 @@ def _pool_report(
         plan_reasons=tuple(p.reason for p in plans),
         windows=windows,
         peaks=peaks,
-        accuracy=_accuracy_dict(accuracy),
-        past=judge_past(pool.name, past, known, at) if known is not None else (),
+        accuracy=_accuracy_dict(given.accuracies.get(name)),
+        past=judge_past(name, past, known, at) if known is not None else (),
         cost=headroom_cost(pool, *_until_end(times, desired, horizon_end), policy),
         notices=(),
-        burst=_last_day_burst(pool.name, usable, known, at, settings.lead),
+        burst=_last_day_burst(name, usable, known, at, settings.lead),
         settings=settings,
+        loop=given.loop.get(name),
     )
-    return _with_notices(report, plans)
+    return with_promise(with_notices(report, plans), given.promises.get(name))
 
 
 def _accuracy_dict(accuracy: Any) -> dict[str, Any] | None:
@@ -272,28 +182,27 @@ def _accuracy_dict(accuracy: Any) -> dict[str, Any] | None:
 
 def _forecast_status(
     pool: Pool, forecast: Forecast | NoForecast | None, at: float
-) -> tuple[Forecast | None, str, str]:
+) -> tuple[Forecast | None, ForecastStatus | str, str]:
     """The forecast usable at `at` (None: none is) with its status code and a detail saying why
     not ("ok" and "" when it is usable)."""
     spec = pool.forecast
     usable = forecast if isinstance(forecast, Forecast) and forecast.expires_at > at else None
+    status: ForecastStatus | str
     if usable is not None:
-        status, detail = "ok", ""
+        status, detail = ForecastStatus.OK, ""
     elif isinstance(forecast, NoForecast):
         status, detail = forecast.why, forecast.detail
     elif isinstance(forecast, Forecast):
         status, detail = (
-            "forecast-expired",
+            ForecastStatus.EXPIRED,
             f"the forecast ended at {iso(forecast.expires_at)}, before {iso(at)}",
         )
     elif spec is None:
-        status, detail = "not-configured", ""
+        status, detail = ForecastStatus.NOT_CONFIGURED, ""
+    elif not spec.enabled:
+        status, detail = ForecastStatus.DISABLED, ""
     else:
-        status, detail = (
-            ("disabled", "")
-            if not spec.enabled
-            else ("not-fitted", "no forecast was fitted for this pool")
-        )
+        status, detail = ForecastStatus.NOT_FITTED, "no forecast was fitted for this pool"
     return usable, status, detail
 
 
@@ -332,93 +241,6 @@ def _until_end(times: np.ndarray, desired: np.ndarray, end: float) -> tuple[np.n
     if times.size and end > times[-1]:
         return np.append(times, end), np.append(desired, desired[-1])
     return times, desired
-
-
-def _held(times: np.ndarray, mask: np.ndarray, hours: float) -> float:
-    """Seconds the plans at `times` selected by `mask` are in force, each until the next instant
-    (the last until the horizon's end, `hours` after the first)."""
-    until = np.append(times[1:], times[0] + 3600 * hours) if times.size else times
-    return float(np.sum((until - times)[mask]))
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 86400:.1f} days" if seconds >= 2 * 86400 else f"{seconds / 3600:.1f} h"
-
-
-def _with_notices(r: PoolReport, plans: list[Plan]) -> PoolReport:
-    """Attach the warnings a reviewer must see."""
-    pool, spec, found = r.pool, r.pool.forecast, _history_notices(r)
-    if r.forecast_status == "disabled":
-        found.append(
-            Notice(
-                "forecast-disabled",
-                "the forecast is disabled (forecast.enabled: false); only schedules, the proportional rule and minReplicas size this pool",
-            )
-        )
-    elif r.forecast_status not in ("ok", "not-configured"):
-        found.append(
-            Notice(
-                "forecast-unavailable",
-                f"no forecast ({r.forecast_status}){': ' + r.forecast_detail if r.forecast_detail else ''}; the pool falls back to its floors",
-            )
-        )
-    if r.forecast is not None:
-        found.extend(Notice("forecast-note", w) for w in r.forecast.warnings)
-    if r.accuracy and r.accuracy.get("coverage") is not None and spec is not None:
-        coverage, width = float(r.accuracy["coverage"]), spec.interval_width
-        if coverage < width - LOW_COVERAGE_MARGIN:
-            found.append(
-                Notice(
-                    "low-coverage",
-                    f"only {coverage:.0%} of recent actuals fell inside the {width:.0%} forecast band; the band is too narrow to trust",
-                )
-            )
-    at_max = (r.plan_desired >= pool.max_replicas) & (pool.max_replicas > 0) | np.array(
-        [p.reason == "max" for p in plans]
-    )
-    if at_max.any():
-        asked = max(
-            max((v for k, v in p.components.items() if k != "max" and v is not None), default=0)
-            for p in plans
-        )
-        first = float(r.plan_times[np.flatnonzero(at_max)[0]])
-        found.append(
-            Notice(
-                "max-replicas",
-                f"the plan reaches maxReplicas {pool.max_replicas} for {_hours(_held(r.plan_times, at_max, r.cost.hours))} of the horizon, first at {iso(first)}; up to {asked} were asked for",
-            )
-        )
-    if r.now.details.get("proportional_status") == "no-cluster-state":
-        found.append(
-            Notice(
-                "no-cluster-state",
-                "the proportional rule was left out: no cluster state was given (the daemon reads it from the nodes)",
-            )
-        )
-    return PoolReport(**{**r.__dict__, "notices": tuple(found)})
-
-
-def _history_notices(r: PoolReport) -> list[Notice]:
-    """The notice of a forecasting pool with too little history to fit, or too little to learn
-    the weekly pattern (none when its source failed: that notice says so instead)."""
-    spec, found = r.pool.forecast, []
-    if spec is not None and spec.enabled and r.forecast_status != NoForecastWhy.SOURCE_ERROR:
-        needed = spec.min_history.total_seconds()
-        if r.history_seconds < needed:
-            found.append(
-                Notice(
-                    "too-little-history",
-                    f"only {_hours(r.history_seconds)} of history; the forecast needs {_hours(needed)} (minHistory) to fit Prophet",
-                )
-            )
-        elif r.history_seconds < PREFERRED_HISTORY_SECONDS:
-            found.append(
-                Notice(
-                    "short-history",
-                    f"only {_hours(r.history_seconds)} of history; 14 days or more let the model learn the weekly pattern",
-                )
-            )
-    return found
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from matplotlib import ticker
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.pages.format import (
     fmt_compact,
     fmt_duration,
@@ -36,8 +37,8 @@ from predictive_headroom.pages.glossary import BURST_TERMS, REPORT_TERMS
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC as _RC
 from predictive_headroom.pages.svg import figure_svg
-from predictive_headroom.report.build import PoolReport, Report
 from predictive_headroom.report.loop import lead_sentence, loop_rows, loop_sentence
+from predictive_headroom.report.model import PoolReport, Report
 
 logger = logging.getLogger(__name__)
 
@@ -425,6 +426,7 @@ def promise_view(promise: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "holding": promise.get("holding") or _holding(promise),
         "reason": promise.get("reason") or "",
         "short": bool(promise.get("short")),
+        "price": (promise.get("price") or {}).get("says") or "",
     }
 
 
@@ -451,7 +453,7 @@ def disruption_sentence(details: Mapping[str, Any], value: int | None) -> str:
     if room:
         how = (
             "estimated from their allocatable (pods are not read)"
-            if details.get("disruption_source") == "allocatable-estimate"
+            if details.get("disruption_source") == DisruptionSource.ESTIMATE
             else "their pods' requests"
         )
         parts.append(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from predictive_headroom.core.settings import SettingSource
 from predictive_headroom.pages.format import fmt_duration, fmt_time
 
 WEEK = 7 * 86400.0
@@ -47,7 +48,7 @@ def lead_sentence(loop: Mapping[str, Any]) -> str:
     if seconds is None:
         return ""
     in_use = fmt_duration(float(seconds))
-    if lead.get("source") == "measured":
+    if lead.get("source") == SettingSource.MEASURED:
         return (
             f"The lead time in use, {in_use}, is measured: node boot p90 "
             f"{fmt_duration(lead.get('node_boot_p90_seconds'))} plus placeholder start p90 "

@@ -18,7 +18,8 @@ from typing import Any
 from predictive_headroom.core import strict_json
 from predictive_headroom.core.series import from_epoch
 from predictive_headroom.report.analysis import MAX_PAST
-from predictive_headroom.report.build import Report, report_to_json
+from predictive_headroom.report.build import report_to_json
+from predictive_headroom.report.model import Report
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,71 @@
+"""When a pool's forecast is fitted again outside the refit schedule, and why.
+
+Two things call for an early refit: the pool's settings moved away from those its forecast was
+fitted for (`PlanSettings.needs_refit`, e.g. a measured lead time moving by more than a fifth:
+asked at once, once per move), and a failed fit (asked again after a backoff,
+`refit_retry.RefitRetries`). `RefitRequests` keeps that bookkeeping and says which pools to refit;
+the daemon hands them to the scheduler (`scheduling.Runner`), which does the waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+
+from predictive_headroom.core.series import Forecast, NoForecast
+from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.daemon.refit_retry import RefitRetries, Retry
+from predictive_headroom.policy.config import Policy, Pool
+
+logger = logging.getLogger("predictive_headroom.daemon.loop")
+"""The daemon's logger: these lines were always the loop's, and log filters select them by name."""
+
+
+class RefitRequests:
+    """The early refits asked for: per pool, the settings a refit was last asked for, and the
+    consecutive failed fits with the retry they call for."""
+
+    def __init__(self) -> None:
+        self.retries = RefitRetries()
+        self._asked: dict[str, PlanSettings] = {}
+        """The settings a refit was last asked for per pool (asked once per move)."""
+
+    def fitting(self, name: str) -> None:
+        """Pool `name` is being fitted now: a later move of its settings is asked for anew."""
+        self._asked.pop(name, None)
+
+    def after_refit(self, fresh: Mapping[str, Forecast | NoForecast], now: float) -> Retry | None:
+        """Count the refit's results `fresh` at `now`; the retry of the failed pools, if any."""
+        return self.retries.record(fresh, now)
+
+    def moved(
+        self,
+        policy: Policy,
+        forecasts: Mapping[str, Forecast | NoForecast],
+        settings_for: Callable[[Pool], PlanSettings],
+    ) -> list[str]:
+        """The forecasting pools whose settings now (`settings_for`) moved away from those their
+        forecast was fitted for, each named once per move."""
+        stale = []
+        for pool in policy.pools:
+            forecast = forecasts.get(pool.name)
+            if not (isinstance(forecast, Forecast) and pool.forecast and pool.forecast.enabled):
+                continue
+            settings = settings_for(pool)
+            fitted = self._asked.get(pool.name, forecast.fitted_for)
+            if settings.needs_refit(fitted):
+                assert fitted is not None
+                logger.info(
+                    "pool %s: lead time in use is now %.0f s (forecast fitted for %.0f s); refitting",
+                    pool.name,
+                    settings.lead,
+                    fitted.lead,
+                )
+                self._asked[pool.name] = settings  # asked once; the refit clears it
+                stale.append(pool.name)
+        return stale
+
+    def forget(self, removed: Collection[str]) -> None:
+        """Drop the pools that left the config."""
+        for name in removed:
+            self._asked.pop(name, None)

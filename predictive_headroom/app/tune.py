@@ -45,6 +45,7 @@ from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
 from predictive_headroom.replay.promise import (
     LOOKBACK,
+    PROMISE_QUANTILES,
     WINDOW,
     Candidate,
     Choice,
@@ -71,7 +72,7 @@ logger = logging.getLogger(__name__)
 RETUNE_WINDOW = (WINDOW + LOOKBACK) * DAY_SECONDS
 """The recent history each re-tune replays (the fit it replays with ends where it starts): the
 choice rule's window plus the days it judges its strictness on (`replay.promise`)."""
-RETUNE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
+RETUNE_QUANTILES = PROMISE_QUANTILES
 RETUNE_WINDOWS = (300.0, 900.0, 1800.0)
 """The default grid: 5 quantiles x 3 windows, 5 engine replays (`bench/retune_bench.py`)."""
 REPLAY_WARMUP = 3600.0

@@ -20,6 +20,7 @@ from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import iso_utc
 from predictive_headroom.replay.promise import (
+    PROMISE_QUANTILES,
     Candidate,
     Choice,
     Ledger,
@@ -36,8 +37,6 @@ from predictive_headroom.replay.simulator import ClusterSpec, Run, simulate
 from predictive_headroom.replay.tail import tail_reserve_at
 from predictive_headroom.replay.tuning import DAY_MINUTES, Setting, period_starts
 
-PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
-"""The forecast's burst quantiles the rule chooses among (few candidates choose less luck)."""
 RESERVE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 """Targets the daily reserve is replayed at, to read its cost at the protection kept."""
 

@@ -40,6 +40,7 @@ from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.shares import parse_protection, parse_quantiles
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.replay.promise import PROMISE_QUANTILES
 from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 
@@ -61,7 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(e.g. 95%%; default: the pool's protection, else 95%%)",
     )
     parser.add_argument(
-        "--quantiles", metavar="Q[,Q...]", help="burst quantiles to try (default 0.3 ... 0.99)"
+        "--quantiles",
+        metavar="Q[,Q...]",
+        help="burst quantiles to replay (default: the five the daemon chooses among, 0.5 ... 0.99)",
     )
     parser.add_argument(
         "--windows", metavar="D[,D...]", help="stabilisation windows to try (default 5m,15m,30m)"
@@ -110,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             if args.protection
             else (pool.protection or DEFAULT_PROTECTION)
         )
-        quantiles = parse_quantiles(args.quantiles) if args.quantiles else ()
+        quantiles = parse_quantiles(args.quantiles) if args.quantiles else PROMISE_QUANTILES
         windows = parse_windows(args.windows) if args.windows else ()
     except ValueError as exc:
         raise CommandError(str(exc)) from None

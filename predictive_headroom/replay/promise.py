@@ -45,6 +45,9 @@ from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.replay.simulator import ClusterSpec, Run, score, simulate
 from predictive_headroom.replay.tuning import Setting
 
+PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
+"""The forecast's burst quantiles the rule chooses among (few candidates choose less luck): the
+daemon's re-tune, `tune` and `backtest --protection` all choose among these."""
 STRICTNESS = (1.0, 0.8, 0.6, 0.4, 0.25, 0.1)
 """Share of the allowed waiting (1 - P) the inner rule may leave on its window, loosest first."""
 WINDOW = 7

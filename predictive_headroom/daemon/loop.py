@@ -354,7 +354,7 @@ class Daemon:
         """Ask for a refit of the forecasting pools whose settings moved away from those their
         forecast was fitted for (`PlanSettings.needs_refit`: a measured lead time moving by more
         than a fifth), once per move."""
-        stale = self.refits.moved(policy, forecasts, self.settings_for)
+        stale = self.refits.moved(policy, forecasts, self.pool_reconciler.in_force)
         if stale and self.refit_soon is not None:
             self.refit_soon(stale)
 

@@ -51,6 +51,9 @@ class PoolReconciler:
     """Each pool's recent plans, which the scale-down stabilisation window reads."""
     observing: SingleFlight = field(default_factory=SingleFlight)
     """The closed loop's reads in flight, at most one per pool."""
+    in_force: dict[str, PlanSettings] = field(default_factory=dict)
+    """The settings each pool planned with at its last reconcile, resolved once a cycle: the
+    refit requests read these (`RefitRequests.moved`) instead of resolving them again."""
 
     # Long on purpose: one pool's reconcile in order (plan, write, each failure kind mapped to its outcome).
     def reconcile(
@@ -74,7 +77,7 @@ class PoolReconciler:
                 lambda: self.observer.observe(pool, at),
                 max(0.0, deadline - self.monotonic()),
             )
-            settings = self.settings_for(pool)
+            settings = self.in_force[pool.name] = self.settings_for(pool)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
             disruption = self.disruption.part(pool, at, settings)
@@ -132,6 +135,7 @@ class PoolReconciler:
         """Drop the recent plans of pools that left the config."""
         for name in removed:
             self.recent.pop(name, None)
+            self.in_force.pop(name, None)
 
 
 def missing_input(

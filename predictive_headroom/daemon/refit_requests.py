@@ -10,12 +10,12 @@ the daemon hands them to the scheduler (`scheduling.Runner`), which does the wai
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 
 from predictive_headroom.core.series import Forecast, NoForecast
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.daemon.refit_retry import RefitRetries, Retry
-from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.policy.config import Policy
 
 logger = logging.getLogger("predictive_headroom.daemon.loop")
 """The daemon's logger: these lines were always the loop's, and log filters select them by name."""
@@ -42,16 +42,18 @@ class RefitRequests:
         self,
         policy: Policy,
         forecasts: Mapping[str, Forecast | NoForecast],
-        settings_for: Callable[[Pool], PlanSettings],
+        in_force: Mapping[str, PlanSettings],
     ) -> list[str]:
-        """The forecasting pools whose settings now (`settings_for`) moved away from those their
-        forecast was fitted for, each named once per move."""
+        """The forecasting pools whose settings in force (`in_force`, those this reconcile planned
+        with) moved away from those their forecast was fitted for, each named once per move."""
         stale = []
         for pool in policy.pools:
             forecast = forecasts.get(pool.name)
+            settings = in_force.get(pool.name)
             if not (isinstance(forecast, Forecast) and pool.forecast and pool.forecast.enabled):
                 continue
-            settings = settings_for(pool)
+            if settings is None:  # its reconcile failed before planning: nothing to compare
+                continue
             fitted = self._asked.get(pool.name, forecast.fitted_for)
             if settings.needs_refit(fitted):
                 assert fitted is not None

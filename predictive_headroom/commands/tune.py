@@ -105,6 +105,8 @@ def _pool(args: argparse.Namespace) -> tuple[Policy, Pool]:
     return policy, pool
 
 
+# Long on purpose: the command's steps in order (parse, read, replay, recommend, the daemon's view,
+# print), each a call or two.
 def run(args: argparse.Namespace) -> int:
     policy, pool = _pool(args)
     try:

@@ -240,6 +240,8 @@ def _kept_cost(book: Ledger, picks: np.ndarray, first: int, stop: int) -> tuple[
     return cost, int(ks.size)
 
 
+# Long on purpose: the rule's three steps (try every strictness, judge them on the lookback,
+# widen when short) read in the order the module docstring gives them.
 def choose(
     book: Ledger,
     target: float,

@@ -116,19 +116,17 @@ class Ledger:
 
     def upto(self, largest_reserve: int) -> Ledger:
         """Only the candidates whose reserve is at most `largest_reserve`."""
-        keep = [i for i, c in enumerate(self.candidates) if c.reserve <= largest_reserve]
-        return Ledger(
-            tuple(self.candidates[i] for i in keep),
-            self.unserved[keep],
-            self.node_hours[keep],
-            self.reactive,
-            self.reactive_node_hours,
+        return self._only(
+            [i for i, c in enumerate(self.candidates) if c.reserve <= largest_reserve]
         )
 
     def among(self, reserves: Collection[int]) -> Ledger:
         """Only the candidates whose reserve is one of `reserves`."""
         allowed = set(reserves)
-        keep = [i for i, c in enumerate(self.candidates) if c.reserve in allowed]
+        return self._only([i for i, c in enumerate(self.candidates) if c.reserve in allowed])
+
+    def _only(self, keep: list[int]) -> Ledger:
+        """The candidates at the indexes `keep`, every period."""
         return Ledger(
             tuple(self.candidates[i] for i in keep),
             self.unserved[keep],

@@ -192,6 +192,7 @@ def pod_lists(server: FakeApiServer) -> list[object]:
     return server.requests("GET", "/api/v1/pods")
 
 
+@pytest.mark.slow
 def test_a_mass_consolidation_with_slow_pod_lists_is_planned_within_one_interval(
     tmp_path, server
 ) -> None:
@@ -216,6 +217,7 @@ def test_a_mass_consolidation_with_slow_pod_lists_is_planned_within_one_interval
     print(f"row 1: 200 leaving nodes, pod LIST 0.2 s: reconcile {took:.2f} s, room 600 written")
 
 
+@pytest.mark.slow
 def test_a_hung_pod_list_never_holds_the_floors_past_the_deadline(tmp_path, server) -> None:
     """Issue 39 row 1: one hung pod LIST cost 4 attempts x 10 s per reconcile and held the floors
     with it. Now the floors are written by the deadline with the allocatable estimate standing in,
@@ -343,6 +345,7 @@ def _half_requests(port: int, stop: threading.Event, opened: list[socket.socket]
         opened.append(sock)
 
 
+@pytest.mark.slow
 def test_healthz_answers_within_a_second_while_slow_clients_reconnect() -> None:
     """Issue 39 row 4: 100 clients sending half a request and reconnecting after 1 s held the 8
     workers and the queue of 64: a liveness probe answered 0 of 70 times over 35 s. waitress
@@ -606,6 +609,7 @@ store.write_report(Path(sys.argv[1]), types.SimpleNamespace(at=time.time()), kee
 """
 
 
+@pytest.mark.slow
 def test_leftovers_of_a_killed_report_write_are_removed_at_start(tmp_path) -> None:
     """Issue 39 row 8: a SIGKILL during the report write left `.writing-*` directories that
     accumulated on the report tmpfs in a crash loop."""
@@ -632,6 +636,7 @@ def test_leftovers_of_a_killed_report_write_are_removed_at_start(tmp_path) -> No
 # -- 9. a Lease whose times cannot be parsed ----------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("field", ["renewTime", "acquireTime"])
 def test_a_lease_with_an_unparseable_time_is_warned_counted_and_taken_over_after_its_duration(
     server, caplog, field
@@ -825,6 +830,7 @@ def test_a_renamed_pool_keeps_its_placeholder(tmp_path, server) -> None:
 # -- 11. a 10-million-row CSV ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_long_csv_is_read_in_memory_proportional_to_its_rows_not_its_text(tmp_path) -> None:
     """Issue 39 row 11: a 10-million-row CSV (275 MB) held 2.3 GB (8.5x the file) while read.
     Here 300,000 rows of the same shape (8 MB; 1 million: 213 MB, 7.8x, before): the reader's
@@ -857,6 +863,7 @@ class SlowNaive:
         return seasonal_naive(history, spec, now, settings)
 
 
+@pytest.mark.slow
 def test_a_replay_that_will_take_long_says_how_long_and_how_to_shorten_it(
     monkeypatch, caplog
 ) -> None:
@@ -882,6 +889,7 @@ def test_a_replay_that_will_take_long_says_how_long_and_how_to_shorten_it(
     assert "--since" in said
 
 
+@pytest.mark.slow
 def test_backtest_since_replays_only_the_recent_window(tmp_path, capsys) -> None:
     t = 1_700_000_000.0 + 300.0 * np.arange(int(12 * 86400 / 300))
     csv_path = tmp_path / "demand.csv"

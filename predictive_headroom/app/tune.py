@@ -51,6 +51,7 @@ from predictive_headroom.replay.promise import (
     Choice,
     Ledger,
     Status,
+    carries_tail,
     choose,
     ledger,
     reserve_sizes,
@@ -296,7 +297,7 @@ def _tune(
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
-    book, days, tail, static = _replay(pool, plan_settings, known, begin, fitted, grid)
+    book, days, tail, static = _replay(pool, plan_settings, known, begin, fitted, grid, target)
     choice = choose(book, target, tail=tail)
     levels = _levels(book, static, target, tail, choice)
     cand = choice.candidate
@@ -381,12 +382,13 @@ def _replay(
     begin: float,
     fitted: Forecast,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
+    target: float,
 ) -> tuple[Ledger, float, int | None, Ledger]:
     """Every (quantile, window) of the grid, each plus every reserve (the tail-aware one among
     them, `replay.tail`, unless `reserves` are given), replayed over [begin, known.end] through
     the engine on the simulated cluster and summed per day (days ending at the refit): the ledger
-    the rule reads, the days replayed, the tail-aware reserve and the static reserves' ledger
-    (static headroom in hindsight, for the price of the promise)."""
+    the rule reads, the days replayed, the tail-aware reserve (for the protection `target`) and the
+    static reserves' ledger (static headroom in hindsight, for the price of the promise)."""
     _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
@@ -405,17 +407,17 @@ def _replay(
     )
     reactive = r.simulate(np.zeros(r.pods.size, dtype=np.int64))
     tail = None
-    if reserves is None and r.pool.forecast is not None:
+    if reserves is None:
         # Fitted on weeks of what was known at the refit: up to it minus the observation delay.
-        seen = known.end - plan_settings.delay
-        dpr = r.pool.forecast.demand_per_replica
-        tail = tail_reserve_of(known, seen, dpr, r.cluster, pool.protection or 0.95)
+        seen = known.end - r.plan_settings.delay
+        per_replica = r.plan_settings.demand_per_replica
+        assert per_replica is not None  # the replayed pool forecasts
+        tail = tail_reserve_of(known, seen, per_replica.value, r.cluster, target)
     standard = reserve_sizes(r.pods[r.start :]) if reserves is None else list(reserves)
     sizes = reserve_sizes(r.pods[r.start :], tail) if reserves is None else reserves
     candidates: dict[Candidate, Run] = {}
-    cheapest = min((g.setting for g in runs), key=lambda st: (st.quantile, st.window))
+    cheapest = carries_tail(g.setting for g in runs)
     for g in runs:
-        # The tail-aware reserve absorbs the growth alone: it rides on the cheapest setting.
         for n in sizes if g.setting == cheapest else standard:
             placeholders = with_reserve(g.run.placeholders, n, pool.max_replicas)
             candidates[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(placeholders)

@@ -26,6 +26,7 @@ from predictive_headroom.replay.promise import (
     Ledger,
     Status,
     WalkForward,
+    carries_tail,
     choose,
     ledger,
     placeholders_of,
@@ -79,13 +80,12 @@ def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replay
     }
     tails = _tails(pods, starts, known_lag, cluster.lag_minutes, protections)
     extra = {n for per_day in tails.values() for n in per_day if n is not None}
-    cheapest = min(base, key=lambda st: (st.quantile, st.window))
+    cheapest = carries_tail(base)
     runs: dict[Candidate, Run] = {}
     for setting, ph in base.items():
         grid_run = next(
             g.run for g in result.grid if g.family == "forecast" and g.setting == setting
         )
-        # The tail-aware reserve absorbs the growth alone: it rides on the cheapest setting.
         tried = set(reserve_sizes(pods[start:])) | (extra if setting == cheapest else set())
         for n in sorted(tried):
             placeholders = with_reserve(ph, n, s.max_replicas)

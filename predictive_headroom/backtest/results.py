@@ -26,6 +26,9 @@ class BacktestSettings:
     refit_every_seconds: float = DAY_SECONDS
     dial: tuple[float, ...] = ()
     """Burst quantiles to sweep: forecast and naive at each (the dial's price)."""
+    grid_quantiles: tuple[float, ...] = ()
+    """Burst quantiles the grid replays when `dial` is empty (default: `DEFAULT_QUANTILES`),
+    swept from the same refits without the dial's own runs (`tune`: the promise's five)."""
     stabilization_dial: tuple[float, ...] = ()
     """Scale-down stabilisation windows (seconds) to sweep likewise."""
     progress_every: int = 10

@@ -216,7 +216,7 @@ def run_backtest(
         s.refit_every_seconds,
         forecaster,
         naive_fit,
-        tuple(s.dial) or (DEFAULT_QUANTILES if s.grid or s.protections else ()),
+        grid_quantiles(s) if s.dial or s.grid or s.protections else (),
         progress,
         s.progress_every,
     )
@@ -335,12 +335,18 @@ def interrupted(
     return InterruptionReport(s.interruption_rate, s.notice_seconds, s.seed, rows, component)
 
 
+def grid_quantiles(s: BacktestSettings) -> tuple[float, ...]:
+    """The burst quantiles the refits are swept at and the grid replays: the dial's, else the
+    grid's own, else `DEFAULT_QUANTILES`."""
+    return tuple(s.dial) or tuple(s.grid_quantiles) or DEFAULT_QUANTILES
+
+
 def grid(r: Replay, s: BacktestSettings, wf: WalkForward) -> list[GridRun]:
     """Forecast and naive at every (quantile, window) pair: the dials' values (or the defaults),
     the pool's own setting included."""
     pool = r.pool
     q0, w0 = r.plan_settings.quantile, r.plan_settings.window
-    quantiles = sorted({*(s.dial or DEFAULT_QUANTILES), q0})
+    quantiles = sorted({*grid_quantiles(s), q0})
     windows = sorted({*(s.stabilization_dial or DEFAULT_WINDOWS), w0})
     parts: dict[str, dict[float, InForce]] = {"forecast": {}, "naive": {}}
     for q in quantiles:

@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     )
     settings = BacktestSettings(
         replay=WhatIf(nodes=nodes, warmup_seconds=args.warmup),
-        dial=quantiles,
+        grid_quantiles=quantiles,
         stabilization_dial=windows,
         # The frontier's levels are measured on the same replays (the promise rule is cheap).
         protections=tuple(sorted({*FRONTIER_LEVELS, target})),

@@ -34,7 +34,7 @@ hand with the same information).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import pairwise
@@ -81,6 +81,12 @@ def reserve_sizes(pods: np.ndarray, tail: int | None = None) -> list[int]:
     if tail is not None:
         out.add(tail)
     return sorted(out)
+
+
+def carries_tail(settings: Iterable[Setting]) -> Setting:
+    """The forecast setting the tail-aware reserve rides on: the cheapest (lowest burst
+    quantile, then shortest window), since the reserve absorbs the growth alone."""
+    return min(settings, key=lambda s: (s.quantile, s.window))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ RENDERED ?= rendered
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-fast lint schema venv system-deps bench clean render e2e-bins e2e FORCE
+.PHONY: demo test test-fast lint schema module-map venv system-deps bench clean render e2e-bins e2e FORCE
 
 # A PYTHON given on the command line or in the environment that is not the one .venv was made
 # with (another installation or version) makes .venv again, and says so; without PYTHON the
@@ -97,3 +97,7 @@ FORCE:
 
 clean:
 	rm -rf $(VENV) demo-out rendered .pytest_cache
+
+# docs/development.md's module map, from each module's docstring (a test fails when stale).
+module-map: $(STAMP)
+	$(BIN)/python tests/module_map.py --write

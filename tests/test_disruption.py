@@ -402,7 +402,7 @@ def test_the_report_plans_now_with_the_component_and_the_horizon_with_the_reserv
 
     policy = load_policy(write_policy(tmp_path / "p.yaml"))
     part = DisruptionPart(6, 2, 1, DisruptionSource.PODS, {"leaving": {"n-1": "cordoned"}})
-    report = report_of(policy, {}, {}, {}, NOW, disruption={"web": part})
+    report = report_of(policy, {}, {}, {}, NOW, parts={"web": {"disruption": part}})
     (pool,) = report.pools
     assert (pool.now.desired, pool.now.reason) == (8, "disruption")
     later = pool.plan_reasons[1:]

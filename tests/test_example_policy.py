@@ -8,7 +8,7 @@ import types
 import typing
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 
 from predictive_headroom.policy.config import Policy
 
@@ -35,7 +35,8 @@ def field_paths(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str
         path = f"{prefix}.{key}" if prefix else key
         out.append((path, key))
         for inner in _models_in(field.annotation):
-            out += field_paths(inner, path)
+            if not issubclass(inner, RootModel):  # a mapping (`share:`): its keys are the user's
+                out += field_paths(inner, path)
     return out
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -14,16 +13,13 @@ from predictive_headroom.backtest.frontier import Point, cost_at, protection
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.cli import main
-from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.policy.shares import parse_protections
-from predictive_headroom.replay.planner import planner_strategy
 from predictive_headroom.replay.setup import WhatIf
 from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
 from predictive_headroom.replay.tuning import (
     GridRun,
     Setting,
     choose,
-    stabilise,
     tune_walk_forward,
 )
 
@@ -67,34 +63,6 @@ def test_choose_takes_the_cheapest_reaching_the_target_else_the_most_protective(
     assert choose(cands, 1000, 0.9) == (b, pytest.approx(0.92))
     assert choose(cands, 1000, 0.995) == (c, pytest.approx(0.99))
     assert choose(cands, 0, 0.95)[0] == a  # nothing to protect: cost decides
-
-
-@pytest.mark.parametrize("window", [0.0, 60.0, 300.0, 1800.0, 90.0])
-def test_stabilise_is_the_engines_hold(window):
-    # Windows opening and closing at odd minutes make the unstabilised plan rise and fall.
-    schedules = [
-        {
-            "name": f"w{k}",
-            "start": f"{m} * * * *",
-            "end": f"{(m + d) % 60} * * * *",
-            "desiredReplicas": r,
-        }
-        for k, (m, d, r) in enumerate([(3, 7, 4), (20, 2, 9), (31, 17, 2), (50, 4, 12)])
-    ]
-    pool = POOL.model_validate(
-        {
-            **POOL.model_dump(by_alias=True, exclude={"proportional", "forecast", "schedules"}),
-            "schedules": schedules,
-            "maxReplicas": 10,
-            "scaleDownStabilization": f"{window:g}s",
-        }
-    )
-    times = 1e9 + 60.0 * np.arange(600)
-    planned = planner_strategy(pool, times, (), None, 0.0, resolve_settings(pool))[1]
-    flat = pool.model_copy(update={"scale_down_stabilization": timedelta(0)})
-    raw = np.asarray(planner_strategy(flat, times, (), None, 0.0, resolve_settings(flat))[1])
-    assert raw.max() == 10 and raw.min() == 0  # capped at maxReplicas, closed at times
-    assert np.asarray(planned).tolist() == stabilise(raw, window, 10).tolist()
 
 
 def _grid(pods, cluster, rng, size):

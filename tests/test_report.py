@@ -57,7 +57,7 @@ def report_of(
     **inputs: Any,
 ) -> Report:
     """`build_report` with every pool's configured settings (unless `settings=` says otherwise);
-    the other keywords are `ReportInputs` fields (`observed`, `loop`, `promises`, `disruption`)."""
+    the other keywords are `ReportInputs` fields (`observed`, `loop`, `promises`, `parts`)."""
     given = ReportInputs(
         **{"settings": configured(policy), **inputs},
         histories=histories,

@@ -387,7 +387,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     # ... and the disruption component it read from the nodes (none leaving here)
     part = daemon.disruption.parts()["web"]
     assert part.replicas == 0
-    inputs = PlanInputs(own, None, None, tuned, disruption=part)
+    inputs = PlanInputs(own, None, None, tuned, {"disruption": part})
     assert bare == plan_over_time(web, [clock.now], inputs).plans[0]
     assert plan.components["forecast"] is not None  # the forecast (and its reserve) plan
     assert plan.raw == max(plan.components["forecast"], 0) + tuning.reserve

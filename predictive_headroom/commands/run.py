@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.commands import CommandError, load_config
-from predictive_headroom.core.disruption import DisruptionPart
+from predictive_headroom.core.components import Part
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import NoForecastWhy
@@ -83,7 +83,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         loop: Mapping[str, Mapping[str, Any]] | None,
         plan_settings: Mapping[str, PlanSettings],
         promises: Mapping[str, Mapping[str, Any]] | None = None,
-        disruption: Mapping[str, DisruptionPart] | None = None,
+        parts: Mapping[str, Mapping[str, Part]] | None = None,
     ) -> Path:
         past = load_past_reports(settings.report_dir)
         inputs = ReportInputs(
@@ -92,7 +92,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
             forecasts,
             loop=loop or {},
             promises=promises or {},
-            disruption=disruption or {},
+            parts=parts or {},
         )
         report = build_report(policy, inputs, at, past=past, source=source_name)
         return write_report(settings.report_dir, report, settings.report_keep)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from predictive_headroom.core.vocabulary import DisruptionSource
@@ -101,6 +101,7 @@ class DisruptionPart:
 
     @property
     def replicas(self) -> int:
+        """Room plus reserve, in placeholders."""
         return self.room + self.reserve
 
     def to_details(self) -> dict[str, Any]:
@@ -112,3 +113,8 @@ class DisruptionPart:
             "spot_reserve": self.reserve,
             **self.details,
         }
+
+    def later(self) -> DisruptionPart:
+        """The component after the first instant of a horizon: the spot reserve alone (when the
+        leaving nodes go is not known)."""
+        return replace(self, room=0, nodes_leaving=0, details={})

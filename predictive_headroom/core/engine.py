@@ -26,24 +26,24 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
-from predictive_headroom.core.disruption import DisruptionPart
+from predictive_headroom.core.components import Part, later
 from predictive_headroom.core.forecast_math import (
     BurstAllowances,
     burst_allowances,
     ramp_at,
-    rolling_max,
 )
 from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, combine
 from predictive_headroom.core.proportional import proportional_floor
 from predictive_headroom.core.schedules import open_intervals
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.stabilise import hold_all, settle
 from predictive_headroom.core.vocabulary import ForecastStatus
 from predictive_headroom.policy.config import Pool, ScheduleWindow
 
@@ -64,11 +64,10 @@ class PlanInputs:
     observed: History | Unobserved | None
     cluster: ClusterState | None
     settings: PlanSettings
-    disruption: DisruptionPart | None = None
-    """The disruption component (None: not known, left out of the plan)."""
-    disruption_later: DisruptionPart | None = None
-    """The disruption component after the first instant (the report's horizon: the spot reserve
-    alone, since when leaving nodes go is not known); None: `disruption` throughout."""
+    parts: Mapping[str, Part] = field(default_factory=dict)
+    """The registered components known, by name (`core.components`; one missing is left out of
+    the plan): all of each at the first instant, its `Part.later` after (the report's horizon:
+    the disruption component's spot reserve alone, since when leaving nodes go is not known)."""
 
 
 @dataclass(frozen=True)
@@ -217,10 +216,10 @@ class PoolTimeline:
         )
 
     def plan(
-        self, i: int, cluster: ClusterState | None = None, disruption: DisruptionPart | None = None
+        self, i: int, cluster: ClusterState | None = None, parts: Mapping[str, Part] | None = None
     ) -> Plan:
-        """The plan at instant `i` given the cluster and the disruption component then; instants
-        must be planned in order."""
+        """The plan at instant `i` given the cluster and the registered components then (`parts`,
+        by name); instants must be planned in order."""
         if i < self._next:
             raise ValueError(f"instant {i} was planned already; plan each instant once, in order")
         self._next = i + 1
@@ -251,16 +250,16 @@ class PoolTimeline:
             details,
             self._window,
             self.settings.reserve.value,
-            disruption,
+            parts,
         )
         self._records.append(plan.record())
         return plan
 
     def desired_at_once(self) -> np.ndarray | None:
-        """What `plan(i).desired` gives for i = 0, 1, ... with no cluster and no disruption
-        component, every instant at once (the same `combine` rule on arrays: the largest of
-        minReplicas, the open schedule floor and the forecast, plus the reserve, capped at
-        maxReplicas, held up over the stabilisation window). Planning nothing, it leaves `plan`
+        """What `plan(i).desired` gives for i = 0, 1, ... with no cluster and no registered
+        component, every instant at once (the largest of minReplicas, the open schedule floor and
+        the forecast, then `core.stabilise`'s rule in its array form: the reserve, the cap at
+        maxReplicas, the stabilisation window). Planning nothing, it leaves `plan`
         callable. None where this shortcut is not the rule: a proportional rule, records carried
         in, or instants not strictly ascending on a regular grid (plan each instant instead).
 
@@ -283,8 +282,8 @@ class PoolTimeline:
                 continue
             usable = parts.status == str(ForecastStatus.OK)
             wanted[lo:hi] = np.maximum(wanted[lo:hi], np.where(usable, parts.replicas, 0))
-        raw = np.minimum(wanted + self.settings.reserve.value, self.pool.max_replicas)
-        return rolling_max(raw.astype(np.int64), steps)
+        raw = settle(wanted, self.settings.reserve.value, self.pool.max_replicas)
+        return hold_all(raw, steps, self.pool.max_replicas)
 
     def _segment(self, k: int, lo: int, hi: int) -> _Parts:
         """The forecast component over the instants [lo, hi) forecast k is in force (cached)."""
@@ -326,10 +325,9 @@ def plan_over_time(
         recent,
         inputs.settings,
     )
-    later = inputs.disruption_later or inputs.disruption
+    after = later(inputs.parts)
     plans = tuple(
-        timeline.plan(i, inputs.cluster, later if i else inputs.disruption)
-        for i in range(len(timeline))
+        timeline.plan(i, inputs.cluster, after if i else inputs.parts) for i in range(len(timeline))
     )
     return Timeline(plans, timeline.recent)
 

@@ -1,9 +1,11 @@
 """The plan's values and the one rule that combines components into a Plan.
 
-    desired = clamp(max(schedule, proportional, forecast, disruption, minReplicas) + reserve, 0,
-                    maxReplicas)
+    desired = clamp(max(schedule, proportional, forecast, <registered components>, minReplicas)
+                    + reserve, 0, maxReplicas)
 
-then held up for `scaleDownStabilization` after a higher value was last needed. Pure: no clock
+then held up for `scaleDownStabilization` after a higher value was last needed (`core.stabilise`:
+the rule's one statement). The registered components (disruption, share) come in by name through
+`core.components`, which also names the winner among equal values. Pure: no clock
 reads, no I/O. `core.engine` computes the components over time and calls `combine` at every
 instant; every command and the daemon plan through it.
 """
@@ -14,15 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from predictive_headroom.core.disruption import DisruptionPart
+from predictive_headroom.core.components import Part, in_plan
+from predictive_headroom.core.components import winner as first_max
 from predictive_headroom.core.forecast_math import BurstAllowance
+from predictive_headroom.core.stabilise import hold, settle
 from predictive_headroom.core.vocabulary import Component, ForecastStatus, PlanReason
 from predictive_headroom.policy.config import Pool
 
-# Among components asking for the same number, the reason names the first in this order.
-_PRECEDENCE = tuple(Component)
 _FORECAST_USABLE = (ForecastStatus.OK, ForecastStatus.NOT_CONFIGURED, ForecastStatus.DISABLED)
 
 
@@ -78,34 +78,33 @@ def combine(
     details: Mapping[str, Any] | None = None,
     window: float = 0.0,
     reserve: int = 0,
-    disruption: DisruptionPart | None = None,
+    parts: Mapping[str, Part] | None = None,
 ) -> Plan:
-    """Combine component values into a Plan: max of floors and forecast plus the reserve, clamp,
-    stabilise.
+    """Combine component values into a Plan: max of floors, forecast and the registered
+    components, plus the reserve, capped, stabilised (`core.stabilise`).
 
     `schedule` is (replicas, window name) or None when no window is open; `window` is the
     scale-down stabilisation window in seconds (`PlanSettings.window`): `recent` records within it
-    hold the count up; `reserve` placeholders are held on top (`PlanSettings.reserve`).
-    `disruption` is left out of the components (and of the JSON) when None or when the pool turns
-    it off.
+    hold the count up; `reserve` placeholders are held on top (`PlanSettings.reserve`). `parts`
+    are the registered components by name (`core.components`): one is left out of the components
+    (and of the JSON) when missing or when the pool turns it off.
     """
+    extra = in_plan(pool, parts)
     components: dict[str, int | None] = {
         "min": pool.min_replicas,
         "max": pool.max_replicas,
         "schedule": schedule[0] if schedule else (0 if pool.schedules else None),
         "proportional": proportional,
         "forecast": forecast.replicas,
+        **{name: part.replicas for name, part in extra.items()},
     }
-    if disruption is not None and pool.disruption.enabled:
-        components[str(Component.DISRUPTION)] = disruption.replicas
     # A closed window reports 0 but does not compete for the reason.
     candidates = {
-        name: components[name]
-        for name in _PRECEDENCE
-        if components.get(name) is not None and (name != "schedule" or schedule)
+        name: value
+        for name, value in components.items()
+        if value is not None and name != "max" and (name != "schedule" or schedule)
     }
-    wanted = max(candidates.values())
-    winner = next(name for name in _PRECEDENCE if candidates.get(name) == wanted)
+    winner, wanted = first_max(candidates)
     reason = (
         f"{PlanReason.SCHEDULE_PREFIX}{schedule[1]}"
         if winner == "schedule" and schedule
@@ -113,15 +112,14 @@ def combine(
     )
     if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
         reason = f"{PlanReason.MIN_PREFIX}{forecast.status}"
-    raw = wanted + reserve
-    if raw > pool.max_replicas:
-        raw, reason = pool.max_replicas, PlanReason.MAX
-
-    held = [r.replicas for r in recent if at - window < r.at < at]
-    desired = raw
-    if held and max(held) > raw:
-        desired = min(max(held), pool.max_replicas)
+    raw = settle(wanted, reserve, pool.max_replicas)
+    if wanted + reserve > pool.max_replicas:
+        reason = PlanReason.MAX
+    desired = hold(raw, at, recent, window, pool.max_replicas)
+    if desired is not None:
         reason = PlanReason.HOLD_STABILIZATION
+    else:
+        desired = raw
 
     info: dict[str, Any] = {"forecast_status": str(forecast.status)}
     if forecast.status == "ok":
@@ -134,8 +132,8 @@ def combine(
             info["burst_source"] = str(forecast.allowance.source)
             if forecast.allowance.why:
                 info["burst_fallback"] = forecast.allowance.why
-    if disruption is not None and pool.disruption.enabled:
-        info.update(disruption.to_details())
+    for part in extra.values():
+        info.update(part.to_details())
     if reserve:
         info["reserve"] = reserve
     if details:
@@ -148,18 +146,16 @@ def with_reserve(desired: Any, reserve: int, max_replicas: int) -> Any:
     (`desired`: a count or an array of counts over time, planned with the same window):
     `min(desired + reserve, maxReplicas)`.
 
-    This is `combine`'s rule, not a second one: `combine` adds the reserve before the clamp and
-    the stabilisation window, so it writes max over the window of min(wanted + reserve, max) =
-    min(max over the window of wanted + reserve, max); without a reserve it writes
+    This is `core.stabilise`'s rule, not a second one: the reserve is added before the cap and
+    the stabilisation window, so what is written is max over the window of min(wanted + reserve,
+    max) = min(max over the window of wanted + reserve, max); without a reserve it is
     min(max over the window of wanted, max), and the reserve on top of that, capped again,
     is the same number (`tests/test_planner.py` replays both where maxReplicas binds). Every
     replay that prices a reserve (the re-tune, `backtest --protection`, `tune`) calls this instead
     of planning each reserve again."""
     if reserve < 0:
         raise ValueError(f"a reserve cannot be negative, got {reserve}")
-    if isinstance(desired, int):
-        return min(desired + reserve, max_replicas)
-    return np.minimum(np.asarray(desired, dtype=np.int64) + reserve, max_replicas)
+    return settle(desired, reserve, max_replicas)
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:

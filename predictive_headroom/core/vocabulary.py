@@ -108,13 +108,16 @@ class TuningStatus(StrEnum):
 
 
 class Component(StrEnum):
-    """The components of a plan, in the order that names the reason among equal values."""
+    """The components of a plan, in the order that names the reason among equal values
+    (`core.components.ORDER`); those after the forecast are registered in `core.components`."""
 
     SCHEDULE = "schedule"
     PROPORTIONAL = "proportional"
     FORECAST = "forecast"
     DISRUPTION = "disruption"
     """Room for the pods of nodes on their way out, plus the spot reserve (`core.disruption`)."""
+    SHARE = "share"
+    """A share of what the pool's pods request, in placeholders (`core.share`)."""
     MIN = "min"
 
 

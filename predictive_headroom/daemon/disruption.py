@@ -61,6 +61,7 @@ ByNode = dict[str, tuple[PodOnNode, ...]]
 DAY = 86400.0
 LAST_LIST_MAX_AGE = 900.0
 """Seconds a finished pod list stands in for one that did not answer within the deadline."""
+NOT_READ = "pods are not read (set disruption.readPods in the chart, PH_DISRUPTION_READ_PODS=true)"
 NOT_ALLOWED = (
     "pods are not read (set disruption.readPods in the chart, PH_DISRUPTION_READ_PODS=true): "
     "each leaving node's allocatable in placeholders, as if it were full"
@@ -223,6 +224,13 @@ class DisruptionWatch:
             elif listed is None:
                 note += "; the pods each leaving node held when last listed"
         return room, source, note
+
+    def pods_now(self) -> tuple[ByNode | None, str | None]:
+        """The pods by node for this reconcile, shared by the components that count them (the
+        share component too): as `_pods`, or None with why when pods are not read."""
+        if not self._may_read():
+            return None, NOT_READ
+        return self._pods()
 
     def _may_read(self) -> bool:
         return self.pods is not None and self.settings.read_pods

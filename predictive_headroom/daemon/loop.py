@@ -33,16 +33,17 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from predictive_headroom.app.fit import describe, fit_one, keep_usable, same_forecast
 from predictive_headroom.app.tune import Tuning
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
-from predictive_headroom.core.vocabulary import NoForecastWhy
+from predictive_headroom.core.vocabulary import Component, NoForecastWhy
+from predictive_headroom.daemon.components import last_parts, watches
 from predictive_headroom.daemon.configfile import ConfigFile
-from predictive_headroom.daemon.disruption import DisruptionSettings, DisruptionWatch
+from predictive_headroom.daemon.disruption import DisruptionWatch
 from predictive_headroom.daemon.health import LoopWatch
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
@@ -107,13 +108,15 @@ class Daemon:
         self.inputs = Inputs(edges.source, edges.cluster, self.metrics)
         self.observer = LoopObserver(self.inputs, edges.pods, self.metrics, options.loop)
         """The closed loop: node boots, placeholder starts and preemptions; `leadTime: auto`."""
-        self.disruption = DisruptionWatch(
+        self.components = watches(
             self.inputs,
             edges.pods if isinstance(edges.pods, NodePodReader) else None,
             self.metrics,
-            DisruptionSettings(read_pods=self.observer.settings.read_node_pods),
+            self.observer.settings.read_node_pods,
             edges.monotonic,
         )
+        """What reads each registered component's inputs, by name (`daemon.components`)."""
+        self.disruption = cast(DisruptionWatch, self.components[Component.DISRUPTION])
         """Nodes on their way out and the room their pods need (the disruption component)."""
         self.deadline = options.reconcile_deadline()
         """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods
@@ -126,7 +129,7 @@ class Daemon:
         self.pool_reconciler = PoolReconciler(
             self.inputs,
             self.observer,
-            self.disruption,
+            self.components,
             self.writer,
             self.metrics,
             self.settings_for,
@@ -273,7 +276,7 @@ class Daemon:
                 self.observer.status(at),
                 settings,
                 promises,
-                self.disruption.parts(),
+                last_parts(self.components),
             )
             self.report_error = None
         except Exception as exc:
@@ -306,7 +309,8 @@ class Daemon:
         self.inputs.prefetch(policy.pools, forecasts, at)
         self.observer.begin()
         deadline = self.monotonic() + self.deadline
-        self.disruption.begin(deadline)
+        for watch in self.components.values():
+            watch.begin(deadline)
         outcomes = map_bounded(
             lambda pool: self.pool_reconciler.reconcile(
                 pool, at, leader, forecasts.get(pool.name), deadline
@@ -401,7 +405,8 @@ class Daemon:
             self.metrics.forget_tuning(name)
         self.inputs.forget(removed)
         self.observer.forget(removed)
-        self.disruption.forget(removed)
+        for watch in self.components.values():
+            watch.forget(removed)
         for name in removed:
             self.metrics.forget_pool(name)
         self.target_apis.invalidate()  # a pool may pin another CapacityBuffer version now
@@ -454,5 +459,5 @@ class Daemon:
             "tuning": {n: t.to_dict() for n, t in self.tunings.items()},
             "target_apis": self.target_apis.found,
             "closed_loop": self.observer.status(self.clock()),
-            "disruption": self.disruption.status(),
+            **{name: watch.status() for name, watch in self.components.items()},
         }

@@ -20,7 +20,7 @@ from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, NoForecast
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import MissingInput, NoForecastWhy, PoolAction
-from predictive_headroom.daemon.disruption import DisruptionWatch
+from predictive_headroom.daemon.components import Watches, parts_of
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
@@ -40,7 +40,8 @@ class PoolReconciler:
 
     inputs: Inputs
     observer: LoopObserver
-    disruption: DisruptionWatch
+    components: Watches
+    """What reads each registered component's inputs, by name (`daemon.components`)."""
     writer: TargetWriter
     metrics: Metrics
     settings_for: Callable[[Pool], PlanSettings]
@@ -80,8 +81,8 @@ class PoolReconciler:
             settings = self.in_force[pool.name] = self.settings_for(pool)
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
-            disruption = self.disruption.part(pool, at, settings)
-            inputs = PlanInputs(forecast, observed, cluster, settings, disruption)
+            parts = parts_of(self.components, pool, at, settings)
+            inputs = PlanInputs(forecast, observed, cluster, settings, parts)
             timeline = plan_over_time(pool, [at], inputs, self.recent.get(pool.name, ()))
             plan, self.recent[pool.name] = timeline.plans[0], list(timeline.recent)
             plan = self._with_lead_time(pool.name, plan)

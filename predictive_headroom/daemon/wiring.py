@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from predictive_headroom.app.tune import RETUNE_WINDOW
-from predictive_headroom.core.disruption import DisruptionPart
+from predictive_headroom.core.components import Part
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.daemon.closedloop import LoopSettings
@@ -40,12 +40,12 @@ ReportWriter = Callable[
         Mapping[str, Mapping[str, Any]],
         Mapping[str, PlanSettings],
         Mapping[str, Mapping[str, Any]],
-        Mapping[str, DisruptionPart],
+        Mapping[str, Mapping[str, Part]],
     ],
     Any,
 ]
 """Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool,
-settings per pool, the last disruption component per pool) -> anything (e.g. its path). The
+settings per pool, the last registered components per pool by name) -> anything (e.g. its path). The
 settings are those the reconcile plans with (measured lead time, tuned quantile and window)."""
 
 

@@ -30,6 +30,7 @@ from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, Le
 from predictive_headroom.policy.errors import FieldProblem
 from predictive_headroom.policy.placeholder import Placeholder, Quantity
 from predictive_headroom.policy.promql import check_promql
+from predictive_headroom.policy.share import Share
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.policy.target import DNS_LABEL, Target
 from predictive_headroom.policy.zones import check_zone, zone_names
@@ -57,6 +58,7 @@ __all__ = [
     "Pool",
     "Proportional",
     "ScheduleWindow",
+    "Share",
     "Step",
 ]
 
@@ -200,6 +202,8 @@ class Pool(_Model):
     disruption: Disruption = Field(default_factory=Disruption)
     """Room for the pods of nodes on their way out (cordoned or tainted for removal) and, on spot
     capacity, a reserve for interruptions within the lead time (`policy.disruption`)."""
+    share: Share = Field(default_factory=Share)
+    """Headroom as a share of what the pool's pods request, e.g. {cpu: 10%} (`policy.share`)."""
     protection: float | None = Field(
         default=None,
         gt=0,
@@ -251,6 +255,15 @@ class Pool(_Model):
                     "forecast.reserve",
                     "set protection or forecast.reserve, not both: protection sizes the reserve "
                     "at each refit",
+                )
+        requested = self.placeholder.amounts
+        for resource in self.share.root:
+            if resource not in requested:
+                raise FieldProblem(
+                    f"share.{resource}",
+                    f"the placeholder does not request {resource}, so a share of it cannot be "
+                    f"counted in placeholders: add placeholder.requests.{resource} or remove "
+                    f"share.{resource}",
                 )
         if self.min_replicas > self.max_replicas:
             raise FieldProblem(

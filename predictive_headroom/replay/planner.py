@@ -13,7 +13,7 @@ from predictive_headroom.core.disruption import DisruptionPart, reserve_quantile
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings
-from predictive_headroom.core.vocabulary import DisruptionSource
+from predictive_headroom.core.vocabulary import Component, DisruptionSource
 from predictive_headroom.policy.config import Pool
 
 
@@ -73,7 +73,8 @@ def planner_strategy(
             cores = nodes * cores_per_node
             cluster = ClusterState(nodes, cores, nodes, cores) if pool.proportional else None
             part = disruption_part(pool, disruption, nodes, on_leaving, settings)
-            return timeline.plan(i, cluster, part).desired
+            parts = {str(Component.DISRUPTION): part} if part is not None else {}
+            return timeline.plan(i, cluster, parts).desired
 
         return timeline, aware
     if pool.proportional is not None:

@@ -3,8 +3,7 @@
 The grid replays the forecast and the naive baseline at every (burst quantile, scale-down
 stabilisation window) pair from the same refits. Without a proportional rule the planner's
 unstabilised count does not depend on the window, so it is computed once per quantile and each
-window is a trailing maximum of it (`stabilise`, proved equal to `planner.combine`'s hold in
-tests); with a rule the planner is replayed per pair.
+window is a trailing maximum of it (`stabilise`: `core.stabilise`'s rule, the planner's); with a rule the planner is replayed per pair.
 
 Walk-forward tuning (`tune_walk_forward`) splices the grid: in each period (a day by default)
 it uses the setting that was the cheapest reaching the target protection over the scored minutes
@@ -15,7 +14,6 @@ not yet seen). The first period, with no scored past, uses the pool's own settin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,12 +21,12 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.core.settings import PlanSettings, SettingSource, with_values
+from predictive_headroom.core.stabilise import hold_all, window_steps
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.replay.simulator import (
     ClusterSpec,
     Metrics,
     Run,
-    rolling_max,
     score,
     simulate,
 )
@@ -80,9 +78,9 @@ def stabilise(
     raw: np.ndarray, window_seconds: float, cap: int, step_seconds: float = 60.0
 ) -> np.ndarray:
     """The stabilised count on a regular grid: at each step the largest unstabilised count of the
-    steps less than `window_seconds` ago (this one included), at most `cap` (`planner.combine`)."""
-    steps = max(1, math.ceil(window_seconds / step_seconds - 1e-9))
-    return np.minimum(rolling_max(np.asarray(raw, dtype=np.int64), steps), cap)
+    steps less than `window_seconds` ago (this one included), at most `cap` (`core.stabilise`'s
+    rule in its array form)."""
+    return hold_all(raw, window_steps(window_seconds, step_seconds), cap)
 
 
 def replay_grid(

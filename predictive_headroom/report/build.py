@@ -10,7 +10,6 @@ machine-readable `report.json`; `report.store` writes reports to disk and keeps 
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
-from predictive_headroom.core.disruption import DisruptionPart
+from predictive_headroom.core.components import Part
 from predictive_headroom.core.engine import HORIZON_STEP_SECONDS, PlanInputs, horizon_plans
 from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.planner import plan_to_dict
@@ -72,10 +71,10 @@ class ReportInputs:
     observed: Mapping[str, History | Unobserved | None] | None = None
     """Each pool's latest observations for the burst model, as the daemon reads them at `at`
     (default: the pool's history up to `at`, which holds the same samples)."""
-    disruption: Mapping[str, DisruptionPart] = field(default_factory=dict)
-    """Each pool's disruption component at `at`: the plan now has all of it, the horizon only its
-    spot reserve (the room for leaving nodes lasts until they are gone, which no one can tell
-    ahead)."""
+    parts: Mapping[str, Mapping[str, Part]] = field(default_factory=dict)
+    """Each pool's registered components at `at`, by name (`core.components`): the plan now has
+    all of each, the horizon its `Part.later` (the disruption component's spot reserve alone: the
+    room for leaving nodes lasts until they are gone, which no one can tell ahead)."""
     loop: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """What the daemon measured in the cluster per pool (its closed loop), shown in each pool's
     section; empty outside the daemon."""
@@ -132,9 +131,7 @@ def _pool_report(
         if usable
         else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
     )
-    inputs = _plan_inputs(
-        PlanInputs(forecast, observed, cluster, settings), given.disruption.get(name)
-    )
+    inputs = PlanInputs(forecast, observed, cluster, settings, given.parts.get(name, {}))
     plans = list(horizon_plans(pool, at, horizon_end, HORIZON_STEP_SECONDS, inputs))
     times = np.array([p.at for p in plans], dtype=float)
     desired = np.array([p.desired for p in plans], dtype=float)
@@ -204,15 +201,6 @@ def _forecast_status(
     else:
         status, detail = ForecastStatus.NOT_FITTED, "no forecast was fitted for this pool"
     return usable, status, detail
-
-
-def _plan_inputs(inputs: PlanInputs, disruption: DisruptionPart | None) -> PlanInputs:
-    """`inputs` with the disruption component: the room now; later only the reserve (when the
-    leaving nodes go is unknown). Unchanged when there is no disruption part."""
-    if disruption is None:
-        return inputs
-    later = dataclasses.replace(disruption, room=0, nodes_leaving=0, details={})
-    return dataclasses.replace(inputs, disruption=disruption, disruption_later=later)
 
 
 BURST_STEP_SECONDS = 300.0

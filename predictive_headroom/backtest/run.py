@@ -283,7 +283,7 @@ def interrupted(
 
     def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
         strategy = planner_strategy(
-            pool, r.times, in_force, r.history, cpn, r.plan_settings, disruption=seen
+            pool, r.times, in_force, r.history, cpn, r.plan_settings, disruption=seen, pods=r.pods
         )[1]
         return simulate(r.pods, strategy, r.cluster, spec)
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+from kubernetes.utils import parse_quantity
 
 from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.commands import (
@@ -20,6 +23,7 @@ from predictive_headroom.commands import (
     print_table,
     source_from_args,
 )
+from predictive_headroom.core.components import Part
 from predictive_headroom.core.engine import (
     HORIZON_STEP_SECONDS,
     PlanInputs,
@@ -30,7 +34,10 @@ from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.share import share_part
+from predictive_headroom.core.vocabulary import Component
 from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.policy.placeholder import quantity
 from predictive_headroom.protocols import ClusterState, Source, SourceError
 from predictive_headroom.sources.csvsource import CsvSource
 
@@ -55,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)"
     )
+    add_requests_argument(parser)
     parser.add_argument(
         "--horizon",
         type=duration_arg,
@@ -109,6 +117,49 @@ def cluster_from_args(args: argparse.Namespace, policy: Policy) -> ClusterState 
     return ClusterState(args.nodes, cores, schedulable, cores * share)
 
 
+def add_requests_argument(parser: argparse.ArgumentParser) -> None:
+    """`--requests cpu=412,memory=800Gi`: what the pool's pods request (the share component)."""
+    parser.add_argument(
+        "--requests",
+        metavar="R=Q[,R=Q]",
+        help="what the pods of each pool with a share: section request, for that component, "
+        "e.g. cpu=412,memory=800Gi (Kubernetes quantities); without it the component is left out",
+    )
+
+
+def requests_from_args(text: str | None) -> dict[str, float] | None:
+    """`cpu=412,memory=800Gi` as amounts (cores, bytes, units); None without the flag;
+    CommandError saying which item is wrong and how to write it."""
+    if text is None:
+        return None
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, amount = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            out[name.strip()] = float(parse_quantity(quantity(amount.strip())))
+        except ValueError:
+            raise CommandError(
+                f"--requests: {item!r} is not resource=quantity; write it like cpu=412,memory=800Gi"
+            ) from None
+    return out
+
+
+def parts_from_args(
+    policy: Policy, requested: dict[str, float] | None
+) -> dict[str, dict[str, Part]]:
+    """Each pool's registered components the command line gives (the share component from
+    `--requests`), by pool then component name."""
+    if requested is None:
+        return {}
+    return {
+        p.name: {str(Component.SHARE): share_part(p.share, requested, p.placeholder.amounts)}
+        for p in policy.pools
+        if p.share.enabled
+    }
+
+
 @dataclass(frozen=True)
 class Fitted:
     """What the daemon would plan each forecasting pool with at one instant (empty without
@@ -120,10 +171,19 @@ class Fitted:
     settings: dict[str, PlanSettings] = field(default_factory=dict)
     promises: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    parts: dict[str, dict[str, Part]] = field(default_factory=dict)
+    """Each pool's registered components given on the command line (`parts_from_args`)."""
+
     def inputs(self, pool: Pool, cluster: ClusterState | None) -> PlanInputs:
         """What `pool` is planned from; without a fit, the settings of its configuration."""
         name, settings = pool.name, self.settings.get(pool.name) or resolve_settings(pool)
-        return PlanInputs(self.forecasts.get(name), self.observed.get(name), cluster, settings)
+        return PlanInputs(
+            self.forecasts.get(name),
+            self.observed.get(name),
+            cluster,
+            settings,
+            self.parts.get(name, {}),
+        )
 
 
 def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fitted:
@@ -187,7 +247,9 @@ def run(args: argparse.Namespace) -> int:
     at = plan_time(args, source)
     cluster = cluster_from_args(args, policy)
     _note_skipped_proportional(policy, cluster)
-    fitted = forecasts_from_args(source, policy, at)
+    parts = parts_from_args(policy, requests_from_args(args.requests))
+    _note_left_out_share(policy, parts)
+    fitted = dataclasses.replace(forecasts_from_args(source, policy, at), parts=parts)
     why = why_minimum(fitted.forecasts)
     if args.horizon is None:
         plans = [plan_over_time(p, [at], fitted.inputs(p, cluster)).plans[0] for p in policy.pools]
@@ -349,6 +411,17 @@ def _print_timeline(timeline: list[dict[str, Any]]) -> None:
                 last = key
         print_table(["from", "desired", "reason", "components"], rows)
         print()
+
+
+def _note_left_out_share(policy: Policy, parts: dict[str, dict[str, Part]]) -> None:
+    """Say on stderr that the share component was left out, when no --requests was given."""
+    left_out = [p.name for p in policy.pools if p.share.enabled and p.name not in parts]
+    if left_out:
+        print(
+            f"note: the share component of pool(s) {', '.join(left_out)} was left out: pass "
+            "--requests cpu=412 (what the pool's pods request) to apply it",
+            file=sys.stderr,
+        )
 
 
 def _note_skipped_proportional(policy: Policy, cluster: ClusterState | None) -> None:

@@ -25,7 +25,12 @@ from predictive_headroom.commands import (
     parse_time,
     source_from_args,
 )
-from predictive_headroom.commands.plan import cluster_from_args
+from predictive_headroom.commands.plan import (
+    add_requests_argument,
+    cluster_from_args,
+    parts_from_args,
+    requests_from_args,
+)
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
@@ -73,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)"
     )
+    add_requests_argument(parser)
 
 
 def default_policy(history: History) -> Policy:
@@ -159,6 +165,7 @@ def make_report(args: argparse.Namespace) -> Report:
             for n, f in fits.items()
             if f.tuning is not None
         },
+        parts=parts_from_args(policy, requests_from_args(args.requests)),
     )
     return build_report(policy, inputs, at, cluster, source=str(where))
 

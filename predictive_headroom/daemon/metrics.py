@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from predictive_headroom.core.components import REGISTRY
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, NoForecast
 from predictive_headroom.core.settings import SettingSource
@@ -72,7 +73,8 @@ class Metrics:
         )
         self.component = Gauge(
             f"{PREFIX}_component_replicas",
-            "Replicas each plan component asks for (min, max, schedule, proportional, forecast).",
+            "Replicas each plan component asks for (min, max, schedule, proportional, forecast, "
+            f"{', '.join(r.name for r in REGISTRY)}).",
             ["pool", "component"],
             registry=r,
         )

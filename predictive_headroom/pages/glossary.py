@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from predictive_headroom.core.components import REGISTRY
+
 GLOSSARY: dict[str, str] = {
     # The backtest's measures.
     "overhead node-hours": "node-hours a strategy costs beyond no headroom (reactive) over the "
@@ -118,7 +120,10 @@ GLOSSARY: dict[str, str] = {
     "from": "the instant the plan changes to this count and reason",
     "pods": "the placeholder pods planned from then",
     "reason": "the rule that set the count: schedule:<window>, proportional, forecast, "
-    "disruption, min, max, min:<why no forecast>, hold:<what holds it>",
+    f"{', '.join(r.name for r in REGISTRY)}, min, max, min:<why no forecast>, "
+    "hold:<what holds it>",
+    # The registered components (`core.components.REGISTRY`), each in its own words.
+    **{str(r.name): r.glossary for r in REGISTRY},
 }
 
 ALIASES = {

@@ -3,16 +3,19 @@ simulator strategy, fed the simulated nodes when the pool has a proportional rul
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
+from predictive_headroom.core.components import Part
 from predictive_headroom.core.disruption import DisruptionPart, reserve_quantile, spot_reserve
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.share import SharePart, share_part
 from predictive_headroom.core.vocabulary import Component, DisruptionSource
 from predictive_headroom.policy.config import Pool
 
@@ -49,6 +52,23 @@ def disruption_part(
     return DisruptionPart(on_leaving, reserve, leaving, DisruptionSource.SIMULATED)
 
 
+def share_parts(pool: Pool, pods: np.ndarray, delay_steps: int) -> list[SharePart | None]:
+    """The share component at every minute of a replay, from the demand series: the app pods
+    known then (those `delay_steps` minutes before, the observation delay; None before the first
+    is known) times their request, which is the placeholder's (the simulator's app pods and
+    placeholders are the same size, one slot)."""
+    size = pool.placeholder.amounts
+    by_count: dict[int, SharePart] = {}
+    out: list[SharePart | None] = [None] * min(delay_steps, pods.size)
+    for count in pods[: max(0, pods.size - delay_steps)].tolist():
+        if count not in by_count:
+            requested = {name: int(count) * amount for name, amount in size.items()}
+            by_count[count] = share_part(pool.share, requested, size)
+        out.append(by_count[count])
+    return out
+
+
+# Many arguments on purpose: the pool, its grid and forecasts, and each simulated input named.
 def planner_strategy(
     pool: Pool,
     times: np.ndarray,
@@ -57,6 +77,7 @@ def planner_strategy(
     cores_per_node: float,
     settings: PlanSettings,
     disruption: SimulatedDisruption | None = None,
+    pods: np.ndarray | None = None,
 ) -> tuple[PoolTimeline, np.ndarray | Callable[..., int]]:
     """The pool's plans at every minute of `times` as a simulator strategy, and the timeline that
     makes them (which also answers what the forecast component was at each minute).
@@ -65,8 +86,17 @@ def planner_strategy(
     nodes x `cores_per_node`), so a function of (step, ready nodes) is returned; otherwise the
     per-minute array. `settings` are the pool's (the backtest's, flags applied). With
     `disruption` (the simulator injects interruptions), a function of (step, ready nodes, app pods
-    on leaving nodes) that plans with the disruption component."""
+    on leaving nodes) that plans with the disruption component. With the app pods per minute
+    (`pods`), a pool with a `share:` section plans with the share component (`share_parts`)."""
     timeline = PoolTimeline(pool, times, list(forecasts), observed, (), settings)
+    shares: list[SharePart | None] = [None] * times.size
+    if pods is not None and pool.share.enabled:
+        shares = share_parts(pool, pods, math.ceil(settings.delay / 60.0 - 1e-9))
+
+    def parts_at(i: int, extra: Mapping[str, Part] | None = None) -> dict[str, Part]:
+        share = shares[i]
+        return {**(extra or {}), **({str(Component.SHARE): share} if share else {})}
+
     if disruption is not None:
 
         def aware(i: int, nodes: int, on_leaving: int = 0) -> int:
@@ -74,19 +104,21 @@ def planner_strategy(
             cluster = ClusterState(nodes, cores, nodes, cores) if pool.proportional else None
             part = disruption_part(pool, disruption, nodes, on_leaving, settings)
             parts = {str(Component.DISRUPTION): part} if part is not None else {}
-            return timeline.plan(i, cluster, parts).desired
+            return timeline.plan(i, cluster, parts_at(i, parts)).desired
 
         return timeline, aware
     if pool.proportional is not None:
 
         def decide(i: int, nodes: int) -> int:
             cores = nodes * cores_per_node
-            return timeline.plan(i, ClusterState(nodes, cores, nodes, cores)).desired
+            return timeline.plan(i, ClusterState(nodes, cores, nodes, cores), parts_at(i)).desired
 
         return timeline, decide
-    desired = timeline.desired_at_once()
+    desired = None if any(shares) else timeline.desired_at_once()
     if desired is None:
         desired = np.fromiter(
-            (timeline.plan(i).desired for i in range(times.size)), dtype=np.int64, count=times.size
+            (timeline.plan(i, None, parts_at(i)).desired for i in range(times.size)),
+            dtype=np.int64,
+            count=times.size,
         )
     return timeline, desired

@@ -156,7 +156,9 @@ class Replay:
         """The engine on `pool` at every minute, refitted forecasts `in_force`, as a strategy,
         with `settings` (default: the run's `plan_settings`)."""
         cpn, chosen = self.nodes.cores_per_node, settings or self.plan_settings
-        strategy = planner_strategy(pool, self.times, in_force, self.history, cpn, chosen)[1]
+        strategy = planner_strategy(
+            pool, self.times, in_force, self.history, cpn, chosen, pods=self.pods
+        )[1]
         return self.simulate(strategy)
 
     def floor_only(

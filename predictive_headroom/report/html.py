@@ -59,6 +59,7 @@ REASON_COLOURS = {
     "forecast": "#2563eb",
     "proportional": "#059669",
     "disruption": "#db2777",
+    "share": "#0891b2",
     "min": "#64748b",
     "max": "#dc2626",
     "hold": "#d97706",

@@ -10,6 +10,7 @@ out of the pool's plan, the other components still plan, and `/last-run` says wh
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection
 from typing import Any
 
@@ -32,6 +33,8 @@ class ShareWatch:
         self.last: dict[str, SharePart] = {}
         self.why: dict[str, str] = {}
         """Why a pool's component was left out at its last reconcile (or how old its pods are)."""
+        self._lock = threading.Lock()
+        """Pools are reconciled concurrently; `/last-run` reads from another thread."""
 
     def begin(self, deadline: float) -> None:
         """A new reconcile: nothing to do (the pod list is the disruption watch's)."""
@@ -50,41 +53,46 @@ class ShareWatch:
             return self._left_out(pool.name, note or "pods could not be listed")
         on_pool = (p.requests for n in nodes for p in listed.get(n.name, ()) if not p.excluded)
         part = share_part(pool.share, sum_requests(on_pool), pool.placeholder.amounts)
-        self.last[pool.name] = part
-        if note:
-            self.why[pool.name] = note
-        else:
-            self.why.pop(pool.name, None)
+        with self._lock:
+            self.last[pool.name] = part
+            if note:
+                self.why[pool.name] = note
+            else:
+                self.why.pop(pool.name, None)
         return part
 
     def _left_out(self, name: str, why: str) -> None:
-        if self.why.get(name) != why:
-            logger.warning("pool %s: the share component is left out: %s", name, why)
-        self.why[name] = why
-        self.last.pop(name, None)
+        with self._lock:
+            if self.why.get(name) != why:
+                logger.warning("pool %s: the share component is left out: %s", name, why)
+            self.why[name] = why
+            self.last.pop(name, None)
         return None
 
     def parts(self) -> dict[str, SharePart]:
         """The last share component of each pool (for the report)."""
-        return dict(self.last)
+        with self._lock:
+            return dict(self.last)
 
     def status(self) -> dict[str, Any]:
         """Per pool, for /last-run: the component's value and what it was sized from, or why it
         was left out."""
-        names = set(self.last) | set(self.why)
+        with self._lock:
+            last, why = dict(self.last), dict(self.why)
         out: dict[str, Any] = {}
-        for name in sorted(names):
-            part = self.last.get(name)
+        for name in sorted(set(last) | set(why)):
+            part = last.get(name)
             entry: dict[str, Any] = {"replicas": part.replicas if part else None}
             if part is not None:
                 entry.update(part.to_details())
-            if name in self.why:
-                entry["left_out" if part is None else "note"] = self.why[name]
+            if name in why:
+                entry["left_out" if part is None else "note"] = why[name]
             out[name] = entry
         return out
 
     def forget(self, names: Collection[str]) -> None:
         """Drop what was seen of removed pools."""
-        for name in names:
-            self.last.pop(name, None)
-            self.why.pop(name, None)
+        with self._lock:
+            for name in names:
+                self.last.pop(name, None)
+                self.why.pop(name, None)

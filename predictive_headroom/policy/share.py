@@ -20,12 +20,7 @@ from kubernetes.utils import parse_quantity
 from pydantic import ConfigDict, Field, RootModel, model_validator
 from pydantic_core import PydanticUndefined
 
-from predictive_headroom.policy.placeholder import (
-    QUANTITY_PATTERN,
-    RESOURCE_NAME_PATTERN,
-    _resource_name,
-    quantity,
-)
+from predictive_headroom.policy.placeholder import QUANTITY_PATTERN, RESOURCE_NAME_PATTERN, quantity
 
 PERCENT_PATTERN = r"^\s*(100(\.0+)?|[0-9]?[0-9](\.[0-9]+)?)\s*%\s*$"
 _SCHEMA = {
@@ -95,7 +90,10 @@ class Share(RootModel[dict[str, str]]):
             raise ValueError("share must map resource names to shares, e.g. {cpu: 10%}")
         for name, value in data.items():
             if not re.match(RESOURCE_NAME_PATTERN, str(name)):
-                _resource_name(str(name))
+                raise ValueError(
+                    f"share: {name!r} is not a resource name: use one the placeholder requests, "
+                    "such as cpu, memory or nvidia.com/gpu"
+                )
             parse_term(str(name), value)
         return {str(k): str(v).strip() for k, v in data.items()}
 

@@ -172,3 +172,25 @@ def test_every_registered_component_is_read_configured_defined_and_labelled() ->
         assert registered.section in Pool.model_fields, f"no pool section {registered.section}"
         assert GLOSSARY[name] == registered.glossary
         assert name in metrics.component._documentation
+
+
+def test_the_report_holds_the_share_over_its_horizon_beside_the_disruption_reserve(
+    tmp_path,
+) -> None:
+    from test_report import report_of
+
+    from predictive_headroom.core.disruption import DisruptionPart
+    from predictive_headroom.core.vocabulary import DisruptionSource
+    from predictive_headroom.policy.load import load_policy
+
+    policy = load_policy(share_policy(tmp_path / "p.yaml", {"cpu": "10%"}))
+    parts = {
+        "web": {
+            "share": share_part(Share({"cpu": "10%"}), {"cpu": 41.0}, {"cpu": 1.0}),
+            "disruption": DisruptionPart(9, 1, 2, DisruptionSource.PODS),
+        }
+    }
+    (pool,) = report_of(policy, {}, {}, {}, NOW, parts=parts).pools
+    assert (pool.now.desired, pool.now.reason) == (10, "disruption")  # room 9 + reserve 1
+    assert pool.now.components["share"] == 5  # 4.1 cores
+    assert pool.plan_desired[-1] == 5 and pool.plan_reasons[-1] == "share"  # the room went

@@ -21,7 +21,7 @@ from predictive_headroom.daemon.components import watches
 from predictive_headroom.pages.glossary import GLOSSARY
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.share import Share
-from predictive_headroom.replay.planner import share_parts
+from predictive_headroom.replay.planner import planner_strategy, share_parts
 
 GI = 2.0**30
 NS = "headroom"
@@ -194,3 +194,36 @@ def test_the_report_holds_the_share_over_its_horizon_beside_the_disruption_reser
     assert (pool.now.desired, pool.now.reason) == (10, "disruption")  # room 9 + reserve 1
     assert pool.now.components["share"] == 5  # 4.1 cores
     assert pool.plan_desired[-1] == 5 and pool.plan_reasons[-1] == "share"  # the room went
+
+
+def test_the_replay_plans_the_share_over_the_timeline_as_at_each_instant() -> None:
+    """The backtest's fast path (`desired_at_once` given the share's timeline) writes what
+    planning each minute with the share component writes: windows, minReplicas, the cap and the
+    stabilisation window included."""
+    from predictive_headroom.core.engine import PoolTimeline
+    from predictive_headroom.core.settings import resolve_settings
+
+    pool = Pool.model_validate(
+        {
+            "name": "web",
+            "target": {"namespace": NS, "name": "p"},
+            "minReplicas": 1,
+            "maxReplicas": 9,
+            "scaleDownStabilization": "7m",
+            "placeholder": {"cpu": "1"},
+            "share": {"cpu": "20%"},
+            "schedules": [
+                {"name": "w", "start": "10 * * * *", "end": "25 * * * *", "desiredReplicas": 4}
+            ],
+        }
+    )
+    rng = np.random.default_rng(7)
+    pods = rng.integers(0, 60, size=240)
+    times = 1e9 + 60.0 * np.arange(pods.size)
+    settings = resolve_settings(pool)
+    fast = planner_strategy(pool, times, (), None, 0.0, settings, pods=pods)[1]
+    timeline = PoolTimeline(pool, times, None, None, (), settings)
+    shares = share_parts(pool, pods, round(settings.delay / 60))
+    slow = [timeline.plan(i, None, {"share": s} if s else {}).desired for i, s in enumerate(shares)]
+    assert np.asarray(fast).tolist() == slow
+    assert max(slow) == 9 and len(set(slow)) > 3  # the cap binds; the count moves

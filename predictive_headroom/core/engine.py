@@ -255,11 +255,13 @@ class PoolTimeline:
         self._records.append(plan.record())
         return plan
 
-    def desired_at_once(self) -> np.ndarray | None:
-        """What `plan(i).desired` gives for i = 0, 1, ... with no cluster and no registered
-        component, every instant at once (the largest of minReplicas, the open schedule floor and
-        the forecast, then `core.stabilise`'s rule in its array form: the reserve, the cap at
-        maxReplicas, the stabilisation window). Planning nothing, it leaves `plan`
+    def desired_at_once(self, parts: np.ndarray | None = None) -> np.ndarray | None:
+        """What `plan(i).desired` gives for i = 0, 1, ... with no cluster, every instant at once
+        (the largest of minReplicas, the open schedule floor, the forecast and `parts`, then
+        `core.stabilise`'s rule in its array form: the reserve, the cap at maxReplicas, the
+        stabilisation window). `parts` is the registered components over the timeline: at each
+        instant the largest value among those planned then (0 for none), as `plan(i, None, ...)`
+        is given them. Planning nothing, it leaves `plan`
         callable. None where this shortcut is not the rule: a proportional rule, records carried
         in, or instants not strictly ascending on a regular grid (plan each instant instead).
 
@@ -272,6 +274,8 @@ class PoolTimeline:
         if steps is None:
             return None
         wanted = np.maximum(np.where(self._which >= 0, self._floor, 0), self.pool.min_replicas)
+        if parts is not None:
+            wanted = np.maximum(wanted, np.asarray(parts, dtype=np.int64))
         bounds = [0, *(int(s) for s in self._starts), n]
         for k in range(-1, len(self._starts)):
             lo, hi = bounds[k + 1], bounds[k + 2]

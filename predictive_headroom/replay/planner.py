@@ -114,7 +114,8 @@ def planner_strategy(
             return timeline.plan(i, ClusterState(nodes, cores, nodes, cores), parts_at(i)).desired
 
         return timeline, decide
-    desired = None if any(shares) else timeline.desired_at_once()
+    values = np.array([p.replicas if p else 0 for p in shares], dtype=np.int64)
+    desired = timeline.desired_at_once(values if any(shares) else None)
     if desired is None:
         desired = np.fromiter(
             (timeline.plan(i, None, parts_at(i)).desired for i in range(times.size)),

@@ -153,6 +153,10 @@ class Actuator(Protocol):
         """Set the target's replicas to `replicas` (server-side dry run when `dry_run`)."""
         ...
 
+    def record_refusal(self, pool: Pool, message: str) -> None:
+        """Record on the target (a Warning Event) that it is refused and why; never raises."""
+        ...
+
 
 class TargetApis(Protocol):
     """Finds, by API discovery, which API version each pool's target is read and written through."""

@@ -80,6 +80,21 @@ _REASONS = {
 }
 
 
+POOL_LABEL = "predictive-headroom.io/pool"
+OWN_POOL = "<from the name>"
+"""`add_deployment`'s default pool: the object's name without `-placeholder` or `-buffer`, as the
+tests' policies name their targets (`web-placeholder` is pool `web`'s)."""
+
+
+def _pool_labels(name: str, pool: str | None) -> dict[str, Any]:
+    """The metadata labels of a target that is `pool`'s own (`OWN_POOL`: named after it)."""
+    if pool is None:
+        return {}
+    if pool == OWN_POOL:
+        pool = name.removesuffix("-placeholder").removesuffix("-buffer")
+    return {"labels": {POOL_LABEL: pool}}
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -327,15 +342,26 @@ class FakeApiServer:
             return copy.deepcopy(obj) if obj else None
 
     def add_deployment(
-        self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None
+        self,
+        ns: str,
+        name: str,
+        replicas: int = 0,
+        annotations: dict[str, str] | None = None,
+        pool: str | None = OWN_POOL,
     ) -> dict[str, Any]:
-        """Create a Deployment with `replicas` and optional metadata annotations."""
+        """Create a Deployment with `replicas` and optional metadata annotations, labelled as the
+        placeholder of `pool` (see `_pool_labels`; None: no label, another team's Deployment)."""
         return self._put(
             "apps",
             "deployments",
             ns,
             {
-                "metadata": {"name": name, "annotations": dict(annotations or {}), "generation": 1},
+                "metadata": {
+                    "name": name,
+                    "annotations": dict(annotations or {}),
+                    "generation": 1,
+                    **_pool_labels(name, pool),
+                },
                 "spec": {
                     "replicas": replicas,
                     "selector": {"matchLabels": {"app": name}},
@@ -372,14 +398,24 @@ class FakeApiServer:
             return self._put("apps", "deployments", ns, merge_patch(obj, patch))
 
     def add_capacity_buffer(
-        self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None
+        self,
+        ns: str,
+        name: str,
+        replicas: int = 0,
+        annotations: dict[str, str] | None = None,
+        pool: str | None = OWN_POOL,
     ) -> dict[str, Any]:
+        """Create a CapacityBuffer labelled as `pool`'s (see `_pool_labels`; None: no label)."""
         return self._put(
             "autoscaling.x-k8s.io",
             "capacitybuffers",
             ns,
             {
-                "metadata": {"name": name, "annotations": dict(annotations or {})},
+                "metadata": {
+                    "name": name,
+                    "annotations": dict(annotations or {}),
+                    **_pool_labels(name, pool),
+                },
                 "spec": {"podTemplateRef": {"name": f"{name}-template"}, "replicas": replicas},
             },
         )

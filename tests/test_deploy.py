@@ -39,6 +39,7 @@ MULTI_VALUES: dict[str, Any] = {
     },
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "priorityClass": {"value": -5},
+    "allowedNamespaces": ["workloads"],
     "pools": [
         {"name": "general", "maxReplicas": 10, "placeholder": {"cpu": "1", "memory": "1Gi"}},
         {
@@ -85,6 +86,7 @@ MULTI_VALUES: dict[str, Any] = {
 # Autoscaler 1.34.0-1.34.1's v1alpha1): one pool pinned, one left to discovery, two namespaces.
 BUFFER_CLUSTER_VALUES: dict[str, Any] = {
     "capacityBuffer": {"scope": "Cluster"},
+    "allowedNamespaces": ["workloads"],
     "pools": [
         {"name": "general", "maxReplicas": 5},
         {

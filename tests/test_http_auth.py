@@ -1,0 +1,183 @@
+"""Issue 45 item 2: /metrics, /report* and /last-run only for callers the API server authenticates
+(TokenReview) and authorises (SubjectAccessReview on the path), over TLS; probes open on their
+own port; `PH_HTTP_AUTH=off` serves plainly."""
+
+from __future__ import annotations
+
+import datetime
+import http.client
+import json
+import socket
+import ssl
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_apiserver import FakeApiServer
+
+from predictive_headroom.daemon.access import Guard
+from predictive_headroom.daemon.httpserver import PROBES, HttpServer
+from predictive_headroom.daemon.tls import self_signed, server_context
+from predictive_headroom.kube.access import KubeAccessReviewer
+from predictive_headroom.kube.api import CallOptions
+
+READER = "system:serviceaccount:monitoring:prometheus"
+GUARDED = ("/metrics", "/last-run", "/report.json", "/report")
+FAST = CallOptions(timeout=2.0, attempts=1, backoff_initial=0.01, backoff_max=0.05)
+
+
+class _Status:
+    def readiness(self) -> tuple[bool, str]:
+        return True, "fine"
+
+    def status(self) -> dict[str, object]:
+        return {"ok": True, "reconcile": {"pools": []}}
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as fake:
+        fake.tokens = {
+            "reader-token": {"username": READER, "groups": ["system:serviceaccounts"]},
+            "other-token": {"username": "system:serviceaccount:team-b:app"},
+        }
+        fake.non_resource_grants = {(READER, path) for path in GUARDED}
+        yield fake
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[Path, Path]:
+    cert, key = self_signed(["localhost", "127.0.0.1"], datetime.datetime.now(datetime.UTC))
+    (tmp_path / "tls.crt").write_bytes(cert)
+    (tmp_path / "tls.key").write_bytes(key)
+    return tmp_path / "tls.crt", tmp_path / "tls.key"
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> Path:
+    directory = tmp_path / "reports" / "20261123T085200Z"
+    directory.mkdir(parents=True)
+    (directory / "report.json").write_text('{"pools": [{"name": "web"}]}')
+    (directory / "index.html").write_text("<html>report</html>")
+    return tmp_path / "reports"
+
+
+@pytest.fixture
+def secure(api, certificate, reports) -> Iterator[tuple[HttpServer, ssl.SSLContext]]:
+    context, _ = server_context(*certificate, ["localhost"])
+    guard = Guard(KubeAccessReviewer(api.api_client(), FAST))
+    server = HttpServer(
+        _Status(), lambda: b"ph_up 1\n", "127.0.0.1", 0, reports, tls=context, guard=guard
+    ).start()
+    client = ssl.create_default_context(cafile=str(certificate[0]))
+    try:
+        yield server, client
+    finally:
+        server.stop()
+
+
+def _get(
+    port: int, path: str, token: str | None = None, tls: ssl.SSLContext | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    if tls is not None:
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            "localhost", port, timeout=10, context=tls
+        )
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        answer = conn.getresponse()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
+    finally:
+        conn.close()
+
+
+def test_the_report_is_served_over_tls_only_to_an_authorised_caller(secure, api) -> None:
+    server, tls = secure
+    code, headers, body = _get(server.port, "/report.json", tls=tls)
+    assert code == 401 and headers["www-authenticate"].startswith("Bearer")
+    assert b"needs a bearer token" in body
+    code, _, body = _get(server.port, "/report.json", "forged-token", tls)
+    assert code == 401 and b"did not authenticate" in body
+    code, _, body = _get(server.port, "/report.json", "other-token", tls)
+    assert code == 403
+    assert b"system:serviceaccount:team-b:app may not get /report.json" in body
+    code, headers, body = _get(server.port, "/report.json", "reader-token", tls)
+    assert code == 200 and json.loads(body) == {"pools": [{"name": "web"}]}
+    for path in ("/metrics", "/last-run", "/report"):
+        assert _get(server.port, path, "reader-token", tls)[0] == 200
+        assert _get(server.port, path, tls=tls)[0] == 401
+    assert _get(server.port, "/healthz", tls=tls)[0] == 200  # probes are never guarded
+    reviews = api.requests("POST", "subjectaccessreviews")
+    assert {r.body["spec"]["nonResourceAttributes"]["path"] for r in reviews} >= set(GUARDED)
+    assert all(r.body["spec"]["nonResourceAttributes"]["verb"] == "get" for r in reviews)
+
+
+def test_decisions_are_cached_briefly_and_a_failed_review_is_a_503_never_an_allow(
+    secure, api
+) -> None:
+    server, tls = secure
+    for _ in range(5):
+        assert _get(server.port, "/metrics", "reader-token", tls)[0] == 200
+    assert len(api.requests("POST", "tokenreviews")) == 1  # one review for five scrapes
+    api.fail("POST", "tokenreviews", 500, times=1)
+    code, _, body = _get(server.port, "/last-run", "reader-token", tls)
+    assert code == 503 and b"could not check access" in body
+    assert _get(server.port, "/last-run", "reader-token", tls)[0] == 200  # not cached
+
+
+def test_plain_http_on_the_tls_port_is_not_served(secure) -> None:
+    server, _ = secure
+    with pytest.raises((ConnectionError, http.client.HTTPException, OSError)):
+        code, _, _ = _get(server.port, "/metrics")
+        assert code != 200
+
+
+def test_a_client_that_never_finishes_its_tls_handshake_is_cut_off(api, certificate) -> None:
+    context, _ = server_context(*certificate, ["localhost"])
+    guard = Guard(KubeAccessReviewer(api.api_client(), FAST))
+    server = HttpServer(
+        _Status(), lambda: b"", "127.0.0.1", 0, read_timeout=0.5, tls=context, guard=guard
+    ).start()
+    try:
+        silent = socket.create_connection(("127.0.0.1", server.port))
+        silent.settimeout(10.0)
+        began = time.monotonic()
+        assert silent.recv(1) == b""  # closed by the server, no byte sent
+        assert time.monotonic() - began < 8.0
+        silent.close()
+    finally:
+        server.stop()
+
+
+def test_the_probe_port_is_open_and_serves_only_the_probes() -> None:
+    server = HttpServer(_Status(), lambda: b"ph_up 1\n", "127.0.0.1", 0, routes=PROBES).start()
+    try:
+        assert _get(server.port, "/healthz")[0] == 200
+        assert _get(server.port, "/readyz")[0] == 200
+        for path in ("/metrics", "/last-run", "/report.json"):
+            code, _, body = _get(server.port, path)
+            assert code == 404 and b"endpoints: /healthz, /readyz" in body
+    finally:
+        server.stop()
+
+
+def test_a_self_signed_certificate_is_made_when_none_is_mounted() -> None:
+    context, source = server_context(None, None, ["predictive-headroom", "127.0.0.1"])
+    assert "self-signed" in source
+    server = HttpServer(_Status(), lambda: b"ph_up 1\n", "127.0.0.1", 0, tls=context).start()
+    try:
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        code, _, body = _get(server.port, "/metrics", tls=insecure)
+        assert code == 200 and body == b"ph_up 1\n"  # no guard: PH_HTTP_AUTH=off with TLS
+    finally:
+        server.stop()
+
+
+def test_an_unreadable_mounted_certificate_is_named(tmp_path) -> None:
+    with pytest.raises(ValueError) as exc:
+        server_context(tmp_path / "missing.crt", tmp_path / "missing.key", ["x"])
+    assert "missing.crt" in str(exc.value) and "PH_TLS_CERT_FILE" in str(exc.value)

@@ -181,3 +181,69 @@ def test_an_unreadable_mounted_certificate_is_named(tmp_path) -> None:
     with pytest.raises(ValueError) as exc:
         server_context(tmp_path / "missing.crt", tmp_path / "missing.key", ["x"])
     assert "missing.crt" in str(exc.value) and "PH_TLS_CERT_FILE" in str(exc.value)
+
+
+def _wait_for_port(log: Path, marker: str, deadline: float) -> int:
+    """The port of the server whose start line contains `marker`, from the daemon's log."""
+    while time.monotonic() < deadline:
+        for line in log.read_text().splitlines():
+            if "serving " in line and marker in line:
+                return int(line.split(" on port ")[1].split()[0])
+        time.sleep(0.2)
+    raise AssertionError(f"no '{marker}' server started:\n{log.read_text()}")
+
+
+@pytest.mark.slow
+def test_the_daemon_refuses_a_foreign_target_and_serves_its_report_only_when_authorised(
+    tmp_path, api, reports
+) -> None:
+    """The whole daemon (`run`) against the API stand-in: team-b/payments-api (7 replicas, no
+    label) stays at 7; /report.json is 401 without a token and 200 with an authorised one; the
+    probes answer on their own port without one."""
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+    from test_daemon import REPO, write_kubeconfig
+
+    api.add_deployment("team-b", "payments-api", 7, pool=None)
+    pool = {"name": "payments", "target": {"namespace": "team-b", "name": "payments-api"}}
+    config = tmp_path / "policy.yaml"
+    config.write_text(yaml.safe_dump({"pools": [{**pool, "minReplicas": 0, "maxReplicas": 5}]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PH_", "KUBERNETES_"))}
+    env.update(
+        KUBECONFIG=str(write_kubeconfig(tmp_path / "kubeconfig", api)),
+        PH_LISTEN_HOST="127.0.0.1",
+        PH_LISTEN_PORT="0",
+        PH_LEADER_ELECTION="false",
+        PH_RECONCILE_INTERVAL="1",
+        PH_LOG_FORMAT="text",
+        PH_REPORT_DIR=str(reports),
+    )
+    log = tmp_path / "daemon.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "predictive_headroom", "run", "--config", str(config)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        main = _wait_for_port(log, "authorised callers only", deadline)
+        probes = _wait_for_port(log, "/healthz, /readyz on port", deadline)
+        insecure = ssl.create_default_context()
+        insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+        assert _get(main, "/report.json", tls=insecure)[0] == 401
+        code, _, body = _get(main, "/report.json", "reader-token", insecure)
+        assert code == 200 and json.loads(body) == {"pools": [{"name": "web"}]}
+        assert _get(probes, "/healthz")[0] == 200
+        while time.monotonic() < deadline and "refused" not in log.read_text():
+            time.sleep(0.2)
+        code, _, body = _get(main, "/last-run", "reader-token", insecure)
+        outcome = json.loads(body)["reconcile"]["pools"][0]
+        assert outcome["action"] == "refused" and "team-b/payments-api" in outcome["error"]
+        assert api.replicas("team-b", "payments-api") == 7
+        assert api.writes("payments-api/scale") == []
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

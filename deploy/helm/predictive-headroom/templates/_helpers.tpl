@@ -126,3 +126,8 @@ tools that render with it: tell those to ignore /spec/replicas, as for an HPA's 
 {{- int (.minReplicas | default 0) -}}
 {{- end -}}
 {{- end }}
+
+{{/* The main port's name: https (TLS, authorised callers only) unless httpAuth.enabled is false. */}}
+{{- define "ph.portName" -}}
+{{- if (.Values.httpAuth | default dict).enabled -}}https{{- else -}}http{{- end -}}
+{{- end -}}

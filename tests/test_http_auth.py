@@ -247,3 +247,75 @@ def test_the_daemon_refuses_a_foreign_target_and_serves_its_report_only_when_aut
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_daemon_without_the_right_to_ask_says_which_rule_it_needs(secure, api) -> None:
+    server, tls = secure
+    api.fail("POST", "tokenreviews", 403, times=1)
+    code, _, body = _get(server.port, "/metrics", "reader-token", tls)
+    assert code == 503 and b"needs 'create' on tokenreviews" in body
+
+
+@pytest.mark.slow
+def test_slow_and_idle_tls_clients_hold_no_worker_and_are_cut_off(api, certificate) -> None:
+    """The header deadline of the plain port holds behind TLS: a client trickling its headers
+    after the handshake is cut off, and 200 idle connections cost no thread each."""
+    import threading
+
+    context, _ = server_context(*certificate, ["localhost"])
+    guard = Guard(KubeAccessReviewer(api.api_client(), FAST))
+    server = HttpServer(
+        _Status(), lambda: b"", "127.0.0.1", 0, read_timeout=0.5, tls=context, guard=guard
+    ).start()
+    client = ssl.create_default_context(cafile=str(certificate[0]))
+    try:
+        threads = threading.active_count()
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(200)]
+        assert threading.active_count() - threads <= 2
+        slow = client.wrap_socket(
+            socket.create_connection(("127.0.0.1", server.port)), server_hostname="localhost"
+        )
+        slow.sendall(b"GET /healthz HTTP/1.1\r\n")
+        began, cut = time.monotonic(), False
+        while time.monotonic() - began < 10.0 and not cut:
+            try:
+                slow.sendall(b"X")
+                slow.settimeout(0.1)
+                cut = slow.recv(1) == b""
+            except TimeoutError:
+                pass
+            except (OSError, ssl.SSLError):
+                cut = True
+        assert cut and time.monotonic() - began < 8.0
+        assert _get(server.port, "/healthz", tls=client)[0] == 200
+        for sock in idle:  # closed by the server: no handshake within the read timeout
+            sock.settimeout(10.0)
+            assert sock.recv(1) == b""
+            sock.close()
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_an_unreadable_certificate_stops_the_daemon_at_start_naming_the_setting(
+    tmp_path, api, capsys, monkeypatch
+) -> None:
+    import yaml
+    from test_daemon import write_kubeconfig
+
+    from predictive_headroom import cli
+
+    api.add_deployment("headroom", "web-placeholder", 0)
+    pool = {"name": "web", "target": {"namespace": "headroom", "name": "web-placeholder"}}
+    config = tmp_path / "policy.yaml"
+    config.write_text(yaml.safe_dump({"pools": [{**pool, "maxReplicas": 3}]}))
+    for key in [k for k in __import__("os").environ if k.startswith("PH_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", api)))
+    monkeypatch.setenv("PH_LISTEN_PORT", "0")
+    monkeypatch.setenv("PH_LEADER_ELECTION", "false")
+    monkeypatch.setenv("PH_TLS_CERT_FILE", str(tmp_path / "absent.crt"))
+    assert cli.main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "absent.crt" in err and "PH_TLS_CERT_FILE" in err

@@ -117,7 +117,7 @@ class TlsFront:
         self.port = int(self._listener.getsockname()[1])
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="https", daemon=True)
-        self._open = 0
+        self._open: set[asyncio.StreamWriter] = set()
         self._stopped: asyncio.Event | None = None
 
     def start(self) -> None:
@@ -131,7 +131,18 @@ class TlsFront:
 
     def _run(self) -> None:
         self._loop.run_until_complete(self._serve())
+        self._loop.run_until_complete(self._close_all())
         self._loop.close()
+
+    async def _close_all(self) -> None:
+        """Close every open connection and let their pumps end."""
+        for writer in list(self._open):
+            writer.close()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0.05)  # transports finish closing
 
     async def _serve(self) -> None:
         self._stopped = asyncio.Event()
@@ -149,17 +160,17 @@ class TlsFront:
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Pipe one TLS connection's plaintext to and from a waitress channel."""
-        if self._open >= CONNECTION_LIMIT:
+        if len(self._open) >= CONNECTION_LIMIT:
             writer.close()
             return
-        self._open += 1
+        self._open.add(writer)
         ours, theirs = socket.socketpair()
         try:
             self.inner.adopt(theirs, writer.get_extra_info("peername"))
             inner_reader, inner_writer = await asyncio.open_connection(sock=ours)
             await asyncio.gather(_pump(reader, inner_writer), _pump(inner_reader, writer))
         finally:
-            self._open -= 1
+            self._open.discard(writer)
             writer.close()
 
 

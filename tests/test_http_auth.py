@@ -122,10 +122,14 @@ def test_decisions_are_cached_briefly_and_a_failed_review_is_a_503_never_an_allo
     for _ in range(5):
         assert _get(server.port, "/metrics", "reader-token", tls)[0] == 200
     assert len(api.requests("POST", "tokenreviews")) == 1  # one review for five scrapes
+    assert len(api.requests("POST", "subjectaccessreviews")) == 1
+    assert _get(server.port, "/report.json", "reader-token", tls)[0] == 200
+    assert len(api.requests("POST", "tokenreviews")) == 1  # who holds the token is remembered
+    assert len(api.requests("POST", "subjectaccessreviews")) == 2  # each path is asked once
     api.fail("POST", "tokenreviews", 500, times=1)
-    code, _, body = _get(server.port, "/last-run", "reader-token", tls)
+    code, _, body = _get(server.port, "/last-run", "other-token", tls)
     assert code == 503 and b"could not check access" in body
-    assert _get(server.port, "/last-run", "reader-token", tls)[0] == 200  # not cached
+    assert _get(server.port, "/last-run", "other-token", tls)[0] == 403  # the failure not cached
 
 
 def test_plain_http_on_the_tls_port_is_not_served(secure) -> None:
@@ -319,3 +323,44 @@ def test_an_unreadable_certificate_stops_the_daemon_at_start_naming_the_setting(
     assert cli.main(["run", "--config", str(config)]) == 2
     err = capsys.readouterr().err
     assert "absent.crt" in err and "PH_TLS_CERT_FILE" in err
+
+
+class _Reviewer:
+    """Counts the reviews a Guard asks for; `reader` may get every path."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def authenticate(self, token: str):
+        from predictive_headroom.protocols import Caller
+
+        self.asked.append(f"token:{token}")
+        return Caller("reader") if token == "good" else None
+
+    def authorize(self, caller, path: str) -> tuple[bool, str]:
+        self.asked.append(f"path:{path}")
+        return caller.user == "reader" and path != "/report", "RBAC: test"
+
+
+@pytest.mark.parametrize(
+    ("token", "path", "status", "again_within", "again_after"),
+    [
+        ("good", "/metrics", 200, 59.0, 61.0),  # allowed: remembered 60 s
+        ("good", "/report", 403, 9.0, 11.0),  # refused: remembered 10 s
+        ("forged", "/metrics", 401, 9.0, 11.0),  # rejected token: remembered 10 s
+    ],
+)
+def test_each_decision_is_remembered_for_its_time(
+    token, path, status, again_within, again_after
+) -> None:
+    now = [0.0]
+    reviewer = _Reviewer()
+    guard = Guard(reviewer, clock=lambda: now[0])
+    first = guard.check(path, f"Bearer {token}")
+    assert (first.status if not first.allowed else 200) == status
+    asked = len(reviewer.asked)
+    now[0] = again_within
+    assert guard.check(path, f"Bearer {token}") == first and len(reviewer.asked) == asked
+    now[0] = again_after
+    assert guard.check(path, f"Bearer {token}") == first and len(reviewer.asked) > asked
+    assert guard.check("/healthz", None).allowed  # never guarded

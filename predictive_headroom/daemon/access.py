@@ -1,8 +1,9 @@
 """Who may read `/metrics`, `/report*` and `/last-run`: `Guard` asks the API server (through an
-`AccessReviewer`) about each caller's bearer token and the path, and remembers each decision
-briefly, as kube-rbac-proxy does: an allowed (token, path) for `ALLOWED_SECONDS`, a refused one for
-`DENIED_SECONDS`. Tokens are kept only as SHA-256 digests. A failure to ask is a 503, never cached
-and never an allow. The probes (`/healthz`, `/readyz`) are not guarded.
+`AccessReviewer`) who holds each caller's bearer token and whether they may get the path, and
+remembers both answers briefly, as kube-rbac-proxy does: who holds a token, and an allowed
+(token, path), for `ALLOWED_SECONDS`; a rejected token or a refused path for `DENIED_SECONDS`.
+Tokens are kept only as SHA-256 digests. A failure to ask is a 503, never cached and never an
+allow. The probes (`/healthz`, `/readyz`) are not guarded.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from cachetools import TLRUCache
 
-from predictive_headroom.protocols import AccessReviewer, AccessReviewError
+from predictive_headroom.protocols import AccessReviewer, AccessReviewError, Caller
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +49,14 @@ class Guard:
     ) -> None:
         self.reviewer = reviewer
 
-        def expires(_key: object, decision: Decision, now: float) -> float:
-            return now + (allowed_seconds if decision.allowed else denied_seconds)
+        def expires(_key: object, answer: Decision | Caller | None, now: float) -> float:
+            good = answer.allowed if isinstance(answer, Decision) else answer is not None
+            return now + (allowed_seconds if good else denied_seconds)
 
-        self._cache: TLRUCache[tuple[str, str], Decision] = TLRUCache(
+        self._decisions: TLRUCache[tuple[str, str], Decision] = TLRUCache(
+            CACHE_SIZE, ttu=expires, timer=clock
+        )
+        self._callers: TLRUCache[str, Caller | None] = TLRUCache(
             CACHE_SIZE, ttu=expires, timer=clock
         )
         self._lock = threading.Lock()
@@ -69,22 +74,29 @@ class Guard:
                 f"{path} needs a bearer token (Authorization: Bearer <token>) of a user or "
                 "ServiceAccount allowed to get it; see deploy/README.md",
             )
-        key = (hashlib.sha256(token.encode()).hexdigest(), path)
+        digest = hashlib.sha256(token.encode()).hexdigest()
         with self._lock:
-            known = self._cache.get(key)
+            known = self._decisions.get((digest, path))
         if known is not None:
             return known
         try:
-            decision = self._review(token, path)
+            decision = self._review(token, digest, path)
         except AccessReviewError as exc:
             logger.warning("http: could not check access to %s: %s", path, exc)
             return Decision(False, 503, f"could not check access with the API server: {exc}")
         with self._lock:
-            self._cache[key] = decision
+            self._decisions[(digest, path)] = decision
         return decision
 
-    def _review(self, token: str, path: str) -> Decision:
-        caller = self.reviewer.authenticate(token)
+    def _review(self, token: str, digest: str, path: str) -> Decision:
+        """Who holds `token` (remembered by its `digest`) and whether they may get `path`."""
+        with self._lock:
+            known = digest in self._callers
+            caller = self._callers.get(digest)
+        if not known:
+            caller = self.reviewer.authenticate(token)
+            with self._lock:
+                self._callers[digest] = caller
         if caller is None:
             return Decision(False, 401, "the API server did not authenticate this token")
         allowed, reason = self.reviewer.authorize(caller, path)

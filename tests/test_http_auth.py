@@ -364,3 +364,28 @@ def test_each_decision_is_remembered_for_its_time(
     now[0] = again_after
     assert guard.check(path, f"Bearer {token}") == first and len(reviewer.asked) > asked
     assert guard.check("/healthz", None).allowed  # never guarded
+
+
+@pytest.mark.slow  # imports the run command (Prophet and all)
+def test_http_auth_off_serves_every_path_plainly_and_the_probes_on_their_own_port(
+    monkeypatch, reports
+) -> None:
+    from types import SimpleNamespace
+
+    from predictive_headroom.commands.run import http_servers
+    from predictive_headroom.policy.settings import Settings
+
+    monkeypatch.setenv("PH_HTTP_AUTH", "off")
+    settings = Settings(listen_host="127.0.0.1", listen_port=0, report_dir=reports)
+    assert settings.http_auth is False and settings.probes_port == 0
+    daemon = _Status()
+    daemon.metrics = SimpleNamespace(exposition=lambda: b"ph_up 1\n")  # type: ignore[attr-defined]
+    main, probes = http_servers(daemon, settings, api=None)  # type: ignore[arg-type]
+    try:
+        code, _, body = _get(main.port, "/report.json")
+        assert code == 200 and json.loads(body) == {"pools": [{"name": "web"}]}
+        assert _get(main.port, "/metrics")[2] == b"ph_up 1\n"
+        assert _get(probes.port, "/healthz")[0] == 200 and _get(probes.port, "/metrics")[0] == 404
+    finally:
+        main.stop()
+        probes.stop()

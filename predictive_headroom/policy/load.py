@@ -24,9 +24,8 @@ from predictive_headroom.policy.config import (
     FieldProblem,
     Policy,
     _min_max_message,
-    _same_start_end_message,
 )
-from predictive_headroom.policy.cron import expand
+from predictive_headroom.policy.events import window_shape_problems
 
 
 @dataclass(frozen=True)
@@ -248,22 +247,17 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
         for j, window in enumerate(windows):
             if not isinstance(window, dict):
                 continue
-            start, end, wname = window.get("start"), window.get("end"), window.get("name")
-            if isinstance(start, str) and isinstance(end, str) and _same_times(start, end):
-                found.append((("pools", i, "schedules", j, "end"), _same_start_end_message(end)))
+            wname = window.get("name")
+            for key, message in window_shape_problems(
+                set(map(str, window)), window.get("start"), window.get("end")
+            ):
+                found.append((("pools", i, "schedules", j, key), message))
             if isinstance(wname, str) and wname in seen:
                 found.append(
                     (("pools", i, "schedules", j, "name"), f"duplicate window name {wname!r}")
                 )
             seen.add(wname) if isinstance(wname, str) else None
     return found
-
-
-def _same_times(start: str, end: str) -> bool:
-    try:
-        return expand(start).split() == expand(end).split()
-    except ValueError:
-        return False
 
 
 def read_config_text(path: str) -> str:

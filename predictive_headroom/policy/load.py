@@ -114,10 +114,30 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
+def _misspelt_required(errors: list[Any]) -> set[tuple[Any, ...]]:
+    """The paths of required fields reported missing that an unknown key beside them misspells
+    (`desiredReplica` for `desiredReplicas`): the unknown key's did-you-mean says it, once."""
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    found = set()
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] != "extra_forbidden" or not loc:
+            continue
+        model = _model_at(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), _known_keys(model) if model else [], n=1)
+        if close and (*loc[:-1], close[0]) in missing:
+            found.add((*loc[:-1], close[0]))
+    return found
+
+
 def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> list[Problem]:
     problems = []
-    for err in exc.errors():
+    errors = exc.errors()
+    misspelt = _misspelt_required(errors)
+    for err in errors:
         loc = tuple(err["loc"])
+        if err["type"] == "missing" and loc in misspelt:
+            continue
         message = err["msg"].removeprefix("Value error, ")
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, FieldProblem):

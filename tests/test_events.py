@@ -189,3 +189,20 @@ def test_helm_values_take_an_unquoted_date(tmp_path, capsys):
         "      - {name: launch, timezone: Europe/Berlin, from: 2026-11-27, to: 2026-11-27, desiredReplicas: 5}\n"
     )
     assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_the_chart_carries_an_event_to_the_daemons_policy_unchanged():
+    import yaml
+    from deploy_render import render_chart
+
+    values = yaml.safe_load(
+        "pools:\n  - name: web\n    maxReplicas: 50\n    schedules:\n"
+        "      - {name: sale, timezone: Europe/Berlin, from: 2026-11-27, to: 2026-11-27 23:00, "
+        "desiredReplicas: 5}\n"
+    )
+    # What `helm install -f` reads: Go's YAML keeps an unquoted date as the string it is.
+    values["pools"][0]["schedules"][0]["from"] = "2026-11-27"
+    (cm,) = [o for o in render_chart(values) if o["kind"] == "ConfigMap"]
+    policy = parse_policy(cm["data"]["config.yaml"])
+    [w] = policy.pools[0].schedules
+    assert w.event_span() == (utc(2026, 11, 26, 23), utc(2026, 11, 27, 22))

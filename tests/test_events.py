@@ -206,3 +206,10 @@ def test_the_chart_carries_an_event_to_the_daemons_policy_unchanged():
     policy = parse_policy(cm["data"]["config.yaml"])
     [w] = policy.pools[0].schedules
     assert w.event_span() == (utc(2026, 11, 26, 23), utc(2026, 11, 27, 22))
+
+
+def test_validate_counts_the_events_among_the_windows(tmp_path, capsys):
+    path = tmp_path / "p.yaml"
+    path.write_text(policy(BLACK_FRIDAY))
+    assert main(["validate", "--policy", str(path)]) == 0
+    assert "1 schedule window(s) (1 dated event(s))" in capsys.readouterr().out

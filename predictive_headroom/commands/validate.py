@@ -153,10 +153,12 @@ def check(text: str, source: str, kind: str | None, release: str, namespace: str
         notes += utc_notes(parsed)
         findings = policy_findings(parsed, time.time())
         windows = sum(len(p.schedules) for p in parsed.pools)
+        events = sum(1 for p in parsed.pools for w in p.schedules if w.dated)
         forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)
         what = "Helm values" if is_values else "policy"
         ok = (
-            f"{source}: ok ({what}): {len(parsed.pools)} pool(s), {windows} schedule window(s), "
+            f"{source}: ok ({what}): {len(parsed.pools)} pool(s), {windows} schedule window(s)"
+            f"{f' ({events} dated event(s))' if events else ''}, "
             f"{forecasts} forecast(s)"
         )
     warnings = sum(1 for f in findings if f.level == Level.WARNING)

@@ -73,6 +73,10 @@ def test_every_pool_its_own(config, capsys):
         ),
         (["--nodes", "3", "--nodes", "4"], "--nodes given twice for every pool"),
         (["--nodes", "gpu=2.5"], "a node count is a whole number"),
+        (
+            ["--nodes", "14", "--cores", "224", "--cores", "gpu=48"],
+            "--cores gpu= needs --nodes gpu=N",
+        ),
     ],
 )
 def test_a_bad_per_pool_count_exits_2_naming_it(config, capsys, flags, words):

@@ -174,6 +174,9 @@ def clusters_from_args(args: argparse.Namespace, policy: Policy) -> Clusters:
         )
     }
     nodes, cores, schedulable = given.values()
+    for flag, counts in (("--cores", cores), ("--schedulable-nodes", schedulable)):
+        for name in counts.keys() - nodes.keys() - {None}:
+            raise CommandError(f"{flag} {name}= needs --nodes {name}=N, that pool's own nodes")
     states, on_totals = {}, []
     for pool in policy.pools:
         own = pool.name in nodes

@@ -213,3 +213,16 @@ def test_validate_counts_the_events_among_the_windows(tmp_path, capsys):
     path.write_text(policy(BLACK_FRIDAY))
     assert main(["validate", "--policy", str(path)]) == 0
     assert "1 schedule window(s) (1 dated event(s))" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "windows",
+    [BLACK_FRIDAY, '      - {name: w, start: "0 8 * * *", end: "0 9 * * *", desiredReplicas: 1}'],
+)
+def test_a_window_read_back_from_its_own_dump_is_the_same(windows):
+    from predictive_headroom.policy.config import Policy
+    from predictive_headroom.policy.load import validate_policy
+
+    p = parse_policy(policy(windows))
+    assert validate_policy(p.model_dump(by_alias=True, mode="json")) == p
+    assert Policy.model_validate(p.model_dump(by_alias=True)) == p

@@ -121,7 +121,11 @@ class ScheduleWindow(_Model):
 
     @model_validator(mode="after")
     def _shape(self) -> ScheduleWindow:
-        given = {type(self).model_fields[n].alias or n for n in self.model_fields_set}
+        given = {
+            type(self).model_fields[n].alias or n
+            for n in self.model_fields_set
+            if getattr(self, n) is not None  # `from: null`, as model_dump writes it, is not given
+        }
         for problem in window_shape_problems(given, self.start, self.end):
             raise FieldProblem(*problem)
         if self.dated:

@@ -269,7 +269,9 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
                 continue
             wname = window.get("name")
             for key, message in window_shape_problems(
-                set(map(str, window)), window.get("start"), window.get("end")
+                {str(k) for k, v in window.items() if v is not None},
+                window.get("start"),
+                window.get("end"),
             ):
                 found.append((("pools", i, "schedules", j, key), message))
             if isinstance(wname, str) and wname in seen:

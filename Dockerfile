@@ -36,6 +36,6 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
 USER 10001:10001
 # /tmp must be writable (an emptyDir in Kubernetes): Prophet/cmdstan, matplotlib and reports use it.
 VOLUME ["/tmp"]
-EXPOSE 8080
+EXPOSE 8443 8081
 ENTRYPOINT ["predictive-headroom"]
 CMD ["run", "--config", "/etc/predictive-headroom/config.yaml"]

@@ -153,6 +153,10 @@ class Actuator(Protocol):
         """Set the target's replicas to `replicas` (server-side dry run when `dry_run`)."""
         ...
 
+    def record_refusal(self, pool: Pool, message: str) -> None:
+        """Record on the target (a Warning Event) that it is refused and why; never raises."""
+        ...
+
 
 class TargetApis(Protocol):
     """Finds, by API discovery, which API version each pool's target is read and written through."""
@@ -218,3 +222,31 @@ class ActuatorError(Exception):
 
 class LeaseLost(ActuatorError):
     """A write was not sent because this replica no longer holds the leader Lease with time to spare."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a bearer token, as the API server's TokenReview answered."""
+
+    user: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+class AccessReviewError(Exception):
+    """The API server could not be asked who a caller is or what they may do (not a denial)."""
+
+
+class AccessReviewer(Protocol):
+    """Asks the API server who holds a token and whether they may GET a path of the HTTP port."""
+
+    def authenticate(self, token: str) -> Caller | None:
+        """The caller holding `token` (a TokenReview), None when the API server rejects it;
+        raises AccessReviewError when it cannot be asked."""
+        ...
+
+    def authorize(self, caller: Caller, path: str) -> tuple[bool, str]:
+        """Whether `caller` may `get` the non-resource URL `path` (a SubjectAccessReview), with
+        the API server's reason; raises AccessReviewError when it cannot be asked."""
+        ...

@@ -80,6 +80,21 @@ _REASONS = {
 }
 
 
+POOL_LABEL = "predictive-headroom.io/pool"
+OWN_POOL = "<from the name>"
+"""`add_deployment`'s default pool: the object's name without `-placeholder` or `-buffer`, as the
+tests' policies name their targets (`web-placeholder` is pool `web`'s)."""
+
+
+def _pool_labels(name: str, pool: str | None) -> dict[str, Any]:
+    """The metadata labels of a target that is `pool`'s own (`OWN_POOL`: named after it)."""
+    if pool is None:
+        return {}
+    if pool == OWN_POOL:
+        pool = name.removesuffix("-placeholder").removesuffix("-buffer")
+    return {"labels": {POOL_LABEL: pool}}
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -233,6 +248,10 @@ class FakeApiServer:
         self._stopping = threading.Event()
         self.bytes_sent = 0
         """Bytes of response bodies sent so far (what the clients had to read and parse)."""
+        self.tokens: dict[str, dict[str, Any]] = {}
+        """Bearer tokens a TokenReview authenticates: token -> `status.user` (username, groups)."""
+        self.non_resource_grants: set[tuple[str, str]] = set()
+        """(user or group, path) pairs a SubjectAccessReview allows `get` on."""
         self._clients: list[kubernetes.client.ApiClient] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
@@ -327,15 +346,26 @@ class FakeApiServer:
             return copy.deepcopy(obj) if obj else None
 
     def add_deployment(
-        self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None
+        self,
+        ns: str,
+        name: str,
+        replicas: int = 0,
+        annotations: dict[str, str] | None = None,
+        pool: str | None = OWN_POOL,
     ) -> dict[str, Any]:
-        """Create a Deployment with `replicas` and optional metadata annotations."""
+        """Create a Deployment with `replicas` and optional metadata annotations, labelled as the
+        placeholder of `pool` (see `_pool_labels`; None: no label, another team's Deployment)."""
         return self._put(
             "apps",
             "deployments",
             ns,
             {
-                "metadata": {"name": name, "annotations": dict(annotations or {}), "generation": 1},
+                "metadata": {
+                    "name": name,
+                    "annotations": dict(annotations or {}),
+                    "generation": 1,
+                    **_pool_labels(name, pool),
+                },
                 "spec": {
                     "replicas": replicas,
                     "selector": {"matchLabels": {"app": name}},
@@ -372,14 +402,24 @@ class FakeApiServer:
             return self._put("apps", "deployments", ns, merge_patch(obj, patch))
 
     def add_capacity_buffer(
-        self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None
+        self,
+        ns: str,
+        name: str,
+        replicas: int = 0,
+        annotations: dict[str, str] | None = None,
+        pool: str | None = OWN_POOL,
     ) -> dict[str, Any]:
+        """Create a CapacityBuffer labelled as `pool`'s (see `_pool_labels`; None: no label)."""
         return self._put(
             "autoscaling.x-k8s.io",
             "capacitybuffers",
             ns,
             {
-                "metadata": {"name": name, "annotations": dict(annotations or {})},
+                "metadata": {
+                    "name": name,
+                    "annotations": dict(annotations or {}),
+                    **_pool_labels(name, pool),
+                },
                 "spec": {"podTemplateRef": {"name": f"{name}-template"}, "replicas": replicas},
             },
         )
@@ -808,6 +848,11 @@ class FakeApiServer:
         m = _PATH.match(path)
         if m is None:
             raise ApiError(404, "the server could not find the requested resource")
+        if method == "POST" and m["resource"] in ("tokenreviews", "subjectaccessreviews"):
+            fault = self._take_fault(request)
+            if fault is not None and fault.status is not None:
+                raise ApiError(fault.status, fault.message or f"injected fault {fault.status}")
+            return 201, self._review(m["resource"], body)
         group = m["group"] or ""
         route = _Route(
             group,
@@ -848,6 +893,21 @@ class FakeApiServer:
             if route.name is None:
                 return self._collection(route, body)
             return self._object(route, body, content_type)
+
+    def _review(self, resource: str, body: Any) -> dict[str, Any]:
+        """A TokenReview (is the token one of `tokens`?) or a SubjectAccessReview (may the user or
+        one of its groups `get` the non-resource path, by `non_resource_grants`?), answered."""
+        spec = (body or {}).get("spec") or {}
+        if resource == "tokenreviews":
+            user = self.tokens.get(spec.get("token", ""))
+            status = {"authenticated": True, "user": user} if user else {"authenticated": False}
+            return {**body, "status": status}
+        attributes = spec.get("nonResourceAttributes") or {}
+        subjects = [spec.get("user", ""), *(spec.get("groups") or ())]
+        path, verb = attributes.get("path"), attributes.get("verb")
+        allowed = verb == "get" and any((s, path) in self.non_resource_grants for s in subjects)
+        reason = "allowed by the test's grants" if allowed else ""
+        return {**body, "status": {"allowed": allowed, "reason": reason}}
 
     def _serves_buffers(self, route: _Route) -> bool:
         """capacitybuffers exist at this path: a served version, and the path of the resource's scope."""

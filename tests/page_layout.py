@@ -6,6 +6,7 @@ overlap neither each other, nor ticks, nor plotted lines, and stay inside their 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 _BOX = (
@@ -158,6 +159,32 @@ def demand_hidden(seen: dict[str, Any]) -> int:
 HEADERS = """(() => [...document.querySelectorAll('thead th, .card .k')]
   .map(e => [e.textContent.trim(), e.getAttribute('title') || '']))()"""
 """Every column header and card title of the page, with its hover title."""
+
+CARDS = f"""(() => {{ {_BOX}
+  return [...document.querySelectorAll('.card')].map(c => ({{
+    title: c.querySelector('.k').textContent.trim(),
+    value: c.querySelector('.v').textContent.replace(/\\s+/g, ' ').trim(),
+    card: box(c), shown: box(c.querySelector('.v')), scroll: c.querySelector('.v').scrollWidth,
+    width: c.querySelector('.v').clientWidth,
+  }})); }})()"""
+"""Each headline card: its title, the value as shown (its unit included), and their boxes."""
+
+_BARE = re.compile(r"^[-+]?[\d,.]+$")
+
+
+def bare_cards(cards: list[dict[str, Any]]) -> list[str]:
+    """Cards whose value is a bare number (no unit, no %, no currency): '18,736' of what?"""
+    return [f"{c['title']}: {c['value']}" for c in cards if _BARE.match(c["value"])]
+
+
+def overflowing_cards(cards: list[dict[str, Any]]) -> list[str]:
+    """Cards whose value (with its unit) runs out of the card."""
+    return [
+        f"{c['title']}: {c['value']}"
+        for c in cards
+        if c["shown"][2] > c["card"][2] + 0.5 or c["scroll"] > c["width"] + 1
+    ]
+
 
 FIGURES = """(() => [...document.querySelectorAll('figure')].map(f => {
   const svg = f.querySelector('svg'), style = getComputedStyle(f);

@@ -15,10 +15,12 @@ import pytest
 from browser_cdp import chromium_available, visit
 from page_layout import (
     BURST_CHART,
+    CARDS,
     FIGURES,
     GLOSSARY_SEEN,
     HEADERS,
     PAGE_WIDTH,
+    bare_cards,
     chart,
     clipped_tables,
     demand_hidden,
@@ -26,6 +28,7 @@ from page_layout import (
     label_clashes,
     labels_on_lines,
     labels_on_markers,
+    overflowing_cards,
     page_fits,
     strategy_markers,
     style_of,
@@ -107,6 +110,7 @@ def page(tmp_path_factory):
             "headers": HEADERS,
             "figures": FIGURES,
             "markers": strategy_markers("#plot svg"),
+            "cards": CARDS,
         },
     )
     (work / "backtest-page.png").write_bytes(seen.png)
@@ -132,6 +136,7 @@ def short_page(page, tmp_path_factory):
             "promise": style_of("#promise-headline"),
             "kept": style_of("#promise-headline p:not(.short)"),
             "figures": FIGURES,
+            "cards": CARDS,
         },
     )
 
@@ -434,3 +439,14 @@ def test_with_protection_the_promise_is_the_headline_and_the_untuned_figure_come
     assert "Without the promise</b>, at the pool's own setting" in dom
     for entry in data["promise"]:
         assert f"{100 * entry['realized_protection']:.1f}%" in seen.text
+
+
+def test_every_headline_card_says_what_its_number_counts_at_1280_and_1920_px(page, short_page):
+    _, _, seen, _ = page
+    for shown in (seen, short_page):
+        cards = shown.probes["cards"]
+        assert len(cards) >= 5
+        assert bare_cards(cards) == []
+        assert overflowing_cards(cards) == []
+    values = {c["title"]: c["value"] for c in seen.probes["cards"]}
+    assert values["Forecast: overhead node-hours"].endswith("node-h")

@@ -50,7 +50,7 @@ SETTINGS = {
     "fit_seconds": 41.3,
     "cores_per_node": 8.0,
     "schedule_windows": "default: daytime 08:00-20:00 UTC, 3 replicas",
-    "proportional_rule": "default: linear nodesPerReplica 1",
+    "proportional_rule": "default: CPA linear nodesPerReplica 1 (one placeholder per node, always)",
 }
 
 

@@ -39,6 +39,7 @@ MULTI_VALUES: dict[str, Any] = {
     },
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "priorityClass": {"value": -5},
+    "allowedNamespaces": ["workloads"],
     "pools": [
         {"name": "general", "maxReplicas": 10, "placeholder": {"cpu": "1", "memory": "1Gi"}},
         {
@@ -85,6 +86,7 @@ MULTI_VALUES: dict[str, Any] = {
 # Autoscaler 1.34.0-1.34.1's v1alpha1): one pool pinned, one left to discovery, two namespaces.
 BUFFER_CLUSTER_VALUES: dict[str, Any] = {
     "capacityBuffer": {"scope": "Cluster"},
+    "allowedNamespaces": ["workloads"],
     "pools": [
         {"name": "general", "maxReplicas": 5},
         {
@@ -174,8 +176,16 @@ RENDERINGS = [
 ]
 
 
+READERS_ROLE = "-metrics-reader"
+"""The ClusterRole for those who read the HTTP port (nonResourceURLs, bound to Prometheus, never to
+the daemon): left out by `_of_kind`, checked in tests/test_deploy_http_auth.py."""
+
+
 def _of_kind(objects: list[Object], kind: str) -> list[Object]:
-    return [o for o in objects if o["kind"] == kind]
+    """The objects of `kind`; the readers' ClusterRole is not among the daemon's roles."""
+    return [
+        o for o in objects if o["kind"] == kind and not o["metadata"]["name"].endswith(READERS_ROLE)
+    ]
 
 
 def _placeholders(objects: list[Object]) -> list[Object]:
@@ -264,6 +274,11 @@ def test_rbac_has_no_wildcards_and_names_every_writable_object(renderings, rende
                     or (rule["verbs"] == ["create"] and rule["resources"] == ["leases"])
                     or (role["kind"] == "ClusterRole" and rule["resources"] == ["nodes"])
                     or (
+                        role["metadata"]["name"].endswith("-auth")
+                        and rule["verbs"] == ["create"]
+                        and rule["resources"] in (["tokenreviews"], ["subjectaccessreviews"])
+                    )
+                    or (
                         role["kind"] == "Role"
                         and role["metadata"]["name"].endswith("-targets")
                         and rule == CLOSED_LOOP_RULE
@@ -279,8 +294,11 @@ def test_rbac_has_no_wildcards_and_names_every_writable_object(renderings, rende
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
     ]
     # Cluster-wide write access exists only for cluster-scoped CapacityBuffers, by name.
+    # ...and the access reviews of the HTTP port (create tokenreviews, subjectaccessreviews).
     assert set(cluster_roles) == (
-        {"nodes", "capacitybuffers"} if BUFFER_SCOPE.get(rendering) == "Cluster" else {"nodes"}
+        {"nodes", "auth", "capacitybuffers"}
+        if BUFFER_SCOPE.get(rendering) == "Cluster"
+        else {"nodes", "auth"}
     )
 
 
@@ -617,15 +635,20 @@ def test_daemon_deployment_matches_what_the_daemon_expects(renderings, rendering
     pod = daemon["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["args"] == ["run", "--config", "/etc/predictive-headroom/config.yaml"]
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert container["ports"] == [
+        {"name": "https", "containerPort": 8443, "protocol": "TCP"},
+        {"name": "probes", "containerPort": 8081, "protocol": "TCP"},
+    ]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "probes"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
     assert {"requests", "limits"} <= set(container["resources"])
     env = {e["name"]: e for e in container["env"]}
     assert env["PH_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert env["PH_PROMETHEUS_URL"]["value"].startswith(("http://", "https://"))
     assert env["TMPDIR"]["value"] == "/tmp"
-    assert env["PH_LISTEN_PORT"]["value"] == "8080"
+    assert env["PH_LISTEN_PORT"]["value"] == "8443"
+    assert env["PH_PROBE_PORT"]["value"] == "8081"
+    assert env["PH_HTTP_AUTH"]["value"] == "true"
     assert env["PH_LOG_FORMAT"]["value"] == "json"
     assert env["PH_DRY_RUN"]["value"] in ("true", "false")
     assert env["PH_REPORT_DIR"]["value"].startswith("/tmp/")
@@ -653,8 +676,9 @@ def test_daemon_deployment_matches_what_the_daemon_expects(renderings, rendering
     (service,) = _of_kind(objects, "Service")
     assert service["spec"]["selector"].items() <= pod_labels.items()
     assert (
-        service["spec"]["ports"][0]["targetPort"] == "http"
-        and service["spec"]["ports"][0]["name"] == "http"
+        service["spec"]["ports"][0]["targetPort"] == "https"
+        and service["spec"]["ports"][0]["name"] == "https"
+        and service["spec"]["ports"][0]["port"] == 8443
     )
     (pdb,) = _of_kind(objects, "PodDisruptionBudget")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
@@ -1052,7 +1076,7 @@ def test_dockerfile_runtime_contract():
     ]
     env = " ".join(r for w, r in final if w == "ENV")
     assert "TMPDIR=/tmp" in env
-    assert any(w == "EXPOSE" and r == "8080" for w, r in final)
+    assert any(w == "EXPOSE" and r.split() == ["8443", "8081"] for w, r in final)
 
 
 def test_image_versions_agree():

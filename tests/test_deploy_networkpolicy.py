@@ -1,5 +1,6 @@
-"""The chart's optional NetworkPolicy: off by default; when on, the daemon pods take connections to
-their HTTP port only from the peers named, and reach only the API server, Prometheus and DNS.
+"""The chart's NetworkPolicy: on by default; the daemon pods take connections to their main port
+only from the peers named (and to the probes' port from anywhere: the kubelet), and reach only the
+API server, Prometheus and DNS.
 Every rendering validates against the Kubernetes schemas (strict)."""
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ CUSTOM: dict[str, Any] = {
     },
 }
 RENDERINGS = {
-    "off": {},
-    "on": {"networkPolicy": {"enabled": True}},
+    "off": {"networkPolicy": {"enabled": False}},
+    "on": {},
     "custom": CUSTOM,
     "closed": {"networkPolicy": {"enabled": True, "ingressFrom": []}},
 }
@@ -88,7 +89,8 @@ def test_renders_and_validates_with_and_without_the_policy(renderings, name, ver
             pytest.fail(f"{name}: {obj['kind']}/{obj['metadata']['name']}: {exc.message}")
 
 
-def test_off_by_default(renderings):
+def test_on_by_default_and_off_when_asked(renderings):
+    assert len(_policies(renderings["on"])) == 1
     assert not _policies(renderings["off"])
 
 
@@ -102,19 +104,21 @@ def test_selects_the_daemon_pods_only(renderings):
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
 
 
-def test_ingress_reaches_only_the_http_port_from_the_named_peers(renderings):
+def test_ingress_reaches_the_main_port_only_from_the_named_peers_and_the_probes(renderings):
     (policy,) = _policies(renderings["on"])
     (daemon,) = _deployments(renderings["on"], "daemon")
-    (rule,) = policy["spec"]["ingress"]
+    probes, rule = policy["spec"]["ingress"]
+    assert probes == {"ports": [{"port": "probes", "protocol": "TCP"}]}  # the kubelet's probes
     assert rule["from"] == [MONITORING]
     (port,) = rule["ports"]
+    assert port["port"] == "https"
     assert port["port"] in {
         p["name"] for p in daemon["spec"]["template"]["spec"]["containers"][0]["ports"]
     }
     (custom,) = _policies(renderings["custom"])
-    assert custom["spec"]["ingress"][0]["from"] == CUSTOM["networkPolicy"]["ingressFrom"]
+    assert custom["spec"]["ingress"][1]["from"] == CUSTOM["networkPolicy"]["ingressFrom"]
     (closed,) = _policies(renderings["closed"])
-    assert closed["spec"]["ingress"] == []  # nobody may connect
+    assert closed["spec"]["ingress"] == [probes]  # nobody may connect to the main port
 
 
 def test_egress_to_api_server_prometheus_and_dns_by_default(renderings):

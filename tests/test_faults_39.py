@@ -753,10 +753,11 @@ def _two_pools(path: Path, *, batch: bool = True, **top: object) -> Path:
     return path
 
 
-def _label(server: FakeApiServer, name: str, pool: str) -> None:
+def _unlabel(server: FakeApiServer, name: str) -> None:
+    """A person takes the Deployment over: its predictive-headroom.io/pool label is removed."""
     deployment = server.deployment(NS, name)
     assert deployment is not None
-    deployment["metadata"]["labels"] = {"predictive-headroom.io/pool": pool}
+    deployment["metadata"]["labels"] = {}
     server._put("apps", "deployments", NS, deployment)
 
 
@@ -773,9 +774,7 @@ def test_a_pool_removed_from_the_policy_has_its_placeholder_scaled_to_zero_after
 ) -> None:
     """Issue 39 row 7: a pool removed from the policy left its placeholder holding capacity that
     nothing managed, with only `config reloaded ...; removed batch` in the log."""
-    server.add_deployment(NS, "batch-placeholder", 0)
-    if labelled:
-        _label(server, "batch-placeholder", "batch")
+    server.add_deployment(NS, "batch-placeholder", 0)  # labelled as pool batch's
     clock = Clock(NOW)
     config = _two_pools(tmp_path / "p.yaml")
     api = server.api_client()
@@ -790,6 +789,8 @@ def test_a_pool_removed_from_the_policy_has_its_placeholder_scaled_to_zero_after
     )
     daemon.reconcile()
     assert server.replicas(NS, "batch-placeholder") == 3
+    if not labelled:
+        _unlabel(server, "batch-placeholder")
     _two_pools(config, batch=False, **top)
     clock.now += 60
     with caplog.at_level(logging.INFO):
@@ -811,7 +812,6 @@ def test_a_pool_removed_from_the_policy_has_its_placeholder_scaled_to_zero_after
 
 def test_a_renamed_pool_keeps_its_placeholder(tmp_path, server) -> None:
     server.add_deployment(NS, "batch-placeholder", 0)
-    _label(server, "batch-placeholder", "batch")
     clock = Clock(NOW)
     config = _two_pools(tmp_path / "p.yaml")
     daemon = make_daemon(config, server, clock)

@@ -55,11 +55,14 @@ class FakeActuator:
             raise ActuatorError(
                 f"pool {pool.name}: get deployments/scale {pool.target.namespace}/{pool.target.name}: forbidden"
             )
-        return TargetState(self.replicas.get(pool.name, 0))
+        return TargetState(self.replicas.get(pool.name, 0), pool_label=pool.name)
 
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
         if not dry_run:
             self.replicas[pool.name] = replicas
+
+    def record_refusal(self, pool: Pool, message: str) -> None:
+        pass
 
 
 class FakeCluster:

@@ -495,7 +495,7 @@ def test_the_page_says_in_words_where_the_burst_allowance_came_from(observed, wo
     assert (now["burst_source"] == "model") == (observed is None)
     page = " ".join(render_html(report).split())
     assert words in page
-    assert "not the peak level" in page and "worth at 5 a pod" in page
+    assert "not the peak level" in page and "worth at 5 a placeholder" in page
 
 
 @pytest.mark.slow

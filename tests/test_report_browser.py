@@ -15,13 +15,16 @@ import pytest
 from browser_cdp import chromium_available, visit
 from page_layout import (
     BURST_CHART,
+    CARDS,
     FIGURES,
     GLOSSARY_SEEN,
     HEADERS,
     PAGE_WIDTH,
+    bare_cards,
     clipped_tables,
     demand_hidden,
     inside,
+    overflowing_cards,
     page_fits,
     style_of,
     undefined_headers,
@@ -100,6 +103,7 @@ def page(tmp_path_factory):
             "glossary": GLOSSARY_SEEN,
             "headers": HEADERS,
             "figures": FIGURES,
+            "cards": CARDS,
         },
     )
     (work / "report.png").write_bytes(seen.png)
@@ -130,7 +134,12 @@ def short_page(page, tmp_path_factory):
         (work / "index.html").as_uri(),
         work / "profile",
         width=1920,
-        probes={"width": PAGE_WIDTH, "promise": style_of("#promise-web"), "figures": FIGURES},
+        probes={
+            "width": PAGE_WIDTH,
+            "promise": style_of("#promise-web"),
+            "figures": FIGURES,
+            "cards": CARDS,
+        },
     )
 
 
@@ -303,3 +312,15 @@ def test_every_column_and_card_is_in_the_pages_glossary(page):
     assert len(headers) > 15
     assert undefined_headers(headers, terms, term_of) == []
     assert {"MAPE", "MASE", "warm ahead of peak", "headroom cost"} <= set(terms)
+
+
+def test_every_headline_card_says_what_its_number_counts_at_1280_and_1920_px(page, short_page):
+    _, _, seen, _ = page
+    for shown in (seen, short_page):
+        cards = shown.probes["cards"]
+        assert len(cards) == 4
+        assert bare_cards(cards) == []
+        assert overflowing_cards(cards) == []
+    values = {c["title"]: c["value"] for c in seen.probes["cards"]}
+    assert values["Next peak"].endswith("demand units (the query's)")
+    assert values["Placeholder pods now"].endswith("pod(s)")

@@ -43,7 +43,11 @@ def test_an_unknown_values_key_is_named_on_its_own_line_with_did_you_mean(
 @pytest.mark.parametrize(
     ("text", "kind", "why"),
     [
-        ("dryRun: false\n" + POOL, "Helm values", "it has Helm values keys (dryRun); --policy"),
+        (
+            "dryRun: false\nallowedNamespaces: [h]\n" + POOL,
+            "Helm values",
+            "it has Helm values keys (dryRun, allowedNamespaces); --policy",
+        ),
         (POOL, "policy", "its keys (pools) are none of the chart's settings"),
         (POOL + "cost: {currency: EUR}\n", "policy", "its keys (pools, cost)"),
     ],

@@ -413,8 +413,12 @@ def replay_settings(r: Replay, s: BacktestSettings, wf: WalkForward) -> ReplaySe
         schedule_windows="config"
         if r.pool.schedules
         else f"default: daytime 08:00-20:00 UTC, {r.default_windows[0].desired_replicas} replicas",
-        proportional_rule="config" if r.pool.proportional else "default: linear nodesPerReplica 1",
+        proportional_rule="config" if r.pool.proportional else DEFAULT_RULE_WORDS,
     )
+
+
+DEFAULT_RULE_WORDS = "default: CPA linear nodesPerReplica 1 (one placeholder per node, always)"
+"""What the `proportional` strategy replays for a pool without a rule, as the settings name it."""
 
 
 def last_day_burst(

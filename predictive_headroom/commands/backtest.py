@@ -424,6 +424,12 @@ def print_text(result: BacktestResult) -> None:
     for note in result.notes:
         print(f"note: {note}\n")
     print(format_table(result))
+    if result.settings.proportional_rule != "config":
+        print(
+            f"proportional: the pool has no proportional rule, so this row replays "
+            f"{result.settings.proportional_rule.removeprefix('default: ')}, a common "
+            "overprovisioning setting not sized to this traffic; add the pool's own to replay it"
+        )
     if result.dial:
         print()
         print(

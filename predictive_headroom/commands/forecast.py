@@ -19,13 +19,20 @@ from predictive_headroom.commands import (
 )
 from predictive_headroom.core.forecast_math import (
     PEAK_RADIUS_SECONDS,
+    BurstAllowance,
     burst_allowances,
     local_peaks,
 )
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.forecast.accuracy import Accuracy
-from predictive_headroom.pages.format import accuracy_comment, fallback_words
+from predictive_headroom.pages.format import (
+    accuracy_comment,
+    fallback_words,
+    fmt_number,
+    fmt_worth,
+)
 from predictive_headroom.policy.config import Pool
 
 HELP = "fit the forecast of each pool and show its next peaks and accuracy on held-back recent days"
@@ -87,17 +94,7 @@ def run(args: argparse.Namespace) -> int:
             assert settings is not None  # every fitted forecast has its settings
             assert settings.demand_per_replica is not None
             allowance = burst_allowances(forecast, [at], settings.lead, fit.observed)[0]
-            out["burst"] = {
-                "at": iso(at),
-                "allowance": round(allowance.value, 4),
-                "allowance_placeholders": round(
-                    allowance.value / settings.demand_per_replica.value, 3
-                ),
-                "source": str(allowance.source),
-                "fallback": allowance.why or None,
-                "quantile": settings.quantile,
-                "model": pool.forecast.burst_model,
-            }
+            out["burst"] = burst_summary(allowance, settings, at, pool.forecast.burst_model)
         if fit.tuning is not None:
             out["promise"] = fit.tuning.report(pool_price(pool, policy.cost))
         results.append(out)
@@ -151,6 +148,8 @@ def summary(
         model=forecast.model,
         fit_seconds=round(forecast.fit_seconds, 3),
         warnings=list(forecast.warnings),
+        demand_per_replica=dpr,
+        max_replicas=pool.max_replicas,
         next_peaks=[
             {"at": iso(t), "yhat": round(v, 3), "replicas_of_demand": round(v / dpr, 2)}
             for t, v in next_peaks(forecast, at)
@@ -166,8 +165,44 @@ def summary(
     return out
 
 
+def peak_worth_words(demand_per_replica: float, max_replicas: int) -> str:
+    """What the peaks' "placeholders' worth" is, and what it is not (what the plan holds)."""
+    return (
+        f"placeholders' worth: the peak's demand / demandPerReplica ({fmt_number(demand_per_replica)}), "
+        f"its size in placeholders before any cap (maxReplicas {max_replicas}); the plan holds "
+        "only the rise expected within the lead time, so far fewer"
+    )
+
+
 def _fmt(value: float | None, pattern: str) -> str:
     return "n/a" if value is None else pattern.format(value)
+
+
+def burst_summary(
+    allowance: BurstAllowance, settings: PlanSettings, at: float, model: str
+) -> dict[str, Any]:
+    """The burst allowance at `at` for the JSON and the terminal: in demand units and, unrounded,
+    in placeholders (the terminal rounds it once, as the pages do)."""
+    assert settings.demand_per_replica is not None  # every fitted forecast has it
+    return {
+        "at": iso(at),
+        "allowance": allowance.value,
+        "allowance_placeholders": allowance.value / settings.demand_per_replica.value,
+        "demand_per_replica": settings.demand_per_replica.value,
+        "source": str(allowance.source),
+        "fallback": allowance.why or None,
+        "quantile": settings.quantile,
+        "model": model,
+    }
+
+
+def burst_line(burst: dict[str, Any]) -> str:
+    """The burst allowance in words, with the pages' rounding (`fmt_number`, `fmt_worth`)."""
+    worth = fmt_worth(burst["allowance"], burst["demand_per_replica"])
+    return (
+        f"burst allowance at {burst['at']}: {fmt_number(burst['allowance'])} demand units "
+        f"({worth}), q={burst['quantile']:g}"
+    )
 
 
 def _print_summary(result: dict[str, Any]) -> None:
@@ -194,11 +229,7 @@ def _print_summary(result: dict[str, Any]) -> None:
             else "the refit-time table"
         )
         why = f" ({fallback_words(burst['fallback'])})" if burst["fallback"] else ""
-        print(
-            f"  burst allowance at {burst['at']}: {burst['allowance']:.4g} demand units "
-            f"({burst['allowance_placeholders']:.2f} placeholders' worth), q={burst['quantile']:g}, "
-            f"from {where}{why}"
-        )
+        print(f"  {burst_line(burst)}, from {where}{why}")
         print(
             "  placeholders cover the rise in demand expected within the lead time "
             "(the predictable ramp plus this allowance), not the peak level"
@@ -215,6 +246,11 @@ def _print_summary(result: dict[str, Any]) -> None:
             print(f"  {comment}")
     print_table(
         ["next peak at", "demand", "placeholders' worth"],
-        [[p["at"], p["yhat"], p["replicas_of_demand"]] for p in result["next_peaks"]],
+        [
+            [p["at"], fmt_number(p["yhat"]), f"{p['replicas_of_demand']:.2f}"]
+            for p in result["next_peaks"]
+        ],
     )
+    if result["next_peaks"]:
+        print(peak_worth_words(result["demand_per_replica"], result["max_replicas"]))
     print()

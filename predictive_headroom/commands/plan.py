@@ -56,11 +56,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ISO-8601 time with offset or Z (default: the end of --data, else now)",
     )
     parser.add_argument(
-        "--nodes", type=int, help="nodes in the cluster (for the proportional rule)"
+        "--nodes",
+        type=_count,
+        action="append",
+        metavar="[POOL=]N",
+        help="nodes for the proportional rule: N for every pool, POOL=N for one pool's own "
+        "(the nodes its nodeSelector matches); repeat for several pools",
     )
-    parser.add_argument("--cores", type=float, help="CPU cores of those nodes")
     parser.add_argument(
-        "--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)"
+        "--cores", type=_count, action="append", metavar="[POOL=]C", help="CPU cores of those nodes"
+    )
+    parser.add_argument(
+        "--schedulable-nodes",
+        type=_count,
+        action="append",
+        metavar="[POOL=]N",
+        help="schedulable nodes (default: --nodes)",
     )
     add_requests_argument(parser)
     parser.add_argument(
@@ -90,31 +101,126 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cluster_from_args(args: argparse.Namespace, policy: Policy) -> ClusterState | None:
-    """The cluster state given on the command line, or None when --nodes is absent."""
-    if args.nodes is None:
-        if args.cores is not None or args.schedulable_nodes is not None:
-            raise CommandError("--cores and --schedulable-nodes need --nodes")
+    """The cluster state given on the command line (`--nodes N --cores C`, one for every pool),
+    or None when --nodes is absent."""
+    return cluster_state(args.nodes, args.cores, args.schedulable_nodes, policy.pools, "")
+
+
+def cluster_state(
+    nodes: int | None,
+    cores: float | None,
+    schedulable: int | None,
+    pools: list[Pool],
+    pool_flag: str,
+) -> ClusterState | None:
+    """The ClusterState of `nodes` (None: none given), `cores` and `schedulable` nodes, for
+    `pools`; CommandError when they do not add up or a pool counting cores has none
+    (`pool_flag`: `gpu=` when the counts are one pool's, for the message)."""
+    if nodes is None:
+        if cores is not None or schedulable is not None:
+            raise CommandError(
+                f"--cores {pool_flag}and --schedulable-nodes need --nodes {pool_flag}N"
+            )
         return None
-    if args.nodes < 0 or (args.cores is not None and args.cores < 0):
+    if nodes < 0 or (cores is not None and cores < 0):
         raise CommandError("--nodes and --cores cannot be negative")
-    schedulable = args.nodes if args.schedulable_nodes is None else args.schedulable_nodes
-    if not 0 <= schedulable <= args.nodes:
+    schedulable = nodes if schedulable is None else schedulable
+    if not 0 <= schedulable <= nodes:
         raise CommandError(
-            f"--schedulable-nodes {schedulable} must be between 0 and --nodes {args.nodes}"
+            f"--schedulable-nodes {pool_flag}{schedulable} must be between 0 and --nodes "
+            f"{pool_flag}{nodes}"
         )
-    if args.cores is None:
-        for pool in policy.pools:
+    if cores is None:
+        for pool in pools:
             rule = pool.proportional
             if rule and (
                 (rule.linear and rule.linear.cores_per_replica)
                 or (rule.ladder and rule.ladder.cores_to_replicas)
             ):
                 raise CommandError(
-                    f"pool {pool.name!r} counts cores in its proportional rule; pass --cores"
+                    f"pool {pool.name!r} counts cores in its proportional rule; pass --cores "
+                    f"{pool_flag or ''}C"
                 )
-    cores = args.cores or 0.0
-    share = schedulable / args.nodes if args.nodes else 0.0
-    return ClusterState(args.nodes, cores, schedulable, cores * share)
+    cores = cores or 0.0
+    share = schedulable / nodes if nodes else 0.0
+    return ClusterState(int(nodes), cores, int(schedulable), cores * share)
+
+
+def _count(text: str) -> tuple[str | None, float]:
+    """`14` (for every pool) or `gpu=3` (pool gpu's own) as (pool or None, number)."""
+    pool, _, number = text.rpartition("=")
+    try:
+        value = float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a number, or POOL=number for one pool (e.g. 14 or gpu=3)"
+        ) from None
+    return (pool.strip() or None), value
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """The cluster each pool's proportional rule runs on: its own counts (`--nodes gpu=3`) or the
+    totals (`--nodes 14`), and which pools with a `nodeSelector` ran on the totals."""
+
+    states: dict[str, ClusterState | None]
+    on_totals: tuple[str, ...] = ()
+
+    def of(self, pool: Pool) -> ClusterState | None:
+        return self.states.get(pool.name)
+
+
+def clusters_from_args(args: argparse.Namespace, policy: Policy) -> Clusters:
+    """Each pool's cluster from `--nodes`, `--cores`, `--schedulable-nodes` (each `N` for every
+    pool or `POOL=N` for one); CommandError naming the flag when one is repeated or names no pool."""
+    given = {
+        flag: _by_pool(getattr(args, attr) or [], flag, policy)
+        for flag, attr in (
+            ("--nodes", "nodes"),
+            ("--cores", "cores"),
+            ("--schedulable-nodes", "schedulable_nodes"),
+        )
+    }
+    nodes, cores, schedulable = given.values()
+    for flag, counts in (("--cores", cores), ("--schedulable-nodes", schedulable)):
+        for name in counts.keys() - nodes.keys() - {None}:
+            raise CommandError(f"{flag} {name}= needs --nodes {name}=N, that pool's own nodes")
+    states, on_totals = {}, []
+    for pool in policy.pools:
+        own = pool.name in nodes
+        key = pool.name if own else None
+        states[pool.name] = cluster_state(
+            _int(nodes.get(key)),
+            cores.get(pool.name, cores.get(None) if not own else None),
+            _int(schedulable.get(pool.name, schedulable.get(None) if not own else None)),
+            [pool],
+            f"{pool.name}=" if own else "",
+        )
+        rule = pool.proportional
+        if not own and states[pool.name] is not None and rule and rule.node_selector:
+            on_totals.append(pool.name)
+    return Clusters(states, tuple(on_totals))
+
+
+def _int(value: float | None) -> int | None:
+    if value is not None and value != int(value):
+        raise CommandError(f"a node count is a whole number, got {value:g}")
+    return None if value is None else int(value)
+
+
+def _by_pool(
+    counts: list[tuple[str | None, float]], flag: str, policy: Policy
+) -> dict[str | None, float]:
+    """`counts` keyed by pool (None: for every pool); CommandError for an unknown pool or a repeat."""
+    names = [p.name for p in policy.pools]
+    out: dict[str | None, float] = {}
+    for pool, value in counts:
+        if pool is not None and pool not in names:
+            raise CommandError(f"{flag} {pool}=: no pool named {pool!r}; pools: {', '.join(names)}")
+        if pool in out:
+            raise CommandError(f"{flag} given twice for {pool or 'every pool'}")
+        out[pool] = value
+    return out
 
 
 def add_requests_argument(parser: argparse.ArgumentParser) -> None:
@@ -245,14 +351,16 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     at = plan_time(args, source)
-    cluster = cluster_from_args(args, policy)
-    _note_skipped_proportional(policy, cluster)
+    clusters = clusters_from_args(args, policy)
+    _note_skipped_proportional(policy, clusters)
     parts = parts_from_args(policy, requests_from_args(args.requests))
     _note_left_out_share(policy, parts)
     fitted = dataclasses.replace(forecasts_from_args(source, policy, at), parts=parts)
     why = why_minimum(fitted.forecasts)
     if args.horizon is None:
-        plans = [plan_over_time(p, [at], fitted.inputs(p, cluster)).plans[0] for p in policy.pools]
+        plans = [
+            plan_over_time(p, [at], fitted.inputs(p, clusters.of(p))).plans[0] for p in policy.pools
+        ]
         if args.output == "json":
             pools = [_with_why(_with_promise(plan_to_dict(p), fitted.promises), why) for p in plans]
             print_json({"at": iso(at), "pools": pools})
@@ -263,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.step <= 0:
         raise CommandError("--step must be positive")
-    timeline = plan_timeline(policy, at, args.horizon, args.step, cluster, fitted)
+    timeline = plan_timeline(policy, at, args.horizon, args.step, clusters, fitted)
     if args.output == "json":
         pools = [_with_why(_with_promise(p, fitted.promises), why) for p in timeline]
         print_json({"from": iso(at), "step_seconds": args.step, "pools": pools})
@@ -303,7 +411,7 @@ def plan_timeline(
     start: float,
     horizon: float,
     step: float,
-    cluster: ClusterState | None,
+    cluster: ClusterState | Clusters | None,
     fitted: Fitted | None = None,
 ) -> list[dict[str, Any]]:
     """Each pool's plan over `horizon` from `start` (`core.engine.horizon_plans`, the report's grid
@@ -314,7 +422,7 @@ def plan_timeline(
     fitted = fitted or Fitted()
     out = []
     for pool in policy.pools:
-        inputs = fitted.inputs(pool, cluster)
+        inputs = fitted.inputs(pool, cluster.of(pool) if isinstance(cluster, Clusters) else cluster)
         steps = [
             {
                 "at": iso(plan.at),
@@ -424,12 +532,23 @@ def _note_left_out_share(policy: Policy, parts: dict[str, dict[str, Part]]) -> N
         )
 
 
-def _note_skipped_proportional(policy: Policy, cluster: ClusterState | None) -> None:
-    """Say on stderr that the cluster-size rule did not count, when no --nodes was given."""
-    skipped = [p.name for p in policy.pools if p.proportional is not None]
-    if cluster is None and skipped:
+def _note_skipped_proportional(policy: Policy, clusters: Clusters) -> None:
+    """Say on stderr, per pool, when its cluster-size rule did not count (no --nodes), or counted
+    the totals given where it counts only the nodes of its nodeSelector."""
+    skipped = [p.name for p in policy.pools if p.proportional and clusters.of(p) is None]
+    if skipped:
         print(
             f"note: the proportional rule of pool(s) {', '.join(skipped)} was skipped: "
             "pass --nodes N (and --cores C) to apply it",
+            file=sys.stderr,
+        )
+    for name in clusters.on_totals:
+        pool, state = policy.pool(name), clusters.states[name]
+        assert pool.proportional is not None and state is not None
+        print(
+            f"note: pool {name}'s proportional rule counts the nodes labelled "
+            f"{pool.proportional.label_selector}, but ran on the totals given ({state.nodes} "
+            f"nodes, {state.cores:g} cores); pass --nodes {name}=N (and --cores {name}=C) "
+            "for that pool's own",
             file=sys.stderr,
         )

@@ -27,13 +27,16 @@ from predictive_headroom.core.components import Part
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import NoForecastWhy
+from predictive_headroom.daemon.access import Guard
 from predictive_headroom.daemon.closedloop import LoopSettings
-from predictive_headroom.daemon.httpserver import HttpServer
+from predictive_headroom.daemon.httpserver import PROBES, HttpServer
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.logs import setup_logging
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.daemon.scheduling import Runner
+from predictive_headroom.daemon.tls import default_names, server_context
 from predictive_headroom.daemon.wiring import DaemonOptions, Edges
+from predictive_headroom.kube.access import KubeAccessReviewer
 from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
 from predictive_headroom.kube.leader import LeaderElector
@@ -176,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         def elector_for(api: ApiClient) -> Elector:
             return LeaderElector.from_settings(api, settings)
 
-    daemon, _api = build_daemon(args, settings, policy, elector_for)
+    daemon, api = build_daemon(args, settings, policy, elector_for)
     daemon.target_apis.update(policy.pools)  # logs the CapacityBuffer version each such pool uses
     if args.once:
         return once(daemon)
@@ -192,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         daemon.elector.on_stopped = lambda: daemon.leadership_changed(False)
         daemon.elector.healthy = daemon.health
         daemon.elector.on_unreadable = lambda _what: daemon.metrics.error("lease")
-    return serve(daemon, runner, settings)
+    return serve(daemon, runner, settings, api)
 
 
 def once(daemon: Daemon) -> int:
@@ -220,7 +223,51 @@ def once(daemon: Daemon) -> int:
     return 0
 
 
-def serve(daemon: Daemon, runner: Runner, settings: Settings) -> int:
+def http_servers(daemon: Daemon, settings: Settings, api: ApiClient) -> list[HttpServer]:
+    """The main port (TLS and the access guard, unless PH_HTTP_AUTH=off) and the probe port,
+    both started; CommandError naming the setting when a port or the certificate cannot be had."""
+    tls, guard = None, None
+    if settings.http_auth:
+        try:
+            tls, source = server_context(
+                settings.tls_cert_file, settings.tls_key_file, default_names()
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        guard = Guard(KubeAccessReviewer(api))
+        logger.info("HTTP port: TLS with %s; authorised callers only", source)
+    else:
+        logger.warning("PH_HTTP_AUTH=off: /metrics, /report and /last-run are served to anyone")
+    main = _listen(daemon, settings, settings.listen_port, "PH_LISTEN_PORT", tls=tls, guard=guard)
+    try:
+        probes = _listen(daemon, settings, settings.probes_port, "PH_PROBE_PORT", routes=PROBES)
+    except CommandError:
+        main.stop()
+        raise
+    return [main, probes]
+
+
+def _listen(
+    daemon: Daemon, settings: Settings, port: int, setting: str, **options: Any
+) -> HttpServer:
+    """One HTTP server of the daemon on `port`, started; CommandError naming `setting` when the
+    port cannot be had."""
+    try:
+        return HttpServer(
+            daemon,
+            daemon.metrics.exposition,
+            settings.listen_host,
+            port,
+            settings.report_dir,
+            **options,
+        ).start()
+    except OSError as exc:
+        raise CommandError(
+            f"cannot listen on {settings.listen_host}:{port} ({setting}): {exc}"
+        ) from None
+
+
+def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) -> int:
     """Run until SIGTERM or SIGINT; returns 0 after a clean stop."""
     stop = threading.Event()
 
@@ -230,18 +277,7 @@ def serve(daemon: Daemon, runner: Runner, settings: Settings) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    try:
-        http = HttpServer(
-            daemon,
-            daemon.metrics.exposition,
-            settings.listen_host,
-            settings.listen_port,
-            settings.report_dir,
-        ).start()
-    except OSError as exc:
-        raise CommandError(
-            f"cannot listen on {settings.listen_host}:{settings.listen_port} (PH_LISTEN_PORT): {exc}"
-        ) from None
+    servers = http_servers(daemon, settings, api)
     daemon.elector.start()
     runner.start()
     mode = "DRY-RUN, " if daemon.dry_run else ""
@@ -256,6 +292,7 @@ def serve(daemon: Daemon, runner: Runner, settings: Settings) -> int:
         pass
     runner.stop()
     daemon.elector.stop()
-    http.stop()
+    for server in servers:
+        server.stop()
     logger.info("stopped")
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+import time
 from typing import Any
 
 from predictive_headroom.policy.chart import (
@@ -19,6 +20,7 @@ from predictive_headroom.policy.chart import (
     POLICY_KEYS as CHART_POLICY_KEYS,
 )
 from predictive_headroom.policy.config import Policy
+from predictive_headroom.policy.lint import Finding, Level, policy_findings
 from predictive_headroom.policy.load import (
     ConfigError,
     Problem,
@@ -144,18 +146,25 @@ def check(text: str, source: str, kind: str | None, release: str, namespace: str
         for note in notes:
             print(f"{source}: note: {note}", file=sys.stderr)
         raise
+    findings: list[Finding] = []
     if parsed is None:
         ok = f"{source}: ok: Helm values without pools (the chart's default pool applies)"
     else:
         notes += utc_notes(parsed)
+        findings = policy_findings(parsed, time.time())
         windows = sum(len(p.schedules) for p in parsed.pools)
+        events = sum(1 for p in parsed.pools for w in p.schedules if w.dated)
         forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)
         what = "Helm values" if is_values else "policy"
         ok = (
-            f"{source}: ok ({what}): {len(parsed.pools)} pool(s), {windows} schedule window(s), "
+            f"{source}: ok ({what}): {len(parsed.pools)} pool(s), {windows} schedule window(s)"
+            f"{f' ({events} dated event(s))' if events else ''}, "
             f"{forecasts} forecast(s)"
         )
-    return "\n".join([ok, *(f"  note: {note}" for note in notes)])
+    warnings = sum(1 for f in findings if f.level == Level.WARNING)
+    if warnings:
+        ok += f"; {warnings} warning(s): it loads, but look at them"
+    return "\n".join([ok, *(f"  note: {note}" for note in notes), *(f"  {f}" for f in findings)])
 
 
 def _hint_values(problem: Problem, kind: str | None) -> Problem:

@@ -91,6 +91,8 @@ class PoolAction(StrEnum):
     MANUAL_OVERRIDE = "manual-override"
     """A person changed the count while the plan did not: left alone."""
     DRY_RUN = "dry-run"
+    REFUSED = "refused"
+    """The target lacks the label `predictive-headroom.io/pool: <pool>`: not the pool's own, never written."""
     FOLLOWER = "follower"
     """Not the leader (or the Lease was lost during the write): planned, not written."""
     ERROR = "error"

@@ -1,15 +1,21 @@
-"""The daemon's one HTTP port: /metrics, /healthz, /readyz, /last-run, /report and /report.json.
+"""The daemon's HTTP ports: /metrics, /healthz, /readyz, /last-run, /report and /report.json.
 
 Served by waitress from a background thread: its event loop buffers every connection until its
 request (line and headers) has fully arrived, and only then hands it to one of a few worker
 threads, so slow or half-sent requests hold a socket, never a worker (`daemon.slow_clients`
 enforces the header deadline). Every answer is computed from the Daemon passed in, so the server
 holds no state of its own, and carries `X-Content-Type-Options: nosniff`.
+
+The daemon runs two: the main port, over TLS (`daemon.tls`) with a `daemon.access.Guard` that
+serves /metrics, /report* and /last-run only to callers the API server authenticates and
+authorises (plain and open with `PH_HTTP_AUTH=off`), and the probe port, plain and open, serving
+only /healthz and /readyz.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
@@ -19,11 +25,14 @@ from typing import Any, Protocol
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from predictive_headroom.core.strict_json import dumps
+from predictive_headroom.daemon.access import Guard
 from predictive_headroom.daemon.slow_clients import DeadlineServer
+from predictive_headroom.daemon.tls import TlsFront
 
 logger = logging.getLogger(__name__)
 
 ROUTES = ("/metrics", "/healthz", "/readyz", "/last-run", "/report", "/report.json")
+PROBES = ("/healthz", "/readyz")
 
 
 class Status(Protocol):
@@ -57,31 +66,50 @@ class HttpServer:
         port: int,
         report_dir: Path | None = None,
         read_timeout: float = 10.0,
+        *,
+        routes: tuple[str, ...] = ROUTES,
+        tls: ssl.SSLContext | None = None,
+        guard: Guard | None = None,
     ) -> None:
         """`read_timeout`: seconds a client has, from connecting (or from the end of its last
-        request), to send its whole request line and headers; also how long an idle kept-alive
-        connection stays open."""
+        request), to send its whole request line and headers (and its TLS handshake); also how
+        long an idle kept-alive connection stays open. `routes`: the paths served (others are
+        404); `tls`: serve over TLS with this context; `guard`: who may read what it guards."""
         self.daemon, self.exposition, self.report_dir = daemon, metrics_exposition, report_dir
-        self._server = DeadlineServer.create(self._wsgi, host, port, read_timeout)
+        self.routes, self.guard = routes, guard
+        inner = ("127.0.0.1", 0) if tls else (host, port)
+        self._server = DeadlineServer.create(self._wsgi, *inner, read_timeout, listen=not tls)
+        self._tls = TlsFront(self._server, host, port, tls, read_timeout) if tls else None
         self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
 
     @property
     def port(self) -> int:
-        return int(self._server.effective_port)
+        return self._tls.port if self._tls else int(self._server.effective_port)
 
     def start(self) -> HttpServer:
         """Serve in a background thread."""
         self._thread.start()
-        logger.info("serving %s on port %d", ", ".join(ROUTES), self.port)
+        if self._tls:
+            self._tls.start()
+        how = ("https" if self._tls else "http") + (
+            ", authorised callers only" if self.guard else ""
+        )
+        logger.info("serving %s on port %d (%s)", ", ".join(self.routes), self.port, how)
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket and every connection."""
+        if self._tls:
+            self._tls.stop()
         self._server.stop()
         self._thread.join(timeout=5.0)
 
     def answer(self, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of `path`."""
+        if path not in self.routes and not (path == "/report/" and "/report" in self.routes):
+            known = ", ".join(self.routes)
+            body = f"not found: {path}; endpoints: {known}\n".encode()
+            return 404, "text/plain; charset=utf-8", body
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, self.exposition()
         if path == "/healthz":
@@ -95,10 +123,7 @@ class HttpServer:
             )
         if path == "/last-run":
             return 200, "application/json", dumps(self.daemon.status()).encode()
-        if path in ("/report", "/report/", "/report.json"):
-            return self._report("report.json" if path.endswith(".json") else "index.html")
-        known = ", ".join(ROUTES)
-        return 404, "text/plain; charset=utf-8", f"not found: {path}; endpoints: {known}\n".encode()
+        return self._report("report.json" if path.endswith(".json") else "index.html")
 
     def _report(self, name: str) -> tuple[int, str, bytes]:
         directory = latest_report(self.report_dir)
@@ -118,8 +143,15 @@ class HttpServer:
     def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """The WSGI application: GET (and HEAD) of the routes; other methods are 405."""
         path, method = environ.get("PATH_INFO") or "/", environ.get("REQUEST_METHOD", "GET")
+        access = self.guard.check(path, environ.get("HTTP_AUTHORIZATION")) if self.guard else None
+        extra: list[tuple[str, str]] = []
         if method not in ("GET", "HEAD"):
             code, kind, body = 405, "text/plain; charset=utf-8", b"only GET is served\n"
+        elif access is not None and not access.allowed:
+            code, kind = access.status, "text/plain; charset=utf-8"
+            body = f"{access.message}\n".encode()
+            if code == 401:
+                extra.append(("WWW-Authenticate", 'Bearer realm="predictive-headroom"'))
         else:
             try:
                 code, kind, body = self.answer(path)
@@ -133,6 +165,7 @@ class HttpServer:
                 ("Content-Type", kind),
                 ("Content-Length", str(len(body))),
                 ("X-Content-Type-Options", "nosniff"),
+                *extra,
             ],
         )
         return [b"" if method == "HEAD" else body]

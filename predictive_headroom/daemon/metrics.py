@@ -32,6 +32,7 @@ ERROR_KINDS = (
     "report",
     "internal",
     "lease",
+    "ownership",
 )
 """Every kind of error the daemon counts; each starts at 0 so rates work from the first scrape."""
 BOOT_BUCKETS = (15, 30, 45, 60, 90, 120, 150, 180, 240, 300, 420, 600, 900, 1200, 1800, 3600)
@@ -166,6 +167,14 @@ class Metrics:
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
         )
+        self.refused = Gauge(
+            f"{PREFIX}_target_refused",
+            "1 while the pool's target is refused and never written: it lacks the label "
+            "predictive-headroom.io/pool=<pool> (each refusing reconcile also counts an "
+            "errors{kind=ownership}); 0 while it is the pool's own.",
+            ["pool"],
+            registry=r,
+        )
         self.removed_pools = Counter(
             f"{PREFIX}_removed_pool_placeholders",
             "Placeholders of pools that left the policy, by what was done (scaled-to-zero, kept, "
@@ -229,6 +238,12 @@ class Metrics:
     def error(self, kind: str) -> None:
         """Count one error of `kind` (one of ERROR_KINDS)."""
         self.errors.labels(kind=kind).inc()
+
+    def record_ownership(self, pool: str, refused: bool) -> None:
+        """Whether `pool`'s target was refused at this reconcile (counted as an ownership error)."""
+        self.refused.labels(pool=pool).set(1 if refused else 0)
+        if refused:
+            self.error("ownership")
 
     def record_plan(self, plan: Plan) -> None:
         """Desired replicas, components and reason of one pool's plan."""
@@ -315,6 +330,7 @@ class Metrics:
             self.tuned_protection,
             self.realized_protection,
             self.tuned_reserve,
+            self.refused,
         ):
             self._drop(gauge, pool)
         for name in (*Component, PlanReason.MAX):

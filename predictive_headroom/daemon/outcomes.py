@@ -42,8 +42,8 @@ class PoolOutcome:
             if self.action in (PoolAction.SCALED, PoolAction.DRY_RUN)
             else self.action
         )
-        if self.action == PoolAction.ERROR:
-            change = f"error: {self.error}"
+        if self.action in (PoolAction.ERROR, PoolAction.REFUSED):
+            change = f"{self.action}: {self.error}"
         return f"{self.pool}={self.plan.desired} ({self.plan.reason}, {change})"
 
 

@@ -91,9 +91,10 @@ class PoolReconciler:
             if not leader:
                 return PoolOutcome(pool.name, PoolAction.FOLLOWER, plan)
             outcome = self.writer.write(pool, plan, missing_input(pool, forecast, cluster))
+            self.metrics.record_ownership(pool.name, outcome.action == PoolAction.REFUSED)
             if outcome.plan is not None and outcome.plan is not plan:  # held up for a missing input
                 self.metrics.record_plan(outcome.plan)
-            if outcome.current is not None:
+            if outcome.current is not None and outcome.action != PoolAction.REFUSED:
                 applied = (
                     outcome.plan.desired
                     if outcome.action == PoolAction.SCALED and outcome.plan

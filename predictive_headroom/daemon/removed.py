@@ -5,7 +5,7 @@ reload drops a pool, its target is remembered; once the pool's `scaleDownStabili
 passed (as for any scale-down), the leader scales it to 0 through /scale, unless the policy says
 `removedPools: keep`. It is only touched when it is the daemon's placeholder for that pool: a
 Deployment carrying the label `predictive-headroom.io/pool: <pool>` (the chart and the kustomize
-bases set it), not paused, not the target of a pool still in the policy (a rename). Every outcome
+bases set it; a CapacityBuffer too), not paused, not the target of a pool still in the policy (a rename). Every outcome
 is one log line and counted in `predictive_headroom_removed_pool_placeholders_total{action}`.
 """
 
@@ -18,8 +18,8 @@ from typing import Literal, get_args
 
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.kube.errors import NotFound
-from predictive_headroom.kube.pods import PLACEHOLDER_LABEL
 from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.policy.target import POOL_LABEL, ownership_problem
 from predictive_headroom.protocols import Actuator, ActuatorError
 
 logger = logging.getLogger(__name__)
@@ -102,8 +102,9 @@ class RemovedPools:
         except NotFound:
             logger.info("pool %s (removed): %s is gone; nothing to scale", pool.name, target)
             return "left"
-        if state.pool_label != pool.name or state.paused:
-            why = "paused" if state.paused else f"no label {PLACEHOLDER_LABEL}={pool.name}"
+        foreign = ownership_problem(pool.target, pool.name, state.pool_label)
+        if foreign is not None or state.paused:
+            why = "paused" if state.paused else f"no label {POOL_LABEL}={pool.name}"
             logger.warning(
                 "pool %s (removed): %s left at %d replicas (%s: not the daemon's placeholder to "
                 "scale down)",

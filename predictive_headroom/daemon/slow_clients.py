@@ -11,6 +11,7 @@ open; beyond that new ones wait in the backlog until old ones time out.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,11 +51,19 @@ class DeadlineServer(TcpWSGIServer):
 
     @classmethod
     def create(
-        cls, app: Callable[..., Any], host: str, port: int, read_timeout: float
+        cls,
+        app: Callable[..., Any],
+        host: str,
+        port: int,
+        read_timeout: float,
+        listen: bool = True,
     ) -> DeadlineServer:
-        """A server bound to (host, port) (port 0 picks a free one), not yet running."""
+        """A server bound to (host, port) (port 0 picks a free one), not yet running. With
+        `listen` False it accepts no connection of its own: it serves only sockets handed to
+        `adopt` (a TLS front's plaintext)."""
         server = cls(
             app,
+            _start=listen,
             host=host,
             port=port,
             threads=THREADS,
@@ -70,6 +79,15 @@ class DeadlineServer(TcpWSGIServer):
         server.adj.cleanup_interval = min(1.0, read_timeout / 4)
         server.adj.asyncore_loop_timeout = min(1.0, read_timeout / 4)
         return server
+
+    def adopt(self, sock: socket.socket, peer: Any) -> None:
+        """Serve the connected `sock` as if it had been accepted here (from any thread)."""
+
+        def add() -> None:
+            sock.setblocking(False)
+            self.channel_class(self, sock, peer, self.adj, map=self._map)
+
+        self.trigger.pull_trigger(add)
 
     def maintenance(self, now: float) -> None:
         """waitress's idle cleanup, plus: close connections whose request is overdue."""

@@ -6,6 +6,9 @@ written, and writes it. Per pool it remembers the count it last wrote and the co
 planned; that is how a change made by a person is told apart from its own.
 
 Safety rules:
+- only the pool's own target is written: one carrying the label `predictive-headroom.io/pool:
+  <pool>`; any other is refused at every reconcile (outcome `refused`, its reason on /last-run),
+  with one warning and one Warning Event (NotOwned) each time a refusal starts, and never written;
 - a target paused with the kill-switch annotation is left alone, and what was written to it is
   forgotten;
 - missing inputs never lower the count: with a missing input, a plan below the current replicas
@@ -34,7 +37,8 @@ from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.vocabulary import PoolAction
 from predictive_headroom.daemon.outcomes import PoolOutcome
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.protocols import Actuator
+from predictive_headroom.policy.target import ownership_problem
+from predictive_headroom.protocols import Actuator, TargetState
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +58,8 @@ class TargetWriter:
         """Per pool, the (current, desired) last sent as a dry run."""
         self._uids: dict[str, str] = {}
         """Per pool, the uid of the target object last read."""
+        self._refused: dict[str, str] = {}
+        """Pools whose target is refused (not their own), with the reason last given."""
 
     def step_down(self) -> None:
         """Forget what was written and planned: whoever leads meanwhile owns the targets."""
@@ -68,6 +74,7 @@ class TargetWriter:
             self._planned.pop(name, None)
             self._dry_reported.pop(name, None)
             self._uids.pop(name, None)
+            self._refused.pop(name, None)
             self._overridden.discard(name)
 
     def _notice_recreated(self, pool: Pool, uid: str | None, target: str) -> None:
@@ -97,6 +104,9 @@ class TargetWriter:
         """
         target = f"{pool.target.namespace}/{pool.target.name}"
         state = self.actuator.read(pool)
+        refused = self._refusal(pool, plan, state)
+        if refused is not None:
+            return refused
         self._notice_recreated(pool, state.uid, target)
         if state.paused:
             return self._leave_paused(pool, plan, state.replicas, target)
@@ -119,6 +129,24 @@ class TargetWriter:
         elif self._left_to_person(pool, plan, state.replicas, planned_before, target):
             return PoolOutcome(pool.name, PoolAction.MANUAL_OVERRIDE, plan, state.replicas)
         return self._bring_to_plan(pool, plan, state.replicas)
+
+    def _refusal(self, pool: Pool, plan: Plan, state: TargetState) -> PoolOutcome | None:
+        """None when the target is the pool's own; else the `refused` outcome, saying why. A
+        refusal that starts (or whose reason changes) is logged and recorded as a Warning Event on
+        the target (not in dry-run: an Event is a write too); what was written to it is forgotten."""
+        problem = ownership_problem(pool.target, pool.name, state.pool_label)
+        if problem is None:
+            if self._refused.pop(pool.name, None) is not None:
+                logger.info("pool %s: its target now carries its label; serving it", pool.name)
+            return None
+        if self._refused.get(pool.name) != problem:
+            logger.warning("%s", problem)
+            if not self.dry_run:
+                self.actuator.record_refusal(pool, problem)
+        self._refused[pool.name] = problem
+        self._applied.pop(pool.name, None)
+        self._planned.pop(pool.name, None)
+        return PoolOutcome(pool.name, PoolAction.REFUSED, plan, state.replicas, error=problem)
 
     def _leave_paused(self, pool: Pool, plan: Plan, current: int, target: str) -> PoolOutcome:
         """Leave a paused target at `current` replicas, forget what was written to it, and say so."""

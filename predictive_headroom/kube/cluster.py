@@ -59,6 +59,8 @@ logger = logging.getLogger(__name__)
 PAUSED_ANNOTATION = "predictive-headroom.io/paused"
 EVENT_COMPONENT = "predictive-headroom"
 EVENT_REASON = "Scaled"
+REFUSED_REASON = "NotOwned"
+"""The Warning Event on a target the daemon refuses to write (it lacks the pool label)."""
 
 
 class ClusterReadError(ActuatorError):
@@ -105,6 +107,9 @@ class _Current:
     """A CapacityBuffer whose spec.percentage is set (removed on write)."""
     odd: str | None = None
     """What was odd about the replica count read (`spec.replicas null`), taken as 0."""
+    pool_label: str | None = None
+    """The object's `predictive-headroom.io/pool` label, where the read returns labels (a
+    CapacityBuffer; a Deployment's /scale carries none)."""
 
 
 def read_replicas(value: Any, unset_is_odd: bool) -> tuple[int, str | None]:
@@ -200,8 +205,27 @@ class _ReplicaTarget(abc.ABC):
         logger.info("pool %s: %s", pool.name, change)
         self._record(pool, current, f"pool {pool.name}: replicas {was} -> {replicas} ({reason})")
 
-    def _record(self, pool: Pool, current: _Current, message: str) -> None:
-        """Create a Normal Event on the target; failures are logged, never raised.
+    def record_refusal(self, pool: Pool, message: str) -> None:
+        """Create a Warning Event (reason NotOwned) on the target saying why it is not written;
+        failures (of the read or the Event) are logged, never raised."""
+        try:
+            current = self._current(pool)
+        except ActuatorError as exc:
+            logger.warning(
+                "pool %s: could not read the target to record an Event: %s", pool.name, exc
+            )
+            return
+        self._record(pool, current, message, REFUSED_REASON, "Warning")
+
+    def _record(
+        self,
+        pool: Pool,
+        current: _Current,
+        message: str,
+        reason: str = EVENT_REASON,
+        kind: str = "Normal",
+    ) -> None:
+        """Create an Event (`kind` Normal or Warning) on the target; failures are logged, never raised.
 
         The Event lives in the target's namespace; for a cluster-scoped target it lives in `default`
         and names no namespace, as the apiserver requires (like a Node's Events).
@@ -221,9 +245,9 @@ class _ReplicaTarget(abc.ABC):
                 namespace=ns if current.namespaced else None,
                 uid=current.uid,
             ),
-            reason=EVENT_REASON,
+            reason=reason,
             message=message[:1024],
-            type="Normal",
+            type=kind,
             source=kubernetes.client.V1EventSource(component=EVENT_COMPONENT),
             first_timestamp=now,
             last_timestamp=now,

@@ -21,6 +21,7 @@ from kubernetes.client import ApiClient
 from predictive_headroom.kube.api import CallOptions, _call, _Op
 from predictive_headroom.kube.cluster import _json_answer, condition, parse_time
 from predictive_headroom.kube.quantity import amounts
+from predictive_headroom.policy.target import POOL_LABEL
 from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class PodReadError(ActuatorError):
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 """Set on the API's copy of a static pod the kubelet runs (a mirror pod)."""
-PLACEHOLDER_LABEL = "predictive-headroom.io/pool"
+PLACEHOLDER_LABEL = POOL_LABEL
 
 
 class KubePodReader:

@@ -131,7 +131,12 @@ class CapacityBufferActuator(_ReplicaTarget):
         """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
         current = self._current(pool)
         return TargetState(
-            current.replicas, current.resource_version, current.paused, current.uid, current.odd
+            current.replicas,
+            current.resource_version,
+            current.paused,
+            current.uid,
+            current.odd,
+            current.pool_label,
         )
 
     def _current(self, pool: Pool) -> _Current:
@@ -155,6 +160,7 @@ class CapacityBufferActuator(_ReplicaTarget):
             api.namespaced,
             spec.get("percentage") is not None,
             odd,
+            (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
         )
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
@@ -238,3 +244,7 @@ class TargetActuator:
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
         """Set the pool's target to `replicas` (server-side dry run when `dry_run`)."""
         self._by_kind[pool.target.kind].scale(pool, replicas, reason, dry_run)
+
+    def record_refusal(self, pool: Pool, message: str) -> None:
+        """A Warning Event on the pool's target saying why it is not written (never raises)."""
+        self._by_kind[pool.target.kind].record_refusal(pool, message)

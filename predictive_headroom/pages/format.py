@@ -29,6 +29,12 @@ def fmt_number(x: float | None) -> str:
     return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
 
 
+def fmt_worth(demand: float, demand_per_replica: float) -> str:
+    """Demand in placeholders, as the terminal and the pages both print it: 73.008 at 200 a
+    placeholder -> "0.37 placeholders' worth" (rounded once, from the unrounded figures)."""
+    return f"{demand / demand_per_replica:.2f} placeholders' worth"
+
+
 def fmt_compact(x: float | None, _pos: int | None = None) -> str:
     """An axis tick in human units, short enough for a narrow margin: 1,200,000 -> '1.2M',
     350,000 -> '350k', 2,500 -> '2.5k', 42 -> '42', 0.25 -> '0.25' ('n/a' when missing). The
@@ -171,7 +177,7 @@ def forecast_sentence(
         f"demand expected within the {lead} lead time, not the peak level (running pods serve "
         f"today's demand): a predictable ramp of {fmt_number(ramp)} plus a burst allowance of "
         f"{fmt_number(burst)} makes {fmt_number(total)} demand units, "
-        f"{total / demand_per_replica:.2f} pods' worth at {fmt_number(demand_per_replica)} a pod."
+        f"{fmt_worth(total, demand_per_replica)} at {fmt_number(demand_per_replica)} a placeholder."
     )
     why = details.get("burst_fallback")
     if why:

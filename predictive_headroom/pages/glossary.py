@@ -29,10 +29,12 @@ GLOSSARY: dict[str, str] = {
     "reactive": "no placeholders: nodes are added only when pods already wait (the cost floor)",
     "static": "static headroom: N placeholders all the time, N chosen in hindsight (the cheapest "
     "that reaches the protection)",
-    "proportional": "the pool's cluster-proportional rule (one spare slot per node by default)",
+    "proportional": "the pool's cluster-proportional rule; a pool without one is replayed with "
+    "CPA's linear nodesPerReplica 1 (one placeholder per node, always: a common setting, not "
+    "tuned to the traffic)",
     "schedule": "the pool's cron windows (a daytime window by default)",
-    "forecast": "the whole planner with the forecast, refitted on only the past, at the pool setting "
-    "setting (in the cost table: the best fixed setting of the grid)",
+    "forecast": "the whole planner with the forecast, refitted on only the past, at the setting "
+    "the pool gives (in the cost table: the best fixed setting of the grid)",
     "naive": "the same planner with a model-free burst table (the quantile of past growth by time "
     "of day) and no ramp: the baseline the forecast has to beat",
     "oracle": "perfect foresight: exactly the growth of the next node lag, never more; the best "

@@ -11,7 +11,7 @@ limit.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -44,7 +44,14 @@ def size_problem(size: int) -> str | None:
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses nesting deeper than `MAX_DEPTH` while composing."""
+    """SafeLoader that refuses nesting deeper than `MAX_DEPTH` while composing, and reads dates as
+    the strings they are written as (as Helm's YAML does), so `from: 2026-11-27` is checked as a
+    window's date in both kinds of file."""
+
+    yaml_implicit_resolvers: ClassVar[dict[Any, Any]] = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
     def __init__(self, text: str) -> None:
         super().__init__(text)

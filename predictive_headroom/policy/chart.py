@@ -24,7 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.load import Problem, _format_path, _nearest_line, policy_problems
-from predictive_headroom.policy.target import DNS_LABEL, DNS_SUBDOMAIN, Target
+from predictive_headroom.policy.target import DNS_LABEL, DNS_SUBDOMAIN, REFUSED_NAMESPACES, Target
 
 CHART_NAME = "predictive-headroom"
 POLICY_KEYS = ("pools", "cost", "removedPools")
@@ -179,6 +179,36 @@ def values_problems(
             _with_hint(p)
             for p in policy_problems(values_to_policy(values, release, namespace), index)
         ]
+        problems += _namespace_problems(values, index, namespace)
+    return problems
+
+
+def _namespace_problems(
+    values: dict[str, Any], index: dict[tuple[Any, ...], int], namespace: str
+) -> list[Problem]:
+    """A problem for each pool whose target is outside the release namespace and
+    `allowedNamespaces` (the chart refuses to render it, with the same words). kube-system is
+    refused by the policy's own check."""
+    extra = values.get("allowedNamespaces")
+    allowed = (
+        [namespace, *(n for n in extra if isinstance(n, str))]
+        if isinstance(extra, list)
+        else [namespace]
+    )
+    problems = []
+    pools = values.get("pools")
+    for i, pool in enumerate(pools if isinstance(pools, list) else []):
+        target = pool.get("target") if isinstance(pool, dict) else None
+        ns = target.get("namespace") if isinstance(target, dict) else None
+        if not isinstance(ns, str) or ns in allowed or ns in REFUSED_NAMESPACES:
+            continue
+        loc = ("pools", i, "target", "namespace")
+        message = (
+            f"{ns!r} is not in allowedNamespaces (allowed: {', '.join(allowed)}, the release "
+            "namespace first); add it to allowedNamespaces to let the chart grant the daemon "
+            "rights there"
+        )
+        problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     return problems
 
 

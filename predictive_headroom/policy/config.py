@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Annotated, Literal
+from zoneinfo import ZoneInfo
 
 from kubernetes.utils import parse_quantity
 from pydantic import (
@@ -23,21 +24,19 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from predictive_headroom.policy.calendars import CALENDAR_PATTERN, check_calendar
 from predictive_headroom.policy.cpa import Ladder, Linear, Proportional, Step
-from predictive_headroom.policy.cron import CRON_PATTERN, cron_trigger, expand
+from predictive_headroom.policy.cron import CRON_PATTERN, check_fires
 from predictive_headroom.policy.disruption import Disruption
 from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, LeadTime
 from predictive_headroom.policy.errors import FieldProblem
+from predictive_headroom.policy.events import LocalTime, local_time, window_shape_problems
 from predictive_headroom.policy.placeholder import Placeholder, Quantity
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.policy.target import DNS_LABEL, Target
 from predictive_headroom.policy.zones import check_zone, zone_names
-
-
-def _same_start_end_message(end: str) -> str:
-    return f"end {end!r} equals start; a window needs different start and end times"
 
 
 def _min_max_message(lo: int, hi: int) -> str:
@@ -80,12 +79,24 @@ _CRON = {"pattern": CRON_PATTERN, "description": "5-field cron or a descriptor s
 
 
 class ScheduleWindow(_Model):
-    """A KEDA-cron style window: open from a `start` firing until the next `end` firing."""
+    """A window of `desiredReplicas` placeholders, in one of two shapes: recurring, KEDA-cron style
+    (open from a `start` firing until the next `end` firing, not opening on the public holidays of
+    `skipHolidays`), or a dated event (`from`/`to`, once), in the window's `timezone`."""
 
     name: str = Field(min_length=1)
     timezone: str = Field(default="UTC", json_schema_extra={"enum": zone_names()})
-    start: str = Field(json_schema_extra=_CRON)
-    end: str = Field(json_schema_extra=_CRON)
+    start: str | None = Field(default=None, json_schema_extra=_CRON)
+    end: str | None = Field(default=None, json_schema_extra=_CRON)
+    from_: LocalTime | None = Field(default=None, alias="from")
+    to: LocalTime | None = None
+    skip_holidays: str | None = Field(
+        default=None,
+        json_schema_extra={
+            "pattern": CALENDAR_PATTERN,
+            "description": "a public-holiday calendar such as DE or DE-BY: the window does not "
+            "open on those days",
+        },
+    )
     desired_replicas: int = Field(ge=0)
 
     @field_validator("timezone")
@@ -95,15 +106,53 @@ class ScheduleWindow(_Model):
 
     @field_validator("start", "end")
     @classmethod
-    def _valid_cron(cls, value: str) -> str:
-        cron_trigger(value)
+    def _valid_cron(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_fires(value)
         return value
 
+    @field_validator("from_", "to", mode="before")
+    @classmethod
+    def _local_time(cls, value: object, info: ValidationInfo) -> object:
+        return local_time(value, end_of_day=info.field_name == "to")
+
+    @field_validator("skip_holidays")
+    @classmethod
+    def _known_calendar(cls, value: str | None) -> str | None:
+        return value if value is None else check_calendar(value)
+
     @model_validator(mode="after")
-    def _distinct(self) -> ScheduleWindow:
-        if expand(self.start).split() == expand(self.end).split():
-            raise FieldProblem("end", _same_start_end_message(self.end))
+    def _shape(self) -> ScheduleWindow:
+        given = {
+            type(self).model_fields[n].alias or n
+            for n in self.model_fields_set
+            if getattr(self, n) is not None  # `from: null`, as model_dump writes it, is not given
+        }
+        for problem in window_shape_problems(given, self.start, self.end):
+            raise FieldProblem(*problem)
+        if self.dated:
+            opens, closes = self.event_span()
+            if closes <= opens:
+                raise FieldProblem(
+                    "to",
+                    f"to ({self.to}) is not after from ({self.from_}); an event needs to "
+                    "end after it starts",
+                )
         return self
+
+    @property
+    def dated(self) -> bool:
+        """True for a dated event (`from`/`to`), False for a recurring window (`start`/`end`)."""
+        return self.from_ is not None
+
+    def event_span(self) -> tuple[float, float]:
+        """A dated event's (opens, closes) as POSIX seconds: `from` and `to` read as wall-clock
+        times in `timezone` (a time with its own UTC offset keeps it)."""
+        assert self.from_ is not None and self.to is not None, "event_span of a recurring window"
+        zone = ZoneInfo(self.timezone)
+        return tuple(  # type: ignore[return-value]
+            (t if t.tzinfo else t.replace(tzinfo=zone)).timestamp() for t in (self.from_, self.to)
+        )
 
 
 _PERCENT = r"^\s*[0-9]{1,2}(\.[0-9]+)?\s*%\s*$"
@@ -157,8 +206,7 @@ class ForecastSpec(_Model):
     @field_validator("refit")
     @classmethod
     def _valid_cron(cls, value: str) -> str:
-        cron_trigger(value)
-        return value
+        return check_fires(value)
 
     @field_validator("holidays")
     @classmethod

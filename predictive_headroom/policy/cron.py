@@ -18,6 +18,9 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.cron.expressions import AllExpression
 
 _WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_WEEKDAY_NAMES = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
+_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 # The descriptors KEDA's cron scaler accepts (robfig/cron's), as the 5-field expressions they mean.
 DESCRIPTORS = {
     "@yearly": "0 0 1 1 *",
@@ -52,8 +55,13 @@ def expand(expression: str) -> str:
 
 def _weekday_number(token: str) -> int:
     token = token.strip().lower()
-    if token[:3] in _WEEKDAYS and not token.isdigit():
+    if token in _WEEKDAYS or token in _WEEKDAY_NAMES:
         return _WEEKDAYS.index(token[:3])
+    if not token.isdigit():
+        raise ValueError(
+            f"day of week {token!r} is not a day: use {', '.join(_WEEKDAYS)} or 0-7 "
+            "(0 and 7 are Sunday), e.g. mon-fri or 1-5"
+        )
     day = int(token)
     if not 0 <= day <= 7:
         raise ValueError(f"day of week {day} is out of range 0-7")
@@ -110,7 +118,35 @@ def cron_trigger(expression: str, tz: str = "UTC") -> CronTrigger:
             timezone=ZoneInfo(tz),
         )
     except ValueError as exc:
-        raise ValueError(f"invalid cron expression {expression!r}: {exc}") from None
+        raise ValueError(
+            f"invalid cron expression {expression!r}: {_which_field(fields, exc)}"
+        ) from None
+
+
+def _which_field(fields: list[str], exc: ValueError) -> str:
+    """The error `exc` of a 5-field expression, naming the field at fault and its value."""
+    keys = ("minute", "hour", "day", "month")
+    for label, key, value in zip(_FIELDS, keys, fields, strict=False):
+        try:
+            CronTrigger(**{key: value})
+        except ValueError as own:
+            return f"{label} field {value!r}: {own}"
+    try:
+        _standard_day_of_week(fields[4])
+    except ValueError as own:
+        return f"day-of-week field {fields[4]!r}: {own}"
+    return str(exc)
+
+
+def check_fires(expression: str) -> str:
+    """Return `expression` when it is a valid cron that fires on some date; ValueError naming it
+    when it never can (`0 0 30 2 *`: no 30 February), as a window would never open, or never close."""
+    if cron_trigger(expression).get_next_fire_time(None, _EPOCH) is None:
+        raise ValueError(
+            f"cron expression {expression!r} never fires: no date matches its day-of-month, month "
+            "and day-of-week together (such as 30 February or 31 April); check those fields"
+        )
+    return expression
 
 
 def hour_is_wildcard(trigger: CronTrigger) -> bool:

@@ -14,6 +14,14 @@ UNIT_PATTERN = r"^\s*[0-9.]+\s*[A-Za-z]"
 """What Helm's schema check can say of a duration: a number followed by a unit."""
 _NUMBER = re.compile(r"^\s*[+-]?(\d+(\.\d*)?|\.\d+)\s*$")
 EXAMPLES = "90s, 10m, 6h or 28d"
+BARE_NUMBER_HINT = {
+    "if": {"type": "number", "not": {"const": 0}},
+    "then": {
+        "const": "a bare number is not a duration: add its unit, e.g. 5m (minutes), 90s, 6h or 28d",
+    },
+}
+"""Schema keywords that make Helm's own check say why a bare number fails: JSON schema has no
+error messages, but Helm prints the value a `const` wants, so the advice is that value."""
 
 
 def parse_duration(text: str | int | float | timedelta) -> timedelta:
@@ -66,6 +74,7 @@ Duration = Annotated[
     WithJsonSchema(
         {
             "anyOf": [{"type": "string", "pattern": UNIT_PATTERN}, {"const": 0}],
+            **BARE_NUMBER_HINT,
             "description": "a duration with its unit, such as 90s, 10m, 6h or 28d",
         }
     ),
@@ -112,6 +121,7 @@ LeadTime = Annotated[
                 {"const": 0},
                 {"const": AUTO},
             ],
+            **BARE_NUMBER_HINT,
             "description": "a duration such as 90s or 5m, or auto (measured from the pool's node "
             "boots and placeholder starts; 5m until 5 boots were seen)",
         }

@@ -24,9 +24,8 @@ from predictive_headroom.policy.config import (
     FieldProblem,
     Policy,
     _min_max_message,
-    _same_start_end_message,
 )
-from predictive_headroom.policy.cron import expand
+from predictive_headroom.policy.events import window_shape_problems
 
 
 @dataclass(frozen=True)
@@ -115,10 +114,30 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return model
 
 
+def _misspelt_required(errors: list[Any]) -> set[tuple[Any, ...]]:
+    """The paths of required fields reported missing that an unknown key beside them misspells
+    (`desiredReplica` for `desiredReplicas`): the unknown key's did-you-mean says it, once."""
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    found = set()
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] != "extra_forbidden" or not loc:
+            continue
+        model = _model_at(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), _known_keys(model) if model else [], n=1)
+        if close and (*loc[:-1], close[0]) in missing:
+            found.add((*loc[:-1], close[0]))
+    return found
+
+
 def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> list[Problem]:
     problems = []
-    for err in exc.errors():
+    errors = exc.errors()
+    misspelt = _misspelt_required(errors)
+    for err in errors:
         loc = tuple(err["loc"])
+        if err["type"] == "missing" and loc in misspelt:
+            continue
         message = err["msg"].removeprefix("Value error, ")
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, FieldProblem):
@@ -248,22 +267,19 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
         for j, window in enumerate(windows):
             if not isinstance(window, dict):
                 continue
-            start, end, wname = window.get("start"), window.get("end"), window.get("name")
-            if isinstance(start, str) and isinstance(end, str) and _same_times(start, end):
-                found.append((("pools", i, "schedules", j, "end"), _same_start_end_message(end)))
+            wname = window.get("name")
+            for key, message in window_shape_problems(
+                {str(k) for k, v in window.items() if v is not None},
+                window.get("start"),
+                window.get("end"),
+            ):
+                found.append((("pools", i, "schedules", j, key), message))
             if isinstance(wname, str) and wname in seen:
                 found.append(
                     (("pools", i, "schedules", j, "name"), f"duplicate window name {wname!r}")
                 )
             seen.add(wname) if isinstance(wname, str) else None
     return found
-
-
-def _same_times(start: str, end: str) -> bool:
-    try:
-        return expand(start).split() == expand(end).split()
-    except ValueError:
-        return False
 
 
 def read_config_text(path: str) -> str:

@@ -50,7 +50,18 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     listen_host: str = "0.0.0.0"
-    listen_port: int = Field(default=8080, ge=0, le=65535)
+    listen_port: int = Field(default=8443, ge=0, le=65535)
+    """The main port: /metrics, /report*, /last-run (and the probes); 0 picks a free one."""
+    probe_port: int | None = Field(default=None, ge=0, le=65535)
+    """The probes' own port (/healthz, /readyz: plain HTTP, open); default 8081, or a free one
+    when `listen_port` is 0."""
+    http_auth: bool = True
+    """Serve the main port over TLS to callers the API server authenticates and authorises
+    (TokenReview, SubjectAccessReview); `PH_HTTP_AUTH=off` serves it plainly to anyone."""
+    tls_cert_file: Path | None = None
+    """A mounted certificate (PEM) for the main port; unset: a self-signed one made at start."""
+    tls_key_file: Path | None = None
+    """The key of `tls_cert_file` (unset: read from the certificate file)."""
     reconcile_interval: float = Field(default=60.0, gt=0)
     reconcile_deadline: float | None = Field(default=None, gt=0)
     """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods on
@@ -78,6 +89,13 @@ class Settings(BaseSettings):
     """Seconds of closed-loop samples kept in memory (node boots, placeholder starts, preemptions)."""
     loop_max_samples: int = Field(default=5000, ge=10)
     """Per pool and kind, the newest closed-loop samples kept at most."""
+
+    @property
+    def probes_port(self) -> int:
+        """The port the probes listen on (see `probe_port`)."""
+        if self.probe_port is not None:
+            return self.probe_port
+        return 0 if self.listen_port == 0 else 8081
 
     @field_validator("prometheus_url")
     @classmethod

@@ -22,6 +22,12 @@ CAPACITY_BUFFER_VERSIONS = ("v1", "v1beta1", "v1alpha1")
 """The CapacityBuffer versions this code reads and writes (`spec.replicas`), newest first (`v1`
 is not published yet)."""
 
+POOL_LABEL = "predictive-headroom.io/pool"
+"""The label that makes an object a pool's own: the daemon writes only targets carrying
+`predictive-headroom.io/pool: <pool name>` (the chart and the kustomize bases set it)."""
+REFUSED_NAMESPACES = ("kube-system",)
+"""Namespaces no target may be in: the cluster's own components live there."""
+
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
@@ -53,6 +59,16 @@ class Target(BaseModel):
         ),
     )
 
+    @field_validator("namespace")
+    @classmethod
+    def _not_refused(cls, value: str) -> str:
+        if value in REFUSED_NAMESPACES:
+            raise ValueError(
+                f"{value!r}: targets in {value} are refused (the cluster's own components live "
+                "there); put the placeholder Deployment or CapacityBuffer in a namespace of its own"
+            )
+        return value
+
     @field_validator("api_version")
     @classmethod
     def _known_api_version(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -79,3 +95,18 @@ class Target(BaseModel):
         if self.kind != "CapacityBuffer" or self.api_version is None:
             return None
         return self.api_version.rpartition("/")[2]
+
+
+def ownership_problem(target: Target, pool: str, label: str | None) -> str | None:
+    """None when the object `target` names, whose `predictive-headroom.io/pool` label is `label`
+    (None: no such label), is pool `pool`'s own; else why it is not, naming the object, the label
+    and how to adopt it. Pure."""
+    if label == pool:
+        return None
+    found = "has no such label" if label is None else f"has {POOL_LABEL}={label}"
+    return (
+        f"pool {pool}: {target.kind} {target.namespace}/{target.name} is not this pool's: it lacks "
+        f"the label {POOL_LABEL}={pool} (it {found}); refused, never written. If it is a "
+        f"placeholder for this pool, adopt it: kubectl label {target.kind.lower()} -n "
+        f"{target.namespace} {target.name} {POOL_LABEL}={pool} --overwrite"
+    )

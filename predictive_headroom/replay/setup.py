@@ -48,7 +48,9 @@ class SimulatedNodes:
     node_slots: int = 8
     lag_seconds: float = 180.0
     scale_down_delay_seconds: float = 600.0
-    cores_per_node: float = 8.0
+    cores_per_node: float | None = None
+    """None: the slots' worth of the replayed pool's placeholder CPU (8 slots of 2-CPU
+    placeholders make a 16-core node), so the two figures describe one node."""
 
     def cluster(self) -> ClusterSpec:
         """The simulator's cluster (whole minutes)."""
@@ -156,6 +158,7 @@ class Replay:
         """The engine on `pool` at every minute, refitted forecasts `in_force`, as a strategy,
         with `settings` (default: the run's `plan_settings`)."""
         cpn, chosen = self.nodes.cores_per_node, settings or self.plan_settings
+        assert cpn is not None  # `resolve` sets it
         strategy = planner_strategy(
             pool, self.times, in_force, self.history, cpn, chosen, pods=self.pods
         )[1]
@@ -209,6 +212,8 @@ def resolve(
     if pool is None and given.lead is None:
         given = replace(given, lead=nodes.lag_seconds + 60.0)
     replayed = replay_pool(pool, history, dpr)
+    if nodes.cores_per_node is None:
+        nodes = replace(nodes, cores_per_node=nodes.node_slots * replayed.placeholder.cpu_cores)
     plan_settings = resolve_settings(replayed, measured_lead=measured_lead, given=given)
     assert replayed.forecast is not None  # replay_pool switched it on
     model = model_spec(replayed.forecast)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from array import array
 from collections.abc import Callable
 from datetime import datetime
@@ -26,6 +27,23 @@ _ISO_EXAMPLE = "an ISO-8601 time with a UTC offset, e.g. 2024-05-01T08:00:00Z"
 _EPOCH_EXAMPLE = "POSIX seconds like the first row, e.g. 1714550400"
 
 
+_LEAP_SECOND = re.compile(r"[T ]\d{2}:\d{2}:60(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
+_UTF16_MARKS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _encoding_problem(path: Path) -> str | None:
+    """What to do about a file that is not UTF-8 but UTF-16 (Excel's "Unicode Text", PowerShell's
+    default), or None when it is not that."""
+    with path.open("rb") as f:
+        head = f.read(64)
+    if head.startswith(_UTF16_MARKS) or (len(head) >= 4 and b"\x00" in head[:4]):
+        return (
+            'the file is UTF-16, not UTF-8; save it as UTF-8 ("CSV UTF-8" in a spreadsheet) or '
+            f"convert it: iconv -f UTF-16 -t UTF-8 {path} > utf8.csv"
+        )
+    return None
+
+
 class _BadRow(ValueError):
     """One field that cannot be read; the message says what was expected."""
 
@@ -34,6 +52,11 @@ def _iso_seconds(text: str) -> float:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
+        if _LEAP_SECOND.search(text):
+            raise _BadRow(
+                f"timestamp {text!r} is a leap second (second 60), which POSIX time, Python and "
+                "Prometheus do not count; write :59 or drop the row"
+            ) from None
         raise _BadRow(f"timestamp {text!r} is not {_ISO_EXAMPLE}") from None
     if when.tzinfo is None:
         raise _BadRow(
@@ -104,7 +127,10 @@ def read_csv_history(path: str | Path) -> History:
         raise SourceError(
             f"{p}: is a directory; pass a CSV file with a 'timestamp,value' header"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        why = _encoding_problem(p) or f"it is not UTF-8 text ({exc}); save it as UTF-8"
+        raise SourceError(f"{p}: cannot read the file: {why}") from None
+    except OSError as exc:
         raise SourceError(f"{p}: cannot read the file: {exc}") from None
     except csv.Error as exc:
         raise SourceError(f"{p}: not a CSV file this reader can read: {exc}") from None
@@ -117,6 +143,8 @@ def _read_rows(p: Path, reader: Any) -> History:
         raise SourceError(
             f"{p}: the file is empty; expected a 'timestamp,value' header and data rows"
         )
+    if any("\x00" in h for h in header) and (why := _encoding_problem(p)):
+        raise SourceError(f"{p}: cannot read the file: {why}")
     if [h.strip().lower() for h in header] != HEADER:
         found = ",".join(header)
         if len(header) == 2 and _looks_like_epoch(header[1].strip()):

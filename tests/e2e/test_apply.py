@@ -117,11 +117,16 @@ def test_discovery_finds_the_capacity_buffer_crd_and_the_daemon_scales_a_buffer(
         {
             "apiVersion": "autoscaling.x-k8s.io/v1alpha1",
             "kind": "CapacityBuffer",
-            "metadata": {"name": "gpu-buffer", "namespace": "workloads"},
+            "metadata": {
+                "name": "gpu-buffer",
+                "namespace": "workloads",
+                "labels": {"predictive-headroom.io/pool": "buffer"},
+            },
             "spec": {"podTemplateRef": {"name": "gpu-buffer"}, "replicas": 0},
         }
     )
     values = {
+        "allowedNamespaces": ["workloads"],
         "pools": [
             {
                 "name": "buffer",

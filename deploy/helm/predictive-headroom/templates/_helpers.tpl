@@ -70,6 +70,13 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- $targetName := default (printf "%s-placeholder-%s" (include "ph.fullname" $root) $name | trunc 63 | trimSuffix "-") $target.name -}}
 {{- $_ := set $target "kind" $kind -}}
 {{- $_ := set $target "namespace" (default $root.Release.Namespace $target.namespace) -}}
+{{- $allowed := prepend ($root.Values.allowedNamespaces | default list) $root.Release.Namespace -}}
+{{- if eq $target.namespace "kube-system" -}}
+{{- fail (printf "pools[%d].target.namespace: %q is refused: the daemon never scales in kube-system; put the placeholder in a namespace of its own" $i $target.namespace) -}}
+{{- end -}}
+{{- if not (has $target.namespace $allowed) -}}
+{{- fail (printf "pools[%d].target.namespace: %q is not in allowedNamespaces (allowed: %s, the release namespace first); add it to allowedNamespaces to let the chart grant the daemon rights there" $i $target.namespace (join ", " $allowed)) -}}
+{{- end -}}
 {{- $_ := set $target "name" $targetName -}}
 {{- $p := deepCopy $pool -}}
 {{- $_ := set $p "target" $target -}}
@@ -119,3 +126,8 @@ tools that render with it: tell those to ignore /spec/replicas, as for an HPA's 
 {{- int (.minReplicas | default 0) -}}
 {{- end -}}
 {{- end }}
+
+{{/* The main port's name: https (TLS, authorised callers only) unless httpAuth.enabled is false. */}}
+{{- define "ph.portName" -}}
+{{- if (.Values.httpAuth | default dict).enabled -}}https{{- else -}}http{{- end -}}
+{{- end -}}

@@ -1,0 +1,105 @@
+"""The two shapes of a schedule window: recurring (`start`/`end` crons) or a dated event
+(`from`/`to`, once), and the rules that tell them apart, shared by the model and by the check of
+raw YAML (`policy.load`), so a file with several problems gets each reported once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Set
+from datetime import date, datetime, time, timedelta
+from typing import Annotated
+
+from pydantic import WithJsonSchema
+
+from predictive_headroom.policy.cron import expand
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_EXAMPLE = "write 2026-11-27 or 2026-11-27 06:00 (wall-clock time in the window's timezone)"
+
+LocalTime = Annotated[
+    datetime,
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^\s*\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?)?\S*\s*$",
+            "description": "a date (2026-11-27) or a date and time (2026-11-27 06:00), wall-clock "
+            "time in the window's timezone; a date alone in `to` includes that whole day",
+        }
+    ),
+]
+"""A dated window's `from` or `to`: wall-clock time in the window's time zone (naive), or an
+instant with its own UTC offset."""
+
+
+def local_time(value: object, end_of_day: bool) -> object:
+    """`value` (a string, date or datetime) as a datetime; a date alone is its midnight, or the
+    next midnight when `end_of_day` (so `to: 2026-11-27` includes the 27th). ValueError with an
+    example when it is neither."""
+    if isinstance(value, datetime) or value is None:
+        return value
+    if isinstance(value, str) and _DATE.match(value.strip()):
+        try:
+            value = date.fromisoformat(value.strip())
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a date: {exc}; {_EXAMPLE}") from None
+    if isinstance(value, date):
+        return datetime.combine(value + timedelta(days=1 if end_of_day else 0), time())
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"{value!r} is not a date or a date and time; {_EXAMPLE}") from None
+    raise ValueError(f"expected a date or a date and time, got {value!r}; {_EXAMPLE}")
+
+
+def same_start_end_message(end: str) -> str:
+    return f"end {end!r} equals start; a window needs different start and end times"
+
+
+def window_shape_problems(
+    given: Set[str], start: object = None, end: object = None
+) -> list[tuple[str, str]]:
+    """(field, message) for each way the keys `given` (as written: `start`, `end`, `from`, `to`,
+    `skipHolidays`) fail to make one window shape; empty when they make one."""
+    recurring, dated = given & {"start", "end"}, given & {"from", "to"}
+    if recurring and dated:
+        return [
+            (
+                "from",
+                "a window is recurring (start and end, crons) or a dated event (from and to), "
+                "not both: remove start/end or from/to",
+            )
+        ]
+    if not recurring and not dated:
+        return [
+            (
+                "start",
+                "a window needs start and end (crons, for a recurring window such as business "
+                "hours) or from and to (dates, for a one-off event such as a sale)",
+            )
+        ]
+    pairs = (("start", "end", "'0 8 * * 1-5'"), ("from", "to", "2026-11-27 06:00"))
+    problems = [
+        (missing, f"required with {present}: give both, e.g. {missing}: {example}")
+        for a, b, example in pairs
+        for present, missing in ((a, b), (b, a))
+        if present in given and missing not in given
+    ]
+    if dated and "skipHolidays" in given:
+        problems.append(
+            (
+                "skipHolidays",
+                "skipHolidays applies to recurring windows (start/end); a dated event opens on "
+                "the dates it names: remove skipHolidays",
+            )
+        )
+    if isinstance(start, str) and isinstance(end, str) and _same(start, end):
+        problems.append(("end", same_start_end_message(end)))
+    return problems
+
+
+def _same(start: str, end: str) -> bool:
+    try:
+        return expand(start).split() == expand(end).split()
+    except ValueError:
+        return False

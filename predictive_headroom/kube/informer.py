@@ -351,12 +351,11 @@ class Informer(Generic[V]):
 
     def _refused(self, err: Forbidden) -> None:
         """The API server refused `watch`: say so once, and read by listing until it allows it."""
-        was, self.mode = self.mode, CacheMode.LISTING
         self.last_error = (
             f"watch {self.query.resource} forbidden: the daemon's ServiceAccount needs 'watch' on "
             f"{self.query.resource} {self.query.scope()} — see deploy/ (server said: {err.reason})"
         )
-        if was != CacheMode.LISTING:
+        if self.mode != CacheMode.LISTING:
             logger.error("cache of %s: %s", self.query.describe(), self.last_error)
             logger.warning(
                 "cache of %s: falling back to a LIST on every read; the watch is tried again "
@@ -364,6 +363,7 @@ class Informer(Generic[V]):
                 self.query.describe(),
                 self.options.retry_watch,
             )
+        self.mode = CacheMode.LISTING
 
     def _watch_once(self, version: str) -> str:
         """One watch request from `version`, applied to the cache; the version it ended at."""

@@ -146,10 +146,15 @@ GPU_VALUES: dict[str, Any] = {
     ],
 }
 BUFFER_SCOPE = {"helm-buffers-cluster": "Cluster"}  # the others: Namespaced
-CLOSED_LOOP_RULE = {"apiGroups": [""], "resources": ["events", "pods"], "verbs": ["list"]}
-"""The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace."""
-POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
-"""The opt-in pod-wait read, in each watched namespace only."""
+CLOSED_LOOP_RULE = {
+    "apiGroups": [""],
+    "resources": ["events", "pods"],
+    "verbs": ["list", "watch"],
+}
+"""The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace
+(listed once, then watched)."""
+POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
+"""The opt-in pod-wait read, in each watched namespace only (listed once, then watched)."""
 
 
 @pytest.fixture(scope="module")
@@ -493,7 +498,7 @@ def test_the_closed_loop_reads_pods_and_events_only_where_a_deployment_target_li
     for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
         for rule in role["rules"]:
             if "pods" in rule["resources"]:
-                assert rule == CLOSED_LOOP_RULE  # never get, watch or any write on pods
+                assert rule == CLOSED_LOOP_RULE  # never get or any write on pods
     env = {
         e["name"]: e.get("value")
         for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -506,7 +511,7 @@ def test_the_closed_loop_opt_out_drops_the_read_and_tells_the_daemon():
     for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
         assert all("pods" not in rule["resources"] for rule in role["rules"]), role
         assert all(
-            rule["verbs"] != ["list"] or rule["resources"] == ["nodes"] for rule in role["rules"]
+            "list" not in rule["verbs"] or rule["resources"] == ["nodes"] for rule in role["rules"]
         )
     env = {
         e["name"]: e.get("value")

@@ -317,3 +317,32 @@ def test_a_daemon_reading_through_caches_lists_only_at_start_and_shows_them(tmp_
             assert all(c["last_relist_reason"] == "start" for c in shown.values())
         finally:
             caches.stop()
+
+
+def test_the_daemon_reads_through_caches_unless_told_not_to_and_counts_relists(
+    server: FakeApiServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from predictive_headroom.commands.run import cluster_reads
+    from predictive_headroom.daemon.metrics import Metrics
+    from predictive_headroom.policy.settings import Settings
+
+    api = server.api_client()
+    monkeypatch.setenv("PH_WATCH_DEADLINE", "42")
+    cluster, pods, caches = cluster_reads(api, Settings(), watch=True)
+    assert isinstance(cluster, WatchedClusterReader) and isinstance(pods, WatchedPodReader)
+    assert caches is not None and caches.options.quiet_deadline == 42.0
+    monkeypatch.setenv("PH_WATCH", "false")
+    listing = cluster_reads(api, Settings(), watch=Settings().watch)
+    assert isinstance(listing[0], KubeClusterReader) and listing[2] is None
+    metrics = Metrics()
+    caches.on_relist = metrics.watch_relisted
+    _seed_nodes(server)
+    try:
+        cluster.read_nodes("pool=a")
+        exposed = metrics.exposition().decode()
+        assert (
+            'predictive_headroom_watch_relists_total{reason="start",resource="nodes"} 1.0'
+            in exposed
+        )
+    finally:
+        caches.stop()

@@ -208,7 +208,7 @@ def test_a_refused_watch_is_logged_and_reads_fall_back_to_listing_until_it_is_al
         server.add_node("a-9", labels={"pool": "a"})
         assert watched.read_nodes("pool=a").state.nodes == 5  # read by a LIST, fresh
         assert _lists(server, "/api/v1/nodes") > before
-        assert caches.synced()[0] and "watch refused" in caches.synced()[1]
+        assert caches.synced()[0] and "watch or list refused" in caches.synced()[1]
         server.clear_faults()  # the RBAC is updated
         eventually(lambda: caches.status()[0]["mode"] == "watching")
         server.add_node("a-10", labels={"pool": "a"})
@@ -344,5 +344,25 @@ def test_the_daemon_reads_through_caches_unless_told_not_to_and_counts_relists(
             'predictive_headroom_watch_relists_total{reason="start",resource="nodes"} 1.0'
             in exposed
         )
+    finally:
+        caches.stop()
+
+
+def test_a_cache_whose_list_is_refused_names_the_permission_and_reads_list(
+    server: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.fail("GET", r"^/api/v1/namespaces/team/pods$", 403, times=None)
+    api = server.api_client()
+    caches = _caches(sync_wait=1.0)
+    watched = WatchedPodReader(KubePodReader(api, FAST), caches, api)
+    try:
+        with caplog.at_level(logging.WARNING), pytest.raises(Exception) as refused:
+            watched.placeholder_pods("team", f"{PLACEHOLDER_LABEL}=web")
+        assert "forbidden" in str(refused.value)  # the listing reader's own error
+        eventually(lambda: caches.status()[0]["last_error"])
+        error = caches.status()[0]["last_error"]
+        assert "needs 'list' on pods in namespace team (a Role)" in error, error
+        assert caches.status()[0]["mode"] == "listing"
+        assert caches.synced()[0], "a refused read is an error on /last-run, not a wait"
     finally:
         caches.stop()

@@ -58,7 +58,7 @@ class CacheMode(StrEnum):
     WATCHING = "watching"
     """Listed and watched: reads come from memory."""
     LISTING = "listing"
-    """The API server refused the watch (or the cache went stale): reads list for themselves."""
+    """The API server refused the watch (or the list): reads list for themselves."""
 
 
 class RelistReason(StrEnum):
@@ -191,7 +191,8 @@ class Informer(Generic[V]):
         self._snapshot: tuple[V, ...] | None = None
         """The values in (namespace, name) order, the order of a LIST; None after a change."""
         self._lock = threading.Lock()
-        self._synced = threading.Event()
+        self._settled = threading.Event()
+        """Set once reads need not wait: the first list is in, or the API server refused it."""
         self._stopping = threading.Event()
         self.mode = CacheMode.STARTING
         self._heard: float | None = None
@@ -223,7 +224,7 @@ class Informer(Generic[V]):
         list for itself."""
         self.last_read = self.monotonic()
         if self.mode == CacheMode.STARTING and wait > 0:
-            self._synced.wait(wait)
+            self._settled.wait(wait)
         if self.mode != CacheMode.WATCHING or self.age() > self.options.stale_after:
             return None
         with self._lock:
@@ -260,12 +261,25 @@ class Informer(Generic[V]):
                 version = self._relist(reason)
             except ActuatorError as exc:
                 failures += 1
-                self._failed(f"list failed ({exc}); reads list for themselves", failures == 1)
+                self._failed(
+                    f"{self._why_not_listed(exc)}; reads list for themselves", failures == 1
+                )
                 reason = RelistReason.FAILED
                 self._stopping.wait(self._backoff(failures))
                 continue
             failures = 0
             reason = self._follow(version)
+
+    def _why_not_listed(self, exc: ActuatorError) -> str:
+        """What a failed list of the cache means, naming the permission when it was refused."""
+        if isinstance(exc, Forbidden):  # not a wait: reads list (and fail) as before watches
+            self.mode = CacheMode.LISTING
+            self._settled.set()
+            return (
+                f"list {self.query.resource} forbidden: the daemon's ServiceAccount needs 'list' on "
+                f"{self.query.resource} {self.query.scope()} — see deploy/ (server said: {exc.reason})"
+            )
+        return f"list failed ({exc})"
 
     def _backoff(self, failures: int) -> float:
         return min(self.options.backoff_max, self.options.backoff_initial * 2 ** (failures - 1))
@@ -306,7 +320,7 @@ class Informer(Generic[V]):
         self._relist_reason, self.relists = reason, self.relists + 1
         if self.mode != CacheMode.LISTING:
             self.mode = CacheMode.WATCHING
-        self._synced.set()
+        self._settled.set()
         if self.on_relist is not None:
             self.on_relist(self.query.resource, reason)
         log = logger.info if reason != RelistReason.START else logger.debug

@@ -99,7 +99,8 @@ class Caches:
             self.on_relist(resource, reason)
 
     def synced(self) -> tuple[bool, str]:
-        """(ready, why): every cache has listed once (a refused watch counts: reads list)."""
+        """(ready, why): every cache has listed once; one whose watch or list the API server refused
+        counts, as its reads list (and fail, naming the permission) as before watches."""
         with self._lock:
             informers = list(self._informers.values())
         starting = [i.query.describe() for i in informers if i.mode == "starting"]
@@ -107,7 +108,7 @@ class Caches:
             return False, f"cache(s) not synced yet: {', '.join(starting)}"
         listing = [i.query.describe() for i in informers if i.mode == "listing"]
         if listing:
-            return True, f"caches synced; reading by LIST (watch refused): {', '.join(listing)}"
+            return True, f"reading by LIST (watch or list refused): {', '.join(listing)}"
         return True, f"{len(informers)} cache(s) synced"
 
     def status(self) -> list[dict[str, Any]]:

@@ -261,6 +261,11 @@ class Informer(Generic[V]):
                 version = self._relist(reason)
             except ActuatorError as exc:
                 failures += 1
+                if isinstance(
+                    exc, Forbidden
+                ):  # not a wait: reads list (and fail) as before watches
+                    self.mode = CacheMode.LISTING
+                    self._settled.set()
                 self._failed(
                     f"{self._why_not_listed(exc)}; reads list for themselves", failures == 1
                 )
@@ -272,9 +277,7 @@ class Informer(Generic[V]):
 
     def _why_not_listed(self, exc: ActuatorError) -> str:
         """What a failed list of the cache means, naming the permission when it was refused."""
-        if isinstance(exc, Forbidden):  # not a wait: reads list (and fail) as before watches
-            self.mode = CacheMode.LISTING
-            self._settled.set()
+        if isinstance(exc, Forbidden):
             return (
                 f"list {self.query.resource} forbidden: the daemon's ServiceAccount needs 'list' on "
                 f"{self.query.resource} {self.query.scope()} — see deploy/ (server said: {exc.reason})"

@@ -7,8 +7,8 @@ reconciles: the wall time, the API requests sent and the bytes the client read; 
 this process (the daemon's objects and client, like a daemon's) and how long the cluster took to
 build. Needs `make e2e-bins` first.
 
-`--design list` reads the nodes with a LIST per selector per reconcile (`PH_WATCH=false`),
-`--design watch` through list-and-watch caches (the default since issue 47), `--design both` (the
+`--design list` reads the nodes with a LIST per selector and each target with GETs per reconcile
+(`PH_WATCH=false`), `--design watch` both through list-and-watch caches (the default since issue 47), `--design both` (the
 default) runs one daemon of each on the same cluster, one after the other, and prints them side by
 side, with the LISTs and WATCHes of nodes the API server itself counted
 (`apiserver_request_total`) over the steady-state runs and the bytes the watches streamed.
@@ -42,7 +42,11 @@ from predictive_headroom.daemon.loop import Daemon  # noqa: E402
 from predictive_headroom.daemon.wiring import Edges  # noqa: E402
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader  # noqa: E402
 from predictive_headroom.kube.targets import TargetActuator  # noqa: E402
-from predictive_headroom.kube.watched import Caches, WatchedClusterReader  # noqa: E402
+from predictive_headroom.kube.watched import (  # noqa: E402
+    Caches,
+    WatchedClusterReader,
+    WatchedTargets,
+)
 from predictive_headroom.policy.load import load_policy  # noqa: E402
 
 APPS = "scale-apps"
@@ -161,7 +165,9 @@ def run_design(watch: bool, api: Any, path: Path, runs: int, interval: float) ->
     caches = Caches() if watch else None
     edges = Edges(
         forecaster=NoForecaster(),  # type: ignore[arg-type]
-        actuator=TargetActuator(api, options),
+        actuator=TargetActuator(api, options)
+        if caches is None
+        else WatchedTargets(TargetActuator(api, options), caches, api),
         cluster=KubeClusterReader(api, options)
         if caches is None
         else WatchedClusterReader(KubeClusterReader(api, options), caches),

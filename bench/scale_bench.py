@@ -7,8 +7,9 @@ answer of the fake apiserver is held `--latency` seconds, a round trip to a real
 
 It prints, for the first reconcile (every pool scaled) and the median of `--runs` steady-state
 reconciles: the wall time, the API requests sent and the bytes the client read. With `--watch`
-the nodes are read through list-and-watch caches (`kube.watched`, the daemon's default) instead of
-a LIST per selector per reconcile; the watches' bytes (events and bookmarks) count as read.
+the nodes and the targets are read through list-and-watch caches (`kube.watched`, the daemon's
+default) instead of a LIST per selector and a GET per target per reconcile; the watches' bytes
+(events and bookmarks) count as read.
 
     .venv/bin/python bench/scale_bench.py [--pools 30] [--nodes 1000] [--runs 5] [--latency 0.01] [--watch]
 """
@@ -35,7 +36,11 @@ from predictive_headroom.daemon.loop import Daemon  # noqa: E402
 from predictive_headroom.daemon.wiring import Edges  # noqa: E402
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader  # noqa: E402
 from predictive_headroom.kube.targets import TargetActuator  # noqa: E402
-from predictive_headroom.kube.watched import Caches, WatchedClusterReader  # noqa: E402
+from predictive_headroom.kube.watched import (  # noqa: E402
+    Caches,
+    WatchedClusterReader,
+    WatchedTargets,
+)
 from predictive_headroom.policy.load import load_policy  # noqa: E402
 
 NS = "placeholders"
@@ -114,7 +119,9 @@ def main() -> int:
         path = write_policy(Path(tmp) / "policy.yaml", args.pools)
         edges = Edges(
             forecaster=NoForecaster(),  # type: ignore[arg-type]
-            actuator=TargetActuator(api, options),
+            actuator=TargetActuator(api, options)
+            if caches is None
+            else WatchedTargets(TargetActuator(api, options), caches, api),
             cluster=KubeClusterReader(api, options)
             if caches is None
             else WatchedClusterReader(KubeClusterReader(api, options), caches),

@@ -25,6 +25,7 @@ from predictive_headroom.kube.watched import (
     node_entry,
 )
 
+PAUSED = "predictive-headroom.io/paused"
 FAST = CallOptions(timeout=3.0, attempts=2, backoff_initial=0.01, backoff_max=0.05, events=False)
 T0 = "2026-11-27T01:00:00Z"
 
@@ -364,5 +365,65 @@ def test_a_cache_whose_list_is_refused_names_the_permission_and_reads_list(
         assert "needs 'list' on pods in namespace team (a Role)" in error, error
         assert caches.status()[0]["mode"] == "listing"
         assert caches.synced()[0], "a refused read is an error on /last-run, not a wait"
+    finally:
+        caches.stop()
+
+
+def _target_pool(name: str = "web-placeholder") -> Any:
+    from predictive_headroom.policy.config import Pool
+
+    return Pool.model_validate(
+        {"name": "web", "target": {"namespace": "team", "name": name}, "maxReplicas": 10}
+    )
+
+
+def test_deployment_targets_are_read_from_a_watch_of_that_one_deployment(
+    server: FakeApiServer,
+) -> None:
+    from predictive_headroom.kube.targets import TargetActuator
+    from predictive_headroom.kube.watched import WatchedTargets
+
+    server.add_deployment("team", "web-placeholder", 3)
+    server.add_deployment("team", "other", 7)  # not the daemon's business: never read
+    api = server.api_client()
+    actuator = TargetActuator(api, FAST)
+    caches = _caches()
+    targets = WatchedTargets(TargetActuator(api, FAST), caches, api)
+    pool = _target_pool()
+    try:
+        assert targets.read(pool) == actuator.read(pool)
+        shown = caches.status()[0]
+        assert shown["query"] == "deployments in team (fields metadata.name=web-placeholder)"
+        assert shown["objects"] == 1
+        before = len(server.requests("GET", "/deployments"))
+        server.edit_deployment("team", "web-placeholder", {"spec": {"replicas": 5}})  # a person
+        eventually(lambda: targets.read(pool).replicas == 5)
+        server.edit_deployment(
+            "team", "web-placeholder", {"metadata": {"annotations": {PAUSED: "true"}}}
+        )
+        eventually(lambda: targets.read(pool).paused)
+        reads = [
+            r
+            for r in server.requests("GET", "/deployments")[before:]
+            if r.query.get("watch") != "true"
+        ]
+        assert reads == [], "an unchanged target is read from the cache"
+        targets.scale(pool, 2, "test", dry_run=False)  # the daemon's own write ...
+        assert targets.read(pool).replicas == 2  # ... is never taken for a person's change
+    finally:
+        caches.stop()
+
+
+def test_a_missing_deployment_target_is_named_by_the_actuator(server: FakeApiServer) -> None:
+    from predictive_headroom.kube.targets import TargetActuator
+    from predictive_headroom.kube.watched import WatchedTargets
+    from predictive_headroom.protocols import ActuatorError
+
+    api = server.api_client()
+    caches = _caches()
+    targets = WatchedTargets(TargetActuator(api, FAST), caches, api)
+    try:
+        with pytest.raises(ActuatorError, match="not found"):
+            targets.read(_target_pool("gone"))
     finally:
         caches.stop()

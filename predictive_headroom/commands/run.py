@@ -40,7 +40,12 @@ from predictive_headroom.kube.informer import WatchOptions
 from predictive_headroom.kube.leader import LeaderElector
 from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
-from predictive_headroom.kube.watched import Caches, WatchedClusterReader, WatchedPodReader
+from predictive_headroom.kube.watched import (
+    Caches,
+    WatchedClusterReader,
+    WatchedPodReader,
+    WatchedTargets,
+)
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
@@ -130,10 +135,11 @@ def build_daemon(
     discovery = CapacityBufferDiscovery(api)  # which CapacityBuffer version the cluster serves
     elector = elector_for(api) if elector_for is not None else AlwaysLeader()
     cluster, pods, caches = cluster_reads(api, settings, watch=settings.watch and not args.once)
+    actuator = TargetActuator(api, discovery=discovery, fence=elector.write_budget)
     edges = Edges(
         source=source,
         forecaster=default_forecaster(),
-        actuator=TargetActuator(api, discovery=discovery, fence=elector.write_budget),
+        actuator=actuator if caches is None else WatchedTargets(actuator, caches, api),
         cluster=cluster,
         elector=elector,
         pods=pods,

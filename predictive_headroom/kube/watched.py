@@ -7,6 +7,10 @@ exactly what `KubeClusterReader` and `KubePodReader` answer, from memory; while 
 read (its first list is not done, the API server refused the watch, it went stale) they ask the
 listing reader they wrap, so a reconcile reads what the LIST design read.
 
+`WatchedTargets` reads each Deployment target from a watch of that one Deployment (a
+`metadata.name` field selector, which RBAC allows with `resourceNames`); writes, and CapacityBuffer
+targets, go to the actuator it wraps.
+
 What a cache keeps per object (measured in `bench/informer_memory.py`, figures in
 docs/operations.md): a node's name, cores, schedulability and `NodeSeen`; a pod's `PodSeen` or
 `PodOnNode`; an Event's `Preemption`.
@@ -26,11 +30,12 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions
-from predictive_headroom.kube.cluster import KubeClusterReader, _node_seen
+from predictive_headroom.kube.cluster import KubeClusterReader, _node_seen, read_replicas
 from predictive_headroom.kube.informer import Informer, WatchOptions, WatchQuery
 from predictive_headroom.kube.pods import (
     LIVE_PODS,
     NODE_PODS,
+    PLACEHOLDER_LABEL,
     PREEMPTED_EVENT_SELECTOR,
     KubePodReader,
     pod_on_node,
@@ -38,13 +43,17 @@ from predictive_headroom.kube.pods import (
     preemption,
 )
 from predictive_headroom.kube.quantity import amounts
+from predictive_headroom.kube.targets import _paused
+from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import (
+    Actuator,
     ClusterState,
     NodeList,
     NodeSeen,
     PodOnNode,
     PodSeen,
     Preemption,
+    TargetState,
 )
 
 logger = logging.getLogger(__name__)
@@ -243,3 +252,62 @@ class WatchedPodReader:
         for node, pod in found:
             by_node.setdefault(node, []).append(pod)
         return {node: tuple(pods) for node, pods in by_node.items()}
+
+
+def deployment_target(obj: dict[str, Any]) -> TargetState:
+    """A Deployment's JSON as the `TargetState` `DeploymentScaleActuator.read` answers: its
+    `spec.replicas` (what its /scale shows), resourceVersion, uid, kill switch and pool label."""
+    meta = obj.get("metadata") or {}
+    replicas, odd = read_replicas((obj.get("spec") or {}).get("replicas"), False)
+    return TargetState(
+        replicas,
+        str(meta.get("resourceVersion") or ""),
+        _paused(meta.get("annotations")),
+        meta.get("uid"),
+        odd,
+        (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
+    )
+
+
+class WatchedTargets:
+    """An `Actuator` whose Deployment targets are read from a cache of each named Deployment.
+
+    After a write of a pool's target (and until the cache shows the resourceVersion last read
+    directly) the target is read directly: a cache a few events behind must not make the daemon's
+    own write look like a person's change.
+    """
+
+    def __init__(self, actuator: Actuator, caches: Caches, api_client: ApiClient) -> None:
+        self.actuator, self.caches = actuator, caches
+        self._apps = kubernetes.client.AppsV1Api(api_client)
+        self._expected: dict[str, str] = {}
+        """Per pool written to: the resourceVersion the cache must show before it is read again."""
+
+    def _cached(self, pool: Pool) -> TargetState | None:
+        ns, name = pool.target.namespace, pool.target.name
+        query = WatchQuery("deployments", ns, "", f"metadata.name={name}")
+        list_fn = functools.partial(self._apps.list_namespaced_deployment, ns)
+        found = self.caches.informer(query, list_fn, deployment_target).current(
+            self.caches.options.sync_wait
+        )
+        return found[0] if found else None
+
+    def read(self, pool: Pool) -> TargetState:
+        """The target's state from the cache when it is a Deployment the cache holds and has caught
+        up with the daemon's last write; else read by the actuator (which names what is missing)."""
+        if pool.target.kind != "Deployment":
+            return self.actuator.read(pool)
+        cached, expected = self._cached(pool), self._expected.get(pool.name)
+        if cached is not None and expected in (None, cached.resource_version):
+            self._expected.pop(pool.name, None)
+            return cached
+        state = self.actuator.read(pool)
+        if expected is not None:
+            self._expected[pool.name] = state.resource_version
+        return state
+
+    def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
+        """Write through the actuator; the target is then read directly until the cache caught up."""
+        if pool.target.kind == "Deployment":
+            self._expected[pool.name] = ""
+        self.actuator.scale(pool, replicas, reason, dry_run)

@@ -16,6 +16,9 @@ Faults, each handled in the informer's thread and never raised to a reconcile:
 - A list that fails: tried again with backoff; meanwhile reads list for themselves.
 
 The counters of re-lists go to `on_relist(resource, reason)`, which the shell points at a metric.
+The client's own `kubernetes.informer.SharedInformer` is not used: it keeps whole model objects,
+lists without pages or bookmarks, has no silence deadline and reconnects a refused watch at once
+(docs/operations.md).
 """
 
 from __future__ import annotations

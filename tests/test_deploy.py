@@ -148,10 +148,15 @@ GPU_VALUES: dict[str, Any] = {
     ],
 }
 BUFFER_SCOPE = {"helm-buffers-cluster": "Cluster"}  # the others: Namespaced
-CLOSED_LOOP_RULE = {"apiGroups": [""], "resources": ["events", "pods"], "verbs": ["list"]}
-"""The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace."""
-POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
-"""The opt-in pod-wait read, in each watched namespace only."""
+CLOSED_LOOP_RULE = {
+    "apiGroups": [""],
+    "resources": ["events", "pods"],
+    "verbs": ["list", "watch"],
+}
+"""The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace
+(listed once, then watched)."""
+POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
+"""The opt-in pod-wait read, in each watched namespace only (listed once, then watched)."""
 
 
 @pytest.fixture(scope="module")
@@ -331,7 +336,9 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
             assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[
                 (ns, "deployments/scale")
             ]
-            assert f"get:{name}" in allowed[(ns, "deployments")]
+            # the Deployment itself: read (kill switch) and watched, by name only
+            assert {f"get:{name}", f"list:{name}", f"watch:{name}"} <= allowed[(ns, "deployments")]
+            assert not any(v.endswith(":<any>") for v in allowed[(ns, "deployments")])
         else:  # one rule per group and resource covers every version the daemon may discover
             where = "<cluster>" if cluster_buffers else ns
             assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[
@@ -355,7 +362,9 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
                 f"{ns}: scale granted beyond the policy's targets"
             )
         if resource == "deployments":
-            assert grants == {f"get:{n}" for n in expected_scale[ns]}
+            assert grants == {
+                f"{v}:{n}" for n in expected_scale[ns] for v in ("get", "list", "watch")
+            }
 
     lease = _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
     lease_name = next(e["value"] for e in lease if e["name"] == "PH_LEASE_NAME")
@@ -511,7 +520,7 @@ def test_the_closed_loop_reads_pods_and_events_only_where_a_deployment_target_li
     for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
         for rule in role["rules"]:
             if "pods" in rule["resources"]:
-                assert rule == CLOSED_LOOP_RULE  # never get, watch or any write on pods
+                assert rule == CLOSED_LOOP_RULE  # never get or any write on pods
     env = {
         e["name"]: e.get("value")
         for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -524,7 +533,8 @@ def test_the_closed_loop_opt_out_drops_the_read_and_tells_the_daemon():
     for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
         assert all("pods" not in rule["resources"] for rule in role["rules"]), role
         assert all(
-            rule["verbs"] != ["list"] or rule["resources"] == ["nodes"] for rule in role["rules"]
+            "list" not in rule["verbs"] or rule["resources"] in (["nodes"], ["deployments"])
+            for rule in role["rules"]
         )
     env = {
         e["name"]: e.get("value")

@@ -1,6 +1,7 @@
 """What a reconcile reads before it plans: each pool's node counts and its latest demand observations.
 
-Nodes are listed once per distinct label selector per reconcile, however many pools share it.
+Nodes are read once per distinct label selector per reconcile, however many pools share it (from
+a watched cache, or a LIST with `PH_WATCH=false`: the `ClusterReader` given decides).
 Both reads may fail without failing the pool. Node counts fall back to the last good count (or,
 before the first one, the target is not scaled below what it has). The latest observations feed
 the burst model; when they cannot be read, the planner falls back to the refit-time burst table

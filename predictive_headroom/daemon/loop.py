@@ -145,6 +145,8 @@ class Daemon:
         self.tunings: dict[str, Tuning] = {}
         """Each `protection:` pool's setting chosen at its last refit (`app.tune`)."""
         self.watch = LoopWatch(edges.monotonic, options.interval)
+        self.caches = edges.caches
+        """The list-and-watch caches of the cluster reads (None: they LIST every reconcile)."""
 
     # -- refit ---------------------------------------------------------------------------------
 
@@ -429,14 +431,19 @@ class Daemon:
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals
-        (on the monotonic clock). A policy file that cannot be used is named in `why`."""
+        (on the monotonic clock), and every cache of the cluster reads has synced. A policy file
+        that cannot be used is named in `why`."""
         ready, why = self.watch.readiness(bool(self.elector.is_leader))
+        if self.caches is not None:
+            synced, cached = self.caches.synced()
+            ready, why = ready and synced, f"{why}; {cached}"
         if self.config.error:
             why += f"; config file problem (the last good config runs): {self.config.error}"
         return ready, why
 
     def status(self) -> dict[str, Any]:
-        """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config, `target_apis`."""
+        """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config,
+        `target_apis`, and each cache's age and last re-list (`caches`)."""
         return {
             "config": {
                 "path": str(self.config_path),
@@ -455,4 +462,5 @@ class Daemon:
             "target_apis": self.target_apis.found,
             "closed_loop": self.observer.status(self.clock()),
             "disruption": self.disruption.status(),
+            "caches": self.caches.status() if self.caches is not None else None,
         }

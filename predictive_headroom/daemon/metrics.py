@@ -180,6 +180,17 @@ class Metrics:
             ["action"],
             registry=r,
         )
+        self.watch_relists = Counter(
+            f"{PREFIX}_watch_relists",
+            "Lists of a watched cache, by resource and reason (start; gone: 410; deadline: the watch "
+            "sent nothing, not even a bookmark; broken; retry-watch: the watch was refused; failed).",
+            ["resource", "reason"],
+            registry=r,
+        )
+
+    def watch_relisted(self, resource: str, reason: str) -> None:
+        """Count one list of a watched cache (`kube.informer`)."""
+        self.watch_relists.labels(resource=resource, reason=reason).inc()
 
     def _closed_loop_metrics(self, r: CollectorRegistry) -> None:
         """The closed loop: node boots, placeholder starts, pod waits, preemptions, lead time."""

@@ -101,27 +101,13 @@ class KubePodReader:
             namespace=namespace,
             field_selector=PREEMPTED_EVENT_SELECTOR,
         )
-        found = []
-        for event in items:
-            involved = event.get("involvedObject") or {}
-            at = parse_time(
-                event.get("lastTimestamp")
-                or event.get("eventTime")
-                or event.get("firstTimestamp")
-                or (event.get("metadata") or {}).get("creationTimestamp")
-            )
-            if event.get("reason") != "Preempted" or involved.get("kind") != "Pod" or at is None:
-                continue
-            found.append(
-                Preemption(str(involved.get("name", "")), str(involved.get("uid", "")), at)
-            )
-        return tuple(found)
+        return tuple(p for p in map(preemption, items) if p is not None)
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
         """The pods of every namespace that are bound to a node and have not ended, by node name,
         from one (paged) list (the disruption component; needs `list pods` cluster-wide). Failures
         are the typed `kube.errors` (a `Forbidden` without the permission)."""
-        selector = f"spec.nodeName!=,{LIVE_PODS}"
+        selector = NODE_PODS
         op = _Op("list", "pods", "", "Pod", "", selector, "")
         items = self._list(
             op,
@@ -138,6 +124,22 @@ class KubePodReader:
 
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+NODE_PODS = f"spec.nodeName!=,{LIVE_PODS}"
+"""The pods bound to a node that have not ended (a field selector)."""
+
+
+def preemption(event: dict[str, Any]) -> Preemption | None:
+    """The scheduler's `Preempted` Event (JSON) as a `Preemption`; None for any other Event."""
+    involved = event.get("involvedObject") or {}
+    at = parse_time(
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+    )
+    if event.get("reason") != "Preempted" or involved.get("kind") != "Pod" or at is None:
+        return None
+    return Preemption(str(involved.get("name", "")), str(involved.get("uid", "")), at)
 
 
 def pod_on_node(pod: dict[str, Any]) -> PodOnNode:

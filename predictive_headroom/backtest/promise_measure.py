@@ -152,18 +152,7 @@ def measure(
     ]
     out = []
     for p in protections:
-        wf = walk_forward(
-            r.book,
-            r.base,
-            result.pods,
-            r.cluster,
-            start,
-            r.starts,
-            p,
-            r.default,
-            result.settings.max_replicas,
-            r.tails.get(p),
-        )
+        wf = promise_walk(result, r, p)
         entry = _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
         # Now: the day's reserves and the tail-aware one of the last day (the others' are
         # other days' and would not be tried now).
@@ -172,6 +161,23 @@ def measure(
         entry["now"] = _now(choose(r.book.among(sizes), p, tail=tail))
         out.append(entry)
     return out
+
+
+def promise_walk(result: BacktestResult, r: Replayed, p: float) -> WalkForward:
+    """`protection: p` replayed day by day on `r` (`replay.promise.walk_forward`): the run the
+    promise entry, `tune`'s recommendation and the comparison with a fixed N all read."""
+    return walk_forward(
+        r.book,
+        r.base,
+        result.pods,
+        r.cluster,
+        result.scored_from,
+        r.starts,
+        p,
+        r.default,
+        result.settings.max_replicas,
+        r.tails.get(p),
+    )
 
 
 def _entry(
@@ -254,7 +260,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3)
 
 
-__all__ = ["measure", "placeholders_of", "prepare"]
+__all__ = ["measure", "placeholders_of", "prepare", "promise_walk"]
 
 
 def pct(p: float) -> str:

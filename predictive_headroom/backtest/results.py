@@ -266,6 +266,7 @@ class BacktestResult:
     )
     interruptions: InterruptionReport | None = None  # `--interruptions`: what each leaves waiting
     notes: tuple[str, ...] = ()  # what the reader must know about the series (an outlier)
+    current: list[dict[str, Any]] | None = None  # `--current N`: the user's fixed N against ours
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """`x_against` this result's static curve."""
@@ -319,6 +320,8 @@ class BacktestResult:
             out["promise"] = self.promise
         if self.interruptions is not None:
             out["interruptions"] = self.interruptions.to_dict()
+        if self.current is not None:
+            out["current"] = self.current
         return out
 
 

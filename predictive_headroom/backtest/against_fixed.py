@@ -194,7 +194,8 @@ class CurrentReplay:
             + at_kept
         )
         if self.theirs_better:
-            return f"your fixed {n} did better on this history: {head}; {body}"
+            said = head.removeprefix(f"your {n} fixed placeholder{'s' if n != 1 else ''} ")
+            return f"your fixed {n} did better on this history: it {said}; {body}"
         return f"{head}; {body}"
 
     def to_dict(self, price: Price | None = None) -> dict[str, Any]:

@@ -74,7 +74,7 @@ class Recommendation:
                 else f"static headroom needed {u.static_per_day:,.1f} at that protection"
             )
             text += (
-                f"; on the last {self.unseen_days:g} days, which it did not see (from "
+                f"; on the last {self.unseen_days:.1f} days, which it did not see (from "
                 f"{iso_utc(self.split_at)}), it kept {100 * u.kept:.1f}% for "
                 f"{u.per_day:,.1f} overhead node-hours a day ({static})"
             )
@@ -147,7 +147,7 @@ def _fixed_n(seen: Span, asked: float) -> int:
 
 def _level(r: Replays, seen: Span, asked: float) -> tuple[float | None, str]:
     """The protection level to paste, with why (None: fixed headroom instead)."""
-    days = f"the first {seen.days:g} days"
+    days = f"the first {seen.days:.1f} days"
     if seen.reactive_unserved <= 0:
         return asked, f"nothing waited for a node on {days}: no evidence against the forecast"
     kept = {p: seen.judge(w.run) for p, w in r.walks.items() if p <= asked + 1e-9}

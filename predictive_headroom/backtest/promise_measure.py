@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from predictive_headroom.backtest.frontier import Point, cost_at, protection
 from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import iso_utc
+from predictive_headroom.core.shortfall import Shortfall, shortfall_cause
 from predictive_headroom.replay.promise import (
     PROMISE_QUANTILES,
     Candidate,
@@ -216,7 +218,37 @@ def _entry(
         "choices": [
             _choice_json(result, b, c) for b, c in zip(wf.period_starts, wf.choices, strict=True)
         ],
+        "cause": None
+        if kept >= p - 1e-9
+        else _cause(result, wf, p, len(short), reactive_u).to_dict(),
     }
+
+
+def _cause(
+    result: BacktestResult, wf: WalkForward, p: float, short_days: int, reactive_u: float
+) -> Shortfall:
+    """Why `wf` kept less than `p` (`core.shortfall`): the days `maxReplicas` held the plan while
+    pods waited, and the fewest fixed placeholders that kept `p` in this replay."""
+    cap = result.settings.max_replicas
+    held = (wf.run.placeholders >= cap) & (wf.run.unserved > 0)
+    edges = [*wf.period_starts, result.pods.size]
+    capped = sum(bool(held[a:b].any()) for a, b in pairwise(edges))
+    fixed = next(
+        (
+            (n, protection(m.unserved_pod_minutes, reactive_u))
+            for n, m in sorted(result.static_curve)
+            if protection(m.unserved_pod_minutes, reactive_u) >= p - 1e-9
+        ),
+        None,
+    )
+    return shortfall_cause(
+        p,
+        short_days=short_days,
+        of_days=len(wf.period_starts),
+        capped_days=capped,
+        max_replicas=cap,
+        fixed=fixed,
+    )
 
 
 def _now(c: Choice) -> dict[str, Any]:
@@ -298,12 +330,9 @@ def sentence(entry: dict[str, Any], price: float | None = None, currency: str | 
         text += f"; a fixed reserve re-chosen daily would have needed {reserve:,.0f}"
     if kept < asked - 1e-9:
         gap = 100 * (asked - kept)
-        if entry.get("short_days"):
-            text += (
-                f". Short of {pct(asked)} by {gap:.1f} points: on {entry['short_days']} of "
-                f"{len(entry['choices'])} days nothing the history showed had kept {pct(asked)} at "
-                "any price, so it held the most protective setting and reserve reached"
-            )
+        cause = entry.get("cause") or {}
+        if cause.get("cause") == "cap" or entry.get("short_days"):
+            text += f". Short of {pct(asked)} by {gap:.1f} points: {cause.get('says')}"
         else:
             text += f". Short of {pct(asked)} by {gap:.1f} points"
     if entry.get("few_events"):

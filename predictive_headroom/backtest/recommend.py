@@ -176,9 +176,9 @@ def _warnings(promise: dict[str, Any], pool: Pool, target: float) -> list[str]:
         out.append(
             f"walk-forward it kept {100 * kept:.1f}%, short of {pct(target)}: "
             + (
-                "on some days nothing the history showed had kept it at any price; the daemon "
-                "then holds the most protective setting with a reserve"
-                if promise.get("short_days")
+                promise["cause"]["says"]
+                if promise.get("cause")
+                and (promise.get("short_days") or promise["cause"]["cause"] == "cap")
                 else "the margin it learns from past shortfalls came too late on this history"
             )
         )

@@ -37,8 +37,10 @@ from predictive_headroom.commands.replay_flags import add_replay_arguments, sett
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Pool
+from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.promql import check_promql
+from predictive_headroom.policy.shares import parse_protections, parse_quantiles, parse_share
 from predictive_headroom.protocols import Source, SourceError
 from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
 
@@ -218,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     cost = load_config(args.config).cost if args.config else None
     placeholder = pool.placeholder if pool is not None else Placeholder()
     price, shape = price_from_args(args, placeholder, cost, args.node_slots)
-    settings = settings_from_args(args, shape, price.slots)
+    settings = settings_from_args(args, shape, price.slots, grid_flags)
     currents = currents_from_args(args)  # before any history is read
     if currents and not settings.protections:  # the user's N is read against the promise
         asked = pool.protection if pool is not None and pool.protection else DEFAULT_PROTECTION
@@ -326,3 +328,37 @@ def print_text(result: BacktestResult) -> None:
     print(headline(result))
     for c in result.current or []:
         print(c["says"])
+
+
+def grid_flags(
+    args: argparse.Namespace, problems: list[str]
+) -> tuple[float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """`backtest`'s --quantile, --dial, --stabilization-dial and --protection (`tune` has its own), each problem appended to `problems`."""
+    quantile = None
+    if getattr(args, "quantile", None) is not None:
+        try:
+            quantile = parse_share(args.quantile, what="a quantile")
+        except ValueError as exc:
+            problems.append(f"--quantile: {exc}")
+        else:
+            if not 0 < quantile < 1:
+                problems.append(f"--quantile must be between 0 and 1 (exclusive), got {quantile:g}")
+    dial: tuple[float, ...] = ()
+    if getattr(args, "dial", None):
+        try:
+            dial = parse_quantiles(args.dial)
+        except ValueError as exc:
+            problems.append(f"--dial: {exc}")
+    windows: tuple[float, ...] = ()
+    if getattr(args, "stabilization_dial", None):
+        try:
+            windows = parse_windows(args.stabilization_dial)
+        except ValueError as exc:
+            problems.append(f"--stabilization-dial: {exc}")
+    protections: tuple[float, ...] = ()
+    if getattr(args, "protection", None):
+        try:
+            protections = parse_protections(args.protection)
+        except ValueError as exc:
+            problems.append(f"--protection: {exc}")
+    return quantile, dial, windows, protections

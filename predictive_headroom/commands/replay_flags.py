@@ -4,15 +4,21 @@ node boot, node size, the span replayed, interruptions), and the settings they b
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.commands import CommandError, duration_arg
 from predictive_headroom.core.price import NodeShape
 from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.disruption import parse_rate
-from predictive_headroom.policy.durations import parse_duration, parse_windows
-from predictive_headroom.policy.shares import parse_protections, parse_quantiles, parse_share
+from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
+
+GridFlags = Callable[
+    [argparse.Namespace, list[str]],
+    tuple[float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
+]
+"""Reads a command's quantile, dial, window and protection flags, appending each problem."""
 
 
 # Long on purpose: argparse declarations read best as one flat list.
@@ -102,11 +108,15 @@ def _duration_arg(text: str) -> float:
 
 # Long on purpose: one check per flag, so every problem is reported at once, then one mapping.
 def settings_from_args(
-    args: argparse.Namespace, shape: NodeShape | None = None, slots: int | None = None
+    args: argparse.Namespace,
+    shape: NodeShape | None = None,
+    slots: int | None = None,
+    grid: GridFlags | None = None,
 ) -> BacktestSettings:
     """Check the numeric flags (every problem at once) and build the settings; `shape` is the
     node the flags gave (`price_from_args`), which sizes the simulated node unless
-    `--node-slots` / `--cores-per-node` say otherwise (`slots`: the placeholders it holds)."""
+    `--node-slots` / `--cores-per-node` say otherwise (`slots`: the placeholders it holds);
+    `grid` reads the command's own quantile, dial and protection flags (`backtest`'s)."""
     problems = []
     if args.demand_per_replica is not None and not args.demand_per_replica > 0:
         problems.append(f"--demand-per-replica must be positive, got {args.demand_per_replica:g}")
@@ -114,7 +124,9 @@ def settings_from_args(
         problems.append(f"--node-slots must be at least 1, got {args.node_slots}")
     if args.refit_every < 60:
         problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
-    quantile, dial, windows, protections = _grid_flags(args, problems)
+    quantile, dial, windows, protections = (
+        grid(args, problems) if grid is not None else (None, (), (), ())
+    )
     if args.observation_delay is not None and args.observation_delay < 0:
         problems.append(f"--observation-delay cannot be negative, got {args.observation_delay:g}s")
     if args.cores_per_node is not None and not args.cores_per_node > 0:
@@ -151,38 +163,3 @@ def settings_from_args(
         notice_seconds=getattr(args, "notice", 120.0),
         seed=getattr(args, "seed", 0),
     )
-
-
-def _grid_flags(
-    args: argparse.Namespace, problems: list[str]
-) -> tuple[float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
-    """`backtest`'s --quantile, --dial, --stabilization-dial and --protection (absent in
-    `tune`, which has its own), each problem appended to `problems`."""
-    quantile = None
-    if getattr(args, "quantile", None) is not None:
-        try:
-            quantile = parse_share(args.quantile, what="a quantile")
-        except ValueError as exc:
-            problems.append(f"--quantile: {exc}")
-        else:
-            if not 0 < quantile < 1:
-                problems.append(f"--quantile must be between 0 and 1 (exclusive), got {quantile:g}")
-    dial: tuple[float, ...] = ()
-    if getattr(args, "dial", None):
-        try:
-            dial = parse_quantiles(args.dial)
-        except ValueError as exc:
-            problems.append(f"--dial: {exc}")
-    windows: tuple[float, ...] = ()
-    if getattr(args, "stabilization_dial", None):
-        try:
-            windows = parse_windows(args.stabilization_dial)
-        except ValueError as exc:
-            problems.append(f"--stabilization-dial: {exc}")
-    protections: tuple[float, ...] = ()
-    if getattr(args, "protection", None):
-        try:
-            protections = parse_protections(args.protection)
-        except ValueError as exc:
-            problems.append(f"--protection: {exc}")
-    return quantile, dial, windows, protections

@@ -218,6 +218,9 @@ def print_recommendation(out: dict[str, Any]) -> None:
     for c in out.get("current") or []:  # the headline: "is it better than my fixed N?"
         print(c["says"])
     _print_promise(out, target)
+    cause = ((out.get("daemon_now") or {}).get("promise") or {}).get("cause") or {}
+    if cause.get("cause") == "warm-up":  # what holds until the daemon's re-tune starts
+        print(f"the daemon now: {cause['says']}")
     if out.get("recommendation"):
         print(out["recommendation"]["says"])
     _print_paste(out)

@@ -271,3 +271,24 @@ def test_replicas_per_minute_of_a_current_n_are_constant(replayed):
     """The N is replayed as the user runs it: N placeholders every minute, nothing on top."""
     run = replayed.replayed.static_runs.get(4)
     assert run is not None and np.all(run.placeholders == 4)
+
+
+@pytest.mark.parametrize(
+    ("pool_protection", "given", "expected"),
+    [
+        ("90%", None, (0.9, "configured")),
+        ("90%", 0.99, (0.99, "flag")),
+        (None, 0.95, (0.95, "flag")),
+        (None, None, None),
+    ],
+)
+def test_protection_is_a_resolved_setting_with_its_source(pool_protection, given, expected):
+    from predictive_headroom.core.settings import Given, resolve_settings
+
+    text = POLICY.replace("MAX", "200")
+    if pool_protection is None:
+        text = text.replace("    protection: 90%\n", "")
+    pool = parse_policy(text, "t").pools[0]
+    settings = resolve_settings(pool, given=Given(protection=given))
+    got = settings.protection
+    assert (None if got is None else (got.value, str(got.source))) == expected

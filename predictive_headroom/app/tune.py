@@ -307,8 +307,10 @@ def retune(
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
     with its measured lead time); `reserves` overrides
-    `promise.reserve_sizes`. Never raises for bad data: a `default` Tuning says why instead."""
-    assert pool.forecast is not None and pool.protection is not None
+    `promise.reserve_sizes`. The protection kept is `settings.protection` (the pool's, or a
+    what-if given through the resolver). Never raises for bad data: a `default` Tuning says why
+    instead."""
+    assert pool.forecast is not None and settings.protection is not None
     started = time.perf_counter()
 
     def fallback(why: str, retunes_from: float | None = None) -> Tuning:
@@ -341,8 +343,8 @@ def _tune(
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     started: float,
 ) -> Tuning:
-    assert pool.protection is not None
-    target = pool.protection
+    assert plan_settings.protection is not None
+    target = plan_settings.protection.value
     window_seconds = grid[0]
     begin = known.end - window_seconds
     fitted, train = _fit_before(pool, plan_settings, known, begin, window_seconds, forecaster)
@@ -561,7 +563,7 @@ def _default(
     started: float,
     retunes_from: float | None = None,
 ) -> Tuning:
-    assert pool.forecast is not None and pool.protection is not None
+    assert pool.forecast is not None and settings.protection is not None
     q0, w0 = settings.quantile, settings.window
     logger.info("pool %s: cannot tune (%s); planning with the defaults", pool.name, why)
     until = "" if retunes_from is None else f" until {iso_utc(retunes_from)}"
@@ -570,7 +572,7 @@ def _default(
         TuningStatus.DEFAULT,
         q0,
         w0,
-        pool.protection,
+        settings.protection.value,
         f"{why}; using burstQuantile {q0:g} and scaleDownStabilization {w0 / 60:g}m{until}",
         at,
         seconds=time.perf_counter() - started,

@@ -36,6 +36,7 @@ from predictive_headroom.commands.current import add_current_arguments, currents
 from predictive_headroom.commands.replay_flags import add_replay_arguments, settings_from_args
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
+from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.placeholder import Placeholder
@@ -163,8 +164,8 @@ def with_daemon_now(
     forecaster, window = default_forecaster(), daemon_retune_window()
     entries = []
     for entry in result.promise or []:
-        asked = pool.model_copy(update={"protection": entry["protection"]})
-        now = daemon_now(asked, source, at, forecaster, price, retune_window=window)
+        what_if = Given(protection=entry["protection"])  # through the resolver, as a flag
+        now = daemon_now(pool, source, at, forecaster, price, retune_window=window, given=what_if)
         entries.append({**entry, "daemon_now": now.to_dict()})
     return replace(result, promise=entries)
 

@@ -39,6 +39,7 @@ from predictive_headroom.commands.current import add_current_arguments, currents
 from predictive_headroom.commands.replay_flags import add_replay_arguments, settings_from_args
 from predictive_headroom.core.price import NodeShape
 from predictive_headroom.core.series import History, NoForecast
+from predictive_headroom.core.settings import Given
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.durations import parse_windows
@@ -147,8 +148,10 @@ def run(args: argparse.Namespace) -> int:
     out["yaml"] = choice.yaml(pool) if out["status"] != "proportional-cheaper" else out["yaml"]
     # What the daemon holds at the end of the history: the same call the daemon makes at a refit
     # (its re-tune on its own window, the promise as asked) and the plan it would write then.
-    asked = pool if pool.protection == target else pool.model_copy(update={"protection": target})
-    now = daemon_now(asked, source, at, forecaster, price, retune_window=daemon_retune_window())
+    what_if = Given(protection=None if pool.protection == target else target)
+    now = daemon_now(
+        pool, source, at, forecaster, price, retune_window=daemon_retune_window(), given=what_if
+    )
     out["daemon_now"] = now.to_dict()
     out["seconds"] = round(time.perf_counter() - started, 1)
     if args.output == "json":

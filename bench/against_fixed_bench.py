@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from predictive_headroom.backtest.against_fixed import replays
-from predictive_headroom.backtest.choice import recommend_choice
+from predictive_headroom.backtest.choice import RULE, ChoiceRule, recommend_choice
 from predictive_headroom.backtest.results import BacktestResult, BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import print_table
@@ -67,12 +67,14 @@ def _ratio(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def rows_of(stem: str, result: BacktestResult, protections: tuple[float, ...]) -> list[list[str]]:
+def rows_of(
+    stem: str, result: BacktestResult, protections: tuple[float, ...], rule: ChoiceRule
+) -> list[list[str]]:
     """The table's rows for one series."""
     r = replays(result, protections)
     out = []
     for p in protections:
-        rec = recommend_choice(r, p)
+        rec = recommend_choice(r, p, rule)
         whole, unseen = rec.product_whole, rec.unseen
         assert unseen is not None and rec.product_unseen is not None
         out.append(
@@ -91,7 +93,7 @@ def rows_of(stem: str, result: BacktestResult, protections: tuple[float, ...]) -
                 _pct(rec.product_unseen.kept),
                 _num(rec.product_unseen.per_day),
                 _ratio(rec.product_unseen.over_static),
-                f"{rec.seen_days:g}+{rec.unseen_days:g}",
+                f"{rec.seen_days:.1f}+{rec.unseen_days:.1f}",
             ]
         )
     return out
@@ -105,6 +107,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protection", type=parse_protections, default=(0.9, 0.95))
     parser.add_argument("--cache", type=Path, help="keep (and reuse) each series' replay here")
     parser.add_argument("--replay-only", action="store_true", help="fill the cache, no table")
+    parser.add_argument(
+        "--margin", type=float, default=RULE.margin, help="the rule's margin over static headroom"
+    )
+    parser.add_argument(
+        "--few-events",
+        type=float,
+        default=RULE.few_events,
+        help="below this many waiting pod-minutes on the seen part the rule keeps the protection",
+    )
     args = parser.parse_args(argv)
     files = sorted(args.datasets.glob("*.csv"), key=_rank)
     if args.only:
@@ -126,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
                 with cached.open("wb") as fh:
                     pickle.dump(result, fh)
         if not args.replay_only:
-            rows += rows_of(path.stem, result, args.protection)
+            rows += rows_of(
+                path.stem, result, args.protection, ChoiceRule(args.margin, args.few_events)
+            )
         print(f"done {path.stem} in {time.perf_counter() - started:.1f}s", file=sys.stderr)
     if args.replay_only:
         return 0

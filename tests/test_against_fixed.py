@@ -198,8 +198,8 @@ def test_the_cap_is_named_in_the_promise_sentence():
         series(10, seed=3), _pool(max_replicas=3), settings, forecaster=SeasonalNaiveForecaster()
     )
     entry = result.promise[0]
-    assert entry["realized_protection"] < 0.95
-    cause = entry["cause"]
+    assert entry.realized_protection < 0.95
+    cause = entry.to_dict()["cause"]
     assert cause["cause"] == "cap" and cause["raise_to"] > 3 and cause["capped_days"] >= 1
     from predictive_headroom.backtest.promise_measure import sentence
 

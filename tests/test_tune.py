@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series, write_csv
 
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.results import BacktestSettings
@@ -135,21 +137,27 @@ def test_a_target_not_kept_walk_forward_says_so_with_money_and_exits_1(capsys):
 
 
 def test_a_figure_resting_on_few_events_says_so():
-    entry = {
-        "protection": 0.95,
-        "realized_protection": 1.0,
-        "overhead_node_hours": 120.0,
-        "overhead_node_hours_per_day": 8.0,
-        "reserve_walk_forward_overhead_node_hours": 150.0,
-        "reserve_walk_forward_best_protection": 1.0,
-        "reactive_unserved_pod_minutes": 21.0,
-        "few_events": True,
-        "days": 15,
-        "choices": [],
-    }
+    entry = PromiseEntry(
+        protection=0.95,
+        realized_protection=1.0,
+        unserved_pod_minutes=0.0,
+        reactive_unserved_pod_minutes=21.0,
+        overhead_node_hours=120.0,
+        overhead_node_hours_per_day=8.0,
+        days=15,
+        reserve_walk_forward_overhead_node_hours=150.0,
+        reserve_walk_forward_best_protection=1.0,
+        static_hindsight_overhead_node_hours=None,
+        reserve_ratio=None,
+        static_ratio=None,
+        kept=True,
+        short_days=0,
+        few_events=True,
+    )
     text = sentence(entry)
     assert text.startswith("asked 95%: kept 100.0% for 120 overhead node-hours (8.0 a day, 240 a")
     assert "would have needed 150" in text
     assert "only 21 pod-minutes waited without headroom" in text
-    entry.update(few_events=False, reactive_unserved_pod_minutes=2000.0)
+    entry = replace(entry, few_events=False, reactive_unserved_pod_minutes=2000.0)
     assert "waited without headroom" not in sentence(entry)
+    assert PromiseEntry.from_dict(entry.to_dict()) == entry

@@ -2,10 +2,11 @@
 (docs/promise.md, "Tune's decision rule").
 
 The scored days are split in two. On the first part (seen, the first half, rounded down) the rule
-picks the highest protection level, up to the one asked, that the promise kept walk-forward there;
-it recommends `protection:` at that level only when it cost no more than static headroom at the
-protection it kept on the same days (the forecast pays). Otherwise, when no level was kept or the
-forecast did not pay, it recommends fixed headroom: the fewest placeholders that reached the asked
+keeps the protection asked when too few pod-minutes waited there to judge (`ChoiceRule.few_events`);
+else it picks the highest protection level, up to the one asked, that the promise kept walk-forward
+there, and recommends `protection:` at that level unless it cost more than `ChoiceRule.margin`
+(1.10) times static headroom at the protection it kept on the same days (the forecast did not
+pay). Otherwise, when no level was kept or the forecast did not pay, it recommends fixed headroom: the fewest placeholders that reached the asked
 protection on the seen part (how a user sizes a fixed Deployment from the past), pasted as
 `minReplicas: N` with the forecast off. Whichever it picks is judged on the second part (unseen):
 the protection it kept there, its cost a day, and static headroom's cost at that protection.
@@ -17,8 +18,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from predictive_headroom.backtest.against_fixed import Judged, Recommended, Replays, Span, span
+from predictive_headroom.backtest.results import FEW_EVENTS
 from predictive_headroom.core.series import iso_utc
 from predictive_headroom.policy.config import Pool
+
+
+@dataclass(frozen=True)
+class ChoiceRule:
+    """The rule's two thresholds (docs/promise.md, "Tune's decision rule")."""
+
+    margin: float = 1.10
+    """Fixed headroom is recommended when the promise cost more than this times static
+    headroom at the protection it kept on the seen part (the 10% the measure tolerates)."""
+    few_events: float = FEW_EVENTS
+    """Below this many waiting pod-minutes on the seen part nothing is judged: the protection
+    asked is kept."""
+
+
+RULE = ChoiceRule()
 
 
 @dataclass(frozen=True)
@@ -101,7 +118,7 @@ class Recommendation:
         }
 
 
-def recommend_choice(r: Replays, asked: float) -> Recommendation:
+def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
     """The rule of the module docstring on `r` (whose walks include `asked`)."""
     res, starts = r.result, r.replayed.starts
     half = len(starts) // 2
@@ -109,7 +126,7 @@ def recommend_choice(r: Replays, asked: float) -> Recommendation:
     seen = span(res, r.replayed, res.scored_from, split)
     unseen = span(res, r.replayed, split, res.pods.size) if split < res.pods.size else None
     replicas = _fixed_n(seen, asked)
-    level, why = _level(r, seen, asked)
+    level, why = _level(r, seen, asked, rule)
     if level is None:
         kind, why = Recommended.FIXED, why + f"; {replicas} fixed placeholders reached it there"
     else:
@@ -145,21 +162,24 @@ def _fixed_n(seen: Span, asked: float) -> int:
     return int(seen.static[-1].label.removeprefix("N="))
 
 
-def _level(r: Replays, seen: Span, asked: float) -> tuple[float | None, str]:
+def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[float | None, str]:
     """The protection level to paste, with why (None: fixed headroom instead)."""
     days = f"the first {seen.days:.1f} days"
-    if seen.reactive_unserved <= 0:
-        return asked, f"nothing waited for a node on {days}: no evidence against the forecast"
+    if seen.reactive_unserved < rule.few_events:
+        return asked, (
+            f"only {seen.reactive_unserved:,.0f} pod-minutes waited without headroom on {days}: "
+            "too few to judge the forecast against fixed headroom"
+        )
     kept = {p: seen.judge(w.run) for p, w in r.walks.items() if p <= asked + 1e-9}
     held = [p for p, j in sorted(kept.items()) if j.kept >= p - 1e-9]
     if not held:
         return None, f"on {days} the promise kept none of {_levels(kept)} walk-forward"
     level, j = held[-1], kept[held[-1]]
     said = f"on {days} protection: {100 * level:g}% kept {100 * j.kept:.1f}% for {j.per_day:,.1f} a day"
-    if j.static_per_day is not None and j.per_day > j.static_per_day + 1e-9:
+    if j.static_per_day is not None and j.per_day > rule.margin * j.static_per_day + 1e-9:
         return None, (
-            f"{said}, more than static headroom's {j.static_per_day:,.1f} at that protection: "
-            "the forecast did not pay"
+            f"{said}, more than {rule.margin:g} times static headroom's {j.static_per_day:,.1f} "
+            "at that protection: the forecast did not pay"
         )
     if level < asked:
         said += f" (the highest level kept; {100 * asked:g}% was not)"

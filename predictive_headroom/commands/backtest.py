@@ -144,12 +144,18 @@ def pool_from_args(args: argparse.Namespace) -> Pool | None:
 def priced(result: BacktestResult, price: Price) -> BacktestResult:
     """`result` with each promise entry priced per node-hour (`core.price`: one price for every
     command and page) and the assumption in words."""
-    extra = {
-        "price_per_node_hour": price.node_hour,
-        "currency": price.currency,
-        "price_assumed": price.assumed,
-    }
-    return replace(result, promise=[{**e, **extra} for e in result.promise or []])
+    return replace(
+        result,
+        promise=[
+            replace(
+                e,
+                price_per_node_hour=price.node_hour,
+                currency=price.currency,
+                price_assumed=price.assumed,
+            )
+            for e in result.promise or []
+        ],
+    )
 
 
 def with_daemon_now(
@@ -164,9 +170,9 @@ def with_daemon_now(
     forecaster, window = default_forecaster(), daemon_retune_window()
     entries = []
     for entry in result.promise or []:
-        what_if = Given(protection=entry["protection"])  # through the resolver, as a flag
+        what_if = Given(protection=entry.protection)  # through the resolver, as a flag
         now = daemon_now(pool, source, at, forecaster, price, retune_window=window, given=what_if)
-        entries.append({**entry, "daemon_now": now.to_dict()})
+        entries.append(replace(entry, daemon_now=now.to_dict()))
     return replace(result, promise=entries)
 
 
@@ -306,10 +312,10 @@ def print_text(result: BacktestResult) -> None:
         )
         for entry in result.promise:
             print(f"  {sentence(entry)}")
-            if entry.get("daemon_now"):
-                print(f"    {entry['daemon_now']['sentence']}")
-        if result.promise[0].get("price_assumed"):
-            print(f"  priced as {result.promise[0]['price_assumed']}")
+            if entry.daemon_now:
+                print(f"    {entry.daemon_now['sentence']}")
+        if result.promise[0].price_assumed:
+            print(f"  priced as {result.promise[0].price_assumed}")
         print(
             "overhead node-hours over no headroom; daily reserve: a fixed reserve re-chosen each "
             "day on the week before it; static in hindsight: N chosen knowing the whole history; "

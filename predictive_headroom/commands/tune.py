@@ -20,6 +20,7 @@ from predictive_headroom.app.fit import default_forecaster, fetch_history
 from predictive_headroom.app.review import daemon_now
 from predictive_headroom.backtest.against_fixed import Recommended, current, replays
 from predictive_headroom.backtest.choice import recommend_choice
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.results import BacktestSettings
@@ -265,7 +266,7 @@ def _print_promise(out: dict[str, Any], target: str) -> None:
     print(
         f"walk-forward over the whole history (refit every {_days(h['refit_every_seconds'])}, each "
         "day's setting and reserve chosen on the days before it, as the daemon does): "
-        f"{sentence(out['promise'], price, cost['currency'])}."
+        f"{sentence(PromiseEntry.from_dict(out['promise']), price, cost['currency'])}."
     )
     if cost.get("assumed"):
         print(f"priced as {cost['assumed']}")

@@ -292,3 +292,47 @@ def test_protection_is_a_resolved_setting_with_its_source(pool_protection, given
     settings = resolve_settings(pool, given=Given(protection=given))
     got = settings.protection
     assert (None if got is None else (got.value, str(got.source))) == expected
+
+
+def test_the_backtest_page_leads_with_the_answer(replayed):
+    from dataclasses import replace
+
+    from predictive_headroom.backtest.plot import page_html
+
+    said = current(replayed, 4).to_dict()
+    html = page_html(replace(replayed.result, current=[said]), svg="")
+    assert 'id="current-headline"' in html
+    assert said["says"][1:40] in html
+
+
+@pytest.mark.parametrize(
+    ("level", "beats"),
+    [((0.95, 0.96, 10.0, 12.0), True), ((0.95, 0.96, 10.0, 8.0), False)],
+)
+def test_the_daemon_says_whether_its_forecast_beat_a_fixed_n(level, beats):
+    from predictive_headroom.app.tune import Tuning
+    from predictive_headroom.core.vocabulary import TuningStatus
+    from predictive_headroom.replay.promise_price import Level
+
+    tuning = Tuning(
+        "web", TuningStatus.TUNED, 0.9, 300.0, 0.95, "why", 0.0, levels=(Level(*level),),
+        fixed=(14, 0.96),
+    )  # fmt: skip
+    said = tuning.report()["against_fixed"]
+    assert said["forecast_beats_fixed"] is beats
+    assert ("did not beat a fixed N" in said["says"]) is not beats
+    if not beats:
+        assert "minReplicas: 14" in said["says"]
+    assert tuning.to_dict()["against_fixed"] == said  # /last-run shows the same
+
+
+def test_the_daemon_names_the_warm_up():
+    from predictive_headroom.app.tune import Tuning
+    from predictive_headroom.core.vocabulary import TuningStatus
+
+    tuning = Tuning(
+        "web", TuningStatus.DEFAULT, 0.95, 1800.0, 0.95, "too short", 0.0, retunes_from=1.7e9
+    )
+    cause = tuning.report()["cause"]
+    assert cause["cause"] == "warm-up" and "until 2023-11-14" in cause["says"]
+    assert tuning.to_dict()["cause"] == cause

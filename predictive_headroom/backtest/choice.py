@@ -128,27 +128,23 @@ def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recom
     replicas = _fixed_n(seen, asked)
     level, why = _level(r, seen, asked, rule)
     if level is None:
-        kind, why = Recommended.FIXED, why + f"; {replicas} fixed placeholders reached it there"
+        why += f"; {replicas} fixed placeholders reached it there"
+        kind, run = Recommended.FIXED, r.replayed.static_runs[replicas]
     else:
-        kind = Recommended.PROTECTION
-    judged = seen.judge
-    run_of = (
-        (lambda: r.walks[level].run)
-        if kind == Recommended.PROTECTION and level is not None
-        else (lambda: r.replayed.static_runs[replicas])
-    )
+        kind, run = Recommended.PROTECTION, r.walks[level].run
+    asked_run = r.walks[asked].run
     return Recommendation(
         kind,
         asked,
-        level if kind == Recommended.PROTECTION else None,
+        level,
         replicas,
         seen.days,
         0.0 if unseen is None else unseen.days,
-        float(res.times[split]) if split < res.pods.size else float(res.times[-1]),
-        judged(run_of()),
-        None if unseen is None else unseen.judge(run_of()),
-        r.whole.judge(r.walks[asked].run),
-        None if unseen is None else unseen.judge(r.walks[asked].run),
+        float(res.times[min(split, res.pods.size - 1)]),
+        seen.judge(run),
+        None if unseen is None else unseen.judge(run),
+        r.whole.judge(asked_run),
+        None if unseen is None else unseen.judge(asked_run),
         why,
     )
 

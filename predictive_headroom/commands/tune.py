@@ -1,11 +1,14 @@
 """`predictive-headroom tune`: what `protection: P` keeps on a pool's own history, and for what.
 
-Replays the pool's history through the backtest (refits see only the past) and the daemon's
-promise rule day by day (`replay.promise`: each day's forecast setting and reserve chosen on
-the days before it), and leads with the protection that kept and its overhead node-hours a day
-and a month (in money when the policy has `cost:`), next to a fixed reserve re-chosen daily. The
-YAML to paste is `protection: P` (or the proportional rule when it absorbs P for less); the best
-fixed setting and static headroom in hindsight come second. Exit 1 when the promise fell short.
+Replays the pool's history through the backtest (refits see only the past; the replay flags are
+`backtest`'s, `commands.replay_flags`) and the daemon's promise rule day by day
+(`replay.promise`: each day's forecast setting and reserve chosen on the days before it). It leads
+with the answer to "is it better than my fixed pause pods?" when given `--current N` or
+`--current-from NS/NAME` (`backtest.against_fixed`), then the protection kept and its overhead
+node-hours a day and a month (in money when priced), next to a fixed reserve re-chosen daily. The
+YAML to paste is what the history can keep (`backtest.choice`): a protection level, fixed headroom
+where the forecast did not pay, or the proportional rule when it absorbs P for less; a shortfall
+names its cause (`core.shortfall`). Exit 1 when the promise fell short.
 """
 
 from __future__ import annotations

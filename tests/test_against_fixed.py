@@ -336,3 +336,22 @@ def test_the_daemon_names_the_warm_up():
     cause = tuning.report()["cause"]
     assert cause["cause"] == "warm-up" and "until 2023-11-14" in cause["says"]
     assert tuning.to_dict()["cause"] == cause
+
+
+@pytest.mark.slow
+def test_tune_and_backtest_give_the_same_answer_for_the_same_n(tmp_path, capsys):
+    import json
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY.replace("MAX", "200").replace("history: 28d", "history: 9d"))
+    csv = write_csv(tmp_path / "d.csv", series(9, seed=5))
+    common = ["-c", str(policy), "--data", str(csv), "--current", "3,30", "-q", "-o", "json"]
+    grid = ["--windows", "5m,15m,30m"]
+    main(["tune", *common, *grid])
+    tuned = json.loads(capsys.readouterr().out)
+    assert main(["backtest", *common, "--protection", "90%"]) == 0
+    backtested = json.loads(capsys.readouterr().out)
+    assert [c["replicas"] for c in tuned["current"]] == [3, 30]
+    for key in ("kept", "overhead_node_hours_per_day", "ours_kept_same_cost", "says"):
+        assert [c[key] for c in tuned["current"]] == [c[key] for c in backtested["current"]], key
+    assert tuned["recommendation"]["unseen"] is not None

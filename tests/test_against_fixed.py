@@ -140,10 +140,11 @@ def test_fixed_headroom_is_pasted_as_a_valid_pool(replayed):
     lines = fixed.yaml(pool)
     assert lines[0] == f"minReplicas: {rec.replicas}"
     pasted = copy.deepcopy(yaml.safe_load(POLICY.replace("MAX", "2")))["pools"][0]
-    pasted.pop("protection")
-    for key, value in yaml.safe_load("\n".join(lines)).items():
-        pasted[key] = {**pasted[key], **value} if isinstance(value, dict) else value
+    for key in fixed.remove:
+        pasted.pop(key)
+    pasted.update(yaml.safe_load("\n".join(lines)))  # each line replaces the key it names
     valid = Pool.model_validate(pasted)
+    assert valid.forecast is not None and valid.forecast.query == "demand"
     assert valid.min_replicas == rec.replicas and valid.max_replicas >= rec.replicas
     assert valid.forecast is not None and not valid.forecast.enabled
 

@@ -45,8 +45,13 @@ def check(out, target):
     assert (out["status"] == "short") == (
         promise["realized_protection"] < target and out["status"] != "proportional-cheaper"
     )
-    if out["status"] != "proportional-cheaper":
-        assert out["yaml"] == [f"protection: {100 * target:g}%"]
+    rec = out["recommendation"]
+    if out["status"] != "proportional-cheaper" and rec["kind"] == "protection":
+        assert out["yaml"] == [f"protection: {100 * rec['protection']:g}%"]
+        assert rec["protection"] <= target
+    elif out["status"] != "proportional-cheaper":  # fixed headroom, judged on unseen days
+        assert out["yaml"][0] == f"minReplicas: {rec['replicas']}"
+        assert rec["remove"] == ["protection"] and rec["unseen"] is not None
     assert round(promise["days"]) <= len(promise["choices"]) <= round(promise["days"]) + 1
     hs = out["hindsight"]
     assert hs["burst_quantile"] in (0.5, 0.95)
@@ -56,9 +61,10 @@ def check(out, target):
     assert cost["per_month"] == pytest.approx(30 * cost["per_day"], 0.01)
 
 
-def pasted(path, yaml_lines):
-    """The policy at `path` with the printed YAML pasted into its pool (replacing its keys)."""
-    keys = {line.split(":")[0] for line in yaml_lines if not line.startswith(" ")}
+def pasted(path, yaml_lines, remove=()):
+    """The policy at `path` with the printed YAML pasted into its pool (replacing its keys, and
+    deleting those in `remove`)."""
+    keys = {line.split(":")[0] for line in yaml_lines if not line.startswith(" ")} | set(remove)
     kept = [
         line for line in path.read_text().splitlines() if line.strip().split(":")[0] not in keys
     ]
@@ -84,7 +90,9 @@ def test_tune_on_a_csv_recommends_yaml_and_prints_it_in_words(tmp_path, capsys):
     assert "a day" in text and "a month" in text and "not reached node-hours" not in text
     # The YAML validates as printed, pasted into the pool.
     policy = tmp_path / "pasted.yaml"
-    policy.write_text(pasted(tmp_path / "policy.yaml", out["yaml"]))
+    policy.write_text(
+        pasted(tmp_path / "policy.yaml", out["yaml"], out["recommendation"]["remove"])
+    )
     assert main(["validate", str(policy)]) == 0, capsys.readouterr()
 
 

@@ -14,6 +14,7 @@ the protection it kept there, its cost a day, and static headroom's cost at that
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,16 +70,25 @@ class Recommendation:
         return f"protection: {100 * self.level:g}%"
 
     def yaml(self, pool: Pool) -> list[str]:
-        """The lines to paste into `pool` (`minReplicas` and the forecast off for fixed
-        headroom, `maxReplicas` raised when it is below N)."""
+        """The lines to paste into `pool`, each replacing the key it names: `protection: P`, or
+        for fixed headroom `minReplicas: N` (with `maxReplicas: N` when the pool's is lower) and
+        the pool's forecast turned off (its query kept); `remove` says what to delete."""
         if self.kind == Recommended.PROTECTION:
             assert self.level is not None
             return [f"protection: {100 * self.level:g}%"]
-        assert self.replicas is not None
+        assert self.replicas is not None and pool.forecast is not None
         lines = [f"minReplicas: {self.replicas}"]
         if pool.max_replicas < self.replicas:
             lines.append(f"maxReplicas: {self.replicas}")
-        return [*lines, "forecast:", "  enabled: false   # keep its query; remove protection:"]
+        spec = pool.forecast
+        query = json.dumps(spec.query)  # a JSON string is a YAML flow scalar
+        off = f"forecast: {{enabled: false, query: {query}, demandPerReplica: {spec.demand_per_replica:g}}}"
+        return [*lines, off]
+
+    @property
+    def remove(self) -> list[str]:
+        """Keys of the pool to delete when pasting (fixed headroom keeps no promise)."""
+        return ["protection"] if self.kind == Recommended.FIXED else []
 
     def says(self) -> str:
         """The recommendation and its unseen-part figures in one sentence."""
@@ -113,6 +123,7 @@ class Recommendation:
             if self.unseen is None or self.unseen.over_static is None
             else round(self.unseen.over_static, 3),
             "asked_unseen": None if self.product_unseen is None else self.product_unseen.to_dict(),
+            "remove": self.remove,
             "why": self.why,
             "says": self.says(),
         }

@@ -285,7 +285,10 @@ def _print_paste(out: dict[str, Any]) -> None:
             "for; recommended instead (paste into the pool):"
         )
     elif (out.get("recommendation") or {}).get("kind") == Recommended.FIXED:
-        print("fixed headroom is recommended on this history (paste into the pool):")
+        print(
+            "fixed headroom is recommended on this history (paste into the pool and remove its "
+            "protection:):"
+        )
     elif (out.get("daemon_now", {}).get("promise") or {}).get("status") == TuningStatus.DEFAULT:
         print(
             "paste into the pool (the daemon re-tunes at each refit once its history is long "

@@ -14,6 +14,7 @@ from predictive_headroom.cli import build_parser
 
 PACKAGE = Path(__file__).resolve().parents[1] / "predictive_headroom"
 SHARED = ["app/tune.py", "app/review.py", "core/shortfall.py", "replay/promise_price.py"]
+REPLAYED = ["replay/walkforward.py", "backtest/run.py"]  # the replay's own warnings
 SPOKEN = {  # the modules whose strings each command prints (its own, then what it shows)
     "tune": [
         "commands/tune.py",
@@ -23,6 +24,7 @@ SPOKEN = {  # the modules whose strings each command prints (its own, then what 
         "backtest/promise_measure.py",
         "backtest/against_fixed.py",
         "backtest/choice.py",
+        *REPLAYED,
         *SHARED,
     ],
     "backtest": [
@@ -31,9 +33,9 @@ SPOKEN = {  # the modules whose strings each command prints (its own, then what 
         "commands/replay_flags.py",
         "backtest/text.py",
         "backtest/results.py",
-        "backtest/run.py",
         "backtest/promise_measure.py",
         "backtest/against_fixed.py",
+        *REPLAYED,
         *SHARED,
     ],
     "report": ["commands/report.py", "report/notices.py", "report/html.py", *SHARED],

@@ -187,3 +187,12 @@ def price_from_args(
         slots=slots,
     )
     return priced, shape
+
+
+def pool_price_from_args(args: argparse.Namespace | None, pool: Any, cost: Any) -> Price:
+    """The price of `pool`'s node-hour (`policy.config.Pool`) with the command's
+    `--node-hour-price`, `--node-cpu` and `--node-memory` over the policy's `cost:` (the same
+    price `tune` and `backtest` give)."""
+    if args is None:
+        return price_node_hour(cost, pool.placeholder.cpu_cores, pool.placeholder.memory_gib)
+    return price_from_args(args, pool.placeholder, cost)[0]

@@ -11,11 +11,13 @@ from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.commands import (
     CommandError,
     add_output_argument,
+    add_price_arguments,
     daemon_retune_window,
     duration_arg,
     iso,
     load_config,
     parse_time,
+    pool_price_from_args,
     print_json,
     print_table,
     source_from_args,
@@ -27,7 +29,6 @@ from predictive_headroom.core.engine import (
     plan_over_time,
 )
 from predictive_headroom.core.planner import Plan, plan_to_dict
-from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.policy.config import Policy, Pool
@@ -89,6 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--prometheus-url", metavar="URL", help="Prometheus to read demand history from"
     )
+    add_price_arguments(parser)
     add_output_argument(parser)
 
 
@@ -232,7 +234,9 @@ class Fitted:
         return PlanInputs(self.forecasts.get(name), self.observed.get(name), cluster, settings)
 
 
-def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fitted:
+def forecasts_from_args(
+    source: Source | None, policy: Policy, at: float, args: argparse.Namespace | None = None
+) -> Fitted:
     """Fit each forecasting pool on the history of `source` (--data or --prometheus-url) up to
     `at` as the daemon does at a refit (a `protection:` pool re-tuned first, on the same window),
     and read its latest observations at `at` for the burst model, as it does at reconcile (empty
@@ -249,7 +253,7 @@ def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fit
         {n: f.observed for n, f in fits.items() if f.observed is not None},
         {n: f.settings for n, f in fits.items() if f.settings is not None},
         {
-            n: f.tuning.report(pool_price(pools[n], policy.cost))
+            n: f.tuning.report(pool_price_from_args(args, pools[n], policy.cost))
             for n, f in fits.items()
             if f.tuning is not None
         },
@@ -293,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
     at = plan_time(args, source)
     clusters = clusters_from_args(args, policy)
     _note_skipped_proportional(policy, clusters)
-    fitted = forecasts_from_args(source, policy, at)
+    fitted = forecasts_from_args(source, policy, at, args)
     why = why_minimum(fitted.forecasts)
     if args.horizon is None:
         plans = [

@@ -20,13 +20,15 @@ import numpy as np
 from predictive_headroom.app.fit import default_forecaster, fit_pools, settings_of
 from predictive_headroom.commands import (
     CommandError,
+    add_price_arguments,
     daemon_retune_window,
     load_config,
     parse_time,
+    pool_price_from_args,
     source_from_args,
 )
 from predictive_headroom.commands.plan import cluster_from_args
-from predictive_headroom.core.price import pool_price
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
 from predictive_headroom.protocols import SourceError
@@ -73,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)"
     )
+    add_price_arguments(parser)
 
 
 def default_policy(history: History) -> Policy:
@@ -108,6 +111,13 @@ def run(args: argparse.Namespace) -> int:
         raise
     print(out / "index.html")
     return 0
+
+
+def _prices(args: argparse.Namespace, policy: Policy) -> dict[str, Price]:
+    """Each pool's price when the flags give one (none: the policy's `cost:` prices the page)."""
+    if args.node_hour_price is None and args.node_cpu is None:
+        return {}
+    return {p.name: pool_price_from_args(args, p, policy.cost) for p in policy.pools}
 
 
 def make_report(args: argparse.Namespace) -> Report:
@@ -155,10 +165,11 @@ def make_report(args: argparse.Namespace) -> Report:
         accuracies={n: f.accuracy for n, f in fits.items() if f.accuracy is not None},
         observed={n: f.observed for n, f in fits.items()},
         promises={
-            n: f.tuning.report(pool_price(policy.pool(n), policy.cost))
+            n: f.tuning.report(pool_price_from_args(args, policy.pool(n), policy.cost))
             for n, f in fits.items()
             if f.tuning is not None
         },
+        prices=_prices(args, policy),
     )
     return build_report(policy, inputs, at, cluster, source=str(where))
 

@@ -152,6 +152,13 @@ class Metrics:
             ["pool"],
             registry=r,
         )
+        self.beats_fixed = Gauge(
+            f"{PREFIX}_forecast_beats_fixed",
+            "1 when a pool's forecast cost no more than static headroom at the protection it kept "
+            "over the days its last re-tune judged, 0 when a fixed N did better (NaN: no figure).",
+            ["pool"],
+            registry=r,
+        )
         self.tuned_reserve = Gauge(
             f"{PREFIX}_tuned_reserve_replicas",
             "Placeholders a pool with protection holds on top of its plan, chosen at its last refit.",
@@ -304,6 +311,10 @@ class Metrics:
             float("nan") if kept is None else kept
         )
         self.tuned_reserve.labels(pool=tuning.pool).set(tuning.reserve)
+        against = tuning.against_fixed()
+        self.beats_fixed.labels(pool=tuning.pool).set(
+            float("nan") if against is None else float(against["forecast_beats_fixed"])
+        )
 
     def forget_tuning(self, pool: str) -> None:
         """Remove a pool's tuned_* series (its tuning no longer holds)."""
@@ -313,6 +324,7 @@ class Metrics:
             self.tuned_protection,
             self.realized_protection,
             self.tuned_reserve,
+            self.beats_fixed,
         ):
             self._drop(gauge, pool)
 
@@ -340,6 +352,7 @@ class Metrics:
             self.realized_protection,
             self.tuned_reserve,
             self.refused,
+            self.beats_fixed,
         ):
             self._drop(gauge, pool)
         for name in (*Component, PlanReason.MAX):

@@ -811,7 +811,7 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
     for t in threads:
         t.start()
     try:
-        deadline = time.time() + 5
+        deadline = time.time() + 60
         while not any(e.is_leader for e in electors) and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)
@@ -819,7 +819,7 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
         electors[
             first
         ].stop()  # the leader goes away; the other takes over within the lease duration
-        deadline = time.time() + timing.lease_duration + 2
+        deadline = time.time() + timing.lease_duration + 30  # generous on a busy machine
         while server.replicas(NS, "web-placeholder") != (5, 3)[first] and time.time() < deadline:
             time.sleep(0.05)
     finally:
@@ -860,21 +860,26 @@ def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(
         stderr=subprocess.PIPE,
         text=True,
     )
+    # Generous waits that end on the condition: on a busy machine the start alone (importing
+    # Prophet and pandas) can take longer than a quiet machine's whole test.
     try:
-        deadline = time.time() + 30
-        while server.replicas(NS, "web-placeholder") != 2 and time.time() < deadline:
+        deadline = time.monotonic() + 180
+        while server.replicas(NS, "web-placeholder") != 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, "the daemon exited before its first reconcile"
             time.sleep(0.1)
         assert server.replicas(NS, "web-placeholder") == 2  # the first reconcile ran (as leader)
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()
-        code = proc.wait(timeout=10)
+        code = proc.wait(timeout=60)
         took = time.monotonic() - started
     finally:
         if proc.poll() is None:
             proc.kill()
     log = proc.stderr.read() if proc.stderr else ""
     assert code == 0, log
-    assert took < 5, log
+    # The stop does not wait for the fit: a few seconds, far from the minute a busy machine's
+    # 28-day Prophet fit takes (the log says the refit in progress was abandoned).
+    assert took < 20, log
     assert "received SIGTERM" in log and "stopped" in log
     assert "refit in progress is abandoned" in log
     lease = server.lease("predictive-headroom", "predictive-headroom")
@@ -895,7 +900,7 @@ def test_runner_refits_at_start_and_stops_at_once_while_a_refit_runs(tmp_path, s
     daemon = make_daemon(config, server, time.time, forecaster=SlowForecaster())
     runner = Runner(daemon, interval=0.2)
     runner.start()
-    deadline = time.time() + 5
+    deadline = time.time() + 60
     while server.replicas(NS, "web-placeholder") != 2 and time.time() < deadline:
         time.sleep(0.05)
     started = time.monotonic()
@@ -914,7 +919,7 @@ def test_runner_reschedules_and_refits_after_a_config_change(tmp_path, server) -
     runner.start()
 
     def wait_for(replicas: int) -> int:
-        deadline = time.time() + 5
+        deadline = time.time() + 60
         while server.replicas(NS, "web-placeholder") != replicas and time.time() < deadline:
             time.sleep(0.05)
         return server.replicas(NS, "web-placeholder")

@@ -499,7 +499,8 @@ def test_a_hung_prometheus_never_delays_the_floors(tmp_path, server) -> None:
         prometheus = PrometheusSource(hung.url, settings)
         daemon.source = daemon.inputs.source = prometheus  # Prometheus hangs after the refit
         result = daemon.reconcile()
-    assert result.seconds < 2.0, result.seconds  # not PH_PROMETHEUS_TIMEOUT (30 s)
+    # not PH_PROMETHEUS_TIMEOUT (30 s): the fresh read's 0.4 s, with room for a busy machine
+    assert result.seconds < 15.0, result.seconds
     assert server.replicas(NS, "batch-placeholder") == 4
     web = next(o for o in result.pools if o.pool == "web")
     assert server.replicas(NS, "web-placeholder") == web.plan.desired >= 2
@@ -530,11 +531,12 @@ def test_nodes_are_listed_once_per_distinct_selector_and_pools_are_served_at_onc
     daemon = make_daemon(config, server, Clock())
     daemon.reconcile()
     lists = len(server.requests("GET", "/api/v1/nodes"))
-    server.delay("GET", "/scale", 0.5)  # every pool's read of its target is slow
+    server.delay("GET", "/scale", 2.0)  # every pool's read of its target is slow
     result = daemon.reconcile()
     assert len(server.requests("GET", "/api/v1/nodes")) - lists == 2  # '' and pool=web
     assert result.ok and all(o.action == "unchanged" for o in result.pools), result.summary()
-    assert result.seconds < 1.5, result.seconds  # one after another: 6 x 0.5 s
+    # served at once: about one delay, where one pool after another would take 6 x 2 s
+    assert result.seconds < 8.0, result.seconds
 
 
 # -- 8. a truncated answer to the Lease GET --------------------------------------------------------
@@ -823,7 +825,7 @@ def test_a_trickling_prometheus_never_delays_the_floors(tmp_path, server) -> Non
         prometheus = PrometheusSource(slow.url, Settings(fresh_read_timeout=0.4))
         daemon.source = daemon.inputs.source = prometheus  # Prometheus trickles after the refit
         result = daemon.reconcile()
-    assert result.seconds < 2.0, result.seconds  # not the 99 s of a per-read timeout
+    assert result.seconds < 15.0, result.seconds  # not the 99 s of a per-read timeout
     assert server.replicas(NS, "batch-placeholder") == 4
     web = next(o for o in result.pools if o.pool == "web")
     assert server.replicas(NS, "web-placeholder") == web.plan.desired >= 2

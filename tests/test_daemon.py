@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -831,6 +832,67 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
     values = [r.body["spec"]["replicas"] for r in scale_writes(server, "web-placeholder")]
     leader_value, follower_value = (3, 5)[first], (5, 3)[first]
     assert values == [leader_value, follower_value], values
+
+
+def _poll(condition: object, seconds: float = 60.0) -> bool:
+    """Wait for `condition()` to hold, at most `seconds`; whether it did."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.02)
+    return bool(condition())  # type: ignore[operator]
+
+
+@pytest.mark.slow
+def test_config_swaps_during_a_refit_coalesce_into_one_refit_of_the_newest_config(
+    tmp_path, server, caplog
+) -> None:
+    """Issue 45: 30 ConfigMap swaps in 62 s queued 15 Prophet fits for 4 reloads, the stale ones
+    run too. Now ten swaps while a fit runs cost one more fit, of the newest config, and the fit
+    of the config swapped out is dropped with a log line."""
+    release, leads = threading.Event(), []
+
+    class HeldForecaster(RampForecaster):
+        def fit(
+            self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
+        ) -> Forecast | NoForecast:
+            leads.append(settings.lead)  # which config this fit is for
+            release.wait(60)
+            return super().fit(history, spec, settings, now)
+
+    def policy(minutes: int) -> Path:
+        return write_config(
+            tmp_path / "p.yaml",
+            pool_yaml("web", minReplicas=1, leadTime=f"{minutes}m", forecast=FORECAST),
+        )
+
+    server.add_deployment(NS, "web-placeholder", 0)
+    daemon = make_daemon(policy(1), server, time.time, forecaster=HeldForecaster())
+    runner = Runner(daemon, interval=0.05)
+    runner.start()
+    try:
+        assert _poll(lambda: leads == [60.0])  # the refit at start, held
+        with caplog.at_level(logging.INFO):
+            for minutes in range(2, 12):  # ten swaps, each seen by a reconcile
+                policy(minutes)
+                assert _poll(
+                    lambda m=minutes: daemon.policy.pools[0].lead_time == timedelta(minutes=m)
+                )
+            release.set()
+
+            def fitted_for_the_newest() -> bool:
+                forecast = daemon.forecasts()["web"]
+                return isinstance(forecast, Forecast) and forecast.fitted_for.lead == 660.0
+
+            assert _poll(fitted_for_the_newest)
+        time.sleep(0.5)  # nothing else was waiting
+        assert leads == [60.0, 660.0]
+        print(f"10 config swaps while a fit was held: {len(leads)} fits, lead times {leads}")
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum("merged into the refit already waiting" in m for m in messages) == 9
+        assert any("the fit for the old config is dropped" in m for m in messages)
+    finally:
+        release.set()
+        runner.stop()
 
 
 # -- SIGTERM ------------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
-"""Issue 45 row 4: reads that failed silently. A `410 Gone` on a paged list kept the last count
-with `/last-run` saying `error: null`; now the list restarts from the beginning, as client-go's
-pager does, and a read that still fails is on `/last-run` and in `errors_total`."""
+"""Issue 45 row 4: reads that failed silently or had no bound. A `410 Gone` on a paged list kept the
+last count with `/last-run` saying `error: null`; now the list restarts from the beginning, as
+client-go's pager does, and a read that still fails is on `/last-run` and in `errors_total`. A 2 GB
+CSV (143 M rows) ran 7 minutes to 1.5 GB with no progress line and no bound; now a CSV over a bound
+is refused with its size and the flag that raises it, and a long read shows its progress."""
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,11 +17,14 @@ from daemons import new_daemon
 from fake_apiserver import FakeApiServer, Recorded
 from test_disruption import Clock, NoForecaster
 
+from predictive_headroom import cli
 from predictive_headroom.daemon.closedloop import LoopSettings
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, ClusterReadError, KubeClusterReader
 from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
+from predictive_headroom.protocols import SourceError
+from predictive_headroom.sources.csvsource import CsvOptions, read_csv_history
 
 NS = "headroom"
 FAST = CallOptions(timeout=5.0, attempts=2, backoff_initial=0.01, backoff_max=0.05, instance="t")
@@ -128,3 +134,66 @@ def test_a_failed_node_read_shows_on_last_run_and_in_the_metric_while_the_last_c
     server.clear_faults()
     daemon.reconcile()
     assert daemon.status()["reconcile"]["failed_reads"] == []
+
+
+# -- a CSV larger than a bound ---------------------------------------------------------------------
+
+TAXI = (
+    Path(__file__).resolve().parents[1] / "predictive_headroom" / "data" / "nab_nyc_taxi_30min.csv"
+)
+TAXI_ROWS = 10_320
+
+
+def test_a_csv_over_the_byte_bound_is_refused_before_it_is_read_with_its_size_and_the_flag() -> (
+    None
+):
+    size = TAXI.stat().st_size
+    with pytest.raises(SourceError) as refused:
+        read_csv_history(TAXI, CsvOptions(max_bytes=size - 1))
+    message = str(refused.value)
+    assert f"the file is {size:,} bytes, over the bound of {size - 1:,}" in message
+    assert f"--max-csv-bytes {size}" in message
+    assert len(read_csv_history(TAXI, CsvOptions(max_bytes=size))) == TAXI_ROWS
+
+
+def test_a_csv_over_the_row_bound_is_refused_with_the_line_and_the_flag() -> None:
+    with pytest.raises(SourceError) as refused:
+        read_csv_history(TAXI, CsvOptions(max_rows=1_000))
+    message = str(refused.value)
+    assert f"{TAXI}:1002: more than 1,000 data rows, the bound" in message
+    assert "--max-csv-rows" in message
+    assert len(read_csv_history(TAXI, CsvOptions(max_rows=TAXI_ROWS))) == TAXI_ROWS
+
+
+@pytest.mark.slow
+def test_the_command_line_refuses_an_oversized_csv_and_its_flag_raises_the_bound(
+    tmp_path, capsys
+) -> None:
+    config = tmp_path / "policy.yaml"
+    config.write_text(
+        "pools:\n  - name: taxi\n    target: {namespace: ns, name: p}\n    maxReplicas: 50\n"
+        "    forecast: {query: taxi, demandPerReplica: 1000, step: 30m, history: 21d}\n"
+    )
+    args = ["plan", "-c", str(config), "--data", str(TAXI), "--at", "2014-12-10T00:00:00Z"]
+    assert cli.main([*args, "--max-csv-bytes", "100Ki"]) == 2
+    err = capsys.readouterr().err
+    assert "over the bound of 102,400; pass --max-csv-bytes" in err
+    assert cli.main([*args, "--max-csv-rows", "500"]) == 2
+    assert "more than 500 data rows" in capsys.readouterr().err
+    assert cli.main([*args, "--max-csv-bytes", "2Mi", "-o", "json"]) == 0
+
+
+def test_a_long_read_shows_its_progress(tmp_path) -> None:
+    rows = 200_000
+    path = tmp_path / "long.csv"
+    with path.open("w") as f:
+        f.write("timestamp,value\n")
+        f.writelines(f"{1_700_000_000 + 60 * i},{i % 97}\n" for i in range(rows))
+    progress = io.StringIO()
+    history = read_csv_history(path, CsvOptions(progress=progress, progress_after=0.0))
+    assert len(history) == rows
+    shown = progress.getvalue()
+    assert "reading long.csv" in shown and "100%" in shown
+    quiet = io.StringIO()  # a read shorter than `progress_after` shows nothing
+    read_csv_history(path, CsvOptions(progress=quiet, progress_after=60.0))
+    assert quiet.getvalue() == ""

@@ -24,8 +24,10 @@ from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_output_argument,
     add_price_arguments,
+    csv_options,
     daemon_retune_window,
     duration_arg,
     load_config,
@@ -52,6 +54,7 @@ EXAMPLE = "predictive-headroom tune --config demo-out/demo-policy.yaml --data de
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", required=True, help="policy YAML file")
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument("--prometheus-url", metavar="URL", help="Prometheus base URL")
@@ -119,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         windows = parse_windows(args.windows) if args.windows else ()
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    source = source_from_args(args.data, args.prometheus_url)
+    source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     if args.at:
         at = parse_time(args.at)
     else:

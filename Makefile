@@ -59,7 +59,7 @@ $(STAMP): pyproject.toml $(LOCKED) $(VENV_STALE)
 	@$(PIP) install --require-hashes -r requirements/test.txt
 	@echo "venv: predictive-headroom itself (editable, no dependencies)"
 	@PYTHONWARNINGS='ignore:Editable installation' $(PIP) install --quiet --no-deps --no-build-isolation -e .
-	@$(PIP) check >/dev/null || { $(PIP) check; exit 1; }
+	@$(PIP) check >/dev/null || { $(PIP) check; echo "if pyproject.toml asks for more than the lock holds: make lock" >&2; exit 1; }
 	@touch $(STAMP)
 	@echo "venv: ready"
 
@@ -67,17 +67,23 @@ $(STAMP): pyproject.toml $(LOCKED) $(VENV_STALE)
 # stay unless pyproject.toml rules them out, UPGRADE=1 moves every package to its newest), then the
 # hashed requirement files pip installs, exported from it: requirements/build.txt (the build tools),
 # runtime.txt (the image) and test.txt (make venv). `make lock-check` fails when any is stale.
-lock: $(STAMP)
+# These need only uv (from the locked test set), not a .venv up to date with pyproject.toml: a
+# new dependency is locked before the venv can install it.
+$(UV):
+	-@$(MAKE) --no-print-directory venv
+	@test -x $(UV)
+
+lock: | $(UV)
 	$(UV) lock $(if $(UPGRADE),--upgrade)
 	$(foreach f,$(REQS),$(UV) export $(UV_EXPORT) $(EXPORT_$(f)) > requirements/$(f).txt &&) true
 
-lock-check: $(STAMP)
+lock-check: | $(UV)
 	@$(UV) lock --check --quiet || { echo "uv.lock does not match pyproject.toml: run make lock" >&2; exit 1; }
 	@$(foreach f,$(REQS),$(UV) export $(UV_EXPORT) $(EXPORT_$(f)) | cmp -s - requirements/$(f).txt || { echo "requirements/$(f).txt is not what uv.lock exports: run make lock" >&2; exit 1; };)
 	@echo "lock: uv.lock and requirements/*.txt match pyproject.toml"
 
 # A CycloneDX SBOM of what the image installs: the locked runtime set and its build tools.
-sbom: $(STAMP)
+sbom: | $(UV)
 	$(UV) export --frozen --quiet --no-default-groups --group build-tools --format cyclonedx1.5 -o $(SBOM)
 	@echo "sbom: $(SBOM) ($$(grep -c '"purl"' $(SBOM)) packages)"
 
@@ -107,7 +113,7 @@ schema: $(STAMP)
 
 # The whole suite on TEST_WORKERS processes (pytest-xdist; TEST_WORKERS=0 runs it in one).
 TEST_WORKERS ?= 2
-test: $(STAMP) system-deps lint lock-check
+test: lock-check $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # No Prometheus, no browser, nothing marked slow (pyproject's markers say what each means).

@@ -940,9 +940,10 @@ def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(
             proc.kill()
     log = proc.stderr.read() if proc.stderr else ""
     assert code == 0, log
-    # The stop does not wait for the fit: a few seconds, far from the minute a busy machine's
-    # 28-day Prophet fit takes (the log says the refit in progress was abandoned).
-    assert took < 20, log
+    # The stop does not wait for the fit (the log says the refit in progress was abandoned): on a
+    # quiet machine under a second; on a busy one the interpreter's exit alone has taken 20 s, so
+    # the bound is what a user sees, Kubernetes' default grace period of 30 s before a SIGKILL.
+    assert took < 30, log
     assert "received SIGTERM" in log and "stopped" in log
     assert "refit in progress is abandoned" in log
     lease = server.lease("predictive-headroom", "predictive-headroom")

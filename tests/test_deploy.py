@@ -1043,7 +1043,7 @@ def _stages() -> list[list[tuple[str, str]]]:
     return stages
 
 
-def test_dockerfile_is_multi_stage_on_python_311_slim():
+def test_dockerfile_is_multi_stage_on_an_exact_python_311_patch_release_with_a_digest_argument():
     args = {}
     for word, rest in _dockerfile():
         if word == "ARG" and "=" in rest:
@@ -1051,20 +1051,37 @@ def test_dockerfile_is_multi_stage_on_python_311_slim():
             args[name] = default
         if word == "FROM":
             break
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", args["PYTHON_IMAGE"]), args
+    assert args["PYTHON_DIGEST"] == "", "never a made-up digest: the release steps fill it"
     stages = _stages()
     assert len(stages) >= 2
     for stage in stages:
-        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], stage[0][1].split()[0])
-        assert image.startswith("python:3.11-slim"), image
+        assert stage[0][1].split()[0] == "${PYTHON_IMAGE}${PYTHON_DIGEST:+@}${PYTHON_DIGEST}"
     build, final = stages[0], stages[-1]
     assert any(w == "RUN" and "pip wheel" in r for w, r in build), (
         "the build stage must build the app as a wheel"
     )
+    downloads = " && ".join(r for w, r in build if w == "RUN")
+    assert _hash_checked(downloads, "requirements/runtime.txt")
+    assert _hash_checked(downloads, "requirements/build.txt")
     (install,) = [r for w, r in final if w == "RUN" and "pip install" in r]
-    assert "--no-index" in install and "from=build" in install and "predictive-headroom" in install
+    assert "--no-index" in install and "from=build" in install
+    assert _hash_checked(install, "/requirements/runtime.txt")
+    assert _hash_checked(install, "/requirements/build.txt")
     final_text = " ".join(r for _, r in final)
     for tool in ("gcc", "build-essential", "make ", "g++", "apt-get install", "pip wheel"):
         assert tool not in final_text, f"build tool {tool!r} in the final stage"
+
+
+def _hash_checked(commands: str, requirements: str) -> bool:
+    """Whether every pip command of `commands` that reads `requirements` checks hashes."""
+    reading = [c for c in commands.split("&&") if f"-r {requirements}" in c]
+    return bool(reading) and all("--require-hashes" in c for c in reading)
+
+
+def test_the_release_steps_fill_the_base_image_digest():
+    steps = (REPO / "deploy/README.md").read_text()
+    assert "--build-arg PYTHON_DIGEST=" in steps and "make sbom" in steps
 
 
 def test_dockerfile_runtime_contract():

@@ -145,8 +145,10 @@ def test_a_compacted_version_relists_and_counts_the_reason(server: FakeApiServer
     try:
         watched.read_nodes("pool=a")
         server.compact()  # the resumed watch is answered 410 Gone
-        server.add_node("a-9", labels={"pool": "a"})
         eventually(lambda: ("nodes", "gone") in relists)
+        # Added only now: an event after the compaction, seen before the watch resumed, would
+        # move the watch past the compacted version and the resume would not be refused.
+        server.add_node("a-9", labels={"pool": "a"})
         eventually(lambda: watched.read_nodes("pool=a") == lister.read_nodes("pool=a"))
         status = caches.status()[0]
         assert status["mode"] == "watching" and status["relists"] >= 2

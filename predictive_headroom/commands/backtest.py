@@ -21,8 +21,10 @@ from predictive_headroom.backtest.text import (
 )
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_output_argument,
     add_price_arguments,
+    csv_options,
     daemon_retune_window,
     duration_arg,
     iso,
@@ -58,6 +60,7 @@ EXAMPLE = (
 
 # Long on purpose: argparse declarations read best as one flat list.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument(
@@ -184,7 +187,7 @@ def history_from_args(args: argparse.Namespace, pool: Pool | None) -> tuple[Sour
         for flag in ("query", "history", "at"):
             if getattr(args, flag) is not None:
                 raise CommandError(f"--{flag} reads from Prometheus: use it with --prometheus-url")
-    source = source_from_args(args.data, args.prometheus_url)
+    source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     try:
         if isinstance(source, CsvSource):
             return source, source.full()

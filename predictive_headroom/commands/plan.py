@@ -10,8 +10,10 @@ from typing import Any
 from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_output_argument,
     add_price_arguments,
+    csv_options,
     daemon_retune_window,
     duration_arg,
     iso,
@@ -81,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "change are the same whatever the step; the report shows the same rows",
     )
     parser.add_argument("--pool", help="only this pool")
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--data",
@@ -290,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
         except KeyError as exc:
             raise CommandError(str(exc.args[0])) from None
     source = (
-        source_from_args(args.data, args.prometheus_url)
+        source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
         if args.data or args.prometheus_url
         else None
     )

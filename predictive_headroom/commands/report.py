@@ -20,7 +20,9 @@ import numpy as np
 from predictive_headroom.app.fit import default_forecaster, fit_pools, settings_of
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_price_arguments,
+    csv_options,
     daemon_retune_window,
     load_config,
     parse_time,
@@ -48,6 +50,7 @@ EXAMPLE = "predictive-headroom report --config demo-out/demo-policy.yaml --data 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument(
@@ -126,7 +129,7 @@ def make_report(args: argparse.Namespace) -> Report:
         raise CommandError(
             "--prometheus-url needs --config: the pool's forecast.query names the series to read"
         )
-    source = source_from_args(args.data, args.prometheus_url)
+    source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     try:
         at = (
             parse_time(args.at)

@@ -30,8 +30,10 @@ from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_output_argument,
     add_price_arguments,
+    csv_options,
     daemon_retune_window,
     load_config,
     parse_time,
@@ -61,6 +63,7 @@ EXAMPLE = "predictive-headroom tune --config demo-out/demo-policy.yaml --data de
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", required=True, help="policy YAML file")
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument("--prometheus-url", metavar="URL", help="Prometheus base URL")
@@ -124,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     )
     settings = _settings(args, shape, price.slots, quantiles, windows, target)
     currents = currents_from_args(args)  # before any history is read
-    source = source_from_args(args.data, args.prometheus_url)
+    source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     if args.at:
         at = parse_time(args.at)
     else:

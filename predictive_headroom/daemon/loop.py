@@ -177,15 +177,14 @@ class Daemon:
             if self.stopping.is_set():
                 logger.info("refit abandoned: the daemon is stopping")
                 return False
+            if self._superseded(policy, pool.name):
+                continue
             fresh.update(self._fit_one(policy, pool, at, histories, tunings))
         if self.stopping.is_set():
             logger.info("refit abandoned: the daemon is stopping; its forecasts are discarded")
             return False
-        with self._lock:
-            if (
-                self.policy is not policy
-            ):  # reloaded meanwhile: keep results whose spec did not change
-                fresh = {n: f for n, f in fresh.items() if same_forecast(policy, self.policy, n)}
+        with self._lock:  # reloaded meanwhile: keep the results whose spec did not change
+            fresh = {n: f for n, f in fresh.items() if not self._superseded(policy, n)}
             merged = {**self._forecasts, **keep_usable(self._forecasts, fresh, at)}
             self._forecasts = merged
             # a tuning counts with the forecast fitted at its quantile; a failed fit keeps the old pair
@@ -209,6 +208,19 @@ class Daemon:
         }
         self._retry_failed(fresh)
         self._write_report(policy, merged, histories, at)
+        return True
+
+    def _superseded(self, policy: Policy, name: str) -> bool:
+        """Whether pool `name`'s forecast spec in `policy` (the one this refit started with) is no
+        longer the one in force: its fit is stale, skipped or dropped with a log line (the
+        reload asked for a refit of the new spec)."""
+        if self.policy is policy or same_forecast(policy, self.policy, name):
+            return False
+        logger.info(
+            "pool %s: its config changed during this refit; the fit for the old config is dropped "
+            "(the refit of the new config follows)",
+            name,
+        )
         return True
 
     def _retry_failed(self, fresh: Mapping[str, Forecast | NoForecast]) -> None:

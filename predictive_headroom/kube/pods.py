@@ -1,7 +1,8 @@
 """Read-only reads for the closed loop: a pool's placeholder pods and the scheduler's preemptions.
 
 Both are lists read as JSON (only the fields used are looked at), with the timeouts and retries of
-`kube.api`; a 403 names the missing read permission. Nothing here writes.
+`kube.api`; a 403 names the missing read permission; a page whose continue token expired (410)
+restarts the list (`cluster.list_items`). Nothing here writes.
 
 - Placeholder pods: `status.conditions` say when a pod was scheduled (`PodScheduled`), when it
   became `Ready`, and whether the scheduler chose it as a preemption victim (`DisruptionTarget`,
@@ -18,8 +19,8 @@ from typing import Any
 import kubernetes.client
 from kubernetes.client import ApiClient
 
-from predictive_headroom.kube.api import CallOptions, _call, _Op
-from predictive_headroom.kube.cluster import _json_answer, condition, parse_time
+from predictive_headroom.kube.api import CallOptions, _Op
+from predictive_headroom.kube.cluster import condition, list_items, parse_time
 from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.target import POOL_LABEL
 from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption
@@ -53,24 +54,7 @@ class KubePodReader:
     def _list(
         self, op: _Op, method: Any, error: type[ActuatorError] = PodReadError, **query: Any
     ) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            response = _call(
-                op,
-                self.options,
-                method,
-                error=error,
-                limit=self.page_size,
-                _continue=token,
-                _preload_content=False,
-                **query,
-            )
-            page = _json_answer(op, response, PodReadError)
-            items.extend(i for i in page.get("items") or () if isinstance(i, dict))
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        return list_items(op, self.options, method, error, self.page_size, **query)
 
     def placeholder_pods(self, namespace: str, label_selector: str) -> tuple[PodSeen, ...]:
         """The pods of `namespace` matching `label_selector`, with their scheduling times."""

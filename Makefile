@@ -9,11 +9,19 @@ PYTHON ?= $(shell for p in python3.11 python3.12 python3.13 python3; do command 
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+PIP    := $(BIN)/python -m pip
+UV     := $(BIN)/uv
+LOCKED := requirements/build.txt requirements/test.txt
+REQS   := build runtime test
+UV_EXPORT := --frozen --quiet --format requirements.txt --no-emit-project --no-default-groups
+EXPORT_build := --only-group build-tools
+EXPORT_test := --extra test
+SBOM   ?= sbom.cdx.json
 RENDERED ?= rendered
 APT_GET := $(shell command -v apt-get)
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test test-fast lint schema module-map venv system-deps bench clean render e2e-bins e2e FORCE
+.PHONY: demo test test-fast lint lock lock-check sbom schema module-map venv system-deps bench clean render e2e-bins e2e FORCE
 
 # A PYTHON given on the command line or in the environment that is not the one .venv was made
 # with (another installation or version) makes .venv again, and says so; without PYTHON the
@@ -31,17 +39,53 @@ endif
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml $(VENV_STALE)
+# The virtualenv is installed from the lock (requirements/*.txt, exported from uv.lock by
+# `make lock`), every file checked against its hash: first the build tools, then the locked
+# dependencies, then the package itself, editable and without dependencies. Each step says what it
+# does; pip prints each package it fetches. setuptools' "Editable installation" notice (a
+# warning block on every editable install) is filtered by its message.
+$(STAMP): pyproject.toml $(LOCKED) $(VENV_STALE)
 	@test -n "$(PYTHON)" || { echo "no python3 found; install Python 3.11, 3.12 or 3.13" >&2; exit 1; }
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if (3, 11) <= v <= (3, 13) else "Python 3.11, 3.12 or 3.13 is required; $(PYTHON) is " + sys.version.split()[0] + " (run make PYTHON=/path/to/python3.12 ...)")'
 	@if [ -n "$(VENV_STALE)" ]; then \
 	  echo "PYTHON=$(PYTHON) is Python $(lastword $(WANT_PY)) ($(firstword $(WANT_PY))), but $(VENV) was made with Python $(lastword $(HAVE_PY)) ($(firstword $(HAVE_PY))): making $(VENV) again" >&2; \
 	  rm -rf $(VENV); \
 	fi
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	@echo "venv: $(VENV) with $$($(PYTHON) -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "venv: build tools from requirements/build.txt (pip, setuptools, wheel)"
+	@$(PIP) install --quiet --require-hashes -r requirements/build.txt
+	@echo "venv: $$(grep -c '^[a-z0-9]' requirements/test.txt) locked packages from requirements/test.txt (a few minutes on a fresh machine)"
+	@$(PIP) install --require-hashes -r requirements/test.txt
+	@echo "venv: predictive-headroom itself (editable, no dependencies)"
+	@PYTHONWARNINGS='ignore:Editable installation' $(PIP) install --quiet --no-deps --no-build-isolation -e .
+	@$(PIP) check >/dev/null || { $(PIP) check; echo "if pyproject.toml asks for more than the lock holds: make lock" >&2; exit 1; }
+	@touch $(STAMP)
+	@echo "venv: ready"
+
+# uv.lock from pyproject.toml (for Python 3.11-3.13 on every platform; versions already locked
+# stay unless pyproject.toml rules them out, UPGRADE=1 moves every package to its newest), then the
+# hashed requirement files pip installs, exported from it: requirements/build.txt (the build tools),
+# runtime.txt (the image) and test.txt (make venv). `make lock-check` fails when any is stale.
+# These need only uv (from the locked test set), not a .venv up to date with pyproject.toml: a
+# new dependency is locked before the venv can install it.
+$(UV):
+	-@$(MAKE) --no-print-directory venv
+	@test -x $(UV)
+
+lock: | $(UV)
+	$(UV) lock $(if $(UPGRADE),--upgrade)
+	$(foreach f,$(REQS),$(UV) export $(UV_EXPORT) $(EXPORT_$(f)) > requirements/$(f).txt &&) true
+
+lock-check: | $(UV)
+	@$(UV) lock --check --quiet || { echo "uv.lock does not match pyproject.toml: run make lock" >&2; exit 1; }
+	@$(foreach f,$(REQS),$(UV) export $(UV_EXPORT) $(EXPORT_$(f)) | cmp -s - requirements/$(f).txt || { echo "requirements/$(f).txt is not what uv.lock exports: run make lock" >&2; exit 1; };)
+	@echo "lock: uv.lock and requirements/*.txt match pyproject.toml"
+
+# A CycloneDX SBOM of what the image installs: the locked runtime set and its build tools.
+sbom: | $(UV)
+	$(UV) export --frozen --quiet --no-default-groups --group build-tools --format cyclonedx1.5 -o $(SBOM)
+	@echo "sbom: $(SBOM) ($$(grep -c '"purl"' $(SBOM)) packages)"
 
 # Debian packages the tests use as real components: Prometheus (+promtool) and Chromium.
 system-deps:
@@ -69,7 +113,7 @@ schema: $(STAMP)
 
 # The whole suite on TEST_WORKERS processes (pytest-xdist; TEST_WORKERS=0 runs it in one).
 TEST_WORKERS ?= 2
-test: $(STAMP) system-deps lint
+test: lock-check $(STAMP) system-deps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # No Prometheus, no browser, nothing marked slow (pyproject's markers say what each means).
@@ -96,7 +140,7 @@ bench: $(STAMP)
 FORCE:
 
 clean:
-	rm -rf $(VENV) demo-out rendered .pytest_cache
+	rm -rf $(VENV) demo-out rendered .pytest_cache $(SBOM)
 
 # docs/development.md's module map, from each module's docstring (a test fails when stale).
 module-map: $(STAMP)

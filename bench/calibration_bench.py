@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             Point(m.node_hours - reactive.node_hours, m.unserved_pod_minutes, f"N={n}")
             for n, m in result.static_curve
         ]
-        for entry in measure(result, args.protection, r):
+        for entry in (e.to_dict() for e in measure(result, args.protection, r)):
             p = entry["protection"]
             cells = [
                 path.stem,

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                     pickle.dump(result, fh)
         table = {"at": []} if args.promise_only else frontier(result, args.protection)
         for entry in measure(result, args.protection):
-            promise_rows.append(_promise_row(path.stem, entry))
+            promise_rows.append(_promise_row(path.stem, entry.to_dict()))
         wall = time.perf_counter() - started
         for at in table["at"]:
             c, r = at["cost"], at["ratios"]

@@ -212,6 +212,18 @@ class NodePodReader(Protocol):
         ...
 
 
+class Caches(Protocol):
+    """The list-and-watch caches the cluster reads come from (`kube.watched.Caches`)."""
+
+    def synced(self) -> tuple[bool, str]:
+        """(ready, why): every cache has listed once."""
+        ...
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each cache's mode, size, age and last re-list (JSON values)."""
+        ...
+
+
 class SourceError(Exception):
     """Demand history could not be had; the message says why and how to fix it."""
 

@@ -20,6 +20,10 @@ from typing import Any
 
 import websocket
 
+DEADLINE = 120.0
+"""Seconds to wait for Chromium to start, answer or close: generous, since every wait ends as soon
+as its condition holds, and a busy machine starts a browser slowly."""
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
     "--headless",
@@ -56,7 +60,7 @@ class _Session:
         self.events: list[str] = []
 
     def send(
-        self, method: str, params: dict[str, Any] | None = None, deadline: float = 30.0
+        self, method: str, params: dict[str, Any] | None = None, deadline: float = DEADLINE
     ) -> dict[str, Any]:
         msg_id = next(self.ids)
         message: dict[str, Any] = {"id": msg_id, "method": method, "params": params or {}}
@@ -91,7 +95,7 @@ class _Session:
             self.visit.requests.append(params.get("request", {}).get("url", ""))
         return reply
 
-    def wait_for(self, method: str, deadline: float = 30.0) -> None:
+    def wait_for(self, method: str, deadline: float = DEADLINE) -> None:
         end = time.monotonic() + deadline
         while time.monotonic() < end:
             if method in self.events:
@@ -125,7 +129,7 @@ def visit(
     )
     try:
         port_file = profile / "DevToolsActivePort"
-        end = time.monotonic() + 30
+        end = time.monotonic() + DEADLINE
         while not (port_file.is_file() and len(port_file.read_text().split()) >= 2):
             if proc.poll() is not None or time.monotonic() > end:
                 raise RuntimeError(
@@ -134,7 +138,7 @@ def visit(
             time.sleep(0.05)
         port, path = port_file.read_text().split()[:2]
         ws = websocket.create_connection(
-            f"ws://127.0.0.1:{port}{path}", timeout=30, suppress_origin=True
+            f"ws://127.0.0.1:{port}{path}", timeout=DEADLINE, suppress_origin=True
         )
         result = Visit()
         try:
@@ -178,7 +182,7 @@ def visit(
             cdp.send("Browser.close")
         finally:
             ws.close()
-        proc.wait(timeout=10)
+        proc.wait(timeout=DEADLINE)
         return result
     finally:
         if proc.poll() is None:

@@ -7,6 +7,12 @@ resourceVersion), `dryRun=All`, label and field selectors and `limit`/`continue`
 inject faults (403/404/409/500/..., slow answers, truncated bodies) per method and path pattern. Every request is
 recorded so tests can assert what was written.
 
+Watches (`?watch=true` on a collection) stream chunked JSON lines like the apiserver: every change after
+the `resourceVersion` asked for (a filtered watch sends ADDED/DELETED when an object enters or leaves the
+selector), `BOOKMARK`s every `bookmark_every` seconds when `allowWatchBookmarks` is set, an `ERROR` event
+with a 410 Status for a version older than the last `compact()`, and the end of the stream after
+`timeoutSeconds`. `hang_watches()` answers watches with headers and then silence.
+
 Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
 capacitybuffers (GET, PATCH, PUT) in the versions and the scope the test asks for (only v1beta1,
 only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET) and pods (LIST; with
@@ -242,6 +248,15 @@ class FakeApiServer:
         self._lock = threading.RLock()
         self._objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self._rv = itertools.count(100)
+        self._last_rv = 99
+        self._history: list[tuple[int, tuple[str, str, str, str], Any, Any]] = []
+        """Every change (resourceVersion, key, object before, object after; None when absent)."""
+        self._changed = threading.Condition(self._lock)
+        self._compacted = 0
+        """Watches from a resourceVersion below this are answered 410 Gone."""
+        self.bookmark_every: float | None = 0.5
+        """Seconds between BOOKMARK events of a watch that allows them; None: never sent."""
+        self._hangs = 0
         self._faults: list[_Fault] = []
         self._truncations: list[_Fault] = []
         self._requests: list[Recorded] = []
@@ -332,13 +347,45 @@ class FakeApiServer:
         meta.setdefault("creationTimestamp", _now())
         if ns:
             meta["namespace"] = ns
-        meta["resourceVersion"] = str(next(self._rv))
         obj["kind"], obj["apiVersion"] = kind, api_version
         if not ns:
             meta.pop("namespace", None)
         with self._lock:
-            self._objects[(group, resource, ns, meta["name"])] = obj
+            meta["resourceVersion"] = str(self._next_rv())
+            key = (group, resource, ns, meta["name"])
+            self._record_change(key, self._objects.get(key), obj)
+            self._objects[key] = obj
         return copy.deepcopy(obj)
+
+    def _next_rv(self) -> int:
+        with self._lock:
+            self._last_rv = next(self._rv)
+            return self._last_rv
+
+    def _record_change(self, key: tuple[str, str, str, str], old: Any, new: Any) -> None:
+        """Append one change to the history watches read, and wake them (under the lock)."""
+        rv = int(new["metadata"]["resourceVersion"]) if new is not None else self._next_rv()
+        self._history.append((rv, key, copy.deepcopy(old), copy.deepcopy(new)))
+        self._changed.notify_all()
+
+    def _remove(self, key: tuple[str, str, str, str]) -> None:
+        """Delete the object at `key` (if any), recording a DELETED change."""
+        with self._lock:
+            old = self._objects.pop(key, None)
+            if old is not None:
+                self._record_change(key, old, None)
+
+    def compact(self) -> int:
+        """What etcd compaction does: watches from any resourceVersion so far get 410 Gone; returns it."""
+        with self._lock:
+            self._compacted = self._next_rv()
+            return self._compacted
+
+    def hang_watches(self, times: int = 1) -> None:
+        """The next `times` watch requests get a 200 and headers, then nothing at all (no events, no
+        bookmarks, no end) until the server stops: a watch stuck behind a broken proxy."""
+        with self._lock:
+            self._hangs += times
 
     def _get(self, group: str, resource: str, ns: str, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -383,7 +430,8 @@ class FakeApiServer:
     def delete_deployment(self, ns: str, name: str) -> None:
         """A person's `kubectl delete deployment` (no grace: gone at once)."""
         with self._lock:
-            del self._objects[("apps", "deployments", ns, name)]
+            assert ("apps", "deployments", ns, name) in self._objects
+            self._remove(("apps", "deployments", ns, name))
 
     def deployment(self, ns: str, name: str) -> dict[str, Any] | None:
         return self._get("apps", "deployments", ns, name)
@@ -517,7 +565,7 @@ class FakeApiServer:
     def delete_node(self, name: str) -> None:
         """The node object is gone (the autoscaler deleted it, the instance was reclaimed)."""
         with self._lock:
-            self._objects.pop(("", "nodes", "", name), None)
+            self._remove(("", "nodes", "", name))
 
     def add_pod(
         self,
@@ -670,7 +718,7 @@ class FakeApiServer:
     def delete_pod(self, ns: str, name: str) -> None:
         """The pod is gone (a preempted placeholder with no grace period goes at once)."""
         with self._lock:
-            self._objects.pop(("", "pods", ns, name), None)
+            self._remove(("", "pods", ns, name))
 
     def lease(self, ns: str, name: str) -> dict[str, Any] | None:
         return self._get("coordination.k8s.io", "leases", ns, name)
@@ -805,6 +853,9 @@ class FakeApiServer:
                 except ApiError as err:
                     code, answer = err.code, err.status()
                     retry_after = getattr(err, "retry_after", None)
+                if isinstance(answer, _WatchStream):
+                    answer.send(self)
+                    return
                 data = json.dumps(answer).encode()
                 if server._take_fault(request, server._truncations) is not None:
                     data = data[: len(data) // 2]
@@ -985,7 +1036,7 @@ class FakeApiServer:
         if status == 403:
             resource = route.resource + (f"/{route.sub}" if route.sub else "")
             verb = (
-                "list"
+                ("watch" if _is_watch(route.query) else "list")
                 if route.method == "GET" and route.name is None
                 else _VERBS.get(route.method, "get")
             )
@@ -1043,7 +1094,7 @@ class FakeApiServer:
         if route.method == "DELETE":
             self._existing(route)
             if route.query.get("dryRun") != "All":
-                del self._objects[self._key(route)]
+                self._remove(self._key(route))
             return 200, {
                 "kind": "Status",
                 "apiVersion": "v1",
@@ -1122,6 +1173,8 @@ class FakeApiServer:
             )
         selector = route.query.get("labelSelector", "")
         fields = route.query.get("fieldSelector", "")
+        if _is_watch(route.query):
+            return 200, _WatchStream(self, route, kind, api_version)
         items = sorted(
             (
                 copy.deepcopy(o)
@@ -1137,7 +1190,7 @@ class FakeApiServer:
         start = int(route.query.get("continue") or 0)
         limit = int(route.query.get("limit") or 0) or len(items)
         page = items[start : start + limit]
-        meta: dict[str, Any] = {"resourceVersion": str(next(self._rv))}
+        meta: dict[str, Any] = {"resourceVersion": str(self._next_rv())}
         if start + limit < len(items):
             meta["continue"] = str(start + limit)
         return 200, {
@@ -1193,3 +1246,112 @@ class FakeApiServer:
                 ),
             },
         }
+
+
+def _is_watch(query: dict[str, str]) -> bool:
+    return query.get("watch", "").lower() in ("true", "1")
+
+
+class _WatchStream:
+    """One watch request's answer: chunked JSON lines of the changes after its resourceVersion."""
+
+    def __init__(self, server: FakeApiServer, route: _Route, kind: str, api_version: str) -> None:
+        self.server, self.route, self.kind, self.api_version = server, route, kind, api_version
+        query = route.query
+        self.labels, self.fields = query.get("labelSelector", ""), query.get("fieldSelector", "")
+        self.since = int(query.get("resourceVersion") or 0)
+        self.bookmarks = query.get("allowWatchBookmarks", "").lower() in ("true", "1")
+        self.ends = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+
+    def _matches(self, obj: Any) -> bool:
+        return (
+            obj is not None
+            and _matches(obj["metadata"].get("labels") or {}, self.labels)
+            and _fields_match(obj, self.fields)
+        )
+
+    def _mine(self, key: tuple[str, str, str, str]) -> bool:
+        group, resource, ns, _ = key
+        return (group, resource) == (self.route.group, self.route.resource) and (
+            self.route.namespace in (None, ns)
+        )
+
+    def _event(self, rv: int, old: Any, new: Any) -> dict[str, Any] | None:
+        """The event a filtered watch sends for one change (None: the change is not its business)."""
+        was, now = self._matches(old), self._matches(new)
+        if was and now:
+            return {"type": "MODIFIED", "object": new}
+        if now:
+            return {"type": "ADDED", "object": new}
+        if was:
+            gone = copy.deepcopy(new if new is not None else old)
+            if new is None:  # a deletion carries the version it was deleted at
+                gone["metadata"]["resourceVersion"] = str(rv)
+            return {"type": "DELETED", "object": gone}
+        return None
+
+    def _write(self, handler: BaseHTTPRequestHandler, event: dict[str, Any]) -> None:
+        data = json.dumps(event).encode() + b"\n"
+        handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        handler.wfile.flush()
+        with self.server._lock:
+            self.server.bytes_sent += len(data)
+
+    def send(self, handler: BaseHTTPRequestHandler) -> None:
+        """Stream the events to `handler` until the timeout, the server's stop or the client's leaving."""
+        server = self.server
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        handler.wfile.flush()
+        with server._lock:
+            hang = server._hangs > 0
+            server._hangs -= 1 if hang else 0
+        try:
+            if hang:
+                server._stopping.wait()
+                return
+            self._stream(handler)
+            handler.wfile.write(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            pass  # the client stopped watching
+
+    def _stream(self, handler: BaseHTTPRequestHandler) -> None:
+        server = self.server
+        if self.since and self.since < server._compacted:
+            status = ApiError(
+                410, f"too old resource version: {self.since} ({server._compacted})"
+            ).status()
+            self._write(handler, {"type": "ERROR", "object": {**status, "reason": "Expired"}})
+            return
+        with server._lock:
+            seen = next(
+                (i for i, (rv, *_) in enumerate(server._history) if rv > self.since),
+                len(server._history),
+            )
+        next_bookmark = time.monotonic() + (server.bookmark_every or 0)
+        while time.monotonic() < self.ends and not server._stopping.is_set():
+            with server._lock:
+                if len(server._history) == seen:
+                    server._changed.wait(0.05)
+                changes, seen = server._history[seen:], len(server._history)
+                mark = server._last_rv
+            for rv, key, old, new in changes:
+                event = self._event(rv, old, new) if self._mine(key) else None
+                if event is not None:
+                    self._write(handler, event)
+            if self.bookmarks and server.bookmark_every and time.monotonic() >= next_bookmark:
+                next_bookmark = time.monotonic() + server.bookmark_every
+                meta = {"resourceVersion": str(mark)}
+                self._write(
+                    handler,
+                    {
+                        "type": "BOOKMARK",
+                        "object": {
+                            "kind": self.kind,
+                            "apiVersion": self.api_version,
+                            "metadata": meta,
+                        },
+                    },
+                )

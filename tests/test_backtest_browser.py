@@ -38,6 +38,7 @@ from page_layout import (
 from PIL import Image
 
 from predictive_headroom.backtest.plot import fmt_x, page_html, write_report
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.cli import main
 from predictive_headroom.pages.format import fmt_duration, fmt_number, fmt_signed, fmt_utc
@@ -123,7 +124,7 @@ def short_page(page, tmp_path_factory):
     _, _, _, result = page
     work = tmp_path_factory.mktemp("backtest-short")
     short = [
-        {**e, "realized_protection": e["protection"] - 0.124} if e["protection"] == 0.9 else e
+        replace(e, realized_protection=e.protection - 0.124) if e.protection == 0.9 else e
         for e in result.promise
     ]
     (work / "backtest.html").write_text(page_html(replace(result, promise=short)))
@@ -345,7 +346,7 @@ def test_the_page_leads_with_the_promise_kept_walk_forward(page):
             "choices",
         ):
             assert key in e, key
-        said = sentence(e)
+        said = sentence(PromiseEntry.from_dict(e))
         said = said[0].upper() + said[1:] + "."
         assert said.startswith(f"Asked {100 * e['protection']:g}%: kept ")
         # First on the page: before the x headline and everything else.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.results import InterruptionReport, InterruptionRow
 from predictive_headroom.backtest.text import format_interruptions, format_promise
 from predictive_headroom.pages.format import fmt_signed
@@ -57,8 +58,11 @@ def test_the_promise_table_prints_static_over_promise():
         "reserve_walk_forward_overhead_node_hours": None,
         "static_hindsight_overhead_node_hours": 16.0,
         "ratios": {"reserve/promise": None, "static_hindsight/promise": 0.32},
+        "reactive_unserved_pod_minutes": 536.0,
+        "days": 16.0,
+        "reserve_walk_forward_best_protection": 0.7,
     }
-    lines = format_promise([entry]).splitlines()
+    lines = format_promise([PromiseEntry.from_dict(entry)]).splitlines()
     assert lines[0].split("  ")[-1].strip() == "static ÷ promise"
     assert lines[2].split() == [
         "90%",

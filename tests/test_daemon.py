@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -671,7 +672,7 @@ def test_reconcile_reads_the_latest_observations_and_falls_back_to_the_table_whe
 
 
 class SlowPerQuerySource(FakeSource):
-    """Each fresh read takes 0.3 s, and the query of pool `bad` fails; records the reading threads."""
+    """Each fresh read takes 0.75 s, and the query of pool `bad` fails; records the reading threads."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -679,7 +680,7 @@ class SlowPerQuerySource(FakeSource):
 
     def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
         self.threads.add(threading.current_thread().name)
-        time.sleep(0.3)
+        time.sleep(0.75)
         if spec.query == "bad":
             raise SourceError("query 'bad' returned no data")
         return super().recent(spec, end, span_seconds)
@@ -704,7 +705,8 @@ def test_fresh_reads_of_many_pools_run_at_once_and_one_failure_stays_with_its_po
     daemon.refit()
     started = time.perf_counter()
     result = daemon.reconcile()
-    assert time.perf_counter() - started < 4 * 0.3  # one after another they would take 1.2 s
+    # at once: about one read's 0.75 s (room for a busy machine); one after another, 3 s
+    assert time.perf_counter() - started < 3 * 0.75
     assert all(t.startswith("fresh-read") for t in source.threads) and len(source.threads) > 1
     sources = {
         o.pool: (o.plan.details["burst_source"], o.plan.details.get("burst_fallback", ""))
@@ -811,7 +813,7 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
     for t in threads:
         t.start()
     try:
-        deadline = time.time() + 5
+        deadline = time.time() + 60
         while not any(e.is_leader for e in electors) and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(1.0)
@@ -819,7 +821,7 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
         electors[
             first
         ].stop()  # the leader goes away; the other takes over within the lease duration
-        deadline = time.time() + timing.lease_duration + 2
+        deadline = time.time() + timing.lease_duration + 30  # generous on a busy machine
         while server.replicas(NS, "web-placeholder") != (5, 3)[first] and time.time() < deadline:
             time.sleep(0.05)
     finally:
@@ -831,6 +833,67 @@ def test_two_daemons_with_one_lease_never_both_write(tmp_path, server) -> None:
     values = [r.body["spec"]["replicas"] for r in scale_writes(server, "web-placeholder")]
     leader_value, follower_value = (3, 5)[first], (5, 3)[first]
     assert values == [leader_value, follower_value], values
+
+
+def _poll(condition: object, seconds: float = 60.0) -> bool:
+    """Wait for `condition()` to hold, at most `seconds`; whether it did."""
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.02)
+    return bool(condition())  # type: ignore[operator]
+
+
+@pytest.mark.slow
+def test_config_swaps_during_a_refit_coalesce_into_one_refit_of_the_newest_config(
+    tmp_path, server, caplog
+) -> None:
+    """Issue 45: 30 ConfigMap swaps in 62 s queued 15 Prophet fits for 4 reloads, the stale ones
+    run too. Now ten swaps while a fit runs cost one more fit, of the newest config, and the fit
+    of the config swapped out is dropped with a log line."""
+    release, leads = threading.Event(), []
+
+    class HeldForecaster(RampForecaster):
+        def fit(
+            self, history: History, spec: ModelSpec, settings: PlanSettings, now: float
+        ) -> Forecast | NoForecast:
+            leads.append(settings.lead)  # which config this fit is for
+            release.wait(60)
+            return super().fit(history, spec, settings, now)
+
+    def policy(minutes: int) -> Path:
+        return write_config(
+            tmp_path / "p.yaml",
+            pool_yaml("web", minReplicas=1, leadTime=f"{minutes}m", forecast=FORECAST),
+        )
+
+    server.add_deployment(NS, "web-placeholder", 0)
+    daemon = make_daemon(policy(1), server, time.time, forecaster=HeldForecaster())
+    runner = Runner(daemon, interval=0.05)
+    runner.start()
+    try:
+        assert _poll(lambda: leads == [60.0])  # the refit at start, held
+        with caplog.at_level(logging.INFO):
+            for minutes in range(2, 12):  # ten swaps, each seen by a reconcile
+                policy(minutes)
+                assert _poll(
+                    lambda m=minutes: daemon.policy.pools[0].lead_time == timedelta(minutes=m)
+                )
+            release.set()
+
+            def fitted_for_the_newest() -> bool:
+                forecast = daemon.forecasts()["web"]
+                return isinstance(forecast, Forecast) and forecast.fitted_for.lead == 660.0
+
+            assert _poll(fitted_for_the_newest)
+        time.sleep(0.5)  # nothing else was waiting
+        assert leads == [60.0, 660.0]
+        print(f"10 config swaps while a fit was held: {len(leads)} fits, lead times {leads}")
+        messages = [r.getMessage() for r in caplog.records]
+        assert sum("merged into the refit already waiting" in m for m in messages) == 9
+        assert any("the fit for the old config is dropped" in m for m in messages)
+    finally:
+        release.set()
+        runner.stop()
 
 
 # -- SIGTERM ------------------------------------------------------------------------------------
@@ -860,21 +923,27 @@ def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(
         stderr=subprocess.PIPE,
         text=True,
     )
+    # Generous waits that end on the condition: on a busy machine the start alone (importing
+    # Prophet and pandas) can take longer than a quiet machine's whole test.
     try:
-        deadline = time.time() + 30
-        while server.replicas(NS, "web-placeholder") != 2 and time.time() < deadline:
+        deadline = time.monotonic() + 180
+        while server.replicas(NS, "web-placeholder") != 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, "the daemon exited before its first reconcile"
             time.sleep(0.1)
         assert server.replicas(NS, "web-placeholder") == 2  # the first reconcile ran (as leader)
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()
-        code = proc.wait(timeout=10)
+        code = proc.wait(timeout=60)
         took = time.monotonic() - started
     finally:
         if proc.poll() is None:
             proc.kill()
     log = proc.stderr.read() if proc.stderr else ""
     assert code == 0, log
-    assert took < 5, log
+    # The stop does not wait for the fit (the log says the refit in progress was abandoned): on a
+    # quiet machine under a second; on a busy one the interpreter's exit alone has taken 20 s, so
+    # the bound is what a user sees, Kubernetes' default grace period of 30 s before a SIGKILL.
+    assert took < 30, log
     assert "received SIGTERM" in log and "stopped" in log
     assert "refit in progress is abandoned" in log
     lease = server.lease("predictive-headroom", "predictive-headroom")
@@ -895,7 +964,7 @@ def test_runner_refits_at_start_and_stops_at_once_while_a_refit_runs(tmp_path, s
     daemon = make_daemon(config, server, time.time, forecaster=SlowForecaster())
     runner = Runner(daemon, interval=0.2)
     runner.start()
-    deadline = time.time() + 5
+    deadline = time.time() + 60
     while server.replicas(NS, "web-placeholder") != 2 and time.time() < deadline:
         time.sleep(0.05)
     started = time.monotonic()
@@ -914,7 +983,7 @@ def test_runner_reschedules_and_refits_after_a_config_change(tmp_path, server) -
     runner.start()
 
     def wait_for(replicas: int) -> int:
-        deadline = time.time() + 5
+        deadline = time.time() + 60
         while server.replicas(NS, "web-placeholder") != replicas and time.time() < deadline:
             time.sleep(0.05)
         return server.replicas(NS, "web-placeholder")

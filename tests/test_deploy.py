@@ -148,10 +148,15 @@ GPU_VALUES: dict[str, Any] = {
     ],
 }
 BUFFER_SCOPE = {"helm-buffers-cluster": "Cluster"}  # the others: Namespaced
-CLOSED_LOOP_RULE = {"apiGroups": [""], "resources": ["events", "pods"], "verbs": ["list"]}
-"""The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace."""
-POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
-"""The opt-in pod-wait read, in each watched namespace only."""
+CLOSED_LOOP_RULE = {
+    "apiGroups": [""],
+    "resources": ["events", "pods"],
+    "verbs": ["list", "watch"],
+}
+"""The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace
+(listed once, then watched)."""
+POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
+"""The opt-in pod-wait read, in each watched namespace only (listed once, then watched)."""
 
 
 @pytest.fixture(scope="module")
@@ -331,7 +336,9 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
             assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[
                 (ns, "deployments/scale")
             ]
-            assert f"get:{name}" in allowed[(ns, "deployments")]
+            # the Deployment itself: read (kill switch) and watched, by name only
+            assert {f"get:{name}", f"list:{name}", f"watch:{name}"} <= allowed[(ns, "deployments")]
+            assert not any(v.endswith(":<any>") for v in allowed[(ns, "deployments")])
         else:  # one rule per group and resource covers every version the daemon may discover
             where = "<cluster>" if cluster_buffers else ns
             assert {f"get:{name}", f"patch:{name}", f"update:{name}"} <= allowed[
@@ -355,7 +362,9 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
                 f"{ns}: scale granted beyond the policy's targets"
             )
         if resource == "deployments":
-            assert grants == {f"get:{n}" for n in expected_scale[ns]}
+            assert grants == {
+                f"{v}:{n}" for n in expected_scale[ns] for v in ("get", "list", "watch")
+            }
 
     lease = _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
     lease_name = next(e["value"] for e in lease if e["name"] == "PH_LEASE_NAME")
@@ -511,7 +520,7 @@ def test_the_closed_loop_reads_pods_and_events_only_where_a_deployment_target_li
     for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
         for rule in role["rules"]:
             if "pods" in rule["resources"]:
-                assert rule == CLOSED_LOOP_RULE  # never get, watch or any write on pods
+                assert rule == CLOSED_LOOP_RULE  # never get or any write on pods
     env = {
         e["name"]: e.get("value")
         for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -524,7 +533,8 @@ def test_the_closed_loop_opt_out_drops_the_read_and_tells_the_daemon():
     for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
         assert all("pods" not in rule["resources"] for rule in role["rules"]), role
         assert all(
-            rule["verbs"] != ["list"] or rule["resources"] == ["nodes"] for rule in role["rules"]
+            "list" not in rule["verbs"] or rule["resources"] in (["nodes"], ["deployments"])
+            for rule in role["rules"]
         )
     env = {
         e["name"]: e.get("value")
@@ -1033,7 +1043,7 @@ def _stages() -> list[list[tuple[str, str]]]:
     return stages
 
 
-def test_dockerfile_is_multi_stage_on_python_311_slim():
+def test_dockerfile_is_multi_stage_on_an_exact_python_311_patch_release_with_a_digest_argument():
     args = {}
     for word, rest in _dockerfile():
         if word == "ARG" and "=" in rest:
@@ -1041,20 +1051,37 @@ def test_dockerfile_is_multi_stage_on_python_311_slim():
             args[name] = default
         if word == "FROM":
             break
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-\w+", args["PYTHON_IMAGE"]), args
+    assert args["PYTHON_DIGEST"] == "", "never a made-up digest: the release steps fill it"
     stages = _stages()
     assert len(stages) >= 2
     for stage in stages:
-        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], stage[0][1].split()[0])
-        assert image.startswith("python:3.11-slim"), image
+        assert stage[0][1].split()[0] == "${PYTHON_IMAGE}${PYTHON_DIGEST:+@}${PYTHON_DIGEST}"
     build, final = stages[0], stages[-1]
     assert any(w == "RUN" and "pip wheel" in r for w, r in build), (
         "the build stage must build the app as a wheel"
     )
+    downloads = " && ".join(r for w, r in build if w == "RUN")
+    assert _hash_checked(downloads, "requirements/runtime.txt")
+    assert _hash_checked(downloads, "requirements/build.txt")
     (install,) = [r for w, r in final if w == "RUN" and "pip install" in r]
-    assert "--no-index" in install and "from=build" in install and "predictive-headroom" in install
+    assert "--no-index" in install and "from=build" in install
+    assert _hash_checked(install, "/requirements/runtime.txt")
+    assert _hash_checked(install, "/requirements/build.txt")
     final_text = " ".join(r for _, r in final)
     for tool in ("gcc", "build-essential", "make ", "g++", "apt-get install", "pip wheel"):
         assert tool not in final_text, f"build tool {tool!r} in the final stage"
+
+
+def _hash_checked(commands: str, requirements: str) -> bool:
+    """Whether every pip command of `commands` that reads `requirements` checks hashes."""
+    reading = [c for c in commands.split("&&") if f"-r {requirements}" in c]
+    return bool(reading) and all("--require-hashes" in c for c in reading)
+
+
+def test_the_release_steps_fill_the_base_image_digest():
+    steps = (REPO / "deploy/README.md").read_text()
+    assert "--build-arg PYTHON_DIGEST=" in steps and "make sbom" in steps
 
 
 def test_dockerfile_runtime_contract():

@@ -173,7 +173,7 @@ def test_a_write_is_not_sent_without_lease_time_and_never_waited_on_past_it(
         TargetActuator(api, FAST, fence=lambda: deadline - time.monotonic()).scale(
             pool, 3, "min", dry_run=False
         )
-    assert time.monotonic() - began < 1.0  # the attempt was cut at the lease's end, not at 2 s
+    assert time.monotonic() - began < 1.8  # the attempt was cut at the lease's end, not at 2 s
     assert len(server.writes("/scale")) == 1  # and not retried without lease time
 
 
@@ -198,10 +198,12 @@ def test_wall_clock_steps_neither_stop_nor_double_the_reconcile_loop(tmp_path, s
             assert daemon.readiness()[0], daemon.readiness()[1]
         write_config(config, pool_yaml("web", minReplicas=4))  # a config change after the steps
         wall.now -= 90
-        assert wait_for(lambda: server.replicas(NS, "web-placeholder") == 4, 3)
+        assert wait_for(lambda: server.replicas(NS, "web-placeholder") == 4, 30)
     finally:
         runner.stop()
-    assert all(4 <= n <= 8 for n in counts), counts  # about 6 in 1.5 s at 0.25 s
+    # about 6 in 1.5 s at 0.25 s: never none (stopped), never past 8 (doubled); a busy machine's
+    # slower reconciles make fewer
+    assert all(1 <= n <= 8 for n in counts), counts
 
 
 def test_readyz_measures_age_on_the_monotonic_clock_and_a_negative_age_is_not_ready(
@@ -472,7 +474,7 @@ def test_a_hung_prometheus_is_a_read_timeout_after_the_attempts_actually_made() 
         began = time.monotonic()
         with pytest.raises(SourceError) as fresh:
             source.recent(SPEC, time.time(), 3600)
-        assert time.monotonic() - began < 1.0
+        assert time.monotonic() - began < 1.8  # one 0.3 s attempt, not 4 of 0.5 s
         assert "did not answer within 0.3s (read timeout, 1 attempt(s))" in str(fresh.value)
         assert "PH_FRESH_READ_TIMEOUT" in str(fresh.value)
         with pytest.raises(SourceError) as history:
@@ -499,7 +501,8 @@ def test_a_hung_prometheus_never_delays_the_floors(tmp_path, server) -> None:
         prometheus = PrometheusSource(hung.url, settings)
         daemon.source = daemon.inputs.source = prometheus  # Prometheus hangs after the refit
         result = daemon.reconcile()
-    assert result.seconds < 2.0, result.seconds  # not PH_PROMETHEUS_TIMEOUT (30 s)
+    # not PH_PROMETHEUS_TIMEOUT (30 s): the fresh read's 0.4 s, with room for a busy machine
+    assert result.seconds < 15.0, result.seconds
     assert server.replicas(NS, "batch-placeholder") == 4
     web = next(o for o in result.pools if o.pool == "web")
     assert server.replicas(NS, "web-placeholder") == web.plan.desired >= 2
@@ -530,11 +533,12 @@ def test_nodes_are_listed_once_per_distinct_selector_and_pools_are_served_at_onc
     daemon = make_daemon(config, server, Clock())
     daemon.reconcile()
     lists = len(server.requests("GET", "/api/v1/nodes"))
-    server.delay("GET", "/scale", 0.5)  # every pool's read of its target is slow
+    server.delay("GET", "/scale", 1.0)  # every pool's read of its target is slow (timeout: 2 s)
     result = daemon.reconcile()
     assert len(server.requests("GET", "/api/v1/nodes")) - lists == 2  # '' and pool=web
     assert result.ok and all(o.action == "unchanged" for o in result.pools), result.summary()
-    assert result.seconds < 1.5, result.seconds  # one after another: 6 x 0.5 s
+    # served at once: about one delay, where one pool after another would take 6 x 1 s
+    assert result.seconds < 5.0, result.seconds
 
 
 # -- 8. a truncated answer to the Lease GET --------------------------------------------------------
@@ -787,14 +791,14 @@ def test_a_prometheus_answering_one_byte_at_a_time_costs_the_fresh_read_its_time
         began = time.monotonic()
         with pytest.raises(SourceError) as fresh:
             source.recent(SPEC, time.time(), 3600)
-        assert time.monotonic() - began < 1.2  # 0.5 s and the grace, not the answer's ~60 s
+        assert time.monotonic() - began < 10  # 0.5 s and the grace, not the answer's ~60 s
         assert "did not finish answering within 0.5s (total deadline" in str(fresh.value)
         assert "PH_FRESH_READ_TIMEOUT" in str(fresh.value)
         time.sleep(0.3)  # the abandoned read ends at its next byte
         began = time.monotonic()
         with pytest.raises(SourceError) as history:
             source.history(SPEC, time.time())
-        assert time.monotonic() - began < 1.5
+        assert time.monotonic() - began < 10  # 0.8 s, not the answer's ~60 s
         assert "within 0.8s (total deadline" in str(history.value)
         assert "PH_PROMETHEUS_TIMEOUT" in str(history.value)
 
@@ -823,7 +827,7 @@ def test_a_trickling_prometheus_never_delays_the_floors(tmp_path, server) -> Non
         prometheus = PrometheusSource(slow.url, Settings(fresh_read_timeout=0.4))
         daemon.source = daemon.inputs.source = prometheus  # Prometheus trickles after the refit
         result = daemon.reconcile()
-    assert result.seconds < 2.0, result.seconds  # not the 99 s of a per-read timeout
+    assert result.seconds < 15.0, result.seconds  # not the 99 s of a per-read timeout
     assert server.replicas(NS, "batch-placeholder") == 4
     web = next(o for o in result.pools if o.pool == "web")
     assert server.replicas(NS, "web-placeholder") == web.plan.desired >= 2
@@ -946,7 +950,7 @@ def test_a_retry_after_longer_than_the_lease_left_is_not_waited_for(tmp_path, se
     began = time.monotonic()
     with pytest.raises(Throttled) as exc:
         actuator.scale(_web_pool(tmp_path), 5, "test", dry_run=False)
-    assert time.monotonic() - began < 2.0 and exc.value.retry_after == 30
+    assert time.monotonic() - began < 15 and exc.value.retry_after == 30  # not waited for
     assert "Retry-After 30s" in str(exc.value)
     assert len(server.requests("PATCH", "web-placeholder/scale")) == 1
     assert server.replicas(NS, "web-placeholder") == 0

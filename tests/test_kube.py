@@ -335,7 +335,7 @@ def test_a_slow_answer_beyond_the_timeout_is_a_clear_error(server: FakeApiServer
     with pytest.raises(ActuatorError) as err:
         actuator.scale(make_pool(), 8, "forecast", dry_run=False)
 
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 3.5  # 2 attempts cut at 0.2 s, not 2 answers of 2 s
     assert "timeout 0.2s" in str(err.value) and "timed out" in str(err.value).lower()
     assert server.replicas(NS, "web-placeholder") == 2
 

@@ -15,7 +15,7 @@ from test_backtest import DAY, START, SeasonalNaiveForecaster, series
 from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
 from test_report import report_of
 
-from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
+from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, Tuning, retune
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History, NoForecast
@@ -419,6 +419,18 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
         tuning.realized_protection
     )
     assert gauges(daemon, "tuned_reserve_replicas") == {"web": tuning.reserve}
+    check_against_fixed(daemon, shown, tuning)
+
+
+def check_against_fixed(daemon: Daemon, shown: dict, tuning: Tuning) -> None:
+    """Whether the forecast beat a fixed N over the days judged: /last-run and the metric agree."""
+    against = tuning.against_fixed()
+    assert shown["against_fixed"] == against
+    beats = gauges(daemon, "forecast_beats_fixed")["web"]
+    if against is None:
+        assert beats != beats  # NaN: no figure
+    else:
+        assert beats == float(against["forecast_beats_fixed"])
 
 
 def test_the_daemon_keeps_the_defaults_and_says_why_on_a_short_history(tmp_path, server):

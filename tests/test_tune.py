@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series, write_csv
 
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.results import BacktestSettings
@@ -43,8 +45,13 @@ def check(out, target):
     assert (out["status"] == "short") == (
         promise["realized_protection"] < target and out["status"] != "proportional-cheaper"
     )
-    if out["status"] != "proportional-cheaper":
-        assert out["yaml"] == [f"protection: {100 * target:g}%"]
+    rec = out["recommendation"]
+    if out["status"] != "proportional-cheaper" and rec["kind"] == "protection":
+        assert out["yaml"] == [f"protection: {100 * rec['protection']:g}%"]
+        assert rec["protection"] <= target
+    elif out["status"] != "proportional-cheaper":  # fixed headroom, judged on unseen days
+        assert out["yaml"][0] == f"minReplicas: {rec['replicas']}"
+        assert rec["remove"] == ["protection"] and rec["unseen"] is not None
     assert round(promise["days"]) <= len(promise["choices"]) <= round(promise["days"]) + 1
     hs = out["hindsight"]
     assert hs["burst_quantile"] in (0.5, 0.95)
@@ -54,9 +61,10 @@ def check(out, target):
     assert cost["per_month"] == pytest.approx(30 * cost["per_day"], 0.01)
 
 
-def pasted(path, yaml_lines):
-    """The policy at `path` with the printed YAML pasted into its pool (replacing its keys)."""
-    keys = {line.split(":")[0] for line in yaml_lines if not line.startswith(" ")}
+def pasted(path, yaml_lines, remove=()):
+    """The policy at `path` with the printed YAML pasted into its pool (replacing its keys, and
+    deleting those in `remove`)."""
+    keys = {line.split(":")[0] for line in yaml_lines if not line.startswith(" ")} | set(remove)
     kept = [
         line for line in path.read_text().splitlines() if line.strip().split(":")[0] not in keys
     ]
@@ -82,7 +90,9 @@ def test_tune_on_a_csv_recommends_yaml_and_prints_it_in_words(tmp_path, capsys):
     assert "a day" in text and "a month" in text and "not reached node-hours" not in text
     # The YAML validates as printed, pasted into the pool.
     policy = tmp_path / "pasted.yaml"
-    policy.write_text(pasted(tmp_path / "policy.yaml", out["yaml"]))
+    policy.write_text(
+        pasted(tmp_path / "policy.yaml", out["yaml"], out["recommendation"]["remove"])
+    )
     assert main(["validate", str(policy)]) == 0, capsys.readouterr()
 
 
@@ -135,21 +145,27 @@ def test_a_target_not_kept_walk_forward_says_so_with_money_and_exits_1(capsys):
 
 
 def test_a_figure_resting_on_few_events_says_so():
-    entry = {
-        "protection": 0.95,
-        "realized_protection": 1.0,
-        "overhead_node_hours": 120.0,
-        "overhead_node_hours_per_day": 8.0,
-        "reserve_walk_forward_overhead_node_hours": 150.0,
-        "reserve_walk_forward_best_protection": 1.0,
-        "reactive_unserved_pod_minutes": 21.0,
-        "few_events": True,
-        "days": 15,
-        "choices": [],
-    }
+    entry = PromiseEntry(
+        protection=0.95,
+        realized_protection=1.0,
+        unserved_pod_minutes=0.0,
+        reactive_unserved_pod_minutes=21.0,
+        overhead_node_hours=120.0,
+        overhead_node_hours_per_day=8.0,
+        days=15,
+        reserve_walk_forward_overhead_node_hours=150.0,
+        reserve_walk_forward_best_protection=1.0,
+        static_hindsight_overhead_node_hours=None,
+        reserve_ratio=None,
+        static_ratio=None,
+        kept=True,
+        short_days=0,
+        few_events=True,
+    )
     text = sentence(entry)
     assert text.startswith("asked 95%: kept 100.0% for 120 overhead node-hours (8.0 a day, 240 a")
     assert "would have needed 150" in text
     assert "only 21 pod-minutes waited without headroom" in text
-    entry.update(few_events=False, reactive_unserved_pod_minutes=2000.0)
+    entry = replace(entry, few_events=False, reactive_unserved_pod_minutes=2000.0)
     assert "waited without headroom" not in sentence(entry)
+    assert PromiseEntry.from_dict(entry.to_dict()) == entry

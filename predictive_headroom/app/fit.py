@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from predictive_headroom.app.tune import Tuning, retune
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.core.settings import PlanSettings, model_spec, resolve_settings
+from predictive_headroom.core.settings import Given, PlanSettings, model_spec, resolve_settings
 from predictive_headroom.core.vocabulary import BurstFallback, NoForecastWhy
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
@@ -81,15 +81,18 @@ def fit_one(
     retune_window: float | None = None,
     measured_lead: float | None = None,
     disabled_too: bool = False,
+    given: Given | None = None,
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
     `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
     history (`app.tune.retune`) and fitted at the chosen burst quantile. `measured_lead`
     is the lead time the closed loop measured (seconds; used with `leadTime: auto`). A disabled
-    forecast is fitted only when `disabled_too` (the `forecast` command shows it for review)."""
+    forecast is fitted only when `disabled_too` (the `forecast` command shows it for review).
+    `given`: a what-if over the pool (`tune --protection 99%`), through the one resolver."""
     spec = pool.forecast
     assert spec is not None
-    settings = resolve_settings(pool, measured_lead=measured_lead)
+    given = given or Given()
+    settings = resolve_settings(pool, measured_lead=measured_lead, given=given)
     if not (spec.enabled or disabled_too):
         return PoolFit(pool.name, NoForecast(NoForecastWhy.DISABLED), settings=settings)
     history = fetch_history(pool, source, at)
@@ -105,9 +108,11 @@ def fit_one(
             settings=settings,
         )
     tuning = None
-    if retune_window is not None and pool.protection is not None:
+    if retune_window is not None and settings.protection is not None:
         tuning = retune(pool, history, at, forecaster, settings, window_seconds=retune_window)
-        settings = resolve_settings(pool, measured_lead=measured_lead, tuned=tuning.tuned)
+        settings = resolve_settings(
+            pool, measured_lead=measured_lead, tuned=tuning.tuned, given=given
+        )
     forecast = fit_pool(pool, history, forecaster, at, settings)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = None, []

@@ -19,6 +19,7 @@ from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import iso_utc
+from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster, Source
 
@@ -60,11 +61,14 @@ def daemon_now(
     *,
     retune_window: float,
     cluster: ClusterState | None = None,
+    given: Given | None = None,
 ) -> DaemonNow:
     """Fit `pool` at `at` as the daemon's refit does (re-tuned on `retune_window` seconds when it
-    has `protection:`) and plan that instant as its reconcile does; `price` prices the promise's
-    cost a day."""
-    fit = fit_one(pool, source, at, forecaster, observe=True, retune_window=retune_window)
+    has `protection:`, or is given one: `given`, a what-if through the resolver) and plan that
+    instant as its reconcile does; `price` prices the promise's cost a day."""
+    fit = fit_one(
+        pool, source, at, forecaster, observe=True, retune_window=retune_window, given=given
+    )
     inputs = PlanInputs(fit.forecast, fit.observed, cluster, fit.settings)
     plan = plan_over_time(pool, [at], inputs).plans[0]
     promise = None if fit.tuning is None else fit.tuning.report(price)

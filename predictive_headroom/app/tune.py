@@ -32,6 +32,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
+from predictive_headroom.core.shortfall import Shortfall, shortfall_cause
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
@@ -116,6 +118,49 @@ class Tuning:
     levels: tuple[Level, ...] = ()
     """The frontier on the judged days (`replay.promise_price`): asked, kept, cost a day, and
     static headroom in hindsight for the same."""
+    short_days: int = 0
+    """Days read on which no candidate kept the target."""
+    capped_days: int = 0
+    """Days read on which the held candidate sat at `maxReplicas` while pods waited."""
+    max_replicas: int | None = None
+    fixed: tuple[int, float] | None = None
+    """The fewest fixed placeholders that kept the target over the days read, and what they kept."""
+
+    def cause(self) -> Shortfall | None:
+        """Why it keeps less than asked (`core.shortfall`, the one function `tune`, the backtest
+        and the report share), None when it does not fall short."""
+        if self.status == TuningStatus.DEFAULT and self.retunes_from is not None:
+            return shortfall_cause(self.target, retunes_from=self.retunes_from)
+        if not self.shortfall and self.status != TuningStatus.SHORT:
+            return None
+        return shortfall_cause(
+            self.target,
+            short_days=self.short_days,
+            of_days=max(1, round(self.days)),
+            capped_days=self.capped_days,
+            max_replicas=self.max_replicas,
+            fixed=self.fixed,
+        )
+
+    def against_fixed(self) -> dict[str, Any] | None:
+        """Whether the forecast beat fixed headroom over the days judged: its cost a day against
+        static headroom's at the protection it kept (`levels` at the target), and the fewest fixed
+        placeholders that kept the target over the days read. None: no figure."""
+        level = next((lv for lv in self.levels if abs(lv.asked - self.target) < 1e-9), None)
+        if level is None or level.kept is None:
+            return None
+        static = level.static_per_day
+        beats = static is None or level.per_day <= static + 1e-9
+        n = None if self.fixed is None else self.fixed[0]
+        says = (
+            "the forecast beat fixed headroom over the days judged"
+            if beats
+            else f"the forecast did not beat a fixed N over the days judged: static headroom "
+            f"kept {100 * level.kept:.1f}% for {static:,.1f} overhead node-hours a day, the "
+            f"forecast for {level.per_day:,.1f}"
+            + ("" if n is None else f" (fixed headroom: minReplicas: {n}, forecast off)")
+        )
+        return {"forecast_beats_fixed": beats, "fixed_replicas": n, "says": says}
 
     @property
     def overhead_per_day(self) -> float | None:
@@ -201,6 +246,8 @@ class Tuning:
             "short": self.shortfall,
             "reason": self.reason,
             "price": price_of_promise(self.levels, self.target, price) if self.levels else None,
+            "cause": _dict_or_none(self.cause()),
+            "against_fixed": self.against_fixed(),
         }
 
     @property
@@ -236,7 +283,13 @@ class Tuning:
             "retunes_from": None if self.retunes_from is None else iso_utc(self.retunes_from),
             "says": self.says(),
             "reason": self.reason,
+            "cause": _dict_or_none(self.cause()),
+            "against_fixed": self.against_fixed(),
         }
+
+
+def _dict_or_none(cause: Shortfall | None) -> dict[str, Any] | None:
+    return None if cause is None else cause.to_dict()
 
 
 def retune(
@@ -254,8 +307,10 @@ def retune(
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
     with its measured lead time); `reserves` overrides
-    `promise.reserve_sizes`. Never raises for bad data: a `default` Tuning says why instead."""
-    assert pool.forecast is not None and pool.protection is not None
+    `promise.reserve_sizes`. The protection kept is `settings.protection` (the pool's, or a
+    what-if given through the resolver). Never raises for bad data: a `default` Tuning says why
+    instead."""
+    assert pool.forecast is not None and settings.protection is not None
     started = time.perf_counter()
 
     def fallback(why: str, retunes_from: float | None = None) -> Tuning:
@@ -288,8 +343,8 @@ def _tune(
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     started: float,
 ) -> Tuning:
-    assert pool.protection is not None
-    target = pool.protection
+    assert plan_settings.protection is not None
+    target = plan_settings.protection.value
     window_seconds = grid[0]
     begin = known.end - window_seconds
     fitted, train = _fit_before(pool, plan_settings, known, begin, window_seconds, forecaster)
@@ -297,7 +352,9 @@ def _tune(
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
-    book, days, tail, static = _replay(pool, plan_settings, known, begin, fitted, grid, target)
+    book, days, tail, static, capped = _replay(
+        pool, plan_settings, known, begin, fitted, grid, target
+    )
     choice = choose(book, target, tail=tail)
     levels = _levels(book, static, target, tail, choice)
     cand = choice.candidate
@@ -327,7 +384,31 @@ def _tune(
         choice.kept_overhead_node_hours if choice.kept is not None else None,
         choice.kept_periods,
         levels=levels,
+        short_days=_short_days(book, target),
+        capped_days=capped.get(cand, 0),
+        max_replicas=pool.max_replicas,
+        fixed=_fixed(static, target),
     )
+
+
+def _short_days(book: Ledger, target: float) -> int:
+    """Days read on which no candidate kept `target` (nothing waiting counts as kept)."""
+    waited = book.reactive > 0
+    best = (book.unserved <= (1 - target) * book.reactive + 1e-9).any(axis=0)
+    return int((waited & ~best).sum())
+
+
+def _fixed(static: Ledger, target: float) -> tuple[int, float] | None:
+    """The fewest fixed placeholders of `static` that kept `target` over all its days, and what
+    they kept (None: none did, or nothing waited)."""
+    waited = float(static.reactive.sum())
+    if waited <= 0:
+        return None
+    for i in np.argsort([c.reserve for c in static.candidates]):
+        kept = 1.0 - float(static.unserved[i].sum()) / waited
+        if kept >= target - 1e-9:
+            return static.candidates[i].reserve, kept
+    return None
 
 
 def _levels(
@@ -383,7 +464,7 @@ def _replay(
     fitted: Forecast,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     target: float,
-) -> tuple[Ledger, float, int | None, Ledger]:
+) -> tuple[Ledger, float, int | None, Ledger, dict[Candidate, int]]:
     """Every (quantile, window) of the grid, each plus every reserve (the tail-aware one among
     them, `replay.tail`, unless `reserves` are given), replayed over [begin, known.end] through
     the engine on the simulated cluster and summed per day (days ending at the refit): the ledger
@@ -427,7 +508,17 @@ def _replay(
     book = ledger(candidates, reactive, bounds, r.start)
     statics = {Candidate(None, n): r.simulate(np.full(size, n)) for n in standard}
     static = ledger(statics, reactive, bounds, r.start)
-    return book, (float(r.times[-1]) - begin) / DAY_SECONDS, tail, static
+    capped = {
+        c: _capped_days(run, pool.max_replicas, bounds, r.start) for c, run in candidates.items()
+    }
+    return book, (float(r.times[-1]) - begin) / DAY_SECONDS, tail, static, capped
+
+
+def _capped_days(run: Run, cap: int, bounds: Sequence[int], start: int) -> int:
+    """Days (between `bounds`) on which `run` sat at `cap` placeholders while pods waited."""
+    held = (run.placeholders >= cap) & (run.unserved > 0)
+    edges = [max(start, b) for b in bounds]
+    return sum(bool(held[a:b].any()) for a, b in pairwise(edges))
 
 
 def plural(n: int, word: str) -> str:
@@ -472,7 +563,7 @@ def _default(
     started: float,
     retunes_from: float | None = None,
 ) -> Tuning:
-    assert pool.forecast is not None and pool.protection is not None
+    assert pool.forecast is not None and settings.protection is not None
     q0, w0 = settings.quantile, settings.window
     logger.info("pool %s: cannot tune (%s); planning with the defaults", pool.name, why)
     until = "" if retunes_from is None else f" until {iso_utc(retunes_from)}"
@@ -481,7 +572,7 @@ def _default(
         TuningStatus.DEFAULT,
         q0,
         w0,
-        pool.protection,
+        settings.protection.value,
         f"{why}; using burstQuantile {q0:g} and scaleDownStabilization {w0 / 60:g}m{until}",
         at,
         seconds=time.perf_counter() - started,

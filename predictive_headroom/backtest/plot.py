@@ -414,9 +414,9 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         settings=data["settings"],
         headline=headline(result),
         promise=data.get("promise") or [],
+        current=data.get("current") or [],
         promise_sentences=[
-            (sentence(e), e["realized_protection"] < e["protection"] - 1e-9)
-            for e in data.get("promise") or []
+            (sentence(e), e.realized_protection < e.protection - 1e-9) for e in result.promise or []
         ],
         interruptions=data.get("interruptions"),
         negative_change=NEGATIVE_CHANGE,

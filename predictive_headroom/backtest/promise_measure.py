@@ -10,15 +10,18 @@ start (the observation delay and one data step before it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
 
 from predictive_headroom.backtest.frontier import Point, cost_at, protection
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import iso_utc
+from predictive_headroom.core.shortfall import Cause, Shortfall, shortfall_cause
 from predictive_headroom.replay.promise import (
     PROMISE_QUANTILES,
     Candidate,
@@ -118,7 +121,7 @@ def _tails(
 
 def measure(
     result: BacktestResult, protections: Sequence[float], replayed: Replayed | None = None
-) -> list[dict[str, Any]]:
+) -> list[PromiseEntry]:
     """The `promise` JSON: per asked protection what the rule kept and cost, the daily reserve's
     and static-in-hindsight's cost at that protection, and the choice held each day."""
     if not result.grid:
@@ -152,26 +155,31 @@ def measure(
     ]
     out = []
     for p in protections:
-        wf = walk_forward(
-            r.book,
-            r.base,
-            result.pods,
-            r.cluster,
-            start,
-            r.starts,
-            p,
-            r.default,
-            result.settings.max_replicas,
-            r.tails.get(p),
-        )
+        wf = promise_walk(result, r, p)
         entry = _entry(result, wf, p, reactive_u, reactive_nh, days, reserve_points, static_points)
         # Now: the day's reserves and the tail-aware one of the last day (the others' are
         # other days' and would not be tried now).
         tail = r.tails[p][-1] if r.tails.get(p) else None
         sizes = reserve_sizes(result.pods[start:], tail)
-        entry["now"] = _now(choose(r.book.among(sizes), p, tail=tail))
-        out.append(entry)
+        out.append(replace(entry, now=_now(choose(r.book.among(sizes), p, tail=tail))))
     return out
+
+
+def promise_walk(result: BacktestResult, r: Replayed, p: float) -> WalkForward:
+    """`protection: p` replayed day by day on `r` (`replay.promise.walk_forward`): the run the
+    promise entry, `tune`'s recommendation and the comparison with a fixed N all read."""
+    return walk_forward(
+        r.book,
+        r.base,
+        result.pods,
+        r.cluster,
+        result.scored_from,
+        r.starts,
+        p,
+        r.default,
+        result.settings.max_replicas,
+        r.tails.get(p),
+    )
 
 
 def _entry(
@@ -183,34 +191,60 @@ def _entry(
     days: float,
     reserve_points: list[Point],
     static_points: list[Point],
-) -> dict[str, Any]:
+) -> PromiseEntry:
     kept = protection(wf.unserved_pod_minutes, reactive_u)
     overhead = wf.node_hours - reactive_nh
     reserve = cost_at(reserve_points, reactive_u, kept)
     static = cost_at(static_points, reactive_u, kept)
     short = [c for c in wf.choices if c is not None and c.status == Status.SHORT]
-    return {
-        "protection": p,
-        "realized_protection": round(kept, 5),
-        "unserved_pod_minutes": wf.unserved_pod_minutes,
-        "reactive_unserved_pod_minutes": reactive_u,
-        "overhead_node_hours": round(overhead, 3),
-        "overhead_node_hours_per_day": round(overhead / days, 3) if days > 0 else None,
-        "days": round(days, 2),
-        "reserve_walk_forward_overhead_node_hours": _round(reserve.cost),
-        "reserve_walk_forward_best_protection": round(reserve.reached, 5),
-        "static_hindsight_overhead_node_hours": _round(static.cost),
-        "ratios": {
-            "reserve/promise": _ratio(reserve.cost, overhead),
-            "static_hindsight/promise": _ratio(static.cost, overhead),
-        },
-        "kept": kept >= p - 1e-9,
-        "short_days": len(short),
-        "few_events": reactive_u < FEW_EVENTS,
-        "choices": [
+    return PromiseEntry(
+        protection=p,
+        realized_protection=round(kept, 5),
+        unserved_pod_minutes=wf.unserved_pod_minutes,
+        reactive_unserved_pod_minutes=reactive_u,
+        overhead_node_hours=round(overhead, 3),
+        overhead_node_hours_per_day=round(overhead / days, 3) if days > 0 else None,
+        days=round(days, 2),
+        reserve_walk_forward_overhead_node_hours=_round(reserve.cost),
+        reserve_walk_forward_best_protection=round(reserve.reached, 5),
+        static_hindsight_overhead_node_hours=_round(static.cost),
+        reserve_ratio=_ratio(reserve.cost, overhead),
+        static_ratio=_ratio(static.cost, overhead),
+        kept=kept >= p - 1e-9,
+        short_days=len(short),
+        few_events=reactive_u < FEW_EVENTS,
+        choices=tuple(
             _choice_json(result, b, c) for b, c in zip(wf.period_starts, wf.choices, strict=True)
-        ],
-    }
+        ),
+        cause=None if kept >= p - 1e-9 else _cause(result, wf, p, len(short), reactive_u),
+    )
+
+
+def _cause(
+    result: BacktestResult, wf: WalkForward, p: float, short_days: int, reactive_u: float
+) -> Shortfall:
+    """Why `wf` kept less than `p` (`core.shortfall`): the days `maxReplicas` held the plan while
+    pods waited, and the fewest fixed placeholders that kept `p` in this replay."""
+    cap = result.settings.max_replicas
+    held = (wf.run.placeholders >= cap) & (wf.run.unserved > 0)
+    edges = [*wf.period_starts, result.pods.size]
+    capped = sum(bool(held[a:b].any()) for a, b in pairwise(edges))
+    fixed = next(
+        (
+            (n, protection(m.unserved_pod_minutes, reactive_u))
+            for n, m in sorted(result.static_curve)
+            if protection(m.unserved_pod_minutes, reactive_u) >= p - 1e-9
+        ),
+        None,
+    )
+    return shortfall_cause(
+        p,
+        short_days=short_days,
+        of_days=len(wf.period_starts),
+        capped_days=capped,
+        max_replicas=cap,
+        fixed=fixed,
+    )
 
 
 def _now(c: Choice) -> dict[str, Any]:
@@ -254,7 +288,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3)
 
 
-__all__ = ["measure", "placeholders_of", "prepare"]
+__all__ = ["measure", "placeholders_of", "prepare", "promise_walk"]
 
 
 def pct(p: float) -> str:
@@ -267,42 +301,40 @@ def money(node_hours: float, price: float | None, currency: str = "USD") -> str:
     return "" if not price else f": {node_hours * price:,.2f} {currency}"
 
 
-def sentence(entry: dict[str, Any], price: float | None = None, currency: str | None = None) -> str:
+def sentence(entry: PromiseEntry, price: float | None = None, currency: str | None = None) -> str:
     """The promise in one sentence: "asked 95%: kept 95.8% for 812 overhead node-hours (...);
-    a fixed reserve re-chosen daily would have needed 1,104", with a word when it fell short
-    or rests on few events. `price` is the cost of a node-hour (money shown when given; default
-    the entry's `price_per_node_hour`, set when the policy has `cost:`)."""
-    price = entry.get("price_per_node_hour") if price is None else price
-    currency = currency or entry.get("currency") or "USD"
-    kept, asked = entry["realized_protection"], entry["protection"]
-    cost = entry["overhead_node_hours"]
-    per_day = entry.get("overhead_node_hours_per_day")
-    text = f"asked {pct(asked)}: kept {100 * kept:.1f}% for {cost:,.0f} overhead node-hours"
+    a fixed reserve re-chosen daily would have needed 1,104", with the real cause when it fell
+    short (`core.shortfall`) and a word when it rests on few events. `price` is the cost of a
+    node-hour (money shown when given; default the entry's `price_per_node_hour`, set when the
+    policy has `cost:`)."""
+    price = entry.price_per_node_hour if price is None else price
+    currency = currency or entry.currency or "USD"
+    kept, asked = entry.realized_protection, entry.protection
+    per_day = entry.overhead_node_hours_per_day
+    text = (
+        f"asked {pct(asked)}: kept {100 * kept:.1f}% for {entry.overhead_node_hours:,.0f} "
+        "overhead node-hours"
+    )
     if per_day is not None:
         text += (
             f" ({per_day:,.1f} a day{money(per_day, price, currency)}"
             f"{';' if price else ','} {30 * per_day:,.0f} a month"
             f"{money(30 * per_day, price, currency)})"
         )
-    reserve = entry["reserve_walk_forward_overhead_node_hours"]
+    reserve = entry.reserve_walk_forward_overhead_node_hours
     if reserve is None:
-        best = entry["reserve_walk_forward_best_protection"]
+        best = entry.reserve_walk_forward_best_protection
         text += f"; a fixed reserve re-chosen daily never kept {100 * kept:.1f}% (at best {100 * best:.1f}%)"
     else:
         text += f"; a fixed reserve re-chosen daily would have needed {reserve:,.0f}"
     if kept < asked - 1e-9:
-        gap = 100 * (asked - kept)
-        if entry.get("short_days"):
-            text += (
-                f". Short of {pct(asked)} by {gap:.1f} points: on {entry['short_days']} of "
-                f"{len(entry['choices'])} days nothing the history showed had kept {pct(asked)} at "
-                "any price, so it held the most protective setting and reserve reached"
-            )
-        else:
-            text += f". Short of {pct(asked)} by {gap:.1f} points"
-    if entry.get("few_events"):
+        text += f". Short of {pct(asked)} by {100 * (asked - kept):.1f} points"
+        cause = entry.cause
+        if cause is not None and (entry.short_days or cause.cause == Cause.CAP):
+            text += f": {cause.says()}"
+    if entry.few_events:
         text += (
-            f" (only {entry['reactive_unserved_pod_minutes']:,.0f} pod-minutes waited without "
+            f" (only {entry.reactive_unserved_pod_minutes:,.0f} pod-minutes waited without "
             "headroom: a few bursts, one more or less moves this by points)"
         )
     return text

@@ -15,9 +15,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from predictive_headroom.backtest.frontier import families, protection
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import FEW_EVENTS, measure, pct
 from predictive_headroom.backtest.results import BacktestResult
 from predictive_headroom.core.price import Price
+from predictive_headroom.core.shortfall import Cause
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.replay.promise_price import FRONTIER_LEVELS, Level, price_of_promise
 from predictive_headroom.replay.tuning import choose as choose_fixed
@@ -51,8 +53,8 @@ def recommend(
         "protection_target": target,
         "history": _history(result),
         "reactive_unserved_pod_minutes": reactive_u,
-        "promise": promise,
-        "now": promise["now"],
+        "promise": promise.to_dict(),
+        "now": promise.now,
         "cost": _cost(promise, price, currency),
         "hindsight": _hindsight(result, target),
         "static": _static_at(families(result)["static"], reactive_u, target),
@@ -64,7 +66,7 @@ def recommend(
         "warnings": _warnings(promise, pool, target),
         "price_of_promise": price_of_promise(_levels(result, target), target, priced),
     }
-    kept, cost = promise["realized_protection"], promise["overhead_node_hours"]
+    kept, cost = promise.realized_protection, promise.overhead_node_hours
     if prop_protection >= target and (kept < target or prop.overhead_node_hours < cost):
         out["status"] = "proportional-cheaper"
         out["yaml"] = (
@@ -78,11 +80,11 @@ def recommend(
     return out
 
 
-def _promise_at(result: BacktestResult, target: float) -> dict[str, Any]:
+def _promise_at(result: BacktestResult, target: float) -> PromiseEntry:
     """The walk-forward promise entry for `target`: the one the backtest measured when it did,
     else measured here."""
     return (
-        next((e for e in result.promise or [] if abs(e["protection"] - target) < 1e-9), None)
+        next((e for e in result.promise or [] if abs(e.protection - target) < 1e-9), None)
         or measure(result, (target,))[0]
     )
 
@@ -91,20 +93,20 @@ def _levels(result: BacktestResult, target: float) -> list[Level]:
     """The frontier walk-forward: `FRONTIER_LEVELS` and `target`, each from the backtest's
     promise entries (measured here, on the same replays, for the levels it did not measure)."""
     asked = sorted({*FRONTIER_LEVELS, target})
-    entries = {round(e["protection"], 6): e for e in result.promise or []}
+    entries = {round(e.protection, 6): e for e in result.promise or []}
     missing = [p for p in asked if round(p, 6) not in entries]
     for e in measure(result, missing) if missing else []:
-        entries[round(e["protection"], 6)] = e
+        entries[round(e.protection, 6)] = e
     out = []
     for p in asked:
         e = entries[round(p, 6)]
-        days, static = e["days"], e["static_hindsight_overhead_node_hours"]
-        waited = e["reactive_unserved_pod_minutes"] > 0
+        days, static = e.days, e.static_hindsight_overhead_node_hours
+        waited = e.reactive_unserved_pod_minutes > 0
         out.append(
             Level(
                 p,
-                e["realized_protection"] if waited else None,
-                e["overhead_node_hours_per_day"] or 0.0,
+                e.realized_protection if waited else None,
+                e.overhead_node_hours_per_day or 0.0,
                 None if static is None or not days else static / days,
             )
         )
@@ -122,12 +124,12 @@ def _history(result: BacktestResult) -> dict[str, Any]:
     }
 
 
-def _cost(promise: dict[str, Any], price: float | None, currency: str) -> dict[str, Any]:
+def _cost(promise: PromiseEntry, price: float | None, currency: str) -> dict[str, Any]:
     """The promise's overhead node-hours in total, a day and a 30-day month, and in money when
     `price` (a node-hour) is given (None otherwise)."""
-    per_day = promise["overhead_node_hours_per_day"] or 0.0
+    per_day = promise.overhead_node_hours_per_day or 0.0
     return {
-        "overhead_node_hours": promise["overhead_node_hours"],
+        "overhead_node_hours": promise.overhead_node_hours,
         "per_day": round(per_day, 2),
         "per_month": round(MONTH_DAYS * per_day, 1),
         "price_per_node_hour": price,
@@ -156,14 +158,14 @@ def _hindsight(result: BacktestResult, target: float) -> dict[str, Any]:
     }
 
 
-def _warnings(promise: dict[str, Any], pool: Pool, target: float) -> list[str]:
+def _warnings(promise: PromiseEntry, pool: Pool, target: float) -> list[str]:
     """What the user should know before trusting the figure."""
     out = []
-    waited = promise["reactive_unserved_pod_minutes"]
+    waited = promise.reactive_unserved_pod_minutes
     if waited < FEW_EVENTS:
         out.append(
             f"the figure rests on few events: without headroom only {waited:,.0f} pod-minutes "
-            f"waited in {promise['days']:g} scored days (under {FEW_EVENTS:g}: a burst or two), "
+            f"waited in {promise.days:g} scored days (under {FEW_EVENTS:g}: a burst or two), "
             "so one more or less moves it by several points"
         )
     if pool.forecast is not None and "burst_quantile" in pool.forecast.model_fields_set:
@@ -171,14 +173,14 @@ def _warnings(promise: dict[str, Any], pool: Pool, target: float) -> list[str]:
             "the pool sets forecast.burstQuantile: remove it when pasting protection: "
             "(protection chooses the quantile; validate refuses both)"
         )
-    kept = promise["realized_protection"]
+    kept = promise.realized_protection
     if kept < target - 1e-9:
         out.append(
             f"walk-forward it kept {100 * kept:.1f}%, short of {pct(target)}: "
             + (
-                "on some days nothing the history showed had kept it at any price; the daemon "
-                "then holds the most protective setting with a reserve"
-                if promise.get("short_days")
+                promise.cause.says()
+                if promise.cause is not None
+                and (promise.short_days or promise.cause.cause == Cause.CAP)
                 else "the margin it learns from past shortfalls came too late on this history"
             )
         )

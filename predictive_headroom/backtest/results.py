@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.core.series import DAY_SECONDS, iso_utc
 from predictive_headroom.replay.setup import WhatIf
 from predictive_headroom.replay.simulator import ClusterSpec, Metrics, Run
@@ -261,11 +262,10 @@ class BacktestResult:
     burst: dict[str, Any] | None = None
     grid: list[GridRun] = field(default_factory=list)  # forecast and naive at each setting pair
     frontier: dict[str, Any] | None = None  # cost at equal protection (backtest.frontier)
-    promise: list[dict[str, Any]] | None = (
-        None  # what `protection: P` keeps (backtest.promise_measure)
-    )
+    promise: list[PromiseEntry] | None = None  # what `protection: P` keeps (promise_measure)
     interruptions: InterruptionReport | None = None  # `--interruptions`: what each leaves waiting
     notes: tuple[str, ...] = ()  # what the reader must know about the series (an outlier)
+    current: list[dict[str, Any]] | None = None  # `--current N`: the user's fixed N against ours
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """`x_against` this result's static curve."""
@@ -316,9 +316,11 @@ class BacktestResult:
         if self.frontier is not None:
             out["frontier"] = self.frontier
         if self.promise is not None:
-            out["promise"] = self.promise
+            out["promise"] = [e.to_dict() for e in self.promise]
         if self.interruptions is not None:
             out["interruptions"] = self.interruptions.to_dict()
+        if self.current is not None:
+            out["current"] = self.current
         return out
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.results import NEGATIVE_CHANGE, BacktestResult, StrategyResult
 from predictive_headroom.pages.format import fmt_signed as signed
 from predictive_headroom.policy.durations import format_duration
@@ -114,7 +116,7 @@ def format_frontier(frontier: dict[str, Any]) -> str:
     return columns(rows, first_left=False)
 
 
-def format_promise(promise: list[dict[str, Any]]) -> str:
+def format_promise(promise: Sequence[PromiseEntry]) -> str:
     """The promise entries (`backtest --protection`) as a table: what each kept and cost, next to
     a fixed reserve re-chosen daily and static headroom in hindsight, and their cost over the
     promise's (the page's table, column for column)."""
@@ -131,18 +133,18 @@ def format_promise(promise: list[dict[str, Any]]) -> str:
     ]
     rows = [headers]
     for e in promise:
-        per_day = e.get("overhead_node_hours_per_day")
+        per_day = e.overhead_node_hours_per_day
         rows.append(
             [
-                f"{100 * e['protection']:g}%",
-                f"{100 * e['realized_protection']:.1f}%",
-                f"{e['unserved_pod_minutes']:.0f}",
-                f"{e['overhead_node_hours']:.1f}",
+                f"{100 * e.protection:g}%",
+                f"{100 * e.realized_protection:.1f}%",
+                f"{e.unserved_pod_minutes:.0f}",
+                f"{e.overhead_node_hours:.1f}",
                 "-" if per_day is None else f"{per_day:.1f}",
-                _reached(e["reserve_walk_forward_overhead_node_hours"]),
-                _reached(e["static_hindsight_overhead_node_hours"]),
-                _times(e["ratios"]["reserve/promise"]),
-                _times(e["ratios"]["static_hindsight/promise"]),
+                _reached(e.reserve_walk_forward_overhead_node_hours),
+                _reached(e.static_hindsight_overhead_node_hours),
+                _times(e.reserve_ratio),
+                _times(e.static_ratio),
             ]
         )
     return columns(rows, first_left=False)

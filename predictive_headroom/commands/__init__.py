@@ -11,13 +11,14 @@ from typing import Any
 from predictive_headroom.core import strict_json
 from predictive_headroom.core.price import NodeShape, Price, price_node_hour
 from predictive_headroom.core.series import iso_utc
+from predictive_headroom.kube.quantity import amount
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.load import ConfigError, load_policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import Source
-from predictive_headroom.sources.csvsource import CsvSource
+from predictive_headroom.sources.csvsource import CsvOptions, CsvSource
 from predictive_headroom.sources.prometheus import from_settings
 
 
@@ -67,6 +68,51 @@ def share_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
+    """The bounds of a `--data` CSV: `--max-csv-rows` and `--max-csv-bytes`."""
+    defaults = CsvOptions()
+    parser.add_argument(
+        "--max-csv-rows",
+        type=_count_arg,
+        default=defaults.max_rows,
+        metavar="N",
+        help=f"refuse a --data CSV of more data rows (default {defaults.max_rows:,}; "
+        "16 bytes of memory a row)",
+    )
+    parser.add_argument(
+        "--max-csv-bytes",
+        type=_bytes_arg,
+        default=defaults.max_bytes,
+        metavar="SIZE",
+        help="refuse a larger --data CSV before reading it (default 1Gi; 500Mi, 2Gi, or bytes)",
+    )
+
+
+def csv_options(args: argparse.Namespace) -> CsvOptions:
+    """The CSV bounds given on the command line, with a progress bar on stderr for long reads."""
+    return CsvOptions(max_rows=args.max_csv_rows, max_bytes=args.max_csv_bytes, progress=sys.stderr)
+
+
+def _count_arg(text: str) -> int:
+    try:
+        value = int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _bytes_arg(text: str) -> int:
+    try:
+        value = amount("--max-csv-bytes", text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; e.g. 500Mi, 2Gi or 1073741824") from None
+    if not math.isfinite(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a size of at least 1 byte")
+    return int(value)
+
+
 def load_config(path: str) -> Policy:
     """Load a policy file, turning every problem into one CommandError."""
     try:
@@ -76,12 +122,16 @@ def load_config(path: str) -> Policy:
 
 
 def source_from_args(
-    data: str | None, prometheus_url: str | None, settings: Settings | None = None
+    data: str | None,
+    prometheus_url: str | None,
+    settings: Settings | None = None,
+    csv: CsvOptions | None = None,
 ) -> Source:
-    """A CSV source for `data`, else a Prometheus source for `prometheus_url` (or PH_PROMETHEUS_URL)."""
+    """A CSV source for `data` (read with `csv`), else a Prometheus source for `prometheus_url`
+    (or PH_PROMETHEUS_URL)."""
     settings = settings or Settings()
     if data:
-        return CsvSource(data)
+        return CsvSource(data, csv)
     source = from_settings(settings, prometheus_url)
     if source is None:
         raise CommandError(
@@ -187,3 +237,12 @@ def price_from_args(
         slots=slots,
     )
     return priced, shape
+
+
+def pool_price_from_args(args: argparse.Namespace | None, pool: Any, cost: Any) -> Price:
+    """The price of `pool`'s node-hour (`policy.config.Pool`) with the command's
+    `--node-hour-price`, `--node-cpu` and `--node-memory` over the policy's `cost:` (the same
+    price `tune` and `backtest` give)."""
+    if args is None:
+        return price_node_hour(cost, pool.placeholder.cpu_cores, pool.placeholder.memory_gib)
+    return price_from_args(args, pool.placeholder, cost)[0]

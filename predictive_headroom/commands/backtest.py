@@ -7,8 +7,9 @@ import sys
 from dataclasses import replace
 from datetime import timedelta
 
+from predictive_headroom.backtest.against_fixed import current, replays
 from predictive_headroom.backtest.promise_measure import sentence
-from predictive_headroom.backtest.results import BacktestResult, BacktestSettings, headline
+from predictive_headroom.backtest.results import BacktestResult, headline
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
@@ -20,8 +21,10 @@ from predictive_headroom.backtest.text import (
 )
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_output_argument,
     add_price_arguments,
+    csv_options,
     daemon_retune_window,
     duration_arg,
     iso,
@@ -31,19 +34,21 @@ from predictive_headroom.commands import (
     print_json,
     source_from_args,
 )
-from predictive_headroom.core.price import NodeShape, Price
+from predictive_headroom.commands.current import add_current_arguments, currents_from_args
+from predictive_headroom.commands.replay_flags import add_replay_arguments, settings_from_args
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.config import ForecastSpec, Pool
-from predictive_headroom.policy.disruption import parse_rate
-from predictive_headroom.policy.durations import parse_duration, parse_windows
+from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.placeholder import Placeholder
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.shares import parse_protections, parse_quantiles, parse_share
 from predictive_headroom.protocols import Source, SourceError
-from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
 
+DEFAULT_PROTECTION = 0.95
+"""The protection `--current` is read against without `--protection` or the pool's."""
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on demand history (a CSV or Prometheus)"
 EXAMPLE = (
     "predictive-headroom backtest --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --dial 0.8,0.9,0.95,0.99 --out bt   # after make demo\n"
@@ -55,6 +60,7 @@ EXAMPLE = (
 
 # Long on purpose: argparse declarations read best as one flat list.
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument(
@@ -89,43 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pool", help="pool to replay (default: the first pool with a forecast, else the first)"
     )
-    parser.add_argument(
-        "--since",
-        type=_duration_arg,
-        metavar="DURATION",
-        help="replay only the last DURATION of --data (e.g. 60d); default: all of it",
-    )
-    parser.add_argument(
-        "--demand-per-replica",
-        type=float,
-        help="demand one placeholder slot serves (default: the pool's, else median demand / 20)",
-    )
-    parser.add_argument(
-        "--node-slots",
-        type=int,
-        help="placeholder-sized slots per node (default: as many as fit in --node-cpu and "
-        "--node-memory, else 8)",
-    )
-    parser.add_argument(
-        "--lag", type=duration_arg, default=180.0, help="node provisioning lag (default 3m)"
-    )
-    parser.add_argument(
-        "--scale-down-delay",
-        type=duration_arg,
-        default=600.0,
-        help="a node unneeded this long is removed (default 10m)",
-    )
-    parser.add_argument(
-        "--warmup",
-        type=duration_arg,
-        help="unscored start of the series (default 14d; 7d for series under 28d)",
-    )
-    parser.add_argument(
-        "--refit-every",
-        type=duration_arg,
-        default=86400.0,
-        help="walk-forward refit interval (default 24h)",
-    )
+    add_replay_arguments(parser)
     parser.add_argument(
         "--quantile",
         help="burst quantile, the protection/cost dial (default: the pool's, 0.95)",
@@ -148,136 +118,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "forecast and naive over the grid of --dial quantiles and --stabilization-dial windows "
         "(defaults 0.3-0.99 and 5m,15m,30m) and tunes them walk-forward",
     )
-    parser.add_argument(
-        "--lead-time",
-        type=duration_arg,
-        help="forecast lead time (default: the pool's leadTime, else lag + 1m)",
-    )
-    parser.add_argument(
-        "--observation-delay",
-        type=duration_arg,
-        help="how late the newest sample is seen: the burst model at t reads samples at or before t minus this (default: the pool's, 1m)",
-    )
-    parser.add_argument(
-        "--burst-model",
-        choices=("quantile", "profile"),
-        help="burst allowance: the conditional quantile model on the latest observations, or the time-of-day table (default: the pool's, quantile)",
-    )
-    parser.add_argument(
-        "--cores-per-node",
-        type=float,
-        help="cores per simulated node for a CPA cores rule (default: --node-cpu, else 8)",
-    )
     add_price_arguments(parser)
     parser.add_argument(
         "--out",
         metavar="DIR",
         help="write backtest.html and backtest.png (cost/protection plot) here",
     )
-    parser.add_argument(
-        "--interruptions",
-        metavar="RATE",
-        help="also replay with nodes interrupted at random at this rate (e.g. 5%%/day: the share of "
-        "nodes interrupted per day), and report what each strategy leaves waiting because of them",
-    )
-    parser.add_argument(
-        "--notice",
-        type=duration_arg,
-        default=120.0,
-        help="the interruption notice before a node goes (default 2m, a spot interruption's)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the random interruptions (default 0)"
-    )
+    add_current_arguments(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_output_argument(parser)
-
-
-def _duration_arg(text: str) -> float:
-    """Seconds of a duration argument (`60d`); argparse says what is wrong with a bad one."""
-    try:
-        return parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-# Long on purpose: one check per flag, so every problem is reported at once, then one mapping.
-def settings_from_args(
-    args: argparse.Namespace, shape: NodeShape | None = None, slots: int | None = None
-) -> BacktestSettings:
-    """Check the numeric flags (every problem at once) and build the settings; `shape` is the
-    node the flags gave (`price_from_args`), which sizes the simulated node unless
-    `--node-slots` / `--cores-per-node` say otherwise (`slots`: the placeholders it holds)."""
-    problems = []
-    if args.demand_per_replica is not None and not args.demand_per_replica > 0:
-        problems.append(f"--demand-per-replica must be positive, got {args.demand_per_replica:g}")
-    if args.node_slots is not None and args.node_slots < 1:
-        problems.append(f"--node-slots must be at least 1, got {args.node_slots}")
-    if args.refit_every < 60:
-        problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
-    quantile = None
-    if args.quantile is not None:
-        try:
-            quantile = parse_share(args.quantile, what="a quantile")
-        except ValueError as exc:
-            problems.append(f"--quantile: {exc}")
-        else:
-            if not 0 < quantile < 1:
-                problems.append(f"--quantile must be between 0 and 1 (exclusive), got {quantile:g}")
-    dial: tuple[float, ...] = ()
-    if args.dial:
-        try:
-            dial = parse_quantiles(args.dial)
-        except ValueError as exc:
-            problems.append(f"--dial: {exc}")
-    windows: tuple[float, ...] = ()
-    if args.stabilization_dial:
-        try:
-            windows = parse_windows(args.stabilization_dial)
-        except ValueError as exc:
-            problems.append(f"--stabilization-dial: {exc}")
-    protections: tuple[float, ...] = ()
-    if getattr(args, "protection", None):
-        try:
-            protections = parse_protections(args.protection)
-        except ValueError as exc:
-            problems.append(f"--protection: {exc}")
-    if args.observation_delay is not None and args.observation_delay < 0:
-        problems.append(f"--observation-delay cannot be negative, got {args.observation_delay:g}s")
-    if args.cores_per_node is not None and not args.cores_per_node > 0:
-        problems.append(f"--cores-per-node must be positive, got {args.cores_per_node:g}")
-    rate = None
-    if getattr(args, "interruptions", None):
-        try:
-            rate = parse_rate(args.interruptions)
-        except ValueError as exc:
-            problems.append(f"--interruptions: {exc}")
-    if problems:
-        raise CommandError("; ".join(problems))
-    nodes = SimulatedNodes()
-    nodes = SimulatedNodes(
-        node_slots=args.node_slots or (slots if shape is not None and slots else nodes.node_slots),
-        lag_seconds=args.lag,
-        scale_down_delay_seconds=args.scale_down_delay,
-        cores_per_node=args.cores_per_node
-        or (shape.cpu if shape is not None else nodes.cores_per_node),
-    )
-    given = Given(
-        lead=args.lead_time,
-        burst_quantile=quantile,
-        observation_delay=args.observation_delay,
-        demand_per_replica=args.demand_per_replica,
-    )
-    return BacktestSettings(
-        replay=WhatIf(given, args.burst_model, nodes, args.warmup),
-        refit_every_seconds=args.refit_every,
-        dial=dial,
-        stabilization_dial=windows,
-        protections=protections,
-        interruption_rate=rate,
-        notice_seconds=getattr(args, "notice", 120.0),
-        seed=getattr(args, "seed", 0),
-    )
 
 
 def pool_from_args(args: argparse.Namespace) -> Pool | None:
@@ -298,12 +147,18 @@ def pool_from_args(args: argparse.Namespace) -> Pool | None:
 def priced(result: BacktestResult, price: Price) -> BacktestResult:
     """`result` with each promise entry priced per node-hour (`core.price`: one price for every
     command and page) and the assumption in words."""
-    extra = {
-        "price_per_node_hour": price.node_hour,
-        "currency": price.currency,
-        "price_assumed": price.assumed,
-    }
-    return replace(result, promise=[{**e, **extra} for e in result.promise or []])
+    return replace(
+        result,
+        promise=[
+            replace(
+                e,
+                price_per_node_hour=price.node_hour,
+                currency=price.currency,
+                price_assumed=price.assumed,
+            )
+            for e in result.promise or []
+        ],
+    )
 
 
 def with_daemon_now(
@@ -318,9 +173,9 @@ def with_daemon_now(
     forecaster, window = default_forecaster(), daemon_retune_window()
     entries = []
     for entry in result.promise or []:
-        asked = pool.model_copy(update={"protection": entry["protection"]})
-        now = daemon_now(asked, source, at, forecaster, price, retune_window=window)
-        entries.append({**entry, "daemon_now": now.to_dict()})
+        what_if = Given(protection=entry.protection)  # through the resolver, as a flag
+        now = daemon_now(pool, source, at, forecaster, price, retune_window=window, given=what_if)
+        entries.append(replace(entry, daemon_now=now.to_dict()))
     return replace(result, promise=entries)
 
 
@@ -332,7 +187,7 @@ def history_from_args(args: argparse.Namespace, pool: Pool | None) -> tuple[Sour
         for flag in ("query", "history", "at"):
             if getattr(args, flag) is not None:
                 raise CommandError(f"--{flag} reads from Prometheus: use it with --prometheus-url")
-    source = source_from_args(args.data, args.prometheus_url)
+    source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     try:
         if isinstance(source, CsvSource):
             return source, source.full()
@@ -375,7 +230,11 @@ def run(args: argparse.Namespace) -> int:
     cost = load_config(args.config).cost if args.config else None
     placeholder = pool.placeholder if pool is not None else Placeholder()
     price, shape = price_from_args(args, placeholder, cost, args.node_slots)
-    settings = settings_from_args(args, shape, price.slots)
+    settings = settings_from_args(args, shape, price.slots, grid_flags)
+    currents = currents_from_args(args)  # before any history is read
+    if currents and not settings.protections:  # the user's N is read against the promise
+        asked = pool.protection if pool is not None and pool.protection else DEFAULT_PROTECTION
+        settings = replace(settings, protections=(asked,))
     source, history = history_from_args(args, pool)
     if args.since is not None and len(history):
         history = history.since(history.end - args.since)
@@ -390,6 +249,9 @@ def run(args: argparse.Namespace) -> int:
         result = run_backtest(history, pool, settings, progress=not args.quiet)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    if currents:
+        r = replays(result, settings.protections)
+        result = replace(result, current=[current(r, n).to_dict(price) for n in currents])
     if result.promise:
         result = priced(result, price)
         if pool is not None and pool.forecast is not None:
@@ -459,10 +321,10 @@ def print_text(result: BacktestResult) -> None:
         )
         for entry in result.promise:
             print(f"  {sentence(entry)}")
-            if entry.get("daemon_now"):
-                print(f"    {entry['daemon_now']['sentence']}")
-        if result.promise[0].get("price_assumed"):
-            print(f"  priced as {result.promise[0]['price_assumed']}")
+            if entry.daemon_now:
+                print(f"    {entry.daemon_now['sentence']}")
+        if result.promise[0].price_assumed:
+            print(f"  priced as {result.promise[0].price_assumed}")
         print(
             "overhead node-hours over no headroom; daily reserve: a fixed reserve re-chosen each "
             "day on the week before it; static in hindsight: N chosen knowing the whole history; "
@@ -480,3 +342,39 @@ def print_text(result: BacktestResult) -> None:
         print(format_interruptions(result))
     print()
     print(headline(result))
+    for c in result.current or []:
+        print(c["says"])
+
+
+def grid_flags(
+    args: argparse.Namespace, problems: list[str]
+) -> tuple[float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """`backtest`'s --quantile, --dial, --stabilization-dial and --protection (`tune` has its own), each problem appended to `problems`."""
+    quantile = None
+    if getattr(args, "quantile", None) is not None:
+        try:
+            quantile = parse_share(args.quantile, what="a quantile")
+        except ValueError as exc:
+            problems.append(f"--quantile: {exc}")
+        else:
+            if not 0 < quantile < 1:
+                problems.append(f"--quantile must be between 0 and 1 (exclusive), got {quantile:g}")
+    dial: tuple[float, ...] = ()
+    if getattr(args, "dial", None):
+        try:
+            dial = parse_quantiles(args.dial)
+        except ValueError as exc:
+            problems.append(f"--dial: {exc}")
+    windows: tuple[float, ...] = ()
+    if getattr(args, "stabilization_dial", None):
+        try:
+            windows = parse_windows(args.stabilization_dial)
+        except ValueError as exc:
+            problems.append(f"--stabilization-dial: {exc}")
+    protections: tuple[float, ...] = ()
+    if getattr(args, "protection", None):
+        try:
+            protections = parse_protections(args.protection)
+        except ValueError as exc:
+            problems.append(f"--protection: {exc}")
+    return quantile, dial, windows, protections

@@ -8,7 +8,9 @@ from typing import Any
 from predictive_headroom.app.fit import default_forecaster, fit_pools
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_output_argument,
+    csv_options,
     daemon_retune_window,
     iso,
     load_config,
@@ -45,6 +47,7 @@ EXAMPLE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", required=True, help="policy YAML file")
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument("--prometheus-url", metavar="URL", help="Prometheus base URL")
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             f"{which} has a 'forecast' section in {args.config}; add one (see config/example.yaml)"
         )
-    source = source_from_args(args.data, args.prometheus_url)
+    source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     at = _cut_time(args, source)
     fits = fit_pools(
         pools,

@@ -13,12 +13,16 @@ from kubernetes.utils import parse_quantity
 from predictive_headroom.app.fit import fit_pools
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_output_argument,
+    add_price_arguments,
+    csv_options,
     daemon_retune_window,
     duration_arg,
     iso,
     load_config,
     parse_time,
+    pool_price_from_args,
     print_json,
     print_table,
     source_from_args,
@@ -31,7 +35,6 @@ from predictive_headroom.core.engine import (
     plan_over_time,
 )
 from predictive_headroom.core.planner import Plan, plan_to_dict
-from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.core.share import share_part
@@ -88,6 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "change are the same whatever the step; the report shows the same rows",
     )
     parser.add_argument("--pool", help="only this pool")
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--data",
@@ -97,6 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--prometheus-url", metavar="URL", help="Prometheus to read demand history from"
     )
+    add_price_arguments(parser)
     add_output_argument(parser)
 
 
@@ -292,7 +297,9 @@ class Fitted:
         )
 
 
-def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fitted:
+def forecasts_from_args(
+    source: Source | None, policy: Policy, at: float, args: argparse.Namespace | None = None
+) -> Fitted:
     """Fit each forecasting pool on the history of `source` (--data or --prometheus-url) up to
     `at` as the daemon does at a refit (a `protection:` pool re-tuned first, on the same window),
     and read its latest observations at `at` for the burst model, as it does at reconcile (empty
@@ -309,7 +316,7 @@ def forecasts_from_args(source: Source | None, policy: Policy, at: float) -> Fit
         {n: f.observed for n, f in fits.items() if f.observed is not None},
         {n: f.settings for n, f in fits.items() if f.settings is not None},
         {
-            n: f.tuning.report(pool_price(pools[n], policy.cost))
+            n: f.tuning.report(pool_price_from_args(args, pools[n], policy.cost))
             for n, f in fits.items()
             if f.tuning is not None
         },
@@ -346,7 +353,7 @@ def run(args: argparse.Namespace) -> int:
         except KeyError as exc:
             raise CommandError(str(exc.args[0])) from None
     source = (
-        source_from_args(args.data, args.prometheus_url)
+        source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
         if args.data or args.prometheus_url
         else None
     )
@@ -355,7 +362,7 @@ def run(args: argparse.Namespace) -> int:
     _note_skipped_proportional(policy, clusters)
     parts = parts_from_args(policy, requests_from_args(args.requests))
     _note_left_out_share(policy, parts)
-    fitted = dataclasses.replace(forecasts_from_args(source, policy, at), parts=parts)
+    fitted = dataclasses.replace(forecasts_from_args(source, policy, at, args), parts=parts)
     why = why_minimum(fitted.forecasts)
     if args.horizon is None:
         plans = [

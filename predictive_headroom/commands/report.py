@@ -20,9 +20,13 @@ import numpy as np
 from predictive_headroom.app.fit import default_forecaster, fit_pools, settings_of
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
+    add_price_arguments,
+    csv_options,
     daemon_retune_window,
     load_config,
     parse_time,
+    pool_price_from_args,
     source_from_args,
 )
 from predictive_headroom.commands.plan import (
@@ -31,7 +35,7 @@ from predictive_headroom.commands.plan import (
     parts_from_args,
     requests_from_args,
 )
-from predictive_headroom.core.price import pool_price
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
 from predictive_headroom.protocols import SourceError
@@ -51,6 +55,7 @@ EXAMPLE = "predictive-headroom report --config demo-out/demo-policy.yaml --data 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument(
@@ -79,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)"
     )
     add_requests_argument(parser)
+    add_price_arguments(parser)
 
 
 def default_policy(history: History) -> Policy:
@@ -116,13 +122,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prices(args: argparse.Namespace, policy: Policy) -> dict[str, Price]:
+    """Each pool's price when the flags give one (none: the policy's `cost:` prices the page)."""
+    if args.node_hour_price is None and args.node_cpu is None:
+        return {}
+    return {p.name: pool_price_from_args(args, p, policy.cost) for p in policy.pools}
+
+
 def make_report(args: argparse.Namespace) -> Report:
     """Read history, fit and score each pool's forecast, and build the report the arguments ask for."""
     if args.config is None and args.prometheus_url:
         raise CommandError(
             "--prometheus-url needs --config: the pool's forecast.query names the series to read"
         )
-    source = source_from_args(args.data, args.prometheus_url)
+    source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     try:
         at = (
             parse_time(args.at)
@@ -161,11 +174,12 @@ def make_report(args: argparse.Namespace) -> Report:
         accuracies={n: f.accuracy for n, f in fits.items() if f.accuracy is not None},
         observed={n: f.observed for n, f in fits.items()},
         promises={
-            n: f.tuning.report(pool_price(policy.pool(n), policy.cost))
+            n: f.tuning.report(pool_price_from_args(args, policy.pool(n), policy.cost))
             for n, f in fits.items()
             if f.tuning is not None
         },
         parts=parts_from_args(policy, requests_from_args(args.requests)),
+        prices=_prices(args, policy),
     )
     return build_report(policy, inputs, at, cluster, source=str(where))
 

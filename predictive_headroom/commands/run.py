@@ -39,9 +39,16 @@ from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.kube.access import KubeAccessReviewer
 from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+from predictive_headroom.kube.informer import WatchOptions
 from predictive_headroom.kube.leader import LeaderElector
 from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
+from predictive_headroom.kube.watched import (
+    Caches,
+    WatchedClusterReader,
+    WatchedPodReader,
+    WatchedTargets,
+)
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import ActuatorError, Source, SourceError
@@ -130,19 +137,36 @@ def build_daemon(
         raise CommandError(str(exc)) from None
     discovery = CapacityBufferDiscovery(api)  # which CapacityBuffer version the cluster serves
     elector = elector_for(api) if elector_for is not None else AlwaysLeader()
+    cluster, pods, caches = cluster_reads(api, settings, watch=settings.watch and not args.once)
+    actuator = TargetActuator(api, discovery=discovery, fence=elector.write_budget)
     edges = Edges(
         source=source,
         forecaster=default_forecaster(),
-        actuator=TargetActuator(api, discovery=discovery, fence=elector.write_budget),
-        cluster=KubeClusterReader(api),
+        actuator=actuator if caches is None else WatchedTargets(actuator, caches, api),
+        cluster=cluster,
         elector=elector,
-        pods=KubePodReader(api),
+        pods=pods,
+        caches=caches,
         target_apis=discovery,
         report_writer=report_writer(settings, getattr(source, "display_url", ""))
         if source
         else None,
     )
     return Daemon(args.config, policy, edges, daemon_options(args, settings)), api
+
+
+def cluster_reads(
+    api: ApiClient, settings: Settings, watch: bool
+) -> tuple[
+    KubeClusterReader | WatchedClusterReader, KubePodReader | WatchedPodReader, Caches | None
+]:
+    """The node and pod readers: through list-and-watch caches when `watch` (PH_WATCH, not
+    `--once`), else listing every reconcile."""
+    nodes, pods = KubeClusterReader(api), KubePodReader(api)
+    if not watch:
+        return nodes, pods, None
+    caches = Caches(WatchOptions(quiet_deadline=settings.watch_deadline))
+    return WatchedClusterReader(nodes, caches), WatchedPodReader(pods, caches, api), caches
 
 
 def daemon_options(args: argparse.Namespace, settings: Settings) -> DaemonOptions:
@@ -180,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
             return LeaderElector.from_settings(api, settings)
 
     daemon, api = build_daemon(args, settings, policy, elector_for)
+    if isinstance(daemon.caches, Caches):
+        daemon.caches.on_relist = daemon.metrics.watch_relisted
     daemon.target_apis.update(policy.pools)  # logs the CapacityBuffer version each such pool uses
     if args.once:
         return once(daemon)
@@ -294,5 +320,7 @@ def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) ->
     daemon.elector.stop()
     for server in servers:
         server.stop()
+    if isinstance(daemon.caches, Caches):
+        daemon.caches.stop()
     logger.info("stopped")
     return 0

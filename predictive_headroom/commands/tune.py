@@ -1,11 +1,14 @@
 """`predictive-headroom tune`: what `protection: P` keeps on a pool's own history, and for what.
 
-Replays the pool's history through the backtest (refits see only the past) and the daemon's
-promise rule day by day (`replay.promise`: each day's forecast setting and reserve chosen on
-the days before it), and leads with the protection that kept and its overhead node-hours a day
-and a month (in money when the policy has `cost:`), next to a fixed reserve re-chosen daily. The
-YAML to paste is `protection: P` (or the proportional rule when it absorbs P for less); the best
-fixed setting and static headroom in hindsight come second. Exit 1 when the promise fell short.
+Replays the pool's history through the backtest (refits see only the past; the replay flags are
+`backtest`'s, `commands.replay_flags`) and the daemon's promise rule day by day
+(`replay.promise`: each day's forecast setting and reserve chosen on the days before it). It leads
+with the answer to "is it better than my fixed pause pods?" when given `--current N` or
+`--current-from NS/NAME` (`backtest.against_fixed`), then the protection kept and its overhead
+node-hours a day and a month (in money when priced), next to a fixed reserve re-chosen daily. The
+YAML to paste is what the history can keep (`backtest.choice`): a protection level, fixed headroom
+where the forecast did not pay, or the proportional rule when it absorbs P for less; a shortfall
+names its cause (`core.shortfall`). Exit 1 when the promise fell short.
 """
 
 from __future__ import annotations
@@ -18,23 +21,31 @@ from typing import Any
 
 from predictive_headroom.app.fit import default_forecaster, fetch_history
 from predictive_headroom.app.review import daemon_now
+from predictive_headroom.backtest.against_fixed import Recommended, current, replays
+from predictive_headroom.backtest.choice import recommend_choice
+from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.commands import (
     CommandError,
+    add_csv_arguments,
     add_output_argument,
     add_price_arguments,
+    csv_options,
     daemon_retune_window,
-    duration_arg,
     load_config,
     parse_time,
     price_from_args,
     print_json,
     source_from_args,
 )
+from predictive_headroom.commands.current import add_current_arguments, currents_from_args
+from predictive_headroom.commands.replay_flags import add_replay_arguments, settings_from_args
+from predictive_headroom.core.price import NodeShape
 from predictive_headroom.core.series import History, NoForecast
+from predictive_headroom.core.settings import Given
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.durations import parse_windows
@@ -42,7 +53,7 @@ from predictive_headroom.policy.shares import parse_protection, parse_quantiles
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.replay.promise import PROMISE_QUANTILES
 from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
-from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
+from predictive_headroom.replay.setup import SimulatedNodes
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
 DEFAULT_PROTECTION = 0.95
@@ -52,6 +63,7 @@ EXAMPLE = "predictive-headroom tune --config demo-out/demo-policy.yaml --data de
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", "-c", required=True, help="policy YAML file")
+    add_csv_arguments(parser)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="CSV", help="demand history CSV (timestamp,value)")
     source.add_argument("--prometheus-url", metavar="URL", help="Prometheus base URL")
@@ -69,21 +81,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--windows", metavar="D[,D...]", help="stabilisation windows to try (default 5m,15m,30m)"
     )
-    parser.add_argument(
-        "--refit-every",
-        type=duration_arg,
-        default=86400.0,
-        help="refit interval of the replay (default 1d, as `backtest`, so both give the same "
-        "figure on the same data)",
-    )
-    parser.add_argument(
-        "--warmup",
-        type=duration_arg,
-        help="unscored start of the history (default 14d; 7d for histories under 28d)",
-    )
+    add_replay_arguments(parser)
     parser.add_argument(
         "--at", help="tune on history up to this ISO-8601 time (default: now / end of --data)"
     )
+    add_current_arguments(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_price_arguments(parser)
     add_output_argument(parser)
@@ -119,32 +121,21 @@ def run(args: argparse.Namespace) -> int:
         windows = parse_windows(args.windows) if args.windows else ()
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    source = source_from_args(args.data, args.prometheus_url)
+    nodes = SimulatedNodes()
+    price, shape = price_from_args(
+        args, pool.placeholder, policy.cost, args.node_slots or nodes.node_slots
+    )
+    settings = _settings(args, shape, price.slots, quantiles, windows, target)
+    currents = currents_from_args(args)  # before any history is read
+    source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     if args.at:
         at = parse_time(args.at)
     else:
         full = getattr(source, "full", None)
         at = full().end if full else parse_time("now")
     history = _history(pool, source, at)
-    if args.refit_every < 60:
-        raise CommandError(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
-    nodes = SimulatedNodes()
-    price, shape = price_from_args(args, pool.placeholder, policy.cost, nodes.node_slots)
-    # The simulated node is the node priced: as many placeholders as fit in its shape.
-    nodes = replace(
-        nodes,
-        node_slots=price.slots,
-        cores_per_node=shape.cpu if shape is not None else nodes.cores_per_node,
-    )
-    settings = BacktestSettings(
-        replay=WhatIf(nodes=nodes, warmup_seconds=args.warmup),
-        grid_quantiles=quantiles,
-        stabilization_dial=windows,
-        # The frontier's levels are measured on the same replays (the promise rule is cheap).
-        protections=tuple(sorted({*FRONTIER_LEVELS, target})),
-        burst_view=False,
-        refit_every_seconds=args.refit_every,
-    )
+    if args.since is not None and len(history):
+        history = history.since(history.end - args.since)
     started = time.perf_counter()
     forecaster = default_forecaster()
     try:
@@ -157,10 +148,17 @@ def run(args: argparse.Namespace) -> int:
         result, pool, target, price=price.node_hour, currency=price.currency, priced=price
     )
     out["cost"]["assumed"] = price.assumed
+    r = replays(result, (target,))
+    out["current"] = [current(r, n).to_dict(price) for n in currents]
+    choice = recommend_choice(r, target)
+    out["recommendation"] = choice.to_dict()
+    out["yaml"] = choice.yaml(pool) if out["status"] != "proportional-cheaper" else out["yaml"]
     # What the daemon holds at the end of the history: the same call the daemon makes at a refit
     # (its re-tune on its own window, the promise as asked) and the plan it would write then.
-    asked = pool if pool.protection == target else pool.model_copy(update={"protection": target})
-    now = daemon_now(asked, source, at, forecaster, price, retune_window=daemon_retune_window())
+    what_if = Given(protection=None if pool.protection == target else target)
+    now = daemon_now(
+        pool, source, at, forecaster, price, retune_window=daemon_retune_window(), given=what_if
+    )
     out["daemon_now"] = now.to_dict()
     out["seconds"] = round(time.perf_counter() - started, 1)
     if args.output == "json":
@@ -168,6 +166,31 @@ def run(args: argparse.Namespace) -> int:
     else:
         print_recommendation(out)
     return 1 if out["status"] == "short" else 0
+
+
+def _settings(
+    args: argparse.Namespace,
+    shape: NodeShape | None,
+    slots: int,
+    quantiles: tuple[float, ...],
+    windows: tuple[float, ...],
+    target: float,
+) -> BacktestSettings:
+    """The replay `backtest` would run with the same flags (`commands.replay_flags`), at tune's
+    grid, measuring the frontier's levels and `target` (the promise rule is cheap). The simulated
+    node is the node priced unless --node-slots says otherwise."""
+    settings = settings_from_args(args, shape, slots)
+    nodes = settings.replay.nodes
+    if args.node_slots is None:
+        nodes = replace(nodes, node_slots=slots)
+    return replace(
+        settings,
+        replay=replace(settings.replay, nodes=nodes),
+        grid_quantiles=quantiles,
+        stabilization_dial=windows,
+        protections=tuple(sorted({*FRONTIER_LEVELS, target})),
+        burst_view=False,
+    )
 
 
 def _history(pool: Pool, source: object, at: float) -> History:
@@ -197,7 +220,19 @@ def _nh(value: float | None) -> str:
 def print_recommendation(out: dict[str, Any]) -> None:
     """The promise first (walk-forward), the YAML to paste, then hindsight and warnings."""
     target = f"{100 * out['protection_target']:g}%"
+    h = out["history"]
+    print(
+        f"pool {out['pool']}: history {h['from']} .. {h['to']}, scored from {h['scored_from']} "
+        f"({h['refits']} refits, {out['seconds']:g} s)"
+    )
+    for c in out.get("current") or []:  # the headline: "is it better than my fixed N?"
+        print(c["says"])
     _print_promise(out, target)
+    cause = ((out.get("daemon_now") or {}).get("promise") or {}).get("cause") or {}
+    if cause.get("cause") == "warm-up":  # what holds until the daemon's re-tune starts
+        print(f"the daemon now: {cause['says']}")
+    if out.get("recommendation"):
+        print(out["recommendation"]["says"])
     _print_paste(out)
     if out.get("daemon_now"):  # the daemon's own view at the end of the data
         print(out["daemon_now"]["sentence"])
@@ -227,12 +262,8 @@ def _print_frontier(price: dict[str, Any] | None) -> None:
 
 
 def _print_promise(out: dict[str, Any], target: str) -> None:
-    """Print the history replayed, the target in words and the walk-forward sentence."""
+    """Print the target in words and the walk-forward sentence."""
     h = out["history"]
-    print(
-        f"pool {out['pool']}: history {h['from']} .. {h['to']}, scored from {h['scored_from']} "
-        f"({h['refits']} refits, {out['seconds']:g} s)"
-    )
     print(
         f"target: absorb at least {target} of the pod-minutes that would otherwise wait for a node"
     )
@@ -241,7 +272,7 @@ def _print_promise(out: dict[str, Any], target: str) -> None:
     print(
         f"walk-forward over the whole history (refit every {_days(h['refit_every_seconds'])}, each "
         "day's setting and reserve chosen on the days before it, as the daemon does): "
-        f"{sentence(out['promise'], price, cost['currency'])}."
+        f"{sentence(PromiseEntry.from_dict(out['promise']), price, cost['currency'])}."
     )
     if cost.get("assumed"):
         print(f"priced as {cost['assumed']}")
@@ -255,6 +286,11 @@ def _print_paste(out: dict[str, Any]) -> None:
             f"the proportional rule absorbs {100 * p['protection']:.1f}% for "
             f"{_nh(p['overhead_node_hours'])} overhead node-hours, less than the forecast keeps it "
             "for; recommended instead (paste into the pool):"
+        )
+    elif (out.get("recommendation") or {}).get("kind") == Recommended.FIXED:
+        print(
+            "fixed headroom is recommended on this history (paste into the pool and remove its "
+            "protection:):"
         )
     elif (out.get("daemon_now", {}).get("promise") or {}).get("status") == TuningStatus.DEFAULT:
         print(

@@ -44,6 +44,9 @@ class SettingSource(StrEnum):
     """Chosen by the re-tune of a pool with `protection:`."""
     DEFAULT = "default"
     """Not written anywhere: the product's default."""
+    FLAG = "flag"
+    """Given on the command line as a what-if (`tune --protection 99%`); so far the protection
+    only: the replay flags of `Given` still resolve as `configured`."""
 
 
 class Strategy(StrEnum):
@@ -86,6 +89,9 @@ class PlanSettings:
     strategy: Setting[Strategy]
     reserve: Setting[int] = Setting(0, SettingSource.DEFAULT)
     """Placeholders held on top of the plan (`forecast.reserve`, or chosen by the re-tune)."""
+    protection: Setting[float] | None = None
+    """The protection promised (`protection:` of the pool, or a what-if flag); None: no promise,
+    the pool plans with its burst quantile as configured."""
 
     @property
     def lead(self) -> float:
@@ -171,6 +177,8 @@ class Given:
     observation_delay: float | None = None
     """Seconds."""
     demand_per_replica: float | None = None
+    protection: float | None = None
+    """A what-if protection (`tune --protection 99%`), resolved as `flag`."""
 
 
 # Long on purpose: each setting's precedence (config, measured, tuned, given) read in one place.
@@ -183,9 +191,9 @@ def resolve_settings(
 ) -> PlanSettings:
     """The settings `pool` plans with: its configuration, the lead time measured in the cluster
     when the pool says `leadTime: auto` (`measured_lead` seconds, None until measured), what
-    its re-tune chose when it has `protection:` (`tuned`), and what a replay's flags set over all
-    of these (`given`). A measurement or tuning given for a pool that did not ask for it is
-    ignored."""
+    its re-tune chose when it has `protection:` or is given one (`tuned`), and what a replay's
+    flags set over all of these (`given`, its protection a what-if of source `flag`). A
+    measurement or tuning given for a pool that did not ask for it is ignored."""
     lead = Setting(pool.lead_time.total_seconds(), _given(pool, "lead_time"))
     if isinstance(pool.lead_time, AutoLeadTime):
         lead = Setting(lead.value, SettingSource.DEFAULT)
@@ -204,7 +212,12 @@ def resolve_settings(
         quantile = Setting(spec.burst_quantile, _given(spec, "burst_quantile"))
         delay = Setting(spec.observation_delay.total_seconds(), _given(spec, "observation_delay"))
         per_replica = Setting(spec.demand_per_replica, SettingSource.CONFIGURED)
-    if tuned is not None and pool.protection is not None and spec is not None:
+    protection = (
+        None if pool.protection is None else Setting(pool.protection, SettingSource.CONFIGURED)
+    )
+    if given.protection is not None:
+        protection = Setting(float(given.protection), SettingSource.FLAG)
+    if tuned is not None and protection is not None and spec is not None:
         if tuned.burst_quantile is not None:
             quantile = Setting(tuned.burst_quantile, SettingSource.TUNED)
         if tuned.stabilization_seconds is not None:
@@ -223,7 +236,7 @@ def resolve_settings(
     if given.demand_per_replica is not None:
         per_replica = Setting(float(given.demand_per_replica), flag)
     strategy = Setting(Strategy.FORECAST, SettingSource.DEFAULT)
-    return PlanSettings(lead, window, per_replica, delay, quantile, strategy, reserve)
+    return PlanSettings(lead, window, per_replica, delay, quantile, strategy, reserve, protection)
 
 
 @dataclass(frozen=True)

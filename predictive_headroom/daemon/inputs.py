@@ -1,8 +1,11 @@
 """What a reconcile reads before it plans: each pool's node counts and its latest demand observations.
 
-Nodes are listed once per distinct label selector per reconcile, however many pools share it.
+Nodes are read once per distinct label selector per reconcile, however many pools share it (from
+a watched cache, or a LIST with `PH_WATCH=false`: the `ClusterReader` given decides).
 Both reads may fail without failing the pool. Node counts fall back to the last good count (or,
-before the first one, the target is not scaled below what it has). The latest observations feed
+before the first one, the target is not scaled below what it has); the failed read is on
+`/last-run` either way (the pool's `failed_reads`, or its `error` before the first count) and
+counted in `errors_total{kind="cluster"}`. The latest observations feed
 the burst model; when they cannot be read, the planner falls back to the refit-time burst table
 and says so in the plan's details (`burst_source: profile`, `burst_fallback: fresh-read-failed: ...`),
 which `/last-run` shows, and `predictive_headroom_fresh_read_failures_total` counts.
@@ -46,20 +49,21 @@ class Inputs:
         self._pending: dict[str, Future[History | Unobserved | None]] = {}
 
     def cluster_state(self, pool: Pool) -> tuple[ClusterState | None, str | None]:
-        """Nodes for the proportional rule; on failure the last good count (and a note saying so)."""
+        """Nodes for the proportional rule, and None; on failure the last good count (None before
+        the first) and a note that says the read failed and what stands in."""
         if pool.proportional is None:
             return None, None
         try:
             state = self._count_nodes(pool.proportional.label_selector)
         except Exception as exc:
             last = self._clusters.get(pool.name)
-            note = f"pool {pool.name}: cannot count nodes: {exc}"
-            logger.error(
-                "%s; %s",
-                note,
-                "using the last count" if last else "not scaling below the current replicas",
+            note = f"pool {pool.name}: cannot count nodes: {exc}; " + (
+                f"planned with the last count ({last.nodes} nodes)"
+                if last
+                else "not scaling below the current replicas"
             )
-            return last, None if last else note
+            logger.error("%s", note)
+            return last, note
         self._clusters[pool.name] = state
         return state, None
 

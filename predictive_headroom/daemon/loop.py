@@ -148,6 +148,8 @@ class Daemon:
         self.tunings: dict[str, Tuning] = {}
         """Each `protection:` pool's setting chosen at its last refit (`app.tune`)."""
         self.watch = LoopWatch(edges.monotonic, options.interval)
+        self.caches = edges.caches
+        """The list-and-watch caches of the cluster reads (None: they LIST every reconcile)."""
 
     # -- refit ---------------------------------------------------------------------------------
 
@@ -178,15 +180,14 @@ class Daemon:
             if self.stopping.is_set():
                 logger.info("refit abandoned: the daemon is stopping")
                 return False
+            if self._superseded(policy, pool.name):
+                continue
             fresh.update(self._fit_one(policy, pool, at, histories, tunings))
         if self.stopping.is_set():
             logger.info("refit abandoned: the daemon is stopping; its forecasts are discarded")
             return False
-        with self._lock:
-            if (
-                self.policy is not policy
-            ):  # reloaded meanwhile: keep results whose spec did not change
-                fresh = {n: f for n, f in fresh.items() if same_forecast(policy, self.policy, n)}
+        with self._lock:  # reloaded meanwhile: keep the results whose spec did not change
+            fresh = {n: f for n, f in fresh.items() if not self._superseded(policy, n)}
             merged = {**self._forecasts, **keep_usable(self._forecasts, fresh, at)}
             self._forecasts = merged
             # a tuning counts with the forecast fitted at its quantile; a failed fit keeps the old pair
@@ -210,6 +211,19 @@ class Daemon:
         }
         self._retry_failed(fresh)
         self._write_report(policy, merged, histories, at)
+        return True
+
+    def _superseded(self, policy: Policy, name: str) -> bool:
+        """Whether pool `name`'s forecast spec in `policy` (the one this refit started with) is no
+        longer the one in force: its fit is stale, skipped or dropped with a log line (the
+        reload asked for a refit of the new spec)."""
+        if self.policy is policy or same_forecast(policy, self.policy, name):
+            return False
+        logger.info(
+            "pool %s: its config changed during this refit; the fit for the old config is dropped "
+            "(the refit of the new config follows)",
+            name,
+        )
         return True
 
     def _retry_failed(self, fresh: Mapping[str, Forecast | NoForecast]) -> None:
@@ -434,14 +448,19 @@ class Daemon:
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why): config loaded and, when leader, a reconcile served pools within 3 intervals
-        (on the monotonic clock). A policy file that cannot be used is named in `why`."""
+        (on the monotonic clock), and every cache of the cluster reads has synced. A policy file
+        that cannot be used is named in `why`."""
         ready, why = self.watch.readiness(bool(self.elector.is_leader))
+        if self.caches is not None:
+            synced, cached = self.caches.synced()
+            ready, why = ready and synced, f"{why}; {cached}"
         if self.config.error:
             why += f"; config file problem (the last good config runs): {self.config.error}"
         return ready, why
 
     def status(self) -> dict[str, Any]:
-        """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config, `target_apis`."""
+        """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config,
+        `target_apis`, and each cache's age and last re-list (`caches`)."""
         return {
             "config": {
                 "path": str(self.config_path),
@@ -460,4 +479,5 @@ class Daemon:
             "target_apis": self.target_apis.found,
             "closed_loop": self.observer.status(self.clock()),
             **{name: watch.status() for name, watch in self.components.items()},
+            "caches": self.caches.status() if self.caches is not None else None,
         }

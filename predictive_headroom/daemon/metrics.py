@@ -154,6 +154,13 @@ class Metrics:
             ["pool"],
             registry=r,
         )
+        self.beats_fixed = Gauge(
+            f"{PREFIX}_forecast_beats_fixed",
+            "1 when a pool's forecast cost no more than static headroom at the protection it kept "
+            "over the days its last re-tune judged, 0 when a fixed N did better (NaN: no figure).",
+            ["pool"],
+            registry=r,
+        )
         self.tuned_reserve = Gauge(
             f"{PREFIX}_tuned_reserve_replicas",
             "Placeholders a pool with protection holds on top of its plan, chosen at its last refit.",
@@ -182,6 +189,17 @@ class Metrics:
             ["action"],
             registry=r,
         )
+        self.watch_relists = Counter(
+            f"{PREFIX}_watch_relists",
+            "Lists of a watched cache, by resource and reason (start; gone: 410; deadline: the watch "
+            "sent nothing, not even a bookmark; broken; retry-watch: the watch was refused; failed).",
+            ["resource", "reason"],
+            registry=r,
+        )
+
+    def watch_relisted(self, resource: str, reason: str) -> None:
+        """Count one list of a watched cache (`kube.informer`)."""
+        self.watch_relists.labels(resource=resource, reason=reason).inc()
 
     def _closed_loop_metrics(self, r: CollectorRegistry) -> None:
         """The closed loop: node boots, placeholder starts, pod waits, preemptions, lead time."""
@@ -295,6 +313,10 @@ class Metrics:
             float("nan") if kept is None else kept
         )
         self.tuned_reserve.labels(pool=tuning.pool).set(tuning.reserve)
+        against = tuning.against_fixed()
+        self.beats_fixed.labels(pool=tuning.pool).set(
+            float("nan") if against is None else float(against["forecast_beats_fixed"])
+        )
 
     def forget_tuning(self, pool: str) -> None:
         """Remove a pool's tuned_* series (its tuning no longer holds)."""
@@ -304,6 +326,7 @@ class Metrics:
             self.tuned_protection,
             self.realized_protection,
             self.tuned_reserve,
+            self.beats_fixed,
         ):
             self._drop(gauge, pool)
 
@@ -331,6 +354,7 @@ class Metrics:
             self.realized_protection,
             self.tuned_reserve,
             self.refused,
+            self.beats_fixed,
         ):
             self._drop(gauge, pool)
         for name in (*Component, PlanReason.MAX):

@@ -21,6 +21,8 @@ class PoolOutcome:
     plan: Plan | None = None
     current: int | None = None
     error: str | None = None
+    failed_reads: list[str] = dataclasses.field(default_factory=list)
+    """Reads that failed while something stood in for them (a node count: the last good one)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -32,6 +34,8 @@ class PoolOutcome:
             out.update({k: v for k, v in plan_to_dict(self.plan).items() if k != "name"})
         if self.error:
             out["error"] = self.error
+        if self.failed_reads:
+            out["failed_reads"] = list(self.failed_reads)
         return out
 
     def summary(self) -> str:
@@ -82,4 +86,5 @@ class ReconcileResult:
             "dry_run": self.dry_run,
             "pools": [o.to_dict() for o in self.pools],
             "errors": [o.error for o in self.pools if o.error],
+            "failed_reads": [r for o in self.pools for r in o.failed_reads],
         }

@@ -88,8 +88,9 @@ class PoolReconciler:
             plan = self._with_lead_time(pool.name, plan)
             self.metrics.record_plan(plan)
             self.metrics.record_forecast(pool.name, forecast, at + settings.lead)
+            failed = [cluster_note] if cluster_note and cluster is not None else []
             if not leader:
-                return PoolOutcome(pool.name, PoolAction.FOLLOWER, plan)
+                return PoolOutcome(pool.name, PoolAction.FOLLOWER, plan, failed_reads=failed)
             outcome = self.writer.write(pool, plan, missing_input(pool, forecast, cluster))
             self.metrics.record_ownership(pool.name, outcome.action == PoolAction.REFUSED)
             if outcome.plan is not None and outcome.plan is not plan:  # held up for a missing input
@@ -101,7 +102,8 @@ class PoolReconciler:
                     else outcome.current
                 )
                 self.metrics.applied.labels(pool=pool.name).set(applied)
-            if cluster_note and outcome.error is None:
+            outcome.failed_reads.extend(failed)  # planned with the last count
+            if cluster_note and cluster is None and outcome.error is None:
                 outcome.error = cluster_note
             return outcome
         except LeaseLost as exc:

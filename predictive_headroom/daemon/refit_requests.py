@@ -4,12 +4,14 @@ Two things call for an early refit: the pool's settings moved away from those it
 fitted for (`PlanSettings.needs_refit`, e.g. a measured lead time moving by more than a fifth:
 asked at once, once per move), and a failed fit (asked again after a backoff,
 `refit_retry.RefitRetries`). `RefitRequests` keeps that bookkeeping and says which pools to refit;
-the daemon hands them to the scheduler (`scheduling.Runner`), which does the waiting.
+the daemon hands them to the scheduler (`scheduling.Runner`), which does the waiting. Refits asked
+while one runs coalesce in a `RefitQueue`: one waits, for every pool asked, of the newest config.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection, Mapping
 
 from predictive_headroom.core.series import Forecast, NoForecast
@@ -71,3 +73,42 @@ class RefitRequests:
         """Drop the pools that left the config."""
         for name in removed:
             self._asked.pop(name, None)
+
+
+class RefitQueue:
+    """Refits asked for at once (a config reload, a moved lead time) while another is running or
+    waiting: they coalesce into one waiting refit, of the union of the pools asked, that fits
+    the config in force when it starts, so a storm of reloads costs one refit, of the newest config.
+
+    Thread-safe: reloads are noticed on the reconcile thread, refits run on the scheduler's.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting = False
+        self._pools: set[str] = set()
+        self._all = False
+
+    def ask(self, pools: Collection[str] | None) -> bool:
+        """Add `pools` (None: every forecasting pool) to the waiting refit. True when no refit was
+        waiting, so the caller must start one that calls `take()`; False when merged into it."""
+        with self._lock:
+            if pools is None:
+                self._all = True
+            else:
+                self._pools.update(pools)
+            queued, self._waiting = self._waiting, True
+        if queued:
+            logger.info(
+                "refit of %s merged into the refit already waiting",
+                "every pool" if pools is None else ", ".join(sorted(pools)),
+            )
+        return not queued
+
+    def take(self) -> list[str] | None:
+        """The pools of the waiting refit, which starts now (None: every pool); later asks wait
+        for the next one."""
+        with self._lock:
+            pools = None if self._all else sorted(self._pools)
+            self._waiting, self._all, self._pools = False, False, set()
+        return pools

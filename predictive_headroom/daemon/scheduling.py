@@ -16,6 +16,7 @@ from datetime import UTC
 from typing import Any
 
 from predictive_headroom.daemon.loop import Daemon
+from predictive_headroom.daemon.refit_requests import RefitQueue
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.cron import cron_trigger
 
@@ -37,7 +38,7 @@ class Runner:
     The reconcile runs every `interval` seconds of the monotonic clock (first run at once; one
     that overruns is followed by the next at once, never by two); refits are APScheduler jobs, one
     `refit:<cron>` job per distinct refit cron (UTC), plus a refit at start and after a config
-    change, one at a time in their own executor. Each job's work runs in a daemon thread that is abandoned on
+    change, one at a time in their own executor (refits asked while one runs coalesce into one). Each job's work runs in a daemon thread that is abandoned on
     stop, so SIGTERM never waits for a Prophet fit or a slow API call: an abandoned refit swaps
     nothing in, and a scale write is a single PATCH that the apiserver applies whole or not at all.
     """
@@ -59,6 +60,8 @@ class Runner:
         daemon.on_reload = self._reloaded
         daemon.refit_soon = self._refit_now
         daemon.refit_later = self._refit_later
+        self.queue = RefitQueue()
+        """Refits asked for at once, coalesced while one runs."""
         self._wake = threading.Event()
         self._loop = threading.Thread(target=self._reconcile_loop, name="reconciler", daemon=True)
         self.reconciles = 0
@@ -122,13 +125,19 @@ class Runner:
                 return
 
     def _refit_now(self, pools: list[str] | None) -> None:
+        """Refit `pools` (None: all) as soon as the refit running ends; asks made meanwhile
+        coalesce into that one refit (`RefitQueue`), which fits the config in force when it starts."""
+        if not self.queue.ask(pools):
+            return
         self.scheduler.add_job(
-            self._refit,
-            args=[pools],
+            self._refit_queued,
             executor="refit",
             next_run_time=_utc_now(),
             misfire_grace_time=None,
         )
+
+    def _refit_queued(self) -> None:
+        self._refit(self.queue.take())
 
     def _refit_later(self, pools: list[str], seconds: float) -> None:
         """Refit `pools` once in `seconds` (a failed refit's retry; replaces an earlier retry)."""

@@ -21,6 +21,7 @@ from predictive_headroom.daemon.leadership import Elector
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.protocols import (
     Actuator,
+    Caches,
     ClusterReader,
     Forecaster,
     PodReader,
@@ -64,6 +65,9 @@ class Edges:
     """Who leads; None: always the leader (one replica, `--once`)."""
     pods: PodReader | None = None
     """Pod reads of the closed loop and of the pods on leaving nodes; None: not read."""
+    caches: Caches | None = None
+    """The list-and-watch caches `cluster` and `pods` read from: readiness waits for them and
+    /last-run shows them; None: the reads LIST every reconcile."""
     target_apis: TargetApis | None = None
     """Which CapacityBuffer API versions the cluster serves; None: not asked."""
     report_writer: ReportWriter | None = None

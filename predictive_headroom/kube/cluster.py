@@ -42,7 +42,7 @@ from predictive_headroom.kube.api import (
     _call,
     _Op,
 )
-from predictive_headroom.kube.errors import Conflict
+from predictive_headroom.kube.errors import Conflict, Gone
 from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.disruption import is_spot
@@ -317,42 +317,99 @@ class KubeClusterReader:
         its image list, and turning a thousand of them into client model objects costs seconds.
         """
         op = _Op("list", "nodes", "", "Node", "", label_selector, "")
+        items = list_items(
+            op,
+            self.options,
+            self._core.list_node,
+            ClusterReadError,
+            self.page_size,
+            label_selector=label_selector or None,
+        )
         nodes = schedulable = 0
         cores = schedulable_cores = 0.0
         seen: list[NodeSeen] = []
-        token: str | None = None
-        while True:
+        for node in items:
+            allocatable, problems = amounts(
+                "status.allocatable", (node.get("status") or {}).get("allocatable") or {}
+            )
+            if problems:
+                self._leave_out(node, problems)
+                continue
+            cpu = dict(allocatable).get("cpu", 0.0)
+            nodes += 1
+            cores += cpu
+            if not (node.get("spec") or {}).get("unschedulable"):
+                schedulable += 1
+                schedulable_cores += cpu
+            found = _node_seen(node, allocatable)
+            if found is not None:
+                seen.append(found)
+        state = ClusterState(nodes, cores, schedulable, schedulable_cores)
+        return NodeList(state, tuple(seen))
+
+
+class _Expired(Exception):
+    """A page after the first answered 410 Gone: the list's continue token expired."""
+
+
+def list_items(
+    op: _Op,
+    options: CallOptions,
+    method: Any,
+    error: type[ActuatorError],
+    page_size: int,
+    **query: Any,
+) -> list[dict[str, Any]]:
+    """Every item of a list read in pages of `page_size`, as JSON; a failure is `error` (with
+    `error` ActuatorError: the typed `kube.errors` one, as `api._call` raises).
+
+    A 410 Gone on a later page (its continue token expired: etcd compacted the revision the list
+    started at) restarts the list from the beginning in one request without a limit, as
+    client-go's pager does, with a log line; the pages already read are dropped, so the items
+    always come from one snapshot. A 410 on the first page, or on the restart, is `error`.
+    """
+    try:
+        return _pages(op, options, method, error, page_size, **query)
+    except _Expired:
+        logger.warning(
+            "%s: the list's continue token expired (410 Gone); listing again from the beginning",
+            op.describe(),
+        )
+    return _pages(op, options, method, error, None, **query)
+
+
+def _pages(
+    op: _Op,
+    options: CallOptions,
+    method: Any,
+    error: type[ActuatorError],
+    page_size: int | None,
+    **query: Any,
+) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        try:
             response = _call(
                 op,
-                self.options,
-                self._core.list_node,
-                error=ClusterReadError,
-                label_selector=label_selector or None,
-                limit=self.page_size,
+                options,
+                method,
+                limit=page_size,
                 _continue=token,
                 _preload_content=False,
+                **query,
             )
-            page = _json_answer(op, response, ClusterReadError)
-            for node in page.get("items") or ():
-                allocatable, problems = amounts(
-                    "status.allocatable", (node.get("status") or {}).get("allocatable") or {}
-                )
-                if problems:
-                    self._leave_out(node, problems)
-                    continue
-                cpu = dict(allocatable).get("cpu", 0.0)
-                nodes += 1
-                cores += cpu
-                if not (node.get("spec") or {}).get("unschedulable"):
-                    schedulable += 1
-                    schedulable_cores += cpu
-                found = _node_seen(node, allocatable)
-                if found is not None:
-                    seen.append(found)
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                state = ClusterState(nodes, cores, schedulable, schedulable_cores)
-                return NodeList(state, tuple(seen))
+        except ActuatorError as exc:
+            if isinstance(exc, Gone) and token is not None and page_size is not None:
+                raise _Expired() from exc
+            if error is ActuatorError:  # the caller catches the typed errors (kube.errors)
+                raise
+            raise error(str(exc)) from exc
+        page = _json_answer(op, response, error)
+        items.extend(i for i in page.get("items") or () if isinstance(i, dict))
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
 
 
 def _node_seen(node: dict[str, Any], allocatable: tuple[tuple[str, float], ...]) -> NodeSeen | None:

@@ -1,7 +1,8 @@
 """Read-only reads for the closed loop: a pool's placeholder pods and the scheduler's preemptions.
 
 Both are lists read as JSON (only the fields used are looked at), with the timeouts and retries of
-`kube.api`; a 403 names the missing read permission. Nothing here writes.
+`kube.api`; a 403 names the missing read permission; a page whose continue token expired (410)
+restarts the list (`cluster.list_items`). Nothing here writes.
 
 - Placeholder pods: `status.conditions` say when a pod was scheduled (`PodScheduled`), when it
   became `Ready`, and whether the scheduler chose it as a preemption victim (`DisruptionTarget`,
@@ -18,8 +19,8 @@ from typing import Any
 import kubernetes.client
 from kubernetes.client import ApiClient
 
-from predictive_headroom.kube.api import CallOptions, _call, _Op
-from predictive_headroom.kube.cluster import _json_answer, condition, parse_time
+from predictive_headroom.kube.api import CallOptions, _Op
+from predictive_headroom.kube.cluster import condition, list_items, parse_time
 from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.target import POOL_LABEL
 from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption
@@ -53,24 +54,7 @@ class KubePodReader:
     def _list(
         self, op: _Op, method: Any, error: type[ActuatorError] = PodReadError, **query: Any
     ) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            response = _call(
-                op,
-                self.options,
-                method,
-                error=error,
-                limit=self.page_size,
-                _continue=token,
-                _preload_content=False,
-                **query,
-            )
-            page = _json_answer(op, response, PodReadError)
-            items.extend(i for i in page.get("items") or () if isinstance(i, dict))
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        return list_items(op, self.options, method, error, self.page_size, **query)
 
     def placeholder_pods(self, namespace: str, label_selector: str) -> tuple[PodSeen, ...]:
         """The pods of `namespace` matching `label_selector`, with their scheduling times."""
@@ -101,27 +85,13 @@ class KubePodReader:
             namespace=namespace,
             field_selector=PREEMPTED_EVENT_SELECTOR,
         )
-        found = []
-        for event in items:
-            involved = event.get("involvedObject") or {}
-            at = parse_time(
-                event.get("lastTimestamp")
-                or event.get("eventTime")
-                or event.get("firstTimestamp")
-                or (event.get("metadata") or {}).get("creationTimestamp")
-            )
-            if event.get("reason") != "Preempted" or involved.get("kind") != "Pod" or at is None:
-                continue
-            found.append(
-                Preemption(str(involved.get("name", "")), str(involved.get("uid", "")), at)
-            )
-        return tuple(found)
+        return tuple(p for p in map(preemption, items) if p is not None)
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
         """The pods of every namespace that are bound to a node and have not ended, by node name,
         from one (paged) list (the disruption component; needs `list pods` cluster-wide). Failures
         are the typed `kube.errors` (a `Forbidden` without the permission)."""
-        selector = f"spec.nodeName!=,{LIVE_PODS}"
+        selector = NODE_PODS
         op = _Op("list", "pods", "", "Pod", "", selector, "")
         items = self._list(
             op,
@@ -138,6 +108,22 @@ class KubePodReader:
 
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+NODE_PODS = f"spec.nodeName!=,{LIVE_PODS}"
+"""The pods bound to a node that have not ended (a field selector)."""
+
+
+def preemption(event: dict[str, Any]) -> Preemption | None:
+    """The scheduler's `Preempted` Event (JSON) as a `Preemption`; None for any other Event."""
+    involved = event.get("involvedObject") or {}
+    at = parse_time(
+        event.get("lastTimestamp")
+        or event.get("eventTime")
+        or event.get("firstTimestamp")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+    )
+    if event.get("reason") != "Preempted" or involved.get("kind") != "Pod" or at is None:
+        return None
+    return Preemption(str(involved.get("name", "")), str(involved.get("uid", "")), at)
 
 
 def pod_on_node(pod: dict[str, Any]) -> PodOnNode:

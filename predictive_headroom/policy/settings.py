@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     disruption_read_pods: bool = False
     """List the pods on each leaving node across namespaces (opt-in: `list pods` cluster-wide) for
     the disruption component; false: each leaving node's allocatable stands in for them."""
+    watch: bool = True
+    """Read nodes, placeholder pods, `Preempted` Events and the pods on nodes through list-and-watch
+    caches (one LIST at start, then a watch); false: LIST them every reconcile."""
+    watch_deadline: float = Field(default=150.0, gt=0)
+    """Seconds a watch may send nothing (no event, no bookmark) before its cache is listed again."""
     loop_window: float = Field(default=7 * 86400.0, gt=0)
     """Seconds of closed-loop samples kept in memory (node boots, placeholder starts, preemptions)."""
     loop_max_samples: int = Field(default=5000, ge=10)

@@ -175,8 +175,8 @@ def _say_when_long(refits: int, first: float, every: float, history: History) ->
     span = (history.end - history.start) / 86400 if len(history) else 0.0
     logger.warning(
         "backtest: %s samples over %.0f days make %s refits (one every %s); the first took "
-        "%.1fs, so the replay takes about %s; replay a recent window instead (backtest "
-        "--since 60d) or refit less often (--refit-every)",
+        "%.1fs, so the replay takes about %s; replay a recent window instead (--since 60d, "
+        "as backtest and tune take it) or refit less often (--refit-every)",
         f"{len(history):,}",
         span,
         f"{refits:,}",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.core.forecast_math import PEAK_RADIUS_SECONDS, local_peaks
-from predictive_headroom.core.price import pool_price
+from predictive_headroom.core.price import Price, pool_price
 from predictive_headroom.core.series import Forecast, History
 from predictive_headroom.policy.config import Policy, Pool
 
@@ -110,25 +110,27 @@ def _warm_for(
 
 
 def headroom_cost(
-    pool: Pool, times: np.ndarray, desired: np.ndarray, policy: Policy
+    pool: Pool, times: np.ndarray, desired: np.ndarray, policy: Policy, price: Price | None = None
 ) -> HeadroomCost:
-    """Replica-, CPU- and GiB-hours the plan reserves (each step held until the next), and money."""
+    """Replica-, CPU- and GiB-hours the plan reserves (each step held until the next), and money
+    at `price` (default: the policy's `cost:` section, none without it)."""
     dt = np.diff(times)
     replica_hours = float(np.sum(desired[:-1] * dt) / 3600)
     hours = float((times[-1] - times[0]) / 3600) if times.size > 1 else 0.0
     cpu_hours = replica_hours * pool.placeholder.cpu_cores
     gib_hours = replica_hours * pool.placeholder.memory_gib
     money, currency, assumed = None, None, ""
-    if policy.cost is not None:
+    if price is None and policy.cost is not None:
         # One price for every page and command: a placeholder-hour is its share of a node-hour.
         price = pool_price(pool, policy.cost)
+    if price is not None:
         if price.placeholder_hour is not None:
             money = replica_hours * price.placeholder_hour
             assumed = (
                 f"a placeholder-hour at {price.placeholder_hour:,.4g} {price.currency}, 1/{price.slots} "
                 f"of {price.assumed}"
             )
-        currency = policy.cost.currency
+        currency = price.currency
     peak = int(desired.max()) if desired.size else 0
     return HeadroomCost(
         hours, replica_hours, cpu_hours, gib_hours, money, currency, peak, peak * hours, assumed

@@ -22,6 +22,7 @@ from predictive_headroom.core.components import Part
 from predictive_headroom.core.engine import HORIZON_STEP_SECONDS, PlanInputs, horizon_plans
 from predictive_headroom.core.forecast_math import burst_allowances
 from predictive_headroom.core.planner import plan_to_dict
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.schedules import open_intervals
 from predictive_headroom.core.series import (
     DAY_SECONDS,
@@ -81,6 +82,9 @@ class ReportInputs:
     promises: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """What its re-tune says of a `protection:` pool (`Tuning.report`: "asked 95%, last week
     96.1%", a shortfall shown as a warning)."""
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    """Each pool's node-hour price when the shell was given one (`report --node-cpu ...`);
+    default: the policy's `cost:` section."""
 
 
 def build_report(
@@ -161,7 +165,9 @@ def _pool_report(
         peaks=peaks,
         accuracy=_accuracy_dict(given.accuracies.get(name)),
         past=judge_past(name, past, known, at) if known is not None else (),
-        cost=headroom_cost(pool, *_until_end(times, desired, horizon_end), policy),
+        cost=headroom_cost(
+            pool, *_until_end(times, desired, horizon_end), policy, given.prices.get(name)
+        ),
         notices=(),
         burst=_last_day_burst(name, usable, known, at, settings.lead),
         settings=settings,

@@ -428,6 +428,8 @@ def promise_view(promise: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "reason": promise.get("reason") or "",
         "short": bool(promise.get("short")),
         "price": (promise.get("price") or {}).get("says") or "",
+        "cause": (promise.get("cause") or {}).get("says") or "",
+        "against_fixed": (promise.get("against_fixed") or {}).get("says") or "",
     }
 
 

@@ -1,21 +1,27 @@
 """Demand history from a `timestamp,value` CSV file (offline use, the demo and the backtest).
 
 Timestamps are ISO-8601 with a UTC offset (`2024-05-01T08:00:00Z`, `...+02:00`) or POSIX seconds;
-rows must be sorted oldest first, each timestamp once, each value a finite number.
+rows must be sorted oldest first, each timestamp once, each value a finite number. A file over
+`CsvOptions.max_bytes` is refused before it is read, one over `max_rows` data rows as soon as the
+reader passes that many (both with the size and the flag that raises the bound); a read that takes
+longer than a moment shows a progress bar on the stream given.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import os
 import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
+from tqdm import tqdm
 
 from predictive_headroom.core.series import History, iso_utc
 from predictive_headroom.policy.config import ForecastSpec
@@ -42,6 +48,24 @@ def _encoding_problem(path: Path) -> str | None:
             f"convert it: iconv -f UTF-16 -t UTF-8 {path} > utf8.csv"
         )
     return None
+
+
+ROW_BYTES = 16
+"""Memory a data row takes once read: its time and value as two float64."""
+
+
+@dataclass(frozen=True)
+class CsvOptions:
+    """How a CSV is read: the bounds past which it is refused (`--max-csv-rows`,
+    `--max-csv-bytes` raise them), and where a progress bar goes when a read takes over
+    `progress_after` seconds (None: nowhere)."""
+
+    max_rows: int = 20_000_000
+    """20 million rows: 38 years of one-minute samples, 320 MB once read."""
+    max_bytes: int = 1 << 30
+    """1 GiB of text: about 37 million rows of `2024-05-01T08:00:00Z,123.45`."""
+    progress: TextIO | None = None
+    progress_after: float = 2.0
 
 
 class _BadRow(ValueError):
@@ -109,16 +133,25 @@ def write_csv_history(history: History, path: str | Path) -> None:
     Path(path).write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
-def read_csv_history(path: str | Path) -> History:
-    """Read a whole `timestamp,value` file; raise SourceError naming the file, line and bad text.
+def read_csv_history(path: str | Path, options: CsvOptions | None = None) -> History:
+    """Read a whole `timestamp,value` file; raise SourceError naming the file, line and bad text,
+    or the file's size and the flag to pass when it is over a bound of `options`.
 
     The file is read row by row into two float arrays (16 bytes a row; twice that for a moment
     when they grow), never whole into memory: at most about the size of a typical file, where
     the text read whole and split into lines held 8.5 times it."""
-    p = Path(path)
+    p, options = Path(path), options or CsvOptions()
     try:
         with p.open(encoding="utf-8-sig", newline="") as f:
-            return _read_rows(p, csv.reader(f))
+            size = os.fstat(f.fileno()).st_size
+            if size > options.max_bytes:
+                raise SourceError(
+                    f"{p}: the file is {size:,} bytes, over the bound of {options.max_bytes:,}; "
+                    f"pass --max-csv-bytes {size} (and --max-csv-rows, {ROW_BYTES} bytes of "
+                    "memory a row) to read it, or cut it to the span you need"
+                )
+            with _progress_bar(p, size, options) as bar:
+                return _read_rows(p, csv.reader(_counted(f, bar)), options.max_rows)
     except FileNotFoundError:
         raise SourceError(
             f"{p}: file not found; pass a CSV file with a 'timestamp,value' header"
@@ -136,8 +169,39 @@ def read_csv_history(path: str | Path) -> History:
         raise SourceError(f"{p}: not a CSV file this reader can read: {exc}") from None
 
 
-def _read_rows(p: Path, reader: Any) -> History:
-    """The rows of `reader` (after its header) as a History, checked as `read_csv_history` says."""
+def _progress_bar(p: Path, size: int, options: CsvOptions) -> Any:
+    """A byte-counting bar on `options.progress`, shown once the read took `progress_after` s."""
+    return tqdm(
+        total=size,
+        desc=f"reading {p.name}",
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        file=options.progress,
+        delay=options.progress_after,
+        mininterval=1.0,
+        disable=options.progress is None,
+    )
+
+
+def _counted(lines: Iterable[str], bar: Any, every: int = 1 << 16) -> Iterator[str]:
+    """`lines`, adding their length to `bar` every `every` lines (and at the end)."""
+    if bar.disable:
+        yield from lines
+        return
+    read, count = 0, 0
+    for line in lines:
+        read, count = read + len(line), count + 1
+        if count == every:
+            bar.update(read)
+            read, count = 0, 0
+        yield line
+    bar.update(read)
+
+
+def _read_rows(p: Path, reader: Any, max_rows: int) -> History:
+    """The rows of `reader` (after its header) as a History, checked as `read_csv_history` says;
+    refused once it has more than `max_rows` data rows."""
     header = next(reader, None)
     if header is None:
         raise SourceError(
@@ -176,6 +240,12 @@ def _read_rows(p: Path, reader: Any) -> History:
                 problems.append(f"{reader.line_num}: {exc}")
             continue
         order.check(t, reader.line_num)
+        if len(times) == max_rows:
+            raise SourceError(
+                f"{p}:{reader.line_num}: more than {max_rows:,} data rows, the bound; pass "
+                f"--max-csv-rows with a larger number ({ROW_BYTES} bytes of memory a row) to "
+                "read them all, or cut the file to the span you need"
+            )
         times.append(t)
         values.append(v)
     if bad:
@@ -213,8 +283,8 @@ class _Order:
 class CsvSource:
     """Demand history from a CSV file (implements `Source`); re-reads the file when it changes."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path, options: CsvOptions | None = None) -> None:
+        self.path, self.options = Path(path), options or CsvOptions()
         self._cached: tuple[tuple[int, int], History] | None = None
 
     def full(self) -> History:
@@ -223,9 +293,9 @@ class CsvSource:
             stat = self.path.stat()
             key = (stat.st_mtime_ns, stat.st_size)
         except OSError:
-            return read_csv_history(self.path)  # raises the user-facing error
+            return read_csv_history(self.path, self.options)  # raises the user-facing error
         if self._cached is None or self._cached[0] != key:
-            self._cached = (key, read_csv_history(self.path))
+            self._cached = (key, read_csv_history(self.path, self.options))
         return self._cached[1]
 
     def history(self, spec: ForecastSpec, end: float) -> History:

@@ -1,0 +1,197 @@
+"""`tune`'s decision rule: what the history can keep, the forecast or fixed headroom
+(docs/promise.md, "Tune's decision rule").
+
+The scored days are split in two. On the first part (seen, the first half, rounded down) the rule
+keeps the protection asked when too few pod-minutes waited there to judge (`ChoiceRule.few_events`);
+else it picks the highest protection level, up to the one asked, that the promise kept walk-forward
+there, and recommends `protection:` at that level unless it cost more than `ChoiceRule.margin`
+(1.10) times static headroom at the protection it kept on the same days (the forecast did not
+pay). Otherwise, when no level was kept or the forecast did not pay, it recommends fixed headroom: the fewest placeholders that reached the asked
+protection on the seen part (how a user sizes a fixed Deployment from the past), pasted as
+`minReplicas: N` with the forecast off. Whichever it picks is judged on the second part (unseen):
+the protection it kept there, its cost a day, and static headroom's cost at that protection.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from predictive_headroom.backtest.against_fixed import Judged, Recommended, Replays, Span, span
+from predictive_headroom.backtest.results import FEW_EVENTS
+from predictive_headroom.core.series import iso_utc
+from predictive_headroom.policy.config import Pool
+
+
+@dataclass(frozen=True)
+class ChoiceRule:
+    """The rule's two thresholds (docs/promise.md, "Tune's decision rule")."""
+
+    margin: float = 1.10
+    """Fixed headroom is recommended when the promise cost more than this times static
+    headroom at the protection it kept on the seen part (the 10% the measure tolerates)."""
+    few_events: float = FEW_EVENTS
+    """Below this many waiting pod-minutes on the seen part nothing is judged: the protection
+    asked is kept."""
+
+
+RULE = ChoiceRule()
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What `tune` pastes and how it fared on the days it did not see."""
+
+    kind: Recommended
+    asked: float
+    level: float | None
+    """The protection pasted (kind `protection`)."""
+    replicas: int | None
+    """The fixed N pasted (kind `fixed`; also sized for the other kind, for comparison)."""
+    seen_days: float
+    unseen_days: float
+    split_at: float
+    """POSIX seconds where the unseen part starts."""
+    seen: Judged
+    unseen: Judged | None
+    """None when the history has under two scored days (nothing left unseen)."""
+    product_whole: Judged
+    """`protection:` as asked over all scored days (the headline)."""
+    product_unseen: Judged | None
+    """`protection:` as asked on the unseen part (what the recommendation is weighed against)."""
+    why: str
+
+    def label(self) -> str:
+        """`protection: 90%` or `fixed N=24`."""
+        if self.kind == Recommended.FIXED:
+            return f"fixed N={self.replicas}"
+        assert self.level is not None
+        return f"protection: {100 * self.level:g}%"
+
+    def yaml(self, pool: Pool) -> list[str]:
+        """The lines to paste into `pool`, each replacing the key it names: `protection: P`, or
+        for fixed headroom `minReplicas: N` (with `maxReplicas: N` when the pool's is lower) and
+        the pool's forecast turned off (its query kept); `remove` says what to delete."""
+        if self.kind == Recommended.PROTECTION:
+            assert self.level is not None
+            return [f"protection: {100 * self.level:g}%"]
+        assert self.replicas is not None and pool.forecast is not None
+        lines = [f"minReplicas: {self.replicas}"]
+        if pool.max_replicas < self.replicas:
+            lines.append(f"maxReplicas: {self.replicas}")
+        spec = pool.forecast
+        query = json.dumps(spec.query)  # a JSON string is a YAML flow scalar
+        off = f"forecast: {{enabled: false, query: {query}, demandPerReplica: {spec.demand_per_replica:g}}}"
+        return [*lines, off]
+
+    @property
+    def remove(self) -> list[str]:
+        """Keys of the pool to delete when pasting (fixed headroom keeps no promise)."""
+        return ["protection"] if self.kind == Recommended.FIXED else []
+
+    def says(self) -> str:
+        """The recommendation and its unseen-part figures in one sentence."""
+        text = f"recommended: {self.label()} ({self.why})"
+        if self.unseen is not None:
+            u = self.unseen
+            static = (
+                "no fixed N kept that"
+                if u.static_per_day is None
+                else f"static headroom needed {u.static_per_day:,.1f} at that protection"
+            )
+            text += (
+                f"; on the last {self.unseen_days:.1f} days, which it did not see (from "
+                f"{iso_utc(self.split_at)}), it kept {100 * u.kept:.1f}% for "
+                f"{u.per_day:,.1f} overhead node-hours a day ({static})"
+            )
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.kind),
+            "label": self.label(),
+            "asked": self.asked,
+            "protection": self.level,
+            "replicas": self.replicas,
+            "seen_days": self.seen_days,
+            "unseen_days": self.unseen_days,
+            "unseen_from": iso_utc(self.split_at),
+            "seen": self.seen.to_dict(),
+            "unseen": None if self.unseen is None else self.unseen.to_dict(),
+            "unseen_over_static": None
+            if self.unseen is None or self.unseen.over_static is None
+            else round(self.unseen.over_static, 3),
+            "asked_unseen": None if self.product_unseen is None else self.product_unseen.to_dict(),
+            "remove": self.remove,
+            "why": self.why,
+            "says": self.says(),
+        }
+
+
+def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
+    """The rule of the module docstring on `r` (whose walks include `asked`)."""
+    res, starts = r.result, r.replayed.starts
+    half = len(starts) // 2
+    split = starts[half] if half >= 1 else res.pods.size
+    seen = span(res, r.replayed, res.scored_from, split)
+    unseen = span(res, r.replayed, split, res.pods.size) if split < res.pods.size else None
+    replicas = _fixed_n(seen, asked)
+    level, why = _level(r, seen, asked, rule)
+    if level is None:
+        why += f"; {replicas} fixed placeholders reached it there"
+        kind, run = Recommended.FIXED, r.replayed.static_runs[replicas]
+    else:
+        kind, run = Recommended.PROTECTION, r.walks[level].run
+    asked_run = r.walks[asked].run
+    return Recommendation(
+        kind,
+        asked,
+        level,
+        replicas,
+        seen.days,
+        0.0 if unseen is None else unseen.days,
+        float(res.times[min(split, res.pods.size - 1)]),
+        seen.judge(run),
+        None if unseen is None else unseen.judge(run),
+        r.whole.judge(asked_run),
+        None if unseen is None else unseen.judge(asked_run),
+        why,
+    )
+
+
+def _fixed_n(seen: Span, asked: float) -> int:
+    """The fewest fixed placeholders that reached `asked` on the seen span (the most of the
+    curve when none did)."""
+    for pt in sorted(seen.static, key=lambda p: int(p.label.removeprefix("N="))):
+        if seen.reactive_unserved <= 0 or 1 - pt.unserved / seen.reactive_unserved >= asked - 1e-9:
+            return int(pt.label.removeprefix("N="))
+    return int(seen.static[-1].label.removeprefix("N="))
+
+
+def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[float | None, str]:
+    """The protection level to paste, with why (None: fixed headroom instead)."""
+    days = f"the first {seen.days:.1f} days"
+    if seen.reactive_unserved < rule.few_events:
+        return asked, (
+            f"only {seen.reactive_unserved:,.0f} pod-minutes waited without headroom on {days}: "
+            "too few to judge the forecast against fixed headroom"
+        )
+    kept = {p: seen.judge(w.run) for p, w in r.walks.items() if p <= asked + 1e-9}
+    held = [p for p, j in sorted(kept.items()) if j.kept >= p - 1e-9]
+    if not held:
+        return None, f"on {days} the promise kept none of {_levels(kept)} walk-forward"
+    level, j = held[-1], kept[held[-1]]
+    said = f"on {days} protection: {100 * level:g}% kept {100 * j.kept:.1f}% for {j.per_day:,.1f} a day"
+    if j.static_per_day is not None and j.per_day > rule.margin * j.static_per_day + 1e-9:
+        return None, (
+            f"{said}, more than {rule.margin:g} times static headroom's {j.static_per_day:,.1f} "
+            "at that protection: the forecast did not pay"
+        )
+    if level < asked:
+        said += f" (the highest level kept; {100 * asked:g}% was not)"
+    return level, said
+
+
+def _levels(kept: dict[float, Judged]) -> str:
+    return ", ".join(f"{100 * p:g}%" for p in sorted(kept))

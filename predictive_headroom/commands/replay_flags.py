@@ -1,0 +1,165 @@
+"""The flags that change a replay, shared by `backtest` and `tune` (one set of cluster flags:
+node boot, node size, the span replayed, interruptions), and the settings they build."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.commands import CommandError, duration_arg
+from predictive_headroom.core.price import NodeShape
+from predictive_headroom.core.settings import Given
+from predictive_headroom.policy.disruption import parse_rate
+from predictive_headroom.policy.durations import parse_duration
+from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
+
+GridFlags = Callable[
+    [argparse.Namespace, list[str]],
+    tuple[float | None, tuple[float, ...], tuple[float, ...], tuple[float, ...]],
+]
+"""Reads a command's quantile, dial, window and protection flags, appending each problem."""
+
+
+# Long on purpose: argparse declarations read best as one flat list.
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    """The simulated cluster, the span replayed, the refits and the interruptions."""
+    parser.add_argument(
+        "--since",
+        type=_duration_arg,
+        metavar="DURATION",
+        help="replay only the last DURATION of --data (e.g. 60d); default: all of it",
+    )
+    parser.add_argument(
+        "--demand-per-replica",
+        type=float,
+        help="demand one placeholder slot serves (default: the pool's, else median demand / 20)",
+    )
+    parser.add_argument(
+        "--node-slots",
+        type=int,
+        help="placeholder-sized slots per node (default: as many as fit in --node-cpu and "
+        "--node-memory, else 8)",
+    )
+    parser.add_argument(
+        "--lag", type=duration_arg, default=180.0, help="node provisioning lag (default 3m)"
+    )
+    parser.add_argument(
+        "--scale-down-delay",
+        type=duration_arg,
+        default=600.0,
+        help="a node unneeded this long is removed (default 10m)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=duration_arg,
+        help="unscored start of the series (default 14d; 7d for series under 28d)",
+    )
+    parser.add_argument(
+        "--refit-every",
+        type=duration_arg,
+        default=86400.0,
+        help="walk-forward refit interval (default 24h)",
+    )
+    parser.add_argument(
+        "--lead-time",
+        type=duration_arg,
+        help="forecast lead time (default: the pool's leadTime, else lag + 1m)",
+    )
+    parser.add_argument(
+        "--observation-delay",
+        type=duration_arg,
+        help="how late the newest sample is seen: the burst model at t reads samples at or before t minus this (default: the pool's, 1m)",
+    )
+    parser.add_argument(
+        "--burst-model",
+        choices=("quantile", "profile"),
+        help="burst allowance: the conditional quantile model on the latest observations, or the time-of-day table (default: the pool's, quantile)",
+    )
+    parser.add_argument(
+        "--cores-per-node",
+        type=float,
+        help="cores per simulated node for a CPA cores rule (default: --node-cpu, else 8)",
+    )
+    parser.add_argument(
+        "--interruptions",
+        metavar="RATE",
+        help="also replay with nodes interrupted at random at this rate (e.g. 5%%/day: the share of "
+        "nodes interrupted per day), and report what each strategy leaves waiting because of them",
+    )
+    parser.add_argument(
+        "--notice",
+        type=duration_arg,
+        default=120.0,
+        help="the interruption notice before a node goes (default 2m, a spot interruption's)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the random interruptions (default 0)"
+    )
+
+
+def _duration_arg(text: str) -> float:
+    """Seconds of a duration argument (`60d`); argparse says what is wrong with a bad one."""
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# Long on purpose: one check per flag, so every problem is reported at once, then one mapping.
+def settings_from_args(
+    args: argparse.Namespace,
+    shape: NodeShape | None = None,
+    slots: int | None = None,
+    grid: GridFlags | None = None,
+) -> BacktestSettings:
+    """Check the numeric flags (every problem at once) and build the settings; `shape` is the
+    node the flags gave (`price_from_args`), which sizes the simulated node unless
+    `--node-slots` / `--cores-per-node` say otherwise (`slots`: the placeholders it holds);
+    `grid` reads the command's own quantile, dial and protection flags (`backtest`'s)."""
+    problems = []
+    if args.demand_per_replica is not None and not args.demand_per_replica > 0:
+        problems.append(f"--demand-per-replica must be positive, got {args.demand_per_replica:g}")
+    if args.node_slots is not None and args.node_slots < 1:
+        problems.append(f"--node-slots must be at least 1, got {args.node_slots}")
+    if args.refit_every < 60:
+        problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
+    quantile, dial, windows, protections = (
+        grid(args, problems) if grid is not None else (None, (), (), ())
+    )
+    if args.observation_delay is not None and args.observation_delay < 0:
+        problems.append(f"--observation-delay cannot be negative, got {args.observation_delay:g}s")
+    if args.cores_per_node is not None and not args.cores_per_node > 0:
+        problems.append(f"--cores-per-node must be positive, got {args.cores_per_node:g}")
+    rate = None
+    if getattr(args, "interruptions", None):
+        try:
+            rate = parse_rate(args.interruptions)
+        except ValueError as exc:
+            problems.append(f"--interruptions: {exc}")
+    if problems:
+        raise CommandError("; ".join(problems))
+    nodes = SimulatedNodes()
+    nodes = SimulatedNodes(
+        node_slots=args.node_slots or (slots if shape is not None and slots else nodes.node_slots),
+        lag_seconds=args.lag,
+        scale_down_delay_seconds=args.scale_down_delay,
+        cores_per_node=args.cores_per_node
+        or (shape.cpu if shape is not None else nodes.cores_per_node),
+    )
+    given = Given(
+        lead=args.lead_time,
+        burst_quantile=quantile,
+        observation_delay=args.observation_delay,
+        demand_per_replica=args.demand_per_replica,
+    )
+    return BacktestSettings(
+        replay=WhatIf(given, args.burst_model, nodes, args.warmup),
+        refit_every_seconds=args.refit_every,
+        dial=dial,
+        stabilization_dial=windows,
+        protections=protections,
+        interruption_rate=rate,
+        notice_seconds=getattr(args, "notice", 120.0),
+        seed=getattr(args, "seed", 0),
+    )

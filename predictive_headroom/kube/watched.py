@@ -1,0 +1,317 @@
+"""The cluster reads of a reconcile served from list-and-watch caches (`kube.informer`).
+
+`Caches` holds one informer per query, started by the first read that needs it (a label selector
+of the nodes, a namespace's placeholders, ...) and stopped when no read asked for it for
+`idle_stop` seconds (a pool left the config). `WatchedClusterReader` and `WatchedPodReader` answer
+exactly what `KubeClusterReader` and `KubePodReader` answer, from memory; while a cache cannot be
+read (its first list is not done, the API server refused the watch, it went stale) they ask the
+listing reader they wrap, so a reconcile reads what the LIST design read.
+
+`WatchedTargets` reads each Deployment target from a watch of that one Deployment (a
+`metadata.name` field selector, which RBAC allows with `resourceNames`); writes, and CapacityBuffer
+targets, go to the actuator it wraps.
+
+What a cache keeps per object (measured in `bench/informer_memory.py`, figures in
+docs/operations.md): a node's name, cores, schedulability and `NodeSeen`; a pod's `PodSeen` or
+`PodOnNode`; an Event's `Preemption`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes.client
+from kubernetes.client import ApiClient
+
+from predictive_headroom.kube.api import CallOptions
+from predictive_headroom.kube.cluster import KubeClusterReader, _node_seen, read_replicas
+from predictive_headroom.kube.informer import Informer, WatchOptions, WatchQuery
+from predictive_headroom.kube.pods import (
+    LIVE_PODS,
+    NODE_PODS,
+    PLACEHOLDER_LABEL,
+    PREEMPTED_EVENT_SELECTOR,
+    KubePodReader,
+    pod_on_node,
+    pod_seen,
+    preemption,
+)
+from predictive_headroom.kube.quantity import amounts
+from predictive_headroom.kube.targets import _paused
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.protocols import (
+    Actuator,
+    ClusterState,
+    NodeList,
+    NodeSeen,
+    PodOnNode,
+    PodSeen,
+    Preemption,
+    TargetState,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class Caches:
+    """The informers of one daemon, one per query, and what readiness and /last-run say of them."""
+
+    def __init__(
+        self,
+        options: WatchOptions | None = None,
+        call_options: CallOptions | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        idle_stop: float = 900.0,
+    ) -> None:
+        self.options, self.call_options = options or WatchOptions(), call_options or CallOptions()
+        self.monotonic, self.idle_stop = monotonic, idle_stop
+        self.on_relist: Callable[[str, str], None] | None = None
+        """Told (resource, reason) at every list of a cache; the shell points it at a metric."""
+        self._informers: dict[WatchQuery, Informer[Any]] = {}
+        self._lock = threading.Lock()
+
+    def informer(
+        self, query: WatchQuery, list_fn: Callable[..., Any], slim: Callable[[dict[str, Any]], Any]
+    ) -> Informer[Any]:
+        """The informer of `query`, started now when it is new; informers idle for `idle_stop`
+        seconds are stopped."""
+        with self._lock:
+            found = self._informers.get(query)
+            if found is None:
+                found = self._informers[query] = Informer(
+                    query,
+                    list_fn,
+                    slim,
+                    self.options,
+                    self.call_options,
+                    lambda resource, reason: self._relisted(resource, reason),
+                    self.monotonic,
+                ).start()
+            idle = [
+                q
+                for q, i in self._informers.items()
+                if q != query and self.monotonic() - i.last_read > self.idle_stop
+            ]
+            for gone in idle:
+                logger.info("cache of %s: not read lately, stopped", gone.describe())
+                self._informers.pop(gone).stop()
+        return found
+
+    def _relisted(self, resource: str, reason: str) -> None:
+        if self.on_relist is not None:
+            self.on_relist(resource, reason)
+
+    def synced(self) -> tuple[bool, str]:
+        """(ready, why): every cache has listed once; one whose watch or list the API server refused
+        counts, as its reads list (and fail, naming the permission) as before watches."""
+        with self._lock:
+            informers = list(self._informers.values())
+        starting = [i.query.describe() for i in informers if i.mode == "starting"]
+        if starting:
+            return False, f"cache(s) not synced yet: {', '.join(starting)}"
+        listing = [i.query.describe() for i in informers if i.mode == "listing"]
+        if listing:
+            return True, f"reading by LIST (watch or list refused): {', '.join(listing)}"
+        return True, f"{len(informers)} cache(s) synced"
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each cache's mode, size, age and last re-list, for /last-run."""
+        with self._lock:
+            informers = list(self._informers.values())
+        return [i.status().to_dict() for i in informers]
+
+    def stop(self) -> None:
+        with self._lock:
+            for informer in self._informers.values():
+                informer.stop()
+            self._informers.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEntry:
+    """What a node cache keeps of one node: what the counts and the closed loop read."""
+
+    name: str
+    cpu: float
+    schedulable: bool
+    seen: NodeSeen | None
+    problems: tuple[str, ...] = ()
+    """Why the node is left out of the counts (an unreadable allocatable)."""
+
+
+def node_entry(node: dict[str, Any]) -> NodeEntry:
+    """The `NodeEntry` of one node's JSON."""
+    allocatable, problems = amounts(
+        "status.allocatable", (node.get("status") or {}).get("allocatable") or {}
+    )
+    name = str((node.get("metadata") or {}).get("name", "?"))
+    if problems:
+        return NodeEntry(name, 0.0, False, None, tuple(problems))
+    return NodeEntry(
+        name,
+        dict(allocatable).get("cpu", 0.0),
+        not (node.get("spec") or {}).get("unschedulable"),
+        _node_seen(node, allocatable),
+    )
+
+
+class WatchedClusterReader:
+    """`KubeClusterReader`'s answers from a node cache per label selector."""
+
+    def __init__(self, lister: KubeClusterReader, caches: Caches) -> None:
+        self.lister, self.caches = lister, caches
+        self._list = lister._core.list_node
+
+    def cluster_state(self, label_selector: str) -> ClusterState:
+        """Node and core counts (all, and schedulable) for nodes matching `label_selector`."""
+        return self.read_nodes(label_selector).state
+
+    def read_nodes(self, label_selector: str) -> NodeList:
+        """What `KubeClusterReader.read_nodes` lists, from the cache (listing while it cannot)."""
+        informer = self.caches.informer(
+            WatchQuery("nodes", "", label_selector), self._list, node_entry
+        )
+        entries = informer.current(self.caches.options.sync_wait)
+        if entries is None:
+            return self.lister.read_nodes(label_selector)
+        return self._count(entries)
+
+    def _count(self, entries: tuple[NodeEntry, ...]) -> NodeList:
+        nodes = schedulable = 0
+        cores = schedulable_cores = 0.0
+        for entry in entries:
+            if entry.problems:
+                self.lister._leave_out({"metadata": {"name": entry.name}}, list(entry.problems))
+                continue
+            nodes, cores = nodes + 1, cores + entry.cpu
+            if entry.schedulable:
+                schedulable, schedulable_cores = schedulable + 1, schedulable_cores + entry.cpu
+        seen = tuple(e.seen for e in entries if e.seen is not None and not e.problems)
+        return NodeList(ClusterState(nodes, cores, schedulable, schedulable_cores), seen)
+
+
+def _node_pod(pod: dict[str, Any]) -> tuple[str, PodOnNode] | None:
+    node = (pod.get("spec") or {}).get("nodeName")
+    return (str(node), pod_on_node(pod)) if node else None
+
+
+class WatchedPodReader:
+    """`KubePodReader`'s answers from pod and Event caches (one per namespace and selector)."""
+
+    def __init__(self, lister: KubePodReader, caches: Caches, api_client: ApiClient) -> None:
+        self.lister, self.caches = lister, caches
+        self._core = kubernetes.client.CoreV1Api(api_client)
+
+    def _cached(
+        self, query: WatchQuery, slim: Callable[[dict[str, Any]], Any]
+    ) -> tuple[Any, ...] | None:
+        if query.resource == "events":
+            method: Callable[..., Any] = self._core.list_namespaced_event
+        elif query.namespace:
+            method = self._core.list_namespaced_pod
+        else:
+            method = self._core.list_pod_for_all_namespaces
+        list_fn = functools.partial(method, query.namespace) if query.namespace else method
+        informer = self.caches.informer(query, list_fn, slim)
+        return informer.current(self.caches.options.sync_wait)
+
+    def placeholder_pods(self, namespace: str, label_selector: str) -> tuple[PodSeen, ...]:
+        """The pods of `namespace` matching `label_selector`, with their scheduling times."""
+        found = self._cached(WatchQuery("pods", namespace, label_selector), pod_seen)
+        if found is None:
+            return self.lister.placeholder_pods(namespace, label_selector)
+        return found
+
+    def workload_pods(self, namespace: str) -> tuple[PodSeen, ...]:
+        """The pods of `namespace` that have not ended."""
+        found = self._cached(WatchQuery("pods", namespace, "", LIVE_PODS), pod_seen)
+        if found is None:
+            return self.lister.workload_pods(namespace)
+        return found
+
+    def preemptions(self, namespace: str) -> tuple[Preemption, ...]:
+        """The scheduler's `Preempted` Events on pods of `namespace`."""
+        query = WatchQuery("events", namespace, "", PREEMPTED_EVENT_SELECTOR)
+        found = self._cached(query, preemption)
+        if found is None:
+            return self.lister.preemptions(namespace)
+        return found
+
+    def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
+        """The pods bound to a node that have not ended, by node name."""
+        found = self._cached(WatchQuery("pods", "", "", NODE_PODS), _node_pod)
+        if found is None:
+            return self.lister.pods_by_node()
+        by_node: dict[str, list[PodOnNode]] = {}
+        for node, pod in found:
+            by_node.setdefault(node, []).append(pod)
+        return {node: tuple(pods) for node, pods in by_node.items()}
+
+
+def deployment_target(obj: dict[str, Any]) -> TargetState:
+    """A Deployment's JSON as the `TargetState` `DeploymentScaleActuator.read` answers: its
+    `spec.replicas` (what its /scale shows), resourceVersion, uid, kill switch and pool label."""
+    meta = obj.get("metadata") or {}
+    replicas, odd = read_replicas((obj.get("spec") or {}).get("replicas"), False)
+    return TargetState(
+        replicas,
+        str(meta.get("resourceVersion") or ""),
+        _paused(meta.get("annotations")),
+        meta.get("uid"),
+        odd,
+        (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
+    )
+
+
+class WatchedTargets:
+    """An `Actuator` whose Deployment targets are read from a cache of each named Deployment.
+
+    After a write of a pool's target (and until the cache shows the resourceVersion last read
+    directly) the target is read directly: a cache a few events behind must not make the daemon's
+    own write look like a person's change.
+    """
+
+    def __init__(self, actuator: Actuator, caches: Caches, api_client: ApiClient) -> None:
+        self.actuator, self.caches = actuator, caches
+        self._apps = kubernetes.client.AppsV1Api(api_client)
+        self._expected: dict[str, str] = {}
+        """Per pool written to: the resourceVersion the cache must show before it is read again."""
+
+    def _cached(self, pool: Pool) -> TargetState | None:
+        ns, name = pool.target.namespace, pool.target.name
+        query = WatchQuery("deployments", ns, "", f"metadata.name={name}")
+        list_fn = functools.partial(self._apps.list_namespaced_deployment, ns)
+        found = self.caches.informer(query, list_fn, deployment_target).current(
+            self.caches.options.sync_wait
+        )
+        return found[0] if found else None
+
+    def read(self, pool: Pool) -> TargetState:
+        """The target's state from the cache when it is a Deployment the cache holds and has caught
+        up with the daemon's last write; else read by the actuator (which names what is missing)."""
+        if pool.target.kind != "Deployment":
+            return self.actuator.read(pool)
+        cached, expected = self._cached(pool), self._expected.get(pool.name)
+        if cached is not None and expected in (None, cached.resource_version):
+            self._expected.pop(pool.name, None)
+            return cached
+        state = self.actuator.read(pool)
+        if expected is not None:
+            self._expected[pool.name] = state.resource_version
+        return state
+
+    def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
+        """Write through the actuator; the target is then read directly until the cache caught up."""
+        if pool.target.kind == "Deployment":
+            self._expected[pool.name] = ""
+        self.actuator.scale(pool, replicas, reason, dry_run)
+
+    def record_refusal(self, pool: Pool, message: str) -> None:
+        """A Warning Event on the pool's target saying why it is not written (never raises)."""
+        self.actuator.record_refusal(pool, message)

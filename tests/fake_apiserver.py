@@ -372,8 +372,14 @@ class FakeApiServer:
             return self._put("apps", "deployments", ns, merge_patch(obj, patch))
 
     def add_capacity_buffer(
-        self, ns: str, name: str, replicas: int = 0, annotations: dict[str, str] | None = None
+        self,
+        ns: str,
+        name: str,
+        replicas: int = 0,
+        annotations: dict[str, str] | None = None,
+        status: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """Create a CapacityBuffer with `replicas` (and the `status` its autoscaler would set)."""
         return self._put(
             "autoscaling.x-k8s.io",
             "capacitybuffers",
@@ -381,8 +387,9 @@ class FakeApiServer:
             {
                 "metadata": {"name": name, "annotations": dict(annotations or {})},
                 "spec": {"podTemplateRef": {"name": f"{name}-template"}, "replicas": replicas},
+                **({"status": status} if status is not None else {}),
             },
-        )
+        )  # fmt: skip
 
     def capacity_buffer(self, ns: str, name: str) -> dict[str, Any] | None:
         """The CapacityBuffer `name` (in `ns` when the resource is namespaced; `ns` is ignored when cluster-scoped)."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.vocabulary import PoolAction
+from predictive_headroom.protocols import TargetCondition
 
 
 @dataclasses.dataclass
@@ -21,6 +22,8 @@ class PoolOutcome:
     plan: Plan | None = None
     current: int | None = None
     error: str | None = None
+    target_conditions: tuple[TargetCondition, ...] = ()
+    """The target's status conditions as read in this reconcile (a CapacityBuffer's)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -30,6 +33,8 @@ class PoolOutcome:
         }
         if self.plan is not None:
             out.update({k: v for k, v in plan_to_dict(self.plan).items() if k != "name"})
+        if self.target_conditions:
+            out["target_conditions"] = [c.to_dict() for c in self.target_conditions]
         if self.error:
             out["error"] = self.error
         return out

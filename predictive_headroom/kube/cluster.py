@@ -51,6 +51,7 @@ from predictive_headroom.protocols import (
     ClusterState,
     NodeList,
     NodeSeen,
+    TargetCondition,
     TargetState,
 )
 
@@ -105,6 +106,8 @@ class _Current:
     """A CapacityBuffer whose spec.percentage is set (removed on write)."""
     odd: str | None = None
     """What was odd about the replica count read (`spec.replicas null`), taken as 0."""
+    conditions: tuple[TargetCondition, ...] = ()
+    """The object's status conditions (a CapacityBuffer's, as its autoscaler reports them)."""
 
 
 def read_replicas(value: Any, unset_is_odd: bool) -> tuple[int, str | None]:

@@ -32,7 +32,7 @@ from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_PLURAL,
 )
-from predictive_headroom.protocols import TargetState
+from predictive_headroom.protocols import TargetCondition, TargetState
 
 logger = logging.getLogger(__name__)
 
@@ -128,11 +128,13 @@ class CapacityBufferActuator(_ReplicaTarget):
         self.discovery = discovery or CapacityBufferDiscovery(api_client, self.options)
 
     def read(self, pool: Pool) -> TargetState:
-        """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
+        """Current `spec.replicas` (0 when unset), `paused` from the kill-switch annotation, and
+        the buffer's status conditions as its autoscaler reports them."""
         current = self._current(pool)
         return TargetState(
-            current.replicas, current.resource_version, current.paused, current.uid, current.odd
-        )
+            current.replicas, current.resource_version, current.paused, current.uid, current.odd,
+            conditions=current.conditions,
+        )  # fmt: skip
 
     def _current(self, pool: Pool) -> _Current:
         api = self.discovery.api_for(pool)
@@ -146,6 +148,7 @@ class CapacityBufferActuator(_ReplicaTarget):
         obj: dict[str, Any] = found if isinstance(found, dict) else {}
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         replicas, odd = read_replicas(spec.get("replicas"), False)  # unset: sized by percentage
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
         return _Current(
             replicas,
             meta.get("resourceVersion", ""),
@@ -155,6 +158,7 @@ class CapacityBufferActuator(_ReplicaTarget):
             api.namespaced,
             spec.get("percentage") is not None,
             odd,
+            buffer_conditions(status.get("conditions")),
         )
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
@@ -238,3 +242,19 @@ class TargetActuator:
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
         """Set the pool's target to `replicas` (server-side dry run when `dry_run`)."""
         self._by_kind[pool.target.kind].scale(pool, replicas, reason, dry_run)
+
+
+def buffer_conditions(raw: Any) -> tuple[TargetCondition, ...]:
+    """A CapacityBuffer's `status.conditions` as values, sorted by type; entries without a type
+    or status (or not objects) are left out, so an odd status never fails the read."""
+    found = [
+        TargetCondition(
+            str(c["type"]),
+            str(c["status"]),
+            str(c.get("reason") or ""),
+            str(c.get("message") or ""),
+        )
+        for c in (raw if isinstance(raw, list) else [])
+        if isinstance(c, dict) and c.get("type") and c.get("status")
+    ]
+    return tuple(sorted(found, key=lambda c: c.type))

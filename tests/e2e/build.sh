@@ -11,17 +11,28 @@
 #
 # etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok are required: a module
 # that is not served or does not build stops the script with the module, version and error.
+# karpenter (Karpenter with its kwok cloud provider, the tier's autoscaler) is built next, its CRDs
+# copied from its module into karpenter-crds/ beside the binaries; when it fails the message goes
+# to karpenter.failed and the script goes on (the tests that need it fail with that message).
+# Karpenter v1.14 declares go 1.26.10: its build alone runs with GOTOOLCHAIN=go1.27.3 (the go
+# command fetches that toolchain from the module proxy); the others keep the go on PATH, so their
+# build cache stays valid.
 # cluster-autoscaler is tried too; when its module is not served the script says so (BLOCKED ...),
-# writes the message to cluster-autoscaler.blocked in the directory and goes on: the tests use a
-# stand-in (tests/e2e/provisioner.py) and print the message (PH_E2E_REQUIRE_AUTOSCALER=1 makes it
-# an error instead).
+# writes the message to cluster-autoscaler.blocked in the directory and goes on
+# (PH_E2E_REQUIRE_AUTOSCALER=1 makes it an error instead): the tests run on Karpenter.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$HERE/gomod"
 FLAGS=(-trimpath "-ldflags=-s -w")
+EXTRA_FLAGS=()
+KARPENTER_TOOLCHAIN=go1.27.3
+# Karpenter binds its metrics and health endpoints to ":<port>" (every interface; no flag sets the
+# host). Its build replaces pkg/operator/operator.go by a copy with this one edit (go build
+# -overlay), so both listen on loopback only, as every server of the e2e tier does.
+KARPENTER_LOOPBACK='s/fmt\.Sprintf(":%d", /fmt.Sprintf("127.0.0.1:%d", /'
 
-key="$( (echo "${FLAGS[*]}"; cat "$BUILD"/*/go.mod "$BUILD"/*/go.sum "$BUILD"/*/*.go) 2>/dev/null | sha256sum | cut -c1-16)"
+key="$( (echo "${FLAGS[*]} $KARPENTER_TOOLCHAIN $KARPENTER_LOOPBACK"; cat "$BUILD"/*/go.mod "$BUILD"/*/go.sum "$BUILD"/*/*.go) 2>/dev/null | sha256sum | cut -c1-16)"
 DIR="${PH_E2E_BINS:-${XDG_CACHE_HOME:-$HOME/.cache}/predictive-headroom/e2e-bins/$key}"
 if [[ "${1:-}" == "--dir" ]]; then
   echo "$DIR"
@@ -81,7 +92,7 @@ build() {
   # binary after its package's last path element, renamed to the wanted name below.
   local target="$tmp/"
   if ((${#missing[@]} == 1)); then target="$tmp/${missing[0]%%=*}"; fi
-  if ! (cd "$BUILD/$name" && go build "${FLAGS[@]}" -v -o "$target" "${pkgs[@]}" 2>&1 | progress "$name"; exit "${PIPESTATUS[0]}"); then
+  if ! (cd "$BUILD/$name" && go build "${FLAGS[@]}" ${EXTRA_FLAGS[@]+"${EXTRA_FLAGS[@]}"} -v -o "$target" "${pkgs[@]}" 2>&1 | progress "$name"; exit "${PIPESTATUS[0]}"); then
     rm -rf "$tmp"
     say "FAILED $name: go build of ${pkgs[*]} ($module@$version) failed (messages above)"
     return 1
@@ -101,6 +112,40 @@ build kubernetes k8s.io/kubernetes \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
 build kwok sigs.k8s.io/kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 
+# karpenter: sigs.k8s.io/karpenter's kwok/ main package, with the loopback overlay above, and its
+# CRDs (NodePool, NodeClaim, NodeOverlay, CapacityBuffer; KWOKNodeClass) from the same module.
+# A Karpenter that does not build does not stop the script: the message goes to karpenter.failed
+# in the directory, the tests that need Karpenter fail with it, the rest of the tier runs.
+build_karpenter() {
+  local src
+  src=$(cd "$BUILD/karpenter" && go mod download sigs.k8s.io/karpenter && go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter) || {
+    say "FAILED karpenter: module sigs.k8s.io/karpenter (pinned in tests/e2e/gomod/karpenter/go.mod) could not be downloaded (GOTOOLCHAIN=$GOTOOLCHAIN)"
+    return 1
+  }
+  mkdir -p "$DIR/.overlay"
+  sed "$KARPENTER_LOOPBACK" "$src/pkg/operator/operator.go" >"$DIR/.overlay/operator.go"
+  if [[ $(grep -c 'Sprintf("127.0.0.1:%d", ' "$DIR/.overlay/operator.go") != 2 ]]; then
+    say "FAILED karpenter: $src/pkg/operator/operator.go no longer binds its metrics and health ports as \":%d\": revise KARPENTER_LOOPBACK in tests/e2e/build.sh"
+    return 1
+  fi
+  printf '{"Replace": {"%s": "%s"}}\n' "$src/pkg/operator/operator.go" "$DIR/.overlay/operator.go" >"$DIR/.overlay/overlay.json"
+  EXTRA_FLAGS=("-overlay=$DIR/.overlay/overlay.json")
+  build karpenter sigs.k8s.io/karpenter karpenter=sigs.k8s.io/karpenter/kwok || return 1
+  rm -rf "$DIR/karpenter-crds" && mkdir -p "$DIR/karpenter-crds"
+  cp "$src"/pkg/apis/crds/*.yaml "$src"/kwok/apis/crds/*.yaml "$DIR/karpenter-crds/"
+  chmod u+w "$DIR"/karpenter-crds/*.yaml
+}
+if [[ -x "$DIR/karpenter" && -d "$DIR/karpenter-crds" ]]; then
+  say "karpenter: cached (karpenter, karpenter-crds)"
+else
+  rm -f "$DIR/karpenter.failed"
+  if ! (export GOTOOLCHAIN=$KARPENTER_TOOLCHAIN; build_karpenter) 2> >(tee "$DIR/.karpenter-build.log" >&2); then
+    sleep 1 # let tee write the last lines
+    tail -n 40 "$DIR/.karpenter-build.log" >"$DIR/karpenter.failed"
+    say "FAILED karpenter: the tests that need it will fail with these lines ($DIR/karpenter.failed)"
+  fi
+fi
+
 # cluster-autoscaler: a nested module of k8s.io/autoscaler whose tags are not Go-style, so its
 # go.mod names the release commit as a pseudo-version. Built only with the kwok cloud provider.
 CA_MODULE=k8s.io/autoscaler/cluster-autoscaler
@@ -112,7 +157,7 @@ elif ! out=$(cd "$BUILD/autoscaler" && GOFLAGS=-mod=mod go mod download -json "$
   echo "$message" >"$DIR/cluster-autoscaler.blocked"
   say "BLOCKED cluster-autoscaler: $message"
   if [[ "${PH_E2E_REQUIRE_AUTOSCALER:-}" == 1 ]]; then exit 1; fi
-  say "the e2e tests use tests/e2e/provisioner.py in its place (docs/e2e.md)"
+  say "the e2e tests use Karpenter's kwok provider as their autoscaler (docs/e2e.md)"
 else
   rm -f "$DIR/cluster-autoscaler.blocked"
   (cd "$BUILD/autoscaler" && GOFLAGS=-mod=mod go mod tidy)

@@ -25,11 +25,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$HERE/gomod"
 FLAGS=(-trimpath "-ldflags=-s -w")
-EXTRA_FLAGS=()
 KARPENTER_TOOLCHAIN=go1.27.3
 # Karpenter binds its metrics and health endpoints to ":<port>" (every interface; no flag sets the
-# host). Its build replaces pkg/operator/operator.go by a copy with this one edit (go build
-# -overlay), so both listen on loopback only, as every server of the e2e tier does.
+# host). It is built from a copy of its module with this one edit to pkg/operator/operator.go, so
+# both listen on loopback only, as every server of the e2e tier does.
 KARPENTER_LOOPBACK='s/fmt\.Sprintf(":%d", /fmt.Sprintf("127.0.0.1:%d", /'
 
 key="$( (echo "${FLAGS[*]} $KARPENTER_TOOLCHAIN $KARPENTER_LOOPBACK"; cat "$BUILD"/*/go.mod "$BUILD"/*/go.sum "$BUILD"/*/*.go) 2>/dev/null | sha256sum | cut -c1-16)"
@@ -48,7 +47,7 @@ started=$SECONDS
 say() { echo "e2e-bins: $*" >&2; }
 
 # The version a build module pins for a module path (from its go.mod, after replace).
-pinned() { (cd "$BUILD/$1" && go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' "$2"); }
+pinned() { (cd "$BUILD/$1" && go list -m -f '{{if .Replace}}{{if .Replace.Version}}{{.Replace.Version}}{{else}}{{.Version}} (edited copy){{end}}{{else}}{{.Version}}{{end}}' "$2"); }
 
 # Print a progress line every 40 packages compiled (go build -v names each one it compiles).
 progress() {
@@ -92,7 +91,7 @@ build() {
   # binary after its package's last path element, renamed to the wanted name below.
   local target="$tmp/"
   if ((${#missing[@]} == 1)); then target="$tmp/${missing[0]%%=*}"; fi
-  if ! (cd "$BUILD/$name" && go build "${FLAGS[@]}" ${EXTRA_FLAGS[@]+"${EXTRA_FLAGS[@]}"} -v -o "$target" "${pkgs[@]}" 2>&1 | progress "$name"; exit "${PIPESTATUS[0]}"); then
+  if ! (cd "$BUILD/$name" && go build "${FLAGS[@]}" -v -o "$target" "${pkgs[@]}" 2>&1 | progress "$name"; exit "${PIPESTATUS[0]}"); then
     rm -rf "$tmp"
     say "FAILED $name: go build of ${pkgs[*]} ($module@$version) failed (messages above)"
     return 1
@@ -112,28 +111,32 @@ build kubernetes k8s.io/kubernetes \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
 build kwok sigs.k8s.io/kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 
-# karpenter: sigs.k8s.io/karpenter's kwok/ main package, with the loopback overlay above, and its
+# karpenter: sigs.k8s.io/karpenter's kwok/ main package, with the loopback edit above, and its
 # CRDs (NodePool, NodeClaim, NodeOverlay, CapacityBuffer; KWOKNodeClass) from the same module.
 # A Karpenter that does not build does not stop the script: the message goes to karpenter.failed
 # in the directory, the tests that need Karpenter fail with it, the rest of the tier runs.
 build_karpenter() {
-  local src
+  local src work="$DIR/.karpenter-src"
   src=$(cd "$BUILD/karpenter" && go mod download sigs.k8s.io/karpenter && go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter) || {
     say "FAILED karpenter: module sigs.k8s.io/karpenter (pinned in tests/e2e/gomod/karpenter/go.mod) could not be downloaded (GOTOOLCHAIN=$GOTOOLCHAIN)"
     return 1
   }
-  mkdir -p "$DIR/.overlay"
-  sed "$KARPENTER_LOOPBACK" "$src/pkg/operator/operator.go" >"$DIR/.overlay/operator.go"
-  if [[ $(grep -c 'Sprintf("127.0.0.1:%d", ' "$DIR/.overlay/operator.go") != 2 ]]; then
+  # go build -overlay may not replace files in GOMODCACHE: build from a copy of the module with
+  # the one edit (module/), through a replace directive in a copy of the build module (karpenter/).
+  rm -rf "$work" && mkdir -p "$work/karpenter"
+  cp -r "$src" "$work/module" && chmod -R u+w "$work/module"
+  sed -i "$KARPENTER_LOOPBACK" "$work/module/pkg/operator/operator.go"
+  if [[ $(grep -c 'Sprintf("127.0.0.1:%d", ' "$work/module/pkg/operator/operator.go") != 2 ]]; then
     say "FAILED karpenter: $src/pkg/operator/operator.go no longer binds its metrics and health ports as \":%d\": revise KARPENTER_LOOPBACK in tests/e2e/build.sh"
     return 1
   fi
-  printf '{"Replace": {"%s": "%s"}}\n' "$src/pkg/operator/operator.go" "$DIR/.overlay/operator.go" >"$DIR/.overlay/overlay.json"
-  EXTRA_FLAGS=("-overlay=$DIR/.overlay/overlay.json")
-  build karpenter sigs.k8s.io/karpenter karpenter=sigs.k8s.io/karpenter/kwok || return 1
+  cp "$BUILD/karpenter"/go.mod "$BUILD/karpenter"/go.sum "$BUILD/karpenter"/tools.go "$work/karpenter/"
+  (cd "$work/karpenter" && go mod edit -replace sigs.k8s.io/karpenter=../module)
+  BUILD=$work build karpenter sigs.k8s.io/karpenter karpenter=sigs.k8s.io/karpenter/kwok || return 1
   rm -rf "$DIR/karpenter-crds" && mkdir -p "$DIR/karpenter-crds"
   cp "$src"/pkg/apis/crds/*.yaml "$src"/kwok/apis/crds/*.yaml "$DIR/karpenter-crds/"
   chmod u+w "$DIR"/karpenter-crds/*.yaml
+  rm -rf "$work"
 }
 if [[ -x "$DIR/karpenter" && -d "$DIR/karpenter-crds" ]]; then
   say "karpenter: cached (karpenter, karpenter-crds)"

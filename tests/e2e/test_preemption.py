@@ -27,7 +27,14 @@ WAITS: dict[str, list[float]] = {}
 @pytest.fixture(scope="module")
 def setup(cluster, karpenter, tmp_path_factory):
     karpenter.pool(POOL)
-    placeholder = {"requests": {"cpu": "1", "memory": "1Gi"}, **placement(POOL)}
+    # spread none: with the chart's default (topologySpread, maxSkew 1 over hostnames,
+    # ScheduleAnyway) Karpenter's default preference policy (Respect) launches one node per
+    # placeholder for the first ones (docs/e2e.md).
+    placeholder = {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "spread": {"mode": "none"},
+        **placement(POOL),
+    }
     release = install(
         cluster,
         tmp_path_factory.mktemp("preempt"),

@@ -25,7 +25,7 @@ import yaml
 from apps import app_deployment, create_app, running
 from cluster import free_port
 from daemonproc import REPO, DaemonProc, write_policy
-from install import install, set_replicas
+from install import Installed, install, set_replicas
 from karpenter import placement
 from kube import Kube, ensure_namespace, wait_for
 
@@ -52,9 +52,9 @@ def conditions(entry: dict[str, Any] | None) -> dict[str, str]:
 
 def chart_daemon(
     cluster: Any, tmp: Path, values: dict[str, Any], release: str, **env: str
-) -> tuple[DaemonProc, int]:
+) -> tuple[DaemonProc, int, Installed]:
     """Install the chart with `values` as `release` (namespace of the same name) and start its
-    daemon as a local process with the chart's ServiceAccount; (daemon, its HTTP port)."""
+    daemon as a local process with the chart's ServiceAccount; (daemon, its HTTP port, release)."""
     installed = install(cluster, tmp, values, namespace=release, release=release)
     config = next(o for o in installed.objects if o["kind"] == "ConfigMap")
     policy = write_policy(
@@ -65,7 +65,7 @@ def chart_daemon(
         release, tmp, policy, installed.kubeconfig, PH_NAMESPACE=release,
         PH_LISTEN_PORT=str(port), PH_LEASE_NAME=installed.lease, **env,
     )  # fmt: skip
-    return daemon.start(), port
+    return daemon.start(), port, installed
 
 
 # -- CapacityBuffer consumed by Karpenter ----------------------------------------------------
@@ -127,7 +127,7 @@ def test_karpenter_provisions_the_buffer_the_daemon_sizes_and_consolidates_it_aw
     cluster, karpenter, buffer_pool, tmp_path
 ) -> None:
     api = cluster.api()
-    daemon, port = chart_daemon(cluster, tmp_path, buffer_values(7), "kbuf")
+    daemon, port, _ = chart_daemon(cluster, tmp_path, buffer_values(7), "kbuf")
     try:
         buffer = {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "CapacityBuffer",
                   "metadata": {"name": "warm", "namespace": BUFFER_NS}}  # fmt: skip
@@ -185,8 +185,10 @@ def test_consolidation_taints_a_node_and_the_daemon_holds_room_for_its_pods(
     create_app(api, ns, placement=placement("drain"))
     set_replicas(api, ns, "app", 12)
     wait_for(lambda: running(api, ns, "app=e2e-app") == 12, karpenter.boot + 120, "12 app pods")
-    (big,) = karpenter.ready_nodes("drain")
-    assert big.metadata.labels["node.kubernetes.io/instance-type"] == "c-16x-amd64-linux"
+    (big,) = wait_for(lambda: karpenter.ready_nodes("drain"), 60, "the drain pool's node")
+    assert big.metadata.labels["node.kubernetes.io/instance-type"] == "c-16x-amd64-linux", (
+        karpenter.describe("drain")
+    )
 
     values = {
         "disruption": {"readPods": True},
@@ -199,12 +201,13 @@ def test_consolidation_taints_a_node_and_the_daemon_holds_room_for_its_pods(
                 "placeholder": {
                     "requests": {"cpu": "1", "memory": "1Gi"},
                     "annotations": {"karpenter.sh/do-not-disrupt": "true"},
+                    "spread": {"mode": "none"},
                     **placement("drain"),
                 },
             }
         ],
     }
-    daemon, port = chart_daemon(cluster, tmp_path, values, "kdrain",
+    daemon, port, release = chart_daemon(cluster, tmp_path, values, "kdrain",
                                 PH_DISRUPTION_READ_PODS="true")  # fmt: skip
     try:
         wait_for(lambda: pool_entry(port, "drain"), 60, "the daemon's first reconcile")
@@ -212,7 +215,12 @@ def test_consolidation_taints_a_node_and_the_daemon_holds_room_for_its_pods(
         wait_for(lambda: running(api, ns, "app=e2e-app") == 5, 60, "5 app pods")
         karpenter.set_consolidate_after("drain", 5)
         entry = wait_for(
-            lambda: (e := pool_entry(port, "drain")) and e.get("reason") == "disruption" and e,
+            lambda: (
+                (e := pool_entry(port, "drain"))
+                and e["details"].get("nodes_leaving", 0) > 0
+                and e["reason"] == "disruption"
+                and e
+            ),
             120,
             f"the daemon to hold room for the disrupted node's pods: {karpenter.describe('drain')}",
         )
@@ -220,7 +228,8 @@ def test_consolidation_taints_a_node_and_the_daemon_holds_room_for_its_pods(
             n for n, _, taints in karpenter.describe("drain") if "karpenter.sh/disrupted" in taints
         ]
         print(f"while {tainted} was disrupted the plan was {entry}")
-        assert entry["desired"] >= 5, entry
+        assert entry["desired_replicas"] >= 5, entry
+        assert entry["details"]["disruption_source"] == "pods", entry
         # The disrupted node goes, though the pool's placeholders carry do-not-disrupt.
         wait_for(
             lambda: (
@@ -231,9 +240,20 @@ def test_consolidation_taints_a_node_and_the_daemon_holds_room_for_its_pods(
             f"the disrupted node to be gone: {karpenter.describe('drain')}",
         )
         wait_for(lambda: running(api, ns, "app=e2e-app") == 5, 60, "the app pods moved")
+        # The room goes with the node: the placeholders come down again.
+        wait_for(
+            lambda: (e := pool_entry(port, "drain")) and e["desired_replicas"] == 0,
+            60,
+            "the daemon to lower the placeholders once the node is gone",
+        )
+        placeholders = "app.kubernetes.io/name=predictive-headroom-placeholder"
+        wait_for(
+            lambda: running(api, release.namespace, placeholders) == 0, 60, "placeholders gone"
+        )
     finally:
         daemon.stop()
         set_replicas(api, ns, "app", 0)
+        set_replicas(api, release.namespace, release.placeholder("drain"), 0)
         karpenter.delete_pool("drain")
     assert "Traceback" not in daemon.text(), daemon.text()
 

@@ -77,7 +77,8 @@ def test_placeholders_make_karpenter_add_nodes_and_app_pods_preempt_them(
     # One node's worth of placeholders: pending, they make Karpenter launch a node for them.
     set_replicas(api, "preempt", setup.placeholder(), 7)
     wait_for(lambda: running(api, "preempt", PLACEHOLDERS) == 7, boot + 120, "7 placeholders run")
-    nodes = karpenter.ready_nodes(POOL)
+    # Bound is not yet Ready: the scheduler may bind once Karpenter registered the node.
+    nodes = wait_for(lambda: karpenter.ready_nodes(POOL), 60, "the placeholders' node Ready")
     assert len(nodes) == 1 and slots(nodes[0]) == 7, karpenter.describe(POOL)
     claims = len(karpenter.nodeclaims(POOL))
 

@@ -127,6 +127,10 @@ class Karpenter:
 
     cluster: Cluster
     boot_delay: float = 15.0
+    name: str = "karpenter"
+    """The component's name: its log is logs/<name>.log."""
+    bins_dir: Path | None = None
+    """Where `karpenter` and `karpenter-crds/` are (default: the cluster's binaries)."""
     batch_idle: float = 1.0
     batch_max: float = 5.0
     ports: dict[str, int] = field(default_factory=dict)
@@ -137,11 +141,15 @@ class Karpenter:
         return self.boot_delay + self.cluster.node_ready_delay
 
     @property
+    def bins(self) -> Path:
+        return self.bins_dir or self.cluster.bins
+
+    @property
     def proc(self) -> Proc:
-        return self.cluster.procs["karpenter"]
+        return self.cluster.procs[self.name]
 
     def start(self) -> Karpenter:
-        missing = karpenter_missing(self.cluster.bins)
+        missing = karpenter_missing(self.bins)
         if missing:
             raise KarpenterError(missing)
         kube = Kube(self.cluster.api())
@@ -153,7 +161,7 @@ class Karpenter:
 
     def _apply_crds(self, kube: Kube) -> None:
         ext = kubernetes.client.ApiextensionsV1Api(kube.api)
-        crds = sorted((self.cluster.bins / "karpenter-crds").glob("*.yaml"))
+        crds = sorted((self.bins / "karpenter-crds").glob("*.yaml"))
         for path in crds:
             kube.apply(yaml.safe_load(path.read_text()))
         for path in crds:
@@ -196,7 +204,7 @@ class Karpenter:
             "KUBE_CLIENT_BURST": "300",
             "CPU_REQUESTS": "1000",
         }
-        proc = self.cluster.spawn("karpenter", [str(self.cluster.bins / "karpenter")], env)
+        proc = self.cluster.spawn(self.name, [str(self.bins / "karpenter")], env)
         try:
             self._wait(self._healthy, "its /readyz is ok")
         except ClusterError as exc:
@@ -244,7 +252,7 @@ class Karpenter:
 
     def save_metrics(self) -> None:
         """Karpenter's /metrics into logs/karpenter-metrics.txt (kept with its log)."""
-        if not self.ports or "karpenter" not in self.cluster.procs or not self.proc.alive():
+        if not self.ports or self.name not in self.cluster.procs or not self.proc.alive():
             return
         url = f"http://127.0.0.1:{self.ports['metrics']}/metrics"
         try:
@@ -255,7 +263,7 @@ class Karpenter:
 
     def stop(self) -> None:
         self.save_metrics()
-        if "karpenter" in self.cluster.procs:
+        if self.name in self.cluster.procs:
             self.proc.stop()
 
     def restart(self, down: float = 0.0) -> None:

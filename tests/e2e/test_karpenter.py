@@ -26,7 +26,7 @@ from apps import app_deployment, create_app, running
 from cluster import free_port
 from daemonproc import REPO, DaemonProc, write_policy
 from install import Installed, install, set_replicas
-from karpenter import placement
+from karpenter import Karpenter, KarpenterError, karpenter_missing, placement
 from kube import Kube, ensure_namespace, wait_for
 
 POOL_LABEL = "predictive-headroom.io/pool"
@@ -310,3 +310,23 @@ def test_size_suggests_requests_that_fit_the_nodepool_instance_types(
         set_replicas(api, ns, "app", 0)
         kubernetes.client.AppsV1Api(api).delete_namespaced_deployment("probe", ns)
         karpenter.delete_pool("sized")
+
+
+# -- a Karpenter that does not start ---------------------------------------------------------
+
+
+def test_a_karpenter_that_does_not_start_fails_with_its_last_log_lines(cluster, tmp_path) -> None:
+    bins = tmp_path / "bins"
+    (bins / "karpenter-crds").mkdir(parents=True)
+    for crd in (cluster.bins / "karpenter-crds").glob("*.yaml"):
+        (bins / "karpenter-crds" / crd.name).write_text(crd.read_text())
+    broken = bins / "karpenter"
+    broken.write_text("#!/bin/sh\necho 'panic: no kubeconfig for you' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    with pytest.raises(KarpenterError) as failed:
+        Karpenter(cluster, name="karpenter-broken", bins_dir=bins).start()
+    assert "karpenter-broken exited with code 3" in str(failed.value)
+    assert "panic: no kubeconfig for you" in str(failed.value)
+    # Not built: the message build.sh left says why.
+    (bins / "karpenter.failed").write_text("go: sigs.k8s.io/karpenter@v9.9.9: 403 Forbidden\n")
+    assert "403 Forbidden" in (karpenter_missing(bins) or "")

@@ -8,7 +8,7 @@ tests build them with fakes. The daemon holds no client it did not get here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from predictive_headroom.protocols import (
     PodReader,
     Source,
     TargetApis,
+    TargetCondition,
 )
 
 POOL_WORKERS = 8
@@ -42,6 +43,7 @@ ReportWriter = Callable[
         Mapping[str, PlanSettings],
         Mapping[str, Mapping[str, Any]],
         Mapping[str, DisruptionPart],
+        Mapping[str, Sequence[TargetCondition]],
     ],
     Any,
 ]

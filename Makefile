@@ -127,7 +127,7 @@ e2e-bins:
 	bash tests/e2e/build.sh >/dev/null
 
 e2e: $(STAMP) e2e-bins
-	PH_E2E=1 $(BIN)/python -m pytest -q tests/e2e --basetemp=$${TMPDIR:-/tmp}/predictive-headroom-e2e
+	PH_E2E=1 $(BIN)/python -m pytest -q tests/e2e --basetemp=$${TMPDIR:-/tmp}/predictive-headroom-e2e-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-8)
 
 # The chart and the kustomize base as the cluster would get them, without helm or kubectl
 # (Helm's own template engine through helm-python-sdk): make render [VALUES=my-values.yaml].

@@ -127,6 +127,21 @@ class Preemption:
 
 
 @dataclass(frozen=True)
+class TargetCondition:
+    """One status condition of a pool's target as the server reported it (a CapacityBuffer's
+    `status.conditions[]`: `ReadyForProvisioning`, `Provisioning`, `LimitedByQuotas`, ...)."""
+
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "status": self.status, "reason": self.reason,
+                "message": self.message}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class TargetState:
     """The current replica count of a pool's target and whether a person paused it."""
 
@@ -140,6 +155,9 @@ class TargetState:
     0 and the count is not taken for a person's change."""
     pool_label: str | None = None
     """The target's `predictive-headroom.io/pool` label: the daemon's placeholder for that pool."""
+    conditions: tuple[TargetCondition, ...] = ()
+    """The target's status conditions, as the autoscaler that consumes it reports them (a
+    CapacityBuffer's; a Deployment's are not read)."""
 
 
 class Actuator(Protocol):

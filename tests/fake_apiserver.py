@@ -456,8 +456,10 @@ class FakeApiServer:
         replicas: int = 0,
         annotations: dict[str, str] | None = None,
         pool: str | None = OWN_POOL,
+        status: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Create a CapacityBuffer labelled as `pool`'s (see `_pool_labels`; None: no label)."""
+        """Create a CapacityBuffer labelled as `pool`'s (see `_pool_labels`; None: no label), with
+        `replicas` (and the `status` its autoscaler would set)."""
         return self._put(
             "autoscaling.x-k8s.io",
             "capacitybuffers",
@@ -469,8 +471,9 @@ class FakeApiServer:
                     **_pool_labels(name, pool),
                 },
                 "spec": {"podTemplateRef": {"name": f"{name}-template"}, "replicas": replicas},
+                **({"status": status} if status is not None else {}),
             },
-        )
+        )  # fmt: skip
 
     def capacity_buffer(self, ns: str, name: str) -> dict[str, Any] | None:
         """The CapacityBuffer `name` (in `ns` when the resource is namespaced; `ns` is ignored when cluster-scoped)."""

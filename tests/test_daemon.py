@@ -1006,3 +1006,39 @@ def test_runner_reschedules_and_refits_after_a_config_change(tmp_path, server) -
         assert refits[0].next_run_time.minute == 15
     finally:
         runner.stop()
+
+
+@pytest.mark.parametrize("server", [("v1beta1",)], ids=["only-v1beta1"], indirect=True)
+def test_last_run_shows_the_buffer_conditions_its_autoscaler_reports(tmp_path, server) -> None:
+    from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+
+    target = {"kind": "CapacityBuffer", "namespace": NS, "name": "gpu-buffer"}
+    config = write_config(tmp_path / "p.yaml", pool_yaml("gpu", minReplicas=2, target=target))
+    status = {
+        "conditions": [
+            {"type": "Provisioning", "status": "True", "reason": "RequiresNewCapacity",
+             "message": "2 buffer pods need new nodes", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "ReadyForProvisioning", "status": "True", "reason": "Resolved"},
+            {"type": "LimitedByQuotas", "status": "False"},
+            {"reason": "no type: left out"},
+        ]
+    }  # fmt: skip
+    server.add_capacity_buffer(NS, "gpu-buffer", 0, status=status)
+    api, clock = server.api_client(), Clock()
+    discovery = CapacityBufferDiscovery(api, FAST)
+    daemon = make_daemon(
+        config, server, clock, actuator=TargetActuator(api, FAST, discovery=discovery),
+        target_apis=discovery,
+    )  # fmt: skip
+
+    daemon.reconcile()
+
+    (pool,) = daemon.status()["reconcile"]["pools"]
+    assert pool["action"] == "scaled"
+    assert pool["target_conditions"] == [
+        {"type": "LimitedByQuotas", "status": "False", "reason": "", "message": ""},
+        {"type": "Provisioning", "status": "True", "reason": "RequiresNewCapacity",
+         "message": "2 buffer pods need new nodes"},
+        {"type": "ReadyForProvisioning", "status": "True", "reason": "Resolved", "message": ""},
+    ]  # fmt: skip
+    json.dumps(daemon.status())

@@ -535,3 +535,42 @@ pools:
                 last = (s["desired_replicas"], s["reason"])
         assert rows == changes, step
     assert changes[0][0] == "2014-12-08T00:03:20Z" and len(changes) > 3
+
+
+def test_the_buffer_conditions_its_autoscaler_reports_are_in_the_report(taxi) -> None:
+    from predictive_headroom.protocols import TargetCondition
+    from predictive_headroom.report.html import render_html
+
+    at = MONDAY
+    conditions = (
+        TargetCondition("LimitedByQuotas", "True", "NodePoolLimit", "cpu limit 16 reached"),
+        TargetCondition("Provisioning", "True", "RequiresNewCapacity"),
+        TargetCondition("ReadyForProvisioning", "True", "Resolved"),
+    )
+    p = policy()
+    report = report_of(
+        p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, at)}, {}, at,
+        targets={"taxi": conditions},
+    )  # fmt: skip
+
+    (pool,) = report_to_json(report)["pools"]
+    assert pool["target_conditions"][0] == {
+        "type": "LimitedByQuotas", "status": "True", "reason": "NodePoolLimit",
+        "message": "cpu limit 16 reached",
+    }  # fmt: skip
+    assert [c["type"] for c in pool["target_conditions"]] == [c.type for c in conditions]
+    limited = [w for w in pool["warnings"] if w["code"] == "buffer-limited"]
+    assert limited == [
+        {
+            "code": "buffer-limited",
+            "message": "the autoscaler caps the CapacityBuffer below its replicas "
+            "(LimitedByQuotas=True: NodePoolLimit: cpu limit 16 reached)",
+        }
+    ]
+    page = " ".join(render_html(report).split())
+    assert "What the autoscaler says of the CapacityBuffer" in page
+    assert "RequiresNewCapacity" in page and "cpu limit 16 reached" in page
+    # Without conditions (a Deployment, or outside the daemon) the section is absent.
+    plain = report_of(p, {"taxi": taxi}, {"taxi": seasonal_forecast(taxi, at)}, {}, at)
+    assert report_to_json(plain)["pools"][0]["target_conditions"] == []
+    assert "What the autoscaler says" not in render_html(plain)

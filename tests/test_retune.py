@@ -226,8 +226,9 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
         tuning.realized_protection
     )
     # The report after the refit says it too, next to the closed loop.
-    [(policy, forecasts, histories, when, loop, settings, promises, disruption)] = reported
+    [(policy, forecasts, histories, when, loop, settings, promises, disruption, targets)] = reported
     assert disruption == {}  # written at the refit, before a reconcile looked at the nodes
+    assert targets == {}  # nor read the targets' conditions
     assert promises == {"web": tuning.report(pool_price(web, None))}
     shown = promises["web"]
     assert (shown["says"], shown["short"], shown["reason"]) == (says, False, tuning.reason)

@@ -14,7 +14,7 @@ import argparse
 import logging
 import signal
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ from predictive_headroom.kube.watched import (
 )
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.settings import Settings
-from predictive_headroom.protocols import ActuatorError, Source, SourceError
+from predictive_headroom.protocols import ActuatorError, Source, SourceError, TargetCondition
 from predictive_headroom.report.build import ReportInputs, build_report
 from predictive_headroom.report.store import load_past_reports, remove_leftovers, write_report
 from predictive_headroom.sources.prometheus import from_settings
@@ -94,6 +94,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
         plan_settings: Mapping[str, PlanSettings],
         promises: Mapping[str, Mapping[str, Any]] | None = None,
         parts: Mapping[str, Mapping[str, Part]] | None = None,
+        targets: Mapping[str, Sequence[TargetCondition]] | None = None,
     ) -> Path:
         past = load_past_reports(settings.report_dir)
         inputs = ReportInputs(
@@ -103,6 +104,7 @@ def report_writer(settings: Settings, source_name: str) -> Any:
             loop=loop or {},
             promises=promises or {},
             parts=parts or {},
+            targets=targets or {},
         )
         report = build_report(policy, inputs, at, past=past, source=source_name)
         return write_report(settings.report_dir, report, settings.report_keep)

@@ -147,3 +147,16 @@ class PlanReason(StrEnum):
     competed. (`hold:<why>` is kept for the daemon holding the current replicas, `daemon/writes.py`.)"""
     SCHEDULE_PREFIX = "schedule:"
     """Followed by the name of the window that sets the floor."""
+
+
+class BufferCondition(StrEnum):
+    """The status conditions an autoscaler reports on a CapacityBuffer (`autoscaling.x-k8s.io`
+    v1beta1, as Karpenter 1.14 and Cluster Autoscaler 1.35 set them); shown on /last-run."""
+
+    READY_FOR_PROVISIONING = "ReadyForProvisioning"
+    """True once the autoscaler resolved the buffer's pod template and replica count."""
+    PROVISIONING = "Provisioning"
+    """True while the autoscaler keeps the buffer's capacity (reason: fits existing capacity, or
+    requires new capacity)."""
+    LIMITED_BY_QUOTAS = "LimitedByQuotas"
+    """True when a quota or limit caps the buffer below its replicas."""

@@ -58,7 +58,7 @@ from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.daemon.workers import map_bounded
 from predictive_headroom.daemon.writes import TargetWriter
 from predictive_headroom.policy.config import Policy, Pool
-from predictive_headroom.protocols import NodePodReader
+from predictive_headroom.protocols import NodePodReader, TargetCondition
 
 logger = logging.getLogger(__name__)
 
@@ -291,12 +291,19 @@ class Daemon:
                 settings,
                 promises,
                 last_parts(self.components),
+                self._target_conditions(),
             )
             self.report_error = None
         except Exception as exc:
             logger.exception("could not write the report after the refit (the daemon carries on)")
             self.metrics.error("report")
             self.report_error = f"could not write the report of {from_epoch(at):%Y-%m-%dT%H:%M:%SZ}: {type(exc).__name__}: {exc}"
+
+    def _target_conditions(self) -> dict[str, tuple[TargetCondition, ...]]:
+        """Each pool's target conditions as its last reconcile read them (for the report)."""
+        if self.last_reconcile is None:
+            return {}
+        return {o.pool: o.target_conditions for o in self.last_reconcile.pools}
 
     # -- reconcile -----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.vocabulary import PoolAction
+from predictive_headroom.protocols import TargetCondition
 
 
 @dataclasses.dataclass
@@ -23,6 +24,8 @@ class PoolOutcome:
     error: str | None = None
     failed_reads: list[str] = dataclasses.field(default_factory=list)
     """Reads that failed while something stood in for them (a node count: the last good one)."""
+    target_conditions: tuple[TargetCondition, ...] = ()
+    """The target's status conditions as read in this reconcile (a CapacityBuffer's)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -32,6 +35,8 @@ class PoolOutcome:
         }
         if self.plan is not None:
             out.update({k: v for k, v in plan_to_dict(self.plan).items() if k != "name"})
+        if self.target_conditions:
+            out["target_conditions"] = [c.to_dict() for c in self.target_conditions]
         if self.error:
             out["error"] = self.error
         if self.failed_reads:

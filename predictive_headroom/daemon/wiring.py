@@ -8,7 +8,7 @@ tests build them with fakes. The daemon holds no client it did not get here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from predictive_headroom.protocols import (
     PodReader,
     Source,
     TargetApis,
+    TargetCondition,
 )
 
 POOL_WORKERS = 8
@@ -42,11 +43,13 @@ ReportWriter = Callable[
         Mapping[str, PlanSettings],
         Mapping[str, Mapping[str, Any]],
         Mapping[str, Mapping[str, Part]],
+        Mapping[str, Sequence[TargetCondition]],
     ],
     Any,
 ]
 """Writes the report after a refit: (policy, forecasts, histories, at, closed loop per pool,
-settings per pool, the last registered components per pool by name) -> anything (e.g. its path). The
+settings per pool, the last registered components per pool by name, the targets' conditions
+per pool) -> anything (e.g. its path). The
 settings are those the reconcile plans with (measured lead time, tuned quantile and window)."""
 
 

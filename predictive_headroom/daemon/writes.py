@@ -97,16 +97,25 @@ class TargetWriter:
             self._overridden.discard(pool.name)
 
     def write(self, pool: Pool, plan: Plan, missing: str | None) -> PoolOutcome:
-        """Bring `pool`'s target to `plan` unless a rule above says not to; return what was done.
+        """Bring `pool`'s target to `plan` unless a rule above says not to; return what was done,
+        with the target's status conditions as read before the write.
 
         `missing` names an input the plan lacks (then the count is not lowered). Raises
         ActuatorError when the target cannot be read or written.
         """
-        target = f"{pool.target.namespace}/{pool.target.name}"
         state = self.actuator.read(pool)
         refused = self._refusal(pool, plan, state)
         if refused is not None:
+            refused.target_conditions = state.conditions
             return refused
+        outcome = self._write(pool, plan, missing, state)
+        outcome.target_conditions = state.conditions
+        return outcome
+
+    def _write(
+        self, pool: Pool, plan: Plan, missing: str | None, state: TargetState
+    ) -> PoolOutcome:
+        target = f"{pool.target.namespace}/{pool.target.name}"
         self._notice_recreated(pool, state.uid, target)
         if state.paused:
             return self._leave_paused(pool, plan, state.replicas, target)

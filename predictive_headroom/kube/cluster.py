@@ -51,6 +51,7 @@ from predictive_headroom.protocols import (
     ClusterState,
     NodeList,
     NodeSeen,
+    TargetCondition,
     TargetState,
 )
 
@@ -110,6 +111,8 @@ class _Current:
     pool_label: str | None = None
     """The object's `predictive-headroom.io/pool` label, where the read returns labels (a
     CapacityBuffer; a Deployment's /scale carries none)."""
+    conditions: tuple[TargetCondition, ...] = ()
+    """The object's status conditions (a CapacityBuffer's, as its autoscaler reports them)."""
 
 
 def read_replicas(value: Any, unset_is_odd: bool) -> tuple[int, str | None]:

@@ -32,7 +32,7 @@ from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_PLURAL,
 )
-from predictive_headroom.protocols import TargetState
+from predictive_headroom.protocols import TargetCondition, TargetState
 
 logger = logging.getLogger(__name__)
 
@@ -128,16 +128,13 @@ class CapacityBufferActuator(_ReplicaTarget):
         self.discovery = discovery or CapacityBufferDiscovery(api_client, self.options)
 
     def read(self, pool: Pool) -> TargetState:
-        """Current `spec.replicas` (0 when unset) and `paused` from the kill-switch annotation."""
+        """Current `spec.replicas` (0 when unset), `paused` from the kill-switch annotation, and
+        the buffer's status conditions as its autoscaler reports them."""
         current = self._current(pool)
         return TargetState(
-            current.replicas,
-            current.resource_version,
-            current.paused,
-            current.uid,
-            current.odd,
-            current.pool_label,
-        )
+            current.replicas, current.resource_version, current.paused, current.uid, current.odd,
+            current.pool_label, conditions=current.conditions,
+        )  # fmt: skip
 
     def _current(self, pool: Pool) -> _Current:
         api = self.discovery.api_for(pool)
@@ -151,6 +148,7 @@ class CapacityBufferActuator(_ReplicaTarget):
         obj: dict[str, Any] = found if isinstance(found, dict) else {}
         meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
         replicas, odd = read_replicas(spec.get("replicas"), False)  # unset: sized by percentage
+        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
         return _Current(
             replicas,
             meta.get("resourceVersion", ""),
@@ -161,6 +159,7 @@ class CapacityBufferActuator(_ReplicaTarget):
             spec.get("percentage") is not None,
             odd,
             (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
+            buffer_conditions(status.get("conditions")),
         )
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
@@ -248,3 +247,19 @@ class TargetActuator:
     def record_refusal(self, pool: Pool, message: str) -> None:
         """A Warning Event on the pool's target saying why it is not written (never raises)."""
         self._by_kind[pool.target.kind].record_refusal(pool, message)
+
+
+def buffer_conditions(raw: Any) -> tuple[TargetCondition, ...]:
+    """A CapacityBuffer's `status.conditions` as values, sorted by type; entries without a type
+    or status (or not objects) are left out, so an odd status never fails the read."""
+    found = [
+        TargetCondition(
+            str(c["type"]),
+            str(c["status"]),
+            str(c.get("reason") or ""),
+            str(c.get("message") or ""),
+        )
+        for c in (raw if isinstance(raw, list) else [])
+        if isinstance(c, dict) and c.get("type") and c.get("status")
+    ]
+    return tuple(sorted(found, key=lambda c: c.type))

@@ -36,6 +36,7 @@ from predictive_headroom.core.series import (
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import BurstFit, ForecastStatus
 from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.protocols import TargetCondition
 from predictive_headroom.report.analysis import (
     find_peaks,
     headroom_cost,
@@ -79,6 +80,9 @@ class ReportInputs:
     loop: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """What the daemon measured in the cluster per pool (its closed loop), shown in each pool's
     section; empty outside the daemon."""
+    targets: Mapping[str, Sequence[TargetCondition]] = field(default_factory=dict)
+    """Each pool's target status conditions at the daemon's last reconcile (a CapacityBuffer's);
+    empty outside the daemon."""
     promises: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """What its re-tune says of a `protection:` pool (`Tuning.report`: "asked 95%, last week
     96.1%", a shortfall shown as a warning)."""
@@ -172,6 +176,7 @@ def _pool_report(
         burst=_last_day_burst(name, usable, known, at, settings.lead),
         settings=settings,
         loop=given.loop.get(name),
+        target_conditions=tuple(given.targets.get(name, ())),
     )
     return with_promise(with_notices(report, plans), given.promises.get(name))
 
@@ -300,6 +305,7 @@ def _pool_json(r: PoolReport) -> dict[str, Any]:
         "max_replicas": pool.max_replicas,
         "lead_time_seconds": r.lead_seconds,
         "closed_loop": dict(r.loop) if r.loop is not None else None,
+        "target_conditions": [c.to_dict() for c in r.target_conditions],
         "promise": dict(r.promise) if r.promise is not None else None,
         "history": {"points": r.history_points, "days": round(r.history_seconds / DAY_SECONDS, 2)},
         "forecast": _forecast_json(r),

@@ -388,6 +388,7 @@ def _pool_view(r: PoolReport, at: float) -> dict[str, Any]:
         }
         if r.loop is not None
         else None,
+        "target_conditions": [[c.type, c.status, c.reason, c.message] for c in r.target_conditions],
         "promise": promise_view(r.promise),
         "accuracy_words": mase_words(acc) if acc else "",
         "disruption_now": disruption_sentence(r.now.details, r.now.components.get("disruption")),

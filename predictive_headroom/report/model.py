@@ -17,6 +17,7 @@ from predictive_headroom.core.series import Forecast, History
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import ForecastStatus
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.protocols import TargetCondition
 from predictive_headroom.report.analysis import HeadroomCost, PastForecast, Peak
 
 
@@ -60,6 +61,9 @@ class PoolReport:
     """The row grid of the plan; the rows also include every instant the plan changes."""
     promise: Mapping[str, Any] | None = None
     """What the daemon's re-tune says of the protection kept (`Tuning.report`); None otherwise."""
+    target_conditions: tuple[TargetCondition, ...] = ()
+    """The target's status conditions at the daemon's last reconcile (a CapacityBuffer's, as its
+    autoscaler reports them); empty outside the daemon and for a Deployment."""
 
     @property
     def lead_seconds(self) -> float:

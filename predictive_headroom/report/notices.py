@@ -16,6 +16,7 @@ import numpy as np
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import DAY_SECONDS, iso_utc
 from predictive_headroom.core.vocabulary import (
+    BufferCondition,
     ForecastStatus,
     MissingInput,
     NoForecastWhy,
@@ -81,7 +82,27 @@ def with_notices(r: PoolReport, plans: Sequence[Plan]) -> PoolReport:
                 "the proportional rule was left out: no cluster state was given (the daemon reads it from the nodes)",
             )
         )
+    found.extend(_buffer_notices(r))
     return dataclasses.replace(r, notices=tuple(found))
+
+
+def _buffer_notices(r: PoolReport) -> list[Notice]:
+    """A CapacityBuffer its autoscaler cannot provision as asked: not resolved
+    (`ReadyForProvisioning` False) or capped (`LimitedByQuotas` True), with the autoscaler's words."""
+    found = []
+    for c in r.target_conditions:
+        if c.type == BufferCondition.READY_FOR_PROVISIONING and c.status == "False":
+            code, what = "buffer-not-ready", "the autoscaler cannot provision the CapacityBuffer"
+        elif c.type == BufferCondition.LIMITED_BY_QUOTAS and c.status == "True":
+            code, what = (
+                "buffer-limited",
+                "the autoscaler caps the CapacityBuffer below its replicas",
+            )
+        else:
+            continue
+        why = ": ".join(x for x in (c.reason, c.message) if x)
+        found.append(Notice(code, f"{what} ({c.type}={c.status}{': ' + why if why else ''})"))
+    return found
 
 
 def _max_replicas_notice(r: PoolReport, plans: Sequence[Plan]) -> list[Notice]:

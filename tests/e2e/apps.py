@@ -13,7 +13,10 @@ from kube import Kube, ensure_namespace
 APP_LABEL = {"app": "e2e-app"}
 
 
-def app_deployment(namespace: str, name: str = "app", replicas: int = 0) -> dict[str, Any]:
+def app_deployment(
+    namespace: str, name: str = "app", replicas: int = 0, placement: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The app Deployment; `placement` (nodeSelector, tolerations) is added to its pod spec."""
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -25,6 +28,7 @@ def app_deployment(namespace: str, name: str = "app", replicas: int = 0) -> dict
                 "metadata": {"labels": APP_LABEL},
                 "spec": {
                     "terminationGracePeriodSeconds": 0,
+                    **(placement or {}),
                     "containers": [
                         {
                             "name": "app",
@@ -38,9 +42,11 @@ def app_deployment(namespace: str, name: str = "app", replicas: int = 0) -> dict
     }
 
 
-def create_app(api: Any, namespace: str, name: str = "app") -> None:
+def create_app(
+    api: Any, namespace: str, name: str = "app", placement: dict[str, Any] | None = None
+) -> None:
     ensure_namespace(api, namespace)
-    Kube(api).apply(app_deployment(namespace, name))
+    Kube(api).apply(app_deployment(namespace, name, placement=placement))
 
 
 def _time(value: Any) -> float | None:

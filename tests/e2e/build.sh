@@ -11,17 +11,27 @@
 #
 # etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok are required: a module
 # that is not served or does not build stops the script with the module, version and error.
+# karpenter (Karpenter with its kwok cloud provider, the tier's autoscaler) is built next, its CRDs
+# copied from its module into karpenter-crds/ beside the binaries; when it fails the message goes
+# to karpenter.failed and the script goes on (the tests that need it fail with that message).
+# Karpenter v1.14 declares go 1.26.10: its build alone runs with GOTOOLCHAIN=go1.27.3 (the go
+# command fetches that toolchain from the module proxy); the others keep the go on PATH, so their
+# build cache stays valid.
 # cluster-autoscaler is tried too; when its module is not served the script says so (BLOCKED ...),
-# writes the message to cluster-autoscaler.blocked in the directory and goes on: the tests use a
-# stand-in (tests/e2e/provisioner.py) and print the message (PH_E2E_REQUIRE_AUTOSCALER=1 makes it
-# an error instead).
+# writes the message to cluster-autoscaler.blocked in the directory and goes on
+# (PH_E2E_REQUIRE_AUTOSCALER=1 makes it an error instead): the tests run on Karpenter.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$HERE/gomod"
 FLAGS=(-trimpath "-ldflags=-s -w")
+KARPENTER_TOOLCHAIN=go1.27.3
+# Karpenter binds its metrics and health endpoints to ":<port>" (every interface; no flag sets the
+# host). It is built from a copy of its module with this one edit to pkg/operator/operator.go, so
+# both listen on loopback only, as every server of the e2e tier does.
+KARPENTER_LOOPBACK='s/fmt\.Sprintf(":%d", /fmt.Sprintf("127.0.0.1:%d", /'
 
-key="$( (echo "${FLAGS[*]}"; cat "$BUILD"/*/go.mod "$BUILD"/*/go.sum "$BUILD"/*/*.go) 2>/dev/null | sha256sum | cut -c1-16)"
+key="$( (echo "${FLAGS[*]} $KARPENTER_TOOLCHAIN $KARPENTER_LOOPBACK"; cat "$BUILD"/*/go.mod "$BUILD"/*/go.sum "$BUILD"/*/*.go) 2>/dev/null | sha256sum | cut -c1-16)"
 DIR="${PH_E2E_BINS:-${XDG_CACHE_HOME:-$HOME/.cache}/predictive-headroom/e2e-bins/$key}"
 if [[ "${1:-}" == "--dir" ]]; then
   echo "$DIR"
@@ -37,7 +47,7 @@ started=$SECONDS
 say() { echo "e2e-bins: $*" >&2; }
 
 # The version a build module pins for a module path (from its go.mod, after replace).
-pinned() { (cd "$BUILD/$1" && go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' "$2"); }
+pinned() { (cd "$BUILD/$1" && go list -m -f '{{if .Replace}}{{if .Replace.Version}}{{.Replace.Version}}{{else}}{{.Version}} (edited copy){{end}}{{else}}{{.Version}}{{end}}' "$2"); }
 
 # Print a progress line every 40 packages compiled (go build -v names each one it compiles).
 progress() {
@@ -101,6 +111,44 @@ build kubernetes k8s.io/kubernetes \
   kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager
 build kwok sigs.k8s.io/kwok kwok=sigs.k8s.io/kwok/cmd/kwok
 
+# karpenter: sigs.k8s.io/karpenter's kwok/ main package, with the loopback edit above, and its
+# CRDs (NodePool, NodeClaim, NodeOverlay, CapacityBuffer; KWOKNodeClass) from the same module.
+# A Karpenter that does not build does not stop the script: the message goes to karpenter.failed
+# in the directory, the tests that need Karpenter fail with it, the rest of the tier runs.
+build_karpenter() {
+  local src work="$DIR/.karpenter-src"
+  src=$(cd "$BUILD/karpenter" && go mod download sigs.k8s.io/karpenter && go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter) || {
+    say "FAILED karpenter: module sigs.k8s.io/karpenter (pinned in tests/e2e/gomod/karpenter/go.mod) could not be downloaded (GOTOOLCHAIN=$GOTOOLCHAIN)"
+    return 1
+  }
+  # go build -overlay may not replace files in GOMODCACHE: build from a copy of the module with
+  # the one edit (module/), through a replace directive in a copy of the build module (karpenter/).
+  rm -rf "$work" && mkdir -p "$work/karpenter"
+  cp -r "$src" "$work/module" && chmod -R u+w "$work/module"
+  sed -i "$KARPENTER_LOOPBACK" "$work/module/pkg/operator/operator.go"
+  if [[ $(grep -c 'Sprintf("127.0.0.1:%d", ' "$work/module/pkg/operator/operator.go") != 2 ]]; then
+    say "FAILED karpenter: $src/pkg/operator/operator.go no longer binds its metrics and health ports as \":%d\": revise KARPENTER_LOOPBACK in tests/e2e/build.sh"
+    return 1
+  fi
+  cp "$BUILD/karpenter"/go.mod "$BUILD/karpenter"/go.sum "$BUILD/karpenter"/tools.go "$work/karpenter/"
+  (cd "$work/karpenter" && go mod edit -replace sigs.k8s.io/karpenter=../module)
+  BUILD=$work build karpenter sigs.k8s.io/karpenter karpenter=sigs.k8s.io/karpenter/kwok || return 1
+  rm -rf "$DIR/karpenter-crds" && mkdir -p "$DIR/karpenter-crds"
+  cp "$src"/pkg/apis/crds/*.yaml "$src"/kwok/apis/crds/*.yaml "$DIR/karpenter-crds/"
+  chmod u+w "$DIR"/karpenter-crds/*.yaml
+  rm -rf "$work"
+}
+if [[ -x "$DIR/karpenter" && -d "$DIR/karpenter-crds" ]]; then
+  say "karpenter: cached (karpenter, karpenter-crds)"
+else
+  rm -f "$DIR/karpenter.failed"
+  if ! (export GOTOOLCHAIN=$KARPENTER_TOOLCHAIN; build_karpenter) 2> >(tee "$DIR/.karpenter-build.log" >&2); then
+    sleep 1 # let tee write the last lines
+    tail -n 40 "$DIR/.karpenter-build.log" >"$DIR/karpenter.failed"
+    say "FAILED karpenter: the tests that need it will fail with these lines ($DIR/karpenter.failed)"
+  fi
+fi
+
 # cluster-autoscaler: a nested module of k8s.io/autoscaler whose tags are not Go-style, so its
 # go.mod names the release commit as a pseudo-version. Built only with the kwok cloud provider.
 CA_MODULE=k8s.io/autoscaler/cluster-autoscaler
@@ -112,7 +160,7 @@ elif ! out=$(cd "$BUILD/autoscaler" && GOFLAGS=-mod=mod go mod download -json "$
   echo "$message" >"$DIR/cluster-autoscaler.blocked"
   say "BLOCKED cluster-autoscaler: $message"
   if [[ "${PH_E2E_REQUIRE_AUTOSCALER:-}" == 1 ]]; then exit 1; fi
-  say "the e2e tests use tests/e2e/provisioner.py in its place (docs/e2e.md)"
+  say "the e2e tests use Karpenter's kwok provider as their autoscaler (docs/e2e.md)"
 else
   rm -f "$DIR/cluster-autoscaler.blocked"
   (cd "$BUILD/autoscaler" && GOFLAGS=-mod=mod go mod tidy)

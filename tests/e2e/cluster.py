@@ -7,12 +7,12 @@
   `--authorization-mode=Node,RBAC`;
 - kube-scheduler and kube-controller-manager, each with its own client certificate and
   kubeconfig (the users RBAC's bootstrap policy grants their roles to);
-- kwok, which plays every node labelled `type=kwok`: a node turns Ready `node_ready_delay`
-  seconds after it is created (the boot time), and pods bound to a ready node run at once.
+- kwok, which plays every node labelled `kwok.x-k8s.io/node=fake` (the label Karpenter's kwok
+  provider puts on its nodes): a node turns Ready `node_ready_delay` seconds after it is created,
+  and pods bound to a ready node run at once.
 
 Nodes are made by `add_nodes` (tainted not-ready until kwok reports them Ready, as a booting
-kubelet's node is) or by a node provisioner (`tests/e2e/provisioner.py`, or Cluster Autoscaler
-with its kwok provider where it was built). `stop()` ends every process by its PID (SIGTERM,
+kubelet's node is) or by Karpenter with its kwok provider (`tests/e2e/karpenter.py`). `stop()` ends every process by its PID (SIGTERM,
 then SIGKILL after a bounded wait); it also runs at interpreter exit, so an interrupted test
 leaves nothing behind. `restart_apiserver()` stops and starts kube-apiserver on the same port.
 """
@@ -40,6 +40,8 @@ BUILD_SCRIPT = HERE / "build.sh"
 REQUIRED = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok")
 KWOK_LABEL = "type"
 KWOK_VALUE = "kwok"
+KWOK_MANAGED = ("kwok.x-k8s.io/node", "fake")
+"""The label kwok selects the nodes it plays by (Karpenter's kwok provider sets it)."""
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 SERVICE_CIDR = "10.0.0.0/24"
 START_TIMEOUT = 90.0
@@ -145,6 +147,7 @@ def make_certificates(pki: Path) -> None:
         "scheduler": ("/CN=system:kube-scheduler", "client.ext"),
         "controller-manager": ("/CN=system:kube-controller-manager", "client.ext"),
         "kwok": ("/O=system:masters/CN=kwok", "client.ext"),
+        "karpenter": ("/O=system:masters/CN=karpenter", "client.ext"),
         "apiserver-etcd": ("/CN=apiserver-etcd", "client.ext"),
     }
     for name, (subject, ext) in subjects.items():
@@ -320,20 +323,24 @@ class Cluster:
 
     # -- processes --------------------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: list[str]) -> Proc:
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Proc:
+        """Start `argv` as the component `name` (log `logs/<name>.log`, appended to), with `env`
+        added to this process's environment; it is stopped with the others."""
         logs = self.workdir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         log = logs / f"{name}.log"
         with log.open("ab") as out:
             popen = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.workdir, start_new_session=True,
+                cwd=self.workdir, start_new_session=True, env={**os.environ, **(env or {})},
             )  # fmt: skip
         proc = Proc(name, popen, log)
         self.procs[name] = proc
         return proc
 
-    def _wait(self, proc: Proc, ready: Callable[[], bool], what: str) -> None:
+    def wait(self, proc: Proc, ready: Callable[[], bool], what: str) -> None:
+        """Poll `ready` until true; ClusterError with the log tail when `proc` exits or
+        START_TIMEOUT passes."""
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if not proc.alive():
@@ -403,7 +410,7 @@ class Cluster:
     def _start_etcd(self) -> None:
         client = f"http://127.0.0.1:{self.ports['etcd']}"
         peer = f"http://127.0.0.1:{self.ports['etcd-peer']}"
-        proc = self._spawn(
+        proc = self.spawn(
             "etcd",
             [
                 str(self.bins / "etcd"),
@@ -424,7 +431,7 @@ class Cluster:
             with urllib.request.urlopen(client + "/health", timeout=2) as resp:
                 return b'"true"' in resp.read()
 
-        self._wait(proc, healthy, "GET /health says true")
+        self.wait(proc, healthy, "GET /health says true")
 
     def _apiserver_argv(self) -> list[str]:
         pki = self.pki
@@ -449,8 +456,8 @@ class Cluster:
         ]
 
     def _start_apiserver(self) -> None:
-        proc = self._spawn("kube-apiserver", self._apiserver_argv())
-        self._wait(proc, lambda: self._get("/readyz")[0] == 200, "GET /readyz is 200")
+        proc = self.spawn("kube-apiserver", self._apiserver_argv())
+        self.wait(proc, lambda: self._get("/readyz")[0] == 200, "GET /readyz is 200")
 
     def restart_apiserver(self, down: float = 0.0) -> None:
         """Stop kube-apiserver (SIGTERM), wait `down` seconds, start it again on the same port."""
@@ -461,7 +468,7 @@ class Cluster:
     def _start_controller_manager(self) -> None:
         pki = self.pki
         config = self.workdir / "controller-manager.kubeconfig"
-        proc = self._spawn(
+        proc = self.spawn(
             "kube-controller-manager",
             [
                 str(self.bins / "kube-controller-manager"),
@@ -483,11 +490,11 @@ class Cluster:
                 "--v=1",
             ],
         )
-        self._wait(proc, lambda: self._started(proc, "Started controller"), "a controller started")
+        self.wait(proc, lambda: self._started(proc, "Started controller"), "a controller started")
 
     def _start_scheduler(self) -> None:
         config = self.workdir / "scheduler.kubeconfig"
-        proc = self._spawn(
+        proc = self.spawn(
             "kube-scheduler",
             [
                 str(self.bins / "kube-scheduler"),
@@ -502,23 +509,23 @@ class Cluster:
                 "--v=1",
             ],
         )
-        self._wait(proc, lambda: self._healthz(self.ports["scheduler"]), "its /healthz is ok")
+        self.wait(proc, lambda: self._healthz(self.ports["scheduler"]), "its /healthz is ok")
 
     def _start_kwok(self) -> None:
         config = self.workdir / "kwok.yaml"
         config.write_text(yaml.safe_dump_all(kwok_stages(self.node_ready_delay), sort_keys=False))
-        proc = self._spawn(
+        proc = self.spawn(
             "kwok",
             [
                 str(self.bins / "kwok"),
                 f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
                 f"--config={config}",
-                f"--manage-nodes-with-label-selector={KWOK_LABEL}={KWOK_VALUE}",
+                f"--manage-nodes-with-label-selector={KWOK_MANAGED[0]}={KWOK_MANAGED[1]}",
                 f"--server-address=127.0.0.1:{self.ports['kwok']}",
                 "--node-lease-duration-seconds=40",
             ],
         )
-        self._wait(proc, lambda: self._healthz(self.ports["kwok"], tls=False), "its /healthz is ok")
+        self.wait(proc, lambda: self._healthz(self.ports["kwok"], tls=False), "its /healthz is ok")
 
     def _healthz(self, port: int, tls: bool = True) -> bool:
         if tls:
@@ -538,7 +545,7 @@ class Cluster:
     def _wait_default_service_account(self) -> None:
         """Pods need the namespace's `default` ServiceAccount, which the controller-manager makes."""
         proc = self.procs["kube-controller-manager"]
-        self._wait(
+        self.wait(
             proc,
             lambda: self._get("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
             "the default ServiceAccount exists",
@@ -598,6 +605,7 @@ def node_body(
             "name": name,
             "labels": {
                 KWOK_LABEL: KWOK_VALUE,
+                KWOK_MANAGED[0]: KWOK_MANAGED[1],
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 **(labels or {}),

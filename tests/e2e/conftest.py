@@ -18,9 +18,13 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]  # cluster.py & co., and tests/deploy_render.py
 
 from cluster import Cluster, bins_dir, missing_binaries  # noqa: E402
+from karpenter import Karpenter, KarpenterError  # noqa: E402
 
-NODE_READY_DELAY = float(os.environ.get("PH_E2E_NODE_READY_DELAY", "15"))
-"""Seconds a new kwok node takes to turn Ready (its boot time) in these tests."""
+NODE_READY_DELAY = float(os.environ.get("PH_E2E_NODE_READY_DELAY", "1"))
+"""Seconds kwok takes to turn a new node Ready once its Node object exists."""
+BOOT_DELAY = float(os.environ.get("PH_E2E_BOOT_DELAY", "15"))
+"""Seconds Karpenter's kwok provider takes to create the Node of a NodeClaim it launched (the
+KWOKNodeClass's nodeRegistrationDelay): with NODE_READY_DELAY, a new node's boot time."""
 
 _CLUSTER: list[Cluster] = []
 
@@ -40,6 +44,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         _CLUSTER.append(running)
         yield running
     _CLUSTER.clear()
+
+
+@pytest.fixture(scope="session")
+def karpenter(cluster: Cluster) -> Iterator[Karpenter]:
+    """Karpenter with its kwok provider on the session's cluster, started by the first test that
+    needs it; a Karpenter that was not built or does not start fails those tests (with why)."""
+    running = Karpenter(cluster, boot_delay=BOOT_DELAY)
+    try:
+        running.start()
+    except KarpenterError as exc:
+        pytest.fail(f"Karpenter is needed here and did not start: {exc}", pytrace=False)
+    yield running
+    running.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,5 +1,6 @@
 """The chart and the kustomize manifests apply to a real API server (server-side apply, strict
-field validation), and the daemon's API discovery finds the CapacityBuffer CRD once installed."""
+field validation), and the daemon's API discovery finds the CapacityBuffer CRD once installed
+(Karpenter's own CRD file, `autoscaling.x-k8s.io/v1beta1`, from its module)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 from daemonproc import DaemonProc, write_policy
 from deploy_render import render_chart, render_kustomize
+from karpenter import karpenter_missing
 from kube import Kube, ensure_namespace, token_kubeconfig, wait_for
 
 HERE = Path(__file__).resolve().parent
@@ -32,8 +34,8 @@ def apply_all(kube: Kube, objects: list[dict[str, Any]]) -> list[str]:
     return done
 
 
-def install_crd(kube: Kube, name: str) -> None:
-    crd = yaml.safe_load((HERE / "manifests" / name).read_text())
+def install_crd(kube: Kube, path: Path) -> None:
+    crd = yaml.safe_load(path.read_text())
     kube.apply(crd)
     ext = kubernetes.client.ApiextensionsV1Api(kube.api)
     wait_for(
@@ -55,7 +57,7 @@ def install_crd(kube: Kube, name: str) -> None:
 @pytest.fixture(scope="module")
 def kube(cluster) -> Iterator[Kube]:
     kube = Kube(cluster.api())
-    install_crd(kube, "servicemonitor-crd.yaml")
+    install_crd(kube, HERE / "manifests" / "servicemonitor-crd.yaml")
     yield kube
     # The daemon Deployments applied here would take room on the nodes of later tests.
     apps = kubernetes.client.AppsV1Api(kube.api)
@@ -101,7 +103,10 @@ def test_discovery_finds_the_capacity_buffer_crd_and_the_daemon_scales_a_buffer(
     cluster, kube, tmp_path
 ) -> None:
     api = cluster.api()
-    install_crd(kube, "capacitybuffer-crd.yaml")
+    missing = karpenter_missing(cluster.bins)
+    if missing:
+        pytest.fail(f"this test applies Karpenter's CapacityBuffer CRD: {missing}", pytrace=False)
+    install_crd(kube, cluster.bins / "karpenter-crds" / "autoscaling.x-k8s.io_capacitybuffers.yaml")
     ensure_namespace(api, "workloads")
     kube.apply(
         {
@@ -115,7 +120,7 @@ def test_discovery_finds_the_capacity_buffer_crd_and_the_daemon_scales_a_buffer(
     )
     kube.apply(
         {
-            "apiVersion": "autoscaling.x-k8s.io/v1alpha1",
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1",
             "kind": "CapacityBuffer",
             "metadata": {
                 "name": "gpu-buffer",
@@ -151,10 +156,10 @@ def test_discovery_finds_the_capacity_buffer_crd_and_the_daemon_scales_a_buffer(
     daemon = DaemonProc("buffer", tmp_path, policy, kubeconfig, PH_NAMESPACE="buffers")
     code, log = daemon.run_once()
     assert code == 0, log
-    assert "autoscaling.x-k8s.io/v1alpha1" in log or "CapacityBuffer" in log, log
+    assert "CapacityBuffer API autoscaling.x-k8s.io/v1beta1" in log, log
     buffer = kube.get(
         {
-            "apiVersion": "autoscaling.x-k8s.io/v1alpha1",
+            "apiVersion": "autoscaling.x-k8s.io/v1beta1",
             "kind": "CapacityBuffer",
             "metadata": {"name": "gpu-buffer", "namespace": "workloads"},
         }

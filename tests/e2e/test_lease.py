@@ -91,7 +91,10 @@ def test_one_writer_then_the_standby_takes_over_and_a_frozen_leader_stays_silent
 
         # The standby now leads; a new standby joins, then the leader is frozen past its lease.
         c.start()
-        time.sleep(3)
+        # c must be campaigning (its first reconcile) before the leader freezes: a candidate
+        # takes a Lease only after watching it unrenewed for a lease duration itself, and the
+        # interpreter's start takes seconds on a loaded machine.
+        wait_for(lambda: "reconcile (follower" in c.text(), 60, "the new standby running")
         assert standby.popen is not None
         os.kill(standby.popen.pid, signal.SIGSTOP)
         frozen = time.time()

@@ -61,9 +61,11 @@ def chart_daemon(
         tmp / "policy.yaml", yaml.safe_load(config["data"]["config.yaml"])["pools"]
     )
     port = free_port()
+    # /last-run is read over plain HTTP here: who may read the port is test_safe_adoption's.
     daemon = DaemonProc(
         release, tmp, policy, installed.kubeconfig, PH_NAMESPACE=release,
-        PH_LISTEN_PORT=str(port), PH_LEASE_NAME=installed.lease, **env,
+        PH_LISTEN_PORT=str(port), PH_LEASE_NAME=installed.lease,
+        **{"PH_HTTP_AUTH": "off", **env},
     )  # fmt: skip
     return daemon.start(), port, installed
 
@@ -111,6 +113,7 @@ def buffer_pool(cluster, karpenter, tmp_path_factory):
 
 def buffer_values(min_replicas: int) -> dict[str, Any]:
     return {
+        "allowedNamespaces": [BUFFER_NS],
         "pools": [
             {
                 "name": "warm",
@@ -119,7 +122,7 @@ def buffer_values(min_replicas: int) -> dict[str, Any]:
                 "maxReplicas": 20,
                 "scaleDownStabilization": "0s",
             }
-        ]
+        ],
     }
 
 

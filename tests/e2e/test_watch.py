@@ -56,7 +56,10 @@ def get(daemon: DaemonProc, path: str) -> tuple[int, str]:
 
 def start(release, tmp_path, name: str, selector: str) -> DaemonProc:
     policy = write_policy(tmp_path / f"{name}.yaml", [proportional_pool(release, selector)])
-    daemon = DaemonProc(name, tmp_path, policy, release.kubeconfig, PH_LEADER_ELECTION="false")
+    # Read over plain HTTP on one port: who may read the port is test_safe_adoption's.
+    daemon = DaemonProc(
+        name, tmp_path, policy, release.kubeconfig, PH_LEADER_ELECTION="false", PH_HTTP_AUTH="off"
+    )
     daemon.start()
     assert daemon.wait_log("on port", 60), daemon.text()
     return daemon

@@ -312,25 +312,7 @@ def print_text(result: BacktestResult) -> None:
         )
         print(format_frontier(result.frontier))
     if result.promise:
-        print()
-        s = result.settings
-        print(
-            "the promise (protection: P replayed as the daemon keeps it, each day's setting "
-            f"and reserve chosen on the days before it; scored {iso(s.scored_from)} to "
-            f"{iso(s.scored_to)}, refit every {s.refit_every_seconds / 3600:g} h, as `tune`):"
-        )
-        for entry in result.promise:
-            print(f"  {sentence(entry)}")
-            if entry.daemon_now:
-                print(f"    {entry.daemon_now['sentence']}")
-        if result.promise[0].price_assumed:
-            print(f"  priced as {result.promise[0].price_assumed}")
-        print(
-            "overhead node-hours over no headroom; daily reserve: a fixed reserve re-chosen each "
-            "day on the week before it; static in hindsight: N chosen knowing the whole history; "
-            "÷ promise: their cost over the promise's, at the protection it kept:"
-        )
-        print(format_promise(result.promise))
+        _print_promise(result)
     if result.interruptions is not None:
         report = result.interruptions
         print()
@@ -344,6 +326,29 @@ def print_text(result: BacktestResult) -> None:
     print(headline(result))
     for c in result.current or []:
         print(c["says"])
+
+
+def _print_promise(result: BacktestResult) -> None:
+    """The promise section of `print_text`: each level's sentence, then the table."""
+    print()
+    s = result.settings
+    print(
+        "the promise (protection: P replayed as the daemon keeps it, each day's setting "
+        f"and reserve chosen on the days before it; scored {iso(s.scored_from)} to "
+        f"{iso(s.scored_to)}, refit every {s.refit_every_seconds / 3600:g} h, as `tune`):"
+    )
+    for entry in result.promise:
+        print(f"  {sentence(entry)}")
+        if entry.daemon_now:
+            print(f"    {entry.daemon_now['sentence']}")
+    if result.promise[0].price_assumed:
+        print(f"  priced as {result.promise[0].price_assumed}")
+    print(
+        "overhead node-hours over no headroom; daily reserve: a fixed reserve re-chosen each "
+        "day on the week before it; static in hindsight: N chosen knowing the whole history; "
+        "÷ promise: their cost over the promise's, at the protection it kept:"
+    )
+    print(format_promise(result.promise))
 
 
 def grid_flags(

@@ -533,7 +533,8 @@ def test_the_closed_loop_opt_out_drops_the_read_and_tells_the_daemon():
     for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
         assert all("pods" not in rule["resources"] for rule in role["rules"]), role
         assert all(
-            "list" not in rule["verbs"] or rule["resources"] in (["nodes"], ["deployments"])
+            "list" not in rule["verbs"]
+            or rule["resources"] in (["nodes"], ["deployments"], ["capacitybuffers"])
             for rule in role["rules"]
         )
     env = {
@@ -1269,7 +1270,7 @@ def test_kustomize_capacity_buffer_rbac_names_the_buffer_and_binds_the_daemon(sc
         "apiGroups": ["autoscaling.x-k8s.io"],
         "resources": ["capacitybuffers"],
         "resourceNames": ["predictive-headroom-buffer"],
-        "verbs": ["get", "patch", "update"],
+        "verbs": ["get", "list", "watch", "patch", "update"],
     }
     assert ("namespace" in role["metadata"]) == (scope == "namespaced")
     assert binding["roleRef"] == {

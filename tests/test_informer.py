@@ -429,3 +429,64 @@ def test_a_missing_deployment_target_is_named_by_the_actuator(server: FakeApiSer
             targets.read(_target_pool("gone"))
     finally:
         caches.stop()
+
+
+def _buffer_pool() -> Any:
+    from predictive_headroom.policy.config import Pool
+
+    return Pool.model_validate(
+        {
+            "name": "web",
+            "target": {"kind": "CapacityBuffer", "namespace": "team", "name": "web-buffer"},
+            "maxReplicas": 10,
+        }
+    )
+
+
+def test_capacity_buffer_targets_are_read_from_a_watch_of_that_one_buffer() -> None:
+    from predictive_headroom.kube.discovery import CapacityBufferDiscovery
+    from predictive_headroom.kube.targets import TargetActuator
+    from predictive_headroom.kube.watched import WatchedTargets
+
+    with FakeApiServer(capacity_buffer_versions=("v1beta1",)) as server:
+        server.add_capacity_buffer(
+            "team",
+            "web-buffer",
+            4,
+            status={"conditions": [{"type": "ReadyForProvisioning", "status": "True"}]},
+        )
+        server.add_capacity_buffer("team", "other-buffer", 9, pool=None)  # never read
+        api = server.api_client()
+        discovery = CapacityBufferDiscovery(api, FAST)
+        actuator = TargetActuator(api, FAST, discovery=discovery)
+        caches = _caches()
+        targets = WatchedTargets(
+            TargetActuator(api, FAST, discovery=discovery), caches, api, discovery
+        )
+        pool = _buffer_pool()
+        try:
+            assert targets.read(pool) == actuator.read(pool)
+            assert targets.read(pool).conditions[0].type == "ReadyForProvisioning"
+            shown = caches.status()[0]
+            assert shown["query"] == (
+                "capacitybuffers.v1beta1.autoscaling.x-k8s.io in team (fields metadata.name=web-buffer)"
+            )
+            assert shown["objects"] == 1
+            before = len(server.requests("GET", "/capacitybuffers"))
+            server.edit_capacity_buffer("team", "web-buffer", {"spec": {"replicas": 6}})  # a person
+            eventually(lambda: targets.read(pool).replicas == 6)
+            server.edit_capacity_buffer(
+                "team", "web-buffer", {"metadata": {"annotations": {PAUSED: "true"}}}
+            )
+            eventually(lambda: targets.read(pool).paused)
+            reads = [
+                r
+                for r in server.requests("GET", "/capacitybuffers")[before:]
+                if r.query.get("watch") != "true"
+            ]
+            assert reads == [], "an unchanged buffer is read from the cache, not by a GET"
+            targets.scale(pool, 2, "test", dry_run=False)  # the daemon's own write ...
+            assert targets.read(pool).replicas == 2  # ... is never taken for a person's change
+            assert server.replicas("team", "web-buffer") == 2
+        finally:
+            caches.stop()

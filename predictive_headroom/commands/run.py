@@ -144,7 +144,7 @@ def build_daemon(
     edges = Edges(
         source=source,
         forecaster=default_forecaster(),
-        actuator=actuator if caches is None else WatchedTargets(actuator, caches, api),
+        actuator=actuator if caches is None else WatchedTargets(actuator, caches, api, discovery),
         cluster=cluster,
         elector=elector,
         pods=pods,

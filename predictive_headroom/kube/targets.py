@@ -146,20 +146,18 @@ class CapacityBufferActuator(_ReplicaTarget):
             self._custom.get_cluster_custom_object,
         )
         obj: dict[str, Any] = found if isinstance(found, dict) else {}
-        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-        replicas, odd = read_replicas(spec.get("replicas"), False)  # unset: sized by percentage
-        status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+        state = buffer_target(obj)
         return _Current(
-            replicas,
-            meta.get("resourceVersion", ""),
-            meta.get("uid"),
-            _paused(meta.get("annotations")),
+            state.replicas,
+            state.resource_version,
+            state.uid,
+            state.paused,
             api.api_version,
             api.namespaced,
-            spec.get("percentage") is not None,
-            odd,
-            (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
-            buffer_conditions(status.get("conditions")),
+            (obj.get("spec") or {}).get("percentage") is not None,
+            state.odd,
+            state.pool_label,
+            state.conditions,
         )
 
     def _write(self, pool: Pool, current: _Current, replicas: int, dry_run: bool) -> None:
@@ -247,6 +245,23 @@ class TargetActuator:
     def record_refusal(self, pool: Pool, message: str) -> None:
         """A Warning Event on the pool's target saying why it is not written (never raises)."""
         self._by_kind[pool.target.kind].record_refusal(pool, message)
+
+
+def buffer_target(obj: dict[str, Any]) -> TargetState:
+    """A CapacityBuffer's JSON as the `TargetState` its actuator reads: `spec.replicas` (0 when
+    unset: sized by percentage), resourceVersion, uid, kill switch, pool label and conditions."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    replicas, odd = read_replicas(spec.get("replicas"), False)
+    status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
+    return TargetState(
+        replicas,
+        str(meta.get("resourceVersion") or ""),
+        _paused(meta.get("annotations")),
+        meta.get("uid"),
+        odd,
+        (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
+        buffer_conditions(status.get("conditions")),
+    )
 
 
 def buffer_conditions(raw: Any) -> tuple[TargetCondition, ...]:

@@ -7,9 +7,10 @@ exactly what `KubeClusterReader` and `KubePodReader` answer, from memory; while 
 read (its first list is not done, the API server refused the watch, it went stale) they ask the
 listing reader they wrap, so a reconcile reads what the LIST design read.
 
-`WatchedTargets` reads each Deployment target from a watch of that one Deployment (a
-`metadata.name` field selector, which RBAC allows with `resourceNames`); writes, and CapacityBuffer
-targets, go to the actuator it wraps.
+`WatchedTargets` reads each Deployment target from a watch of that one Deployment, and each
+CapacityBuffer target from a watch of that one buffer in the version discovery chose (a
+`metadata.name` field selector, which RBAC allows with `resourceNames`); writes go to the actuator
+it wraps.
 
 What a cache keeps per object (measured in `bench/informer_memory.py`, figures in
 docs/operations.md): a node's name, cores, schedulability and `NodeSeen`; a pod's `PodSeen` or
@@ -31,6 +32,7 @@ from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions
 from predictive_headroom.kube.cluster import KubeClusterReader, _node_seen, read_replicas
+from predictive_headroom.kube.discovery import CapacityBufferDiscovery
 from predictive_headroom.kube.informer import Informer, WatchOptions, WatchQuery
 from predictive_headroom.kube.pods import (
     LIVE_PODS,
@@ -43,10 +45,12 @@ from predictive_headroom.kube.pods import (
     preemption,
 )
 from predictive_headroom.kube.quantity import amounts
-from predictive_headroom.kube.targets import _paused
+from predictive_headroom.kube.targets import _paused, buffer_target
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.target import CAPACITY_BUFFER_GROUP, CAPACITY_BUFFER_PLURAL
 from predictive_headroom.protocols import (
     Actuator,
+    ActuatorError,
     ClusterState,
     NodeList,
     NodeSeen,
@@ -270,32 +274,65 @@ def deployment_target(obj: dict[str, Any]) -> TargetState:
 
 
 class WatchedTargets:
-    """An `Actuator` whose Deployment targets are read from a cache of each named Deployment.
+    """An `Actuator` whose targets are read from a cache of each named Deployment or CapacityBuffer.
 
     After a write of a pool's target (and until the cache shows the resourceVersion last read
     directly) the target is read directly: a cache a few events behind must not make the daemon's
-    own write look like a person's change.
+    own write look like a person's change. Without `discovery`, CapacityBuffers are read directly.
     """
 
-    def __init__(self, actuator: Actuator, caches: Caches, api_client: ApiClient) -> None:
-        self.actuator, self.caches = actuator, caches
+    def __init__(
+        self,
+        actuator: Actuator,
+        caches: Caches,
+        api_client: ApiClient,
+        discovery: CapacityBufferDiscovery | None = None,
+    ) -> None:
+        self.actuator, self.caches, self.discovery = actuator, caches, discovery
         self._apps = kubernetes.client.AppsV1Api(api_client)
+        self._custom = kubernetes.client.CustomObjectsApi(api_client)
         self._expected: dict[str, str] = {}
         """Per pool written to: the resourceVersion the cache must show before it is read again."""
 
+    def _watched(self, pool: Pool) -> bool:
+        return pool.target.kind == "Deployment" or (
+            pool.target.kind == "CapacityBuffer" and self.discovery is not None
+        )
+
     def _cached(self, pool: Pool) -> TargetState | None:
         ns, name = pool.target.namespace, pool.target.name
-        query = WatchQuery("deployments", ns, "", f"metadata.name={name}")
-        list_fn = functools.partial(self._apps.list_namespaced_deployment, ns)
-        found = self.caches.informer(query, list_fn, deployment_target).current(
-            self.caches.options.sync_wait
-        )
+        picked = f"metadata.name={name}"
+        if pool.target.kind == "Deployment":
+            query = WatchQuery("deployments", ns, "", picked)
+            list_fn = functools.partial(self._apps.list_namespaced_deployment, ns)
+            slim: Callable[[dict[str, Any]], TargetState] = deployment_target
+        else:
+            assert self.discovery is not None
+            try:
+                api = self.discovery.api_for(pool)
+            except ActuatorError:
+                return None  # the actuator's read names what is missing
+            where = (CAPACITY_BUFFER_GROUP, api.version)
+            if api.namespaced:
+                list_fn = functools.partial(
+                    self._custom.list_namespaced_custom_object, *where, ns, CAPACITY_BUFFER_PLURAL
+                )
+            else:
+                list_fn = functools.partial(
+                    self._custom.list_cluster_custom_object, *where, CAPACITY_BUFFER_PLURAL
+                )
+            # kubectl's fully qualified form: a version the cluster stops serving is a new cache
+            resource = f"{CAPACITY_BUFFER_PLURAL}.{api.version}.{CAPACITY_BUFFER_GROUP}"
+            query = WatchQuery(resource, ns if api.namespaced else "", "", picked)
+            slim = buffer_target
+        found = self.caches.informer(query, list_fn, slim).current(self.caches.options.sync_wait)
         return found[0] if found else None
 
     def read(self, pool: Pool) -> TargetState:
-        """The target's state from the cache when it is a Deployment the cache holds and has caught
-        up with the daemon's last write; else read by the actuator (which names what is missing)."""
-        if pool.target.kind != "Deployment":
+        """The target's state from the cache when it is a Deployment or CapacityBuffer the cache
+        holds and has caught up with the daemon's last write; else read by the actuator (which
+        names what is missing)."""
+        if not self._watched(pool):
             return self.actuator.read(pool)
         cached, expected = self._cached(pool), self._expected.get(pool.name)
         if cached is not None and expected in (None, cached.resource_version):
@@ -308,7 +345,7 @@ class WatchedTargets:
 
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
         """Write through the actuator; the target is then read directly until the cache caught up."""
-        if pool.target.kind == "Deployment":
+        if self._watched(pool):
             self._expected[pool.name] = ""
         self.actuator.scale(pool, replicas, reason, dry_run)
 

@@ -889,7 +889,12 @@ def test_config_swaps_during_a_refit_coalesce_into_one_refit_of_the_newest_confi
         assert leads == [60.0, 660.0]
         print(f"10 config swaps while a fit was held: {len(leads)} fits, lead times {leads}")
         messages = [r.getMessage() for r in caplog.records]
-        assert sum("merged into the refit already waiting" in m for m in messages) == 9
+        # Each later swap merged into the waiting refit, or (a busy machine: the last swap's ask
+        # came after the held fit ended and the waiting refit of that config had started) found
+        # the refit running already fitting it.
+        merged = sum("merged into the refit already waiting" in m for m in messages)
+        covered = sum("the refit running now already fits this config" in m for m in messages)
+        assert merged + covered == 9, (merged, covered)
         assert any("the fit for the old config is dropped" in m for m in messages)
     finally:
         release.set()

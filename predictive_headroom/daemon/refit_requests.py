@@ -88,6 +88,8 @@ class RefitQueue:
         self._waiting = False
         self._pools: set[str] = set()
         self._all = False
+        self._running: tuple[object, frozenset[str] | None] | None = None
+        """The config the refit running now fits, and its pools (None: every pool)."""
 
     def ask(self, pools: Collection[str] | None) -> bool:
         """Add `pools` (None: every forecasting pool) to the waiting refit. True when no refit was
@@ -105,10 +107,33 @@ class RefitQueue:
             )
         return not queued
 
-    def take(self) -> list[str] | None:
-        """The pools of the waiting refit, which starts now (None: every pool); later asks wait
-        for the next one."""
+    def take(self, config: object) -> list[str] | None:
+        """The pools of the waiting refit, which starts now with `config` (the policy in force;
+        None: every pool); later asks wait for the next one."""
         with self._lock:
             pools = None if self._all else sorted(self._pools)
             self._waiting, self._all, self._pools = False, False, set()
+            self._running = (config, None if pools is None else frozenset(pools))
         return pools
+
+    def finished(self) -> None:
+        """The refit taken last has ended."""
+        with self._lock:
+            self._running = None
+
+    def not_running(self, config: object, pools: Collection[str]) -> list[str]:
+        """Those of `pools` that the refit running now does not already fit with `config` (a
+        reload applied just before that refit started asks for nothing more), with a log line
+        for the others."""
+        with self._lock:
+            running = self._running
+        if running is None or running[0] is not config:
+            return sorted(pools)
+        covered = running[1]
+        left = sorted(p for p in pools if covered is not None and p not in covered)
+        if len(left) < len(pools):
+            logger.info(
+                "refit of %s: the refit running now already fits this config",
+                ", ".join(sorted(set(pools) - set(left))),
+            )
+        return left

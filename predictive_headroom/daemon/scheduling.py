@@ -137,7 +137,12 @@ class Runner:
         )
 
     def _refit_queued(self) -> None:
-        self._refit(self.queue.take())
+        # The policy is read before the daemon's refit reads it: a reload in between makes the
+        # marker older than the config fitted, which costs at most one extra refit.
+        try:
+            self._refit(self.queue.take(self.daemon.policy))
+        finally:
+            self.queue.finished()
 
     def _refit_later(self, pools: list[str], seconds: float) -> None:
         """Refit `pools` once in `seconds` (a failed refit's retry; replaces an earlier retry)."""
@@ -172,8 +177,9 @@ class Runner:
 
     def _reloaded(self, refit: set[str]) -> None:
         self._schedule_refits(self.daemon.policy)
-        if refit:
-            self._refit_now(sorted(refit))
+        left = self.queue.not_running(self.daemon.policy, refit) if refit else []
+        if left:
+            self._refit_now(left)
 
 
 def _utc_now() -> Any:

@@ -391,29 +391,41 @@ def test_deployment_targets_are_read_from_a_watch_of_that_one_deployment(
     actuator = TargetActuator(api, FAST)
     caches = _caches()
     targets = WatchedTargets(TargetActuator(api, FAST), caches, api)
-    pool = _target_pool()
+    query = "deployments in team (fields metadata.name=web-placeholder)"
     try:
-        assert targets.read(pool) == actuator.read(pool)
-        shown = caches.status()[0]
-        assert shown["query"] == "deployments in team (fields metadata.name=web-placeholder)"
-        assert shown["objects"] == 1
-        before = len(server.requests("GET", "/deployments"))
-        server.edit_deployment("team", "web-placeholder", {"spec": {"replicas": 5}})  # a person
-        eventually(lambda: targets.read(pool).replicas == 5)
-        server.edit_deployment(
-            "team", "web-placeholder", {"metadata": {"annotations": {PAUSED: "true"}}}
+        _watched_target_follows_edits(
+            server, targets, actuator, caches, _target_pool(), query, server.edit_deployment
         )
-        eventually(lambda: targets.read(pool).paused)
-        reads = [
-            r
-            for r in server.requests("GET", "/deployments")[before:]
-            if r.query.get("watch") != "true"
-        ]
-        assert reads == [], "an unchanged target is read from the cache"
-        targets.scale(pool, 2, "test", dry_run=False)  # the daemon's own write ...
-        assert targets.read(pool).replicas == 2  # ... is never taken for a person's change
     finally:
         caches.stop()
+
+
+def _watched_target_follows_edits(
+    server: FakeApiServer,
+    targets: Any,
+    actuator: Any,
+    caches: Caches,
+    pool: Any,
+    query: str,
+    edit: Callable[[str, str, dict[str, Any]], Any],
+) -> None:
+    """`targets` reads `pool`'s target as `actuator` does, from one cache named `query`; a
+    person's edits show, an unchanged target is never read by a GET, the daemon's own write is
+    never taken for a person's change."""
+    plural = "/" + query.split(" ")[0].split(".")[0]
+    assert targets.read(pool) == actuator.read(pool)
+    shown = caches.status()[0]
+    assert shown["query"] == query and shown["objects"] == 1
+    before = len(server.requests("GET", plural))
+    edit("team", pool.target.name, {"spec": {"replicas": 5}})  # a person
+    eventually(lambda: targets.read(pool).replicas == 5)
+    edit("team", pool.target.name, {"metadata": {"annotations": {PAUSED: "true"}}})
+    eventually(lambda: targets.read(pool).paused)
+    reads = [r for r in server.requests("GET", plural)[before:] if r.query.get("watch") != "true"]
+    assert reads == [], "an unchanged target is read from the cache, not by a GET"
+    targets.scale(pool, 2, "test", dry_run=False)  # the daemon's own write ...
+    assert targets.read(pool).replicas == 2  # ... is never taken for a person's change
+    assert server.replicas("team", pool.target.name) == 2
 
 
 def test_a_missing_deployment_target_is_named_by_the_actuator(server: FakeApiServer) -> None:
@@ -463,30 +475,19 @@ def test_capacity_buffer_targets_are_read_from_a_watch_of_that_one_buffer() -> N
         targets = WatchedTargets(
             TargetActuator(api, FAST, discovery=discovery), caches, api, discovery
         )
-        pool = _buffer_pool()
+        query = (
+            "capacitybuffers.v1beta1.autoscaling.x-k8s.io in team (fields metadata.name=web-buffer)"
+        )
         try:
-            assert targets.read(pool) == actuator.read(pool)
-            assert targets.read(pool).conditions[0].type == "ReadyForProvisioning"
-            shown = caches.status()[0]
-            assert shown["query"] == (
-                "capacitybuffers.v1beta1.autoscaling.x-k8s.io in team (fields metadata.name=web-buffer)"
+            assert targets.read(_buffer_pool()).conditions[0].type == "ReadyForProvisioning"
+            _watched_target_follows_edits(
+                server,
+                targets,
+                actuator,
+                caches,
+                _buffer_pool(),
+                query,
+                server.edit_capacity_buffer,
             )
-            assert shown["objects"] == 1
-            before = len(server.requests("GET", "/capacitybuffers"))
-            server.edit_capacity_buffer("team", "web-buffer", {"spec": {"replicas": 6}})  # a person
-            eventually(lambda: targets.read(pool).replicas == 6)
-            server.edit_capacity_buffer(
-                "team", "web-buffer", {"metadata": {"annotations": {PAUSED: "true"}}}
-            )
-            eventually(lambda: targets.read(pool).paused)
-            reads = [
-                r
-                for r in server.requests("GET", "/capacitybuffers")[before:]
-                if r.query.get("watch") != "true"
-            ]
-            assert reads == [], "an unchanged buffer is read from the cache, not by a GET"
-            targets.scale(pool, 2, "test", dry_run=False)  # the daemon's own write ...
-            assert targets.read(pool).replicas == 2  # ... is never taken for a person's change
-            assert server.replicas("team", "web-buffer") == 2
         finally:
             caches.stop()

@@ -146,7 +146,7 @@ class CapacityBufferActuator(_ReplicaTarget):
             self._custom.get_cluster_custom_object,
         )
         obj: dict[str, Any] = found if isinstance(found, dict) else {}
-        state = buffer_target(obj)
+        state = object_target(obj, conditions=True)
         return _Current(
             state.replicas,
             state.resource_version,
@@ -247,9 +247,11 @@ class TargetActuator:
         self._by_kind[pool.target.kind].record_refusal(pool, message)
 
 
-def buffer_target(obj: dict[str, Any]) -> TargetState:
-    """A CapacityBuffer's JSON as the `TargetState` its actuator reads: `spec.replicas` (0 when
-    unset: sized by percentage), resourceVersion, uid, kill switch, pool label and conditions."""
+def object_target(obj: dict[str, Any], conditions: bool = False) -> TargetState:
+    """A Deployment's or CapacityBuffer's JSON as the `TargetState` its actuator reads:
+    `spec.replicas` (what a Deployment's /scale shows; 0 when a buffer's is unset: sized by
+    percentage), resourceVersion, uid, kill switch, pool label, and with `conditions` (a buffer's)
+    its status conditions."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     replicas, odd = read_replicas(spec.get("replicas"), False)
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
@@ -260,7 +262,7 @@ def buffer_target(obj: dict[str, Any]) -> TargetState:
         meta.get("uid"),
         odd,
         (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
-        buffer_conditions(status.get("conditions")),
+        buffer_conditions(status.get("conditions")) if conditions else (),
     )
 
 

@@ -31,13 +31,12 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions
-from predictive_headroom.kube.cluster import KubeClusterReader, _node_seen, read_replicas
+from predictive_headroom.kube.cluster import KubeClusterReader, _node_seen
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
 from predictive_headroom.kube.informer import Informer, WatchOptions, WatchQuery
 from predictive_headroom.kube.pods import (
     LIVE_PODS,
     NODE_PODS,
-    PLACEHOLDER_LABEL,
     PREEMPTED_EVENT_SELECTOR,
     KubePodReader,
     pod_on_node,
@@ -45,7 +44,7 @@ from predictive_headroom.kube.pods import (
     preemption,
 )
 from predictive_headroom.kube.quantity import amounts
-from predictive_headroom.kube.targets import _paused, buffer_target
+from predictive_headroom.kube.targets import object_target
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import CAPACITY_BUFFER_GROUP, CAPACITY_BUFFER_PLURAL
 from predictive_headroom.protocols import (
@@ -258,21 +257,6 @@ class WatchedPodReader:
         return {node: tuple(pods) for node, pods in by_node.items()}
 
 
-def deployment_target(obj: dict[str, Any]) -> TargetState:
-    """A Deployment's JSON as the `TargetState` `DeploymentScaleActuator.read` answers: its
-    `spec.replicas` (what its /scale shows), resourceVersion, uid, kill switch and pool label."""
-    meta = obj.get("metadata") or {}
-    replicas, odd = read_replicas((obj.get("spec") or {}).get("replicas"), False)
-    return TargetState(
-        replicas,
-        str(meta.get("resourceVersion") or ""),
-        _paused(meta.get("annotations")),
-        meta.get("uid"),
-        odd,
-        (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
-    )
-
-
 class WatchedTargets:
     """An `Actuator` whose targets are read from a cache of each named Deployment or CapacityBuffer.
 
@@ -305,7 +289,6 @@ class WatchedTargets:
         if pool.target.kind == "Deployment":
             query = WatchQuery("deployments", ns, "", picked)
             list_fn = functools.partial(self._apps.list_namespaced_deployment, ns)
-            slim: Callable[[dict[str, Any]], TargetState] = deployment_target
         else:
             assert self.discovery is not None
             try:
@@ -324,7 +307,7 @@ class WatchedTargets:
             # kubectl's fully qualified form: a version the cluster stops serving is a new cache
             resource = f"{CAPACITY_BUFFER_PLURAL}.{api.version}.{CAPACITY_BUFFER_GROUP}"
             query = WatchQuery(resource, ns if api.namespaced else "", "", picked)
-            slim = buffer_target
+        slim = functools.partial(object_target, conditions=pool.target.kind == "CapacityBuffer")
         found = self.caches.informer(query, list_fn, slim).current(self.caches.options.sync_wait)
         return found[0] if found else None
 

@@ -155,6 +155,13 @@ def test_karpenter_provisions_the_buffer_the_daemon_sizes_and_consolidates_it_aw
         )
         assert seen.get("ReadyForProvisioning") == "True", seen
         print(f"buffer conditions on /last-run: {pool_entry(port, 'warm')['target_conditions']}")
+        # Read through a watch of that one buffer, which the chart's RBAC allows by its name.
+        [cache] = [
+            c
+            for c in last_run(port).get("caches") or []
+            if c["query"].startswith("capacitybuffers.v1beta1.autoscaling.x-k8s.io")
+        ]
+        assert cache["mode"] == "watching" and cache["objects"] == 1, cache
         # The buffer's node stays while the buffer asks for it (several consolidateAfter).
         time.sleep(15)
         assert len(karpenter.nodes("buffer")) == len(nodes), karpenter.describe("buffer")

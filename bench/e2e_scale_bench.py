@@ -301,7 +301,7 @@ class Daemon:
             found = self.records()
             return found if len(found) >= count else None
 
-        return wait_for(enough, timeout, f"{count} reconciles logged", every=0.5)
+        return wait_for(enough, timeout, f"{count} reconciles logged", every=0.2)
 
     def last_run(self) -> dict[str, Any]:
         if not self.port:

@@ -71,6 +71,8 @@ APP_DEPLOYMENTS = 20
 SELECTORS = ("a", "b", "c")
 PROBE = "probe"
 PROBE_SELECTOR = "c"
+CORDONED = "node-2"
+"""A `pool=c` node (node-N is labelled SELECTORS[N % 3])."""
 RESOURCES = ("nodes", "pods", "events", "deployments", "capacitybuffers")
 VERBS = ("LIST", "GET", "WATCH")
 WARMUP = 5
@@ -366,6 +368,56 @@ def running(
             shutil.copy(proc.log, keep / proc.log.name)
 
 
+def steady(
+    daemon: Daemon, rss: Rss, kube: Kube, runs: int, interval: float, baseline: Counts
+) -> dict[str, Any]:
+    """The first reconcile, then `runs` after WARMUP: their times, the daemon's RSS peak and the
+    API server's counts over them less `baseline` (the other clients' rate per second)."""
+    first = daemon.wait_records(1, 1800)[0]
+    mark = daemon.wait_records(WARMUP, 600)
+    opened, counted = time.monotonic(), server_counts(kube)
+    records = daemon.wait_records(len(mark) + runs, 60 + 60 * runs * interval)[len(mark) :]
+    closed, window = time.monotonic(), minus(server_counts(kube), counted)
+    others = {k: baseline.get(k, 0.0) * (closed - opened) for k in window}
+    times = sorted(r["ms"] for r in records)
+    return {
+        "first": first["ms"],
+        "p50": statistics.median(times),
+        "p95": times[min(len(times) - 1, round(0.95 * (len(times) - 1)))],
+        "per": {k: (window[k] - others[k]) / len(records) for k in window},
+        "raw": {k: v / len(records) for k, v in window.items()},
+        "rss": rss.peak_since(opened),
+        "problems": [r["message"] for r in [first, *records] if r.get("level") != "INFO"],
+        "writes": sum(p.get("action") == "scaled" for r in records for p in r.get("pools", [])),
+    }
+
+
+def reflected(daemon: Daemon, core: Any, interval: float) -> dict[str, int]:
+    """Reconciles until a node added to `pool=c`, then one of its nodes cordoned, showed in the
+    probe's count; both are undone afterwards, whatever happened."""
+    added = f"probe-{int(time.time())}"
+    timeout = 120 + 20 * interval
+
+    def cordon(value: bool | None) -> Callable[[], None]:
+        return lambda: core.patch_node(CORDONED, {"spec": {"unschedulable": value}})
+
+    def add() -> None:
+        core.create_node(node_body(added, 8, "32Gi", {"pool": PROBE_SELECTOR}))
+
+    try:
+        return {
+            "added": daemon.reconciles_until(add, 2, timeout),
+            "cordoned": daemon.reconciles_until(cordon(True), 1, timeout),
+        }
+    finally:
+        cordon(None)()
+        try:
+            core.delete_node(added)
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
 def measure(
     cluster: Cluster, workdir: Path, policy: Path, watch: bool, args: argparse.Namespace,
     baseline: Counts,
@@ -374,49 +426,11 @@ def measure(
     kube = Kube(cluster.api())
     core = kubernetes.client.CoreV1Api(cluster.api())
     with running(cluster, workdir, policy, watch, args.interval, args.logs) as (daemon, rss):
-        first = daemon.wait_records(1, 1800)[0]
-        mark = daemon.wait_records(WARMUP, 600)
-        opened, counted = time.monotonic(), server_counts(kube)
-        steady = daemon.wait_records(len(mark) + args.runs, 60 + 60 * args.runs * args.interval)
-        closed, window = time.monotonic(), minus(server_counts(kube), counted)
-        records = steady[len(mark) :]
-        rss_peak = rss.peak_since(opened)
-        reconciles = len(records)
-        others = {k: baseline.get(k, 0.0) * (closed - opened) for k in window}
-        per = {k: (window[k] - others[k]) / reconciles for k in window}
-        probe = f"probe-{int(time.time())}"
-
-        def add() -> None:
-            core.create_node(node_body(probe, 8, "32Gi", {"pool": PROBE_SELECTOR}))
-
-        def cordon(value: bool | None) -> Callable[[], None]:
-            return lambda: core.patch_node(f"node-{2}", {"spec": {"unschedulable": value}})
-
-        timeout = 120 + 20 * args.interval
-        added = daemon.reconciles_until(add, 2, timeout)
-        cordoned = daemon.reconciles_until(cordon(True), 1, timeout)
-        cordon(None)()
-        core.delete_node(probe)
-        hwm = rss.field_kib("VmHWM") / 1024
-        caches = daemon.last_run().get("caches") or []
-    times = sorted(r["ms"] for r in records)
-    return {
-        "design": "watch" if watch else "list",
-        "first": first["ms"],
-        "p50": statistics.median(times),
-        "p95": times[min(len(times) - 1, round(0.95 * (len(times) - 1)))],
-        "reconciles": reconciles,
-        "window": closed - opened,
-        "per": per,
-        "raw": {k: v / reconciles for k, v in window.items()},
-        "rss": rss_peak,
-        "hwm": hwm,
-        "added": added,
-        "cordoned": cordoned,
-        "problems": [r["message"] for r in [first, *records] if r.get("level") != "INFO"],
-        "writes": sum(p.get("action") == "scaled" for r in records for p in r.get("pools", [])),
-        "caches": caches,
-    }
+        found = steady(daemon, rss, kube, args.runs, args.interval, baseline)
+        found.update(reflected(daemon, core, args.interval))
+        found["hwm"] = rss.field_kib("VmHWM") / 1024
+        found["caches"] = daemon.last_run().get("caches") or []
+    return {"design": "watch" if watch else "list", **found}
 
 
 def main() -> int:

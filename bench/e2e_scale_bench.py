@@ -10,7 +10,8 @@ are then scaled to the pods that run, so nothing is pending while the daemons ar
 Each design runs `predictive-headroom run` as a child process (`tests/e2e/daemonproc.py`, the
 cluster's admin kubeconfig, no leader election, JSON logs, `/last-run` over plain HTTP) with
 `PH_WATCH=false` (a LIST per node selector and GETs per target every reconcile) or `PH_WATCH=true`
-(list-and-watch caches), one after the other, and measures:
+(list-and-watch caches), one after the other (with `--design both`, the watch daemon finds the
+placeholders the LIST daemon scaled), and measures:
 
 - reconcile time: the `N ms` of each reconcile's log record (the daemon's own wall time of the
   reconcile); the first, then p50 and p95 over `--runs` steady-state reconciles (after five);
@@ -22,7 +23,9 @@ cluster's admin kubeconfig, no leader election, JSON logs, `/last-run` over plai
   kube-scheduler, kube-controller-manager and kwok read through informers (a LIST at start, then
   WATCH), and kwok writes node and pod status (PATCH/PUT, not counted here). So a baseline window
   of the same length with no daemon running is measured first, and its rate times the window's
-  length is subtracted; the baseline is printed too;
+  length is subtracted; the baseline is printed too. The daemon paces reconciles start to
+  start, so one under way when the counter is read may fall half in the window: the figures are
+  within one reconcile's requests over the window;
 - a node added and a node cordoned (`spec.unschedulable`, what the proportional rule leaves out)
   after the steady window: the last pool, `probe`, on `pool=c` with `nodesPerReplica` equal to
   the `pool=c` node count, asks for 1 replica by its proportional rule, 2 with one node more
@@ -31,7 +34,7 @@ cluster's admin kubeconfig, no leader election, JSON logs, `/last-run` over plai
   proportional count moved (1: the next one; 0: the reconcile under way already read it).
 
     .venv/bin/python bench/e2e_scale_bench.py [--pools 30] [--nodes 5000] [--pods 20000]
-        [--settle-minutes 20] [--runs 20] [--interval 5] [--design list|watch|both]
+        [--settle-minutes 20] [--runs 20] [--interval 5] [--design list|watch|both] [--logs DIR]
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import yaml
 from fake_apiserver import FakeApiServer
 
 from predictive_headroom.kube.cluster import (
+    CONNECTIONS_KEPT,
     PAUSED_ANNOTATION,
     CallOptions,
     ClusterReadError,
@@ -407,10 +408,7 @@ def test_cluster_state_without_permission_names_it(nodes: FakeApiServer) -> None
         KubeClusterReader(nodes.api_client(), FAST).cluster_state("pool=web")
 
 
-def test_load_kube_config_uses_kubeconfig_outside_a_cluster(
-    server: FakeApiServer, tmp_path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    server.add_deployment(NS, "web-placeholder", 6)
+def _use_kubeconfig(server: FakeApiServer, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     kubeconfig = tmp_path / "config"
     kubeconfig.write_text(
         yaml.safe_dump(
@@ -427,9 +425,18 @@ def test_load_kube_config_uses_kubeconfig_outside_a_cluster(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
 
+
+def test_load_kube_config_uses_kubeconfig_outside_a_cluster(
+    server: FakeApiServer, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.add_deployment(NS, "web-placeholder", 6)
+    _use_kubeconfig(server, tmp_path, monkeypatch)
+
     client = load_kube_config()
 
     assert TargetActuator(client, FAST).read(make_pool()).replicas == 6
+    # one connection kept per watch: 30 pools hold 30 (urllib3's default keeps 10)
+    assert client.configuration.connection_pool_maxsize == CONNECTIONS_KEPT
     client.close()
 
 

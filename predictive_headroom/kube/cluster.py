@@ -68,6 +68,10 @@ class ClusterReadError(ActuatorError):
     """Nodes could not be listed; the message names the permission or the failure."""
 
 
+CONNECTIONS_KEPT = 256
+"""Connections to the API server kept open for reuse (urllib3's pool size)."""
+
+
 def load_kube_config(context: str | None = None) -> ApiClient:
     """Return an ApiClient from the in-cluster ServiceAccount, else from KUBECONFIG / ~/.kube/config.
 
@@ -91,6 +95,10 @@ def load_kube_config(context: str | None = None) -> ApiClient:
                 f"({in_cluster}) and no usable kubeconfig ({kubeconfig}); set KUBECONFIG or run in-cluster"
             ) from None
     configuration.retries = False
+    # Each cache's watch holds a connection for minutes (one per target, per namespace's pods,
+    # per node selector): with urllib3's default of 10 kept, the rest were dropped after each use
+    # ("Connection pool is full") and writes opened new TLS connections.
+    configuration.connection_pool_maxsize = CONNECTIONS_KEPT
     logger.info("Kubernetes API %s (credentials from %s)", configuration.host, source)
     return ApiClient(configuration)
 

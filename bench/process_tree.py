@@ -1,7 +1,7 @@
 """Run a command and report what its whole process tree used: wall seconds, CPU seconds and peak
 memory, worker processes included (`/usr/bin/time -v` gives the largest single process only).
 
-Usage: python bench/process_tree.py [--every 0.2] -- COMMAND [ARG...]
+Usage: python bench/process_tree.py [--every 0.5] -- COMMAND [ARG...]
 
 Every `--every` seconds it reads /proc for the command and all its descendants: the resident set
 summed over them (RSS: shared pages, Python and its libraries, counted once per process, so an
@@ -14,6 +14,7 @@ the command's own from `wait4` when larger (what it reaped after the last readin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -49,22 +50,29 @@ def _memory(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
+def _children(pid: int) -> list[int]:
+    """The children of `pid` (every thread's), from /proc/PID/task/TID/children."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        with contextlib.suppress(OSError):
+            out.extend(int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split())
+    return out
+
+
 def tree(root: int) -> dict[int, tuple[int, float, float]]:
     """Every live process under `root` (itself included): `_stat`."""
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            got = _stat(int(entry))
-            if got is not None:
-                stats[int(entry)] = got
-    members, frontier = {root}, [root]
+    found, frontier = {}, [root]
     while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, _, _) in stats.items():
-            if ppid == parent and pid not in members:
-                members.add(pid)
-                frontier.append(pid)
-    return {pid: stats[pid] for pid in members if pid in stats}
+        pid = frontier.pop()
+        got = _stat(pid)
+        if got is not None and pid not in found:
+            found[pid] = got
+            frontier.extend(_children(pid))
+    return found
 
 
 class Ledger:
@@ -95,7 +103,7 @@ class Ledger:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--every", type=float, default=0.2)
+    parser.add_argument("--every", type=float, default=0.5)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

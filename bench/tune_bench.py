@@ -8,7 +8,9 @@ Writes the last `--days` of the series and a one-pool policy (`protection:` as a
 series' own demand per replica: median about 20 pods, `forecast.history` as long as the slice)
 to a temporary directory, runs `predictive-headroom tune -c POLICY --data CSV -q` in this
 process, as a user would, and prints its output, then the wall and CPU seconds it took (Stan's
-optimiser, a child process, included) and the CPU seconds in each stage (`STAGES`).
+optimiser, a child process, included) and the CPU seconds in each stage (`STAGES`). The refits
+run in worker processes (`--workers`, the CPUs it may use): their CPU is not in these figures;
+run the bench under `process_tree.py` for the whole tree's.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from predictive_headroom import __version__
 from predictive_headroom.commands import CommandError, print_error
 from predictive_headroom.policy.load import ConfigError
 from predictive_headroom.protocols import SourceError
+from predictive_headroom.replay.workers import WorkerDied
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
 COMMANDS = ("run", "validate", "size", "plan", "forecast", "report", "backtest", "tune", "demo")
@@ -64,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the process exit code (2 for usage and input errors)."""
+    """Run the command line; returns the process exit code (2 for usage and input errors, and
+    for a refit whose worker process died twice)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command != "run":
@@ -75,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     try:
         return int(args.handler(args) or 0)
-    except (CommandError, ConfigError, SourceError) as exc:
+    except (CommandError, ConfigError, SourceError, WorkerDied) as exc:
         print_error(str(exc))
         return 2
     except ValidationError as exc:  # PH_* environment settings

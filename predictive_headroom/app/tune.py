@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from itertools import pairwise
@@ -496,21 +496,28 @@ def _replay(
         tail = tail_reserve_of(known, seen, per_replica.value, r.cluster, target)
     standard = reserve_sizes(r.pods[r.start :]) if reserves is None else list(reserves)
     sizes = reserve_sizes(r.pods[r.start :], tail) if reserves is None else reserves
-    candidates: dict[Candidate, Run] = {}
     cheapest = carries_tail(g.setting for g in runs)
-    for g in runs:
-        for n in sizes if g.setting == cheapest else standard:
-            placeholders = with_reserve(g.run.placeholders, n, pool.max_replicas)
-            candidates[Candidate(g.setting, n)] = g.run if n == 0 else r.simulate(placeholders)
     size = r.pods.size
     days = max(1, round((size - r.start) / DAY_MINUTES))
     bounds = [max(r.start, size - k * DAY_MINUTES) for k in range(days, -1, -1)]
-    book = ledger(candidates, reactive, bounds, r.start)
-    statics = {Candidate(None, n): r.simulate(np.full(size, n)) for n in standard}
+    capped: dict[Candidate, int] = {}
+
+    def candidate_runs() -> Iterator[tuple[Candidate, Run]]:
+        """Each candidate's run, made when the ledger reads it and let go once summed (with the
+        days it sat at maxReplicas)."""
+        for g in runs:
+            for n in sizes if g.setting == cheapest else standard:
+                candidate = Candidate(g.setting, n)
+                if candidate in capped:  # a reserve given twice
+                    continue
+                placeholders = with_reserve(g.run.placeholders, n, pool.max_replicas)
+                run = g.run if n == 0 else r.simulate(placeholders)
+                capped[candidate] = _capped_days(run, pool.max_replicas, bounds, r.start)
+                yield candidate, run
+
+    book = ledger(candidate_runs(), reactive, bounds, r.start)
+    statics = ((Candidate(None, n), r.simulate(np.full(size, n))) for n in standard)
     static = ledger(statics, reactive, bounds, r.start)
-    capped = {
-        c: _capped_days(run, pool.max_replicas, bounds, r.start) for c, run in candidates.items()
-    }
     return book, (float(r.times[-1]) - begin) / DAY_SECONDS, tail, static, capped
 
 

@@ -117,7 +117,8 @@ def span(result: BacktestResult, replayed: Replayed, lo: int, hi: int) -> Span:
     reactive = result.strategies["reactive"].run
     u, nh = _totals(reactive, lo, hi)
     probe = Span(lo, hi, (hi - lo) / DAY_MINUTES, u, nh, ())
-    static = tuple(probe.point(run, f"N={n}") for n, run in sorted(replayed.static_runs.items()))
+    runs = replayed.static_runs
+    static = tuple(probe.point(runs[n], f"N={n}") for n in sorted(runs))
     return Span(lo, hi, probe.days, u, nh, static)
 
 
@@ -136,7 +137,10 @@ def replays(result: BacktestResult, levels: tuple[float, ...] = ()) -> Replays:
     """The promise walked forward at `FRONTIER_LEVELS` and `levels` on `result` (which needs its
     grid: a backtest with `--protection`, or `tune`'s)."""
     asked = tuple(sorted({*FRONTIER_LEVELS, *levels}))
-    replayed = prepare(result, asked)
+    made = result.replayed
+    replayed = (
+        made if made is not None and set(made.tails) == set(asked) else prepare(result, asked)
+    )
     walks = {p: promise_walk(result, replayed, p) for p in asked}
     whole = span(result, replayed, result.scored_from, result.pods.size)
     return Replays(result, replayed, walks, whole)

@@ -9,7 +9,7 @@ start (the observation delay and one data step before it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
@@ -27,12 +27,15 @@ from predictive_headroom.replay.promise import (
     Candidate,
     Choice,
     Ledger,
+    ReserveBook,
+    StaticRuns,
     Status,
     WalkForward,
     carries_tail,
     choose,
     ledger,
     placeholders_of,
+    reserve_book,
     reserve_sizes,
     reserve_walk_forward,
     walk_forward,
@@ -53,12 +56,14 @@ class Replayed:
     base: dict[Setting, np.ndarray]
     starts: list[int]
     bounds: list[int]
-    static_runs: dict[int, Run]
+    static_runs: StaticRuns
     cluster: ClusterSpec
     default: Candidate
     known_lag: int
     tails: dict[float, list[int | None]]
     """Per protection, each period's tail-aware reserve (`replay.tail`)."""
+    reserves: ReserveBook
+    """The static runs summed per day for the daily reserve (`replay.promise.reserve_book`)."""
 
 
 def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replayed:
@@ -78,29 +83,31 @@ def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replay
     }
     if not base:
         base = {g.setting: g.run.placeholders for g in result.grid if g.family == "forecast"}
-    static_runs = {
-        n: simulate(pods, np.full(pods.size, n), cluster) for n, _ in result.static_curve
-    }
+    static_runs = StaticRuns(pods, cluster, tuple(n for n, _ in result.static_curve))
     tails = _tails(pods, starts, known_lag, cluster.lag_minutes, protections)
     extra = {n for per_day in tails.values() for n in per_day if n is not None}
     cheapest = carries_tail(base)
-    runs: dict[Candidate, Run] = {}
-    for setting, ph in base.items():
-        grid_run = next(
-            g.run for g in result.grid if g.family == "forecast" and g.setting == setting
-        )
-        tried = set(reserve_sizes(pods[start:])) | (extra if setting == cheapest else set())
-        for n in sorted(tried):
-            placeholders = with_reserve(ph, n, s.max_replicas)
-            runs[Candidate(setting, n)] = (
-                grid_run if n == 0 else simulate(pods, placeholders, cluster)
+
+    def candidate_runs() -> Iterator[tuple[Candidate, Run]]:
+        """Each candidate's run, made when the ledger reads it and let go once summed."""
+        for setting, ph in base.items():
+            grid_run = next(
+                g.run for g in result.grid if g.family == "forecast" and g.setting == setting
             )
+            tried = set(reserve_sizes(pods[start:])) | (extra if setting == cheapest else set())
+            for n in sorted(tried):
+                placeholders = with_reserve(ph, n, s.max_replicas)
+                yield (
+                    Candidate(setting, n),
+                    grid_run if n == 0 else simulate(pods, placeholders, cluster),
+                )
+
     reactive = result.strategies["reactive"].run
     q0 = s.quantile if s.quantile is not None else 0.95
     default_setting = Setting(q0, s.scale_down_stabilization_seconds)
     default = Candidate(default_setting if default_setting in base else next(iter(base)), 0)
     return Replayed(
-        ledger(runs, reactive, bounds, start),
+        ledger(candidate_runs(), reactive, bounds, start),
         base,
         starts,
         bounds,
@@ -109,6 +116,7 @@ def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replay
         default,
         known_lag,
         tails,
+        reserve_book(static_runs, reactive, pods.size, start, starts, known_lag),
     )
 
 
@@ -142,6 +150,7 @@ def measure(
             r.starts,
             r.known_lag,
             t,
+            r.reserves,
         )
         for t in RESERVE_TARGETS
     ]

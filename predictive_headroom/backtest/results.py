@@ -46,6 +46,8 @@ class BacktestSettings:
     """The interruption notice (`--notice`)."""
     seed: int = 0
     """The interruptions' random draws (`--seed`)."""
+    workers: int = 1
+    """Worker processes the refits run in (`--workers`; 1: this process)."""
 
 
 @dataclass
@@ -266,6 +268,9 @@ class BacktestResult:
     interruptions: InterruptionReport | None = None  # `--interruptions`: what each leaves waiting
     notes: tuple[str, ...] = ()  # what the reader must know about the series (an outlier)
     current: list[dict[str, Any]] | None = None  # `--current N`: the user's fixed N against ours
+    replayed: Any = field(default=None, repr=False, compare=False)
+    """The promise's candidates summed per day (`promise_measure.Replayed`, made for `promise`),
+    for `against_fixed.replays` to read rather than replay again."""
 
     def x_of(self, node_hours: float, unserved: float) -> float | None:
         """`x_against` this result's static curve."""

@@ -178,6 +178,9 @@ def static_curve(
     return [(n, m) for n, m in curve if n <= best_n] if flat else curve
 
 
+WORKER_PRELOAD = ("predictive_headroom.forecast.forecaster", "prophet", "sklearn.ensemble")
+"""What the refit workers import once, before their first refit: the default forecaster's."""
+
 Strategy = Callable[[Replay, WalkForward], Run]
 
 STRATEGIES: dict[str, Strategy] = {
@@ -219,6 +222,8 @@ def run_backtest(
         grid_quantiles(s) if s.dial or s.grid or s.protections else (),
         progress,
         s.progress_every,
+        s.workers,
+        WORKER_PRELOAD,
     )
     wf = walk_forward(history, r.pool, r.times, r.start, r.plan_settings, refits, r.model)
     runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}
@@ -254,12 +259,14 @@ def run_backtest(
     for note in result.notes:
         logger.warning("%s", note)
     if s.protections:
-        from predictive_headroom.backtest.promise_measure import measure
+        from predictive_headroom.backtest.promise_measure import measure, prepare
 
+        replayed = prepare(result, s.protections)
         result = replace(
             result,
             frontier=frontier(result, s.protections),
-            promise=measure(result, s.protections),
+            promise=measure(result, s.protections, replayed),
+            replayed=replayed,
         )
     if s.interruption_rate is not None:
         result = replace(result, interruptions=interrupted(r, s, wf, runs))

@@ -13,6 +13,7 @@ from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
+from predictive_headroom.replay.workers import MAX_WORKERS, default_workers
 
 GridFlags = Callable[
     [argparse.Namespace, list[str]],
@@ -60,6 +61,13 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         type=duration_arg,
         default=86400.0,
         help="walk-forward refit interval (default 24h)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=default_workers(),
+        help="refit in this many worker processes at once, the same figures as in one (default: "
+        f"the CPUs this process may use, at most {MAX_WORKERS}: {default_workers()} here)",
     )
     parser.add_argument(
         "--lead-time",
@@ -122,6 +130,8 @@ def settings_from_args(
         problems.append(f"--demand-per-replica must be positive, got {args.demand_per_replica:g}")
     if args.node_slots is not None and args.node_slots < 1:
         problems.append(f"--node-slots must be at least 1, got {args.node_slots}")
+    if args.workers < 1:
+        problems.append(f"--workers must be at least 1, got {args.workers}")
     if args.refit_every < 60:
         problems.append(f"--refit-every must be at least 1m, got {args.refit_every:g}s")
     quantile, dial, windows, protections = (
@@ -162,4 +172,5 @@ def settings_from_args(
         interruption_rate=rate,
         notice_seconds=getattr(args, "notice", 120.0),
         seed=getattr(args, "seed", 0),
+        workers=args.workers,
     )

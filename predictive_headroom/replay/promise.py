@@ -34,7 +34,7 @@ hand with the same information).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import pairwise
@@ -176,21 +176,31 @@ class Choice:
 
 
 def ledger(
-    runs: Mapping[Candidate, Run], reactive: Run, bounds: Sequence[int], start: int
+    runs: Mapping[Candidate, Run] | Iterable[tuple[Candidate, Run]],
+    reactive: Run,
+    bounds: Sequence[int],
+    start: int,
 ) -> Ledger:
     """Sum each run per period: period k covers minutes [bounds[k], bounds[k + 1]) (clipped to
-    `start`); `bounds` are the period starts shifted back by what is not yet known at them."""
-    cands = tuple(runs)
+    `start`); `bounds` are the period starts shifted back by what is not yet known at them.
+    `runs` may be (candidate, run) pairs made one at a time: each run is summed, then let go."""
     edges = [max(start, b) for b in bounds]
 
     def sums(values: np.ndarray) -> np.ndarray:
         c = np.concatenate([[0.0], np.cumsum(values, dtype=np.float64)])
         return np.array([c[b] - c[a] for a, b in pairwise(edges)])
 
+    cands: list[Candidate] = []
+    unserved: list[np.ndarray] = []
+    node_hours: list[np.ndarray] = []
+    for candidate, run in runs.items() if isinstance(runs, Mapping) else runs:
+        cands.append(candidate)
+        unserved.append(sums(run.unserved))
+        node_hours.append(sums(run.ready) / 60.0)
     return Ledger(
-        cands,
-        np.array([sums(runs[c].unserved) for c in cands]).reshape(len(cands), -1),
-        np.array([sums(runs[c].ready) / 60.0 for c in cands]).reshape(len(cands), -1),
+        tuple(cands),
+        np.array(unserved).reshape(len(cands), -1),
+        np.array(node_hours).reshape(len(cands), -1),
         sums(reactive.unserved),
         sums(reactive.ready) / 60.0,
     )
@@ -377,6 +387,57 @@ def walk_forward(
     )
 
 
+@dataclass(frozen=True)
+class StaticRuns(Mapping[int, Run]):
+    """Static headroom of N placeholders for each N of `ns`, simulated when read (a few
+    milliseconds each) rather than held: a run is three arrays as long as the replay, and the
+    static curve has up to a few hundred N."""
+
+    pods: np.ndarray
+    cluster: ClusterSpec
+    ns: tuple[int, ...]
+
+    def __getitem__(self, n: int) -> Run:
+        if n not in self.ns:
+            raise KeyError(n)
+        return simulate(self.pods, np.full(self.pods.size, n, dtype=np.int64), self.cluster)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ns)
+
+    def __len__(self) -> int:
+        return len(self.ns)
+
+
+@dataclass(frozen=True)
+class ReserveBook:
+    """The static runs summed per period for the daily reserve: the `RESERVE_WINDOW` periods
+    before the first scored one (as far as the data goes back), then each scored period;
+    `before` of them come before the first."""
+
+    book: Ledger
+    before: int
+
+
+def reserve_book(
+    static_runs: Mapping[int, Run],
+    reactive: Run,
+    size: int,
+    start: int,
+    period_starts: Sequence[int],
+    known_lag: int,
+) -> ReserveBook:
+    """The `ReserveBook` of `static_runs` (read one at a time, in increasing N) over a replay of
+    `size` minutes scored from `start`."""
+    first = period_starts[0] if period_starts else start
+    before = list(range(first - RESERVE_WINDOW * 1440, first, 1440))
+    before = [b for b in before if b - known_lag >= 0]
+    starts = before + list(period_starts)
+    bounds = [b - known_lag for b in starts] + [size]
+    pairs = ((Candidate(None, n), static_runs[n]) for n in sorted(static_runs))
+    return ReserveBook(ledger(pairs, reactive, bounds, 0), len(before))
+
+
 def reserve_walk_forward(
     static_runs: Mapping[int, Run],
     reactive: Run,
@@ -386,18 +447,16 @@ def reserve_walk_forward(
     period_starts: Sequence[int],
     known_lag: int,
     target: float,
+    summed: ReserveBook | None = None,
 ) -> WalkForward:
     """The daily reserve: each period the smallest static N whose unserved over the
     `RESERVE_WINDOW` days before it (the unscored warm-up included: a reserve needs no forecast)
-    is within (1 - target) of reactive's (none: the largest); the first day with no past, 0."""
-    first = period_starts[0] if period_starts else start
-    before = list(range(first - RESERVE_WINDOW * 1440, first, 1440))
-    before = [b for b in before if b - known_lag >= 0]
-    starts = before + list(period_starts)
-    bounds = [b - known_lag for b in starts] + [pods.size]
-    runs = {Candidate(None, n): r for n, r in sorted(static_runs.items())}
-    book = ledger(runs, reactive, bounds, 0)
-    picks = inner_choices(book, target, 1.0, RESERVE_WINDOW)[len(before) :]
+    is within (1 - target) of reactive's (none: the largest); the first day with no past, 0.
+    `summed`: `reserve_book` of the same arguments, when already made (one per target otherwise)."""
+    if summed is None:
+        summed = reserve_book(static_runs, reactive, pods.size, start, period_starts, known_lag)
+    book = summed.book
+    picks = inner_choices(book, target, 1.0, RESERVE_WINDOW)[summed.before :]
     spliced = np.zeros(pods.size, dtype=np.int64)
     choices: list[Choice | None] = []
     for k, b in enumerate(period_starts):

@@ -7,6 +7,11 @@ forecast with the instant it comes into force, which `core.engine.PoolTimeline` 
 The same refits also serve the quantile sweep (`quantiles`): each forecast's burst profile is
 recomputed at every swept quantile from the same fit's residuals (`at_quantile`), and the
 model-free baseline is refitted at each, so the dial's price costs no extra Prophet fits.
+
+Each refit depends only on the history known at its instant, so the refits run in worker
+processes (`Refits.workers`, `replay.workers`): a refit's fit, its burst models at every swept
+quantile and its baselines are one job (`refit`), and the results are read in refit order, so
+they are the ones a single process makes.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from predictive_headroom.core.engine import InForce
-from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.series import Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import (
     ModelSpec,
     PlanSettings,
@@ -34,6 +39,7 @@ from predictive_headroom.core.settings import (
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import format_duration
 from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay.workers import in_workers
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +65,7 @@ class WalkForward:
 class Refits:
     """How a walk-forward refits: every `every` seconds with `forecaster`, the model-free baseline
     by `naive_fit`, both swept at `quantiles` from the same fits; `progress` draws a bar on a
-    terminal, else a stderr line each `progress_every` refits."""
+    terminal, else a stderr line each `progress_every` refits; `workers` processes at a time."""
 
     every: float
     forecaster: Forecaster
@@ -67,6 +73,10 @@ class Refits:
     quantiles: Sequence[float] = ()
     progress: bool = False
     progress_every: int = 10
+    workers: int = 1
+    """Refits run in this many worker processes at once (1: in this one)."""
+    preload: tuple[str, ...] = ()
+    """Modules the workers import once, before any refit (the forecaster's libraries)."""
 
 
 def baseline_forecast(profile: Any, now: float, horizon: float) -> Forecast:
@@ -96,6 +106,51 @@ def at_quantile(forecast: Forecast, quantile: float, source: SettingSource) -> F
     return out
 
 
+@dataclass(frozen=True)
+class RefitJob:
+    """One refit, all it needs to run in another process: the history known at `at` (already
+    cut), what to fit it with and for, and the quantiles to sweep."""
+
+    known: History
+    at: float
+    horizon: float
+    knobs: ModelSpec
+    settings: PlanSettings
+    forecaster: Forecaster
+    naive_fit: NaiveFit
+    quantiles: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Refitted:
+    """A refit's forecasts: the model's and the baseline's at the pool's quantile, the same at
+    each swept quantile (in `RefitJob.quantiles` order), and the seconds the model's fit took."""
+
+    model: Forecast | NoForecast
+    naive: Forecast
+    swept: tuple[tuple[Forecast | NoForecast, Forecast], ...]
+    fit_seconds: float
+
+
+def refit(job: RefitJob) -> Refitted:
+    """Fit `job`'s model and baseline on its history and read both at every swept quantile
+    (the burst models at the other quantiles are fitted here too, from the same refit)."""
+    lead, at, known = job.settings.lead, job.at, job.known
+    started = time.perf_counter()
+    fitted = job.forecaster.fit(known, job.knobs, job.settings, at)
+    seconds = time.perf_counter() - started
+
+    def naive_at(q: float) -> Forecast:
+        return baseline_forecast(job.naive_fit(known, lead, q, at), at, job.horizon)
+
+    swept_q = SettingSource.CONFIGURED  # a what-if of the dial, not a choice
+    swept = tuple(
+        (at_quantile(fitted, q, swept_q) if isinstance(fitted, Forecast) else fitted, naive_at(q))
+        for q in job.quantiles
+    )
+    return Refitted(fitted, naive_at(job.settings.quantile), swept, seconds)
+
+
 def walk_forward(
     history: History,
     pool: Pool,
@@ -108,50 +163,70 @@ def walk_forward(
     """Refit at times[first] and every `refits.every` seconds after on the history known then (up
     to the observation delay before it), for `settings` (the pool's, resolved by the caller) and
     the forecaster's knobs `model` (None: the pool's forecast section's), sweeping the burst
-    `refits.quantiles` from the same refits."""
+    `refits.quantiles` from the same refits; in `refits.workers` processes, the same forecasts
+    in the same order as in one. Raises `WorkerDied` naming the refit whose worker died twice."""
     spec = pool.forecast
     assert spec is not None
     knobs = model if model is not None else model_spec(spec)
-    lead, horizon, every = settings.lead, spec.horizon.total_seconds(), refits.every
-    forecaster, naive_fit, progress = refits.forecaster, refits.naive_fit, refits.progress
+    every, progress = refits.every, refits.progress
     refit_at = np.arange(times[first], times[-1] + 1, every)
-    model: list[Forecast | NoForecast] = []
-    naive: list[Forecast | NoForecast] = []
-    swept: dict[float, tuple[list[Forecast | NoForecast], list[Forecast | NoForecast]]] = {
-        q: ([], []) for q in refits.quantiles
-    }
-    fit_seconds, models = 0.0, {}
+    jobs = [
+        RefitJob(
+            # Like every decision at `at`, the refit sees only the samples at or before `at - delay`.
+            history.until(float(at) - settings.delay).since(
+                float(at) - settings.delay - spec.history.total_seconds()
+            ),
+            float(at),
+            spec.horizon.total_seconds(),
+            knobs,
+            settings,
+            refits.forecaster,
+            refits.naive_fit,
+            tuple(refits.quantiles),
+        )
+        for at in refit_at
+    ]
     bar = _progress_bar(len(refit_at), progress)
-    began = time.perf_counter()
-    for k, at in enumerate(refit_at):
-        if k == 1:
-            _say_when_long(len(refit_at), time.perf_counter() - began, every, history)
-        # Like every decision at `at`, the refit sees only the samples at or before `at - delay`.
-        seen = float(at) - settings.delay
-        known = history.until(seen).since(seen - spec.history.total_seconds())
-        started = time.perf_counter()
-        fitted = forecaster.fit(known, knobs, settings, float(at))
-        fit_seconds += time.perf_counter() - started
+    finished, fitting = [0], [0.0]
+
+    def done(k: int, out: Refitted) -> None:
+        if not finished[0]:
+            _say_when_long(len(jobs), out.fit_seconds, every, history, refits.workers)
+        finished[0] += 1
+        fitting[0] += out.fit_seconds
+        _tick(bar, progress, finished[0], len(jobs), refits.progress_every, fitting[0])
+
+    outs = in_workers(
+        refit,
+        jobs,
+        refits.workers,
+        name=lambda k: f"refit {k + 1}/{len(jobs)} at {iso_utc(float(refit_at[k]))}",
+        done=done,
+        preload=refits.preload,
+    )
+    bar.close()
+    models: dict[str, int] = {}
+    for out in outs:
+        fitted = out.model
         key = fitted.model if isinstance(fitted, Forecast) else f"none:{fitted.why}"
         models[key] = models.get(key, 0) + 1
-        model.append(fitted)
-        naive.append(
-            baseline_forecast(
-                naive_fit(known, lead, settings.quantile, float(at)), float(at), horizon
-            )
-        )
-        for q, (mq, nq) in swept.items():
-            swept_q = SettingSource.CONFIGURED  # a what-if of the dial, not a choice
-            mq.append(at_quantile(fitted, q, swept_q) if isinstance(fitted, Forecast) else fitted)
-            nq.append(baseline_forecast(naive_fit(known, lead, q, float(at)), float(at), horizon))
-        _tick(bar, progress, k + 1, len(refit_at), refits.progress_every, fit_seconds)
-    bar.close()
 
-    def in_force(forecasts: list[Forecast | NoForecast]) -> InForce:
+    def in_force(forecasts: Sequence[Forecast | NoForecast]) -> InForce:
         return [(float(at), f) for at, f in zip(refit_at, forecasts, strict=True)]
 
-    dial = {q: (in_force(mq), in_force(nq)) for q, (mq, nq) in swept.items()}
-    return WalkForward(in_force(model), in_force(naive), dial, len(refit_at), fit_seconds, models)
+    dial = {
+        q: (in_force([o.swept[i][0] for o in outs]), in_force([o.swept[i][1] for o in outs]))
+        for i, q in enumerate(refits.quantiles)
+    }
+    fit_seconds = sum(o.fit_seconds for o in outs)
+    return WalkForward(
+        in_force([o.model for o in outs]),
+        in_force([o.naive for o in outs]),
+        dial,
+        len(refit_at),
+        fit_seconds,
+        models,
+    )
 
 
 def _tick(bar: Any, progress: bool, done: int, total: int, every_line: int, fitted: float) -> None:
@@ -167,9 +242,12 @@ LONG_REPLAY_SECONDS = 600.0
 """A replay projected to take longer than this is said before it goes on."""
 
 
-def _say_when_long(refits: int, first: float, every: float, history: History) -> None:
-    """Warn, with the projection, when `refits` refits of `first` seconds each take long."""
-    projected = refits * first
+def _say_when_long(
+    refits: int, first: float, every: float, history: History, workers: int = 1
+) -> None:
+    """Warn, with the projection, when `refits` refits of `first` seconds each, `workers` at a
+    time, take long."""
+    projected = refits * first / max(1, workers)
     if projected <= LONG_REPLAY_SECONDS:
         return
     span = (history.end - history.start) / 86400 if len(history) else 0.0

@@ -60,15 +60,15 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "e2e")]
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "tests" / "e2e"), str(REPO / "bench")]
 
 import kubernetes.client  # noqa: E402
 from cluster import Cluster, bins_dir, missing_binaries, node_body  # noqa: E402
 from daemonproc import DaemonProc  # noqa: E402
 from kube import Kube, ensure_namespace, wait_for  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from scale_bench import NS, bench_pool  # noqa: E402
 
-NS = "placeholders"
 APPS = "scale-apps"
 APP_DEPLOYMENTS = 20
 SELECTORS = ("a", "b", "c")
@@ -195,29 +195,13 @@ def write_policy(path: Path, pools: int, probe_nodes: int) -> Path:
     """`pools - 1` pools like `bench/scale_bench.py`'s (a minimum, a schedule window, a linear
     proportional rule) over `pool=a|b|c` in turn, and the `probe` pool (see the docstring)."""
 
-    def pool(name: str, selector: str, linear: dict[str, int]) -> dict[str, Any]:
-        return {
-            "name": name,
-            "target": {"namespace": NS, "name": f"{name}-placeholder"},
-            "minReplicas": 1,
-            "maxReplicas": 500,
-            "schedules": [
-                {
-                    "name": "always",
-                    "timezone": "UTC",
-                    "start": "0 0 * * *",
-                    "end": "59 23 * * *",
-                    "desiredReplicas": 2,
-                }
-            ],
-            "proportional": {"linear": linear, "nodeSelector": {"pool": selector}},
-        }
-
     body = [
-        pool(f"pool-{i}", label_of(i), {"nodesPerReplica": 20 + i, "coresPerReplica": 64})
+        bench_pool(
+            f"pool-{i}", {"nodesPerReplica": 20 + i, "coresPerReplica": 64}, {"pool": label_of(i)}
+        )
         for i in range(pools - 1)
     ]
-    body.append(pool(PROBE, PROBE_SELECTOR, {"nodesPerReplica": probe_nodes}))
+    body.append(bench_pool(PROBE, {"nodesPerReplica": probe_nodes}, {"pool": PROBE_SELECTOR}))
     path.write_text(yaml.safe_dump({"pools": body}, sort_keys=False))
     return path
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -54,35 +55,34 @@ class NoForecaster:
         raise AssertionError("no pool forecasts")
 
 
-def write_policy(path: Path, pools: int) -> Path:
-    path.write_text(
-        yaml.safe_dump(
+def bench_pool(name: str, linear: dict[str, int], selector: dict[str, str]) -> dict[str, Any]:
+    """One bench pool: a minimum, a schedule window always open, a linear proportional rule over
+    the nodes `selector` picks (all nodes when empty)."""
+    return {
+        "name": name,
+        "target": {"namespace": NS, "name": f"{name}-placeholder"},
+        "minReplicas": 1,
+        "maxReplicas": 500,
+        "schedules": [
             {
-                "pools": [
-                    {
-                        "name": f"pool-{i}",
-                        "target": {"namespace": NS, "name": f"pool-{i}-placeholder"},
-                        "minReplicas": 1,
-                        "maxReplicas": 500,
-                        "schedules": [
-                            {
-                                "name": "always",
-                                "timezone": "UTC",
-                                "start": "0 0 * * *",
-                                "end": "59 23 * * *",
-                                "desiredReplicas": 2,
-                            }
-                        ],
-                        "proportional": {
-                            "linear": {"nodesPerReplica": 20 + i, "coresPerReplica": 64},
-                            **({"nodeSelector": SELECTORS[i % 3]} if SELECTORS[i % 3] else {}),
-                        },
-                    }
-                    for i in range(pools)
-                ]
+                "name": "always",
+                "timezone": "UTC",
+                "start": "0 0 * * *",
+                "end": "59 23 * * *",
+                "desiredReplicas": 2,
             }
-        )
-    )
+        ],
+        "proportional": {"linear": linear, **({"nodeSelector": selector} if selector else {})},
+    }
+
+
+def write_policy(path: Path, pools: int) -> Path:
+    linear = {"coresPerReplica": 64}
+    body = [
+        bench_pool(f"pool-{i}", {"nodesPerReplica": 20 + i, **linear}, SELECTORS[i % 3])
+        for i in range(pools)
+    ]
+    path.write_text(yaml.safe_dump({"pools": body}))
     return path
 
 

@@ -170,22 +170,7 @@ def walk_forward(
     knobs = model if model is not None else model_spec(spec)
     every, progress = refits.every, refits.progress
     refit_at = np.arange(times[first], times[-1] + 1, every)
-    jobs = [
-        RefitJob(
-            # Like every decision at `at`, the refit sees only the samples at or before `at - delay`.
-            history.until(float(at) - settings.delay).since(
-                float(at) - settings.delay - spec.history.total_seconds()
-            ),
-            float(at),
-            spec.horizon.total_seconds(),
-            knobs,
-            settings,
-            refits.forecaster,
-            refits.naive_fit,
-            tuple(refits.quantiles),
-        )
-        for at in refit_at
-    ]
+    jobs = _refit_jobs(history, pool, refit_at, knobs, settings, refits)
     bar = _progress_bar(len(refit_at), progress)
     finished, fitting = [0], [0.0]
 
@@ -205,6 +190,42 @@ def walk_forward(
         preload=refits.preload,
     )
     bar.close()
+    return _walked(outs, refit_at, refits.quantiles)
+
+
+def _refit_jobs(
+    history: History,
+    pool: Pool,
+    refit_at: np.ndarray,
+    knobs: ModelSpec,
+    settings: PlanSettings,
+    refits: Refits,
+) -> list[RefitJob]:
+    """One job per refit instant, each holding only the history known then."""
+    spec = pool.forecast
+    assert spec is not None
+    return [
+        RefitJob(
+            # Like every decision at `at`, the refit sees only the samples at or before `at - delay`.
+            history.until(float(at) - settings.delay).since(
+                float(at) - settings.delay - spec.history.total_seconds()
+            ),
+            float(at),
+            spec.horizon.total_seconds(),
+            knobs,
+            settings,
+            refits.forecaster,
+            refits.naive_fit,
+            tuple(refits.quantiles),
+        )
+        for at in refit_at
+    ]
+
+
+def _walked(
+    outs: Sequence[Refitted], refit_at: np.ndarray, quantiles: Sequence[float]
+) -> WalkForward:
+    """The refits' results, in refit order, as the forecasts in force from each instant."""
     models: dict[str, int] = {}
     for out in outs:
         fitted = out.model
@@ -216,7 +237,7 @@ def walk_forward(
 
     dial = {
         q: (in_force([o.swept[i][0] for o in outs]), in_force([o.swept[i][1] for o in outs]))
-        for i, q in enumerate(refits.quantiles)
+        for i, q in enumerate(quantiles)
     }
     fit_seconds = sum(o.fit_seconds for o in outs)
     return WalkForward(

@@ -64,7 +64,7 @@ from predictive_headroom.replay.promise_price import (
     price_of_promise,
     static_in_hindsight,
 )
-from predictive_headroom.replay.setup import WhatIf, resolve
+from predictive_headroom.replay.setup import Replay, WhatIf, resolve
 from predictive_headroom.replay.simulator import Run
 from predictive_headroom.replay.tail import tail_reserve_of
 from predictive_headroom.replay.tuning import DAY_MINUTES, replay_grid
@@ -487,15 +487,7 @@ def _replay(
         r.pool, r.plan_settings, parts, sorted(set(windows)), r.plan, r.simulate, r.start
     )
     reactive = r.simulate(np.zeros(r.pods.size, dtype=np.int64))
-    tail = None
-    if reserves is None:
-        # Fitted on weeks of what was known at the refit: up to it minus the observation delay.
-        seen = known.end - r.plan_settings.delay
-        per_replica = r.plan_settings.demand_per_replica
-        assert per_replica is not None  # the replayed pool forecasts
-        tail = tail_reserve_of(known, seen, per_replica.value, r.cluster, target)
-    standard = reserve_sizes(r.pods[r.start :]) if reserves is None else list(reserves)
-    sizes = reserve_sizes(r.pods[r.start :], tail) if reserves is None else reserves
+    tail, standard, sizes = _reserves(known, r, reserves, target)
     cheapest = carries_tail(g.setting for g in runs)
     size = r.pods.size
     days = max(1, round((size - r.start) / DAY_MINUTES))
@@ -519,6 +511,21 @@ def _replay(
     statics = ((Candidate(None, n), r.simulate(np.full(size, n))) for n in standard)
     static = ledger(statics, reactive, bounds, r.start)
     return book, (float(r.times[-1]) - begin) / DAY_SECONDS, tail, static, capped
+
+
+def _reserves(
+    known: History, r: Replay, reserves: Sequence[int] | None, target: float
+) -> tuple[int | None, list[int], Sequence[int]]:
+    """(the tail-aware reserve for `target`, the standard reserves, those with it) of the replay
+    `r`, or the `reserves` given (no tail-aware one then)."""
+    if reserves is not None:
+        return None, list(reserves), reserves
+    # Fitted on weeks of what was known at the refit: up to it minus the observation delay.
+    seen = known.end - r.plan_settings.delay
+    per_replica = r.plan_settings.demand_per_replica
+    assert per_replica is not None  # the replayed pool forecasts
+    tail = tail_reserve_of(known, seen, per_replica.value, r.cluster, target)
+    return tail, reserve_sizes(r.pods[r.start :]), reserve_sizes(r.pods[r.start :], tail)
 
 
 def _capped_days(run: Run, cap: int, bounds: Sequence[int], start: int) -> int:

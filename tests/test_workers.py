@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -131,3 +134,49 @@ POLICY = """pools:
     protection: 95%
     forecast: {query: demand, demandPerReplica: 1000, history: 28d}
 """
+
+
+LEAVER = """
+import os, time
+from pathlib import Path
+from predictive_headroom.replay.workers import in_workers
+
+def job(seconds):
+    Path(f"worker-{os.getpid()}").touch()
+    deadline = time.monotonic() + 60
+    while len(list(Path().glob("worker-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # both jobs have started
+    time.sleep(seconds)
+
+if __name__ == "__main__":
+    # the first job's end ends this process as pytest-xdist's workers end (no atexit, no executor
+    # shutdown), while the second job still runs
+    in_workers(job, [0, 2], 2, done=lambda k, result: os._exit(0))
+"""
+
+
+@pytest.mark.slow
+def test_workers_end_when_the_process_that_started_them_ends_abruptly(tmp_path) -> None:
+    """A process that ended without shutting its pools down (`os._exit`, SIGKILL) left an idle
+    worker waiting on its queue forever, and the fork server beside it: found alive, parent 1,
+    49 minutes after a `make test`."""
+    script = tmp_path / "leaver.py"
+    script.write_text(LEAVER)
+    with (tmp_path / "stderr").open("w") as err:  # not a pipe: a leftover worker would hold it
+        done = subprocess.run([sys.executable, str(script)], stderr=err, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, (tmp_path / "stderr").read_text()
+    pids = [int(p.name.split("-")[1]) for p in tmp_path.glob("worker-*")]
+    assert len(pids) == 2  # two worker processes ran the jobs
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids), "a worker outlived the process that started it"
+
+
+def _alive(pid: int) -> bool:
+    """`pid` is a process that has not ended (a zombie has: it waits only for its parent)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"

@@ -5,13 +5,16 @@ Each worker is a process of its own, started by a fork server that has imported 
 `preload` modules once (Prophet, scikit-learn), so the workers share those pages. A worker killed
 while it runs a job (the kernel's OOM killer, a signal) costs that job one retry on a fresh
 worker; a second death raises `WorkerDied` naming the job. An exception raised by the job itself
-is raised here unchanged, as it would be in this process.
+is raised here unchanged, as it would be in this process. A worker ends when this process does,
+however it ends (SIGKILL, `os._exit`, as pytest-xdist's workers exit): without that, an idle worker
+waits on its queue forever and keeps the fork server alive beside it.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -35,6 +38,20 @@ def default_workers() -> int:
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
     return max(1, min(MAX_WORKERS, cpus))
+
+
+def _end_with_parent() -> None:
+    """In a worker, at its start: exit as soon as the process that started the pool has ended
+    (the parent's sentinel, `multiprocessing.parent_process()`, closes whichever way it ends)."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
 class WorkerDied(Exception):
@@ -73,7 +90,7 @@ def in_workers(
     context.set_forkserver_preload(list(preload))
 
     def fresh() -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=1, mp_context=context)
+        return ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_end_with_parent)
 
     results: list[Any] = [None] * len(inputs)
     tries = [0] * len(inputs)

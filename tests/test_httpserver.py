@@ -175,8 +175,11 @@ def test_metrics_show_plans_components_errors_and_leadership(setup) -> None:
         ("predictive_headroom_errors_total", (("kind", "source"),)): 0,
         ("predictive_headroom_last_reconcile_timestamp_seconds", ()): T0,
         ("predictive_headroom_leader", ()): 1,
+        ("predictive_headroom_reconcile_seconds_count", ()): 1,
     }
     assert {key: samples.get(key) for key in expected} == expected
+    took = daemon.last_reconcile.seconds
+    assert samples[("predictive_headroom_reconcile_seconds_sum", ())] == pytest.approx(took)
     assert (
         "predictive_headroom_applied_replicas",
         (("pool", "batch"),),

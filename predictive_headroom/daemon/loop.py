@@ -348,6 +348,7 @@ class Daemon:
         self._refit_for_new_settings(policy, forecasts)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
+        self.metrics.reconcile_seconds.observe(result.seconds)
         if result.served:
             self.last_success_at = at
             self.metrics.last_reconcile.set(at)

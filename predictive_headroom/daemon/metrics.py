@@ -38,6 +38,9 @@ ERROR_KINDS = (
 BOOT_BUCKETS = (15, 30, 45, 60, 90, 120, 150, 180, 240, 300, 420, 600, 900, 1200, 1800, 3600)
 """Seconds: node boots take about 2 min (Karpenter) to 5 min (an auto-scaling group)."""
 START_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 90, 120, 180, 300, 600)
+RECONCILE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
+"""Seconds: a reconcile from watched caches takes tens of milliseconds; listing the cluster every
+reconcile, seconds at a few thousand nodes; the interval (60 s by default) bounds it."""
 LEAD_SOURCES = (SettingSource.MEASURED, SettingSource.CONFIGURED)
 """Where a lead time in use comes from (the `source` label of `lead_time_seconds`)."""
 
@@ -121,6 +124,12 @@ class Metrics:
         self.last_reconcile = Gauge(
             f"{PREFIX}_last_reconcile_timestamp_seconds",
             "When the last successful reconcile completed (POSIX seconds).",
+            registry=r,
+        )
+        self.reconcile_seconds = Histogram(
+            f"{PREFIX}_reconcile_seconds",
+            "Wall time of each reconcile, served or not (the `N ms` of its log line).",
+            buckets=RECONCILE_BUCKETS,
             registry=r,
         )
         self.fit_seconds = Gauge(

@@ -11,7 +11,8 @@ Watches (`?watch=true` on a collection) stream chunked JSON lines like the apise
 the `resourceVersion` asked for (a filtered watch sends ADDED/DELETED when an object enters or leaves the
 selector), `BOOKMARK`s every `bookmark_every` seconds when `allowWatchBookmarks` is set, an `ERROR` event
 with a 410 Status for a version older than the last `compact()`, and the end of the stream after
-`timeoutSeconds`. `hang_watches()` answers watches with headers and then silence.
+`timeoutSeconds`. `hang_watches()` answers watches with headers and then silence;
+`cut_connections()` breaks every open connection (a watch sees its stream end unfinished).
 
 Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
 capacitybuffers (GET, PATCH, PUT) in the versions and the scope the test asks for (only v1beta1,
@@ -24,10 +25,12 @@ LIST); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. A
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
 import re
+import socket
 import threading
 import time
 import uuid
@@ -257,6 +260,8 @@ class FakeApiServer:
         self.bookmark_every: float | None = 0.5
         """Seconds between BOOKMARK events of a watch that allows them; None: never sent."""
         self._hangs = 0
+        self._open: set[Any] = set()
+        """The sockets of the connections open now (`cut_connections` breaks them)."""
         self._faults: list[_Fault] = []
         self._truncations: list[_Fault] = []
         self._requests: list[Recorded] = []
@@ -386,6 +391,17 @@ class FakeApiServer:
         bookmarks, no end) until the server stops: a watch stuck behind a broken proxy."""
         with self._lock:
             self._hangs += times
+
+    def cut_connections(self) -> int:
+        """Break every connection open now (watches streaming, keep-alive connections) as a dropped
+        network path or a restarted load balancer would: the client reads an unfinished answer or a
+        reset. New connections are served as before; returns how many were cut."""
+        with self._lock:
+            sockets = list(self._open)
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed by its handler
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(sockets)
 
     def _get(self, group: str, resource: str, ns: str, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -828,6 +844,17 @@ class FakeApiServer:
 
             def log_message(self, *args: Any) -> None:  # keep pytest output clean
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._open.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._open.discard(self.connection)
+                with contextlib.suppress(OSError):  # the connection was cut
+                    super().finish()
 
             def _serve(self) -> None:
                 parts = urlsplit(self.path)

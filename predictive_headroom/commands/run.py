@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -323,6 +326,43 @@ def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) ->
     for server in servers:
         server.stop()
     if isinstance(daemon.caches, Caches):
-        daemon.caches.stop()
+        daemon.caches.stop(wait=STOP_WAIT)
     logger.info("stopped")
+    end_without_abandoned_threads(STOP_WAIT)
     return 0
+
+
+STOP_WAIT = 5.0
+"""Seconds a stop waits for the threads it abandoned (a reconcile, a refit, a watch) to end."""
+
+
+def end_without_abandoned_threads(wait: float) -> None:
+    """Return once no daemon thread but this one runs (waiting up to `wait` seconds); when one is
+    still inside a call then (an API server that does not answer, a Prophet fit), end the process
+    at once with exit 0, logs flushed, rather than let the interpreter finalise under it.
+
+    A daemon thread that wakes while the interpreter finalises is ended by CPython from inside its
+    blocking call, which aborted the process (`Fatal Python error: Aborted`, exit -6) after an API
+    outage (issue 55). The work abandoned here is what a stop abandons anyway: a reconcile's
+    writes are single PATCHes applied whole or not at all, an abandoned refit swaps nothing in.
+    """
+    ends = time.monotonic() + wait
+    while True:
+        running = [
+            t.name
+            for t in threading.enumerate()
+            if t.daemon and t.is_alive() and t is not threading.current_thread()
+        ]
+        if not running or time.monotonic() >= ends:
+            break
+        time.sleep(0.05)
+    if running:
+        logger.info(
+            "exiting now: %d abandoned thread(s) still in a call (%s)",
+            len(running),
+            ", ".join(sorted(set(running))),
+        )
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

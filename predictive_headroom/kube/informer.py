@@ -218,8 +218,15 @@ class Informer(Generic[V]):
     def stop(self) -> None:
         """Stop the thread (its watch connection is shut at once)."""
         self._stopping.set()
-        if self._watch is not None:
-            self._watch.stop()
+        watch = self._watch
+        if watch is not None:
+            watch.stop()
+
+    def join(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the stopped thread to end; True when it has."""
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, timeout))
+        return not self._thread.is_alive()
 
     def current(self, wait: float = 0.0) -> tuple[V, ...] | None:
         """The values kept, in the order a LIST gives (namespace, name), when the cache is watching

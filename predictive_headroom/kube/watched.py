@@ -129,11 +129,16 @@ class Caches:
             informers = list(self._informers.values())
         return [i.status().to_dict() for i in informers]
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 0.0) -> list[str]:
+        """Stop every cache's thread and wait up to `wait` seconds in all for them to end; the
+        caches whose thread is still inside a call to the API server then."""
         with self._lock:
-            for informer in self._informers.values():
-                informer.stop()
+            informers = list(self._informers.values())
             self._informers.clear()
+        for informer in informers:
+            informer.stop()
+        ends = time.monotonic() + wait
+        return [i.query.describe() for i in informers if not i.join(ends - time.monotonic())]
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
     daemon, api = build_daemon(args, settings, policy, elector_for)
     if isinstance(daemon.caches, Caches):
         daemon.caches.on_relist = daemon.metrics.watch_relisted
+        daemon.caches.on_backoff = daemon.metrics.watch_backed_off
     daemon.target_apis.update(policy.pools)  # logs the CapacityBuffer version each such pool uses
     if args.once:
         return once(daemon)

@@ -71,11 +71,16 @@ class Caches:
         call_options: CallOptions | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         idle_stop: float = 900.0,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
+        """`sleep(seconds)` waits each cache's backoffs (default: a wait its stop ends); tests
+        inject it with `monotonic`."""
         self.options, self.call_options = options or WatchOptions(), call_options or CallOptions()
-        self.monotonic, self.idle_stop = monotonic, idle_stop
+        self.monotonic, self.idle_stop, self.sleep = monotonic, idle_stop, sleep
         self.on_relist: Callable[[str, str], None] | None = None
         """Told (resource, reason) at every list of a cache; the shell points it at a metric."""
+        self.on_backoff: Callable[[str, str], None] | None = None
+        """Told (cache, reason) at every backoff wait of a cache; the shell points it at a metric."""
         self._informers: dict[WatchQuery, Informer[Any]] = {}
         self._lock = threading.Lock()
 
@@ -95,6 +100,8 @@ class Caches:
                     self.call_options,
                     lambda resource, reason: self._relisted(resource, reason),
                     self.monotonic,
+                    self.sleep,
+                    on_backoff=lambda cache, reason: self._backed_off(cache, reason),
                 ).start()
             idle = [
                 q
@@ -109,6 +116,10 @@ class Caches:
     def _relisted(self, resource: str, reason: str) -> None:
         if self.on_relist is not None:
             self.on_relist(resource, reason)
+
+    def _backed_off(self, cache: str, reason: str) -> None:
+        if self.on_backoff is not None:
+            self.on_backoff(cache, reason)
 
     def synced(self) -> tuple[bool, str]:
         """(ready, why): every cache has listed once; one whose watch or list the API server refused

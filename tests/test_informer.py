@@ -532,6 +532,7 @@ def _fail_watches(server: FakeApiServer, status: int) -> None:
     server.fail("GET", r"^/api/v1/nodes$", status, times=None, when=_is_watch)
 
 
+@pytest.mark.slow
 def test_every_watch_answered_500_is_retried_with_backoff_from_its_version_without_a_list(
     server: FakeApiServer,
 ) -> None:
@@ -572,6 +573,7 @@ def test_every_watch_answered_500_is_retried_with_backoff_from_its_version_witho
         caches.stop()
 
 
+@pytest.mark.slow
 def test_every_watch_answered_410_relists_at_the_pace_of_the_backoff(
     server: FakeApiServer,
 ) -> None:
@@ -593,6 +595,7 @@ def test_every_watch_answered_410_relists_at_the_pace_of_the_backoff(
         caches.stop()
 
 
+@pytest.mark.slow
 def test_a_cut_connection_resumes_the_watch_from_its_last_version_without_a_list(
     server: FakeApiServer,
 ) -> None:

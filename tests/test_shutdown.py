@@ -16,6 +16,8 @@ import pytest
 import yaml
 from fake_apiserver import FakeApiServer
 
+pytestmark = pytest.mark.slow  # each test runs the daemon as its own process
+
 REPO = Path(__file__).resolve().parents[1]
 GRACE = 30.0
 """Kubernetes' default terminationGracePeriodSeconds: a process still running then is killed."""

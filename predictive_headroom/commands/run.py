@@ -299,6 +299,10 @@ def _listen(
         ) from None
 
 
+STOP_WAIT = 5.0
+"""Seconds a stop waits for the threads it abandoned (a reconcile, a refit, a watch) to end."""
+
+
 def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) -> int:
     """Run until SIGTERM or SIGINT; returns 0 after a clean stop."""
     stop = threading.Event()
@@ -331,10 +335,6 @@ def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) ->
     logger.info("stopped")
     end_without_abandoned_threads(STOP_WAIT)
     return 0
-
-
-STOP_WAIT = 5.0
-"""Seconds a stop waits for the threads it abandoned (a reconcile, a refit, a watch) to end."""
 
 
 def end_without_abandoned_threads(wait: float) -> None:

@@ -175,7 +175,8 @@ class WatchOptions:
     """The API server ends each watch request after this long; it is resumed from its last
     resourceVersion without a list."""
     quiet_deadline: float = 150.0
-    """A watch that sends nothing (no event, no bookmark) for this long is re-listed."""
+    """A watch that sends nothing (no event, no bookmark) for this long is dropped and resumed
+    from its last version."""
     retry_watch: float = 600.0
     """Seconds between tries of a refused watch (RBAC may have been updated meanwhile)."""
     backoff: BackoffTiming = BackoffTiming()

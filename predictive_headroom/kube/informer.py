@@ -459,7 +459,7 @@ class Informer(Generic[V]):
                 failing = True
                 continue
             failing = not self._healthy(started, heard)
-            if failing:
+            if failing and not self._stopping.is_set():
                 self._wait(BackoffReason.SHORT)
         return None
 

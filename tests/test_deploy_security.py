@@ -83,6 +83,16 @@ def _env(objects: list[Object]) -> dict[str, str | None]:
     return {e["name"]: e.get("value") for e in _daemon(objects)["containers"][0]["env"]}
 
 
+def _valid(objects: list[Object]) -> list[Object]:
+    """`objects`, each checked against the newest Kubernetes schemas (strict) but CRDs'."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    version = kubernetes_validate.utils.latest_version()
+    for obj in objects:
+        if obj["apiVersion"].split("/")[0] not in ("monitoring.coreos.com", "cert-manager.io"):
+            kubernetes_validate.validate(obj, version, strict=True)
+    return objects
+
+
 def _tls_config(objects: list[Object]) -> dict[str, Any]:
     return _one(objects, "ServiceMonitor")["spec"]["endpoints"][0]["tlsConfig"]
 
@@ -91,7 +101,7 @@ def _tls_config(objects: list[Object]) -> dict[str, Any]:
 
 
 def test_the_chart_makes_a_ca_and_a_certificate_for_the_service_that_the_monitor_verifies():
-    objects = render_chart({"serviceMonitor": {"enabled": True}})
+    objects = _valid(render_chart({"serviceMonitor": {"enabled": True}}))
     secret = _one(objects, "Secret", name="predictive-headroom-tls")
     assert secret["type"] == "kubernetes.io/tls"
     data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
@@ -140,7 +150,7 @@ def test_cert_manager_issues_the_certificate_when_asked():
             "certManager": {"enabled": True, "issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}
         },
     }
-    objects = render_chart(values)
+    objects = _valid(render_chart(values))
     certificate = _one(objects, "Certificate")
     assert certificate["spec"]["secretName"] == "predictive-headroom-tls"
     assert SERVER_NAME in certificate["spec"]["dnsNames"]
@@ -287,8 +297,15 @@ def test_a_digest_that_is_not_sha256_is_refused():
 
 @pytest.mark.parametrize("kind", ["secret", "configMap"])
 def test_prometheus_ca_is_mounted_from_a_secret_or_configmap(kind):
-    objects = render_chart(
-        {"prometheus": {"url": "https://prom.example", "tls": {"ca": {kind: {"name": "prom-ca"}}}}}
+    objects = _valid(
+        render_chart(
+            {
+                "prometheus": {
+                    "url": "https://prom.example",
+                    "tls": {"ca": {kind: {"name": "prom-ca"}}},
+                }
+            }
+        )
     )
     env = _env(objects)
     assert env["PH_PROMETHEUS_CA_FILE"] == "/etc/predictive-headroom-prometheus-ca/ca.crt"
@@ -317,8 +334,8 @@ def test_prometheus_verification_off_only_when_asked():
 
 
 def test_pods_on_nodes_are_read_only_in_the_namespaces_named():
-    objects = render_chart(
-        {"disruption": {"readPods": True, "readPodsNamespaces": ["web", "batch"]}}
+    objects = _valid(
+        render_chart({"disruption": {"readPods": True, "readPodsNamespaces": ["web", "batch"]}})
     )
     roles = [
         o for o in objects if o["kind"] == "Role" and o["metadata"]["name"].endswith("-node-pods")

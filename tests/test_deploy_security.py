@@ -240,6 +240,15 @@ def test_egress_falls_back_to_the_kubernetes_endpoints(tmp_path):
     }
 
 
+def test_open_egress_by_choice_is_said_in_the_notes(tmp_path):
+    _, notes = _render_with_lookups(
+        tmp_path, {"networkPolicy": {"apiServer": {"allowAny": True}}}, {}
+    )
+    assert "networkPolicy.apiServer.allowAny is true: the daemon may reach any address" in notes
+    _, narrowed = _render_with_lookups(tmp_path, with_api_server({}, TEST_API_SERVER), {})
+    assert "allowAny" not in narrowed
+
+
 def test_a_render_that_cannot_look_up_refuses_open_egress_unless_told():
     with pytest.raises(helm.HelmError, match="the API server's addresses are not known") as err:
         render_chart({}, api_server=None)

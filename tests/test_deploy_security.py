@@ -372,3 +372,33 @@ def test_pods_on_nodes_are_read_only_in_the_namespaces_named():
     assert "PH_NODE_POD_NAMESPACES" not in _env(everywhere)
     with pytest.raises(helm.HelmError, match="readPodsNamespaces"):
         render_chart({"disruption": {"readPods": True, "readPodsNamespaces": ["kube-system"]}})
+
+
+# --- kustomize: the verified overlay does what the chart does with cert-manager ------------------
+
+
+def test_the_kustomize_verified_overlay_serves_and_verifies_as_the_chart_with_cert_manager():
+    from deploy_render import render_kustomize
+
+    overlay = _valid(render_kustomize("overlays/verified"))
+    chart = render_chart(
+        {
+            "serviceMonitor": {"enabled": True},
+            "tls": {
+                "certManager": {"enabled": True, "issuerRef": {"name": "predictive-headroom-ca"}}
+            },
+        }
+    )
+    assert _tls_config(overlay) == _tls_config(chart)
+    for name in ("PH_TLS_CERT_FILE", "PH_TLS_KEY_FILE"):
+        assert _env(overlay)[name] == _env(chart)[name]
+    (mount,) = [m for m in _daemon(overlay)["containers"][0]["volumeMounts"] if m["name"] == "tls"]
+    assert mount in _daemon(chart)["containers"][0]["volumeMounts"]
+    (volume,) = [v for v in _daemon(overlay)["volumes"] if v["name"] == "tls"]
+    assert volume in _daemon(chart)["volumes"]
+    serving = _one(overlay, "Certificate", name="predictive-headroom-tls")
+    assert serving["spec"]["dnsNames"] == _one(chart, "Certificate")["spec"]["dnsNames"]
+    assert serving["spec"]["secretName"] == volume["secret"]["secretName"]
+    ca_issuer = _one(overlay, "Issuer", name=serving["spec"]["issuerRef"]["name"])
+    ca = _one(overlay, "Certificate", name="predictive-headroom-ca")
+    assert ca["spec"]["isCA"] and ca_issuer["spec"]["ca"]["secretName"] == ca["spec"]["secretName"]

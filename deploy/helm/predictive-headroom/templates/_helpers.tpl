@@ -214,7 +214,7 @@ egress to any address is never rendered by default.
 {{- end -}}
 {{- end -}}
 {{- if or (not $cidrs) (not $ports) -}}
-{{- fail "networkPolicy.apiServer: the API server's addresses are not known: this render has no cluster to look up the `kubernetes` endpoints in (helm template, --dry-run without =server, Argo CD). Set networkPolicy.apiServer.cidrs (e.g. from `kubectl get endpointslice -n default kubernetes -o jsonpath='{.endpoints[*].addresses}'`, each as a /32), or networkPolicy.apiServer.allowAny: true to allow any address on networkPolicy.apiServer.ports, or install with a cluster (helm install, helm template --dry-run=server)" -}}
+{{- fail "networkPolicy.apiServer: the API server's addresses are not known: no `kubernetes` endpoints were found in namespace default (a render without a cluster finds none: helm template, --dry-run without =server, Argo CD). Set networkPolicy.apiServer.cidrs (e.g. from `kubectl get endpointslice -n default kubernetes -o jsonpath='{.endpoints[*].addresses}'`, each as a /32), or networkPolicy.apiServer.allowAny: true to allow any address on networkPolicy.apiServer.ports, or install with a cluster (helm install, helm template --dry-run=server)" -}}
 {{- end -}}
 {{- toYaml (dict "cidrs" (uniq $cidrs | sortAlpha) "ports" (uniq $ports) "lookedUp" true) -}}
 {{- end -}}

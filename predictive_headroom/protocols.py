@@ -223,7 +223,8 @@ class PodReader(Protocol):
 
 @runtime_checkable
 class NodePodReader(Protocol):
-    """Lists the pods bound to nodes, across namespaces (opt-in: `list pods` cluster-wide)."""
+    """Lists the pods bound to nodes, across namespaces (opt-in: `list pods` cluster-wide) or in
+    the namespaces it was given (`list pods` in each)."""
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
         """The pods bound to a node that have not ended, by node name, from one list."""

@@ -167,7 +167,8 @@ def cluster_reads(
 ]:
     """The node and pod readers: through list-and-watch caches when `watch` (PH_WATCH, not
     `--once`), else listing every reconcile."""
-    nodes, pods = KubeClusterReader(api), KubePodReader(api)
+    node_namespaces = tuple(n.strip() for n in settings.node_pod_namespaces.split(",") if n.strip())
+    nodes, pods = KubeClusterReader(api), KubePodReader(api, node_namespaces=node_namespaces)
     if not watch:
         return nodes, pods, None
     caches = Caches(WatchOptions(quiet_deadline=settings.watch_deadline))

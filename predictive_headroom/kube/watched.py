@@ -39,7 +39,8 @@ from predictive_headroom.kube.pods import (
     NODE_PODS,
     PREEMPTED_EVENT_SELECTOR,
     KubePodReader,
-    pod_on_node,
+    by_node,
+    node_pod,
     pod_seen,
     preemption,
 )
@@ -215,11 +216,6 @@ class WatchedClusterReader:
         return NodeList(ClusterState(nodes, cores, schedulable, schedulable_cores), seen)
 
 
-def _node_pod(pod: dict[str, Any]) -> tuple[str, PodOnNode] | None:
-    node = (pod.get("spec") or {}).get("nodeName")
-    return (str(node), pod_on_node(pod)) if node else None
-
-
 class WatchedPodReader:
     """`KubePodReader`'s answers from pod and Event caches (one per namespace and selector)."""
 
@@ -263,14 +259,14 @@ class WatchedPodReader:
         return found
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
-        """The pods bound to a node that have not ended, by node name."""
-        found = self._cached(WatchQuery("pods", "", "", NODE_PODS), _node_pod)
-        if found is None:
-            return self.lister.pods_by_node()
-        by_node: dict[str, list[PodOnNode]] = {}
-        for node, pod in found:
-            by_node.setdefault(node, []).append(pod)
-        return {node: tuple(pods) for node, pods in by_node.items()}
+        """The pods bound to a node that have not ended, by node name: one cache of every
+        namespace, or one per namespace of the lister's `node_namespaces` (each listed directly
+        while its cache cannot answer)."""
+        pairs: list[tuple[str, PodOnNode]] = []
+        for namespace in self.lister.node_namespaces or ("",):
+            found = self._cached(WatchQuery("pods", namespace, "", NODE_PODS), node_pod)
+            pairs.extend(self.lister.node_pods(namespace) if found is None else found)
+        return by_node(pairs)
 
 
 class WatchedTargets:

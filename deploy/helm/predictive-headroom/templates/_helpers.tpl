@@ -107,7 +107,11 @@ repository (or is put in front of a repository that names none). */}}
 {{- if $hasHost -}}{{- $repo = join "/" (rest $parts) -}}{{- end -}}
 {{- $repo = printf "%s/%s" (trimSuffix "/" $image.registry) $repo -}}
 {{- end -}}
+{{- if $image.digest -}}
+{{- printf "%s:%s@%s" $repo $image.tag $image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" $repo $image.tag -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -130,4 +134,88 @@ tools that render with it: tell those to ignore /spec/replicas, as for an HPA's 
 {{/* The main port's name: https (TLS, authorised callers only) unless httpAuth.enabled is false. */}}
 {{- define "ph.portName" -}}
 {{- if (.Values.httpAuth | default dict).enabled -}}https{{- else -}}http{{- end -}}
+{{- end -}}
+
+{{/* The daemon image: repository:tag, repository:tag@digest, or repository@digest (image.digest
+set, image.tag empty); the tag defaults to the chart's appVersion. */}}
+{{- define "ph.image" -}}
+{{- $image := .Values.image -}}
+{{- if and $image.digest (not $image.tag) -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else if $image.digest -}}
+{{- printf "%s:%s@%s" $image.repository $image.tag $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository ($image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Where the main port's certificate comes from (a dict): source "" (httpAuth off), "mounted"
+(httpAuth.tlsSecret, yours), "certManager" (tls.certManager), "chart" (tls.generate: Helm's genCA
+and genSignedCert) or "daemon" (self-signed at start); secretName (the Secret mounted, if any);
+serverName (the name Prometheus verifies) and dnsNames (the certificate's names).
+*/}}
+{{- define "ph.tls" -}}
+{{- $fullname := include "ph.fullname" . -}}
+{{- $tls := .Values.tls | default dict -}}
+{{- $source := "" -}}
+{{- $secret := "" -}}
+{{- if (.Values.httpAuth | default dict).enabled -}}
+{{- if .Values.httpAuth.tlsSecret -}}
+{{- $source = "mounted" -}}{{- $secret = .Values.httpAuth.tlsSecret -}}
+{{- else if ($tls.certManager | default dict).enabled -}}
+{{- $source = "certManager" -}}{{- $secret = printf "%s-tls" $fullname -}}
+{{- else if $tls.generate -}}
+{{- $source = "chart" -}}{{- $secret = printf "%s-tls" $fullname -}}
+{{- else -}}
+{{- $source = "daemon" -}}
+{{- end -}}
+{{- end -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.cluster.local" $fullname $ns) -}}
+{{- toYaml (dict "source" $source "secretName" $secret "serverName" (printf "%s.%s.svc" $fullname $ns) "dnsNames" $names) -}}
+{{- end -}}
+
+{{/*
+Where the daemon reaches the API server (a dict: cidrs, ports, lookedUp): networkPolicy.apiServer.cidrs
+on its ports when set; any address on those ports with allowAny; otherwise the addresses and ports of
+the `kubernetes` endpoints, looked up at install and upgrade (the EndpointSlice `kubernetes` in
+`default`, or the Endpoints of that name). A render that cannot look (helm template) fails, so
+egress to any address is never rendered by default.
+*/}}
+{{- define "ph.apiServerEgress" -}}
+{{- $api := .Values.networkPolicy.apiServer | default dict -}}
+{{- if $api.cidrs -}}
+{{- toYaml (dict "cidrs" $api.cidrs "ports" $api.ports "lookedUp" false) -}}
+{{- else if $api.allowAny -}}
+{{- toYaml (dict "cidrs" list "ports" $api.ports "lookedUp" false) -}}
+{{- else -}}
+{{- $cidrs := list -}}
+{{- $ports := list -}}
+{{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" -}}
+{{- if $slice -}}
+{{- range $slice.endpoints | default list -}}
+{{- range .addresses | default list -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) -}}
+{{- end -}}
+{{- end -}}
+{{- range $slice.ports | default list -}}
+{{- $ports = append $ports (int .port) -}}
+{{- end -}}
+{{- else -}}
+{{- $endpoints := lookup "v1" "Endpoints" "default" "kubernetes" -}}
+{{- range ($endpoints | default dict).subsets | default list -}}
+{{- range .addresses | default list -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" .ip (ternary "128" "32" (contains ":" .ip))) -}}
+{{- end -}}
+{{- range .ports | default list -}}
+{{- $ports = append $ports (int .port) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if or (not $cidrs) (not $ports) -}}
+{{- fail "networkPolicy.apiServer: the API server's addresses are not known: no `kubernetes` endpoints were found in namespace default (a render without a cluster finds none: helm template, --dry-run without =server, Argo CD). Set networkPolicy.apiServer.cidrs (e.g. from `kubectl get endpointslice -n default kubernetes -o jsonpath='{.endpoints[*].addresses}'`, each as a /32), or networkPolicy.apiServer.allowAny: true to allow any address on networkPolicy.apiServer.ports, or install with a cluster (helm install, helm template --dry-run=server)" -}}
+{{- end -}}
+{{- toYaml (dict "cidrs" (uniq $cidrs | sortAlpha) "ports" (uniq $ports) "lookedUp" true) -}}
+{{- end -}}
 {{- end -}}

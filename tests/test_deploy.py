@@ -794,7 +794,7 @@ def test_helm_defaults_and_kustomize_base_render_the_same_objects(renderings):
     not shutil.which("kubectl") and not shutil.which("kustomize"),
     reason="no kubectl/kustomize binary to compare the loader with",
 )
-@pytest.mark.parametrize("name", ["base", "overlays/example"])
+@pytest.mark.parametrize("name", ["base", "overlays/example", "overlays/adopt"])
 def test_kustomize_loader_renders_what_kustomize_renders(name):
     cmd = ["kustomize", "build"] if shutil.which("kustomize") else ["kubectl", "kustomize"]
     out = subprocess.run(

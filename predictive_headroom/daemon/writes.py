@@ -9,6 +9,9 @@ Safety rules:
 - only the pool's own target is written: one carrying the label `predictive-headroom.io/pool:
   <pool>`; any other is refused at every reconcile (outcome `refused`, its reason on /last-run),
   with one warning and one Warning Event (NotOwned) each time a refusal starts, and never written;
+  so is a Deployment adopted as it is (`placeholder.existing`) that is not a pause placeholder
+  (a container other than a pause image, or no PriorityClass below 0): the message names what
+  was found;
 - a target paused with the kill-switch annotation is left alone, and what was written to it is
   forgotten;
 - missing inputs never lower the count: with a missing input, a plan below the current replicas
@@ -36,6 +39,7 @@ from collections.abc import Callable, Iterable
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.vocabulary import PoolAction
 from predictive_headroom.daemon.outcomes import PoolOutcome
+from predictive_headroom.policy.adopt import pause_problem
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import ownership_problem
 from predictive_headroom.protocols import Actuator, TargetState
@@ -140,10 +144,13 @@ class TargetWriter:
         return self._bring_to_plan(pool, plan, state.replicas)
 
     def _refusal(self, pool: Pool, plan: Plan, state: TargetState) -> PoolOutcome | None:
-        """None when the target is the pool's own; else the `refused` outcome, saying why. A
+        """None when the target is the pool's own (and, for a placeholder declared existing, a
+        pause placeholder: `policy.adopt`); else the `refused` outcome, saying why. A
         refusal that starts (or whose reason changes) is logged and recorded as a Warning Event on
         the target (not in dry-run: an Event is a write too); what was written to it is forgotten."""
         problem = ownership_problem(pool.target, pool.name, state.pool_label)
+        if problem is None and pool.placeholder.existing and state.template is not None:
+            problem = pause_problem(pool.target, pool.name, state.template)
         if problem is None:
             if self._refused.pop(pool.name, None) is not None:
                 logger.info("pool %s: its target now carries its label; serving it", pool.name)

@@ -77,6 +77,7 @@ def _policy(path: Path, min_replicas: int = 3) -> Path:
         "target": {"namespace": NS, "name": NAME},
         "minReplicas": min_replicas,
         "maxReplicas": 40,
+        "scaleDownStabilization": "10m",
         "placeholder": {"existing": True, "requests": {"cpu": "1000m", "memory": "1000Mi"}},
     }
     path.write_text(yaml.safe_dump({"pools": [pool]}, sort_keys=False))
@@ -111,28 +112,47 @@ def _metric(daemon: Daemon, line_start: str) -> float:
 
 
 @pytest.mark.parametrize("watched", [False, True])
-def test_an_existing_pause_deployment_is_scaled_through_scale_only(tmp_path, server, watched):
-    """The overprovisioner's Deployment at 20: the daemon starts from 20 and writes only /scale;
-    its selector and pod template (so its pods) stay as they were."""
+def test_an_existing_pause_deployment_is_taken_over_from_its_count_through_scale_only(
+    tmp_path, server, watched
+):
+    """The overprovisioner's Deployment at 20, a plan of 3: the daemon holds the 20 it found for
+    scaleDownStabilization (10 min here), then lowers it, writing only /scale; its selector and
+    pod template (so its pods) stay as they were."""
     _existing(server, 20, **_overprovisioner_pod())
     before = server.deployment(NS, NAME)
     assert before is not None
     api = server.api_client()
     caches = Caches(WatchOptions(sync_wait=5.0), FAST) if watched else None
     actuator = WatchedTargets(TargetActuator(api, FAST), caches, api) if caches else None
+    clock = Clock(NOW)
     try:
-        daemon = _daemon(_policy(tmp_path / "p.yaml"), server, Clock(NOW), actuator)
-        outcome = daemon.reconcile().to_dict()["pools"][0]
+        daemon = _daemon(_policy(tmp_path / "p.yaml"), server, clock, actuator)
+        outcomes = []
+        for _ in range(11):  # one a minute: 0 .. 10 min after the takeover
+            outcomes.append(daemon.reconcile().to_dict()["pools"][0])
+            clock.now += 60
     finally:
         if caches is not None:
             caches.stop()
-    assert outcome["action"] == "scaled" and outcome["current_replicas"] == 20, outcome
+    held = outcomes[:10]
+    assert all(o["action"] == "unchanged" and o["reason"] == "hold:takeover" for o in held), held
+    assert [o["desired_replicas"] for o in held] == [20] * 10 and outcomes[0][
+        "unstabilized_replicas"
+    ] == 3
+    assert outcomes[10]["action"] == "scaled" and outcomes[10]["current_replicas"] == 20
     after = server.deployment(NS, NAME)
     assert after is not None and after["spec"]["replicas"] == 3
     assert after["spec"]["selector"] == before["spec"]["selector"]
     assert after["spec"]["template"] == before["spec"]["template"]
     writes = [w.path for w in server.writes() if "/events" not in w.path]
     assert writes == [f"/apis/apps/v1/namespaces/{NS}/deployments/{NAME}/scale"]
+
+
+def test_a_plan_above_the_count_found_applies_at_once(tmp_path, server):
+    _existing(server, 2, **_overprovisioner_pod())
+    daemon = _daemon(_policy(tmp_path / "p.yaml", min_replicas=6), server, Clock(NOW))
+    outcome = daemon.reconcile().pools[0]
+    assert outcome.action == "scaled" and server.replicas(NS, NAME) == 6
 
 
 @pytest.mark.parametrize(
@@ -210,6 +230,8 @@ def test_removing_the_label_hands_the_deployment_back(tmp_path, server):
     _existing(server, 20, **_overprovisioner_pod())
     clock = Clock(NOW)
     daemon = _daemon(_policy(tmp_path / "p.yaml"), server, clock)
+    assert daemon.reconcile().to_dict()["pools"][0]["reason"] == "hold:takeover"
+    clock.now += 600
     assert daemon.reconcile().pools[0].action == "scaled"
     assert server.replicas(NS, NAME) == 3
     server.edit_deployment(NS, NAME, {"metadata": {"labels": {LABEL: None}}})

@@ -14,6 +14,9 @@ Safety rules:
   was found;
 - a target paused with the kill-switch annotation is left alone, and what was written to it is
   forgotten;
+- a placeholder adopted as it is (`placeholder.existing`) is taken over from its current count:
+  the count found at the first reconcile that may write it is not lowered for the pool's
+  `scaleDownStabilization` (reason `hold:takeover`), as if it had been the daemon's own plan;
 - missing inputs never lower the count: with a missing input, a plan below the current replicas
   is held at the current replicas (reason `hold:<what is missing>`);
 - a replica count changed by a person (not what was last written, while the plan's desired value
@@ -37,7 +40,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from predictive_headroom.core.planner import Plan
-from predictive_headroom.core.vocabulary import PoolAction
+from predictive_headroom.core.vocabulary import PlanReason, PoolAction
 from predictive_headroom.daemon.outcomes import PoolOutcome
 from predictive_headroom.policy.adopt import pause_problem
 from predictive_headroom.policy.config import Pool
@@ -64,6 +67,8 @@ class TargetWriter:
         """Per pool, the uid of the target object last read."""
         self._refused: dict[str, str] = {}
         """Pools whose target is refused (not their own), with the reason last given."""
+        self._taken: dict[str, tuple[float, int]] = {}
+        """Per adopted pool (`placeholder.existing`): when it was taken over, and the count found."""
 
     def step_down(self) -> None:
         """Forget what was written and planned: whoever leads meanwhile owns the targets."""
@@ -79,6 +84,7 @@ class TargetWriter:
             self._dry_reported.pop(name, None)
             self._uids.pop(name, None)
             self._refused.pop(name, None)
+            self._taken.pop(name, None)
             self._overridden.discard(name)
 
     def _notice_recreated(self, pool: Pool, uid: str | None, target: str) -> None:
@@ -98,6 +104,7 @@ class TargetWriter:
             self._applied.pop(pool.name, None)
             self._planned.pop(pool.name, None)
             self._dry_reported.pop(pool.name, None)
+            self._taken.pop(pool.name, None)
             self._overridden.discard(pool.name)
 
     def write(self, pool: Pool, plan: Plan, missing: str | None) -> PoolOutcome:
@@ -123,6 +130,7 @@ class TargetWriter:
         self._notice_recreated(pool, state.uid, target)
         if state.paused:
             return self._leave_paused(pool, plan, state.replicas, target)
+        plan = self._held_at_takeover(pool, plan, state.replicas)
         plan = held_for_missing(pool, plan, state.replicas, missing)
         planned_before = self._planned.get(pool.name)
         self._planned[pool.name] = plan.desired
@@ -163,6 +171,28 @@ class TargetWriter:
         self._applied.pop(pool.name, None)
         self._planned.pop(pool.name, None)
         return PoolOutcome(pool.name, PoolAction.REFUSED, plan, state.replicas, error=problem)
+
+    def _held_at_takeover(self, pool: Pool, plan: Plan, current: int) -> Plan:
+        """`plan`, or for an adopted placeholder within `scaleDownStabilization` of its takeover a
+        plan held at the count found then (at most `maxReplicas`), reason `hold:takeover`."""
+        if not pool.placeholder.existing:
+            return plan
+        since, found = self._taken.setdefault(pool.name, (plan.at, current))
+        held = min(found, pool.max_replicas)
+        window = pool.scale_down_stabilization.total_seconds()
+        if plan.at - since < window and plan.desired < held:
+            if plan.at == since:
+                logger.info(
+                    "pool %s: took %s/%s over at %d replicas; not lowering it for %s "
+                    "(scaleDownStabilization)",
+                    pool.name,
+                    pool.target.namespace,
+                    pool.target.name,
+                    found,
+                    pool.scale_down_stabilization,
+                )
+            return dataclasses.replace(plan, desired=held, reason=PlanReason.HOLD_TAKEOVER)
+        return plan
 
     def _leave_paused(self, pool: Pool, plan: Plan, current: int, target: str) -> PoolOutcome:
         """Leave a paused target at `current` replicas, forget what was written to it, and say so."""

@@ -37,6 +37,8 @@ CHART_LABELS = {
     "app.cluster-overprovisioner/deployment": "default",
 }
 """The selector the cluster-overprovisioner chart gives its Deployment (release `overprov`)."""
+SELECTOR_OF_POD = {**CHART_LABELS, "helm.sh/chart": "cluster-overprovisioner-0.7.14"}
+"""An adopted pod's labels: the chart's, not the pool label."""
 
 
 def _overprovisioner_pod(image: str = "registry.k8s.io/pause:3.9", **extra: Any) -> dict[str, Any]:
@@ -324,3 +326,41 @@ def test_requests_stay_allowed_for_an_existing_placeholder(tmp_path):
     policy = load_policy(_policy(tmp_path / "p.yaml"))
     assert policy.pools[0].placeholder.existing
     assert policy.pools[0].placeholder.requests == {"cpu": "1000m", "memory": "1000Mi"}
+
+
+def test_the_closed_loop_tells_the_adopted_pods_by_name(tmp_path, server):
+    """The adopted pods lack the pool label (their template is left as it is): the closed loop
+    lists the namespace's pods and keeps those named after the Deployment; another pod there,
+    started and preempted too, is not this pool's."""
+    from test_closedloop import iso, samples
+
+    from predictive_headroom.kube.pods import KubePodReader
+
+    _existing(server, 2, **_overprovisioner_pod())
+    for i, name in enumerate((f"{NAME}-6d4cf56db6-aaaaa", "web-api-6d4cf56db6-bbbbb")):
+        server.add_scheduling_pod(
+            NS, name, labels=SELECTOR_OF_POD if i == 0 else {"app": "api"},
+            created=iso(NOW - 301), scheduled_at=iso(NOW - 300), ready_at=iso(NOW - 297),
+            node="n-0", priority=-1,
+        )  # fmt: skip
+    api = server.api_client()
+    clock = Clock(NOW)
+    daemon = new_daemon(
+        _policy(tmp_path / "p.yaml"),
+        source=None,
+        forecaster=NoForecaster(),  # type: ignore[arg-type]
+        actuator=TargetActuator(api, FAST),
+        cluster=KubeClusterReader(api, FAST),
+        clock=clock,
+        monotonic=clock,
+        pods=KubePodReader(api, FAST),
+    )
+    daemon.reconcile()
+    for name in (f"{NAME}-6d4cf56db6-aaaaa", "web-api-6d4cf56db6-bbbbb"):
+        server.preempt_pod(NS, name, iso(NOW + 10))
+    clock.now += 60
+    daemon.reconcile()
+    summary = daemon.status()["closed_loop"]["web"]
+    assert (summary["placeholder_starts"], summary["headroom_used"]) == (1, 1), summary
+    got = samples(daemon, "predictive_headroom_headroom_used")
+    assert got[("predictive_headroom_headroom_used_total", (("pool", "web"),))] == 1

@@ -144,12 +144,15 @@ def test_what_an_existing_placeholder_cannot_mean_fails_the_render_and_validate(
     assert field in said and words.split(":")[0] in said, said
 
 
-def test_an_existing_priority_class_must_be_named():
+def test_an_existing_priority_class_must_be_named(tmp_path, capsys):
+    said = "priorityClass.name: with priorityClass.create: false, name the existing"
     with pytest.raises(helm.HelmError) as exc:
         render_chart({"priorityClass": {"create": False}})
-    assert "priorityClass.name: with priorityClass.create: false, name the existing" in str(
-        exc.value
-    )
+    assert said in str(exc.value)
+    path = tmp_path / "values.yaml"
+    path.write_text("priorityClass:\n  create: false\n")
+    assert main(["validate", "--values", str(path)]) == 2
+    assert f"line 1: {said}" in capsys.readouterr().err
 
 
 def test_the_kustomize_adopt_overlay_renders_no_placeholder_and_names_the_existing_one():

@@ -338,10 +338,18 @@ def _at(values: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def _priority_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
-    """The template's check: the placeholders' priority is not below the autoscaler's cutoff."""
+    """The template's checks: an existing class is named, and the placeholders' priority is not
+    below the autoscaler's cutoff."""
     given = values.get("priorityClass")
     if not isinstance(given, dict):
         return []
+    if given.get("create") is False and not given.get("name"):
+        loc = ("priorityClass", "name")
+        message = (
+            "with priorityClass.create: false, name the existing PriorityClass the placeholder "
+            "pods use (e.g. overprovisioning, the cluster-overprovisioner chart's)"
+        )
+        return [Problem(_format_path(loc), message, _nearest_line(index, loc))]
     value, cutoff = given.get("value", -1), given.get("expendablePodsPriorityCutoff", -10)
     if not (isinstance(value, int) and isinstance(cutoff, int)) or value >= cutoff:
         return []

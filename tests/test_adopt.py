@@ -364,3 +364,31 @@ def test_the_closed_loop_tells_the_adopted_pods_by_name(tmp_path, server):
     assert (summary["placeholder_starts"], summary["headroom_used"]) == (1, 1), summary
     got = samples(daemon, "predictive_headroom_headroom_used")
     assert got[("predictive_headroom_headroom_used_total", (("pool", "web"),))] == 1
+
+
+def test_requests_other_than_the_pods_are_warned_about_once(tmp_path, server, caplog):
+    """The policy says 1000m / 1000Mi; the adopted pods request 2 CPU: one warning naming both
+    (headroom is priced with the policy's), not one per reconcile; the pods are still served."""
+    pod = _overprovisioner_pod()
+    pod["containers"][0]["resources"] = {"requests": {"cpu": "2", "memory": "1000Mi"}}
+    _existing(server, 3, **pod)
+    clock = Clock(NOW)
+    daemon = _daemon(_policy(tmp_path / "p.yaml"), server, clock)
+    with caplog.at_level("WARNING", logger="predictive_headroom.daemon.writes"):
+        for _ in range(3):
+            assert daemon.reconcile().pools[0].action in ("unchanged", "scaled")
+            clock.now += 60
+    said = [r.getMessage() for r in caplog.records if "placeholder.requests say" in r.getMessage()]
+    assert said == [
+        "pool web: placeholder.requests say cpu 1, the adopted Deployment's pods request cpu 2 "
+        "(cpu in cores, memory in bytes): the cost of headroom and any share: are counted with "
+        "placeholder.requests; set them to what the pods request"
+    ], said
+
+
+def test_requests_that_match_are_not_warned_about(tmp_path, server, caplog):
+    _existing(server, 3, **_overprovisioner_pod())
+    daemon = _daemon(_policy(tmp_path / "p.yaml"), server, Clock(NOW))
+    with caplog.at_level("WARNING", logger="predictive_headroom.daemon.writes"):
+        daemon.reconcile()
+    assert not [r for r in caplog.records if "placeholder.requests say" in r.getMessage()]

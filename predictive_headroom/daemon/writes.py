@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.vocabulary import PlanReason, PoolAction
 from predictive_headroom.daemon.outcomes import PoolOutcome
-from predictive_headroom.policy.adopt import pause_problem
+from predictive_headroom.policy.adopt import PodTemplate, pause_problem, requests_mismatch
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import ownership_problem
 from predictive_headroom.protocols import Actuator, TargetState
@@ -69,6 +69,8 @@ class TargetWriter:
         """Pools whose target is refused (not their own), with the reason last given."""
         self._taken: dict[str, tuple[float, int]] = {}
         """Per adopted pool (`placeholder.existing`): when it was taken over, and the count found."""
+        self._requests_warned: dict[str, str | None] = {}
+        """Per adopted pool: the requests mismatch last warned about (None: none)."""
 
     def step_down(self) -> None:
         """Forget what was written and planned: whoever leads meanwhile owns the targets."""
@@ -85,6 +87,7 @@ class TargetWriter:
             self._uids.pop(name, None)
             self._refused.pop(name, None)
             self._taken.pop(name, None)
+            self._requests_warned.pop(name, None)
             self._overridden.discard(name)
 
     def _notice_recreated(self, pool: Pool, uid: str | None, target: str) -> None:
@@ -159,6 +162,7 @@ class TargetWriter:
         problem = ownership_problem(pool.target, pool.name, state.pool_label)
         if problem is None and pool.placeholder.existing and state.template is not None:
             problem = pause_problem(pool.target, pool.name, state.template)
+            self._check_requests(pool, state.template)
         if problem is None:
             if self._refused.pop(pool.name, None) is not None:
                 logger.info("pool %s: its target now carries its label; serving it", pool.name)
@@ -171,6 +175,14 @@ class TargetWriter:
         self._applied.pop(pool.name, None)
         self._planned.pop(pool.name, None)
         return PoolOutcome(pool.name, PoolAction.REFUSED, plan, state.replicas, error=problem)
+
+    def _check_requests(self, pool: Pool, template: PodTemplate) -> None:
+        """Warn once (per difference) when an adopted placeholder's pods request other than its
+        `placeholder.requests` say: headroom is priced and shares counted with the policy's."""
+        mismatch = requests_mismatch(pool.name, pool.placeholder.amounts, template)
+        if mismatch is not None and self._requests_warned.get(pool.name) != mismatch:
+            logger.warning("%s", mismatch)
+        self._requests_warned[pool.name] = mismatch
 
     def _held_at_takeover(self, pool: Pool, plan: Plan, current: int) -> Plan:
         """`plan`, or for an adopted placeholder within `scaleDownStabilization` of its takeover a

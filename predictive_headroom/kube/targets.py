@@ -27,6 +27,7 @@ from predictive_headroom.kube.cluster import (
 from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
 from predictive_headroom.kube.errors import Forbidden, NotFound
 from predictive_headroom.kube.pods import PLACEHOLDER_LABEL
+from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.adopt import PodTemplate
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import (
@@ -94,9 +95,15 @@ def pod_template(spec: Any) -> PodTemplate | None:
         for c in (pod.get(key) if isinstance(pod.get(key), list) else [])
         if isinstance(c, dict)
     ]
+    requests: dict[str, float] = {}
+    for c in pod.get("containers") if isinstance(pod.get("containers"), list) else []:
+        asked = ((c.get("resources") or {}).get("requests") or {}) if isinstance(c, dict) else {}
+        for name, value in amounts("requests", asked)[0]:
+            requests[name] = requests.get(name, 0.0) + value
     return PodTemplate(
         tuple((str(c.get("name", "?")), str(c.get("image", ""))) for c in containers),
         pod.get("priorityClassName") or None,
+        requests=tuple(sorted((n, v) for n, v in requests.items() if v > 0)),
     )
 
 

@@ -32,6 +32,9 @@ class PodTemplate:
     """That class's value (None: not read, see `priority_unread`)."""
     priority_unread: str | None = None
     """Why the class's value could not be read (the API error), when it could not."""
+    requests: tuple[tuple[str, float], ...] = ()
+    """What one pod requests, summed over its containers (cores for cpu, bytes for memory),
+    sorted by resource; zero requests left out."""
 
 
 def is_pause_image(image: str) -> bool:
@@ -75,4 +78,28 @@ def pause_problem(target: Target, pool: str, template: PodTemplate) -> str | Non
         f"pool {pool}: Deployment {target.namespace}/{target.name} (placeholder.existing) is not a "
         f"pause placeholder: {'; '.join(found)}; refused, never written. Point target at the "
         "placeholder Deployment (pause containers, a PriorityClass below 0)"
+    )
+
+
+def requests_mismatch(pool: str, requested: dict[str, float], template: PodTemplate) -> str | None:
+    """None when the pool's `placeholder.requests` (`requested`, as `Placeholder.amounts`) say
+    what the adopted pods request; else a warning naming both: the daemon prices headroom and
+    counts shares with the policy's. Pure."""
+    found = dict(template.requests)
+    differ = sorted(
+        name
+        for name in set(requested) | set(found)
+        if abs(requested.get(name, 0.0) - found.get(name, 0.0))
+        > 1e-9 * max(1.0, found.get(name, 0.0))
+    )
+    if not differ:
+        return None
+
+    def said(amounts: dict[str, float]) -> str:
+        return ", ".join(f"{n} {amounts[n]:g}" for n in differ if n in amounts) or "nothing"
+
+    return (
+        f"pool {pool}: placeholder.requests say {said(requested)}, the adopted Deployment's pods "
+        f"request {said(found)} (cpu in cores, memory in bytes): the cost of headroom and any "
+        "share: are counted with placeholder.requests; set them to what the pods request"
     )

@@ -19,7 +19,7 @@ capacitybuffers (GET, PATCH, PUT) in the versions and the scope the test asks fo
 only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET) and pods (LIST; with
 their scheduling conditions, a node that flaps Ready, pods never scheduled, preemption);
 coordination.k8s.io/v1 leases (GET, POST, PUT, DELETE); core/v1 and events.k8s.io/v1 events (POST,
-LIST); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
+LIST); scheduling.k8s.io/v1 priorityclasses (GET); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
 404 with the apiserver's "the server could not find the requested resource".
 """
 
@@ -61,6 +61,7 @@ _KINDS = {  # (group, resource) -> (kind, apiVersion, namespaced)
     ("coordination.k8s.io", "leases"): ("Lease", "coordination.k8s.io/v1", True),
     ("", "events"): ("Event", "v1", True),
     ("events.k8s.io", "events"): ("Event", "events.k8s.io/v1", True),
+    ("scheduling.k8s.io", "priorityclasses"): ("PriorityClass", "scheduling.k8s.io/v1", False),
 }
 BUFFER_GROUP = "autoscaling.x-k8s.io"
 _VERSION_PRIORITY = (
@@ -415,9 +416,11 @@ class FakeApiServer:
         replicas: int = 0,
         annotations: dict[str, str] | None = None,
         pool: str | None = OWN_POOL,
+        pod: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Create a Deployment with `replicas` and optional metadata annotations, labelled as the
-        placeholder of `pool` (see `_pool_labels`; None: no label, another team's Deployment)."""
+        placeholder of `pool` (see `_pool_labels`; None: no label, another team's Deployment);
+        `pod` replaces its pod template's spec (default: one pause container)."""
         return self._put(
             "apps",
             "deployments",
@@ -434,7 +437,8 @@ class FakeApiServer:
                     "selector": {"matchLabels": {"app": name}},
                     "template": {
                         "metadata": {"labels": {"app": name}},
-                        "spec": {
+                        "spec": pod
+                        or {
                             "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]
                         },
                     },
@@ -442,6 +446,11 @@ class FakeApiServer:
                 "status": {"replicas": replicas},
             },
         )
+
+    def add_priority_class(self, name: str, value: int) -> dict[str, Any]:
+        """Create a PriorityClass `name` of `value` (cluster-scoped)."""
+        body = {"metadata": {"name": name}, "value": value, "globalDefault": False}
+        return self._put("scheduling.k8s.io", "priorityclasses", "", body)
 
     def delete_deployment(self, ns: str, name: str) -> None:
         """A person's `kubectl delete deployment` (no grace: gone at once)."""

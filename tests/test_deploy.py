@@ -806,7 +806,7 @@ def test_helm_with_the_kustomize_base_choices_and_the_base_render_the_same_objec
     not shutil.which("kubectl") and not shutil.which("kustomize"),
     reason="no kubectl/kustomize binary to compare the loader with",
 )
-@pytest.mark.parametrize("name", ["base", "overlays/example", "overlays/verified"])
+@pytest.mark.parametrize("name", ["base", "overlays/example", "overlays/verified", "overlays/adopt"])
 def test_kustomize_loader_renders_what_kustomize_renders(name):
     cmd = ["kustomize", "build"] if shutil.which("kustomize") else ["kubectl", "kustomize"]
     out = subprocess.run(

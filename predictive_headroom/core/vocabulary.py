@@ -141,6 +141,10 @@ class PlanReason(StrEnum):
 
     MAX = "max"
     HOLD_STABILIZATION = "hold:scale-down-stabilization"
+    HOLD_TAKEOVER = "hold:takeover"
+    """A placeholder adopted as it is (`placeholder.existing`): the count the daemon found when it
+    took the Deployment over is not lowered for the pool's scaleDownStabilization
+    (`daemon/writes.py`)."""
     MIN_PREFIX = "min:"
     """Followed by the forecast status when `minReplicas` wins because the forecast is missing
     (e.g. `min:insufficient-history`): the value is `minReplicas`, and this says why no forecast

@@ -45,7 +45,7 @@ from predictive_headroom.kube.pods import (
     preemption,
 )
 from predictive_headroom.kube.quantity import amounts
-from predictive_headroom.kube.targets import object_target
+from predictive_headroom.kube.targets import PriorityClasses, object_target
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import CAPACITY_BUFFER_GROUP, CAPACITY_BUFFER_PLURAL
 from predictive_headroom.protocols import (
@@ -287,6 +287,7 @@ class WatchedTargets:
         self.actuator, self.caches, self.discovery = actuator, caches, discovery
         self._apps = kubernetes.client.AppsV1Api(api_client)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.priority_classes = PriorityClasses(api_client, caches.call_options)
         self._expected: dict[str, str] = {}
         """Per pool written to: the resourceVersion the cache must show before it is read again."""
 
@@ -332,7 +333,7 @@ class WatchedTargets:
         cached, expected = self._cached(pool), self._expected.get(pool.name)
         if cached is not None and expected in (None, cached.resource_version):
             self._expected.pop(pool.name, None)
-            return cached
+            return self.priority_classes.resolve(pool, cached)
         state = self.actuator.read(pool)
         if expected is not None:
             self._expected[pool.name] = state.resource_version

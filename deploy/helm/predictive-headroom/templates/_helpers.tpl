@@ -28,6 +28,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{- define "ph.priorityClassName" -}}
+{{- if and (not .Values.priorityClass.create) (not .Values.priorityClass.name) -}}
+{{- fail "priorityClass.name: with priorityClass.create: false, name the existing PriorityClass the placeholder pods use (e.g. overprovisioning, the cluster-overprovisioner chart's)" -}}
+{{- end -}}
 {{- default (printf "%s-placeholder" (include "ph.fullname" .)) .Values.priorityClass.name -}}
 {{- end -}}
 
@@ -37,7 +40,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/*
 The pools with their targets filled in and checked: a list of dicts with name, kind, namespace,
-targetName and `pool`, the pool as the policy file gets it (the values' pool with its target
+targetName, existing (placeholder.existing: the Deployment exists, the chart renders none) and `pool`, the pool as the policy file gets it (the values' pool with its target
 filled in: pools take exactly the policy file's pool fields). Render errors name the pool by index.
 Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 */}}
@@ -67,6 +70,21 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- if and $target.apiVersion (ne $kind "CapacityBuffer") -}}
 {{- fail (printf "pools[%d] (%s): target.apiVersion only pins a CapacityBuffer version; remove it or set target.kind: CapacityBuffer" $i $name) -}}
 {{- end -}}
+{{- $ph := $pool.placeholder | default dict -}}
+{{- $existing := and (kindIs "map" $ph) (eq (toString (get $ph "existing")) "true") -}}
+{{- if $existing -}}
+{{- if ne $kind "Deployment" -}}
+{{- fail (printf "pools[%d].placeholder.existing: existing: true adopts a placeholder Deployment, and the target is a %s: remove placeholder.existing (a %s you create is used as it is) or point target at the Deployment" $i $kind $kind) -}}
+{{- end -}}
+{{- if not $target.name -}}
+{{- fail (printf "pools[%d].placeholder.existing: existing: true needs target.name: the name of the Deployment to adopt (left out, the target is the Deployment the chart would create)" $i) -}}
+{{- end -}}
+{{- range $key := list "limits" "labels" "annotations" "nodeSelector" "tolerations" "affinity" "topologySpreadConstraints" "spread" "imagePullSecrets" -}}
+{{- if hasKey $ph $key -}}
+{{- fail (printf "pools[%d].placeholder.%s: %s is ignored with existing: true (the chart renders no placeholder pods; the existing Deployment keeps its own pod template): remove %s, or existing: true to let the chart create the placeholder" $i $key $key $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $targetName := default (printf "%s-placeholder-%s" (include "ph.fullname" $root) $name | trunc 63 | trimSuffix "-") $target.name -}}
 {{- $_ := set $target "kind" $kind -}}
 {{- $_ := set $target "namespace" (default $root.Release.Namespace $target.namespace) -}}
@@ -80,7 +98,7 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- $_ := set $target "name" $targetName -}}
 {{- $p := deepCopy $pool -}}
 {{- $_ := set $p "target" $target -}}
-{{- $out = append $out (dict "name" $name "kind" $kind "namespace" $target.namespace "targetName" $targetName "pool" $p) -}}
+{{- $out = append $out (dict "name" $name "kind" $kind "namespace" $target.namespace "targetName" $targetName "existing" $existing "pool" $p) -}}
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}

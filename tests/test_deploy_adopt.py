@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy_render import CHART, NAMESPACE, RELEASE, render_chart, render_kustomize
+from deploy_render import (
+    CHART,
+    NAMESPACE,
+    RELEASE,
+    TEST_API_SERVER,
+    render_chart,
+    render_kustomize,
+    with_api_server,
+)
 
 from predictive_headroom.cli import main
 from predictive_headroom.policy.load import parse_policy
@@ -43,7 +51,12 @@ def _with_pool(**changes: Any) -> dict[str, Any]:
 
 def _notes(values: dict[str, Any]) -> str:
     with helm.Chart.load(CHART) as chart:
-        manifests = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+        manifests = chart.render(
+            with_api_server(values, TEST_API_SERVER),
+            name=RELEASE,
+            namespace=NAMESPACE,
+            is_install=True,
+        )
     return next(text for path, text in manifests.items() if path.endswith("NOTES.txt"))
 
 

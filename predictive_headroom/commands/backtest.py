@@ -10,7 +10,7 @@ from datetime import timedelta
 from predictive_headroom.backtest.against_fixed import current, replays
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import BacktestResult, headline
-from predictive_headroom.backtest.run import run_backtest
+from predictive_headroom.backtest.run import parts_reader, run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
     format_frontier,
@@ -166,15 +166,19 @@ def with_daemon_now(
 ) -> BacktestResult:
     """Each promise entry with what the daemon would hold at the end of the data when asked that
     protection at `at`, the last sample (`app.review.daemon_now`: its re-tune on its own window
-    and the plan it would write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
+    and the plan it would write, with every registered component as the replay saw it), so
+    `backtest`, `tune`, `plan` and `report` name the same setting and count."""
     from predictive_headroom.app.fit import default_forecaster
     from predictive_headroom.app.review import daemon_now
 
     forecaster, window = default_forecaster(), daemon_retune_window()
+    parts = parts_reader(result, pool, at)
     entries = []
     for entry in result.promise or []:
         what_if = Given(protection=entry.protection)  # through the resolver, as a flag
-        now = daemon_now(pool, source, at, forecaster, price, retune_window=window, given=what_if)
+        now = daemon_now(
+            pool, source, at, forecaster, price, retune_window=window, given=what_if, parts=parts
+        )
         entries.append(replace(entry, daemon_now=now.to_dict()))
     return replace(result, promise=entries)
 
@@ -229,8 +233,8 @@ def run(args: argparse.Namespace) -> int:
     pool = pool_from_args(args)
     cost = load_config(args.config).cost if args.config else None
     placeholder = pool.placeholder if pool is not None else Placeholder()
-    price, shape = price_from_args(args, placeholder, cost, args.node_slots)
-    settings = settings_from_args(args, shape, price.slots, grid_flags)
+    price = price_from_args(args, placeholder, cost, args.node_slots)[0]
+    settings = settings_from_args(args, price, grid_flags)
     currents = currents_from_args(args)  # before any history is read
     if currents and not settings.protections:  # the user's N is read against the promise
         asked = pool.protection if pool is not None and pool.protection else DEFAULT_PROTECTION
@@ -323,7 +327,10 @@ def print_text(result: BacktestResult) -> None:
         )
         print(format_interruptions(result))
     print()
-    print(headline(result))
+    if result.promise:  # the verdict against fixed headroom is the promise's (`core.verdict`)
+        print(f"without the promise (the pool's own setting, not tuned): {headline(result)}")
+    else:
+        print(headline(result))
     for c in result.current or []:
         print(c["says"])
 

@@ -306,7 +306,14 @@ def forecasts_from_args(
     without a source); CommandError when no pool could read any history."""
     if source is None:
         return Fitted()
-    fits = fit_pools(policy, source, at, observe=True, retune_window=daemon_retune_window())
+    fits = fit_pools(
+        policy,
+        source,
+        at,
+        observe=True,
+        retune_window=daemon_retune_window(),
+        price_of=lambda pool: pool_price_from_args(args, pool, policy.cost),  # the node simulated
+    )
     failures = [w for f in fits.values() if f.history is None for w in f.warnings]
     if fits and failures and all(f.history is None for f in fits.values()):
         raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))

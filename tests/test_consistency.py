@@ -279,6 +279,10 @@ def test_every_command_and_page_gives_one_answer_on_a_shaped_pool(
         "backtest": entry["daemon_now"]["replicas"],
     }
     assert set(replicas.values()) == {written}, replicas
+    # daemon_now plans with every registered component, as the daemon does (the share binds)
+    components = plan_to_dict(outcome.plan)["components"]
+    assert tune["daemon_now"]["components"] == components
+    assert entry["daemon_now"]["components"] == components
     # The pages word the one verdict, and nothing on them says the opposite.
     said = want["against_fixed"]["says"]
     report_page = (report_dir / "index.html").read_text()

@@ -44,6 +44,7 @@ class DaemonNow:
             "at": iso_utc(self.at),
             "replicas": self.plan.desired,
             "reason": self.plan.reason,
+            "components": dict(self.plan.components),
             "promise": self.promise,
             "sentence": self.sentence(),
         }

@@ -287,6 +287,7 @@ class Tuning:
             "reason": self.reason,
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
+            "node_slots": self.node_slots,
         }
 
 

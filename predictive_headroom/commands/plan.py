@@ -418,6 +418,8 @@ def _print_promises(promises: dict[str, dict[str, Any]]) -> None:
     for name, p in promises.items():
         lead = "warning: " if p["short"] else ""
         print(f"\n{lead}pool {name}: protection {p['in_full']}; holding {p['holding']}")
+        if p.get("against_fixed"):  # the one verdict (`core.verdict`), as the report says it
+            print(f"pool {name}: {p['against_fixed']['says']}")
 
 
 def plan_timeline(

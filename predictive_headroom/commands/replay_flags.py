@@ -40,8 +40,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--node-slots",
         type=int,
-        help="placeholder-sized slots per node (default: as many as fit in --node-cpu and "
-        "--node-memory, else 8)",
+        help="placeholder-sized slots per node (default: as many as fit in the node priced: "
+        "--node-cpu and --node-memory, else the policy's cost.nodeCpu and nodeMemory, else 8)",
     )
     parser.add_argument(
         "--lag", type=duration_arg, default=180.0, help="node provisioning lag (default 3m)"
@@ -88,7 +88,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cores-per-node",
         type=float,
-        help="cores per simulated node for a CPA cores rule (default: --node-cpu, else 8)",
+        help="cores per simulated node for a CPA cores rule (default: the node priced's CPU: "
+        "--node-cpu, else the policy's cost.nodeCpu, else its placeholders' CPU)",
     )
     parser.add_argument(
         "--interruptions",

@@ -341,3 +341,22 @@ def test_every_registered_component_is_read_in_a_replay(tmp_path) -> None:
         }
     )
     assert parts["share"].replicas == 8  # 60% of 12 pods x 2 CPU = 14.4 CPU: 8 of 2 CPU
+
+
+def test_where_the_two_verdicts_differ_the_page_says_why() -> None:
+    from predictive_headroom.backtest.plot import _verdict_notes
+    from predictive_headroom.core.verdict import verdict, why_they_differ
+
+    yours = verdict(0.9, 12.0, 10.0, fixed_replicas=20, yours=True, over="on this history")
+    daemon = verdict(0.95, 8.0, 9.0, fixed_replicas=14, over="over the last 7 days judged to T")
+    agreeing = verdict(0.95, 11.0, 9.0, fixed_replicas=14, over="over the last 7 days judged to T")
+    assert why_they_differ(yours.to_dict(), agreeing.to_dict()) == ""
+    assert why_they_differ(yours.to_dict(), None) == ""
+    note = why_they_differ(yours.to_dict(), daemon.to_dict())
+    assert "different days" in note and "your fixed 20 on this history" in note
+    assert "over the last 7 days judged to T" in note
+    data = {
+        "current": [{"verdict": yours.to_dict()}],
+        "promise": [{"daemon_now": {"promise": {"against_fixed": daemon.to_dict()}}}],
+    }
+    assert _verdict_notes(data) == [note]

@@ -39,6 +39,7 @@ from predictive_headroom.commands.replay_flags import add_replay_arguments, sett
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import Given
+from predictive_headroom.core.verdict import why_they_differ
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.placeholder import Placeholder
@@ -348,6 +349,10 @@ def _print_promise(result: BacktestResult) -> None:
         print(f"  {sentence(entry)}")
         if entry.daemon_now:
             print(f"    {entry.daemon_now['sentence']}")
+            daemon = (entry.daemon_now.get("promise") or {}).get("against_fixed")
+            for c in result.current or []:
+                if note := why_they_differ(c.get("verdict") or {}, daemon):
+                    print(f"    note: {note}")
     if result.promise[0].price_assumed:
         print(f"  priced as {result.promise[0].price_assumed}")
     print(

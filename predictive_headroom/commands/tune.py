@@ -46,6 +46,7 @@ from predictive_headroom.commands.replay_flags import add_replay_arguments, sett
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.settings import Given
+from predictive_headroom.core.verdict import why_they_differ
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.durations import parse_windows
@@ -233,6 +234,10 @@ def print_recommendation(out: dict[str, Any]) -> None:
     _print_paste(out)
     if out.get("daemon_now"):  # the daemon's own view at the end of the data
         print(out["daemon_now"]["sentence"])
+        daemon = (out["daemon_now"].get("promise") or {}).get("against_fixed")
+        for c in out.get("current") or []:
+            if note := why_they_differ(c.get("verdict") or {}, daemon):
+                print(f"note: {note}")
     print(_hindsight_line(out["hindsight"], out["static"], target))
     _print_frontier(out.get("price_of_promise"))
     for warning in out["warnings"]:

@@ -13,6 +13,7 @@ part of the sentence. Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,3 +110,16 @@ def _nh(value: float | None) -> str:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def why_they_differ(yours: Mapping[str, Any], daemon: Mapping[str, Any] | None) -> str:
+    """Why two verdicts (`Verdict.to_dict`) shown together disagree: the one against the user's N
+    over the whole history and the daemon's over the days its re-tune judged ('' when they
+    agree or either is missing)."""
+    if not daemon or not yours or yours.get("better") == daemon.get("better"):
+        return ""
+    return (
+        f"the two verdicts differ because they judge different days: against your fixed "
+        f"{yours.get('fixed_replicas')} {yours.get('over')}, against the static curve "
+        f"{daemon.get('over')} (what the daemon would hold now)"
+    )

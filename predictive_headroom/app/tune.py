@@ -312,9 +312,9 @@ def retune(
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
     with its measured lead time); `reserves` overrides
     `promise.reserve_sizes`; `nodes` is the simulated node (`replay.setup.priced_nodes`: the
-    node priced; default 8 placeholders). The protection kept is `settings.protection` (the pool's, or a
-    what-if given through the resolver). Never raises for bad data: a `default` Tuning says why
-    instead."""
+    node priced; default 8 placeholders). The protection kept is `settings.protection` (the
+    pool's, or a what-if given through the resolver). Never raises for bad data: a `default`
+    Tuning says why instead."""
     assert pool.forecast is not None and settings.protection is not None
     started = time.perf_counter()
 

@@ -452,16 +452,6 @@ def last_day_burst(
     return burst_chart_data(pool, last.burst_model, times[span], demand[span], allowance, fit)
 
 
-__all__ = [
-    "BacktestResult",
-    "BacktestSettings",
-    "DialPoint",
-    "StrategyResult",
-    "WindowPoint",
-    "run_backtest",
-]
-
-
 def parts_reader(
     result: BacktestResult, pool: Pool, at: float
 ) -> Callable[[PlanSettings], dict[str, Part]]:
@@ -473,3 +463,14 @@ def parts_reader(
     nodes = int(result.strategies["forecast"].run.ready[i])
     slots = result.cluster.node_slots
     return lambda settings: replay_parts(pool, result.pods, i, settings, slots, nodes)
+
+
+__all__ = [
+    "BacktestResult",
+    "BacktestSettings",
+    "DialPoint",
+    "StrategyResult",
+    "WindowPoint",
+    "parts_reader",
+    "run_backtest",
+]

@@ -329,7 +329,10 @@ def print_text(result: BacktestResult) -> None:
         print(format_interruptions(result))
     print()
     if result.promise:  # the verdict against fixed headroom is the promise's (`core.verdict`)
-        print(f"without the promise (the pool's own setting, not tuned): {headline(result)}")
+        said = headline(result)
+        print(
+            f"without the promise (the pool's own setting, not tuned): {said[:1].lower()}{said[1:]}"
+        )
     else:
         print(headline(result))
     for c in result.current or []:

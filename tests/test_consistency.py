@@ -2,7 +2,10 @@
 refit and reconcile, with the real Kubernetes client against the test API server) give the same
 desired replicas, components and burst allowance; the backtest's replay gives the same share
 component (from its app pods x their request, which `plan` and `report` are given as `--requests`
-and the daemon reads from the pods on the nodes)."""
+and the daemon reads from the pods on the nodes). And one answer on a shaped pool (issue 54): with
+the node's shape in the policy, share:, disruption: and --current, the daemon, `plan`, `report`,
+`tune`, `backtest` and both pages simulate one node and give the same kept, node-hours, money,
+verdict against fixed headroom and replicas."""
 
 from __future__ import annotations
 

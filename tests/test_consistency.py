@@ -356,8 +356,11 @@ def test_where_the_two_verdicts_differ_the_page_says_why() -> None:
     assert why_they_differ(yours.to_dict(), agreeing.to_dict()) == ""
     assert why_they_differ(yours.to_dict(), None) == ""
     note = why_they_differ(yours.to_dict(), daemon.to_dict())
-    assert "different days" in note and "your fixed 20 on this history" in note
-    assert "over the last 7 days judged to T" in note
+    assert "compare different things" in note
+    assert "your fixed 20 at the 90.0% it kept on this history" in note
+    assert (
+        "the static curve at the 95.0% the forecast kept over the last 7 days judged to T" in note
+    )
     data = {
         "current": [{"verdict": yours.to_dict()}],
         "promise": [{"daemon_now": {"promise": {"against_fixed": daemon.to_dict()}}}],

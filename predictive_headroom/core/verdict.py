@@ -114,12 +114,18 @@ def _round(value: float | None) -> float | None:
 
 def why_they_differ(yours: Mapping[str, Any], daemon: Mapping[str, Any] | None) -> str:
     """Why two verdicts (`Verdict.to_dict`) shown together disagree: the one against the user's N
-    over the whole history and the daemon's over the days its re-tune judged ('' when they
-    agree or either is missing)."""
+    at the protection it kept over the whole history, and the daemon's against the static curve
+    at the protection the forecast kept over the days its re-tune judged ('' when they agree or
+    either is missing)."""
     if not daemon or not yours or yours.get("better") == daemon.get("better"):
         return ""
     return (
-        f"the two verdicts differ because they judge different days: against your fixed "
-        f"{yours.get('fixed_replicas')} {yours.get('over')}, against the static curve "
-        f"{daemon.get('over')} (what the daemon would hold now)"
+        "the two verdicts differ because they compare different things: your fixed "
+        f"{yours.get('fixed_replicas')} at the {_pct(yours.get('kept'))} it kept "
+        f"{yours.get('over')}, and the static curve at the {_pct(daemon.get('kept'))} the "
+        f"forecast kept {daemon.get('over')} (what the daemon would hold now)"
     )
+
+
+def _pct(share: object) -> str:
+    return f"{100 * share:.1f}%" if isinstance(share, int | float) else "protection"

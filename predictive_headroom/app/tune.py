@@ -42,6 +42,7 @@ from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
 from predictive_headroom.core.shortfall import Shortfall, shortfall_cause
+from predictive_headroom.core.verdict import verdict
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
@@ -64,7 +65,7 @@ from predictive_headroom.replay.promise_price import (
     price_of_promise,
     static_in_hindsight,
 )
-from predictive_headroom.replay.setup import Replay, WhatIf, resolve
+from predictive_headroom.replay.setup import Replay, SimulatedNodes, WhatIf, resolve
 from predictive_headroom.replay.simulator import Run
 from predictive_headroom.replay.tail import tail_reserve_of
 from predictive_headroom.replay.tuning import DAY_MINUTES, replay_grid
@@ -125,6 +126,8 @@ class Tuning:
     max_replicas: int | None = None
     fixed: tuple[int, float] | None = None
     """The fewest fixed placeholders that kept the target over the days read, and what they kept."""
+    node_slots: int | None = None
+    """Placeholders a simulated node held in the replay (the node priced; None: not replayed)."""
 
     def cause(self) -> Shortfall | None:
         """Why it keeps less than asked (`core.shortfall`, the one function `tune`, the backtest
@@ -143,24 +146,22 @@ class Tuning:
         )
 
     def against_fixed(self) -> dict[str, Any] | None:
-        """Whether the forecast beat fixed headroom over the days judged: its cost a day against
-        static headroom's at the protection it kept (`levels` at the target), and the fewest fixed
-        placeholders that kept the target over the days read. None: no figure."""
+        """Whether the forecast beat fixed headroom over the days judged (`core.verdict`, the one
+        verdict every command and page says): its cost a day against static headroom's at the
+        protection it kept (`levels` at the target), naming the fewest fixed placeholders that
+        kept the target over the days read. None: no figure."""
         level = next((lv for lv in self.levels if abs(lv.asked - self.target) < 1e-9), None)
         if level is None or level.kept is None:
             return None
-        static = level.static_per_day
-        beats = static is None or level.per_day <= static + 1e-9
-        n = None if self.fixed is None else self.fixed[0]
-        says = (
-            "the forecast beat fixed headroom over the days judged"
-            if beats
-            else f"the forecast did not beat a fixed N over the days judged: static headroom "
-            f"kept {100 * level.kept:.1f}% for {static:,.1f} overhead node-hours a day, the "
-            f"forecast for {level.per_day:,.1f}"
-            + ("" if n is None else f" (fixed headroom: minReplicas: {n}, forecast off)")
+        days = f"the last {plural(self.kept_days, 'day')}" if self.kept_days else "the days"
+        judged = verdict(
+            level.kept,
+            level.per_day,
+            level.static_per_day,
+            fixed_replicas=None if self.fixed is None else self.fixed[0],
+            over=f"over {days} judged to {iso_utc(self.at)}",
         )
-        return {"forecast_beats_fixed": beats, "fixed_replicas": n, "says": says}
+        return judged.to_dict()
 
     @property
     def overhead_per_day(self) -> float | None:
@@ -248,6 +249,7 @@ class Tuning:
             "price": price_of_promise(self.levels, self.target, price) if self.levels else None,
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
+            "node_slots": self.node_slots,
         }
 
     @property
@@ -285,6 +287,7 @@ class Tuning:
             "reason": self.reason,
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
+            "node_slots": self.node_slots,
         }
 
 
@@ -303,13 +306,15 @@ def retune(
     quantiles: Sequence[float] = RETUNE_QUANTILES,
     windows: Sequence[float] = RETUNE_WINDOWS,
     reserves: Sequence[int] | None = None,
+    nodes: SimulatedNodes | None = None,
 ) -> Tuning:
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
     with its measured lead time); `reserves` overrides
-    `promise.reserve_sizes`. The protection kept is `settings.protection` (the pool's, or a
-    what-if given through the resolver). Never raises for bad data: a `default` Tuning says why
-    instead."""
+    `promise.reserve_sizes`; `nodes` is the simulated node (`replay.setup.priced_nodes`: the
+    node priced; default 8 placeholders). The protection kept is `settings.protection` (the
+    pool's, or a what-if given through the resolver). Never raises for bad data: a `default`
+    Tuning says why instead."""
     assert pool.forecast is not None and settings.protection is not None
     started = time.perf_counter()
 
@@ -328,7 +333,7 @@ def retune(
         )
     try:
         grid = (window_seconds, quantiles, windows, reserves)
-        return _tune(pool, settings, known, at, forecaster, grid, started)
+        return _tune(pool, settings, known, at, forecaster, grid, started, nodes)
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -342,6 +347,7 @@ def _tune(
     forecaster: Forecaster,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     started: float,
+    nodes: SimulatedNodes | None = None,
 ) -> Tuning:
     assert plan_settings.protection is not None
     target = plan_settings.protection.value
@@ -352,8 +358,9 @@ def _tune(
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
+    simulated = nodes or SimulatedNodes()
     book, days, tail, static, capped = _replay(
-        pool, plan_settings, known, begin, fitted, grid, target
+        pool, plan_settings, known, begin, fitted, grid, target, simulated
     )
     choice = choose(book, target, tail=tail)
     levels = _levels(book, static, target, tail, choice)
@@ -388,6 +395,7 @@ def _tune(
         capped_days=capped.get(cand, 0),
         max_replicas=pool.max_replicas,
         fixed=_fixed(static, target),
+        node_slots=simulated.node_slots,
     )
 
 
@@ -464,6 +472,7 @@ def _replay(
     fitted: Forecast,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     target: float,
+    nodes: SimulatedNodes,
 ) -> tuple[Ledger, float, int | None, Ledger, dict[Candidate, int]]:
     """Every (quantile, window) of the grid, each plus every reserve (the tail-aware one among
     them, `replay.tail`, unless `reserves` are given), replayed over [begin, known.end] through
@@ -473,7 +482,7 @@ def _replay(
     _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
-    what_if = WhatIf(warmup_seconds=begin - replayed.start)
+    what_if = WhatIf(nodes=nodes, warmup_seconds=begin - replayed.start)
     # The same settings as the daemon's, from the same resolver: the pool and its measured lead.
     r = resolve(replayed, pool, what_if, measured_lead=plan_settings.measured_lead)
     # The burst model reads its features from every sample known before each replayed minute.

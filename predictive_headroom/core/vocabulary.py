@@ -164,3 +164,12 @@ class BufferCondition(StrEnum):
     requires new capacity)."""
     LIMITED_BY_QUOTAS = "LimitedByQuotas"
     """True when a quota or limit caps the buffer below its replicas."""
+
+
+class Better(StrEnum):
+    """Which did better against the other at the same protection (`core.verdict`)."""
+
+    FORECAST = "forecast"
+    """The forecast cost no more than the fixed N (or no fixed N kept that protection)."""
+    FIXED = "fixed"
+    """The fixed N cost less (or the forecast never kept its protection)."""

@@ -252,6 +252,7 @@ class Daemon:
                 self.forecaster,
                 retune_window=self.retune_window,
                 measured_lead=self.observer.measured_lead(pool),
+                price=pool_price(pool, policy.cost),  # the node its re-tune simulates
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)

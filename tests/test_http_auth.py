@@ -533,3 +533,27 @@ def test_one_review_per_token_at_a_time_and_a_full_queue_is_a_503_with_retry_aft
     assert [d.status for d in got] == [401] * 10
     assert reviewer.asked.count("token:forged") == 1
     assert len([a for a in reviewer.asked if a.startswith("token:")]) == 3
+
+
+def test_a_question_that_waited_too_long_for_a_review_thread_is_not_asked() -> None:
+    """A stranger queued behind a hanging API server is answered 503 after `Limits.wait`
+    instead of making its own question when its caller has long given up."""
+    from predictive_headroom.daemon.access import Limits
+
+    now = [0.0]
+    reviewer = _HeldReviewer()
+    limits = Limits(review_threads=1, wait=5.0, client_burst=1e6, strangers_burst=1e6)
+    guard = Guard(reviewer, clock=lambda: now[0], limits=limits)
+    first: list[object] = []
+    late: list[object] = []
+    guard.admit("/metrics", "Bearer forged", "10.0.0.1", first.append)
+    assert reviewer.started.wait(30)
+    guard.admit("/metrics", "Bearer queued", "10.0.0.1", late.append)
+    now[0] = 6.0
+    reviewer.release.set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not late:
+        time.sleep(0.01)
+    assert [d.status for d in first] == [401]
+    assert [(d.status, d.retry_after) for d in late] == [(503, 1)]
+    assert "token:queued" not in reviewer.asked

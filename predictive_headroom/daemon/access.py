@@ -11,8 +11,8 @@ server hands a request to a worker only once `admit` has decided it (`daemon.slo
 known callers and probes never wait behind strangers' tokens. What strangers can make the Guard
 ask is bounded (`Limits`): a token the API server rejected is remembered as rejected (in its own
 cache, which junk tokens cannot flush the known callers out of); one question per token at a
-time, however many requests carry it; at most `queue` questions waiting (beyond: 503); and a
-rate per client address and over all clients (beyond: 429 and 503), each with `Retry-After`.
+time, however many requests carry it; at most `queue` questions waiting, none longer than
+`wait` seconds (beyond: 503); and a rate per client address and over all clients (beyond: 429 and 503), each with `Retry-After`.
 A token that was allowed before is asked again on its own thread, ahead of strangers.
 """
 
@@ -48,6 +48,9 @@ class Limits:
     """Questions to the API server in flight at once for strangers (one more for known callers)."""
     queue: int = 32
     """Questions waiting for a review thread; a stranger beyond this is answered 503."""
+    wait: float = 5.0
+    """Seconds a question may wait for a review thread; one that waited longer is not asked and
+    its requests are answered 503 (their callers have mostly given up)."""
     client_burst: float = 5.0
     client_rate: float = 1.0
     """New tokens one client address may have reviewed: `client_burst` at once, then
@@ -217,15 +220,11 @@ class Guard:
                 return refusal
         self._pending[key] = [done]
         lane = self._known_lane if known else self._lane
-        if lane.offer(lambda: self._answer(token, key)):
+        queued = self.clock()
+        if lane.offer(lambda: self._answer(token, key, queued)):
             return None
         del self._pending[key]
-        return Decision(
-            False,
-            503,
-            "too many unknown tokens are waiting to be checked with the API server; try again",
-            retry_after=1,
-        )
+        return Decision(False, 503, _BUSY, retry_after=1)
 
     def _rate_refusal(self, client: str) -> Decision | None:
         """A 429 or 503 when this client, or all strangers together, asked too much (the lock held)."""
@@ -251,11 +250,15 @@ class Guard:
             )
         return None
 
-    def _answer(self, token: str, key: tuple[str, str]) -> None:
-        """Ask the API server about `key` (on a review thread), remember and hand out the answer."""
+    def _answer(self, token: str, key: tuple[str, str], queued: float) -> None:
+        """Ask the API server about `key` (on a review thread), remember and hand out the answer;
+        a 503 without asking when the question waited longer than `Limits.wait`."""
         digest, path = key
         try:
-            decision = self._review(token, digest, path)
+            if self.clock() - queued > self.limits.wait:
+                decision = Decision(False, 503, _BUSY, retry_after=1)
+            else:
+                decision = self._review(token, digest, path)
         except AccessReviewError as exc:
             logger.warning("http: could not check access to %s: %s", path, exc)
             decision = Decision(
@@ -301,4 +304,5 @@ class Guard:
         )
 
 
+_BUSY = "too many unknown tokens are waiting to be checked with the API server; try again"
 _REJECTED = Decision(False, 401, "the API server did not authenticate this token")

@@ -557,3 +557,28 @@ def test_a_question_that_waited_too_long_for_a_review_thread_is_not_asked() -> N
     assert [d.status for d in first] == [401]
     assert [(d.status, d.retry_after) for d in late] == [(503, 1)]
     assert "token:queued" not in reviewer.asked
+
+
+def test_a_known_caller_whose_answer_expired_is_asked_again_ahead_of_strangers() -> None:
+    """The reader's answer expires every minute; its new question does not queue behind the
+    strangers' held ones (it has its own review thread)."""
+
+    class Partial(_HeldReviewer):
+        def authenticate(self, token: str):
+            if token == "good":
+                return _Reviewer.authenticate(self, token)
+            return super().authenticate(token)
+
+    now = [0.0]
+    reviewer = Partial()
+    guard = Guard(reviewer, clock=lambda: now[0])
+    assert guard.check("/metrics", "Bearer good").allowed
+    for k in range(4):  # strangers hold both review threads and wait in the queue
+        guard.admit("/metrics", f"Bearer forged-{k}", f"10.0.0.{k}", lambda _: None)
+    assert reviewer.started.wait(30)
+    now[0] = 61.0  # the reader's answer and identity have expired
+    try:
+        assert guard.check("/metrics", "Bearer good").allowed
+        assert reviewer.asked.count("token:good") == 2
+    finally:
+        reviewer.release.set()

@@ -234,3 +234,12 @@ def test_a_line_over_the_bound_is_refused_at_that_line_holding_no_more_of_it(tmp
     wide = "2024-05-01T08:00:01Z," + "0" * 200_000 + "1\n"  # over csv's own 128 Ki field cap
     long_ok = write(tmp_path, "timestamp,value\n2024-05-01T08:00:00Z,1\n" + wide, "wide.csv")
     assert list(read_csv_history(long_ok).values) == [1.0, 1.0]
+
+
+def test_a_bad_value_is_echoed_cut_to_a_bound_with_its_length(tmp_path: Path):
+    path = write(tmp_path, "timestamp,value\n2024-05-01T08:00:00Z," + "y" * 50_000 + "\n")
+    with pytest.raises(SourceError) as exc:
+        read_csv_history(path)
+    message = str(exc.value)
+    assert f"value '{'y' * 200}...(50,000 characters)' is not a number" in message
+    assert len(message) < 1_000

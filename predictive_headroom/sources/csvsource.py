@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from predictive_headroom.core.series import History, iso_utc
 from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.protocols import SourceError
 
 HEADER = ["timestamp", "value"]
@@ -81,13 +82,13 @@ def _iso_seconds(text: str) -> float:
     except ValueError:
         if _LEAP_SECOND.search(text):
             raise _BadRow(
-                f"timestamp {text!r} is a leap second (second 60), which POSIX time, Python and "
+                f"timestamp {cut(text)!r} is a leap second (second 60), which POSIX time, Python and "
                 "Prometheus do not count; write :59 or drop the row"
             ) from None
-        raise _BadRow(f"timestamp {text!r} is not {_ISO_EXAMPLE}") from None
+        raise _BadRow(f"timestamp {cut(text)!r} is not {_ISO_EXAMPLE}") from None
     if when.tzinfo is None:
         raise _BadRow(
-            f"timestamp {text!r} has no UTC offset; add 'Z' or an offset such as '+02:00'"
+            f"timestamp {cut(text)!r} has no UTC offset; add 'Z' or an offset such as '+02:00'"
         )
     return when.timestamp()
 
@@ -96,9 +97,9 @@ def _epoch_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise _BadRow(f"timestamp {text!r} is not {_EPOCH_EXAMPLE}") from None
+        raise _BadRow(f"timestamp {cut(text)!r} is not {_EPOCH_EXAMPLE}") from None
     if not math.isfinite(value):
-        raise _BadRow(f"timestamp {text!r} is not {_EPOCH_EXAMPLE}")
+        raise _BadRow(f"timestamp {cut(text)!r} is not {_EPOCH_EXAMPLE}")
     return value
 
 
@@ -106,9 +107,9 @@ def _value(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise _BadRow(f"value {text!r} is not a number") from None
+        raise _BadRow(f"value {cut(text)!r} is not a number") from None
     if not math.isfinite(value):
-        raise _BadRow(f"value {text!r} is not a finite number")
+        raise _BadRow(f"value {cut(text)!r} is not a finite number")
     return value
 
 
@@ -232,7 +233,7 @@ def _read_rows(p: Path, reader: Any, max_rows: int) -> History:
     if any("\x00" in h for h in header) and (why := _encoding_problem(p)):
         raise SourceError(f"{p}: cannot read the file: {why}")
     if [h.strip().lower() for h in header] != HEADER:
-        found = ",".join(header)
+        found = cut(",".join(header))
         if len(header) == 2 and _looks_like_epoch(header[1].strip()):
             raise SourceError(
                 f"{p}:1: missing header; the first line must be 'timestamp,value', found data {found!r}"
@@ -250,7 +251,7 @@ def _read_rows(p: Path, reader: Any, max_rows: int) -> History:
         try:
             if len(row) != 2:
                 raise _BadRow(
-                    f"expected 2 fields 'timestamp,value', found {len(row)} in {','.join(row)!r}"
+                    f"expected 2 fields 'timestamp,value', found {len(row)} in {cut(','.join(row))!r}"
                 )
             stamp = row[0].strip()
             if parse_time is None:

@@ -18,6 +18,7 @@ A token that was allowed before is asked again on its own thread, ahead of stran
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -101,13 +102,15 @@ class _Lane:
     """A few daemon threads answering jobs from a bounded queue (started on first use)."""
 
     def __init__(self, threads: int, size: int, name: str) -> None:
-        self._jobs: queue.Queue[Callable[[], None]] = queue.Queue(maxsize=max(1, size))
-        self._threads, self._name, self._started = threads, name, False
+        self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=max(1, size))
+        self._threads, self._name, self._started, self._closed = threads, name, False, False
         self._lock = threading.Lock()
 
     def offer(self, job: Callable[[], None]) -> bool:
-        """Queue `job`; False when the queue is full (the job is not run)."""
+        """Queue `job`; False when the queue is full or the lane closed (the job is not run)."""
         with self._lock:
+            if self._closed:
+                return False
             if not self._started:
                 self._started = True
                 for k in range(self._threads):
@@ -120,9 +123,19 @@ class _Lane:
             return False
         return True
 
+    def close(self) -> None:
+        """End the threads once each finishes the job in hand; queued jobs are not run."""
+        with self._lock:
+            self._closed = True
+        for _ in range(self._threads):
+            with contextlib.suppress(queue.Full):
+                self._jobs.put_nowait(None)
+
     def _work(self) -> None:
-        while True:
+        while not self._closed:
             job = self._jobs.get()
+            if job is None:
+                return
             try:
                 job()
             except Exception:  # one failed job must not stop the lane
@@ -159,6 +172,11 @@ class Guard:
         self._lane = _Lane(limits.review_threads, limits.queue, "access-review")
         self._known_lane = _Lane(1, limits.queue, "access-review-known")
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the review threads (the HTTP server stopping); later questions are answered 503."""
+        self._lane.close()
+        self._known_lane.close()
 
     def check(self, path: str, authorization: str | None, client: str = "") -> Decision:
         """Whether the request for `path` with this `Authorization` header from `client` may be

@@ -107,6 +107,8 @@ class HttpServer:
             self._tls.stop()
         self._server.stop()
         self._thread.join(timeout=5.0)
+        if self.guard:
+            self.guard.close()
 
     def answer(self, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of `path`."""

@@ -145,6 +145,7 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=1.0)
     parser.add_argument("--pause", type=float, default=0.2)
     parser.add_argument("--baseline", type=float, default=10.0)
+    parser.add_argument("--settle", type=float, default=2.0, help="seconds before the first scrape")
     args = parser.parse_args()
     with FakeApiServer() as api, tempfile.TemporaryDirectory() as tmp:
         api.tokens = {"reader-token": {"username": READER}}
@@ -175,7 +176,7 @@ def main() -> None:
             target=_junk, args=(port, args.junk, until, args.pause, counts)
         )
         junk.start()
-        time.sleep(min(2.0, args.seconds / 10))  # let the strangers arrive first
+        time.sleep(args.settle)  # let the strangers arrive first
         scrapes, probes = _scrapes(port, until, args.every)
         junk.join(TIMEOUT + 5)
         stamps = [

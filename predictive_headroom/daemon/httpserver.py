@@ -29,6 +29,7 @@ from predictive_headroom.core.strict_json import dumps
 from predictive_headroom.daemon.access import Guard
 from predictive_headroom.daemon.slow_clients import ACCESS_KEY, DeadlineServer
 from predictive_headroom.daemon.tls import TlsFront
+from predictive_headroom.policy.echo import cut
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class HttpServer:
         """(status, content type, body) for a GET of `path`."""
         if path not in self.routes and not (path == "/report/" and "/report" in self.routes):
             known = ", ".join(self.routes)
-            body = f"not found: {path}; endpoints: {known}\n".encode()
+            body = f"not found: {cut(path)}; endpoints: {known}\n".encode()
             return 404, "text/plain; charset=utf-8", body
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, self.exposition()

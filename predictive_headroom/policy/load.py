@@ -257,7 +257,7 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
             continue
         name = pool.get("name")
         if isinstance(name, str) and name in names:
-            found.append((("pools", i, "name"), f"duplicate pool name {name!r}"))
+            found.append((("pools", i, "name"), f"duplicate pool name {cut(repr(name))}"))
         if isinstance(name, str):
             names.setdefault(name, i)
         lo, hi = pool.get("minReplicas", 0), pool.get("maxReplicas")
@@ -279,7 +279,10 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
                 found.append((("pools", i, "schedules", j, key), message))
             if isinstance(wname, str) and wname in seen:
                 found.append(
-                    (("pools", i, "schedules", j, "name"), f"duplicate window name {wname!r}")
+                    (
+                        ("pools", i, "schedules", j, "name"),
+                        f"duplicate window name {cut(repr(wname))}",
+                    )
                 )
             seen.add(wname) if isinstance(wname, str) else None
     return found

@@ -939,10 +939,7 @@ class FakeApiServer:
         if m is None:
             raise ApiError(404, "the server could not find the requested resource")
         if method == "POST" and m["resource"] in ("tokenreviews", "subjectaccessreviews"):
-            fault = self._take_fault(request)
-            if fault is not None and fault.status is not None:
-                raise ApiError(fault.status, fault.message or f"injected fault {fault.status}")
-            return 201, self._review(m["resource"], body)
+            return self._faulted_review(request, m["resource"], body)
         group = m["group"] or ""
         route = _Route(
             group,
@@ -983,6 +980,15 @@ class FakeApiServer:
             if route.name is None:
                 return self._collection(route, body)
             return self._object(route, body, content_type)
+
+    def _faulted_review(self, request: Recorded, resource: str, body: Any) -> tuple[int, Any]:
+        """A review's answer after its injected fault (a delay, a failure) if any."""
+        fault = self._take_fault(request)
+        if fault is not None and fault.delay:
+            self._stopping.wait(fault.delay)
+        if fault is not None and fault.status is not None:
+            raise ApiError(fault.status, fault.message or f"injected fault {fault.status}")
+        return 201, self._review(resource, body)
 
     def _review(self, resource: str, body: Any) -> dict[str, Any]:
         """A TokenReview (is the token one of `tokens`?) or a SubjectAccessReview (may the user or

@@ -200,3 +200,46 @@ def test_twenty_thousand_rows_are_read_in_seconds_not_minutes(tmp_path: Path):
     assert len(history) == 20_000 and history.values[-1] == 19_999 * 0.25
     # well under a second on a quiet machine; the bound only catches a per-row slowdown
     assert elapsed < 10.0, f"reading 20k rows took {elapsed:.2f}s"
+
+
+def test_a_line_over_the_bound_is_refused_at_that_line_holding_no_more_of_it(tmp_path: Path):
+    """Issue 55: a 1,000 MB file of one line (within the 1 GiB default) peaked at 2.24 GB of
+    RSS. A line over `max_line` characters is refused at that line with the flag that raises the
+    bound, and the reader never held more than the bound of it."""
+    import tracemalloc
+
+    from predictive_headroom.sources.csvsource import CsvOptions
+
+    path = tmp_path / "one-line.csv"
+    with path.open("w") as f:
+        f.write("timestamp,value\n2024-05-01T08:00:00Z,1\n")
+        for _ in range(40):  # 40 MiB in one line
+            f.write("9" * (1 << 20))
+        f.write(",1\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(SourceError) as exc:
+            read_csv_history(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    message = str(exc.value)
+    assert f"{path}:3: the line is longer than 1,048,576 characters" in message
+    assert "--max-csv-line" in message
+    assert peak < 8 << 20  # a few MiB: the bound and the reader's buffers, never the line
+    short = write(tmp_path, "timestamp,value\n2024-05-01T08:00:00Z,1\n" + "1" * 300 + ",2\n")
+    with pytest.raises(SourceError) as exc:
+        read_csv_history(short, CsvOptions(max_line=200))
+    assert f"{short}:3: the line is longer than 200 characters" in str(exc.value)
+    wide = "2024-05-01T08:00:01Z," + "0" * 200_000 + "1\n"  # over csv's own 128 Ki field cap
+    long_ok = write(tmp_path, "timestamp,value\n2024-05-01T08:00:00Z,1\n" + wide, "wide.csv")
+    assert list(read_csv_history(long_ok).values) == [1.0, 1.0]
+
+
+def test_a_bad_value_is_echoed_cut_to_a_bound_with_its_length(tmp_path: Path):
+    path = write(tmp_path, "timestamp,value\n2024-05-01T08:00:00Z," + "y" * 50_000 + "\n")
+    with pytest.raises(SourceError) as exc:
+        read_csv_history(path)
+    message = str(exc.value)
+    assert f"value '{'y' * 200}...(50,000 characters)' is not a number" in message
+    assert len(message) < 1_000

@@ -226,3 +226,57 @@ def test_a_window_read_back_from_its_own_dump_is_the_same(windows):
     p = parse_policy(policy(windows))
     assert validate_policy(p.model_dump(by_alias=True, mode="json")) == p
     assert Policy.model_validate(p.model_dump(by_alias=True)) == p
+
+
+SPRING_GAP = """
+      - name: night-sale
+        timezone: Europe/Berlin
+        from: 2026-03-29 02:30
+        to: 2026-03-29 03:30
+        desiredReplicas: 10
+"""
+
+
+def test_an_event_starting_in_the_spring_gap_opens_where_a_recurring_window_would(tmp_path, capsys):
+    """Issue 55: `from: 2026-03-29 02:30` (a time Berlin's clocks skip) with `to: 03:30` was
+    refused with "to (03:30) is not after from (02:30)". It opens at 03:00 CEST, the first real
+    instant after the gap, where a cron start of 02:30 fires that day; `validate` and `plan` say
+    so."""
+    [w] = parse_policy(policy(SPRING_GAP)).pools[0].schedules
+    recurring = ScheduleWindow.model_validate(
+        {"name": "r", "timezone": "Europe/Berlin", "start": "30 2 29 3 *", "end": "30 3 29 3 *"}
+        | {"desiredReplicas": 1}
+    )
+    day = (utc(2026, 3, 28), utc(2026, 3, 30))
+    assert open_intervals(w, *day) == [(utc(2026, 3, 29, 1), utc(2026, 3, 29, 1, 30))]
+    assert open_intervals(w, *day) == open_intervals(recurring, *day)
+    path = tmp_path / "p.yaml"
+    path.write_text(policy(SPRING_GAP))
+    assert main(["validate", "--policy", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "note: pools[0].schedules[0].from: 2026-03-29 02:30 does not exist in Europe/Berlin: the "
+        "clocks go from 02:00 straight to 03:00 that day" in out
+    )
+    assert "read as 2026-03-29 03:00 CEST" in out and "03:30 does not exist" not in out
+    code = main(["plan", "-c", str(path), "--at", "2026-03-29T00:00:00Z", "--horizon", "3h"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "window 'night-sale', from: 2026-03-29 02:30 does not exist" in captured.err
+    rows = [line.split()[:3] for line in captured.out.splitlines() if "schedule:night" in line]
+    assert rows == [["2026-03-29T00:55:00Z", "10", "schedule:night-sale"]]  # 03:00 less the lead
+
+
+def test_an_event_inside_the_gap_says_both_ends_move_to_the_same_instant():
+    with pytest.raises(ConfigError) as err:
+        parse_policy(
+            policy(
+                '      - {name: e, timezone: Europe/Berlin, from: "2026-03-29 02:10", '
+                'to: "2026-03-29 02:50", desiredReplicas: 1}'
+            )
+        )
+    [problem] = err.value.problems
+    assert problem.path == "pools[0].schedules[0].to"
+    assert "not after from" in problem.message
+    assert "2026-03-29 02:50 does not exist in Europe/Berlin" in problem.message
+    assert "read as 2026-03-29 03:00 CEST" in problem.message

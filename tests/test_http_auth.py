@@ -389,3 +389,196 @@ def test_http_auth_off_serves_every_path_plainly_and_the_probes_on_their_own_por
     finally:
         main.stop()
         probes.stop()
+
+
+# -- issue 55 item 2: an auth front that strangers' tokens cannot starve ------------------------
+
+
+def _junk(api: FakeApiServer) -> list[str]:
+    """The tokens of the TokenReviews the API server was asked about, other than the reader's."""
+    tokens = [r.body["spec"]["token"] for r in api.requests("POST", "tokenreviews")]
+    return [t for t in tokens if t != "reader-token"]
+
+
+@pytest.mark.slow
+def test_an_authorised_scrape_is_answered_while_strangers_tokens_are_still_being_checked(
+    api, certificate
+) -> None:
+    """Issue 55: each unknown token held one of the 4 HTTP workers for its review, so 6 strangers
+    pushed an authorised scrape to 9.4 s. Now the reviews run on the Guard's own threads: with
+    the API server holding every stranger's TokenReview, the reader's scrape (its token known
+    from an earlier one) and the main port's /healthz are answered while the strangers' requests
+    are still unanswered, and the strangers beyond the limits are refused at once with
+    Retry-After."""
+    import threading
+
+    context, _ = server_context(*certificate, ["localhost"])
+    patient = CallOptions(timeout=30.0, attempts=1, backoff_initial=0.01, backoff_max=0.05)
+    guard = Guard(KubeAccessReviewer(api.api_client(), patient))
+    server = HttpServer(_Status(), lambda: b"ph_up 1\n", "127.0.0.1", 0, tls=context, guard=guard)
+    server.start()
+    tls = ssl.create_default_context(cafile=str(certificate[0]))
+    answers: list[tuple[int, dict[str, str]]] = []
+    try:
+        assert _get(server.port, "/metrics", "reader-token", tls)[0] == 200  # known from now on
+        api.delay(
+            "POST", "tokenreviews", 60.0, when=lambda r: r.body["spec"]["token"] != "reader-token"
+        )
+
+        def stranger(k: int) -> None:
+            try:
+                code, headers, _ = _get(server.port, "/metrics", f"junk-{k}", tls)
+                answers.append((code, headers))
+            except OSError:
+                answers.append((0, {}))
+
+        for k in range(12):
+            threading.Thread(target=stranger, args=(k,), daemon=True).start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(_junk(api)) < 2:
+            time.sleep(0.05)
+        assert len(_junk(api)) >= 2  # the API server is now holding strangers' reviews
+        code, _, body = _get(server.port, "/metrics", "reader-token", tls)
+        healthz = _get(server.port, "/healthz", tls=tls)[0]
+        answered = list(answers)
+        assert code == 200 and body == b"ph_up 1\n" and healthz == 200
+        assert len(answered) < 12  # some strangers still wait for the API server's answer
+        assert all(c == 429 and "retry-after" in h for c, h in answered)
+    finally:
+        api.clear_faults()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_made_up_tokens_cost_a_bounded_number_of_reviews_and_refused_ones_are_remembered(
+    secure, api
+) -> None:
+    """Issue 55: 1,000 made-up tokens from one client made 1,000 TokenReviews. Now one client
+    starts at most `client_burst` reviews at once, then `client_rate` a second; beyond that it is
+    answered 429 with Retry-After; a rejected token asked again is answered from memory; and the
+    known reader is still served from its cache without a new review."""
+    burst, rate = 5, 1.0  # `Limits()`: client_burst, client_rate (checked at the end)
+    server, tls = secure
+    assert _get(server.port, "/metrics", "reader-token", tls)[0] == 200
+    began = time.monotonic()
+    codes = [_get(server.port, "/metrics", f"made-up-{k}", tls)[:2] for k in range(200)]
+    elapsed = time.monotonic() - began
+    reviewed = _junk(api)
+    assert len(reviewed) <= burst + rate * elapsed + 1
+    assert len(reviewed) < 200 and {c for c, _ in codes} == {401, 429}
+    assert all("retry-after" in h for c, h in codes if c == 429)
+    assert _get(server.port, "/metrics", reviewed[0], tls)[0] == 401
+    assert _get(server.port, "/report.json", reviewed[0], tls)[0] == 401
+    assert len(_junk(api)) == len(reviewed)  # a rejected token is remembered, for every path
+    assert _get(server.port, "/metrics", "reader-token", tls)[0] == 200
+    assert len(api.requests("POST", "tokenreviews")) == len(reviewed) + 1
+    from predictive_headroom.daemon.access import Limits
+
+    assert (Limits().client_burst, Limits().client_rate) == (burst, rate)
+
+
+def test_strangers_cannot_flush_a_known_caller_out_of_the_cache() -> None:
+    """Issue 55: 4,200 made-up tokens flushed the 4,096-entry cache and the reader was reviewed
+    again. Rejected tokens are remembered apart from known callers, so no number of them can."""
+    from predictive_headroom.daemon.access import Limits
+
+    now = [0.0]
+    reviewer = _Reviewer()
+    lax = Limits(cache_size=16, client_burst=1e6, strangers_burst=1e6)
+    guard = Guard(reviewer, clock=lambda: now[0], limits=lax)
+    assert guard.check("/metrics", "Bearer good").allowed
+    asked = len(reviewer.asked)
+    for k in range(100):
+        assert guard.check("/metrics", f"Bearer forged-{k}").status == 401
+    assert len(reviewer.asked) == asked + 100
+    assert guard.check("/metrics", "Bearer good").allowed
+    assert len(reviewer.asked) == asked + 100  # the reader answered from the cache
+
+
+class _HeldReviewer(_Reviewer):
+    """A reviewer whose answers wait until `release` is set."""
+
+    def __init__(self) -> None:
+        import threading
+
+        super().__init__()
+        self.release, self.started = threading.Event(), threading.Event()
+
+    def authenticate(self, token: str):
+        self.started.set()
+        self.release.wait(30)
+        return super().authenticate(token)
+
+
+def test_one_review_per_token_at_a_time_and_a_full_queue_is_a_503_with_retry_after() -> None:
+    from predictive_headroom.daemon.access import Limits
+
+    reviewer = _HeldReviewer()
+    limits = Limits(review_threads=1, queue=2, client_burst=1e6, strangers_burst=1e6)
+    guard = Guard(reviewer, limits=limits)
+    got: list[object] = []
+    for _ in range(10):  # ten requests with one unknown token: one question
+        guard.admit("/metrics", "Bearer forged", "10.0.0.1", got.append)
+    assert reviewer.started.wait(30)
+    refused = []
+    for k in range(5):  # one in flight; two may wait; the rest are refused now
+        guard.admit("/metrics", f"Bearer other-{k}", "10.0.0.1", refused.append)
+    assert [d.status for d in refused] == [503, 503, 503]
+    assert all(d.retry_after for d in refused)
+    assert got == []
+    reviewer.release.set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(got) + len(refused) < 15:
+        time.sleep(0.01)
+    assert [d.status for d in got] == [401] * 10
+    assert reviewer.asked.count("token:forged") == 1
+    assert len([a for a in reviewer.asked if a.startswith("token:")]) == 3
+
+
+def test_a_question_that_waited_too_long_for_a_review_thread_is_not_asked() -> None:
+    """A stranger queued behind a hanging API server is answered 503 after `Limits.wait`
+    instead of making its own question when its caller has long given up."""
+    from predictive_headroom.daemon.access import Limits
+
+    now = [0.0]
+    reviewer = _HeldReviewer()
+    limits = Limits(review_threads=1, wait=5.0, client_burst=1e6, strangers_burst=1e6)
+    guard = Guard(reviewer, clock=lambda: now[0], limits=limits)
+    first: list[object] = []
+    late: list[object] = []
+    guard.admit("/metrics", "Bearer forged", "10.0.0.1", first.append)
+    assert reviewer.started.wait(30)
+    guard.admit("/metrics", "Bearer queued", "10.0.0.1", late.append)
+    now[0] = 6.0
+    reviewer.release.set()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not late:
+        time.sleep(0.01)
+    assert [d.status for d in first] == [401]
+    assert [(d.status, d.retry_after) for d in late] == [(503, 1)]
+    assert "token:queued" not in reviewer.asked
+
+
+def test_a_known_caller_whose_answer_expired_is_asked_again_ahead_of_strangers() -> None:
+    """The reader's answer expires every minute; its new question does not queue behind the
+    strangers' held ones (it has its own review thread)."""
+
+    class Partial(_HeldReviewer):
+        def authenticate(self, token: str):
+            if token == "good":
+                return _Reviewer.authenticate(self, token)
+            return super().authenticate(token)
+
+    now = [0.0]
+    reviewer = Partial()
+    guard = Guard(reviewer, clock=lambda: now[0])
+    assert guard.check("/metrics", "Bearer good").allowed
+    for k in range(4):  # strangers hold both review threads and wait in the queue
+        guard.admit("/metrics", f"Bearer forged-{k}", f"10.0.0.{k}", lambda _: None)
+    assert reviewer.started.wait(30)
+    now[0] = 61.0  # the reader's answer and identity have expired
+    try:
+        assert guard.check("/metrics", "Bearer good").allowed
+        assert reviewer.asked.count("token:good") == 2
+    finally:
+        reviewer.release.set()

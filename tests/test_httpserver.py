@@ -239,3 +239,27 @@ def test_json_logs_are_one_object_per_line_with_extra_fields() -> None:
         {"name": "web"}
     ]
     assert record["time"].endswith("Z")
+
+
+def test_an_unknown_long_path_is_echoed_cut_with_its_length() -> None:
+    import http.client
+
+    from predictive_headroom.daemon.httpserver import HttpServer
+
+    class _Status:
+        def readiness(self) -> tuple[bool, str]:
+            return True, "fine"
+
+        def status(self) -> dict[str, object]:
+            return {}
+
+    server = HttpServer(_Status(), lambda: b"", "127.0.0.1", 0).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/" + "p" * 20_000)
+        answer = conn.getresponse()
+        body = answer.read().decode()
+        conn.close()
+    finally:
+        server.stop()
+    assert answer.status == 404 and "...(20,001 characters)" in body and len(body) < 1_000

@@ -125,3 +125,26 @@ def test_a_target_in_kube_system_is_refused_when_the_policy_is_loaded(tmp_path) 
         load_policy(config)
     assert "pools[0].target.namespace" in str(exc.value)
     assert "targets in kube-system are refused" in str(exc.value)
+
+
+def test_a_huge_label_value_is_echoed_cut_to_a_bound_with_its_length(
+    tmp_path, server, caplog
+) -> None:
+    """Issue 55: a 10 KB pool label value echoed whole into `/last-run` (10,556 characters) and
+    a log line (11,651). Every echo (the outcome, `/last-run`, the Event, the log) shows its first
+    characters and its length."""
+    import logging
+
+    huge = "x" * 10_000
+    server.add_deployment("team-b", "payments-api", 7, pool=huge)
+    config = _policy(tmp_path / "p.yaml", {"namespace": "team-b", "name": "payments-api"})
+    daemon = _daemon(config, server, Clock(NOW))
+    with caplog.at_level(logging.INFO):
+        outcome = daemon.reconcile().pools[0]
+    assert outcome.action == "refused" and outcome.error is not None
+    assert f"it has {LABEL}={'x' * 200}...(10,000 characters)" in outcome.error
+    assert len(outcome.error) < 1_000
+    assert len(json.dumps(daemon.status())) < 5_000
+    (event,) = [e for e in server.events("team-b") if e.get("reason") == "NotOwned"]
+    assert "...(10,000 characters)" in event["message"] and len(event["message"]) < 1_000
+    assert caplog.records and max(len(r.getMessage()) for r in caplog.records) < 1_000

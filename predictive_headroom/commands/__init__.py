@@ -69,7 +69,7 @@ def share_arg(text: str) -> float:
 
 
 def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
-    """The bounds of a `--data` CSV: `--max-csv-rows` and `--max-csv-bytes`."""
+    """The bounds of a `--data` CSV: `--max-csv-rows`, `--max-csv-bytes` and `--max-csv-line`."""
     defaults = CsvOptions()
     parser.add_argument(
         "--max-csv-rows",
@@ -86,11 +86,23 @@ def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="refuse a larger --data CSV before reading it (default 1Gi; 500Mi, 2Gi, or bytes)",
     )
+    parser.add_argument(
+        "--max-csv-line",
+        type=_bytes_arg,
+        default=defaults.max_line,
+        metavar="SIZE",
+        help="refuse a --data CSV at a line longer than this many characters (default 1Mi)",
+    )
 
 
 def csv_options(args: argparse.Namespace) -> CsvOptions:
     """The CSV bounds given on the command line, with a progress bar on stderr for long reads."""
-    return CsvOptions(max_rows=args.max_csv_rows, max_bytes=args.max_csv_bytes, progress=sys.stderr)
+    return CsvOptions(
+        max_rows=args.max_csv_rows,
+        max_bytes=args.max_csv_bytes,
+        max_line=args.max_csv_line,
+        progress=sys.stderr,
+    )
 
 
 def _count_arg(text: str) -> int:

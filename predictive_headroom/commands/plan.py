@@ -40,6 +40,7 @@ from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.core.share import share_part
 from predictive_headroom.core.vocabulary import Component
 from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.policy.events import gap_move
 from predictive_headroom.policy.placeholder import quantity
 from predictive_headroom.protocols import ClusterState, Source, SourceError
 from predictive_headroom.sources.csvsource import CsvSource
@@ -369,6 +370,7 @@ def run(args: argparse.Namespace) -> int:
     _note_skipped_proportional(policy, clusters)
     parts = parts_from_args(policy, requests_from_args(args.requests))
     _note_left_out_share(policy, parts)
+    _note_moved_events(policy)
     fitted = dataclasses.replace(forecasts_from_args(source, policy, at, args), parts=parts)
     why = why_minimum(fitted.forecasts)
     if args.horizon is None:
@@ -546,6 +548,18 @@ def _note_left_out_share(policy: Policy, parts: dict[str, dict[str, Part]]) -> N
             "--requests cpu=412 (what the pool's pods request) to apply it",
             file=sys.stderr,
         )
+
+
+def _note_moved_events(policy: Policy) -> None:
+    """Say on stderr where a dated event's `from` or `to` in a daylight-saving gap moves."""
+    for pool in policy.pools:
+        for window in pool.schedules:
+            for name, value in (("from", window.from_), ("to", window.to)):
+                if moved := gap_move(value, window.timezone):
+                    print(
+                        f"note: pool {pool.name}, window {window.name!r}, {name}: {moved}",
+                        file=sys.stderr,
+                    )
 
 
 def _note_skipped_proportional(policy: Policy, clusters: Clusters) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.policy.bounded_yaml import size_problem
 from predictive_headroom.policy.config import Policy
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.load import ConfigError, Problem, parse_policy
 
 logger = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class ConfigFile:
         why = (
             str(exc)
             if isinstance(exc, (ConfigError, OSError, UnicodeDecodeError))
-            else (f"{self.path}: cannot be loaded: {type(exc).__name__}: {str(exc)[:300]}")
+            else (f"{self.path}: cannot be loaded: {type(exc).__name__}: {cut(exc, 300)}")
         )
         self._rejected, self._rejected_signature = digest, signature
         self.error = self._rejected_error = why

@@ -9,7 +9,8 @@ holds no state of its own, and carries `X-Content-Type-Options: nosniff`.
 The daemon runs two: the main port, over TLS (`daemon.tls`) with a `daemon.access.Guard` that
 serves /metrics, /report* and /last-run only to callers the API server authenticates and
 authorises (plain and open with `PH_HTTP_AUTH=off`), and the probe port, plain and open, serving
-only /healthz and /readyz.
+only /healthz and /readyz. The Guard decides each request before a worker takes it, asking the
+API server on its own threads, so a slow review never holds a worker.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from predictive_headroom.core.strict_json import dumps
 from predictive_headroom.daemon.access import Guard
-from predictive_headroom.daemon.slow_clients import DeadlineServer
+from predictive_headroom.daemon.slow_clients import ACCESS_KEY, DeadlineServer
 from predictive_headroom.daemon.tls import TlsFront
+from predictive_headroom.policy.echo import cut
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +80,10 @@ class HttpServer:
         self.daemon, self.exposition, self.report_dir = daemon, metrics_exposition, report_dir
         self.routes, self.guard = routes, guard
         inner = ("127.0.0.1", 0) if tls else (host, port)
-        self._server = DeadlineServer.create(self._wsgi, *inner, read_timeout, listen=not tls)
+        admission = guard.admit if guard else None
+        self._server = DeadlineServer.create(
+            self._wsgi, *inner, read_timeout, listen=not tls, admission=admission
+        )
         self._tls = TlsFront(self._server, host, port, tls, read_timeout) if tls else None
         self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)
 
@@ -103,12 +108,14 @@ class HttpServer:
             self._tls.stop()
         self._server.stop()
         self._thread.join(timeout=5.0)
+        if self.guard:
+            self.guard.close()
 
     def answer(self, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of `path`."""
         if path not in self.routes and not (path == "/report/" and "/report" in self.routes):
             known = ", ".join(self.routes)
-            body = f"not found: {path}; endpoints: {known}\n".encode()
+            body = f"not found: {cut(path)}; endpoints: {known}\n".encode()
             return 404, "text/plain; charset=utf-8", body
         if path == "/metrics":
             return 200, CONTENT_TYPE_LATEST, self.exposition()
@@ -143,7 +150,9 @@ class HttpServer:
     def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """The WSGI application: GET (and HEAD) of the routes; other methods are 405."""
         path, method = environ.get("PATH_INFO") or "/", environ.get("REQUEST_METHOD", "GET")
-        access = self.guard.check(path, environ.get("HTTP_AUTHORIZATION")) if self.guard else None
+        access = environ.get(ACCESS_KEY)
+        if access is None and self.guard:  # not admitted by the server (a direct WSGI call)
+            access = self.guard.check(path, environ.get("HTTP_AUTHORIZATION"))
         extra: list[tuple[str, str]] = []
         if method not in ("GET", "HEAD"):
             code, kind, body = 405, "text/plain; charset=utf-8", b"only GET is served\n"
@@ -152,6 +161,8 @@ class HttpServer:
             body = f"{access.message}\n".encode()
             if code == 401:
                 extra.append(("WWW-Authenticate", 'Bearer realm="predictive-headroom"'))
+            if access.retry_after is not None:
+                extra.append(("Retry-After", str(access.retry_after)))
         else:
             try:
                 code, kind, body = self.answer(path)

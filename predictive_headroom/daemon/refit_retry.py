@@ -15,6 +15,7 @@ from typing import Any
 
 from predictive_headroom.core.series import Forecast, NoForecast
 from predictive_headroom.core.vocabulary import NoForecastWhy
+from predictive_headroom.policy.echo import cut
 
 FIRST_WAIT = 60.0
 """Seconds before the first retry of a failed refit."""
@@ -64,7 +65,7 @@ class RefitRetries:
         for name, result in results.items():
             if isinstance(result, NoForecast) and result.why in RETRIED:
                 self._failures[name] = self._failures.get(name, 0) + 1
-                self._why[name] = f"{result.why}: {result.detail}"[:300]
+                self._why[name] = cut(f"{result.why}: {result.detail}", 300)
             else:
                 self._failures.pop(name, None)
                 self._why.pop(name, None)

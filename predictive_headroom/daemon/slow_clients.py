@@ -7,6 +7,11 @@ at a time (slowloris) is active, so `DeadlineServer` also closes a connection wh
 and headers have not all arrived `read_timeout` seconds after it connected (or after its last
 complete request). The listen backlog is 1024 and at most `CONNECTION_LIMIT` connections are
 open; beyond that new ones wait in the backlog until old ones time out.
+
+A server with an `admission` (the access `Guard`'s `admit`) hands a complete request to a worker
+only once admission has decided it, and the decision travels with the request into the WSGI
+environ (`ACCESS_KEY`): a request whose caller must first be checked with the API server waits
+on the event loop, holding its socket but no worker.
 """
 
 from __future__ import annotations
@@ -18,15 +23,32 @@ from typing import Any
 
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
+from waitress.task import WSGITask
 
 THREADS = 4
 """Workers answering complete requests (each answer is computed in memory, in milliseconds)."""
 BACKLOG = 1024
 CONNECTION_LIMIT = 1000
+ACCESS_KEY = "predictive_headroom.access"
+"""The WSGI environ key holding the admission's decision for the request."""
+
+Admission = Callable[[str, str | None, str, Callable[[Any], None]], None]
+"""`admit(path, authorization header, client address, done)`: calls `done(decision)` now or later."""
+
+
+class AdmittedTask(WSGITask):
+    """A waitress task whose environ carries the admission's decision (`ACCESS_KEY`)."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environment()
+        environ[ACCESS_KEY] = getattr(self.request, "access", None)
+        return environ
 
 
 class DeadlineChannel(HTTPChannel):
     """A waitress connection that remembers since when its current request has been arriving."""
+
+    task_class = AdmittedTask
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -48,6 +70,7 @@ class DeadlineServer(TcpWSGIServer):
 
     channel_class = DeadlineChannel
     read_timeout = 10.0
+    admission: Admission | None = None
 
     @classmethod
     def create(
@@ -57,10 +80,12 @@ class DeadlineServer(TcpWSGIServer):
         port: int,
         read_timeout: float,
         listen: bool = True,
+        admission: Admission | None = None,
     ) -> DeadlineServer:
         """A server bound to (host, port) (port 0 picks a free one), not yet running. With
         `listen` False it accepts no connection of its own: it serves only sockets handed to
-        `adopt` (a TLS front's plaintext)."""
+        `adopt` (a TLS front's plaintext). With an `admission`, each request reaches a worker
+        only once admitted (see the module's docstring)."""
         server = cls(
             app,
             _start=listen,
@@ -74,11 +99,28 @@ class DeadlineServer(TcpWSGIServer):
             asyncore_use_poll=True,  # select() fails past file descriptor 1024
         )
         server.read_timeout = read_timeout
+        server.admission = admission
         # waitress takes these as whole seconds; sub-second values work and tests use them
         server.adj.channel_timeout = read_timeout
         server.adj.cleanup_interval = min(1.0, read_timeout / 4)
         server.adj.asyncore_loop_timeout = min(1.0, read_timeout / 4)
         return server
+
+    def add_task(self, task: Any) -> None:
+        """Queue the channel `task`'s first request for a worker once the admission decided it
+        (at once without an admission, or for a request waitress already found malformed)."""
+        request = task.requests[0] if task.requests else None
+        if self.admission is None or request is None or request.error:
+            super().add_task(task)
+            return
+
+        def admitted(decision: Any) -> None:
+            request.access = decision
+            TcpWSGIServer.add_task(self, task)
+
+        addr = task.addr
+        client = str(addr[0]) if isinstance(addr, tuple) and addr else ""
+        self.admission(request.path, request.headers.get("AUTHORIZATION"), client, admitted)
 
     def adopt(self, sock: socket.socket, peer: Any) -> None:
         """Serve the connected `sock` as if it had been accepted here (from any thread)."""

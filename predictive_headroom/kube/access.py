@@ -16,8 +16,9 @@ from kubernetes.client import ApiClient
 from predictive_headroom.kube.api import CallOptions, _call, _Op
 from predictive_headroom.protocols import AccessReviewError, ActuatorError, Caller
 
-REVIEW_OPTIONS = CallOptions(timeout=5.0, attempts=2, backoff_initial=0.2, backoff_max=1.0)
-"""A reader waits for the answer: short timeouts, one retry."""
+REVIEW_OPTIONS = CallOptions(timeout=2.0, attempts=2, backoff_initial=0.2, backoff_max=1.0)
+"""A reader waits for the answer: 2 s a try, one retry (a review the API server has not answered
+in 2 s is not worth holding a review thread for)."""
 
 
 class KubeAccessReviewer:

@@ -46,6 +46,7 @@ from predictive_headroom.kube.errors import Conflict, Gone
 from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.disruption import is_spot
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.protocols import (
     ActuatorError,
     ClusterState,
@@ -257,7 +258,7 @@ class _ReplicaTarget(abc.ABC):
                 uid=current.uid,
             ),
             reason=reason,
-            message=message[:1024],
+            message=cut(message, 1000),
             type=kind,
             source=kubernetes.client.V1EventSource(component=EVENT_COMPONENT),
             first_timestamp=now,

@@ -15,6 +15,7 @@ from typing import Any
 import urllib3
 from kubernetes.client import ApiException
 
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.protocols import ActuatorError
 
 MAX_RETRY_AFTER = 300.0
@@ -155,7 +156,7 @@ CLIENT_ERRORS = (ApiException, urllib3.exceptions.HTTPError, ValueError)
 def short(exc: BaseException) -> str:
     """`<status> <server's message>` for an API answer, else the exception's type and text."""
     if isinstance(exc, ApiException):
-        return f"{exc.status} {status_message(exc)}"
+        return f"{exc.status} {cut(status_message(exc), 500)}"
     if isinstance(exc, KubeError) and exc.status is not None:
-        return f"{exc.status} {exc.reason}"
-    return f"{type(exc).__name__}: {exc}"
+        return f"{exc.status} {cut(exc.reason, 500)}"
+    return f"{type(exc).__name__}: {cut(exc, 500)}"

@@ -56,6 +56,7 @@ from predictive_headroom.kube.errors import (
     mapped,
     short,
 )
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.protocols import ActuatorError
 
 logger = logging.getLogger(__name__)
@@ -548,7 +549,7 @@ class Informer(Generic[V]):
     def _apply(self, event: Any, version: str) -> str:
         """Apply one watch event to the cache; the resourceVersion it carries (else `version`)."""
         if not isinstance(event, dict) or not isinstance(event.get("raw_object"), dict):
-            raise ValueError(f"the watch sent a line that is not an event: {str(event)[:200]!r}")
+            raise ValueError(f"the watch sent a line that is not an event: {cut(event)!r}")
         obj, kind = event["raw_object"], event.get("type")
         self._heard = self.monotonic()
         self._allowed()

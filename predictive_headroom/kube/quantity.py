@@ -14,6 +14,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from predictive_headroom.policy.echo import cut
+
 CEILINGS = {"cpu": 1e5, "pods": 1e6}
 """Amounts above these are absurd for one node or pod (cores; pods); other resources (bytes,
 devices) stop at `DEFAULT_CEILING`."""
@@ -33,7 +35,7 @@ def amount(field: str, text: Any) -> float:
     try:
         value = float(parse_quantity(text))
     except (ValueError, TypeError, ArithmeticError):
-        raise BadQuantity(f"{field} {text!r} is not a Kubernetes quantity") from None
+        raise BadQuantity(f"{field} {cut(text)!r} is not a Kubernetes quantity") from None
     if not math.isfinite(value):
         raise BadQuantity(f"{field} {text!r} is not a finite amount")
     if value < 0:

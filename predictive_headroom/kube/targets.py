@@ -30,6 +30,7 @@ from predictive_headroom.kube.pods import PLACEHOLDER_LABEL
 from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.adopt import PodTemplate
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_PLURAL,
@@ -344,10 +345,10 @@ def buffer_conditions(raw: Any) -> tuple[TargetCondition, ...]:
     or status (or not objects) are left out, so an odd status never fails the read."""
     found = [
         TargetCondition(
-            str(c["type"]),
-            str(c["status"]),
-            str(c.get("reason") or ""),
-            str(c.get("message") or ""),
+            cut(c["type"]),
+            cut(c["status"]),
+            cut(c.get("reason") or ""),
+            cut(c.get("message") or "", 500),
         )
         for c in (raw if isinstance(raw, list) else [])
         if isinstance(c, dict) and c.get("type") and c.get("status")

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.config import Cost, Policy, Pool
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.load import Problem, _format_path, _nearest_line, policy_problems
 from predictive_headroom.policy.target import DNS_LABEL, DNS_SUBDOMAIN, REFUSED_NAMESPACES, Target
 
@@ -163,7 +164,7 @@ def values_problems(
             continue
         if err.validator == "pattern" and loc[:-1] in CIDR_LISTS:
             continue  # parsed with ipaddress below, which says what to write
-        message = err.message if len(err.message) < 300 else err.message[:297] + "..."
+        message = cut(err.message, 300)
         if err.validator == "not":
             message = f"{err.instance!r} is not allowed here"
         if isinstance(err.schema, dict) and err.schema.get("description"):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 from typing import Annotated, Literal
-from zoneinfo import ZoneInfo
 
 from kubernetes.utils import parse_quantity
 from pydantic import (
@@ -30,7 +29,13 @@ from predictive_headroom.policy.cron import CRON_PATTERN, check_fires
 from predictive_headroom.policy.disruption import Disruption
 from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, LeadTime
 from predictive_headroom.policy.errors import FieldProblem
-from predictive_headroom.policy.events import LocalTime, local_time, window_shape_problems
+from predictive_headroom.policy.events import (
+    LocalTime,
+    event_instant,
+    gap_move,
+    local_time,
+    window_shape_problems,
+)
 from predictive_headroom.policy.placeholder import Placeholder, Quantity
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
@@ -133,10 +138,13 @@ class ScheduleWindow(_Model):
         if self.dated:
             opens, closes = self.event_span()
             if closes <= opens:
+                moved = [
+                    m for m in (gap_move(t, self.timezone) for t in (self.from_, self.to)) if m
+                ]
                 raise FieldProblem(
                     "to",
                     f"to ({self.to}) is not after from ({self.from_}); an event needs to "
-                    "end after it starts",
+                    "end after it starts" + "".join(f"; {m}" for m in moved),
                 )
         return self
 
@@ -147,12 +155,10 @@ class ScheduleWindow(_Model):
 
     def event_span(self) -> tuple[float, float]:
         """A dated event's (opens, closes) as POSIX seconds: `from` and `to` read as wall-clock
-        times in `timezone` (a time with its own UTC offset keeps it)."""
+        times in `timezone` (a time with its own UTC offset keeps it; one in a spring-forward gap
+        moves to the gap's end, `policy.events.event_instant`)."""
         assert self.from_ is not None and self.to is not None, "event_span of a recurring window"
-        zone = ZoneInfo(self.timezone)
-        return tuple(  # type: ignore[return-value]
-            (t if t.tzinfo else t.replace(tzinfo=zone)).timestamp() for t in (self.from_, self.to)
-        )
+        return event_instant(self.from_, self.timezone), event_instant(self.to, self.timezone)
 
 
 _PERCENT = r"^\s*[0-9]{1,2}(\.[0-9]+)?\s*%\s*$"

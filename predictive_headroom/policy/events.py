@@ -8,10 +8,11 @@ import re
 from collections.abc import Set
 from datetime import date, datetime, time, timedelta
 from typing import Annotated
+from zoneinfo import ZoneInfo
 
 from pydantic import WithJsonSchema
 
-from predictive_headroom.policy.cron import expand
+from predictive_headroom.policy.cron import expand, gap_end
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _EXAMPLE = "write 2026-11-27 or 2026-11-27 06:00 (wall-clock time in the window's timezone)"
@@ -50,6 +51,36 @@ def local_time(value: object, end_of_day: bool) -> object:
         except ValueError:
             raise ValueError(f"{value!r} is not a date or a date and time; {_EXAMPLE}") from None
     raise ValueError(f"expected a date or a date and time, got {value!r}; {_EXAMPLE}")
+
+
+def event_instant(value: datetime, timezone: str) -> float:
+    """`value` as POSIX seconds: its own UTC offset when it has one, else wall-clock time in
+    `timezone`; a wall-clock time in a spring-forward gap (it never shows on a clock there) is the
+    first real instant after the gap, as a recurring window's start or end in the gap fires."""
+    if value.tzinfo is not None:
+        return value.timestamp()
+    local = value.replace(tzinfo=ZoneInfo(timezone))
+    moved = gap_end(local)
+    return local.timestamp() if moved is None else moved
+
+
+def gap_move(value: datetime | None, timezone: str) -> str | None:
+    """What happens to `value` when it is a wall-clock time in a spring-forward gap of
+    `timezone`: the sentence saying the gap and where the time moves; None otherwise."""
+    if value is None or value.tzinfo is not None:
+        return None
+    zone = ZoneInfo(timezone)
+    moved = gap_end(value.replace(tzinfo=zone))
+    if moved is None:
+        return None
+    after = datetime.fromtimestamp(moved, zone)
+    before = datetime.fromtimestamp(moved - 1, zone).replace(tzinfo=None) + timedelta(seconds=1)
+    return (
+        f"{value:%Y-%m-%d %H:%M} does not exist in {timezone}: the clocks go from "
+        f"{before:%H:%M} straight to {after:%H:%M} that day (daylight saving time begins); "
+        f"it is read as {after:%Y-%m-%d %H:%M %Z}, where a recurring window's start or end in "
+        "the gap moves too"
+    )
 
 
 def same_start_end_message(end: str) -> str:

@@ -15,6 +15,7 @@ from enum import StrEnum
 import promql_parser
 
 from predictive_headroom.policy.config import Cost, Policy, Pool
+from predictive_headroom.policy.events import gap_move
 
 MAX_SENSIBLE_REPLICAS = 10_000
 """More placeholders than this in one pool is a typo, not a plan (Kubernetes' tested limits are
@@ -49,7 +50,7 @@ def policy_findings(policy: Policy, now: float) -> list[Finding]:
     return [
         finding
         for i, pool in enumerate(policy.pools)
-        for check in (_past_events, _raw_counter, _replica_bounds, _selectors)
+        for check in (_past_events, _moved_events, _raw_counter, _replica_bounds, _selectors)
         for finding in check(pool, f"pools[{i}]", policy.cost, now)
     ]
 
@@ -63,6 +64,15 @@ def _past_events(pool: Pool, at: str, _cost: Cost | None, now: float) -> Iterato
                 "will never open again; remove it or give it this year's dates",
                 Level.NOTE,
             )
+
+
+def _moved_events(pool: Pool, at: str, _cost: Cost | None, _now: float) -> Iterator[Finding]:
+    """A dated event's `from` or `to` in a daylight-saving gap: where it moves."""
+    for j, window in enumerate(pool.schedules):
+        for field, value in (("from", window.from_), ("to", window.to)):
+            moved = gap_move(value, window.timezone)
+            if moved:
+                yield Finding(f"{at}.schedules[{j}].{field}", moved, Level.NOTE)
 
 
 def raw_counters(query: str) -> list[str]:

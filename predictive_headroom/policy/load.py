@@ -25,6 +25,7 @@ from predictive_headroom.policy.config import (
     Policy,
     _min_max_message,
 )
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.events import window_shape_problems
 
 
@@ -156,7 +157,7 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
             and repr(err["input"]) not in message
             and str(err["input"]) not in message
         ):
-            message = f"{message} (got {err['input']!r})"
+            message = f"{message} (got {cut(repr(err['input']))})"
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     return problems
 
@@ -168,7 +169,9 @@ def _unknown(loc: tuple[Any, ...]) -> str:
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return (
-        f"unknown key {loc[-1]!r}{hint} (allowed: {', '.join(known)})" if known else "unknown key"
+        f"unknown key {cut(repr(loc[-1]))}{hint} (allowed: {', '.join(known)})"
+        if known
+        else "unknown key"
     )
 
 
@@ -188,7 +191,7 @@ def _misplaced(loc: tuple[Any, ...]) -> str | None:
         )
         up = sum(1 for part in loc[n:-1] if not isinstance(part, int))
         return (
-            f"unknown key {key!r} here: it belongs on {where} ({_format_path((*above, key))}), "
+            f"unknown key {cut(repr(key))} here: it belongs on {where} ({_format_path((*above, key))}), "
             f"not under {parent}; move it up {'one level' if up == 1 else f'{up} levels'}"
         )
     return None
@@ -254,7 +257,7 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
             continue
         name = pool.get("name")
         if isinstance(name, str) and name in names:
-            found.append((("pools", i, "name"), f"duplicate pool name {name!r}"))
+            found.append((("pools", i, "name"), f"duplicate pool name {cut(repr(name))}"))
         if isinstance(name, str):
             names.setdefault(name, i)
         lo, hi = pool.get("minReplicas", 0), pool.get("maxReplicas")
@@ -276,7 +279,10 @@ def _cross_field_problems(data: dict[str, Any]) -> list[tuple[tuple[Any, ...], s
                 found.append((("pools", i, "schedules", j, key), message))
             if isinstance(wname, str) and wname in seen:
                 found.append(
-                    (("pools", i, "schedules", j, "name"), f"duplicate window name {wname!r}")
+                    (
+                        ("pools", i, "schedules", j, "name"),
+                        f"duplicate window name {cut(repr(wname))}",
+                    )
                 )
             seen.add(wname) if isinstance(wname, str) else None
     return found

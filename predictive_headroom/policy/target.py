@@ -16,6 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
+from predictive_headroom.policy.echo import cut
+
 CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
 CAPACITY_BUFFER_PLURAL = "capacitybuffers"
 CAPACITY_BUFFER_VERSIONS = ("v1", "v1beta1", "v1alpha1")
@@ -111,7 +113,7 @@ def ownership_problem(target: Target, pool: str, label: str | None) -> str | Non
     and how to adopt it. Pure."""
     if label == pool:
         return None
-    found = "has no such label" if label is None else f"has {POOL_LABEL}={label}"
+    found = "has no such label" if label is None else f"has {POOL_LABEL}={cut(label)}"
     return (
         f"pool {pool}: {target.kind} {target.namespace}/{target.name} is not this pool's: it lacks "
         f"the label {POOL_LABEL}={pool} (it {found}); refused, never written. If it is a "

@@ -37,6 +37,7 @@ from predictive_headroom.pages.glossary import BURST_TERMS, REPORT_TERMS
 from predictive_headroom.pages.render import render
 from predictive_headroom.pages.svg import RC as _RC
 from predictive_headroom.pages.svg import figure_svg
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.report.loop import lead_sentence, loop_rows, loop_sentence
 from predictive_headroom.report.model import PoolReport, Report
 
@@ -321,7 +322,7 @@ def _chart(draw: Callable[..., Markup], r: PoolReport, *args: Any) -> Markup:
         logger.warning("pool %s: %s left out of the report: %s", r.pool.name, draw.__name__, exc)
         return Markup(
             '<p class="muted">chart left out: its values cannot be drawn ({})</p>'
-        ).format(str(exc)[:200])
+        ).format(cut(exc))
 
 
 def _cost_rows(r: PoolReport) -> list[list[str]]:

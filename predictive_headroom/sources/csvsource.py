@@ -3,7 +3,8 @@
 Timestamps are ISO-8601 with a UTC offset (`2024-05-01T08:00:00Z`, `...+02:00`) or POSIX seconds;
 rows must be sorted oldest first, each timestamp once, each value a finite number. A file over
 `CsvOptions.max_bytes` is refused before it is read, one over `max_rows` data rows as soon as the
-reader passes that many (both with the size and the flag that raises the bound); a read that takes
+reader passes that many, one with a line over `max_line` characters at that line, having held no
+more than that of it (each with the size and the flag that raises the bound); a read that takes
 longer than a moment shows a progress bar on the stream given.
 """
 
@@ -25,6 +26,7 @@ from tqdm import tqdm
 
 from predictive_headroom.core.series import History, iso_utc
 from predictive_headroom.policy.config import ForecastSpec
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.protocols import SourceError
 
 HEADER = ["timestamp", "value"]
@@ -57,13 +59,15 @@ ROW_BYTES = 16
 @dataclass(frozen=True)
 class CsvOptions:
     """How a CSV is read: the bounds past which it is refused (`--max-csv-rows`,
-    `--max-csv-bytes` raise them), and where a progress bar goes when a read takes over
+    `--max-csv-bytes` and `--max-csv-line` raise them), and where a progress bar goes when a read takes over
     `progress_after` seconds (None: nowhere)."""
 
     max_rows: int = 20_000_000
     """20 million rows: 38 years of one-minute samples, 320 MB once read."""
     max_bytes: int = 1 << 30
     """1 GiB of text: about 37 million rows of `2024-05-01T08:00:00Z,123.45`."""
+    max_line: int = 1 << 20
+    """1 Mi characters in one line (a row is under 100): a longer line is refused at that line."""
     progress: TextIO | None = None
     progress_after: float = 2.0
 
@@ -78,13 +82,13 @@ def _iso_seconds(text: str) -> float:
     except ValueError:
         if _LEAP_SECOND.search(text):
             raise _BadRow(
-                f"timestamp {text!r} is a leap second (second 60), which POSIX time, Python and "
+                f"timestamp {cut(text)!r} is a leap second (second 60), which POSIX time, Python and "
                 "Prometheus do not count; write :59 or drop the row"
             ) from None
-        raise _BadRow(f"timestamp {text!r} is not {_ISO_EXAMPLE}") from None
+        raise _BadRow(f"timestamp {cut(text)!r} is not {_ISO_EXAMPLE}") from None
     if when.tzinfo is None:
         raise _BadRow(
-            f"timestamp {text!r} has no UTC offset; add 'Z' or an offset such as '+02:00'"
+            f"timestamp {cut(text)!r} has no UTC offset; add 'Z' or an offset such as '+02:00'"
         )
     return when.timestamp()
 
@@ -93,9 +97,9 @@ def _epoch_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise _BadRow(f"timestamp {text!r} is not {_EPOCH_EXAMPLE}") from None
+        raise _BadRow(f"timestamp {cut(text)!r} is not {_EPOCH_EXAMPLE}") from None
     if not math.isfinite(value):
-        raise _BadRow(f"timestamp {text!r} is not {_EPOCH_EXAMPLE}")
+        raise _BadRow(f"timestamp {cut(text)!r} is not {_EPOCH_EXAMPLE}")
     return value
 
 
@@ -103,9 +107,9 @@ def _value(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise _BadRow(f"value {text!r} is not a number") from None
+        raise _BadRow(f"value {cut(text)!r} is not a number") from None
     if not math.isfinite(value):
-        raise _BadRow(f"value {text!r} is not a finite number")
+        raise _BadRow(f"value {cut(text)!r} is not a finite number")
     return value
 
 
@@ -151,7 +155,11 @@ def read_csv_history(path: str | Path, options: CsvOptions | None = None) -> His
                     "memory a row) to read it, or cut it to the span you need"
                 )
             with _progress_bar(p, size, options) as bar:
-                return _read_rows(p, csv.reader(_counted(f, bar)), options.max_rows)
+                lines = _counted(_bounded_lines(p, f, options.max_line), bar)
+                # the csv module's own cap on a field (128 Ki) would refuse a line under the
+                # bound, without its line or a flag: the line bound guards memory instead
+                csv.field_size_limit(max(csv.field_size_limit(), options.max_line))
+                return _read_rows(p, csv.reader(lines), options.max_rows)
     except FileNotFoundError:
         raise SourceError(
             f"{p}: file not found; pass a CSV file with a 'timestamp,value' header"
@@ -184,6 +192,21 @@ def _progress_bar(p: Path, size: int, options: CsvOptions) -> Any:
     )
 
 
+def _bounded_lines(p: Path, f: TextIO, max_line: int) -> Iterator[str]:
+    """The lines of `f`, each read holding at most `max_line` (and two) characters; SourceError
+    at the first longer one, naming its line and the flag that raises the bound."""
+    number = 0
+    while line := f.readline(max_line + 2):
+        number += 1
+        if len(line.rstrip("\r\n")) > max_line:
+            raise SourceError(
+                f"{p}:{number}: the line is longer than {max_line:,} characters, the bound (a row "
+                "is 'timestamp,value', under 100); is this the right file? Pass --max-csv-line "
+                "with a larger number to read it"
+            )
+        yield line
+
+
 def _counted(lines: Iterable[str], bar: Any, every: int = 1 << 16) -> Iterator[str]:
     """`lines`, adding their length to `bar` every `every` lines (and at the end)."""
     if bar.disable:
@@ -210,7 +233,7 @@ def _read_rows(p: Path, reader: Any, max_rows: int) -> History:
     if any("\x00" in h for h in header) and (why := _encoding_problem(p)):
         raise SourceError(f"{p}: cannot read the file: {why}")
     if [h.strip().lower() for h in header] != HEADER:
-        found = ",".join(header)
+        found = cut(",".join(header))
         if len(header) == 2 and _looks_like_epoch(header[1].strip()):
             raise SourceError(
                 f"{p}:1: missing header; the first line must be 'timestamp,value', found data {found!r}"
@@ -228,7 +251,7 @@ def _read_rows(p: Path, reader: Any, max_rows: int) -> History:
         try:
             if len(row) != 2:
                 raise _BadRow(
-                    f"expected 2 fields 'timestamp,value', found {len(row)} in {','.join(row)!r}"
+                    f"expected 2 fields 'timestamp,value', found {len(row)} in {cut(','.join(row))!r}"
                 )
             stamp = row[0].strip()
             if parse_time is None:

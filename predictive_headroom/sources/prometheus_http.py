@@ -18,6 +18,7 @@ import requests
 from urllib3.exceptions import MaxRetryError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
+from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import SourceError
 
@@ -64,9 +65,9 @@ def _raise_for_status(
         return response
     try:
         body = response.json()
-        detail = f"{body['error']} ({body.get('errorType', 'error')})"
+        detail = f"{cut(body['error'], 300)} ({cut(body.get('errorType', 'error'))})"
     except (ValueError, KeyError, TypeError):
-        detail = " ".join(response.text.split())[:300]
+        detail = cut(" ".join(response.text.split()), 300)
     raise _HttpError(response.status_code, response.reason or "", detail)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from predictive_headroom.core.series import from_epoch
 from predictive_headroom.policy.durations import format_duration
+from predictive_headroom.policy.echo import cut
 
 MAX_POINTS_PER_REQUEST = 10_000
 """Points per series per request; Prometheus refuses range queries of more than 11,000."""
@@ -111,9 +112,9 @@ def _kind(value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    """A short JSON-like rendering of `value` for a message (at most 80 characters)."""
-    text = "null" if value is None else repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """A short JSON-like rendering of `value` for a message (its first 80 characters and its
+    length when longer, `policy.echo.cut`)."""
+    return cut("null" if value is None else repr(value), 80)
 
 
 def differing_labels(label_sets: Sequence[LabelSet]) -> dict[str, list[str]]:

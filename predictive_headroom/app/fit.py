@@ -70,7 +70,7 @@ class PoolFit:
     the measured lead time, re-tuned when it was (None only when built without them)."""
 
 
-def fit_one(
+def fit_one(  # noqa: PLR0913
     pool: Pool,
     source: Source,
     at: float,
@@ -82,13 +82,16 @@ def fit_one(
     measured_lead: float | None = None,
     disabled_too: bool = False,
     given: Given | None = None,
+    live: Sequence[tuple[float, int]] = (),
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
     `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
     history (`app.tune.retune`) and fitted at the chosen burst quantile. `measured_lead`
     is the lead time the closed loop measured (seconds; used with `leadTime: auto`). A disabled
     forecast is fitted only when `disabled_too` (the `forecast` command shows it for review).
-    `given`: a what-if over the pool (`tune --protection 99%`), through the one resolver."""
+    `given`: a what-if over the pool (`tune --protection 99%`), through the one resolver.
+    `live`: the target's replicas read over time (the dry-run daemon's), replayed beside the plan
+    by the re-tune (`Tuning.shadow`)."""
     spec = pool.forecast
     assert spec is not None
     given = given or Given()
@@ -109,7 +112,9 @@ def fit_one(
         )
     tuning = None
     if retune_window is not None and settings.protection is not None:
-        tuning = retune(pool, history, at, forecaster, settings, window_seconds=retune_window)
+        tuning = retune(
+            pool, history, at, forecaster, settings, window_seconds=retune_window, live=live
+        )
         settings = resolve_settings(
             pool, measured_lead=measured_lead, tuned=tuning.tuned, given=given
         )

@@ -42,9 +42,10 @@ from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
 from predictive_headroom.core.shortfall import Shortfall, shortfall_cause
-from predictive_headroom.core.vocabulary import TuningStatus
+from predictive_headroom.core.vocabulary import PlanReason, TuningStatus
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay.fallback import FixedHold, fewest_fixed, hold_fixed
 from predictive_headroom.replay.promise import (
     LOOKBACK,
     PROMISE_QUANTILES,
@@ -65,6 +66,7 @@ from predictive_headroom.replay.promise_price import (
     static_in_hindsight,
 )
 from predictive_headroom.replay.setup import Replay, WhatIf, resolve
+from predictive_headroom.replay.shadow import Shadow, Side, changes, live_placeholders, side_of
 from predictive_headroom.replay.simulator import Run
 from predictive_headroom.replay.tail import tail_reserve_of
 from predictive_headroom.replay.tuning import DAY_MINUTES, replay_grid
@@ -125,6 +127,10 @@ class Tuning:
     max_replicas: int | None = None
     fixed: tuple[int, float] | None = None
     """The fewest fixed placeholders that kept the target over the days read, and what they kept."""
+    fixed_hold: FixedHold | None = None
+    """Held instead of the forecast (status `fixed`, `protectionFallback: fixed`), and why."""
+    shadow: Shadow | None = None
+    """In dry-run: the user's live N beside the plan over the days judged (`replay.shadow`)."""
 
     def cause(self) -> Shortfall | None:
         """Why it keeps less than asked (`core.shortfall`, the one function `tune`, the backtest
@@ -176,6 +182,10 @@ class Tuning:
         stand)."""
         if self.status == TuningStatus.DEFAULT:
             return Tuned()
+        if self.fixed_hold is not None:
+            return Tuned(
+                self.burst_quantile, self.stabilization_seconds, 0, self.fixed_hold.replicas
+            )
         return Tuned(self.burst_quantile, self.stabilization_seconds, self.reserve)
 
     def says(self) -> str:
@@ -206,7 +216,13 @@ class Tuning:
 
     def holding(self) -> str:
         """What the daemon holds: `burstQuantile 0.99, scaleDownStabilization 5m and a reserve of
-        3 placeholders`, with the day it starts re-tuning when it cannot yet."""
+        3 placeholders`, with the day it starts re-tuning when it cannot yet; `40 fixed
+        placeholders (fixed-headroom: the forecast set aside)` while the fallback holds."""
+        if self.fixed_hold is not None:
+            return (
+                f"{plural(self.fixed_hold.replicas, 'fixed placeholder')} "
+                f"({PlanReason.FIXED_HEADROOM}: the forecast set aside)"
+            )
         text = (
             f"burstQuantile {self.burst_quantile:g}, scaleDownStabilization "
             f"{self.stabilization_seconds / 60:g}m"
@@ -248,6 +264,23 @@ class Tuning:
             "price": price_of_promise(self.levels, self.target, price) if self.levels else None,
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
+            **self._fallback_and_shadow(),
+        }
+
+    def _fallback_and_shadow(self) -> dict[str, Any]:
+        """`fixed_headroom` (the N held instead of the forecast, and why; None: the forecast
+        plans) and `shadow` (the user's live N beside the plan; None: not in dry-run)."""
+        hold = self.fixed_hold
+        return {
+            "fixed_headroom": None
+            if hold is None
+            else {
+                "replicas": hold.replicas,
+                "kept": round(hold.kept, 4),
+                "why": str(hold.why),
+                "says": hold.says(self.target),
+            },
+            "shadow": None if self.shadow is None else self.shadow.to_dict(),
         }
 
     @property
@@ -285,6 +318,7 @@ class Tuning:
             "reason": self.reason,
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
+            **self._fallback_and_shadow(),
         }
 
 
@@ -303,11 +337,13 @@ def retune(
     quantiles: Sequence[float] = RETUNE_QUANTILES,
     windows: Sequence[float] = RETUNE_WINDOWS,
     reserves: Sequence[int] | None = None,
+    live: Sequence[tuple[float, int]] = (),
 ) -> Tuning:
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
     with its measured lead time); `reserves` overrides
-    `promise.reserve_sizes`. The protection kept is `settings.protection` (the pool's, or a
+    `promise.reserve_sizes`. `live`: the target's replicas as read over time ((instant, count),
+    ascending; the dry-run daemon's), replayed beside the plan (`Tuning.shadow`). The protection kept is `settings.protection` (the pool's, or a
     what-if given through the resolver). Never raises for bad data: a `default` Tuning says why
     instead."""
     assert pool.forecast is not None and settings.protection is not None
@@ -328,7 +364,7 @@ def retune(
         )
     try:
         grid = (window_seconds, quantiles, windows, reserves)
-        return _tune(pool, settings, known, at, forecaster, grid, started)
+        return _tune(pool, settings, known, at, forecaster, grid, started, live)
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -342,6 +378,7 @@ def _tune(
     forecaster: Forecaster,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     started: float,
+    live: Sequence[tuple[float, int]] = (),
 ) -> Tuning:
     assert plan_settings.protection is not None
     target = plan_settings.protection.value
@@ -352,8 +389,8 @@ def _tune(
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
-    book, days, tail, static, capped = _replay(
-        pool, plan_settings, known, begin, fitted, grid, target
+    book, days, tail, static, capped, yours = _replay(
+        pool, plan_settings, known, begin, fitted, grid, target, live
     )
     choice = choose(book, target, tail=tail)
     levels = _levels(book, static, target, tail, choice)
@@ -361,11 +398,14 @@ def _tune(
     assert cand.setting is not None
     status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
     reason = _verdict(choice, book, target, days)
+    hold = hold_fixed(choice, static, target) if pool.protection_fallback == "fixed" else None
+    if hold is not None:
+        status, reason = TuningStatus.FIXED, f"asked {100 * target:g}%, {hold.says(target)}"
     if status == TuningStatus.SHORT or (choice.kept is not None and choice.kept < target - 1e-9):
         logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
     else:
         logger.info("pool %s: re-tuned: %s", pool.name, reason)
-    return Tuning(
+    tuning = Tuning(
         pool.name,
         status,
         cand.setting.quantile,
@@ -378,7 +418,7 @@ def _tune(
         days,
         float(train.end) if len(train) else None,
         time.perf_counter() - started,
-        cand.reserve,
+        0 if hold is not None else cand.reserve,
         choice.kept,
         choice.strictness,
         choice.kept_overhead_node_hours if choice.kept is not None else None,
@@ -388,6 +428,43 @@ def _tune(
         capped_days=capped.get(cand, 0),
         max_replicas=pool.max_replicas,
         fixed=_fixed(static, target),
+        fixed_hold=hold,
+    )
+    if yours is None or not choice.kept_periods:
+        return tuning
+    return replace(tuning, shadow=_shadow(tuning, choice, static, yours, live, begin))
+
+
+def _shadow(
+    tuning: Tuning,
+    choice: Choice,
+    static: Ledger,
+    yours: Ledger,
+    live: Sequence[tuple[float, int]],
+    begin: float,
+) -> Shadow:
+    """The user's live N (`yours`, summed on the re-tune's periods) beside what the pool holds,
+    over the days the rule was judged on: the forecast's walk-forward choices, or the fixed N
+    held instead (its run in `static`)."""
+    n = yours.periods
+    first = n - choice.kept_periods
+    hold = tuning.fixed_hold
+    if hold is None:
+        per_day = choice.kept_overhead_node_hours / choice.kept_periods
+        plan = Side(choice.kept, per_day)
+    else:
+        index = next(i for i, c in enumerate(static.candidates) if c.reserve == hold.replicas)
+        plan = side_of(static, index, first, n)
+    in_force = [(t, c) for t, c in live if t > begin]
+    before = [(t, c) for t, c in live if t <= begin][-1:]
+    return Shadow(
+        side_of(yours, 0, first, n),
+        plan,
+        choice.kept_periods,
+        changes([*before, *in_force]),
+        live[0][0],
+        begin,
+        tuning.holding(),
     )
 
 
@@ -398,17 +475,8 @@ def _short_days(book: Ledger, target: float) -> int:
     return int((waited & ~best).sum())
 
 
-def _fixed(static: Ledger, target: float) -> tuple[int, float] | None:
-    """The fewest fixed placeholders of `static` that kept `target` over all its days, and what
-    they kept (None: none did, or nothing waited)."""
-    waited = float(static.reactive.sum())
-    if waited <= 0:
-        return None
-    for i in np.argsort([c.reserve for c in static.candidates]):
-        kept = 1.0 - float(static.unserved[i].sum()) / waited
-        if kept >= target - 1e-9:
-            return static.candidates[i].reserve, kept
-    return None
+_fixed = fewest_fixed
+"""The fewest fixed placeholders of a static ledger that kept a target over all its days."""
 
 
 def _levels(
@@ -464,12 +532,14 @@ def _replay(
     fitted: Forecast,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     target: float,
-) -> tuple[Ledger, float, int | None, Ledger, dict[Candidate, int]]:
+    live: Sequence[tuple[float, int]] = (),
+) -> tuple[Ledger, float, int | None, Ledger, dict[Candidate, int], Ledger | None]:
     """Every (quantile, window) of the grid, each plus every reserve (the tail-aware one among
     them, `replay.tail`, unless `reserves` are given), replayed over [begin, known.end] through
     the engine on the simulated cluster and summed per day (days ending at the refit): the ledger
     the rule reads, the days replayed, the tail-aware reserve (for the protection `target`) and the
-    static reserves' ledger (static headroom in hindsight, for the price of the promise)."""
+    static reserves' ledger (static headroom in hindsight, for the price of the promise), and
+    the `live` replicas' (None without them)."""
     _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
@@ -510,7 +580,14 @@ def _replay(
     book = ledger(candidate_runs(), reactive, bounds, r.start)
     statics = ((Candidate(None, n), r.simulate(np.full(size, n))) for n in standard)
     static = ledger(statics, reactive, bounds, r.start)
-    return book, (float(r.times[-1]) - begin) / DAY_SECONDS, tail, static, capped
+    yours = None
+    if live:  # the user's N over time, on the same simulated cluster
+        theirs = live_placeholders(r.times, live)
+        yours = ledger(
+            [(Candidate(None, int(theirs[-1])), r.simulate(theirs))], reactive, bounds, r.start
+        )
+    days = (float(r.times[-1]) - begin) / DAY_SECONDS
+    return book, days, tail, static, capped, yours
 
 
 def _reserves(

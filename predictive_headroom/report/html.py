@@ -431,6 +431,7 @@ def promise_view(promise: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "price": (promise.get("price") or {}).get("says") or "",
         "cause": (promise.get("cause") or {}).get("says") or "",
         "against_fixed": (promise.get("against_fixed") or {}).get("says") or "",
+        "shadow": (promise.get("shadow") or {}).get("says") or "",
     }
 
 

@@ -173,7 +173,11 @@ def measure(
         # other days' and would not be tried now).
         tail = r.tails[p][-1] if r.tails.get(p) else None
         sizes = reserve_sizes(result.pods[start:], tail)
-        out.append(replace(entry, now=_now(choose(r.book.among(sizes), p, tail=tail))))
+        now = choose(r.book.among(sizes), p, tail=tail)
+        if result.settings.protection_fallback == "fixed":  # as the daemon would hold now
+            static, tried = fixed_book(result, r)
+            now = fixed_override(static, p, tried)(len(r.starts), now)
+        out.append(replace(entry, now=_now(now)))
     return out
 
 
@@ -212,8 +216,9 @@ def promise_walk(
 
 def fixed_book(result: BacktestResult, r: Replayed) -> tuple[Ledger, Callable[[int], list[int]]]:
     """Static headroom at the reserves the walk tries (`reserve_sizes`), summed on the walk's
-    periods (the fallback's ledger), and the fixed N tried at period k: those up to the largest
-    reserve sized from the days it reads, as `walk_forward` and the daemon size them."""
+    periods (the fallback's ledger), and the fixed N tried at period k (the day after the last
+    one too): those up to the largest reserve sized from the days it reads, as `walk_forward` and
+    the daemon size them."""
     pods, start = result.pods, result.scored_from
     sizes = reserve_sizes(pods[start:])
     runs = (
@@ -224,7 +229,7 @@ def fixed_book(result: BacktestResult, r: Replayed) -> tuple[Ledger, Callable[[i
     span = (WINDOW + LOOKBACK) * DAY_MINUTES
 
     def tried(k: int) -> list[int]:
-        b = r.starts[k]
+        b = r.starts[k] if k < len(r.starts) else pods.size  # k = len(starts): the next day
         largest = max(reserve_sizes(pods[max(0, b - span) : b]))
         return [n for n in sizes if n <= largest]
 

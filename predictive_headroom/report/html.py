@@ -63,6 +63,7 @@ REASON_COLOURS = {
     "min": "#64748b",
     "max": "#dc2626",
     "hold": "#d97706",
+    "fixed-headroom": "#475569",
 }
 
 

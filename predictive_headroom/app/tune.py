@@ -342,10 +342,10 @@ def retune(
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
     with its measured lead time); `reserves` overrides
-    `promise.reserve_sizes`. `live`: the target's replicas as read over time ((instant, count),
-    ascending; the dry-run daemon's), replayed beside the plan (`Tuning.shadow`). The protection kept is `settings.protection` (the pool's, or a
-    what-if given through the resolver). Never raises for bad data: a `default` Tuning says why
-    instead."""
+    `promise.reserve_sizes`. The protection kept is `settings.protection` (the pool's, or a
+    what-if given through the resolver). `live`: the target's replicas as read over time
+    ((instant, count), ascending; the dry-run daemon's), replayed beside the plan
+    (`Tuning.shadow`). Never raises for bad data: a `default` Tuning says why instead."""
     assert pool.forecast is not None and settings.protection is not None
     started = time.perf_counter()
 
@@ -580,14 +580,19 @@ def _replay(
     book = ledger(candidate_runs(), reactive, bounds, r.start)
     statics = ((Candidate(None, n), r.simulate(np.full(size, n))) for n in standard)
     static = ledger(statics, reactive, bounds, r.start)
-    yours = None
-    if live:  # the user's N over time, on the same simulated cluster
-        theirs = live_placeholders(r.times, live)
-        yours = ledger(
-            [(Candidate(None, int(theirs[-1])), r.simulate(theirs))], reactive, bounds, r.start
-        )
+    yours = _yours(r, live, reactive, bounds) if live else None
     days = (float(r.times[-1]) - begin) / DAY_SECONDS
     return book, days, tail, static, capped, yours
+
+
+def _yours(
+    r: Replay, live: Sequence[tuple[float, int]], reactive: Run, bounds: list[int]
+) -> Ledger:
+    """The user's N over time (`live` reads) replayed on the same simulated cluster as the
+    candidates, summed on the same days."""
+    theirs = live_placeholders(r.times, live)
+    run = r.simulate(theirs)
+    return ledger([(Candidate(None, int(theirs[-1])), run)], reactive, bounds, r.start)
 
 
 def _reserves(

@@ -5,6 +5,7 @@ walk-forward replay `backtest --protection` makes of it, and the daemon acting o
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from test_report import report_of
 from test_retune import WINDOW, SeriesSource, jump, pool, tune
 
 from predictive_headroom.backtest.against_fixed import replays
-from predictive_headroom.backtest.promise_measure import fixed_book, promise_walk
+from predictive_headroom.backtest.promise_measure import fixed_book, measure, promise_walk
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.core.engine import PlanInputs, PoolTimeline, plan_over_time
@@ -240,3 +241,43 @@ def test_the_daemon_holds_the_fixed_n_its_ledger_asks_for_and_says_why(tmp_path,
     assert again.status != "fixed" and again.fixed_hold is None
     plan = daemon.reconcile().pools[0].plan
     assert plan.reason != "fixed-headroom"
+
+
+@pytest.mark.slow
+def test_the_shadow_compares_the_users_n_with_the_fixed_n_held():
+    history = jump(6)
+    begin = history.end - WINDOW
+    held = tune(
+        pool(0.9, protectionFallback="fixed"),
+        history,
+        history.end,
+        SeasonalNaiveForecaster(),
+        window_seconds=WINDOW,
+        live=[(begin - DAY, 5)],
+    )
+    assert held.status == "fixed" and held.fixed_hold is not None
+    n = held.fixed_hold.replicas
+    assert "fixed-headroom" in held.shadow.says()
+    # A user already running that N kept exactly what the plan holds: the same run.
+    same = tune(
+        pool(0.9, protectionFallback="fixed"),
+        history,
+        history.end,
+        SeasonalNaiveForecaster(),
+        window_seconds=WINDOW,
+        live=[(begin - DAY, n)],
+    ).shadow
+    assert same.yours == same.plan
+
+
+@pytest.mark.slow
+def test_backtest_replays_the_fallback_for_a_pool_that_sets_it(replayed):
+    result = replayed.result
+    assert result.settings.protection_fallback == "none"
+    [plain] = measure(result, (0.9,))
+    opted = replace(result, settings=replace(result.settings, protection_fallback="fixed"))
+    [entry] = measure(opted, (0.9,))
+    statuses = [c["status"] for c in entry.to_dict()["choices"]]
+    assert "fixed" in statuses and "fixed" not in [c["status"] for c in plain.to_dict()["choices"]]
+    walk = promise_walk(result, replayed.replayed, 0.9, fallback=True)
+    assert entry.unserved_pod_minutes == walk.unserved_pod_minutes

@@ -130,9 +130,10 @@ e2e: $(STAMP) e2e-bins
 	PH_E2E=1 $(BIN)/python -m pytest -q tests/e2e --basetemp=$${TMPDIR:-/tmp}/predictive-headroom-e2e-$$(printf %s "$(CURDIR)" | sha256sum | cut -c1-8)
 
 # The chart and the kustomize base as the cluster would get them, without helm or kubectl
-# (Helm's own template engine through helm-python-sdk): make render [VALUES=my-values.yaml].
+# (Helm's own template engine through helm-python-sdk): make render [VALUES=my-values.yaml]
+# [API_SERVER=172.18.0.2/32: the API server's address, which a render without a cluster cannot look up].
 render: $(STAMP)
-	$(BIN)/python tests/deploy_render.py --out $(RENDERED) $(if $(VALUES),-f $(VALUES))
+	$(BIN)/python tests/deploy_render.py --out $(RENDERED) $(if $(VALUES),-f $(VALUES)) $(if $(API_SERVER),--api-server $(API_SERVER))
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import ModelSpec, PlanSettings
+from predictive_headroom.policy.adopt import PodTemplate
 from predictive_headroom.policy.config import ForecastSpec, Pool
 
 __all__ = [
@@ -158,6 +159,9 @@ class TargetState:
     conditions: tuple[TargetCondition, ...] = ()
     """The target's status conditions, as the autoscaler that consumes it reports them (a
     CapacityBuffer's; a Deployment's are not read)."""
+    template: PodTemplate | None = None
+    """A Deployment's pod template (containers, PriorityClass; the class's value is read only for
+    a pool whose placeholder is declared existing); None for a CapacityBuffer."""
 
 
 class Actuator(Protocol):
@@ -223,7 +227,8 @@ class PodReader(Protocol):
 
 @runtime_checkable
 class NodePodReader(Protocol):
-    """Lists the pods bound to nodes, across namespaces (opt-in: `list pods` cluster-wide)."""
+    """Lists the pods bound to nodes, across namespaces (opt-in: `list pods` cluster-wide) or in
+    the namespaces it was given (`list pods` in each)."""
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
         """The pods bound to a node that have not ended, by node name, from one list."""

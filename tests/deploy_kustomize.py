@@ -3,7 +3,7 @@
 Supported kustomization fields: `resources` (files and directories), `configMapGenerator` (files,
 `behavior: create|replace`, `options.labels`, the name hash suffix computed as kustomize v5 does,
 and references rewritten in pod templates), `patches` (inline RFC 6902 JSON patches selected by
-kind/name) and `images`. Anything else raises `UnsupportedKustomization`, so the loader never
+kind/name, and a strategic-merge `$patch: delete` that removes the objects selected) and `images`. Anything else raises `UnsupportedKustomization`, so the loader never
 silently renders something different from `kubectl kustomize`; tests compare the two when a
 kustomize binary is present.
 """
@@ -207,13 +207,16 @@ def _build(directory: Path) -> _Build:
         if set(patch) - {"target", "patch"}:
             raise UnsupportedKustomization(f"{kfile}: patches keys {sorted(set(patch))}")
         operations = yaml.safe_load(patch["patch"])
-        if not isinstance(operations, list):
-            raise UnsupportedKustomization(
-                f"{kfile}: only JSON 6902 patches (a list of operations)"
-            )
         targets = [o for o in build.objects if _matches(o, patch["target"])]
         if not targets:
             raise ValueError(f"{kfile}: patch target {patch['target']} matches no object")
+        if isinstance(operations, dict) and operations.get("$patch") == "delete":
+            build.objects = [o for o in build.objects if not any(o is t for t in targets)]
+            continue
+        if not isinstance(operations, list):
+            raise UnsupportedKustomization(
+                f"{kfile}: only JSON 6902 patches (a list of operations) and `$patch: delete`"
+            )
         for obj in targets:
             apply_json_patch(obj, operations)
     _set_images(build.objects, spec.get("images", []))

@@ -18,23 +18,57 @@ NAMESPACE = "predictive-headroom"
 Object = dict[str, Any]
 
 
-def render_chart(
-    values: dict[str, Any] | None = None, *, release: str = RELEASE, namespace: str = NAMESPACE
-) -> list[Object]:
-    """Render the chart offline with Helm's own engine (helm-python-sdk) and return its objects.
+TEST_API_SERVER = "192.0.2.1/32"
+"""The API server address offline renders give the chart (TEST-NET-1, documentation only): with no
+cluster to look up the `kubernetes` endpoints in, the chart refuses to render its NetworkPolicy
+unless `networkPolicy.apiServer.cidrs` (or `allowAny`) says where the API server is, as a user
+rendering with `helm template` must."""
 
+
+def render_chart(
+    values: dict[str, Any] | None = None,
+    *,
+    release: str = RELEASE,
+    namespace: str = NAMESPACE,
+    api_server: str | None = TEST_API_SERVER,
+    kubeconfig: Path | None = None,
+    is_upgrade: bool = False,
+) -> list[Object]:
+    """Render the chart with Helm's own engine (helm-python-sdk) and return its objects.
+
+    Offline (no `kubeconfig`: `lookup` finds nothing, as in `helm template`), values that leave the
+    API server's address open get `api_server` as `networkPolicy.apiServer.cidrs` (None: they keep
+    it open, and the chart refuses them). With `kubeconfig`, rendered against that cluster as
+    `helm install` (or `helm upgrade`) does: `lookup` reads live objects, nothing is written.
     Raises helm_python.HelmError with Helm's message when values or templates are rejected.
     """
     import helm_python as helm
 
+    how = {"name": release, "namespace": namespace}
+    how |= {"is_upgrade": True} if is_upgrade else {"is_install": True}
     with helm.Chart.load(CHART) as chart:
-        manifests = chart.render(values or {}, name=release, namespace=namespace, is_install=True)
+        if kubeconfig is not None:
+            with helm.Config(kubeconfig_path=kubeconfig, namespace=namespace) as config:
+                manifests = config.render(chart, values or {}, **how)
+        else:
+            manifests = chart.render(with_api_server(values or {}, api_server), **how)
     objects: list[Object] = []
     for path, text in sorted(manifests.items()):
         if not path.endswith((".yaml", ".yml")):
             continue
         objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
     return objects
+
+
+def with_api_server(values: dict[str, Any], api_server: str | None) -> dict[str, Any]:
+    """`values` with `networkPolicy.apiServer.cidrs: [api_server]` when they name no API server
+    address and do not allow any (unchanged when `api_server` is None)."""
+    given = ((values.get("networkPolicy") or {}).get("apiServer")) or {}
+    if api_server is None or given.get("cidrs") or given.get("allowAny"):
+        return values
+    policy = dict(values.get("networkPolicy") or {})
+    policy["apiServer"] = {**given, "cidrs": [api_server]}
+    return {**values, "networkPolicy": policy}
 
 
 def render_kustomize(name: str) -> list[Object]:
@@ -50,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--out", default="rendered", help="directory to write (default rendered)")
     parser.add_argument("-f", "--values", action="append", default=[], help="a Helm values file")
+    parser.add_argument(
+        "--api-server",
+        help="the API server's address as a CIDR (e.g. 172.18.0.2/32), which an offline render "
+        "cannot look up; without it the values must set networkPolicy.apiServer",
+    )
     args = parser.parse_args(argv)
     import helm_python as helm
 
@@ -62,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         rendered = (
-            ("helm.yaml", render_chart(values)),
+            ("helm.yaml", render_chart(values, api_server=args.api_server)),
             ("kustomize-base.yaml", render_kustomize("base")),
         )
     except helm.HelmError as exc:

@@ -11,23 +11,26 @@ Watches (`?watch=true` on a collection) stream chunked JSON lines like the apise
 the `resourceVersion` asked for (a filtered watch sends ADDED/DELETED when an object enters or leaves the
 selector), `BOOKMARK`s every `bookmark_every` seconds when `allowWatchBookmarks` is set, an `ERROR` event
 with a 410 Status for a version older than the last `compact()`, and the end of the stream after
-`timeoutSeconds`. `hang_watches()` answers watches with headers and then silence.
+`timeoutSeconds`. `hang_watches()` answers watches with headers and then silence;
+`cut_connections()` breaks every open connection (a watch sees its stream end unfinished).
 
 Served: apps/v1 deployments (GET) and their /scale (GET, PATCH, PUT); autoscaling.x-k8s.io
 capacitybuffers (GET, PATCH, PUT) in the versions and the scope the test asks for (only v1beta1,
 only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET) and pods (LIST; with
 their scheduling conditions, a node that flaps Ready, pods never scheduled, preemption);
 coordination.k8s.io/v1 leases (GET, POST, PUT, DELETE); core/v1 and events.k8s.io/v1 events (POST,
-LIST); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
+LIST); scheduling.k8s.io/v1 priorityclasses (GET); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
 404 with the apiserver's "the server could not find the requested resource".
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
 import re
+import socket
 import threading
 import time
 import uuid
@@ -58,6 +61,7 @@ _KINDS = {  # (group, resource) -> (kind, apiVersion, namespaced)
     ("coordination.k8s.io", "leases"): ("Lease", "coordination.k8s.io/v1", True),
     ("", "events"): ("Event", "v1", True),
     ("events.k8s.io", "events"): ("Event", "events.k8s.io/v1", True),
+    ("scheduling.k8s.io", "priorityclasses"): ("PriorityClass", "scheduling.k8s.io/v1", False),
 }
 BUFFER_GROUP = "autoscaling.x-k8s.io"
 _VERSION_PRIORITY = (
@@ -257,6 +261,8 @@ class FakeApiServer:
         self.bookmark_every: float | None = 0.5
         """Seconds between BOOKMARK events of a watch that allows them; None: never sent."""
         self._hangs = 0
+        self._open: set[Any] = set()
+        """The sockets of the connections open now (`cut_connections` breaks them)."""
         self._faults: list[_Fault] = []
         self._truncations: list[_Fault] = []
         self._requests: list[Recorded] = []
@@ -387,6 +393,17 @@ class FakeApiServer:
         with self._lock:
             self._hangs += times
 
+    def cut_connections(self) -> int:
+        """Break every connection open now (watches streaming, keep-alive connections) as a dropped
+        network path or a restarted load balancer would: the client reads an unfinished answer or a
+        reset. New connections are served as before; returns how many were cut."""
+        with self._lock:
+            sockets = list(self._open)
+        for sock in sockets:
+            with contextlib.suppress(OSError):  # already closed by its handler
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(sockets)
+
     def _get(self, group: str, resource: str, ns: str, name: str) -> dict[str, Any] | None:
         with self._lock:
             obj = self._objects.get((group, resource, ns, name))
@@ -399,9 +416,11 @@ class FakeApiServer:
         replicas: int = 0,
         annotations: dict[str, str] | None = None,
         pool: str | None = OWN_POOL,
+        pod: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Create a Deployment with `replicas` and optional metadata annotations, labelled as the
-        placeholder of `pool` (see `_pool_labels`; None: no label, another team's Deployment)."""
+        placeholder of `pool` (see `_pool_labels`; None: no label, another team's Deployment);
+        `pod` replaces its pod template's spec (default: one pause container)."""
         return self._put(
             "apps",
             "deployments",
@@ -418,7 +437,8 @@ class FakeApiServer:
                     "selector": {"matchLabels": {"app": name}},
                     "template": {
                         "metadata": {"labels": {"app": name}},
-                        "spec": {
+                        "spec": pod
+                        or {
                             "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]
                         },
                     },
@@ -426,6 +446,11 @@ class FakeApiServer:
                 "status": {"replicas": replicas},
             },
         )
+
+    def add_priority_class(self, name: str, value: int) -> dict[str, Any]:
+        """Create a PriorityClass `name` of `value` (cluster-scoped)."""
+        body = {"metadata": {"name": name}, "value": value, "globalDefault": False}
+        return self._put("scheduling.k8s.io", "priorityclasses", "", body)
 
     def delete_deployment(self, ns: str, name: str) -> None:
         """A person's `kubectl delete deployment` (no grace: gone at once)."""
@@ -828,6 +853,17 @@ class FakeApiServer:
 
             def log_message(self, *args: Any) -> None:  # keep pytest output clean
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._open.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._open.discard(self.connection)
+                with contextlib.suppress(OSError):  # the connection was cut
+                    super().finish()
 
             def _serve(self) -> None:
                 parts = urlsplit(self.path)

@@ -2,7 +2,10 @@
 refit and reconcile, with the real Kubernetes client against the test API server) give the same
 desired replicas, components and burst allowance; the backtest's replay gives the same share
 component (from its app pods x their request, which `plan` and `report` are given as `--requests`
-and the daemon reads from the pods on the nodes)."""
+and the daemon reads from the pods on the nodes). And one answer on a shaped pool (issue 54): with
+the node's shape in the policy, share:, disruption: and --current, the daemon, `plan`, `report`,
+`tune`, `backtest` and both pages simulate one node and give the same kept, node-hours, money,
+verdict against fixed headroom and replicas."""
 
 from __future__ import annotations
 
@@ -125,3 +128,241 @@ def test_plan_report_and_the_daemon_agree_at_one_instant(tmp_path, capsys, data)
     assert daemon_answer["components"].pop("disruption") == 0
     assert the_answer(planned) == daemon_answer
     assert the_answer(reported["plan"]["now"]) == daemon_answer
+
+
+# One answer (issue 54, item 4): a pool with the node's shape in its policy (cost.nodeCpu and
+# nodeMemory: 7 placeholders of 2 CPU and 4 GiB on a node), a share: and a disruption: section,
+# and the user's fixed N (`--current`). Every command and page simulates that node, and says the
+# same protection kept, node-hours and money a day, verdict against fixed headroom and replicas.
+
+NODE = {"nodeCpu": 16, "nodeMemory": "30Gi"}  # 7 placeholders of 2 CPU and 4 GiB fit, not 8
+CURRENT = 6
+SHAPED_WINDOW = 2 * 86_400.0
+
+
+def shaped_policy(path: Path) -> Path:
+    pool = {
+        "name": "web",
+        "target": {"namespace": NS, "name": "web-placeholder"},
+        "maxReplicas": 40,
+        "leadTime": "4m",
+        "protection": "90%",
+        "forecast": {"query": "q", "demandPerReplica": 8, "history": "28d"},
+        "placeholder": {"requests": {"cpu": "2", "memory": "4Gi"}},
+        "share": {"cpu": "60%"},
+        "disruption": {"spot": True, "interruptionRate": "2%/day"},
+    }
+    cost = {"costPerCpuHour": 0.04, "costPerGiBHour": 0.005, **NODE}
+    path.write_text(yaml.safe_dump({"pools": [pool], "cost": cost}, sort_keys=False))
+    return path
+
+
+def _json_cli(capsys, *argv: str) -> dict:
+    capsys.readouterr()
+    code = cli.main(list(argv))
+    out = capsys.readouterr().out
+    assert code in (0, 1), out  # tune says 1 when the promise fell short
+    return json.loads(out)
+
+
+def _figures(promise: dict) -> dict:
+    """What must agree of the daemon's promise: kept, node-hours and money a day, the verdict."""
+    return {
+        key: promise[key]
+        for key in ("asked", "kept", "overhead_node_hours_per_day", "money_per_day", "reserve")
+    } | {"against_fixed": promise["against_fixed"], "node_slots": promise.get("node_slots")}
+
+
+def _the_daemon(config: Path, history, at: float, cpu: float):
+    """The daemon's refit and reconcile at `at` on the test API server (4 nodes, one app pod
+    requesting `cpu`): its outcome, the replicas written and its promise as the report shows it."""
+    from test_backtest import SeasonalNaiveForecaster
+    from test_retune import SeriesSource
+
+    from predictive_headroom.core.price import pool_price
+
+    with FakeApiServer() as server:
+        for n in range(4):
+            server.add_node(f"node-{n}", cpu="16")
+        server.add_pod("app", "app-0", "node-0", {"cpu": f"{cpu:g}"}, "ReplicaSet")
+        server.add_deployment(NS, "web-placeholder", 0)
+        api = server.api_client()
+        daemon = new_daemon(
+            config,
+            source=SeriesSource(history),
+            forecaster=SeasonalNaiveForecaster(),
+            actuator=TargetActuator(api, FAST),
+            cluster=KubeClusterReader(api, FAST),
+            pods=KubePodReader(api, FAST),
+            loop=LoopSettings(observe_placeholders=False, read_node_pods=True),
+            clock=lambda: at,
+        )
+        daemon.retune_window = SHAPED_WINDOW
+        assert daemon.refit()
+        [outcome] = daemon.reconcile().pools
+        assert outcome.action == "scaled", outcome.error
+        written = server.replicas(NS, "web-placeholder")
+        policy = load_policy(config)
+        written_promise = daemon.tunings["web"].report(pool_price(policy.pools[0], policy.cost))
+    return outcome, written, written_promise
+
+
+@pytest.mark.slow
+def test_every_command_and_page_gives_one_answer_on_a_shaped_pool(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    from test_backtest import series
+    from test_review import fast, write_csv
+
+    fast(monkeypatch)
+    monkeypatch.setenv("PH_RETUNE_WINDOW", str(SHAPED_WINDOW))
+    history = series(9)
+    data = write_csv(tmp_path / "demand.csv", history)
+    config = shaped_policy(tmp_path / "policy.yaml")
+    at = float(history.end)
+    when = f"{np.datetime64(int(at), 's')}Z"
+    # The share component at `at`: the app pods known a minute before, 2 CPU each
+    replay = resolve(history, load_policy(config).pools[0])
+    i = int(np.searchsorted(replay.times, at))
+    assert replay.times[i] == at
+    share = share_parts(replay.pool, replay.pods, round(replay.plan_settings.delay / 60))[i]
+    assert share is not None
+    cpu = share.requested["cpu"]
+
+    outcome, written, written_promise = _the_daemon(config, history, at, cpu)
+    assert outcome.plan.components["share"] == share.replicas
+    assert outcome.plan.reason == "share", outcome.plan.components  # the share binds
+
+    requests = ["--requests", f"cpu={cpu:g}"]
+    base = ["-c", str(config), "--data", str(data)]
+    plan = _json_cli(capsys, "plan", *base, "--at", when, *requests, "-o", "json")
+    report_dir = tmp_path / "report"
+    assert cli.main(["report", *base, "--at", when, *requests, "--out", str(report_dir)]) == 0
+    report = json.loads((report_dir / "report.json").read_text())
+    tune = _json_cli(capsys, "tune", *base, "--current", str(CURRENT), "-q", "-o", "json")
+    page_dir = tmp_path / "bt"
+    bt_args = [*base, "--protection", "90%", "--current", str(CURRENT), "-q"]
+    backtest = _json_cli(capsys, "backtest", *bt_args, "--out", str(page_dir), "-o", "json")
+    flagged = _json_cli(
+        capsys, "backtest", *bt_args, "--node-cpu", "16", "--node-memory", "30Gi", "-o", "json"
+    )
+
+    # One node: the policy's shape, simulated and priced, with or without the flags saying it.
+    assert backtest["settings"]["node_slots"] == 7
+    assert "holding 7 placeholders" in tune["cost"]["assumed"]
+    assert backtest["current"] == flagged["current"]
+    assert (
+        backtest["promise"][0]["realized_protection"]
+        == flagged["promise"][0]["realized_protection"]
+    )
+    # The user's N on the whole history: one figure and one verdict in tune and the backtest.
+    [theirs] = tune["current"]
+    assert backtest["current"] == [theirs]
+    # The daemon's view: the same promise figures, verdict and replicas everywhere.
+    [entry] = backtest["promise"]
+    [row] = plan["pools"]
+    [section] = report["pools"]
+    views = {
+        "daemon": written_promise,
+        "plan": row["promise"],
+        "report": section["promise"],
+        "tune": tune["daemon_now"]["promise"],
+        "backtest": entry["daemon_now"]["promise"],
+    }
+    want = _figures(written_promise)
+    assert want["against_fixed"] is not None and want["node_slots"] == 7
+    assert want["money_per_day"] is not None
+    for who, promise in views.items():
+        assert _figures(promise) == want, who
+    replicas = {
+        "daemon": written,
+        "plan": row["desired_replicas"],
+        "report": section["plan"]["now"]["desired_replicas"],
+        "tune": tune["daemon_now"]["replicas"],
+        "backtest": entry["daemon_now"]["replicas"],
+    }
+    assert set(replicas.values()) == {written}, replicas
+    # daemon_now plans with every registered component, as the daemon does (the share binds)
+    components = plan_to_dict(outcome.plan)["components"]
+    assert tune["daemon_now"]["components"] == components
+    assert entry["daemon_now"]["components"] == components
+    # The pages word the one verdict, and nothing on them says the opposite.
+    said = want["against_fixed"]["says"]
+    report_page = (report_dir / "index.html").read_text()
+    backtest_page = (page_dir / "backtest.html").read_text()
+    assert said in report_page and said in backtest_page
+    assert theirs["says"][1:] in backtest_page  # its first letter a capital there
+    # The whole history against the user's N and the daemon's days against the static curve,
+    # one function: here both find fixed headroom better (the share binds, dearer than a fixed N).
+    assert theirs["verdict"]["better"] == want["against_fixed"]["better"] == "fixed"
+    assert theirs["says"].startswith(theirs["verdict"]["says"])
+    assert "less unserved demand than static" not in backtest_page
+
+
+@pytest.mark.parametrize(
+    ("kept", "forecast", "fixed", "better"),
+    [
+        (0.95, 10.0, 12.0, "forecast"),  # cheaper than the fixed N at the same protection
+        (0.95, 12.0, 12.0, "forecast"),  # a tie goes to the forecast
+        (0.95, 12.0, 10.0, "fixed"),
+        (0.95, 12.0, None, "forecast"),  # no fixed N kept it
+        (0.95, None, 10.0, "fixed"),  # the forecast never kept the N's protection
+    ],
+)
+def test_one_verdict_against_fixed_headroom(kept, forecast, fixed, better) -> None:
+    from predictive_headroom.core.verdict import verdict
+
+    static = verdict(kept, forecast, fixed, fixed_replicas=14, over="over the last 7 days")
+    yours = verdict(kept, forecast, fixed, fixed_replicas=20, yours=True, over="on this history")
+    for judged in (static, yours):
+        assert judged.to_dict()["better"] == better
+        assert judged.to_dict()["forecast_beats_fixed"] is (better == "forecast")
+    assert ("did not beat a fixed N over the last 7 days" in static.says()) is (better == "fixed")
+    assert yours.says() == (
+        "your fixed 20 did better on this history"
+        if better == "fixed"
+        else "predictive headroom beat your fixed 20 on this history"
+    )
+
+
+def test_every_registered_component_is_read_in_a_replay(tmp_path) -> None:
+    from predictive_headroom.core.components import REGISTRY
+    from predictive_headroom.core.settings import resolve_settings
+    from predictive_headroom.replay.planner import REPLAY_PARTS, replay_parts
+
+    assert set(REPLAY_PARTS) == {r.name for r in REGISTRY}
+    pool = load_policy(shaped_policy(tmp_path / "policy.yaml")).pools[0]
+    settings = resolve_settings(pool)
+    pods = np.full(10, 12, dtype=np.int64)
+    parts = replay_parts(pool, pods, 9, settings, node_slots=7, nodes=3)
+    assert (
+        set(parts)
+        == {str(r.name) for r in REGISTRY if r.enabled(pool)}
+        == {
+            "share",
+            "disruption",
+        }
+    )
+    assert parts["share"].replicas == 8  # 60% of 12 pods x 2 CPU = 14.4 CPU: 8 of 2 CPU
+
+
+def test_where_the_two_verdicts_differ_the_page_says_why() -> None:
+    from predictive_headroom.backtest.plot import _verdict_notes
+    from predictive_headroom.core.verdict import verdict, why_they_differ
+
+    yours = verdict(0.9, 12.0, 10.0, fixed_replicas=20, yours=True, over="on this history")
+    daemon = verdict(0.95, 8.0, 9.0, fixed_replicas=14, over="over the last 7 days judged to T")
+    agreeing = verdict(0.95, 11.0, 9.0, fixed_replicas=14, over="over the last 7 days judged to T")
+    assert why_they_differ(yours.to_dict(), agreeing.to_dict()) == ""
+    assert why_they_differ(yours.to_dict(), None) == ""
+    note = why_they_differ(yours.to_dict(), daemon.to_dict())
+    assert "compare different things" in note
+    assert "your fixed 20 at the 90.0% it kept on this history" in note
+    assert (
+        "the static curve at the 95.0% the forecast kept over the last 7 days judged to T" in note
+    )
+    data = {
+        "current": [{"verdict": yours.to_dict()}],
+        "promise": [{"daemon_now": {"promise": {"against_fixed": daemon.to_dict()}}}],
+    }
+    assert _verdict_notes(data) == [note]

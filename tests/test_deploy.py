@@ -159,10 +159,19 @@ POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "wa
 """The opt-in pod-wait read, in each watched namespace only (listed once, then watched)."""
 
 
+KUSTOMIZE_BASE_VALUES: dict[str, Any] = {
+    "tls": {"generate": False},
+    "networkPolicy": {"apiServer": {"allowAny": True}},
+}
+"""What the kustomize base cannot do as the chart does: make a certificate (the daemon self-signs;
+a ServiceMonitor needs one of yours) and look up the API server's addresses (any on 443/6443)."""
+
+
 @pytest.fixture(scope="module")
 def renderings() -> dict[str, list[Object]]:
     return {
         "helm-defaults": render_chart(),
+        "helm-as-kustomize-base": render_chart(KUSTOMIZE_BASE_VALUES),
         "helm-multi": render_chart(MULTI_VALUES),
         "helm-buffers-cluster": render_chart(BUFFER_CLUSTER_VALUES),
         "helm-gpu": render_chart(GPU_VALUES),
@@ -714,7 +723,7 @@ def test_the_configmap_holds_a_valid_policy(renderings, rendering):
 
 def test_bearer_token_secret_and_service_monitor_when_enabled(renderings):
     objects = renderings["helm-multi"]
-    (secret,) = _of_kind(objects, "Secret")
+    (secret,) = [s for s in _of_kind(objects, "Secret") if s["type"] == "Opaque"]
     env = {
         e["name"]: e.get("value")
         for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -736,7 +745,10 @@ def test_bearer_token_secret_and_service_monitor_when_enabled(renderings):
         assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
         assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
     assert not _of_kind(renderings["helm-defaults"], "ServiceMonitor")
-    assert not _of_kind(renderings["helm-defaults"], "Secret")
+    # The only Secret of the defaults: the daemon's serving certificate (tests/test_deploy_tls.py).
+    assert [s["type"] for s in _of_kind(renderings["helm-defaults"], "Secret")] == [
+        "kubernetes.io/tls"
+    ]
 
 
 # --- Helm and kustomize agree --------------------------------------------------------------------
@@ -779,8 +791,8 @@ def _normalised(objects: list[Object]) -> dict[tuple[str, str, str], Object]:
     return out
 
 
-def test_helm_defaults_and_kustomize_base_render_the_same_objects(renderings):
-    chart = _normalised(renderings["helm-defaults"])
+def test_helm_with_the_kustomize_base_choices_and_the_base_render_the_same_objects(renderings):
+    chart = _normalised(renderings["helm-as-kustomize-base"])
     base = _normalised(renderings["kustomize-base"])
     assert set(base) - set(chart) == {("Namespace", "", NAMESPACE)}, (
         "only kustomize creates the namespace"
@@ -794,7 +806,7 @@ def test_helm_defaults_and_kustomize_base_render_the_same_objects(renderings):
     not shutil.which("kubectl") and not shutil.which("kustomize"),
     reason="no kubectl/kustomize binary to compare the loader with",
 )
-@pytest.mark.parametrize("name", ["base", "overlays/example"])
+@pytest.mark.parametrize("name", ["base", "overlays/example", "overlays/verified", "overlays/adopt"])
 def test_kustomize_loader_renders_what_kustomize_renders(name):
     cmd = ["kustomize", "build"] if shutil.which("kustomize") else ["kubectl", "kustomize"]
     out = subprocess.run(

@@ -33,7 +33,10 @@ def test_the_service_monitor_scrapes_over_https_with_prometheus_s_own_token() ->
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == "https" and endpoint["scheme"] == "https"
     assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}  # self-signed by default
+    assert endpoint["tlsConfig"] == {  # the chart's CA verifies the daemon (test_deploy_tls.py)
+        "ca": {"secret": {"name": "predictive-headroom-tls", "key": "ca.crt"}},
+        "serverName": f"predictive-headroom.{NAMESPACE}.svc",
+    }
     (reader,) = _named(objects, "ClusterRole", "-metrics-reader")
     assert reader["rules"] == [{"nonResourceURLs": PATHS, "verbs": ["get"]}]
     (binding,) = _named(objects, "ClusterRoleBinding", "-metrics-reader")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from deploy_render import CHART, render_chart, render_kustomize
+from deploy_render import CHART, TEST_API_SERVER, render_chart, render_kustomize, with_api_server
 
 helm = pytest.importorskip("helm_python", reason="needs helm-python-sdk")
 
@@ -49,7 +49,9 @@ def _render_with_live(tmp_path: Path, live: str, *, is_upgrade: bool) -> dict[st
     helpers.write_text(text.replace(LOOKUP, live))
     with helm.Chart.load(chart) as loaded:
         manifests = loaded.render(
-            _pools({"name": "gpu"}, {"name": "general", "minReplicas": 1}),
+            with_api_server(
+                _pools({"name": "gpu"}, {"name": "general", "minReplicas": 1}), TEST_API_SERVER
+            ),
             name="predictive-headroom",
             namespace="predictive-headroom",
             is_install=not is_upgrade,

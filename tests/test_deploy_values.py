@@ -58,6 +58,7 @@ def test_the_chart_defaults_and_every_example_pass_validate(capsys):
         *sorted((REPO / "config").glob("*.yaml")),
         REPO / "deploy/kustomize/base/config.yaml",
         REPO / "deploy/kustomize/overlays/example/config.yaml",
+        REPO / "deploy/kustomize/overlays/adopt/config.yaml",
         REPO / "predictive_headroom/data/demo.yaml",
     ]
     assert main(["validate", *map(str, files)]) == 0, capsys.readouterr().err

@@ -63,7 +63,10 @@ def test_the_timezone_default_is_said_where_keda_windows_are_described():
 def test_make_render_writes_the_chart_and_kustomize_offline(tmp_path):
     pytest.importorskip("helm_python")
     out = subprocess.run(
-        ["make", "-s", "render", f"RENDERED={tmp_path}"], cwd=REPO, capture_output=True, text=True
+        ["make", "-s", "render", f"RENDERED={tmp_path}", "API_SERVER=192.0.2.1/32"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stderr
     helm = (tmp_path / "helm.yaml").read_text()

@@ -60,6 +60,10 @@ def _readers(
     return WatchedClusterReader(KubeClusterReader(api, FAST), caches), lister
 
 
+def _is_watch(request: Any) -> bool:
+    return request.query.get("watch") == "true"
+
+
 def _lists(server: FakeApiServer, path: str) -> int:
     """LIST requests (not watches) the server received on `path`."""
     return sum(
@@ -161,7 +165,9 @@ def test_a_compacted_version_relists_and_counts_the_reason(server: FakeApiServer
         caches.stop()
 
 
-def test_a_watch_that_sends_nothing_is_relisted_after_the_deadline(server: FakeApiServer) -> None:
+def test_a_watch_that_sends_nothing_is_resumed_after_the_deadline_without_a_list(
+    server: FakeApiServer,
+) -> None:
     _seed_nodes(server)
     server.hang_watches(1)  # headers, then silence: no events, no bookmarks, no end
     caches = _caches(quiet_deadline=1.0)
@@ -170,10 +176,15 @@ def test_a_watch_that_sends_nothing_is_relisted_after_the_deadline(server: FakeA
     watched, lister = _readers(server, caches)
     try:
         watched.read_nodes("pool=a")
-        eventually(lambda: ("nodes", "deadline") in relists)
-        server.add_node("a-9", labels={"pool": "a"})  # seen by the watch after the re-list
+        eventually(lambda: "sent nothing for 1s" in (caches.status()[0]["last_error"] or ""))
+        server.add_node("a-9", labels={"pool": "a"})  # seen by the resumed watch
         eventually(lambda: watched.read_nodes("pool=a") == lister.read_nodes("pool=a"))
-        assert "sent nothing for 1s" in (caches.status()[0]["last_error"] or "")
+        assert relists == [("nodes", "start")], "a silent watch is resumed, not listed again"
+        watches = [r for r in server.requests("GET", "/api/v1/nodes") if _is_watch(r)]
+        assert (
+            len(watches) >= 2
+            and watches[1].query["resourceVersion"] == (watches[0].query["resourceVersion"])
+        )
     finally:
         caches.stop()
 
@@ -495,3 +506,132 @@ def test_capacity_buffer_targets_are_read_from_a_watch_of_that_one_buffer() -> N
             )
         finally:
             caches.stop()
+
+
+# -- backoff and resume (issue 55) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("jitter", "at", "waits"),
+    [
+        (0.0, [0, 1, 3, 7, 14, 28, 55, 90, 130], [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30, 30]),
+        (1.0, [0, 2, 6], [1.6, 3.2, 6.4]),  # each wait up to twice its step
+        (0.0, [0, 1, 3, 66.5, 67], [0.8, 1.6, 3.2, 0.8, 1.6]),  # a healthy minute resets it
+    ],
+)
+def test_the_backoff_doubles_from_0_8s_to_30s_with_jitter_and_resets_after_a_healthy_minute(
+    jitter: float, at: list[float], waits: list[float]
+) -> None:
+    from predictive_headroom.kube.informer import Backoff, BackoffTiming
+
+    backoff = Backoff(BackoffTiming(), random=lambda: jitter)
+    assert [round(backoff.next(now), 3) for now in at] == waits
+
+
+def _fail_watches(server: FakeApiServer, status: int) -> None:
+    server.fail("GET", r"^/api/v1/nodes$", status, times=None, when=_is_watch)
+
+
+@pytest.mark.slow
+def test_every_watch_answered_500_is_retried_with_backoff_from_its_version_without_a_list(
+    server: FakeApiServer,
+) -> None:
+    from predictive_headroom.daemon.metrics import Metrics
+
+    _seed_nodes(server)
+    caches = _caches(watch_seconds=1)  # each watch ends after a second and is resumed
+    relists: list[tuple[str, str]] = []
+    caches.on_relist = lambda resource, reason: relists.append((resource, reason))
+    waits: list[tuple[str, str]] = []
+    caches.on_backoff = lambda cache, reason: waits.append((cache, reason))
+    watched, lister = _readers(server, caches)
+    try:
+        watched.read_nodes("pool=a")
+        _fail_watches(server, 500)
+        before = len(server.requests("GET", "/api/v1/nodes"))
+        time.sleep(4.0)  # the window measured: 4 s of failing watches
+        window = server.requests("GET", "/api/v1/nodes")[before:]
+        # Today's waits: 0.8-1.6 s, then 1.6-3.2 s, ...: at most 4 watches in 4 s. Without backoff
+        # every failure re-listed and re-watched at once (64 LIST/s and 64 WATCH/s in issue 55).
+        assert [r for r in window if not _is_watch(r)] == [], "a failing watch is not re-listed"
+        assert 1 <= len(window) <= 5, f"{len(window)} watches in 4 s"
+        assert relists == [("nodes", "start")]
+        assert caches.status()[0]["backoff_waits"] == len(waits) >= 1
+        assert set(waits) == {("nodes (labels pool=a)", "watch-failed")}
+        metrics = Metrics()
+        metrics.watch_backed_off(*waits[0])
+        exposed = metrics.exposition().decode()
+        assert (
+            'predictive_headroom_watch_backoff_total{cache="nodes (labels pool=a)",'
+            'reason="watch-failed"}' in exposed
+        )
+        server.clear_faults()  # the API server recovers: the cache follows again, without a list
+        server.add_node("a-9", labels={"pool": "a"})
+        eventually(lambda: watched.read_nodes("pool=a") == lister.read_nodes("pool=a"), 60)
+        assert relists == [("nodes", "start")]
+    finally:
+        caches.stop()
+
+
+@pytest.mark.slow
+def test_every_watch_answered_410_relists_at_the_pace_of_the_backoff(
+    server: FakeApiServer,
+) -> None:
+    _seed_nodes(server)
+    caches = _caches()
+    relists: list[tuple[str, str]] = []
+    caches.on_relist = lambda resource, reason: relists.append((resource, reason))
+    watched, _ = _readers(server, caches)
+    try:
+        _fail_watches(server, 410)
+        watched.read_nodes("pool=a")
+        time.sleep(4.0)
+        lists = _lists(server, "/api/v1/nodes")
+        # A wait before each re-list (0.8-1.6 s, 1.6-3.2 s, ...): at most 4 lists in 4 s; without
+        # it a 410 on every watch cost 37.8 LIST/s (issue 55).
+        assert 2 <= lists <= 5, f"{lists} lists in 4 s"
+        assert ("nodes", "gone") in relists
+    finally:
+        caches.stop()
+
+
+@pytest.mark.slow
+def test_a_cut_connection_resumes_the_watch_from_its_last_version_without_a_list(
+    server: FakeApiServer,
+) -> None:
+    _seed_nodes(server)
+    caches = _caches()
+    relists: list[tuple[str, str]] = []
+    caches.on_relist = lambda resource, reason: relists.append((resource, reason))
+    watched, lister = _readers(server, caches)
+    try:
+        watched.read_nodes("pool=a")
+        server.add_node("a-8", labels={"pool": "a"})  # moves the watch past the list's version
+        eventually(lambda: watched.read_nodes("pool=a").state.nodes == 5)
+        seen = int(server.requests("GET", "/api/v1/nodes")[-1].query.get("resourceVersion", 0))
+        assert server.cut_connections() >= 1  # the watch's connection among them
+        server.add_node("a-9", labels={"pool": "a"})
+        eventually(lambda: watched.read_nodes("pool=a") == lister.read_nodes("pool=a"))
+        assert relists == [("nodes", "start")], "a dropped watch is resumed, not listed again"
+        resumed = [r for r in server.requests("GET", "/api/v1/nodes") if _is_watch(r)][-1]
+        assert int(resumed.query["resourceVersion"]) > seen  # from the version it had reached
+    finally:
+        caches.stop()
+
+
+def test_waits_go_through_the_injected_sleep_doubling_to_the_cap(server: FakeApiServer) -> None:
+    """The clock's waits are injectable: every watch failing, a cache asks the sleep for waits
+    that double from 0.8 s and stop growing at 30 s (up to twice that with jitter)."""
+    _seed_nodes(server)
+    _fail_watches(server, 500)
+    waits: list[float] = []
+    caches = Caches(WatchOptions(sync_wait=10.0), FAST, sleep=lambda seconds: waits.append(seconds))
+    watched, _ = _readers(server, caches)
+    try:
+        watched.read_nodes("pool=a")
+        eventually(lambda: len(waits) >= 9)
+        for step, wait in zip([0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30, 30], waits, strict=False):
+            assert step <= wait <= 2 * step
+        assert _lists(server, "/api/v1/nodes") == 1  # the first list only
+    finally:
+        caches.stop()

@@ -10,16 +10,18 @@ so one bad pool never stops the others.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from predictive_headroom.app.tune import Tuning, retune
+from predictive_headroom.core.price import Price, pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import Given, PlanSettings, model_spec, resolve_settings
 from predictive_headroom.core.vocabulary import BurstFallback, NoForecastWhy
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import Forecaster, Source, SourceError
+from predictive_headroom.replay.setup import priced_nodes
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +72,7 @@ class PoolFit:
     the measured lead time, re-tuned when it was (None only when built without them)."""
 
 
-def fit_one(  # noqa: PLR0913
+def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     pool: Pool,
     source: Source,
     at: float,
@@ -82,6 +84,7 @@ def fit_one(  # noqa: PLR0913
     measured_lead: float | None = None,
     disabled_too: bool = False,
     given: Given | None = None,
+    price: Price | None = None,
     live: Sequence[tuple[float, int]] = (),
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
@@ -90,8 +93,10 @@ def fit_one(  # noqa: PLR0913
     is the lead time the closed loop measured (seconds; used with `leadTime: auto`). A disabled
     forecast is fitted only when `disabled_too` (the `forecast` command shows it for review).
     `given`: a what-if over the pool (`tune --protection 99%`), through the one resolver.
-    `live`: the target's replicas read over time (the dry-run daemon's), replayed beside the plan
-    by the re-tune (`Tuning.shadow`)."""
+    `price`: the node priced (`core.price`), which the re-tune simulates
+    (`replay.setup.priced_nodes`; None: a node of 8 placeholders). `live`: the target's replicas
+    read over time (the dry-run daemon's), replayed beside the plan by the re-tune
+    (`Tuning.shadow`)."""
     spec = pool.forecast
     assert spec is not None
     given = given or Given()
@@ -112,8 +117,16 @@ def fit_one(  # noqa: PLR0913
         )
     tuning = None
     if retune_window is not None and settings.protection is not None:
+        nodes = None if price is None else priced_nodes(price)
         tuning = retune(
-            pool, history, at, forecaster, settings, window_seconds=retune_window, live=live
+            pool,
+            history,
+            at,
+            forecaster,
+            settings,
+            window_seconds=retune_window,
+            nodes=nodes,
+            live=live,
         )
         settings = resolve_settings(
             pool, measured_lead=measured_lead, tuned=tuning.tuned, given=given
@@ -143,11 +156,19 @@ def fit_pools(
     observe: bool = False,
     retune_window: float | None = None,
     disabled_too: bool = False,
+    price_of: Callable[[Pool], Price] | None = None,
 ) -> dict[str, PoolFit]:
     """`fit_one` for every pool (of a policy, or listed) with a forecast section, in order (the
-    others are left out)."""
+    others are left out); `price_of` prices each pool's node (default: a policy's `cost:`,
+    `core.price.pool_price`), which its re-tune simulates."""
     forecaster = forecaster or default_forecaster()
     chosen = pools.pools if isinstance(pools, Policy) else pools
+    if price_of is None and isinstance(pools, Policy):
+        cost = pools.cost
+
+        def price_of(pool: Pool) -> Price:
+            return pool_price(pool, cost)
+
     return {
         pool.name: fit_one(
             pool,
@@ -158,6 +179,7 @@ def fit_pools(
             observe=observe,
             retune_window=retune_window,
             disabled_too=disabled_too,
+            price=None if price_of is None else price_of(pool),
         )
         for pool in chosen
         if pool.forecast is not None

@@ -42,6 +42,7 @@ from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
 from predictive_headroom.core.shortfall import Shortfall, shortfall_cause
+from predictive_headroom.core.verdict import verdict
 from predictive_headroom.core.vocabulary import PlanReason, TuningStatus
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
@@ -65,7 +66,7 @@ from predictive_headroom.replay.promise_price import (
     price_of_promise,
     static_in_hindsight,
 )
-from predictive_headroom.replay.setup import Replay, WhatIf, resolve
+from predictive_headroom.replay.setup import Replay, SimulatedNodes, WhatIf, resolve
 from predictive_headroom.replay.shadow import Shadow, Side, changes, live_placeholders, side_of
 from predictive_headroom.replay.simulator import Run
 from predictive_headroom.replay.tail import tail_reserve_of
@@ -127,6 +128,8 @@ class Tuning:
     max_replicas: int | None = None
     fixed: tuple[int, float] | None = None
     """The fewest fixed placeholders that kept the target over the days read, and what they kept."""
+    node_slots: int | None = None
+    """Placeholders a simulated node held in the replay (the node priced; None: not replayed)."""
     fixed_hold: FixedHold | None = None
     """Held instead of the forecast (status `fixed`, `protectionFallback: fixed`), and why."""
     shadow: Shadow | None = None
@@ -149,24 +152,22 @@ class Tuning:
         )
 
     def against_fixed(self) -> dict[str, Any] | None:
-        """Whether the forecast beat fixed headroom over the days judged: its cost a day against
-        static headroom's at the protection it kept (`levels` at the target), and the fewest fixed
-        placeholders that kept the target over the days read. None: no figure."""
+        """Whether the forecast beat fixed headroom over the days judged (`core.verdict`, the one
+        verdict every command and page says): its cost a day against static headroom's at the
+        protection it kept (`levels` at the target), naming the fewest fixed placeholders that
+        kept the target over the days read. None: no figure."""
         level = next((lv for lv in self.levels if abs(lv.asked - self.target) < 1e-9), None)
         if level is None or level.kept is None:
             return None
-        static = level.static_per_day
-        beats = static is None or level.per_day <= static + 1e-9
-        n = None if self.fixed is None else self.fixed[0]
-        says = (
-            "the forecast beat fixed headroom over the days judged"
-            if beats
-            else f"the forecast did not beat a fixed N over the days judged: static headroom "
-            f"kept {100 * level.kept:.1f}% for {static:,.1f} overhead node-hours a day, the "
-            f"forecast for {level.per_day:,.1f}"
-            + ("" if n is None else f" (fixed headroom: minReplicas: {n}, forecast off)")
+        days = f"the last {plural(self.kept_days, 'day')}" if self.kept_days else "the days"
+        judged = verdict(
+            level.kept,
+            level.per_day,
+            level.static_per_day,
+            fixed_replicas=None if self.fixed is None else self.fixed[0],
+            over=f"over {days} judged to {iso_utc(self.at)}",
         )
-        return {"forecast_beats_fixed": beats, "fixed_replicas": n, "says": says}
+        return judged.to_dict()
 
     @property
     def overhead_per_day(self) -> float | None:
@@ -264,6 +265,7 @@ class Tuning:
             "price": price_of_promise(self.levels, self.target, price) if self.levels else None,
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
+            "node_slots": self.node_slots,
             **self._fallback_and_shadow(),
         }
 
@@ -318,6 +320,7 @@ class Tuning:
             "reason": self.reason,
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
+            "node_slots": self.node_slots,
             **self._fallback_and_shadow(),
         }
 
@@ -326,7 +329,7 @@ def _dict_or_none(cause: Shortfall | None) -> dict[str, Any] | None:
     return None if cause is None else cause.to_dict()
 
 
-def retune(
+def retune(  # noqa: PLR0913
     pool: Pool,
     history: History,
     at: float,
@@ -337,14 +340,16 @@ def retune(
     quantiles: Sequence[float] = RETUNE_QUANTILES,
     windows: Sequence[float] = RETUNE_WINDOWS,
     reserves: Sequence[int] | None = None,
+    nodes: SimulatedNodes | None = None,
     live: Sequence[tuple[float, int]] = (),
 ) -> Tuning:
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
     with its measured lead time); `reserves` overrides
-    `promise.reserve_sizes`. The protection kept is `settings.protection` (the pool's, or a
-    what-if given through the resolver). `live`: the target's replicas as read over time
-    ((instant, count), ascending; the dry-run daemon's), replayed beside the plan
+    `promise.reserve_sizes`; `nodes` is the simulated node (`replay.setup.priced_nodes`: the
+    node priced; default 8 placeholders). The protection kept is `settings.protection` (the
+    pool's, or a what-if given through the resolver). `live`: the target's replicas as read
+    over time ((instant, count), ascending; the dry-run daemon's), replayed beside the plan
     (`Tuning.shadow`). Never raises for bad data: a `default` Tuning says why instead."""
     assert pool.forecast is not None and settings.protection is not None
     started = time.perf_counter()
@@ -364,7 +369,7 @@ def retune(
         )
     try:
         grid = (window_seconds, quantiles, windows, reserves)
-        return _tune(pool, settings, known, at, forecaster, grid, started, live)
+        return _tune(pool, settings, known, at, forecaster, grid, started, nodes, live)
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -378,6 +383,7 @@ def _tune(
     forecaster: Forecaster,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     started: float,
+    nodes: SimulatedNodes | None = None,
     live: Sequence[tuple[float, int]] = (),
 ) -> Tuning:
     assert plan_settings.protection is not None
@@ -389,8 +395,9 @@ def _tune(
         detail = f": {fitted.detail}" if fitted.detail else ""
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
+    simulated = nodes or SimulatedNodes()
     book, days, tail, static, capped, yours = _replay(
-        pool, plan_settings, known, begin, fitted, grid, target, live
+        pool, plan_settings, known, begin, fitted, grid, target, simulated, live
     )
     choice = choose(book, target, tail=tail)
     levels = _levels(book, static, target, tail, choice)
@@ -428,6 +435,7 @@ def _tune(
         capped_days=capped.get(cand, 0),
         max_replicas=pool.max_replicas,
         fixed=_fixed(static, target),
+        node_slots=simulated.node_slots,
         fixed_hold=hold,
     )
     if yours is None or not choice.kept_periods:
@@ -532,6 +540,7 @@ def _replay(
     fitted: Forecast,
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     target: float,
+    nodes: SimulatedNodes,
     live: Sequence[tuple[float, int]] = (),
 ) -> tuple[Ledger, float, int | None, Ledger, dict[Candidate, int], Ledger | None]:
     """Every (quantile, window) of the grid, each plus every reserve (the tail-aware one among
@@ -543,7 +552,7 @@ def _replay(
     _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
-    what_if = WhatIf(warmup_seconds=begin - replayed.start)
+    what_if = WhatIf(nodes=nodes, warmup_seconds=begin - replayed.start)
     # The same settings as the daemon's, from the same resolver: the pool and its measured lead.
     r = resolve(replayed, pool, what_if, measured_lead=plan_settings.measured_lead)
     # The burst model reads its features from every sample known before each replayed minute.

@@ -27,6 +27,7 @@ from predictive_headroom.backtest.promise_measure import Replayed, prepare, prom
 from predictive_headroom.backtest.results import BacktestResult
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import iso_utc
+from predictive_headroom.core.verdict import Verdict, verdict
 from predictive_headroom.replay.promise import WalkForward
 from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
 from predictive_headroom.replay.simulator import Run, simulate
@@ -173,12 +174,23 @@ class CurrentReplay:
     ours_cost_same_kept: float | None
     """What the promise's curve cost a day at the N's protection (None: it never kept it)."""
 
+    def verdict(self) -> Verdict:
+        """The one verdict (`core.verdict`) on the whole scored span: the promise's curve at the
+        protection the N kept against the N's cost."""
+        return verdict(
+            self.theirs.kept,
+            self.ours_cost_same_kept,
+            self.theirs.per_day,
+            fixed_replicas=self.replicas,
+            yours=True,
+            over="on this history",
+        )
+
     @property
     def theirs_better(self) -> bool:
         """The fixed N was cheaper at its protection than the product (or the product never
         kept it)."""
-        ours = self.ours_cost_same_kept
-        return ours is None or ours > self.theirs.per_day + 1e-9
+        return not self.verdict().forecast_better
 
     def sentence(self, price: Price | None = None) -> str:
         """The answer in the user's words (see the module docstring)."""
@@ -197,9 +209,10 @@ class CurrentReplay:
             f"predictive headroom at the same cost kept {100 * self.ours_kept_same_cost:.1f}%, "
             + at_kept
         )
-        if self.theirs_better:
+        judged = self.verdict()
+        if not judged.forecast_better:
             said = head.removeprefix(f"your {n} fixed placeholder{'s' if n != 1 else ''} ")
-            return f"your fixed {n} did better on this history: it {said}; {body}"
+            return f"{judged.says()}: it {said}; {body}"
         return f"{head}; {body}"
 
     def to_dict(self, price: Price | None = None) -> dict[str, Any]:
@@ -215,6 +228,7 @@ class CurrentReplay:
             if ours is None
             else _money_value(ours, price),
             "theirs_better": self.theirs_better,
+            "verdict": self.verdict().to_dict(),
             "says": self.sentence(price),
         }
 

@@ -27,6 +27,7 @@ from matplotlib.transforms import Bbox
 from predictive_headroom.backtest.frontier_plot import frontier_figure
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import NEGATIVE_CHANGE, BacktestResult, headline
+from predictive_headroom.core.verdict import why_they_differ
 from predictive_headroom.pages.format import fmt_compact, fmt_duration, fmt_number, fmt_utc
 from predictive_headroom.pages.glossary import (
     BACKTEST_TERMS,
@@ -399,6 +400,18 @@ def page_terms(data: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
+def _verdict_notes(data: dict[str, Any]) -> list[str]:
+    """Why the verdict against the user's N and the daemon's differ, where they do
+    (`core.verdict.why_they_differ`)."""
+    notes = []
+    for e in data.get("promise") or []:
+        daemon = ((e.get("daemon_now") or {}).get("promise") or {}).get("against_fixed")
+        for c in data.get("current") or []:
+            if note := why_they_differ(c.get("verdict") or {}, daemon):
+                notes.append(note)
+    return notes
+
+
 def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
     """The backtest as one self-contained HTML document (inline CSS and SVG, no scripts)."""
     data = result.to_dict()
@@ -415,6 +428,7 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         headline=headline(result),
         promise=data.get("promise") or [],
         current=data.get("current") or [],
+        verdict_notes=_verdict_notes(data),
         promise_sentences=[
             (sentence(e), e.realized_protection < e.protection - 1e-9) for e in result.promise or []
         ],

@@ -60,6 +60,7 @@ from predictive_headroom.backtest.results import (
     component_chart_data,
     x_against,
 )
+from predictive_headroom.core.components import Part
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import (
     DAY_SECONDS,
@@ -79,7 +80,7 @@ from predictive_headroom.policy.config import (
     Pool,
 )
 from predictive_headroom.protocols import Forecaster
-from predictive_headroom.replay.planner import SimulatedDisruption, planner_strategy
+from predictive_headroom.replay.planner import SimulatedDisruption, planner_strategy, replay_parts
 from predictive_headroom.replay.setup import Replay, resolve
 from predictive_headroom.replay.simulator import (
     ClusterSpec,
@@ -452,11 +453,25 @@ def last_day_burst(
     return burst_chart_data(pool, last.burst_model, times[span], demand[span], allowance, fit)
 
 
+def parts_reader(
+    result: BacktestResult, pool: Pool, at: float
+) -> Callable[[PlanSettings], dict[str, Part]]:
+    """Every registered component of `pool` at `at` (its last minute at or before) as the replay
+    `result` saw it (`replay.planner.replay_parts`: the app pods known then, the forecast's
+    simulated nodes), for the settings in force: what `app.review.daemon_now` plans with, as the
+    daemon reads them from the cluster."""
+    i = max(0, int(np.searchsorted(result.times, at, side="right")) - 1)
+    nodes = int(result.strategies["forecast"].run.ready[i])
+    slots = result.cluster.node_slots
+    return lambda settings: replay_parts(pool, result.pods, i, settings, slots, nodes)
+
+
 __all__ = [
     "BacktestResult",
     "BacktestSettings",
     "DialPoint",
     "StrategyResult",
     "WindowPoint",
+    "parts_reader",
     "run_backtest",
 ]

@@ -10,7 +10,7 @@ from datetime import timedelta
 from predictive_headroom.backtest.against_fixed import current, replays
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import BacktestResult, headline
-from predictive_headroom.backtest.run import run_backtest
+from predictive_headroom.backtest.run import parts_reader, run_backtest
 from predictive_headroom.backtest.text import (
     format_dial,
     format_frontier,
@@ -39,6 +39,7 @@ from predictive_headroom.commands.replay_flags import add_replay_arguments, sett
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import Given
+from predictive_headroom.core.verdict import why_they_differ
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.placeholder import Placeholder
@@ -166,15 +167,19 @@ def with_daemon_now(
 ) -> BacktestResult:
     """Each promise entry with what the daemon would hold at the end of the data when asked that
     protection at `at`, the last sample (`app.review.daemon_now`: its re-tune on its own window
-    and the plan it would write), so `backtest`, `tune`, `plan` and `report` name the same setting and count."""
+    and the plan it would write, with every registered component as the replay saw it), so
+    `backtest`, `tune`, `plan` and `report` name the same setting and count."""
     from predictive_headroom.app.fit import default_forecaster
     from predictive_headroom.app.review import daemon_now
 
     forecaster, window = default_forecaster(), daemon_retune_window()
+    parts = parts_reader(result, pool, at)
     entries = []
     for entry in result.promise or []:
         what_if = Given(protection=entry.protection)  # through the resolver, as a flag
-        now = daemon_now(pool, source, at, forecaster, price, retune_window=window, given=what_if)
+        now = daemon_now(
+            pool, source, at, forecaster, price, retune_window=window, given=what_if, parts=parts
+        )
         entries.append(replace(entry, daemon_now=now.to_dict()))
     return replace(result, promise=entries)
 
@@ -229,8 +234,8 @@ def run(args: argparse.Namespace) -> int:
     pool = pool_from_args(args)
     cost = load_config(args.config).cost if args.config else None
     placeholder = pool.placeholder if pool is not None else Placeholder()
-    price, shape = price_from_args(args, placeholder, cost, args.node_slots)
-    settings = settings_from_args(args, shape, price.slots, grid_flags)
+    price = price_from_args(args, placeholder, cost, args.node_slots)[0]
+    settings = settings_from_args(args, price, grid_flags)
     currents = currents_from_args(args)  # before any history is read
     if currents and not settings.protections:  # the user's N is read against the promise
         asked = pool.protection if pool is not None and pool.protection else DEFAULT_PROTECTION
@@ -323,7 +328,13 @@ def print_text(result: BacktestResult) -> None:
         )
         print(format_interruptions(result))
     print()
-    print(headline(result))
+    if result.promise:  # the verdict against fixed headroom is the promise's (`core.verdict`)
+        said = headline(result)
+        print(
+            f"without the promise (the pool's own setting, not tuned): {said[:1].lower()}{said[1:]}"
+        )
+    else:
+        print(headline(result))
     for c in result.current or []:
         print(c["says"])
 
@@ -341,6 +352,10 @@ def _print_promise(result: BacktestResult) -> None:
         print(f"  {sentence(entry)}")
         if entry.daemon_now:
             print(f"    {entry.daemon_now['sentence']}")
+            daemon = (entry.daemon_now.get("promise") or {}).get("against_fixed")
+            for c in result.current or []:
+                if note := why_they_differ(c.get("verdict") or {}, daemon):
+                    print(f"    note: {note}")
     if result.promise[0].price_assumed:
         print(f"  priced as {result.promise[0].price_assumed}")
     print(

@@ -306,7 +306,14 @@ def forecasts_from_args(
     without a source); CommandError when no pool could read any history."""
     if source is None:
         return Fitted()
-    fits = fit_pools(policy, source, at, observe=True, retune_window=daemon_retune_window())
+    fits = fit_pools(
+        policy,
+        source,
+        at,
+        observe=True,
+        retune_window=daemon_retune_window(),
+        price_of=lambda pool: pool_price_from_args(args, pool, policy.cost),  # the node simulated
+    )
     failures = [w for f in fits.values() if f.history is None for w in f.warnings]
     if fits and failures and all(f.history is None for f in fits.values()):
         raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))
@@ -411,6 +418,8 @@ def _print_promises(promises: dict[str, dict[str, Any]]) -> None:
     for name, p in promises.items():
         lead = "warning: " if p["short"] else ""
         print(f"\n{lead}pool {name}: protection {p['in_full']}; holding {p['holding']}")
+        if p.get("against_fixed"):  # the one verdict (`core.verdict`), as the report says it
+            print(f"pool {name}: {p['against_fixed']['says']}")
 
 
 def plan_timeline(

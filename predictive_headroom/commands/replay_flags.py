@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.commands import CommandError, duration_arg
-from predictive_headroom.core.price import NodeShape
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.policy.durations import parse_duration
-from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
+from predictive_headroom.replay.setup import SimulatedNodes, WhatIf, priced_nodes
 from predictive_headroom.replay.workers import MAX_WORKERS, default_workers
 
 GridFlags = Callable[
@@ -39,8 +40,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--node-slots",
         type=int,
-        help="placeholder-sized slots per node (default: as many as fit in --node-cpu and "
-        "--node-memory, else 8)",
+        help="placeholder-sized slots per node (default: as many as fit in the node priced: "
+        "--node-cpu and --node-memory, else the policy's cost.nodeCpu and nodeMemory, else 8)",
     )
     parser.add_argument(
         "--lag", type=duration_arg, default=180.0, help="node provisioning lag (default 3m)"
@@ -87,7 +88,8 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cores-per-node",
         type=float,
-        help="cores per simulated node for a CPA cores rule (default: --node-cpu, else 8)",
+        help="cores per simulated node for a CPA cores rule (default: the node priced's CPU: "
+        "--node-cpu, else the policy's cost.nodeCpu, else its placeholders' CPU)",
     )
     parser.add_argument(
         "--interruptions",
@@ -117,14 +119,14 @@ def _duration_arg(text: str) -> float:
 # Long on purpose: one check per flag, so every problem is reported at once, then one mapping.
 def settings_from_args(
     args: argparse.Namespace,
-    shape: NodeShape | None = None,
-    slots: int | None = None,
+    price: Price | None = None,
     grid: GridFlags | None = None,
 ) -> BacktestSettings:
-    """Check the numeric flags (every problem at once) and build the settings; `shape` is the
-    node the flags gave (`price_from_args`), which sizes the simulated node unless
-    `--node-slots` / `--cores-per-node` say otherwise (`slots`: the placeholders it holds);
-    `grid` reads the command's own quantile, dial and protection flags (`backtest`'s)."""
+    """Check the numeric flags (every problem at once) and build the settings; the simulated
+    node is the node `price` priced (`price_from_args`: the flags' shape over the policy's,
+    `replay.setup.priced_nodes`, as the daemon's re-tune simulates it) unless `--node-slots` /
+    `--cores-per-node` say otherwise; `grid` reads the command's own quantile, dial and
+    protection flags (`backtest`'s)."""
     problems = []
     if args.demand_per_replica is not None and not args.demand_per_replica > 0:
         problems.append(f"--demand-per-replica must be positive, got {args.demand_per_replica:g}")
@@ -149,14 +151,13 @@ def settings_from_args(
             problems.append(f"--interruptions: {exc}")
     if problems:
         raise CommandError("; ".join(problems))
-    nodes = SimulatedNodes()
-    nodes = SimulatedNodes(
-        node_slots=args.node_slots or (slots if shape is not None and slots else nodes.node_slots),
-        lag_seconds=args.lag,
-        scale_down_delay_seconds=args.scale_down_delay,
-        cores_per_node=args.cores_per_node
-        or (shape.cpu if shape is not None else nodes.cores_per_node),
-    )
+    nodes = SimulatedNodes(lag_seconds=args.lag, scale_down_delay_seconds=args.scale_down_delay)
+    if price is not None:
+        nodes = priced_nodes(price, nodes)
+    if args.node_slots:
+        nodes = replace(nodes, node_slots=args.node_slots)
+    if args.cores_per_node:
+        nodes = replace(nodes, cores_per_node=args.cores_per_node)
     given = Given(
         lead=args.lead_time,
         burst_quantile=quantile,

@@ -160,6 +160,7 @@ def make_report(args: argparse.Namespace) -> Report:
         accuracy=True,
         observe=True,
         retune_window=daemon_retune_window(),  # a `protection:` pool: what the daemon would hold
+        price_of=lambda pool: pool_price_from_args(args, pool, policy.cost),  # the node simulated
     )
     read = {n: f for n, f in fits.items() if f.history is not None}
     failures = [w for f in fits.values() if f.history is None for w in f.warnings]

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -164,7 +167,8 @@ def cluster_reads(
 ]:
     """The node and pod readers: through list-and-watch caches when `watch` (PH_WATCH, not
     `--once`), else listing every reconcile."""
-    nodes, pods = KubeClusterReader(api), KubePodReader(api)
+    node_namespaces = tuple(n.strip() for n in settings.node_pod_namespaces.split(",") if n.strip())
+    nodes, pods = KubeClusterReader(api), KubePodReader(api, node_namespaces=node_namespaces)
     if not watch:
         return nodes, pods, None
     caches = Caches(WatchOptions(quiet_deadline=settings.watch_deadline))
@@ -208,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
     daemon, api = build_daemon(args, settings, policy, elector_for)
     if isinstance(daemon.caches, Caches):
         daemon.caches.on_relist = daemon.metrics.watch_relisted
+        daemon.caches.on_backoff = daemon.metrics.watch_backed_off
     daemon.target_apis.update(policy.pools)  # logs the CapacityBuffer version each such pool uses
     if args.once:
         return once(daemon)
@@ -295,6 +300,10 @@ def _listen(
         ) from None
 
 
+STOP_WAIT = 5.0
+"""Seconds a stop waits for the threads it abandoned (a reconcile, a refit, a watch) to end."""
+
+
 def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) -> int:
     """Run until SIGTERM or SIGINT; returns 0 after a clean stop."""
     stop = threading.Event()
@@ -323,6 +332,39 @@ def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) ->
     for server in servers:
         server.stop()
     if isinstance(daemon.caches, Caches):
-        daemon.caches.stop()
+        daemon.caches.stop(wait=STOP_WAIT)
     logger.info("stopped")
+    end_without_abandoned_threads(STOP_WAIT)
     return 0
+
+
+def end_without_abandoned_threads(wait: float) -> None:
+    """Return once no daemon thread but this one runs (waiting up to `wait` seconds); when one is
+    still inside a call then (an API server that does not answer, a Prophet fit), end the process
+    at once with exit 0, logs flushed, rather than let the interpreter finalise under it.
+
+    A daemon thread that wakes while the interpreter finalises is ended by CPython from inside its
+    blocking call, which aborted the process (`Fatal Python error: Aborted`, exit -6) after an API
+    outage (issue 55). The work abandoned here is what a stop abandons anyway: a reconcile's
+    writes are single PATCHes applied whole or not at all, an abandoned refit swaps nothing in.
+    """
+    ends = time.monotonic() + wait
+    while True:
+        running = [
+            t.name
+            for t in threading.enumerate()
+            if t.daemon and t.is_alive() and t is not threading.current_thread()
+        ]
+        if not running or time.monotonic() >= ends:
+            break
+        time.sleep(0.05)
+    if running:
+        logger.info(
+            "exiting now: %d abandoned thread(s) still in a call (%s)",
+            len(running),
+            ", ".join(sorted(set(running))),
+        )
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

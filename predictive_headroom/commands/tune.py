@@ -27,7 +27,7 @@ from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.results import BacktestSettings
-from predictive_headroom.backtest.run import run_backtest
+from predictive_headroom.backtest.run import parts_reader, run_backtest
 from predictive_headroom.commands import (
     CommandError,
     add_csv_arguments,
@@ -43,9 +43,10 @@ from predictive_headroom.commands import (
 )
 from predictive_headroom.commands.current import add_current_arguments, currents_from_args
 from predictive_headroom.commands.replay_flags import add_replay_arguments, settings_from_args
-from predictive_headroom.core.price import NodeShape
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.settings import Given
+from predictive_headroom.core.verdict import why_they_differ
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.durations import parse_windows
@@ -53,7 +54,6 @@ from predictive_headroom.policy.shares import parse_protection, parse_quantiles
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.replay.promise import PROMISE_QUANTILES
 from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
-from predictive_headroom.replay.setup import SimulatedNodes
 
 HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
 DEFAULT_PROTECTION = 0.95
@@ -121,11 +121,8 @@ def run(args: argparse.Namespace) -> int:
         windows = parse_windows(args.windows) if args.windows else ()
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    nodes = SimulatedNodes()
-    price, shape = price_from_args(
-        args, pool.placeholder, policy.cost, args.node_slots or nodes.node_slots
-    )
-    settings = _settings(args, shape, price.slots, quantiles, windows, target)
+    price = price_from_args(args, pool.placeholder, policy.cost, args.node_slots)[0]
+    settings = _settings(args, price, quantiles, windows, target)
     currents = currents_from_args(args)  # before any history is read
     source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     if args.at:
@@ -157,7 +154,14 @@ def run(args: argparse.Namespace) -> int:
     # (its re-tune on its own window, the promise as asked) and the plan it would write then.
     what_if = Given(protection=None if pool.protection == target else target)
     now = daemon_now(
-        pool, source, at, forecaster, price, retune_window=daemon_retune_window(), given=what_if
+        pool,
+        source,
+        at,
+        forecaster,
+        price,
+        retune_window=daemon_retune_window(),
+        given=what_if,
+        parts=parts_reader(result, pool, at),  # every registered component, as the replay saw it
     )
     out["daemon_now"] = now.to_dict()
     out["seconds"] = round(time.perf_counter() - started, 1)
@@ -170,22 +174,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _settings(
     args: argparse.Namespace,
-    shape: NodeShape | None,
-    slots: int,
+    price: Price,
     quantiles: tuple[float, ...],
     windows: tuple[float, ...],
     target: float,
 ) -> BacktestSettings:
-    """The replay `backtest` would run with the same flags (`commands.replay_flags`), at tune's
-    grid, measuring the frontier's levels and `target` (the promise rule is cheap). The simulated
-    node is the node priced unless --node-slots says otherwise."""
-    settings = settings_from_args(args, shape, slots)
-    nodes = settings.replay.nodes
-    if args.node_slots is None:
-        nodes = replace(nodes, node_slots=slots)
+    """The replay `backtest` would run with the same flags (`commands.replay_flags`: the node
+    priced, unless --node-slots says otherwise), at tune's grid, measuring the frontier's levels
+    and `target` (the promise rule is cheap)."""
     return replace(
-        settings,
-        replay=replace(settings.replay, nodes=nodes),
+        settings_from_args(args, price),
         grid_quantiles=quantiles,
         stabilization_dial=windows,
         protections=tuple(sorted({*FRONTIER_LEVELS, target})),
@@ -236,6 +234,10 @@ def print_recommendation(out: dict[str, Any]) -> None:
     _print_paste(out)
     if out.get("daemon_now"):  # the daemon's own view at the end of the data
         print(out["daemon_now"]["sentence"])
+        daemon = (out["daemon_now"].get("promise") or {}).get("against_fixed")
+        for c in out.get("current") or []:
+            if note := why_they_differ(c.get("verdict") or {}, daemon):
+                print(f"note: {note}")
     print(_hindsight_line(out["hindsight"], out["static"], target))
     _print_frontier(out.get("price_of_promise"))
     for warning in out["warnings"]:

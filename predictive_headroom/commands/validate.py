@@ -29,6 +29,7 @@ from predictive_headroom.policy.load import (
     read_yaml,
     validate_policy,
 )
+from predictive_headroom.policy.target import adopt_command
 
 HELP = (
     "check policy files or Helm values files (- reads stdin); exit 2 with every problem "
@@ -133,6 +134,17 @@ def utc_notes(policy: Policy) -> list[str]:
     ]
 
 
+def adoption_notes(policy: Policy) -> list[str]:
+    """For each pool whose placeholder is declared existing, the label to put on that Deployment:
+    without it the daemon refuses to write it."""
+    return [
+        f"pools[{i}] ({pool.name}) adopts the existing Deployment {pool.target.namespace}/"
+        f"{pool.target.name}; label it so the daemon may scale it: {adopt_command(pool.target, pool.name)}"
+        for i, pool in enumerate(policy.pools)
+        if pool.placeholder.existing
+    ]
+
+
 def check(text: str, source: str, kind: str | None, release: str, namespace: str) -> str:
     """Validate one file; return the lines to print when it is fine (with notes on how it was
     read and defaults worth knowing), raise ConfigError if not (the kind's note on stderr)."""
@@ -150,7 +162,7 @@ def check(text: str, source: str, kind: str | None, release: str, namespace: str
     if parsed is None:
         ok = f"{source}: ok: Helm values without pools (the chart's default pool applies)"
     else:
-        notes += utc_notes(parsed)
+        notes += utc_notes(parsed) + adoption_notes(parsed)
         findings = policy_findings(parsed, time.time())
         windows = sum(len(p.schedules) for p in parsed.pools)
         events = sum(1 for p in parsed.pools for w in p.schedules if w.dated)

@@ -42,6 +42,9 @@ class Price:
     slots: int
     currency: str
     assumed: str
+    node: NodeShape | None = None
+    """The node priced: the shape given, else `slots` placeholders' worth (every replay simulates
+    this node: `replay.setup.priced_nodes`)."""
 
     @property
     def placeholder_hour(self) -> float | None:
@@ -121,9 +124,10 @@ def price_node_hour(
             n,
             currency,
             f"a node-hour at {node_hour_price:,.4g} {currency} (nodeHourPrice); {node}",
+            shape,
         )
     if not (per_cpu or per_gib):
-        return Price(None, n, currency, f"no prices (cost: section); {node}")
+        return Price(None, n, currency, f"no prices (cost: section); {node}", shape)
     value = shape.cpu * per_cpu + shape.memory_gib * per_gib
     return Price(
         value,
@@ -131,6 +135,7 @@ def price_node_hour(
         currency,
         f"a node-hour at {value:,.4g} {currency} = {_num(shape.cpu)} CPU x {per_cpu:g} + "
         f"{_num(shape.memory_gib)} GiB x {per_gib:g}; {node}",
+        shape,
     )
 
 

@@ -148,6 +148,10 @@ class PlanReason(StrEnum):
 
     MAX = "max"
     HOLD_STABILIZATION = "hold:scale-down-stabilization"
+    HOLD_TAKEOVER = "hold:takeover"
+    """A placeholder adopted as it is (`placeholder.existing`): the count the daemon found when it
+    took the Deployment over is not lowered for the pool's scaleDownStabilization
+    (`daemon/writes.py`)."""
     MIN_PREFIX = "min:"
     """Followed by the forecast status when `minReplicas` wins because the forecast is missing
     (e.g. `min:insufficient-history`): the value is `minReplicas`, and this says why no forecast
@@ -170,3 +174,12 @@ class BufferCondition(StrEnum):
     requires new capacity)."""
     LIMITED_BY_QUOTAS = "LimitedByQuotas"
     """True when a quota or limit caps the buffer below its replicas."""
+
+
+class Better(StrEnum):
+    """Which did better against the other at the same protection (`core.verdict`)."""
+
+    FORECAST = "forecast"
+    """The forecast cost no more than the fixed N (or no fixed N kept that protection)."""
+    FIXED = "fixed"
+    """The fixed N cost less (or the forecast never kept its protection)."""

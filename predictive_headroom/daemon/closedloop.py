@@ -102,8 +102,19 @@ def pool_node_selector(pool: Pool) -> str:
 
 
 def placeholder_selector(pool: Pool) -> str:
-    """The placeholder pods' label selector (the chart labels every placeholder with its pool)."""
-    return f"predictive-headroom.io/pool={pool.name}"
+    """The placeholder pods' label selector (the chart labels every placeholder with its pool);
+    none for an adopted Deployment (`placeholder.existing`), whose pods lack that label (adding it
+    would restart them): its pods are told by name (`own_pods`)."""
+    return "" if pool.placeholder.existing else f"predictive-headroom.io/pool={pool.name}"
+
+
+def own_pods(pool: Pool, pods: Iterable[PodSeen]) -> tuple[PodSeen, ...]:
+    """The pool's placeholder pods among those `placeholder_selector` listed: all of them, or for
+    an adopted Deployment those named after it (`<deployment>-<hash>-<5 characters>`)."""
+    if not pool.placeholder.existing:
+        return tuple(pods)
+    owned = _owned_by(pool.target.name)
+    return tuple(p for p in pods if owned.match(p.name))
 
 
 def _owned_by(deployment: str) -> re.Pattern[str]:

@@ -5,7 +5,8 @@ leaving nodes (cordoned, or tainted with one of the pool's `disruption.taints`) 
 pods need (`core.disruption`):
 
 - with `list pods` cluster-wide (opt-in: `PH_DISRUPTION_READ_PODS`, the chart's
-  `disruption.readPods`), the pods bound to each leaving node, from one list of the cluster's pods
+  `disruption.readPods`; or in the namespaces of `PH_NODE_POD_NAMESPACES` only, pods elsewhere
+  not counted), the pods bound to each leaving node, from one list of the cluster's pods
   per reconcile, shared by every pool (200 leaving nodes are one list, not 200). The list runs on
   its own thread and a pool waits for it only until the reconcile's deadline; past that, the last
   list that finished (at most `LAST_LIST_MAX_AGE` old, its age said) or the allocatable estimate

@@ -255,6 +255,7 @@ class Daemon:
                 self.forecaster,
                 retune_window=self.retune_window,
                 measured_lead=self.observer.measured_lead(pool),
+                price=pool_price(pool, policy.cost),  # the node its re-tune simulates
                 live=self.live.reads(pool.name) if self.dry_run else (),
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others

@@ -216,15 +216,28 @@ class Metrics:
         )
         self.watch_relists = Counter(
             f"{PREFIX}_watch_relists",
-            "Lists of a watched cache, by resource and reason (start; gone: 410; deadline: the watch "
-            "sent nothing, not even a bookmark; broken; retry-watch: the watch was refused; failed).",
+            "Lists of a watched cache, by resource and reason (start; gone: 410; unknown-version: "
+            "a version the server does not know; retry-watch: the watch was refused; failed).",
             ["resource", "reason"],
+            registry=r,
+        )
+
+        self.watch_backoff = Counter(
+            f"{PREFIX}_watch_backoff",
+            "Backoff waits of a watched cache before its next list or watch, by cache (its query) "
+            "and reason (list-failed; watch-failed: an error answer; broken: no answer or a stream "
+            "broken before it was healthy; short: a watch that ended at once; gone: before a re-list).",
+            ["cache", "reason"],
             registry=r,
         )
 
     def watch_relisted(self, resource: str, reason: str) -> None:
         """Count one list of a watched cache (`kube.informer`)."""
         self.watch_relists.labels(resource=resource, reason=reason).inc()
+
+    def watch_backed_off(self, cache: str, reason: str) -> None:
+        """Count one backoff wait of a watched cache (`kube.informer`)."""
+        self.watch_backoff.labels(cache=cache, reason=reason).inc()
 
     def _closed_loop_metrics(self, r: CollectorRegistry) -> None:
         """The closed loop: node boots, placeholder starts, pod waits, preemptions, lead time."""

@@ -23,6 +23,7 @@ from predictive_headroom.daemon.closedloop import (
     LoopSettings,
     PoolLoop,
     is_auto,
+    own_pods,
     placeholder_selector,
     pool_node_selector,
 )
@@ -122,7 +123,7 @@ class LoopObserver:
         assert self.pods is not None
         ns = pool.target.namespace
         try:
-            pods = self.pods.placeholder_pods(ns, placeholder_selector(pool))
+            pods = own_pods(pool, self.pods.placeholder_pods(ns, placeholder_selector(pool)))
             events = self._preemptions(ns)
         except Exception as exc:
             logger.warning(

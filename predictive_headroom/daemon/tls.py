@@ -6,7 +6,10 @@ plain listener exists, and waitress's header deadline and idle timeout apply as 
 closes its end, the TLS connection is closed). A client that does not finish its TLS handshake
 within the read timeout is cut off. `server_context` loads a mounted certificate
 (`PH_TLS_CERT_FILE`, `PH_TLS_KEY_FILE`) or, without one, makes a self-signed one at start
-(`cryptography`), as controller-runtime's secure metrics serving does.
+(`cryptography`), as controller-runtime's secure metrics serving does. A mounted certificate is
+loaded again when its files change (cert-manager renewing it, `helm upgrade` replacing the chart's
+Secret: the kubelet swaps the volume's files), checked at most every `RELOAD_CHECK` seconds as
+clients connect, like controller-runtime's certwatcher.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import socket
 import ssl
 import tempfile
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from cryptography import x509
@@ -34,6 +38,8 @@ from predictive_headroom.daemon.slow_clients import BACKLOG, CONNECTION_LIMIT, D
 logger = logging.getLogger(__name__)
 
 SELF_SIGNED_DAYS = 365
+RELOAD_CHECK = 10.0
+"""Seconds between two looks at a mounted certificate's files (as clients connect)."""
 CHUNK = 65536
 
 
@@ -73,17 +79,10 @@ def server_context(
 ) -> tuple[ssl.SSLContext, str]:
     """A TLS 1.2+ server context and where its certificate came from: `cert_file` and `key_file`
     when given (ValueError naming the file when unreadable), else a self-signed one for `names`."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
     if cert_file is not None:
-        try:
-            context.load_cert_chain(cert_file, key_file)
-        except (OSError, ssl.SSLError) as exc:
-            raise ValueError(
-                f"cannot load the TLS certificate {cert_file} with key {key_file or cert_file} "
-                f"(PH_TLS_CERT_FILE, PH_TLS_KEY_FILE): {exc}"
-            ) from None
-        return context, f"certificate {cert_file}"
+        reloading = ReloadingCertificate(cert_file, key_file)
+        return reloading.context, f"certificate {cert_file} (loaded again when it changes)"
+    context = _new_context()
     cert, key = self_signed(names, datetime.datetime.now(datetime.UTC))
     with tempfile.TemporaryDirectory(prefix="ph-tls-") as tmp:
         cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
@@ -92,6 +91,85 @@ def server_context(
         key_path.write_bytes(key)
         context.load_cert_chain(cert_path, key_path)
     return context, f"a self-signed certificate for {', '.join(names)}"
+
+
+def _new_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+def _load(cert_file: Path, key_file: Path | None) -> ssl.SSLContext:
+    """A server context with the certificate of `cert_file` (ValueError naming the files)."""
+    context = _new_context()
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(
+            f"cannot load the TLS certificate {cert_file} with key {key_file or cert_file} "
+            f"(PH_TLS_CERT_FILE, PH_TLS_KEY_FILE): {exc}"
+        ) from None
+    return context
+
+
+def _stamp(*paths: Path | None) -> tuple[tuple[int, int, int], ...]:
+    """(inode, mtime, size) of each file, through symlinks (a Secret volume's `..data` swap)."""
+    stamps = []
+    for path in paths:
+        if path is not None:
+            found = os.stat(path)
+            stamps.append((found.st_ino, found.st_mtime_ns, found.st_size))
+    return tuple(stamps)
+
+
+class ReloadingCertificate:
+    """A mounted certificate served from `context`, loaded again into a new context when its files
+    change; a change that does not load (files half replaced) keeps the one loaded before."""
+
+    def __init__(
+        self,
+        cert_file: Path,
+        key_file: Path | None,
+        every: float = RELOAD_CHECK,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.cert_file, self.key_file, self.every, self.monotonic = (
+            cert_file,
+            key_file,
+            every,
+            monotonic,
+        )
+        self.context = _load(cert_file, key_file)
+        """The context given to the server: its handshakes switch to `current`."""
+        self.context.sni_callback = self._pick
+        self.current = self.context
+        self._stamp = _stamp(cert_file, key_file)
+        self._checked = monotonic()
+        self._lock = threading.Lock()
+
+    def _pick(self, connection: ssl.SSLObject, _name: str | None, _ctx: ssl.SSLContext) -> None:
+        """Called at each handshake (with or without SNI): serve the newest certificate."""
+        current = self.refresh()
+        if current is not self.context:
+            connection.context = current
+
+    def refresh(self) -> ssl.SSLContext:
+        """The context to serve: loaded again when `every` seconds passed and the files changed."""
+        with self._lock:
+            if self.monotonic() - self._checked < self.every:
+                return self.current
+            self._checked = self.monotonic()
+            try:
+                stamp = _stamp(self.cert_file, self.key_file)
+                if stamp == self._stamp:
+                    return self.current
+                self.current, self._stamp = _load(self.cert_file, self.key_file), stamp
+                logger.info("TLS certificate %s changed: loaded again", self.cert_file)
+            except (OSError, ValueError) as exc:
+                logger.warning(
+                    "TLS certificate %s changed but did not load: %s", self.cert_file, exc
+                )
+            return self.current
 
 
 def default_names() -> list[str]:

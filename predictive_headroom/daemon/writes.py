@@ -9,8 +9,14 @@ Safety rules:
 - only the pool's own target is written: one carrying the label `predictive-headroom.io/pool:
   <pool>`; any other is refused at every reconcile (outcome `refused`, its reason on /last-run),
   with one warning and one Warning Event (NotOwned) each time a refusal starts, and never written;
+  so is a Deployment adopted as it is (`placeholder.existing`) that is not a pause placeholder
+  (a container other than a pause image, or no PriorityClass below 0): the message names what
+  was found;
 - a target paused with the kill-switch annotation is left alone, and what was written to it is
   forgotten;
+- a placeholder adopted as it is (`placeholder.existing`) is taken over from its current count:
+  the count found at the first reconcile that may write it is not lowered for the pool's
+  `scaleDownStabilization` (reason `hold:takeover`), as if it had been the daemon's own plan;
 - missing inputs never lower the count: with a missing input, a plan below the current replicas
   is held at the current replicas (reason `hold:<what is missing>`);
 - a replica count changed by a person (not what was last written, while the plan's desired value
@@ -34,8 +40,9 @@ import logging
 from collections.abc import Callable, Iterable
 
 from predictive_headroom.core.planner import Plan
-from predictive_headroom.core.vocabulary import PoolAction
+from predictive_headroom.core.vocabulary import PlanReason, PoolAction
 from predictive_headroom.daemon.outcomes import PoolOutcome
+from predictive_headroom.policy.adopt import PodTemplate, pause_problem, requests_mismatch
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import ownership_problem
 from predictive_headroom.protocols import Actuator, TargetState
@@ -60,6 +67,10 @@ class TargetWriter:
         """Per pool, the uid of the target object last read."""
         self._refused: dict[str, str] = {}
         """Pools whose target is refused (not their own), with the reason last given."""
+        self._taken: dict[str, tuple[float, int]] = {}
+        """Per adopted pool (`placeholder.existing`): when it was taken over, and the count found."""
+        self._requests_warned: dict[str, str | None] = {}
+        """Per adopted pool: the requests mismatch last warned about (None: none)."""
 
     def step_down(self) -> None:
         """Forget what was written and planned: whoever leads meanwhile owns the targets."""
@@ -75,6 +86,8 @@ class TargetWriter:
             self._dry_reported.pop(name, None)
             self._uids.pop(name, None)
             self._refused.pop(name, None)
+            self._taken.pop(name, None)
+            self._requests_warned.pop(name, None)
             self._overridden.discard(name)
 
     def _notice_recreated(self, pool: Pool, uid: str | None, target: str) -> None:
@@ -94,6 +107,7 @@ class TargetWriter:
             self._applied.pop(pool.name, None)
             self._planned.pop(pool.name, None)
             self._dry_reported.pop(pool.name, None)
+            self._taken.pop(pool.name, None)
             self._overridden.discard(pool.name)
 
     def write(self, pool: Pool, plan: Plan, missing: str | None) -> PoolOutcome:
@@ -119,6 +133,7 @@ class TargetWriter:
         self._notice_recreated(pool, state.uid, target)
         if state.paused:
             return self._leave_paused(pool, plan, state.replicas, target)
+        plan = self._held_at_takeover(pool, plan, state.replicas)
         plan = held_for_missing(pool, plan, state.replicas, missing)
         planned_before = self._planned.get(pool.name)
         self._planned[pool.name] = plan.desired
@@ -140,10 +155,14 @@ class TargetWriter:
         return self._bring_to_plan(pool, plan, state.replicas)
 
     def _refusal(self, pool: Pool, plan: Plan, state: TargetState) -> PoolOutcome | None:
-        """None when the target is the pool's own; else the `refused` outcome, saying why. A
+        """None when the target is the pool's own (and, for a placeholder declared existing, a
+        pause placeholder: `policy.adopt`); else the `refused` outcome, saying why. A
         refusal that starts (or whose reason changes) is logged and recorded as a Warning Event on
         the target (not in dry-run: an Event is a write too); what was written to it is forgotten."""
         problem = ownership_problem(pool.target, pool.name, state.pool_label)
+        if problem is None and pool.placeholder.existing and state.template is not None:
+            problem = pause_problem(pool.target, pool.name, state.template)
+            self._check_requests(pool, state.template)
         if problem is None:
             if self._refused.pop(pool.name, None) is not None:
                 logger.info("pool %s: its target now carries its label; serving it", pool.name)
@@ -156,6 +175,36 @@ class TargetWriter:
         self._applied.pop(pool.name, None)
         self._planned.pop(pool.name, None)
         return PoolOutcome(pool.name, PoolAction.REFUSED, plan, state.replicas, error=problem)
+
+    def _check_requests(self, pool: Pool, template: PodTemplate) -> None:
+        """Warn once (per difference) when an adopted placeholder's pods request other than its
+        `placeholder.requests` say: headroom is priced and shares counted with the policy's."""
+        mismatch = requests_mismatch(pool.name, pool.placeholder.amounts, template)
+        if mismatch is not None and self._requests_warned.get(pool.name) != mismatch:
+            logger.warning("%s", mismatch)
+        self._requests_warned[pool.name] = mismatch
+
+    def _held_at_takeover(self, pool: Pool, plan: Plan, current: int) -> Plan:
+        """`plan`, or for an adopted placeholder within `scaleDownStabilization` of its takeover a
+        plan held at the count found then (at most `maxReplicas`), reason `hold:takeover`."""
+        if not pool.placeholder.existing:
+            return plan
+        since, found = self._taken.setdefault(pool.name, (plan.at, current))
+        held = min(found, pool.max_replicas)
+        window = pool.scale_down_stabilization.total_seconds()
+        if plan.at - since < window and plan.desired < held:
+            if plan.at == since:
+                logger.info(
+                    "pool %s: took %s/%s over at %d replicas; not lowering it for %s "
+                    "(scaleDownStabilization)",
+                    pool.name,
+                    pool.target.namespace,
+                    pool.target.name,
+                    found,
+                    pool.scale_down_stabilization,
+                )
+            return dataclasses.replace(plan, desired=held, reason=PlanReason.HOLD_TAKEOVER)
+        return plan
 
     def _leave_paused(self, pool: Pool, plan: Plan, current: int, target: str) -> PoolOutcome:
         """Leave a paused target at `current` replicas, forget what was written to it, and say so."""

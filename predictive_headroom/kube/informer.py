@@ -5,25 +5,36 @@ bookmarks, in a thread of its own, and keeps for each object only the small valu
 function makes of it (the fields the daemon reads, not the object). A reconcile reads `current()`
 from memory; the API server sees one long-lived watch per query instead of a LIST per reconcile.
 
-Faults, each handled in the informer's thread and never raised to a reconcile:
-- `410 Gone` (the version was compacted) or a broken watch (connection dropped, an answer that
-  cannot be read, a server error): the query is listed again (a re-list) and watched from there.
+Faults, each handled in the informer's thread and never raised to a reconcile, with client-go's
+manners (its reflector): every retry after a failure waits an exponential backoff with jitter
+(`Backoff`: 0.8 s doubling to 30 s, each wait up to twice that with jitter, back to 0.8 s after a
+healthy minute), kept per cache; a watch is resumed from the last resourceVersion it saw (an
+event's or a bookmark's) and the query is listed again only when that version is gone.
+- A watch that ends (the server's timeout) or breaks (connection dropped, an unreadable answer)
+  after it was healthy (it lasted a second or sent something): resumed at once. One that ends or
+  breaks at once with nothing: resumed after a wait (reason `short`, `broken`).
+- A watch answered with an error (5xx, 429: at least its Retry-After) or not answered (connection
+  refused, a timeout): resumed after a wait (`watch-failed`, `broken`).
 - A watch that is silent for `quiet_deadline` seconds (no event and no bookmark; the API server
-  sends a bookmark about once a minute): re-listed, with reason `deadline`.
+  sends a bookmark about once a minute): resumed at once (`quiet` in the log).
+- `410 Gone` (the version was compacted) or a version the server does not know: the query is
+  listed again after a wait (`gone`) and watched from the list's version.
 - A watch the API server refuses (403: the RBAC lacks `watch`): one error naming the verb and the
   resource, then the informer is `listing`: every read lists, as before watches, and the watch is
   tried again every `retry_watch` seconds.
-- A list that fails: tried again with backoff; meanwhile reads list for themselves.
+- A list that fails: tried again after a wait (`list-failed`); meanwhile reads list for themselves.
 
-The counters of re-lists go to `on_relist(resource, reason)`, which the shell points at a metric.
-The client's own `kubernetes.informer.SharedInformer` is not used: it keeps whole model objects,
-lists without pages or bookmarks, has no silence deadline and reconnects a refused watch at once
+The counters of re-lists go to `on_relist(resource, reason)` and of waits to
+`on_backoff(cache, reason)`, which the shell points at metrics. The client's own
+`kubernetes.informer.SharedInformer` is not used: it keeps whole model objects, lists without
+pages or bookmarks, has no silence deadline and reconnects a refused watch at once
 (docs/operations.md).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +52,7 @@ from predictive_headroom.kube.errors import (
     Forbidden,
     Gone,
     KubeError,
+    Throttled,
     mapped,
     short,
 )
@@ -70,14 +82,63 @@ class RelistReason(StrEnum):
     START = "start"
     GONE = "gone"
     """The watch's resourceVersion was compacted away (410)."""
-    DEADLINE = "deadline"
-    """The watch sent nothing, not even a bookmark, for `quiet_deadline` seconds."""
-    BROKEN = "broken"
-    """The watch broke: connection dropped, unreadable answer, server error."""
+    UNKNOWN_VERSION = "unknown-version"
+    """The API server does not know the watch's resourceVersion (too large, unreadable)."""
     RETRY_WATCH = "retry-watch"
     """The watch was refused earlier; trying it again."""
     FAILED = "failed"
     """The previous list failed."""
+
+
+class BackoffReason(StrEnum):
+    """Why a cache waited before its next request to the API server."""
+
+    LIST_FAILED = "list-failed"
+    WATCH_FAILED = "watch-failed"
+    """The watch was answered with an error (5xx, 429, ...)."""
+    BROKEN = "broken"
+    """No answer (connection refused, reset, a timeout), or the stream broke before it was healthy."""
+    SHORT = "short"
+    """The watch ended at once, having sent nothing."""
+    GONE = "gone"
+    """The watch's version is gone (410) or unknown: the wait before the re-list."""
+
+
+@dataclass(frozen=True)
+class BackoffTiming:
+    """client-go's reflector backoff (`wait.NewExponentialBackoffManager(800ms, 30s, 2m, 2.0, 1.0)`),
+    with the reset after a healthy minute."""
+
+    initial: float = 0.8
+    cap: float = 30.0
+    factor: float = 2.0
+    jitter: float = 1.0
+    """Each wait is its step plus up to `jitter` times the step, at random."""
+    reset_after: float = 60.0
+    """Seconds without a wait after which the next wait starts from `initial` again."""
+
+
+class Backoff:
+    """The waits of one cache: `next(now)` is the seconds to wait before the next try.
+
+    Steps grow from `initial` by `factor` up to `cap`; a wait asked for `reset_after` seconds
+    after the last one ended starts from `initial` again. `random` is injectable for tests."""
+
+    def __init__(self, timing: BackoffTiming, random: Callable[[], float] = random.random) -> None:
+        self.timing, self.random = timing, random
+        self._step = timing.initial
+        self._ends: float | None = None
+        """When the last wait ended (None: no wait yet)."""
+
+    def next(self, now: float) -> float:
+        """The next wait at `now` (a pure step of the schedule, then jitter)."""
+        t = self.timing
+        if self._ends is not None and now - self._ends > t.reset_after:
+            self._step = t.initial
+        step, self._step = self._step, min(t.cap, self._step * t.factor)
+        wait = step + t.jitter * step * self.random()
+        self._ends = now + wait
+        return wait
 
 
 @dataclass(frozen=True)
@@ -114,11 +175,14 @@ class WatchOptions:
     """The API server ends each watch request after this long; it is resumed from its last
     resourceVersion without a list."""
     quiet_deadline: float = 150.0
-    """A watch that sends nothing (no event, no bookmark) for this long is re-listed."""
+    """A watch that sends nothing (no event, no bookmark) for this long is dropped and resumed
+    from its last version."""
     retry_watch: float = 600.0
     """Seconds between tries of a refused watch (RBAC may have been updated meanwhile)."""
-    backoff_initial: float = 1.0
-    backoff_max: float = 60.0
+    backoff: BackoffTiming = BackoffTiming()
+    """Waits before each retry after a failed list or watch."""
+    healthy_watch: float = 1.0
+    """A watch that lasted this long, or sent anything, was healthy: resumed at once when it ends."""
     sync_wait: float = 10.0
     """How long a read waits for a new cache's first list before listing for itself."""
 
@@ -153,6 +217,7 @@ class CacheStatus:
     last_relist_reason: str | None
     relists: int
     last_error: str | None
+    backoff_waits: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         def rounded(x: float | None) -> float | None:
@@ -167,6 +232,7 @@ class CacheStatus:
             "last_relist_reason": self.last_relist_reason,
             "relists": self.relists,
             "last_error": self.last_error,
+            "backoff_waits": self.backoff_waits,
         }
 
 
@@ -174,7 +240,8 @@ class Informer(Generic[V]):
     """A list-and-watch cache of one `WatchQuery`, kept by its own thread (`start`, `stop`).
 
     `list_fn` is the client's list method for the query's resource (with its namespace bound);
-    `slim` makes the value kept per object.
+    `slim` makes the value kept per object. `sleep(seconds)` waits a backoff (default: until the
+    wait ends or the informer stops); `monotonic`, `sleep` and `random` are injectable for tests.
     """
 
     def __init__(
@@ -186,10 +253,17 @@ class Informer(Generic[V]):
         call_options: CallOptions | None = None,
         on_relist: Callable[[str, str], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] | None = None,
+        random: Callable[[], float] = random.random,
+        on_backoff: Callable[[str, str], None] | None = None,
     ) -> None:
         self.query, self.list_fn, self.slim = query, list_fn, slim
         self.options, self.call_options = options or WatchOptions(), call_options or CallOptions()
-        self.on_relist, self.monotonic = on_relist, monotonic
+        self.on_relist, self.monotonic, self.on_backoff = on_relist, monotonic, on_backoff
+        self._backoff = Backoff(self.options.backoff, random)
+        self.backoff_waits = 0
+        self._version = ""
+        """The last resourceVersion the cache saw (a list's, an event's, a bookmark's)."""
         self._items: dict[tuple[str, str], V] = {}
         self._snapshot: tuple[V, ...] | None = None
         """The values in (namespace, name) order, the order of a LIST; None after a change."""
@@ -197,6 +271,7 @@ class Informer(Generic[V]):
         self._settled = threading.Event()
         """Set once reads need not wait: the first list is in, or the API server refused it."""
         self._stopping = threading.Event()
+        self._sleep = sleep or self._stopping.wait
         self.mode = CacheMode.STARTING
         self._heard: float | None = None
         self._relisted: float | None = None
@@ -218,8 +293,15 @@ class Informer(Generic[V]):
     def stop(self) -> None:
         """Stop the thread (its watch connection is shut at once)."""
         self._stopping.set()
-        if self._watch is not None:
-            self._watch.stop()
+        watch = self._watch
+        if watch is not None:
+            watch.stop()
+
+    def join(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the stopped thread to end; True when it has."""
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, timeout))
+        return not self._thread.is_alive()
 
     def current(self, wait: float = 0.0) -> tuple[V, ...] | None:
         """The values kept, in the order a LIST gives (namespace, name), when the cache is watching
@@ -253,30 +335,42 @@ class Informer(Generic[V]):
             self._relist_reason,
             self.relists,
             self.last_error,
+            self.backoff_waits,
         )
 
     # -- the thread ------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        reason, failures = RelistReason.START, 0
+        reason: RelistReason | None = RelistReason.START
+        failures = 0
         while not self._stopping.is_set():
-            try:
-                version = self._relist(reason)
-            except ActuatorError as exc:
-                failures += 1
-                if isinstance(
-                    exc, Forbidden
-                ):  # not a wait: reads list (and fail) as before watches
-                    self.mode = CacheMode.LISTING
-                    self._settled.set()
-                self._failed(
-                    f"{self._why_not_listed(exc)}; reads list for themselves", failures == 1
-                )
-                reason = RelistReason.FAILED
-                self._stopping.wait(self._backoff(failures))
-                continue
-            failures = 0
-            reason = self._follow(version)
+            if reason is not None:
+                try:
+                    self._version = self._relist(reason)
+                except ActuatorError as exc:
+                    failures += 1
+                    if isinstance(exc, Forbidden):  # reads list (and fail) as before watches
+                        self.mode = CacheMode.LISTING
+                        self._settled.set()
+                    self._failed(
+                        f"{self._why_not_listed(exc)}; reads list for themselves", failures == 1
+                    )
+                    reason = RelistReason.FAILED
+                    self._wait(BackoffReason.LIST_FAILED)
+                    continue
+                failures = 0
+            reason = self._follow()
+            if reason in (RelistReason.GONE, RelistReason.UNKNOWN_VERSION):
+                self._wait(BackoffReason.GONE)
+
+    def _wait(self, reason: BackoffReason, at_least: float = 0.0) -> None:
+        """Wait the cache's next backoff (at least `at_least` seconds), counted by `reason`."""
+        seconds = max(at_least, self._backoff.next(self.monotonic()))
+        self.backoff_waits += 1
+        if self.on_backoff is not None:
+            self.on_backoff(self.query.describe(), reason)
+        logger.debug("cache of %s: waiting %.1fs (%s)", self.query.describe(), seconds, reason)
+        self._sleep(seconds)
 
     def _why_not_listed(self, exc: ActuatorError) -> str:
         """What a failed list of the cache means, naming the permission when it was refused."""
@@ -286,9 +380,6 @@ class Informer(Generic[V]):
                 f"{self.query.resource} {self.query.scope()} — see deploy/ (server said: {exc.reason})"
             )
         return f"list failed ({exc})"
-
-    def _backoff(self, failures: int) -> float:
-        return min(self.options.backoff_max, self.options.backoff_initial * 2 ** (failures - 1))
 
     def _failed(self, why: str, first: bool) -> None:
         self.last_error = why
@@ -342,32 +433,68 @@ class Informer(Generic[V]):
         else:
             items[key] = value
 
-    def _follow(self, version: str) -> RelistReason:
-        """Watch from `version` (resuming after each normal end) until it must be re-listed; why."""
+    def _follow(self) -> RelistReason | None:
+        """Watch from the cache's version, resuming after each end or failure (waiting a backoff
+        after a failure), until the version is gone (the re-list's reason) or the cache stops."""
+        failing = False  # a streak of failed watches warns once, then logs at debug
         while not self._stopping.is_set():
+            started, heard = self.monotonic(), self._heard
             try:
-                version = self._watch_once(version)
+                self._watch_once()
             except _Quiet:
                 self._failed(
                     f"the watch sent nothing for {self.options.quiet_deadline:g}s (no event, no "
-                    "bookmark); listing again",
+                    f"bookmark); resuming from version {self._version}",
                     first=True,
                 )
-                return RelistReason.DEADLINE
+                continue
             except CLIENT_ERRORS as exc:
                 if self._stopping.is_set():
                     break
-                typed = mapped(exc, short(exc))
-                if isinstance(typed, Gone):
-                    logger.info("cache of %s: %s; listing again", self.query.describe(), short(exc))
-                    return RelistReason.GONE
-                if isinstance(typed, Forbidden):
-                    self._refused(typed)
-                    self._stopping.wait(self.options.retry_watch)
-                    return RelistReason.RETRY_WATCH
-                self._failed(f"the watch broke ({short(exc)}); listing again", first=True)
-                return RelistReason.BROKEN
-        return RelistReason.START
+                healthy = self._healthy(started, heard)
+                warn = healthy or not failing
+                relist = self._watch_failed(mapped(exc, short(exc)), short(exc), healthy, warn)
+                if relist is not None:
+                    return relist
+                failing = True
+                continue
+            failing = not self._healthy(started, heard)
+            if failing and not self._stopping.is_set():
+                self._wait(BackoffReason.SHORT)
+        return None
+
+    def _healthy(self, started: float, heard: float | None) -> bool:
+        """The watch begun at `started` lasted `healthy_watch` seconds or sent something."""
+        return self.monotonic() - started >= self.options.healthy_watch or self._heard != heard
+
+    def _watch_failed(
+        self, typed: KubeError, said: str, healthy: bool, warn: bool
+    ) -> RelistReason | None:
+        """React to a failed watch: the re-list's reason when its version is gone, else None once
+        the backoff (if any) is waited and the watch may be resumed from the same version."""
+        where = self.query.describe()
+        if isinstance(typed, Gone):
+            logger.info("cache of %s: %s; listing again", where, said)
+            return RelistReason.GONE
+        if _unknown_version(typed, said):
+            logger.info("cache of %s: %s; listing again", where, said)
+            return RelistReason.UNKNOWN_VERSION
+        if isinstance(typed, Forbidden):
+            self._refused(typed)
+            self._stopping.wait(self.options.retry_watch)
+            return RelistReason.RETRY_WATCH
+        answered = typed.status is not None
+        self._failed(
+            f"the watch {'failed' if answered else 'broke'} ({said}); resuming from version "
+            f"{self._version}",
+            first=warn,
+        )
+        if answered:
+            wait = typed.retry_after if isinstance(typed, Throttled) else None
+            self._wait(BackoffReason.WATCH_FAILED, wait or 0.0)
+        elif not healthy:
+            self._wait(BackoffReason.BROKEN)
+        return None
 
     def _refused(self, err: Forbidden) -> None:
         """The API server refused `watch`: say so once, and read by listing until it allows it."""
@@ -385,28 +512,30 @@ class Informer(Generic[V]):
             )
         self.mode = CacheMode.LISTING
 
-    def _watch_once(self, version: str) -> str:
-        """One watch request from `version`, applied to the cache; the version it ended at."""
+    def _watch_once(self) -> None:
+        """One watch request from the cache's version, applied to the cache event by event (each
+        moves the version on, so a watch that breaks is resumed from what it had sent)."""
         watch = self._watch = _RawWatch()
+        if self._stopping.is_set():  # stopped before this watch could be shut
+            return
         try:
             for event in watch.stream(
                 self.list_fn,
                 label_selector=self.query.label_selector or None,
                 field_selector=self.query.field_selector or None,
-                resource_version=version,
+                resource_version=self._version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=self.options.watch_seconds,
                 _request_timeout=(self.call_options.timeout, self.options.quiet_deadline),
             ):
                 if self._stopping.is_set():
                     break
-                version = self._apply(event, version)
+                self._version = self._apply(event, self._version)
         except urllib3.exceptions.ReadTimeoutError as exc:
             raise _Quiet() from exc
         finally:
             self._watch = None
         self._allowed()
-        return version
 
     def _allowed(self) -> None:
         """The watch works: a cache that was listing reads from memory again."""
@@ -434,3 +563,10 @@ class Informer(Generic[V]):
                 else:
                     self._keep(self._items, obj)
         return str((obj.get("metadata") or {}).get("resourceVersion") or version)
+
+
+def _unknown_version(err: KubeError, said: str) -> bool:
+    """The API server does not know the version asked for: `Too large resource version` (504, as
+    client-go's reflector reads it) or a resourceVersion it cannot parse (400)."""
+    text = f"{err.reason} {said}".lower().replace("resourceversion", "resource version")
+    return err.status in (400, 504) and "resource version" in text

@@ -13,7 +13,9 @@ restarts the list (`cluster.list_items`). Nothing here writes.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import kubernetes.client
@@ -45,10 +47,16 @@ class KubePodReader:
     """Lists placeholder pods and preemption Events (implements `protocols.PodReader`)."""
 
     def __init__(
-        self, api_client: ApiClient, options: CallOptions | None = None, page_size: int = 500
+        self,
+        api_client: ApiClient,
+        options: CallOptions | None = None,
+        page_size: int = 500,
+        node_namespaces: tuple[str, ...] = (),
     ) -> None:
         self.options = options or CallOptions()
         self.page_size = page_size
+        self.node_namespaces = node_namespaces
+        """Where `pods_by_node` lists (`list pods` in each); empty: every namespace."""
         self._core = kubernetes.client.CoreV1Api(api_client)
 
     def _list(
@@ -88,23 +96,39 @@ class KubePodReader:
         return tuple(p for p in map(preemption, items) if p is not None)
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
-        """The pods of every namespace that are bound to a node and have not ended, by node name,
-        from one (paged) list (the disruption component; needs `list pods` cluster-wide). Failures
-        are the typed `kube.errors` (a `Forbidden` without the permission)."""
-        selector = NODE_PODS
-        op = _Op("list", "pods", "", "Pod", "", selector, "")
-        items = self._list(
-            op,
-            self._core.list_pod_for_all_namespaces,
-            error=ActuatorError,
-            field_selector=selector,
-        )
-        by_node: dict[str, list[PodOnNode]] = {}
-        for pod in items:
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node:
-                by_node.setdefault(str(node), []).append(pod_on_node(pod))
-        return {node: tuple(pods) for node, pods in by_node.items()}
+        """The pods that are bound to a node and have not ended, by node name: of every namespace
+        from one (paged) list (needs `list pods` cluster-wide), or of each of `node_namespaces`
+        (one list each, `list pods` there). Failures are the typed `kube.errors` (a `Forbidden`
+        without the permission)."""
+        pairs: list[tuple[str, PodOnNode]] = []
+        for namespace in self.node_namespaces or ("",):
+            pairs.extend(self.node_pods(namespace))
+        return by_node(pairs)
+
+    def node_pods(self, namespace: str) -> list[tuple[str, PodOnNode]]:
+        """(node name, pod) of the pods of `namespace` ("": every namespace) bound to a node that
+        have not ended, from one (paged) list."""
+        op = _Op("list", "pods", "", "Pod", namespace, NODE_PODS, "")
+        if namespace:
+            method: Any = functools.partial(self._core.list_namespaced_pod, namespace)
+        else:
+            method = self._core.list_pod_for_all_namespaces
+        items = self._list(op, method, error=ActuatorError, field_selector=NODE_PODS)
+        return [pair for pair in map(node_pod, items) if pair is not None]
+
+
+def node_pod(pod: dict[str, Any]) -> tuple[str, PodOnNode] | None:
+    """(node name, `PodOnNode`) of one pod's JSON; None for a pod bound to no node."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    return (str(node), pod_on_node(pod)) if node else None
+
+
+def by_node(pairs: Iterable[tuple[str, PodOnNode]]) -> dict[str, tuple[PodOnNode, ...]]:
+    """The pods of `pairs` grouped by node name."""
+    grouped: dict[str, list[PodOnNode]] = {}
+    for node, pod in pairs:
+        grouped.setdefault(node, []).append(pod)
+    return {node: tuple(pods) for node, pods in grouped.items()}
 
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"

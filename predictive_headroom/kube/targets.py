@@ -25,20 +25,86 @@ from predictive_headroom.kube.cluster import (
     read_replicas,
 )
 from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
-from predictive_headroom.kube.errors import NotFound
+from predictive_headroom.kube.errors import Forbidden, NotFound
 from predictive_headroom.kube.pods import PLACEHOLDER_LABEL
+from predictive_headroom.kube.quantity import amounts
+from predictive_headroom.policy.adopt import PodTemplate
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_PLURAL,
 )
-from predictive_headroom.protocols import TargetCondition, TargetState
+from predictive_headroom.protocols import ActuatorError, TargetCondition, TargetState
 
 logger = logging.getLogger(__name__)
 
 
 def _paused(annotations: dict[str, str] | None) -> bool:
     return (annotations or {}).get(PAUSED_ANNOTATION, "").strip().lower() == "true"
+
+
+class PriorityClasses:
+    """Reads the value of a PriorityClass by name, once: a class's value cannot be changed, so a
+    value read is kept (a failed read is tried again at the next call)."""
+
+    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
+        self.options = options or CallOptions()
+        self._scheduling = kubernetes.client.SchedulingV1Api(api_client)
+        self._values: dict[str, int] = {}
+
+    def value(self, name: str, pool: str) -> tuple[int | None, str | None]:
+        """The class's value, or None and why it could not be read (for `pause_problem`)."""
+        if name in self._values:
+            return self._values[name], None
+        op = _Op("get", "priorityclasses", "scheduling.k8s.io", "PriorityClass", "", name, pool)
+        try:
+            found = _call(op, self.options, self._scheduling.read_priority_class, name=name)
+        except NotFound:
+            return (
+                None,
+                f"there is no PriorityClass {name}: the API server refuses new pods naming it",
+            )
+        except Forbidden:
+            return None, f"forbidden: the daemon may not get priorityclasses/{name}"
+        except ActuatorError as exc:
+            return None, str(exc)
+        self._values[name] = int(found.value)
+        return self._values[name], None
+
+    def resolve(self, pool: Pool, state: TargetState) -> TargetState:
+        """`state` with its pod template's PriorityClass value read, for a pool whose placeholder
+        is declared existing (the only ones `pause_problem` is asked about); else `state`."""
+        template = state.template
+        if not pool.placeholder.existing or template is None or template.priority_class is None:
+            return state
+        value, unread = self.value(template.priority_class, pool.name)
+        resolved = dataclasses.replace(template, priority=value, priority_unread=unread)
+        return dataclasses.replace(state, template=resolved)
+
+
+def pod_template(spec: Any) -> PodTemplate | None:
+    """A Deployment's `spec` (JSON) as the `PodTemplate` an adoption is checked on (no value read
+    yet); None when it has no pod template (not a Deployment)."""
+    template = spec.get("template") if isinstance(spec, dict) else None
+    if not isinstance(template, dict):
+        return None
+    pod = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    containers = [
+        c
+        for key in ("initContainers", "containers")
+        for c in (pod.get(key) if isinstance(pod.get(key), list) else [])
+        if isinstance(c, dict)
+    ]
+    requests: dict[str, float] = {}
+    for c in pod.get("containers") if isinstance(pod.get("containers"), list) else []:
+        asked = ((c.get("resources") or {}).get("requests") or {}) if isinstance(c, dict) else {}
+        for name, value in amounts("requests", asked)[0]:
+            requests[name] = requests.get(name, 0.0) + value
+    return PodTemplate(
+        tuple((str(c.get("name", "?")), str(c.get("image", ""))) for c in containers),
+        pod.get("priorityClassName") or None,
+        requests=tuple(sorted((n, v) for n, v in requests.items() if v > 0)),
+    )
 
 
 class DeploymentScaleActuator(_ReplicaTarget):
@@ -51,9 +117,12 @@ class DeploymentScaleActuator(_ReplicaTarget):
     ) -> None:
         super().__init__(api_client, options, fence)
         self._apps = kubernetes.client.AppsV1Api(api_client)
+        self._client = api_client
+        self.priority_classes = PriorityClasses(api_client, self.options)
 
     def read(self, pool: Pool) -> TargetState:
-        """Current replicas from /scale, and `paused` from the Deployment's kill-switch annotation."""
+        """Current replicas from /scale, `paused` from the Deployment's kill-switch annotation, and
+        its pod template (with the PriorityClass's value for an existing placeholder)."""
         deployment = _call(
             self._op(pool, "get", "deployments"),
             self.options,
@@ -63,14 +132,17 @@ class DeploymentScaleActuator(_ReplicaTarget):
         )
         current = self._current(pool)
         meta = deployment.metadata or kubernetes.client.V1ObjectMeta()
-        return TargetState(
+        spec = self._client.sanitize_for_serialization(deployment.spec)
+        state = TargetState(
             current.replicas,
             current.resource_version,
             _paused(meta.annotations),
             current.uid,
             current.odd,
             (meta.labels or {}).get(PLACEHOLDER_LABEL),
+            template=pod_template(spec),
         )
+        return self.priority_classes.resolve(pool, state)
 
     def _current(self, pool: Pool) -> _Current:
         scale = _call(
@@ -250,8 +322,8 @@ class TargetActuator:
 def object_target(obj: dict[str, Any], conditions: bool = False) -> TargetState:
     """A Deployment's or CapacityBuffer's JSON as the `TargetState` its actuator reads:
     `spec.replicas` (what a Deployment's /scale shows; 0 when a buffer's is unset: sized by
-    percentage), resourceVersion, uid, kill switch, pool label, and with `conditions` (a buffer's)
-    its status conditions."""
+    percentage), resourceVersion, uid, kill switch, pool label, with `conditions` (a buffer's)
+    its status conditions, and a Deployment's pod template (no PriorityClass value read)."""
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     replicas, odd = read_replicas(spec.get("replicas"), False)
     status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
@@ -263,6 +335,7 @@ def object_target(obj: dict[str, Any], conditions: bool = False) -> TargetState:
         odd,
         (meta.get("labels") or {}).get(PLACEHOLDER_LABEL),
         buffer_conditions(status.get("conditions")) if conditions else (),
+        pod_template(spec),
     )
 
 

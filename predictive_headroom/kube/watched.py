@@ -39,12 +39,13 @@ from predictive_headroom.kube.pods import (
     NODE_PODS,
     PREEMPTED_EVENT_SELECTOR,
     KubePodReader,
-    pod_on_node,
+    by_node,
+    node_pod,
     pod_seen,
     preemption,
 )
 from predictive_headroom.kube.quantity import amounts
-from predictive_headroom.kube.targets import object_target
+from predictive_headroom.kube.targets import PriorityClasses, object_target
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import CAPACITY_BUFFER_GROUP, CAPACITY_BUFFER_PLURAL
 from predictive_headroom.protocols import (
@@ -71,11 +72,16 @@ class Caches:
         call_options: CallOptions | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         idle_stop: float = 900.0,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
+        """`sleep(seconds)` waits each cache's backoffs (default: a wait its stop ends); tests
+        inject it with `monotonic`."""
         self.options, self.call_options = options or WatchOptions(), call_options or CallOptions()
-        self.monotonic, self.idle_stop = monotonic, idle_stop
+        self.monotonic, self.idle_stop, self.sleep = monotonic, idle_stop, sleep
         self.on_relist: Callable[[str, str], None] | None = None
         """Told (resource, reason) at every list of a cache; the shell points it at a metric."""
+        self.on_backoff: Callable[[str, str], None] | None = None
+        """Told (cache, reason) at every backoff wait of a cache; the shell points it at a metric."""
         self._informers: dict[WatchQuery, Informer[Any]] = {}
         self._lock = threading.Lock()
 
@@ -95,6 +101,8 @@ class Caches:
                     self.call_options,
                     lambda resource, reason: self._relisted(resource, reason),
                     self.monotonic,
+                    self.sleep,
+                    on_backoff=lambda cache, reason: self._backed_off(cache, reason),
                 ).start()
             idle = [
                 q
@@ -109,6 +117,10 @@ class Caches:
     def _relisted(self, resource: str, reason: str) -> None:
         if self.on_relist is not None:
             self.on_relist(resource, reason)
+
+    def _backed_off(self, cache: str, reason: str) -> None:
+        if self.on_backoff is not None:
+            self.on_backoff(cache, reason)
 
     def synced(self) -> tuple[bool, str]:
         """(ready, why): every cache has listed once; one whose watch or list the API server refused
@@ -129,11 +141,16 @@ class Caches:
             informers = list(self._informers.values())
         return [i.status().to_dict() for i in informers]
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 0.0) -> list[str]:
+        """Stop every cache's thread and wait up to `wait` seconds in all for them to end; the
+        caches whose thread is still inside a call to the API server then."""
         with self._lock:
-            for informer in self._informers.values():
-                informer.stop()
+            informers = list(self._informers.values())
             self._informers.clear()
+        for informer in informers:
+            informer.stop()
+        ends = time.monotonic() + wait
+        return [i.query.describe() for i in informers if not i.join(ends - time.monotonic())]
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +216,6 @@ class WatchedClusterReader:
         return NodeList(ClusterState(nodes, cores, schedulable, schedulable_cores), seen)
 
 
-def _node_pod(pod: dict[str, Any]) -> tuple[str, PodOnNode] | None:
-    node = (pod.get("spec") or {}).get("nodeName")
-    return (str(node), pod_on_node(pod)) if node else None
-
-
 class WatchedPodReader:
     """`KubePodReader`'s answers from pod and Event caches (one per namespace and selector)."""
 
@@ -247,14 +259,14 @@ class WatchedPodReader:
         return found
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
-        """The pods bound to a node that have not ended, by node name."""
-        found = self._cached(WatchQuery("pods", "", "", NODE_PODS), _node_pod)
-        if found is None:
-            return self.lister.pods_by_node()
-        by_node: dict[str, list[PodOnNode]] = {}
-        for node, pod in found:
-            by_node.setdefault(node, []).append(pod)
-        return {node: tuple(pods) for node, pods in by_node.items()}
+        """The pods bound to a node that have not ended, by node name: one cache of every
+        namespace, or one per namespace of the lister's `node_namespaces` (each listed directly
+        while its cache cannot answer)."""
+        pairs: list[tuple[str, PodOnNode]] = []
+        for namespace in self.lister.node_namespaces or ("",):
+            found = self._cached(WatchQuery("pods", namespace, "", NODE_PODS), node_pod)
+            pairs.extend(self.lister.node_pods(namespace) if found is None else found)
+        return by_node(pairs)
 
 
 class WatchedTargets:
@@ -275,6 +287,7 @@ class WatchedTargets:
         self.actuator, self.caches, self.discovery = actuator, caches, discovery
         self._apps = kubernetes.client.AppsV1Api(api_client)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.priority_classes = PriorityClasses(api_client, caches.call_options)
         self._expected: dict[str, str] = {}
         """Per pool written to: the resourceVersion the cache must show before it is read again."""
 
@@ -320,7 +333,7 @@ class WatchedTargets:
         cached, expected = self._cached(pool), self._expected.get(pool.name)
         if cached is not None and expected in (None, cached.resource_version):
             self._expected.pop(pool.name, None)
-            return cached
+            return self.priority_classes.resolve(pool, cached)
         state = self.actuator.read(pool)
         if expected is not None:
             self._expected[pool.name] = state.resource_version

@@ -180,7 +180,33 @@ def values_problems(
             for p in policy_problems(values_to_policy(values, release, namespace), index)
         ]
         problems += _namespace_problems(values, index, namespace)
+        problems += _existing_problems(values, index)
     return problems
+
+
+def _existing_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
+    """A problem for each pool whose placeholder is declared existing without `target.name`: the
+    chart would fill in the name of the placeholder it creates, which is not the one to adopt
+    (the chart refuses to render it, with the same words)."""
+    problems = []
+    pools = values.get("pools")
+    for i, pool in enumerate(pools if isinstance(pools, list) else []):
+        if not isinstance(pool, dict) or not isinstance(pool.get("placeholder"), dict):
+            continue
+        target = pool.get("target")
+        if pool["placeholder"].get("existing") is not True or (
+            isinstance(target, dict) and target.get("name")
+        ):
+            continue
+        loc = ("pools", i, "placeholder", "existing")
+        problems.append(Problem(_format_path(loc), EXISTING_NEEDS_NAME, _nearest_line(index, loc)))
+    return problems
+
+
+EXISTING_NEEDS_NAME = (
+    "existing: true needs target.name: the name of the Deployment to adopt (left out, the "
+    "target is the Deployment the chart would create)"
+)
 
 
 def _namespace_problems(
@@ -312,10 +338,18 @@ def _at(values: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def _priority_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
-    """The template's check: the placeholders' priority is not below the autoscaler's cutoff."""
+    """The template's checks: an existing class is named, and the placeholders' priority is not
+    below the autoscaler's cutoff."""
     given = values.get("priorityClass")
     if not isinstance(given, dict):
         return []
+    if given.get("create") is False and not given.get("name"):
+        loc = ("priorityClass", "name")
+        message = (
+            "with priorityClass.create: false, name the existing PriorityClass the placeholder "
+            "pods use (e.g. overprovisioning, the cluster-overprovisioner chart's)"
+        )
+        return [Problem(_format_path(loc), message, _nearest_line(index, loc))]
     value, cutoff = given.get("value", -1), given.get("expendablePodsPriorityCutoff", -10)
     if not (isinstance(value, int) and isinstance(cutoff, int)) or value >= cutoff:
         return []

@@ -314,6 +314,13 @@ class Pool(_Model):
                     "set protection or forecast.reserve, not both: protection sizes the reserve "
                     "at each refit",
                 )
+        if self.placeholder.existing and self.target.kind != "Deployment":
+            raise FieldProblem(
+                "placeholder.existing",
+                f"existing: true adopts a placeholder Deployment, and the target is a "
+                f"{self.target.kind}: remove placeholder.existing (a {self.target.kind} you "
+                "create is used as it is) or point target at the Deployment",
+            )
         requested = self.placeholder.amounts
         for resource in self.share.root:
             if resource not in requested:

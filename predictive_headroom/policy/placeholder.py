@@ -35,6 +35,20 @@ RESOURCE_NAME_PATTERN = (
 # Resources the kubelet may overcommit; every other one (GPUs, hugepages, device plugins) needs
 # limits equal to requests, so the chart copies the request into the limit.
 OVERCOMMITTABLE = ("cpu", "memory", "ephemeral-storage")
+# What the chart reads only to render the placeholder pods: with `existing: true` it renders none,
+# so these would be ignored and are refused. The requests stay: the daemon prices headroom and
+# counts shares with them, so they must say what the existing pods request.
+RENDERED_ONLY = (
+    "limits",
+    "labels",
+    "annotations",
+    "node_selector",
+    "tolerations",
+    "affinity",
+    "topology_spread_constraints",
+    "spread",
+    "image_pull_secrets",
+)
 # The labels the chart's selector uses; a placeholder's own labels may not replace them.
 SELECTOR_LABELS = (
     "app.kubernetes.io/name",
@@ -113,6 +127,15 @@ class LocalObjectReference(_Model):
 class Placeholder(_Model):
     """One placeholder pod: requests (any resource names), limits and its scheduling settings."""
 
+    existing: bool = Field(
+        default=False,
+        description=(
+            "the placeholder Deployment exists already (e.g. the cluster-overprovisioner "
+            "chart's): the chart renders none, only the rights on target.name; label it "
+            "predictive-headroom.io/pool=<pool> and the daemon scales it through /scale, never "
+            "touching its selector or pod template"
+        ),
+    )
     cpu: Quantity = "1"
     memory: Quantity = "1Gi"
     requests: dict[ResourceName, Quantity] = Field(
@@ -161,6 +184,22 @@ class Placeholder(_Model):
                 "choose another key"
             )
         return labels
+
+    @model_validator(mode="after")
+    def _nothing_to_render(self) -> Placeholder:
+        """An existing placeholder is not rendered: a pod setting for it would be ignored."""
+        if not self.existing:
+            return self
+        for name in RENDERED_ONLY:
+            if name in self.model_fields_set:
+                key = to_camel(name)
+                raise FieldProblem(
+                    key,
+                    f"{key} is ignored with existing: true (the chart renders no placeholder pods; "
+                    f"the existing Deployment keeps its own pod template): remove {key}, or "
+                    "existing: true to let the chart create the placeholder",
+                )
+        return self
 
     @model_validator(mode="after")
     def _limits_fit(self) -> Placeholder:

@@ -85,6 +85,10 @@ class Settings(BaseSettings):
     disruption_read_pods: bool = False
     """List the pods on each leaving node across namespaces (opt-in: `list pods` cluster-wide) for
     the disruption component; false: each leaving node's allocatable stands in for them."""
+    node_pod_namespaces: str = ""
+    """Comma-separated namespaces the pods on nodes are listed in (`list pods` in each, the chart's
+    `disruption.readPodsNamespaces`); empty: every namespace (`list pods` cluster-wide). Pods
+    elsewhere are not counted by the disruption and share components."""
     watch: bool = True
     """Read nodes, placeholder pods, `Preempted` Events and the pods on nodes through list-and-watch
     caches (one LIST at start, then a watch); false: LIST them every reconcile."""

@@ -97,6 +97,14 @@ class Target(BaseModel):
         return self.api_version.rpartition("/")[2]
 
 
+def adopt_command(target: Target, pool: str) -> str:
+    """The command that makes `target` pool `pool`'s own (its pool label). Pure."""
+    return (
+        f"kubectl label {target.kind.lower()} -n {target.namespace} {target.name} "
+        f"{POOL_LABEL}={pool} --overwrite"
+    )
+
+
 def ownership_problem(target: Target, pool: str, label: str | None) -> str | None:
     """None when the object `target` names, whose `predictive-headroom.io/pool` label is `label`
     (None: no such label), is pool `pool`'s own; else why it is not, naming the object, the label
@@ -107,6 +115,5 @@ def ownership_problem(target: Target, pool: str, label: str | None) -> str | Non
     return (
         f"pool {pool}: {target.kind} {target.namespace}/{target.name} is not this pool's: it lacks "
         f"the label {POOL_LABEL}={pool} (it {found}); refused, never written. If it is a "
-        f"placeholder for this pool, adopt it: kubectl label {target.kind.lower()} -n "
-        f"{target.namespace} {target.name} {POOL_LABEL}={pool} --overwrite"
+        f"placeholder for this pool, adopt it: {adopt_command(target, pool)}"
     )

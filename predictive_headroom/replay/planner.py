@@ -123,3 +123,47 @@ def planner_strategy(
             count=times.size,
         )
     return timeline, desired
+
+
+def _share_at(
+    pool: Pool, pods: np.ndarray, i: int, settings: PlanSettings, _: SimulatedDisruption, __: int
+) -> Part | None:
+    """The share component at minute `i` (`share_parts`: the app pods known then)."""
+    if not pool.share.enabled:
+        return None
+    delay = math.ceil(settings.delay / 60.0 - 1e-9)
+    return share_parts(pool, pods[: i + 1], delay)[i]
+
+
+def _disruption_at(
+    pool: Pool,
+    _: np.ndarray,
+    __: int,
+    settings: PlanSettings,
+    sim: SimulatedDisruption,
+    nodes: int,
+) -> Part | None:
+    """The disruption component on the simulated cluster (no node leaving)."""
+    return disruption_part(pool, sim, nodes, 0, settings)
+
+
+REPLAY_PARTS: dict[Component, Callable[..., Part | None]] = {
+    Component.DISRUPTION: _disruption_at,
+    Component.SHARE: _share_at,
+}
+"""What reads each registered component (`core.components.REGISTRY`) in a replay, by name (a
+test checks every one has a reader), as `daemon.components` does in the daemon."""
+
+
+def replay_parts(
+    pool: Pool, pods: np.ndarray, i: int, settings: PlanSettings, node_slots: int, nodes: int
+) -> dict[str, Part]:
+    """Every registered component of `pool` at minute `i` of a replay, as the daemon would read
+    it there: the share from the app pods known then (`pods`: per minute), the disruption
+    component on `nodes` simulated nodes of `node_slots` placeholders, none leaving, with the
+    pool's own interruption rate for the spot reserve; `settings` are those it plans with."""
+    sim = SimulatedDisruption(node_slots, pool.disruption.interruption_rate)
+    found = {
+        str(name): read(pool, pods, i, settings, sim, nodes) for name, read in REPLAY_PARTS.items()
+    }
+    return {name: part for name, part in found.items() if part is not None}

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from predictive_headroom.core.price import Price
+from predictive_headroom.core.verdict import verdict
 from predictive_headroom.replay.promise import Ledger
 
 FRONTIER_LEVELS = (0.8, 0.9, 0.95, 0.99)
@@ -72,10 +73,11 @@ def price_of_promise(
     asked = next((lv for lv in levels if abs(lv.asked - target) < 1e-9), None)
     kept = [lv for lv in levels if lv.held]
     offer = kept[-1] if kept else None
-    dearer = (
+    dearer = (  # the one verdict against fixed headroom (`core.verdict`), at the level asked
         asked is not None
-        and asked.static_per_day is not None
-        and asked.per_day > asked.static_per_day + 1e-9
+        and not verdict(
+            1.0 if asked.kept is None else asked.kept, asked.per_day, asked.static_per_day
+        ).forecast_better
     )
     says = ""
     if dearer and asked is not None and asked.static_per_day is not None:

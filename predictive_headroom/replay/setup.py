@@ -13,6 +13,7 @@ from datetime import timedelta
 import numpy as np
 
 from predictive_headroom.core.engine import InForce
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, History
 from predictive_headroom.core.settings import (
     Given,
@@ -57,6 +58,17 @@ class SimulatedNodes:
         return ClusterSpec(
             self.node_slots, round(self.lag_seconds / 60), round(self.scale_down_delay_seconds / 60)
         )
+
+
+def priced_nodes(price: Price, nodes: SimulatedNodes | None = None) -> SimulatedNodes:
+    """The simulated node of every replay (`backtest`, `tune`, the daemon's re-tune and the
+    commands that show it): the node `price` priced (`core.price`: the flags' shape over the
+    policy's `cost.nodeCpu/nodeMemory`, else 8 placeholders), holding `price.slots`
+    placeholders and counting its CPU for a proportional rule's cores; the boot lag and
+    scale-down delay are `nodes`' (default: the daemon's)."""
+    base = nodes or SimulatedNodes()
+    cores = price.node.cpu if price.node is not None else None
+    return replace(base, node_slots=price.slots, cores_per_node=cores)
 
 
 @dataclass(frozen=True)

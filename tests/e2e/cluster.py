@@ -93,6 +93,20 @@ def free_port() -> int:
     raise ClusterError("no free loopback port in 20000-32000")
 
 
+def advertise_address() -> str:
+    """This machine's address for the API server to advertise as the `kubernetes` endpoints (the
+    EndpointSlice the chart looks up to narrow egress): the one it would route outside from (no
+    packet is sent), or 127.0.0.1 when it has none, in which case the API server publishes no
+    endpoints (their validation refuses loopback addresses). It still listens on 127.0.0.1 only."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.250", 9))  # TEST-NET-1: only a route lookup
+            address = str(probe.getsockname()[0])
+        except OSError:
+            return "127.0.0.1"
+    return "127.0.0.1" if address.startswith("127.") else address
+
+
 @dataclass
 class Proc:
     """One child process and its log file."""
@@ -439,7 +453,7 @@ class Cluster:
             str(self.bins / "kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
             "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--advertise-address={advertise_address()}",
             f"--secure-port={self.ports['apiserver']}",
             f"--tls-cert-file={pki / 'server.crt'}",
             f"--tls-private-key-file={pki / 'server.key'}",

@@ -3,7 +3,7 @@ Deployment (the daemon runs as a local process with the chart's ServiceAccount t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ class Installed:
     service_account: str
     lease: str
     """The Lease name the chart's daemon is given (PH_LEASE_NAME), the one its Role names."""
+    env: dict[str, Any] = field(default_factory=dict)
+    """The chart's daemon container's environment (values only)."""
 
     def placeholder(self, pool: str = "general") -> str:
         return next(
@@ -37,12 +39,14 @@ class Installed:
 
 def install(
     cluster: Any, workdir: Path, values: dict[str, Any] | None = None, namespace: str = NS,
-    release: str = "predictive-headroom",
+    release: str = "predictive-headroom", looked_up: bool = False,
 ) -> Installed:  # fmt: skip
     """Render the chart with `values` and server-side apply it, less the daemon's Deployment and
-    PodDisruptionBudget (the tests run the daemon as a local process)."""
+    PodDisruptionBudget (the tests run the daemon as a local process). `looked_up`: rendered as
+    `helm install` does, its `lookup`s answered by the cluster (else offline, as `helm template`)."""
     kube = Kube(cluster.api())
-    rendered = render_chart(values, release=release, namespace=namespace)
+    lookups_from = cluster.admin_kubeconfig if looked_up else None
+    rendered = render_chart(values, release=release, namespace=namespace, kubeconfig=lookups_from)
     daemon = next(
         o
         for o in rendered
@@ -65,7 +69,7 @@ def install(
         kube.api, cluster.server, cluster.pki / "ca.crt", namespace, account,
         workdir / f"{release}.kubeconfig",
     )  # fmt: skip
-    return Installed(namespace, objects, kubeconfig, account, env["PH_LEASE_NAME"])
+    return Installed(namespace, objects, kubeconfig, account, env["PH_LEASE_NAME"], env)
 
 
 def replicas(api: Any, namespace: str, name: str) -> int:

@@ -72,6 +72,7 @@ RENDERINGS = {
     "helm-servicemonitor": lambda: render_chart({"serviceMonitor": {"enabled": True}}),
     "kustomize-base": lambda: render_kustomize("base"),
     "kustomize-example": lambda: render_kustomize("overlays/example"),
+    "kustomize-adopt": lambda: render_kustomize("overlays/adopt"),
     "kustomize-podwait": lambda: render_kustomize("podwait"),
     "kustomize-nodepods": lambda: render_kustomize("nodepods"),
     "kustomize-capacitybuffer-namespaced": lambda: render_kustomize("capacitybuffer/namespaced"),

@@ -28,6 +28,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{- define "ph.priorityClassName" -}}
+{{- if and (not .Values.priorityClass.create) (not .Values.priorityClass.name) -}}
+{{- fail "priorityClass.name: with priorityClass.create: false, name the existing PriorityClass the placeholder pods use (e.g. overprovisioning, the cluster-overprovisioner chart's)" -}}
+{{- end -}}
 {{- default (printf "%s-placeholder" (include "ph.fullname" .)) .Values.priorityClass.name -}}
 {{- end -}}
 
@@ -37,7 +40,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/*
 The pools with their targets filled in and checked: a list of dicts with name, kind, namespace,
-targetName and `pool`, the pool as the policy file gets it (the values' pool with its target
+targetName, existing (placeholder.existing: the Deployment exists, the chart renders none) and `pool`, the pool as the policy file gets it (the values' pool with its target
 filled in: pools take exactly the policy file's pool fields). Render errors name the pool by index.
 Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 */}}
@@ -67,6 +70,21 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- if and $target.apiVersion (ne $kind "CapacityBuffer") -}}
 {{- fail (printf "pools[%d] (%s): target.apiVersion only pins a CapacityBuffer version; remove it or set target.kind: CapacityBuffer" $i $name) -}}
 {{- end -}}
+{{- $ph := $pool.placeholder | default dict -}}
+{{- $existing := and (kindIs "map" $ph) (eq (toString (get $ph "existing")) "true") -}}
+{{- if $existing -}}
+{{- if ne $kind "Deployment" -}}
+{{- fail (printf "pools[%d].placeholder.existing: existing: true adopts a placeholder Deployment, and the target is a %s: remove placeholder.existing (a %s you create is used as it is) or point target at the Deployment" $i $kind $kind) -}}
+{{- end -}}
+{{- if not $target.name -}}
+{{- fail (printf "pools[%d].placeholder.existing: existing: true needs target.name: the name of the Deployment to adopt (left out, the target is the Deployment the chart would create)" $i) -}}
+{{- end -}}
+{{- range $key := list "limits" "labels" "annotations" "nodeSelector" "tolerations" "affinity" "topologySpreadConstraints" "spread" "imagePullSecrets" -}}
+{{- if hasKey $ph $key -}}
+{{- fail (printf "pools[%d].placeholder.%s: %s is ignored with existing: true (the chart renders no placeholder pods; the existing Deployment keeps its own pod template): remove %s, or existing: true to let the chart create the placeholder" $i $key $key $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $targetName := default (printf "%s-placeholder-%s" (include "ph.fullname" $root) $name | trunc 63 | trimSuffix "-") $target.name -}}
 {{- $_ := set $target "kind" $kind -}}
 {{- $_ := set $target "namespace" (default $root.Release.Namespace $target.namespace) -}}
@@ -80,7 +98,7 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- $_ := set $target "name" $targetName -}}
 {{- $p := deepCopy $pool -}}
 {{- $_ := set $p "target" $target -}}
-{{- $out = append $out (dict "name" $name "kind" $kind "namespace" $target.namespace "targetName" $targetName "pool" $p) -}}
+{{- $out = append $out (dict "name" $name "kind" $kind "namespace" $target.namespace "targetName" $targetName "existing" $existing "pool" $p) -}}
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}
@@ -107,7 +125,11 @@ repository (or is put in front of a repository that names none). */}}
 {{- if $hasHost -}}{{- $repo = join "/" (rest $parts) -}}{{- end -}}
 {{- $repo = printf "%s/%s" (trimSuffix "/" $image.registry) $repo -}}
 {{- end -}}
+{{- if $image.digest -}}
+{{- printf "%s:%s@%s" $repo $image.tag $image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" $repo $image.tag -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -130,4 +152,88 @@ tools that render with it: tell those to ignore /spec/replicas, as for an HPA's 
 {{/* The main port's name: https (TLS, authorised callers only) unless httpAuth.enabled is false. */}}
 {{- define "ph.portName" -}}
 {{- if (.Values.httpAuth | default dict).enabled -}}https{{- else -}}http{{- end -}}
+{{- end -}}
+
+{{/* The daemon image: repository:tag, repository:tag@digest, or repository@digest (image.digest
+set, image.tag empty); the tag defaults to the chart's appVersion. */}}
+{{- define "ph.image" -}}
+{{- $image := .Values.image -}}
+{{- if and $image.digest (not $image.tag) -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- else if $image.digest -}}
+{{- printf "%s:%s@%s" $image.repository $image.tag $image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository ($image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Where the main port's certificate comes from (a dict): source "" (httpAuth off), "mounted"
+(httpAuth.tlsSecret, yours), "certManager" (tls.certManager), "chart" (tls.generate: Helm's genCA
+and genSignedCert) or "daemon" (self-signed at start); secretName (the Secret mounted, if any);
+serverName (the name Prometheus verifies) and dnsNames (the certificate's names).
+*/}}
+{{- define "ph.tls" -}}
+{{- $fullname := include "ph.fullname" . -}}
+{{- $tls := .Values.tls | default dict -}}
+{{- $source := "" -}}
+{{- $secret := "" -}}
+{{- if (.Values.httpAuth | default dict).enabled -}}
+{{- if .Values.httpAuth.tlsSecret -}}
+{{- $source = "mounted" -}}{{- $secret = .Values.httpAuth.tlsSecret -}}
+{{- else if ($tls.certManager | default dict).enabled -}}
+{{- $source = "certManager" -}}{{- $secret = printf "%s-tls" $fullname -}}
+{{- else if $tls.generate -}}
+{{- $source = "chart" -}}{{- $secret = printf "%s-tls" $fullname -}}
+{{- else -}}
+{{- $source = "daemon" -}}
+{{- end -}}
+{{- end -}}
+{{- $ns := .Release.Namespace -}}
+{{- $names := list $fullname (printf "%s.%s" $fullname $ns) (printf "%s.%s.svc" $fullname $ns) (printf "%s.%s.svc.cluster.local" $fullname $ns) -}}
+{{- toYaml (dict "source" $source "secretName" $secret "serverName" (printf "%s.%s.svc" $fullname $ns) "dnsNames" $names) -}}
+{{- end -}}
+
+{{/*
+Where the daemon reaches the API server (a dict: cidrs, ports, lookedUp): networkPolicy.apiServer.cidrs
+on its ports when set; any address on those ports with allowAny; otherwise the addresses and ports of
+the `kubernetes` endpoints, looked up at install and upgrade (the EndpointSlice `kubernetes` in
+`default`, or the Endpoints of that name). A render that cannot look (helm template) fails, so
+egress to any address is never rendered by default.
+*/}}
+{{- define "ph.apiServerEgress" -}}
+{{- $api := .Values.networkPolicy.apiServer | default dict -}}
+{{- if $api.cidrs -}}
+{{- toYaml (dict "cidrs" $api.cidrs "ports" $api.ports "lookedUp" false) -}}
+{{- else if $api.allowAny -}}
+{{- toYaml (dict "cidrs" list "ports" $api.ports "lookedUp" false) -}}
+{{- else -}}
+{{- $cidrs := list -}}
+{{- $ports := list -}}
+{{- $slice := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernetes" -}}
+{{- if $slice -}}
+{{- range $slice.endpoints | default list -}}
+{{- range .addresses | default list -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) -}}
+{{- end -}}
+{{- end -}}
+{{- range $slice.ports | default list -}}
+{{- $ports = append $ports (int .port) -}}
+{{- end -}}
+{{- else -}}
+{{- $endpoints := lookup "v1" "Endpoints" "default" "kubernetes" -}}
+{{- range ($endpoints | default dict).subsets | default list -}}
+{{- range .addresses | default list -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" .ip (ternary "128" "32" (contains ":" .ip))) -}}
+{{- end -}}
+{{- range .ports | default list -}}
+{{- $ports = append $ports (int .port) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if or (not $cidrs) (not $ports) -}}
+{{- fail "networkPolicy.apiServer: the API server's addresses are not known: no `kubernetes` endpoints were found in namespace default (a render without a cluster finds none: helm template, --dry-run without =server, Argo CD). Set networkPolicy.apiServer.cidrs (e.g. from `kubectl get endpointslice -n default kubernetes -o jsonpath='{.endpoints[*].addresses}'`, each as a /32), or networkPolicy.apiServer.allowAny: true to allow any address on networkPolicy.apiServer.ports, or install with a cluster (helm install, helm template --dry-run=server)" -}}
+{{- end -}}
+{{- toYaml (dict "cidrs" (uniq $cidrs | sortAlpha) "ports" (uniq $ports) "lookedUp" true) -}}
+{{- end -}}
 {{- end -}}

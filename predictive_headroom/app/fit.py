@@ -85,6 +85,7 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     disabled_too: bool = False,
     given: Given | None = None,
     price: Price | None = None,
+    live: Sequence[tuple[float, int]] = (),
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
     `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
@@ -93,7 +94,9 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     forecast is fitted only when `disabled_too` (the `forecast` command shows it for review).
     `given`: a what-if over the pool (`tune --protection 99%`), through the one resolver.
     `price`: the node priced (`core.price`), which the re-tune simulates
-    (`replay.setup.priced_nodes`; None: a node of 8 placeholders)."""
+    (`replay.setup.priced_nodes`; None: a node of 8 placeholders). `live`: the target's replicas
+    read over time (the dry-run daemon's), replayed beside the plan by the re-tune
+    (`Tuning.shadow`)."""
     spec = pool.forecast
     assert spec is not None
     given = given or Given()
@@ -116,7 +119,14 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     if retune_window is not None and settings.protection is not None:
         nodes = None if price is None else priced_nodes(price)
         tuning = retune(
-            pool, history, at, forecaster, settings, window_seconds=retune_window, nodes=nodes
+            pool,
+            history,
+            at,
+            forecaster,
+            settings,
+            window_seconds=retune_window,
+            nodes=nodes,
+            live=live,
         )
         settings = resolve_settings(
             pool, measured_lead=measured_lead, tuned=tuning.tuned, given=given

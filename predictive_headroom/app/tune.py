@@ -43,9 +43,10 @@ from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoFo
 from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
 from predictive_headroom.core.shortfall import Shortfall, shortfall_cause
 from predictive_headroom.core.verdict import verdict
-from predictive_headroom.core.vocabulary import TuningStatus
+from predictive_headroom.core.vocabulary import PlanReason, TuningStatus
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay.fallback import FixedHold, fewest_fixed, hold_fixed
 from predictive_headroom.replay.promise import (
     LOOKBACK,
     PROMISE_QUANTILES,
@@ -66,6 +67,7 @@ from predictive_headroom.replay.promise_price import (
     static_in_hindsight,
 )
 from predictive_headroom.replay.setup import Replay, SimulatedNodes, WhatIf, resolve
+from predictive_headroom.replay.shadow import Shadow, Side, changes, live_placeholders, side_of
 from predictive_headroom.replay.simulator import Run
 from predictive_headroom.replay.tail import tail_reserve_of
 from predictive_headroom.replay.tuning import DAY_MINUTES, replay_grid
@@ -128,6 +130,10 @@ class Tuning:
     """The fewest fixed placeholders that kept the target over the days read, and what they kept."""
     node_slots: int | None = None
     """Placeholders a simulated node held in the replay (the node priced; None: not replayed)."""
+    fixed_hold: FixedHold | None = None
+    """Held instead of the forecast (status `fixed`, `protectionFallback: fixed`), and why."""
+    shadow: Shadow | None = None
+    """In dry-run: the user's live N beside the plan over the days judged (`replay.shadow`)."""
 
     def cause(self) -> Shortfall | None:
         """Why it keeps less than asked (`core.shortfall`, the one function `tune`, the backtest
@@ -177,6 +183,10 @@ class Tuning:
         stand)."""
         if self.status == TuningStatus.DEFAULT:
             return Tuned()
+        if self.fixed_hold is not None:
+            return Tuned(
+                self.burst_quantile, self.stabilization_seconds, 0, self.fixed_hold.replicas
+            )
         return Tuned(self.burst_quantile, self.stabilization_seconds, self.reserve)
 
     def says(self) -> str:
@@ -207,7 +217,13 @@ class Tuning:
 
     def holding(self) -> str:
         """What the daemon holds: `burstQuantile 0.99, scaleDownStabilization 5m and a reserve of
-        3 placeholders`, with the day it starts re-tuning when it cannot yet."""
+        3 placeholders`, with the day it starts re-tuning when it cannot yet; `40 fixed
+        placeholders (fixed-headroom: the forecast set aside)` while the fallback holds."""
+        if self.fixed_hold is not None:
+            return (
+                f"{plural(self.fixed_hold.replicas, 'fixed placeholder')} "
+                f"({PlanReason.FIXED_HEADROOM}: the forecast set aside)"
+            )
         text = (
             f"burstQuantile {self.burst_quantile:g}, scaleDownStabilization "
             f"{self.stabilization_seconds / 60:g}m"
@@ -250,6 +266,23 @@ class Tuning:
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
             "node_slots": self.node_slots,
+            **self._fallback_and_shadow(),
+        }
+
+    def _fallback_and_shadow(self) -> dict[str, Any]:
+        """`fixed_headroom` (the N held instead of the forecast, and why; None: the forecast
+        plans) and `shadow` (the user's live N beside the plan; None: not in dry-run)."""
+        hold = self.fixed_hold
+        return {
+            "fixed_headroom": None
+            if hold is None
+            else {
+                "replicas": hold.replicas,
+                "kept": round(hold.kept, 4),
+                "why": str(hold.why),
+                "says": hold.says(self.target),
+            },
+            "shadow": None if self.shadow is None else self.shadow.to_dict(),
         }
 
     @property
@@ -288,6 +321,7 @@ class Tuning:
             "cause": _dict_or_none(self.cause()),
             "against_fixed": self.against_fixed(),
             "node_slots": self.node_slots,
+            **self._fallback_and_shadow(),
         }
 
 
@@ -295,7 +329,7 @@ def _dict_or_none(cause: Shortfall | None) -> dict[str, Any] | None:
     return None if cause is None else cause.to_dict()
 
 
-def retune(
+def retune(  # noqa: PLR0913
     pool: Pool,
     history: History,
     at: float,
@@ -307,14 +341,16 @@ def retune(
     windows: Sequence[float] = RETUNE_WINDOWS,
     reserves: Sequence[int] | None = None,
     nodes: SimulatedNodes | None = None,
+    live: Sequence[tuple[float, int]] = (),
 ) -> Tuning:
     """Choose `pool`'s burst quantile, stabilisation window and reserve at `at` from `history`
     (see the module docstring), the other settings being `settings` (the pool's before tuning,
     with its measured lead time); `reserves` overrides
     `promise.reserve_sizes`; `nodes` is the simulated node (`replay.setup.priced_nodes`: the
     node priced; default 8 placeholders). The protection kept is `settings.protection` (the
-    pool's, or a what-if given through the resolver). Never raises for bad data: a `default`
-    Tuning says why instead."""
+    pool's, or a what-if given through the resolver). `live`: the target's replicas as read
+    over time ((instant, count), ascending; the dry-run daemon's), replayed beside the plan
+    (`Tuning.shadow`). Never raises for bad data: a `default` Tuning says why instead."""
     assert pool.forecast is not None and settings.protection is not None
     started = time.perf_counter()
 
@@ -333,7 +369,7 @@ def retune(
         )
     try:
         grid = (window_seconds, quantiles, windows, reserves)
-        return _tune(pool, settings, known, at, forecaster, grid, started, nodes)
+        return _tune(pool, settings, known, at, forecaster, grid, started, nodes, live)
     except Exception as exc:  # a failed tune never stops the refit: the defaults stand in
         logger.exception("pool %s: re-tune failed", pool.name)
         return fallback(f"re-tune failed: {type(exc).__name__}: {exc}")
@@ -348,6 +384,7 @@ def _tune(
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     started: float,
     nodes: SimulatedNodes | None = None,
+    live: Sequence[tuple[float, int]] = (),
 ) -> Tuning:
     assert plan_settings.protection is not None
     target = plan_settings.protection.value
@@ -359,8 +396,8 @@ def _tune(
         why = f"the fit at the start of the tuning window gave no forecast ({fitted.why}{detail})"
         return _default(pool, plan_settings, at, why, started)
     simulated = nodes or SimulatedNodes()
-    book, days, tail, static, capped = _replay(
-        pool, plan_settings, known, begin, fitted, grid, target, simulated
+    book, days, tail, static, capped, yours = _replay(
+        pool, plan_settings, known, begin, fitted, grid, target, simulated, live
     )
     choice = choose(book, target, tail=tail)
     levels = _levels(book, static, target, tail, choice)
@@ -368,11 +405,14 @@ def _tune(
     assert cand.setting is not None
     status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
     reason = _verdict(choice, book, target, days)
+    hold = hold_fixed(choice, static, target) if pool.protection_fallback == "fixed" else None
+    if hold is not None:
+        status, reason = TuningStatus.FIXED, f"asked {100 * target:g}%, {hold.says(target)}"
     if status == TuningStatus.SHORT or (choice.kept is not None and choice.kept < target - 1e-9):
         logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
     else:
         logger.info("pool %s: re-tuned: %s", pool.name, reason)
-    return Tuning(
+    tuning = Tuning(
         pool.name,
         status,
         cand.setting.quantile,
@@ -385,7 +425,7 @@ def _tune(
         days,
         float(train.end) if len(train) else None,
         time.perf_counter() - started,
-        cand.reserve,
+        0 if hold is not None else cand.reserve,
         choice.kept,
         choice.strictness,
         choice.kept_overhead_node_hours if choice.kept is not None else None,
@@ -396,6 +436,43 @@ def _tune(
         max_replicas=pool.max_replicas,
         fixed=_fixed(static, target),
         node_slots=simulated.node_slots,
+        fixed_hold=hold,
+    )
+    if yours is None or not choice.kept_periods:
+        return tuning
+    return replace(tuning, shadow=_shadow(tuning, choice, static, yours, live, begin))
+
+
+def _shadow(
+    tuning: Tuning,
+    choice: Choice,
+    static: Ledger,
+    yours: Ledger,
+    live: Sequence[tuple[float, int]],
+    begin: float,
+) -> Shadow:
+    """The user's live N (`yours`, summed on the re-tune's periods) beside what the pool holds,
+    over the days the rule was judged on: the forecast's walk-forward choices, or the fixed N
+    held instead (its run in `static`)."""
+    n = yours.periods
+    first = n - choice.kept_periods
+    hold = tuning.fixed_hold
+    if hold is None:
+        per_day = choice.kept_overhead_node_hours / choice.kept_periods
+        plan = Side(choice.kept, per_day)
+    else:
+        index = next(i for i, c in enumerate(static.candidates) if c.reserve == hold.replicas)
+        plan = side_of(static, index, first, n)
+    in_force = [(t, c) for t, c in live if t > begin]
+    before = [(t, c) for t, c in live if t <= begin][-1:]
+    return Shadow(
+        side_of(yours, 0, first, n),
+        plan,
+        choice.kept_periods,
+        changes([*before, *in_force]),
+        live[0][0],
+        begin,
+        tuning.holding(),
     )
 
 
@@ -406,17 +483,8 @@ def _short_days(book: Ledger, target: float) -> int:
     return int((waited & ~best).sum())
 
 
-def _fixed(static: Ledger, target: float) -> tuple[int, float] | None:
-    """The fewest fixed placeholders of `static` that kept `target` over all its days, and what
-    they kept (None: none did, or nothing waited)."""
-    waited = float(static.reactive.sum())
-    if waited <= 0:
-        return None
-    for i in np.argsort([c.reserve for c in static.candidates]):
-        kept = 1.0 - float(static.unserved[i].sum()) / waited
-        if kept >= target - 1e-9:
-            return static.candidates[i].reserve, kept
-    return None
+_fixed = fewest_fixed
+"""The fewest fixed placeholders of a static ledger that kept a target over all its days."""
 
 
 def _levels(
@@ -473,12 +541,14 @@ def _replay(
     grid: tuple[float, Sequence[float], Sequence[float], Sequence[int] | None],
     target: float,
     nodes: SimulatedNodes,
-) -> tuple[Ledger, float, int | None, Ledger, dict[Candidate, int]]:
+    live: Sequence[tuple[float, int]] = (),
+) -> tuple[Ledger, float, int | None, Ledger, dict[Candidate, int], Ledger | None]:
     """Every (quantile, window) of the grid, each plus every reserve (the tail-aware one among
     them, `replay.tail`, unless `reserves` are given), replayed over [begin, known.end] through
     the engine on the simulated cluster and summed per day (days ending at the refit): the ledger
     the rule reads, the days replayed, the tail-aware reserve (for the protection `target`) and the
-    static reserves' ledger (static headroom in hindsight, for the price of the promise)."""
+    static reserves' ledger (static headroom in hindsight, for the price of the promise), and
+    the `live` replicas' (None without them)."""
     _, quantiles, windows, reserves = grid
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
@@ -519,7 +589,19 @@ def _replay(
     book = ledger(candidate_runs(), reactive, bounds, r.start)
     statics = ((Candidate(None, n), r.simulate(np.full(size, n))) for n in standard)
     static = ledger(statics, reactive, bounds, r.start)
-    return book, (float(r.times[-1]) - begin) / DAY_SECONDS, tail, static, capped
+    yours = _yours(r, live, reactive, bounds) if live else None
+    days = (float(r.times[-1]) - begin) / DAY_SECONDS
+    return book, days, tail, static, capped, yours
+
+
+def _yours(
+    r: Replay, live: Sequence[tuple[float, int]], reactive: Run, bounds: list[int]
+) -> Ledger:
+    """The user's N over time (`live` reads) replayed on the same simulated cluster as the
+    candidates, summed on the same days."""
+    theirs = live_placeholders(r.times, live)
+    run = r.simulate(theirs)
+    return ledger([(Candidate(None, int(theirs[-1])), run)], reactive, bounds, r.start)
 
 
 def _reserves(

@@ -9,7 +9,7 @@ start (the observation delay and one data step before it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any
@@ -22,8 +22,11 @@ from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import iso_utc
 from predictive_headroom.core.shortfall import Cause, Shortfall, shortfall_cause
+from predictive_headroom.replay.fallback import DEARER_MARGIN, fixed_override
 from predictive_headroom.replay.promise import (
+    LOOKBACK,
     PROMISE_QUANTILES,
+    WINDOW,
     Candidate,
     Choice,
     Ledger,
@@ -170,13 +173,32 @@ def measure(
         # other days' and would not be tried now).
         tail = r.tails[p][-1] if r.tails.get(p) else None
         sizes = reserve_sizes(result.pods[start:], tail)
-        out.append(replace(entry, now=_now(choose(r.book.among(sizes), p, tail=tail))))
+        now = choose(r.book.among(sizes), p, tail=tail)
+        if result.settings.protection_fallback == "fixed":  # as the daemon would hold now
+            static, tried = fixed_book(result, r)
+            now = fixed_override(static, p, tried)(len(r.starts), now)
+        out.append(replace(entry, now=_now(now)))
     return out
 
 
-def promise_walk(result: BacktestResult, r: Replayed, p: float) -> WalkForward:
+def promise_walk(
+    result: BacktestResult,
+    r: Replayed,
+    p: float,
+    fallback: bool | None = None,
+    margin: float = DEARER_MARGIN,
+) -> WalkForward:
     """`protection: p` replayed day by day on `r` (`replay.promise.walk_forward`): the run the
-    promise entry, `tune`'s recommendation and the comparison with a fixed N all read."""
+    promise entry, `tune`'s recommendation and the comparison with a fixed N all read. With
+    `fallback` (default: the pool's `protectionFallback: fixed`), a day whose ledger says the
+    forecast did not keep `p` or did not beat a fixed N holds the fewest fixed placeholders
+    that kept `p` over the days read instead (`replay.fallback`), as the daemon's re-tune does."""
+    if fallback is None:
+        fallback = result.settings.protection_fallback == "fixed"
+    override = None
+    if fallback:
+        static, sizes = fixed_book(result, r)
+        override = fixed_override(static, p, sizes, margin)
     return walk_forward(
         r.book,
         r.base,
@@ -188,7 +210,30 @@ def promise_walk(result: BacktestResult, r: Replayed, p: float) -> WalkForward:
         r.default,
         result.settings.max_replicas,
         r.tails.get(p),
+        override,
     )
+
+
+def fixed_book(result: BacktestResult, r: Replayed) -> tuple[Ledger, Callable[[int], list[int]]]:
+    """Static headroom at the reserves the walk tries (`reserve_sizes`), summed on the walk's
+    periods (the fallback's ledger), and the fixed N tried at period k (the day after the last
+    one too): those up to the largest reserve sized from the days it reads, as `walk_forward` and
+    the daemon size them."""
+    pods, start = result.pods, result.scored_from
+    sizes = reserve_sizes(pods[start:])
+    runs = (
+        (Candidate(None, n), simulate(pods, np.full(pods.size, n, dtype=np.int64), r.cluster))
+        for n in sizes
+    )
+    static = ledger(runs, result.strategies["reactive"].run, r.bounds, start)
+    span = (WINDOW + LOOKBACK) * DAY_MINUTES
+
+    def tried(k: int) -> list[int]:
+        b = r.starts[k] if k < len(r.starts) else pods.size  # k = len(starts): the next day
+        largest = max(reserve_sizes(pods[max(0, b - span) : b]))
+        return [n for n in sizes if n <= largest]
+
+    return static, tried
 
 
 def _entry(

@@ -136,6 +136,9 @@ class ReplaySettings:
     cores_per_node: float
     schedule_windows: str
     proportional_rule: str
+    protection_fallback: str = "none"
+    """The pool's `protectionFallback` (`fixed`: the promise walk holds a fixed N when its
+    ledger says so, `replay.fallback`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -422,6 +422,7 @@ def replay_settings(r: Replay, s: BacktestSettings, wf: WalkForward) -> ReplaySe
         if r.pool.schedules
         else f"default: daytime 08:00-20:00 UTC, {r.default_windows[0].desired_replicas} replicas",
         proportional_rule="config" if r.pool.proportional else DEFAULT_RULE_WORDS,
+        protection_fallback=r.pool.protection_fallback,
     )
 
 

@@ -126,6 +126,11 @@ def _forecast_parts(
     if spec is None or not spec.enabled:
         status = ForecastStatus.NOT_CONFIGURED if spec is None else ForecastStatus.DISABLED
         return _Parts(np.full(n, str(status), dtype=object), np.full(n, -1), nothing, nothing, None)
+    if settings.fixed is not None:  # the re-tune set the forecast aside for a fixed N
+        fixed = np.full(n, settings.fixed.value, dtype=np.int64)
+        return _Parts(
+            np.full(n, str(ForecastStatus.FIXED), dtype=object), fixed, nothing, nothing, None
+        )
     if not isinstance(forecast, Forecast):
         why = ForecastStatus.NO_HISTORY if forecast is None else forecast.why
         return _Parts(np.full(n, str(why), dtype=object), np.full(n, -1), nothing, nothing, None)
@@ -205,6 +210,8 @@ class PoolTimeline:
         lo = int(self._starts[k]) if k >= 0 else 0
         hi = int(self._starts[k + 1]) if k + 1 < len(self._starts) else len(self)
         parts, j = self._segment(k, lo, hi), i - lo
+        if parts.status[j] == ForecastStatus.FIXED:
+            return ForecastPart(int(parts.replicas[j]), ForecastStatus.FIXED)
         if parts.bursts is None or parts.status[j] != ForecastStatus.OK:
             return ForecastPart(None, parts.status[j])
         return ForecastPart(
@@ -282,9 +289,10 @@ class PoolTimeline:
             if lo >= hi:
                 continue
             parts = self._segment(k, lo, hi)
-            if parts.bursts is None:
+            fixed = parts.status == str(ForecastStatus.FIXED)
+            if parts.bursts is None and not fixed.any():
                 continue
-            usable = parts.status == str(ForecastStatus.OK)
+            usable = (parts.status == str(ForecastStatus.OK)) | fixed
             wanted[lo:hi] = np.maximum(wanted[lo:hi], np.where(usable, parts.replicas, 0))
         raw = settle(wanted, self.settings.reserve.value, self.pool.max_replicas)
         return hold_all(raw, steps, self.pool.max_replicas)

@@ -23,7 +23,12 @@ from predictive_headroom.core.stabilise import hold, settle
 from predictive_headroom.core.vocabulary import Component, ForecastStatus, PlanReason
 from predictive_headroom.policy.config import Pool
 
-_FORECAST_USABLE = (ForecastStatus.OK, ForecastStatus.NOT_CONFIGURED, ForecastStatus.DISABLED)
+_FORECAST_USABLE = (
+    ForecastStatus.OK,
+    ForecastStatus.NOT_CONFIGURED,
+    ForecastStatus.DISABLED,
+    ForecastStatus.FIXED,
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,8 @@ def combine(
         if winner == "schedule" and schedule
         else winner
     )
+    if winner == Component.FORECAST and forecast.status == ForecastStatus.FIXED:
+        reason = PlanReason.FIXED_HEADROOM
     if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
         reason = f"{PlanReason.MIN_PREFIX}{forecast.status}"
     raw = settle(wanted, reserve, pool.max_replicas)

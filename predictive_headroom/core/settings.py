@@ -74,6 +74,8 @@ class Tuned:
     burst_quantile: float | None = None
     stabilization_seconds: float | None = None
     reserve: int | None = None
+    fixed: int | None = None
+    """Fixed placeholders held instead of the forecast (`TuningStatus.FIXED`)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class PlanSettings:
     protection: Setting[float] | None = None
     """The protection promised (`protection:` of the pool, or a what-if flag); None: no promise,
     the pool plans with its burst quantile as configured."""
+    fixed: Setting[int] | None = None
+    """Fixed placeholders the forecast component holds instead of the forecast (the re-tune's
+    fallback, `TuningStatus.FIXED`); None: the forecast plans."""
 
     @property
     def lead(self) -> float:
@@ -207,6 +212,7 @@ def resolve_settings(
     delay = Setting(DEFAULT_OBSERVATION_DELAY, SettingSource.DEFAULT)
     per_replica = None
     reserve = Setting(0, SettingSource.DEFAULT)
+    fixed: Setting[int] | None = None
     if spec is not None:
         reserve = Setting(spec.reserve, _given(spec, "reserve"))
         quantile = Setting(spec.burst_quantile, _given(spec, "burst_quantile"))
@@ -224,6 +230,8 @@ def resolve_settings(
             window = Setting(tuned.stabilization_seconds, SettingSource.TUNED)
         if tuned.reserve is not None:
             reserve = Setting(tuned.reserve, SettingSource.TUNED)
+        if tuned.fixed is not None:
+            fixed = Setting(tuned.fixed, SettingSource.TUNED)
     flag = SettingSource.CONFIGURED
     if given.lead is not None:
         lead = Setting(float(given.lead), flag)
@@ -236,7 +244,9 @@ def resolve_settings(
     if given.demand_per_replica is not None:
         per_replica = Setting(float(given.demand_per_replica), flag)
     strategy = Setting(Strategy.FORECAST, SettingSource.DEFAULT)
-    return PlanSettings(lead, window, per_replica, delay, quantile, strategy, reserve, protection)
+    return PlanSettings(
+        lead, window, per_replica, delay, quantile, strategy, reserve, protection, fixed
+    )
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,9 @@ class ForecastStatus(StrEnum):
     """The report of a forecasting pool given no forecast at all."""
     WARMUP = "warmup"
     """The backtest before its first refit."""
+    FIXED = "fixed-headroom"
+    """Set aside by the re-tune for a fixed N of placeholders (`PlanSettings.fixed`): the
+    component is that N (`PlanReason.FIXED_HEADROOM` when it sets the plan)."""
 
 
 class NoForecastWhy(StrEnum):
@@ -107,6 +110,10 @@ class TuningStatus(StrEnum):
     """No strictness kept the target: the most protective one, with its reserve."""
     DEFAULT = "default"
     """Could not tune: the pool's own settings stand (the reason says why)."""
+    FIXED = "fixed"
+    """The ledger says the forecast did not keep the target, or did not beat a fixed N, over the
+    days judged: the pool holds the fewest fixed placeholders that kept it over the days read
+    (`replay.fallback`; `protectionFallback: fixed`), until the forecast keeps it again."""
 
 
 class Component(StrEnum):
@@ -151,6 +158,9 @@ class PlanReason(StrEnum):
     competed. (`hold:<why>` is kept for the daemon holding the current replicas, `daemon/writes.py`.)"""
     SCHEDULE_PREFIX = "schedule:"
     """Followed by the name of the window that sets the floor."""
+    FIXED_HEADROOM = "fixed-headroom"
+    """The re-tune set the forecast aside for a fixed N of placeholders (`TuningStatus.FIXED`),
+    and that N sets the plan."""
 
 
 class BufferCondition(StrEnum):

@@ -53,6 +53,7 @@ from predictive_headroom.daemon.outcomes import ReconcileResult
 from predictive_headroom.daemon.pool_reconcile import PoolReconciler
 from predictive_headroom.daemon.refit_requests import RefitRequests
 from predictive_headroom.daemon.removed import RemovedPools
+from predictive_headroom.daemon.shadow import LiveReplicas
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.daemon.workers import map_bounded
@@ -147,6 +148,8 @@ class Daemon:
         """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
         self.tunings: dict[str, Tuning] = {}
         """Each `protection:` pool's setting chosen at its last refit (`app.tune`)."""
+        self.live = LiveReplicas(options.retune_window)
+        """In dry-run, each target's replicas over time (the user's N), for the shadow."""
         self.watch = LoopWatch(edges.monotonic, options.interval)
         self.caches = edges.caches
         """The list-and-watch caches of the cluster reads (None: they LIST every reconcile)."""
@@ -253,6 +256,7 @@ class Daemon:
                 retune_window=self.retune_window,
                 measured_lead=self.observer.measured_lead(pool),
                 price=pool_price(pool, policy.cost),  # the node its re-tune simulates
+                live=self.live.reads(pool.name) if self.dry_run else (),
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)
@@ -346,6 +350,10 @@ class Daemon:
             self.leadership_changed(False)
         if leader:
             self.removed.retire_due(self.dry_run)
+        if self.dry_run:  # nothing was written: the replicas read are the user's own
+            for o in outcomes:
+                if o.current is not None:
+                    self.live.record(o.pool, at, o.current)
         self._refit_for_new_settings(policy, forecasts)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result
@@ -427,6 +435,7 @@ class Daemon:
             self.tunings.pop(name, None)
             self.metrics.forget_tuning(name)
         self.inputs.forget(removed)
+        self.live.forget(removed)
         self.observer.forget(removed)
         for watch in self.components.values():
             watch.forget(removed)

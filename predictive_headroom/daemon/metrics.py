@@ -41,6 +41,8 @@ START_BUCKETS = (1, 2, 5, 10, 15, 30, 60, 90, 120, 180, 300, 600)
 RECONCILE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60)
 """Seconds: a reconcile from watched caches takes tens of milliseconds; listing the cluster every
 reconcile, seconds at a few thousand nodes; the interval (60 s by default) bounds it."""
+SHADOW_SIDES = ("yours", "plan")
+"""The `who` label of the shadow pair: the target's live replicas, and the plan."""
 LEAD_SOURCES = (SettingSource.MEASURED, SettingSource.CONFIGURED)
 """Where a lead time in use comes from (the `source` label of `lead_time_seconds`)."""
 
@@ -174,6 +176,20 @@ class Metrics:
             f"{PREFIX}_tuned_reserve_replicas",
             "Placeholders a pool with protection holds on top of its plan, chosen at its last refit.",
             ["pool"],
+            registry=r,
+        )
+        self.shadow_kept = Gauge(
+            f"{PREFIX}_shadow_kept",
+            "In dry-run: the protection the target's live replicas (who=yours) and the plan "
+            "(who=plan) kept over the days the last re-tune judged (NaN: nothing waited).",
+            ["pool", "who"],
+            registry=r,
+        )
+        self.shadow_node_hours = Gauge(
+            f"{PREFIX}_shadow_node_hours_per_day",
+            "In dry-run: the overhead node-hours a day of the target's live replicas (who=yours) "
+            "and of the plan (who=plan) over the days the last re-tune judged.",
+            ["pool", "who"],
             registry=r,
         )
 
@@ -339,6 +355,20 @@ class Metrics:
         self.beats_fixed.labels(pool=tuning.pool).set(
             float("nan") if against is None else float(against["forecast_beats_fixed"])
         )
+        self._record_shadow(tuning)
+
+    def _record_shadow(self, tuning: Tuning) -> None:
+        """The shadow pair of `tuning` (`Tuning.shadow`), removed when it has none."""
+        shadow = tuning.shadow
+        for who in SHADOW_SIDES:
+            side = None if shadow is None else getattr(shadow, who)
+            if side is None:
+                self._drop(self.shadow_kept, tuning.pool, who)
+                self._drop(self.shadow_node_hours, tuning.pool, who)
+                continue
+            kept = float("nan") if side.kept is None else side.kept
+            self.shadow_kept.labels(pool=tuning.pool, who=who).set(kept)
+            self.shadow_node_hours.labels(pool=tuning.pool, who=who).set(side.per_day)
 
     def forget_tuning(self, pool: str) -> None:
         """Remove a pool's tuned_* series (its tuning no longer holds)."""
@@ -351,6 +381,9 @@ class Metrics:
             self.beats_fixed,
         ):
             self._drop(gauge, pool)
+        for who in SHADOW_SIDES:
+            self._drop(self.shadow_kept, pool, who)
+            self._drop(self.shadow_node_hours, pool, who)
 
     def record_lead_time(self, pool: str, source: str, seconds: float) -> None:
         """The lead time `pool` plans with and its source (measured | configured)."""
@@ -381,6 +414,9 @@ class Metrics:
             self._drop(gauge, pool)
         for name in (*Component, PlanReason.MAX):
             self._drop(self.component, pool, name)
+        for who in SHADOW_SIDES:
+            self._drop(self.shadow_kept, pool, who)
+            self._drop(self.shadow_node_hours, pool, who)
         self._drop(self.nodes_leaving, pool)
         for bound in ("yhat", "lower", "upper"):
             self._drop(self.forecast_demand, pool, bound)

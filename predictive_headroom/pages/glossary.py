@@ -123,7 +123,8 @@ GLOSSARY: dict[str, str] = {
     "pods": "the placeholder pods planned from then",
     "reason": "the rule that set the count: schedule:<window>, proportional, forecast, "
     f"{', '.join(r.name for r in REGISTRY)}, min, max, min:<why no forecast>, "
-    "hold:<what holds it>",
+    "hold:<what holds it>, fixed-headroom (a fixed N held instead of the forecast: "
+    "protectionFallback: fixed)",
     # The registered components (`core.components.REGISTRY`), each in its own words.
     **{str(r.name): r.glossary for r in REGISTRY},
 }

@@ -273,6 +273,10 @@ class Pool(_Model):
     """Absorb at least this share (`95%` or 0.95) of the pod-minutes that would otherwise wait for
     a node: `predictive-headroom tune` picks the cheapest burst quantile and stabilisation window
     reaching it on the pool's own history. Instead of `forecast.burstQuantile`."""
+    protection_fallback: Literal["none", "fixed"] = "none"
+    """`fixed`: when the re-tune's ledger says the forecast did not keep `protection`, or did not
+    beat a fixed N, over the days judged, hold the fewest fixed placeholders that kept it over the
+    days read instead, until the forecast keeps it again (docs/promise.md). Needs `protection`."""
 
     @field_validator("name")
     @classmethod
@@ -292,6 +296,12 @@ class Pool(_Model):
 
     @model_validator(mode="after")
     def _check(self) -> Pool:
+        if self.protection_fallback != "none" and self.protection is None:
+            raise FieldProblem(
+                "protectionFallback",
+                "protectionFallback needs protection: add protection (e.g. 95%) or remove "
+                "protectionFallback",
+            )
         if self.protection is not None:
             if self.forecast is None:
                 raise FieldProblem(

@@ -34,7 +34,7 @@ hand with the same information).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import pairwise
@@ -68,6 +68,8 @@ class Status(StrEnum):
     KEPT = "kept"
     SHORT = "short"
     UNTESTED = "untested"
+    FIXED = "fixed"
+    """The forecast set aside for a fixed N (`replay.fallback`)."""
 
 
 def reserve_sizes(pods: np.ndarray, tail: int | None = None) -> list[int]:
@@ -347,7 +349,7 @@ def placeholders_of(
     return with_reserve(base[candidate.setting], candidate.reserve, max_replicas)
 
 
-def walk_forward(
+def walk_forward(  # noqa: PLR0913
     book: Ledger,
     base: Mapping[Setting, np.ndarray],
     pods: np.ndarray,
@@ -358,12 +360,14 @@ def walk_forward(
     default: Candidate,
     max_replicas: int,
     tails: Sequence[int | None] | None = None,
+    override: Callable[[int, Choice], Choice] | None = None,
     **rule: int,
 ) -> WalkForward:
     """Replay `choose` day by day: period k uses the choice made on ledger periods before k (the
     first, with none, uses `default`), spliced and simulated once; a reserve is capped at
     `max_replicas` as the planner caps it. `tails[k]`: period k's tail-aware reserve (its
-    candidates in `book`), None where there is none."""
+    candidates in `book`), None where there is none. `override(k, choice)`: what period k holds
+    instead of the rule's choice (`replay.fallback.fixed_override`: a fixed N)."""
     spliced = placeholders_of(default, base, pods.size, max_replicas).copy()
     choices: list[Choice | None] = []
     # The reserves tried on a day are sized from the app pods of the days it reads, as the
@@ -376,6 +380,8 @@ def walk_forward(
         tried = [n for n in sizes if n <= largest] + ([] if tail is None else [tail])
         past = book.cut(0, k).among(tried)
         choice = choose(past, target, tail=tail, **rule) if k else None
+        if choice is not None and override is not None:
+            choice = override(k, choice)
         cand = default if choice is None else choice.candidate
         stop = period_starts[k + 1] if k + 1 < len(period_starts) else pods.size
         spliced[b:stop] = placeholders_of(cand, base, pods.size, max_replicas)[b:stop]

@@ -64,6 +64,7 @@ REASON_COLOURS = {
     "min": "#64748b",
     "max": "#dc2626",
     "hold": "#d97706",
+    "fixed-headroom": "#475569",
 }
 
 
@@ -432,6 +433,7 @@ def promise_view(promise: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "price": (promise.get("price") or {}).get("says") or "",
         "cause": (promise.get("cause") or {}).get("says") or "",
         "against_fixed": (promise.get("against_fixed") or {}).get("says") or "",
+        "shadow": (promise.get("shadow") or {}).get("says") or "",
     }
 
 

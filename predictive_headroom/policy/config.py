@@ -30,7 +30,13 @@ from predictive_headroom.policy.cron import CRON_PATTERN, check_fires
 from predictive_headroom.policy.disruption import Disruption
 from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, LeadTime
 from predictive_headroom.policy.errors import FieldProblem
-from predictive_headroom.policy.events import LocalTime, local_time, window_shape_problems
+from predictive_headroom.policy.events import (
+    LocalTime,
+    date_as_cron_problem,
+    local_time,
+    looks_like_date,
+    window_shape_problems,
+)
 from predictive_headroom.policy.placeholder import Placeholder, Quantity
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
@@ -106,7 +112,9 @@ class ScheduleWindow(_Model):
 
     @field_validator("start", "end")
     @classmethod
-    def _valid_cron(cls, value: str | None) -> str | None:
+    def _valid_cron(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if looks_like_date(value):
+            raise ValueError(date_as_cron_problem(str(info.field_name), str(value)))
         if value is not None:
             check_fires(value)
         return value

@@ -410,8 +410,9 @@ def test_run_once_without_capacity_buffers_fails_that_pool_only_and_says_to_inst
     assert pools["gpu"]["action"] == "error"
     assert pools["gpu"]["error"] == (
         "pool gpu: CapacityBuffer is not installed: no autoscaling.x-k8s.io/capacitybuffers on "
-        "this cluster; install Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature, "
-        "or use kind: Deployment"
+        "this cluster; install an autoscaler that serves it (Karpenter ≥ 1.14 with "
+        "--feature-gates CapacityBuffer=true, or Cluster Autoscaler ≥ 1.34 with the CapacityBuffer "
+        "feature), or use kind: Deployment"
     )
     assert server.requests(path_contains="/capacitybuffers") == []
 

@@ -376,6 +376,14 @@ def test_a_key_that_belongs_further_down_says_where(key, value, where):
     assert where in problem, problem
 
 
+def test_a_key_in_another_section_of_the_pool_says_where_it_goes():
+    [problem] = problems(
+        GOOD_POOL + "    forecast: {query: up, demandPerReplica: 5, skipHolidays: DE}\n"
+    )
+    assert "pools[0].forecast.skipHolidays: unknown key 'skipHolidays' here: " in problem
+    assert "it belongs under schedules (pools[0].schedules[].skipHolidays)" in problem, problem
+
+
 @pytest.mark.parametrize(
     "cron, words",
     [

@@ -147,7 +147,7 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
             loc = loc + sub
             message = str(cause)
         elif err["type"] == "extra_forbidden":
-            message = _misplaced(loc) or _belongs_below(loc) or _unknown(loc)
+            message = _misplaced(loc) or _belongs_below(loc) or _beside(loc) or _unknown(loc)
         elif err["type"] == "missing":
             message = "required field is missing"
         elif (
@@ -211,6 +211,14 @@ def _belongs_below(loc: tuple[Any, ...]) -> str | None:
                     return f"unknown key {key!r} here: it belongs under {alias} ({where}); move it into {into}"
                 if len(below) < 2:
                     queue.append((sub, (*below, step)))
+    return None
+
+
+def _beside(loc: tuple[Any, ...]) -> str | None:
+    """For a key unknown inside a pool's section but known elsewhere in the pool
+    (`skipHolidays` under forecast), where it goes; None otherwise."""
+    if len(loc) > 3 and loc[0] == "pools" and isinstance(loc[1], int):
+        return _belongs_below((*loc[:2], loc[-1]))
     return None
 
 

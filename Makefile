@@ -102,8 +102,8 @@ system-deps:
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
-	  $(SUDO) $(APT_GET) update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) $(APT_GET) install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  $(call heartbeat,system-deps: installing$$missing,$(SUDO) $(APT_GET) update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) $(APT_GET) install -y -qq --no-install-recommends $$missing >/dev/null); \
 	fi
 
 demo: $(STAMP)

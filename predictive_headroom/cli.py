@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from predictive_headroom import __version__
 from predictive_headroom.commands import CommandError, print_error
+from predictive_headroom.core.vocabulary import AT_ONCE
 from predictive_headroom.policy.load import ConfigError
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.replay.workers import WorkerDied
@@ -32,8 +33,9 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 class _HeldWarnings(logging.Handler):
-    """A command's log lines: below WARNING written as they come, WARNING and above held and
-    written after the command's own output, in one block on stderr (`write_held`)."""
+    """A command's log lines: below WARNING (and warnings logged `AT_ONCE`) written as they
+    come, WARNING and above held and written after the command's own output, in one block on
+    stderr (`write_held`)."""
 
     FORMAT = "%(levelname)s %(name)s: %(message)s"
 
@@ -44,7 +46,7 @@ class _HeldWarnings(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         line = self.format(record)
-        if record.levelno < logging.WARNING:
+        if record.levelno < logging.WARNING or getattr(record, AT_ONCE, False):
             print(line, file=sys.stderr, flush=True)
         else:
             self.held.append(line)

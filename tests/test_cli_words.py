@@ -3,6 +3,7 @@ words, and a comment when MAPE and MASE disagree."""
 
 from __future__ import annotations
 
+import logging
 import math
 import shlex
 import subprocess
@@ -127,3 +128,24 @@ def test_warnings_come_after_the_commands_output(tmp_path):
     assert out.index("WARNING predictive_headroom.backtest.run: outlier") > block, out
     logged = [i for i, line in enumerate(out.splitlines()) if line.startswith(("WARNING", "ERROR"))]
     assert min(logged) > out[:block].count("\n"), out  # every log line in the block after it
+
+
+def test_a_warning_said_at_once_is_not_held(capsys):
+    """A long replay's projection is said before it runs; other warnings wait for the output."""
+    from predictive_headroom.cli import _HeldWarnings
+    from predictive_headroom.core.vocabulary import AT_ONCE
+
+    handler = _HeldWarnings()
+    log = logging.getLogger("test.held")
+    log.addHandler(handler)
+    try:
+        log.warning("the replay takes about 2 h", extra={AT_ONCE: True})
+        log.warning("an outlier")
+        assert capsys.readouterr().err == "WARNING test.held: the replay takes about 2 h\n"
+        print("the table")
+        handler.write_held()
+        seen = capsys.readouterr()
+        assert seen.out == "the table\n"
+        assert seen.err == "-- 1 warning(s) while it ran:\nWARNING test.held: an outlier\n"
+    finally:
+        log.removeHandler(handler)

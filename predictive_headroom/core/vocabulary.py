@@ -160,3 +160,9 @@ class BufferCondition(StrEnum):
     requires new capacity)."""
     LIMITED_BY_QUOTAS = "LimitedByQuotas"
     """True when a quota or limit caps the buffer below its replicas."""
+
+
+AT_ONCE = "at_once"
+"""A log record's `extra` key (`extra={AT_ONCE: True}`): a command writes this warning when it
+comes, not held with the others until its output is out (a long replay's projection, said before
+the replay runs)."""

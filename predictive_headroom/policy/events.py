@@ -109,7 +109,7 @@ def mixed_shape_problem(recurring: Set[str], crons: dict[str, object]) -> tuple[
         if looks_like_date(crons.get(key)):
             return (
                 key,
-                f"{key}: {crons[key]!r} is a date, and start/end take crons (a recurring window): "
+                f"{crons[key]!r} is a date, and start/end take crons (a recurring window): "
                 f"for a dated event write {DATED_KEY[key]}: {crons[key]!r} in place of {key}",
             )
     return (

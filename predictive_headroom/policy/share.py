@@ -8,9 +8,9 @@ A value ending in `%` (0% to 100%) is a share of the resource requested by the p
 on the nodes of the pool's node selector; placeholders, DaemonSet and mirror pods left out); a
 value without `%` is an absolute amount, a Kubernetes quantity (`500m`, `2Gi`, `1`). For cpu and
 memory the amount takes a unit (`4000m`, `2Gi`): a bare number there is refused, as `cpu: 10` is
-almost always 10% meant (and would keep 10 cores); bare counts stay for extended resources such as
-`nvidia.com/gpu`. Every resource named must be one the placeholder requests (the amount is counted in placeholders). The component's
-arithmetic is `core.share`.
+almost always 10% meant (and would keep 10 cores); bare counts stay for extended resources such
+as `nvidia.com/gpu`. Every resource named must be one the placeholder requests (the amount is
+counted in placeholders). The component's arithmetic is `core.share`.
 """
 
 from __future__ import annotations

@@ -39,6 +39,14 @@ endif
 
 venv: $(STAMP)
 
+# $(call heartbeat,WHAT,COMMAND): run COMMAND, printing "WHAT: still at it (N s)" every
+# HEARTBEAT seconds while it runs (pip is silent for a minute while it installs what it fetched).
+HEARTBEAT ?= 10
+heartbeat = ( trap 'kill $$s 2>/dev/null; exit 0' TERM; n=0; \
+  while :; do sleep $(HEARTBEAT) & s=$$!; wait $$s; n=$$((n + $(HEARTBEAT))); \
+  echo "$(1): still at it ($$n s)"; done ) & beat=$$!; \
+  $(2); rc=$$?; kill $$beat 2>/dev/null; wait $$beat 2>/dev/null; exit $$rc
+
 # The virtualenv is installed from the lock (requirements/*.txt, exported from uv.lock by
 # `make lock`), every file checked against its hash: first the build tools, then the locked
 # dependencies, then the package itself, editable and without dependencies. Each step says what it
@@ -52,11 +60,11 @@ $(STAMP): pyproject.toml $(LOCKED) $(VENV_STALE)
 	  rm -rf $(VENV); \
 	fi
 	@echo "venv: $(VENV) with $$($(PYTHON) -c 'import sys; print(sys.executable, sys.version.split()[0])')"
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if ! test -x $(BIN)/python; then $(call heartbeat,venv: creating,$(PYTHON) -m venv $(VENV)); fi
 	@echo "venv: build tools from requirements/build.txt (pip, setuptools, wheel)"
-	@$(PIP) install --quiet --require-hashes -r requirements/build.txt
+	@$(call heartbeat,venv: build tools,$(PIP) install --quiet --require-hashes -r requirements/build.txt)
 	@echo "venv: $$(grep -c '^[a-z0-9]' requirements/test.txt) locked packages from requirements/test.txt (a few minutes on a fresh machine)"
-	@$(PIP) install --require-hashes -r requirements/test.txt
+	@$(call heartbeat,venv: installing,$(PIP) install --require-hashes -r requirements/test.txt)
 	@echo "venv: predictive-headroom itself (editable, no dependencies)"
 	@PYTHONWARNINGS='ignore:Editable installation' $(PIP) install --quiet --no-deps --no-build-isolation -e .
 	@$(PIP) check >/dev/null || { $(PIP) check; echo "if pyproject.toml asks for more than the lock holds: make lock" >&2; exit 1; }
@@ -94,12 +102,13 @@ system-deps:
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
-	  $(SUDO) $(APT_GET) update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) $(APT_GET) install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  $(call heartbeat,system-deps: installing$$missing,$(SUDO) $(APT_GET) update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) $(APT_GET) install -y -qq --no-install-recommends $$missing >/dev/null); \
 	fi
 
 demo: $(STAMP)
-	$(BIN)/predictive-headroom demo --out demo-out
+	@echo "demo: predictive-headroom demo --out demo-out (forecast, plan, backtest, report; a few minutes)"
+	@$(BIN)/predictive-headroom demo --out demo-out
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

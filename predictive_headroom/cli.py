@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from predictive_headroom import __version__
 from predictive_headroom.commands import CommandError, print_error
+from predictive_headroom.core.vocabulary import AT_ONCE
 from predictive_headroom.policy.load import ConfigError
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.replay.workers import WorkerDied
@@ -29,6 +30,47 @@ class _HelpFormatter(argparse.HelpFormatter):
         if text.startswith("example:"):
             return textwrap.indent(text, indent)
         return super()._fill_text(text, width, indent)
+
+
+class _HeldWarnings(logging.Handler):
+    """A command's log lines: below WARNING (and warnings logged `AT_ONCE`) written as they
+    come, WARNING and above held and written after the command's own output, in one block on
+    stderr (`write_held`)."""
+
+    FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+    def __init__(self) -> None:
+        super().__init__(logging.NOTSET)
+        self.setFormatter(logging.Formatter(self.FORMAT))
+        self.held: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = self.format(record)
+        if record.levelno < logging.WARNING or getattr(record, AT_ONCE, False):
+            print(line, file=sys.stderr, flush=True)
+        else:
+            self.held.append(line)
+
+    def write_held(self) -> None:
+        """Write the held warnings after what the command printed, and stop listening."""
+        logging.getLogger().removeHandler(self)
+        if not self.held:
+            return
+        sys.stdout.flush()
+        print(f"-- {len(self.held)} warning(s) while it ran:", file=sys.stderr)
+        print("\n".join(self.held), file=sys.stderr, flush=True)
+
+
+def _hold_warnings(level: str) -> _HeldWarnings | None:
+    """Log at `level` for one command, its warnings held until its output is out; None (logging
+    left alone) when the process has configured logging already, as `logging.basicConfig` does."""
+    root = logging.getLogger()
+    if root.handlers:
+        return None
+    handler = _HeldWarnings()
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    return handler
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,12 +111,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for a refit whose worker process died twice)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command != "run":
-        logging.basicConfig(
-            level=args.log_level.upper(),
-            format="%(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
+    held = _hold_warnings(args.log_level) if args.command != "run" else None
+    try:
+        return _handle(args)
+    finally:
+        if held is not None:
+            held.write_held()
+
+
+def _handle(args: argparse.Namespace) -> int:
     try:
         return int(args.handler(args) or 0)
     except (CommandError, ConfigError, SourceError, WorkerDied) as exc:

@@ -14,6 +14,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from pipe_progress import (  # noqa: F401  (hooks: a progress line every 20 s through a pipe)
+    pytest_collection_finish,
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_unconfigure,
+    pytest_xdist_node_collection_finished,
+)
 from promfixture import PromServer, missing_binaries, prometheus_with_demand
 
 PROMETHEUS_FIXTURES = {"prometheus_server", "prometheus_basic_auth"}

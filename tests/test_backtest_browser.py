@@ -7,6 +7,7 @@ import io
 import json
 import re
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from unittest import mock
 
@@ -453,3 +454,47 @@ def test_every_headline_card_says_what_its_number_counts_at_1280_and_1920_px(pag
         assert overflowing_cards(cards) == []
     values = {c["title"]: c["value"] for c in seen.probes["cards"]}
     assert values["Forecast: overhead node-hours"].endswith("node-h")
+
+
+@pytest.fixture(scope="module")
+def wide_page(tmp_path_factory):
+    """The backtest of a large pool (a placeholder serves 0.003 of demand: thousands of nodes),
+    its x-axis running from about 100k to 190k node-hours, opened at 1280 px."""
+    work = tmp_path_factory.mktemp("backtest-wide")
+    lines = ASG.read_text().splitlines()
+    (work / "asg.csv").write_text("\n".join(lines[: 1 + 9 * 288]) + "\n")
+    out = work / "backtest"
+    with contextlib.redirect_stdout(io.StringIO()):
+        code = main(
+            [
+                "backtest",
+                "--data",
+                str(work / "asg.csv"),
+                "--warmup",
+                "7d",
+                "--quiet",
+                "--demand-per-replica",
+                "0.003",
+                "--out",
+                str(out),
+            ]
+        )
+    assert code == 0
+    return visit(
+        (out / "backtest.html").as_uri(), work / "profile", probes={"plot": chart("#plot svg")}
+    ).probes["plot"]
+
+
+def test_on_a_wide_x_axis_the_static_labels_spread_along_the_curve_and_never_overlap(wide_page):
+    plot = wide_page
+    ticks = [t["text"] for t in plot["texts"] if t["kind"] == "tick"]
+    assert "180k" in ticks, ticks  # the wide x-axis this test is about
+    static = [t for t in plot["texts"] if t["kind"] == "label" and t["text"].startswith("N=")]
+    assert label_clashes(plot) == []
+    assert all(inside(t["box"], plot["axes"]) for t in static), static
+    # by place, not by index: not the first hundred N crowded into the top-left corner
+    assert len(static) >= 5, static
+    left, _, right, _ = plot["axes"]
+    assert max(t["box"][0] for t in static) > left + 0.7 * (right - left), static
+    lefts = sorted(t["box"][0] for t in static)
+    assert min(b - a for a, b in pairwise(lefts)) > 20, static  # no two labels stacked on one spot

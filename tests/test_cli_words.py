@@ -3,7 +3,12 @@ words, and a comment when MAPE and MASE disagree."""
 
 from __future__ import annotations
 
+import logging
+import math
 import shlex
+import subprocess
+import sys
+from datetime import UTC, datetime
 
 import pytest
 
@@ -83,3 +88,64 @@ def test_a_small_mape_with_mase_above_1_is_explained():
 @pytest.mark.parametrize(("mape", "mase"), [(12.0, 0.8), (80.0, 1.4), (None, 0.7), (200.0, None)])
 def test_no_comment_when_they_agree_or_one_is_missing(mape, mase):
     assert accuracy_comment(mape, mase) is None
+
+
+def test_tune_help_leads_with_current_and_budget(capsys):
+    """The flags most users come to `tune` for are in the first line of its description."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["tune", "--help"])
+    text = capsys.readouterr().out
+    description = text.split("\n\n")[1]  # after the usage block
+    first = description.splitlines()[0]
+    assert "--current" in first and "--budget" in description.split("?")[0], description
+
+
+@pytest.mark.slow
+def test_warnings_come_after_the_commands_output(tmp_path):
+    """Through one pipe (a terminal, or `2>&1 | less`): the table first, then the warnings in a
+    block, not WARNING lines before the output they are about."""
+    start = datetime(2026, 11, 2, tzinfo=UTC).timestamp()
+    rows = ["timestamp,value"]
+    for i in range(9 * 48):  # nine days of 30-minute samples, one a recording error
+        value = 1e7 if i == 8 * 48 + 10 else 100 + 50 * math.sin(2 * math.pi * i / 48)
+        rows.append(f"{datetime.fromtimestamp(start + 1800 * i, UTC):%Y-%m-%dT%H:%M:%SZ},{value}")
+    (tmp_path / "spike.csv").write_text("\n".join(rows) + "\n")
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "predictive_headroom", "backtest", "--data", "spike.csv"),
+            *("--warmup", "7d", "--quiet", "--workers", "1"),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout
+    out = done.stdout
+    block = out.index(" warning(s) while it ran:")
+    assert out.index("strategy ") < block, out
+    assert out.index("WARNING predictive_headroom.backtest.run: outlier") > block, out
+    logged = [i for i, line in enumerate(out.splitlines()) if line.startswith(("WARNING", "ERROR"))]
+    assert min(logged) > out[:block].count("\n"), out  # every log line in the block after it
+
+
+def test_a_warning_said_at_once_is_not_held(capsys):
+    """A long replay's projection is said before it runs; other warnings wait for the output."""
+    from predictive_headroom.cli import _HeldWarnings
+    from predictive_headroom.core.vocabulary import AT_ONCE
+
+    handler = _HeldWarnings()
+    log = logging.getLogger("test.held")
+    log.addHandler(handler)
+    try:
+        log.warning("the replay takes about 2 h", extra={AT_ONCE: True})
+        log.warning("an outlier")
+        assert capsys.readouterr().err == "WARNING test.held: the replay takes about 2 h\n"
+        print("the table")
+        handler.write_held()
+        seen = capsys.readouterr()
+        assert seen.out == "the table\n"
+        assert seen.err == "-- 1 warning(s) while it ran:\nWARNING test.held: an outlier\n"
+    finally:
+        log.removeHandler(handler)

@@ -321,3 +321,91 @@ def test_a_pool_key_written_under_forecast_says_it_belongs_on_the_pool():
         "line 8: pools[0].forecast.protection: unknown key 'protection' here: it belongs on the "
         "pool (pools[0].protection), not under forecast; move it up one level"
     ], found
+
+
+@pytest.mark.parametrize(
+    "window, field, words",
+    [
+        # a date under end (from given): only the message that fixes it, not "has 2 fields"
+        (
+            "{name: sale, from: '2026-11-27 06:00', end: '2026-11-27 23:00', desiredReplicas: 1}",
+            "end",
+            ["is a date", "write to: '2026-11-27 23:00' in place of end"],
+        ),
+        (
+            "{name: sale, start: '2026-11-27', to: '2026-11-28', desiredReplicas: 1}",
+            "start",
+            ["is a date", "write from: '2026-11-27' in place of start"],
+        ),
+        (
+            "{name: sale, start: '0 8 * * *', end: '0 9 * * *', from: 2026-11-27, to: 2026-11-28, desiredReplicas: 1}",
+            "from",
+            ["not both: remove start/end or from/to"],
+        ),
+    ],
+)
+def test_a_window_mixing_recurring_and_dated_keys_gets_only_the_message_that_fixes_it(
+    window, field, words
+):
+    [problem] = problems(GOOD_POOL + f"    schedules:\n      - {window}\n")
+    assert f"pools[0].schedules[0].{field}: " in problem, problem
+    for word in words:
+        assert word in problem, problem
+
+
+def test_dates_under_start_and_end_point_at_from_and_to():
+    found = problems(
+        GOOD_POOL
+        + "    schedules:\n      - {name: a, start: '2026-11-27', end: '2026-11-28', desiredReplicas: 1}\n"
+    )
+    assert len(found) == 2 and all("is a date, not a cron" in p for p in found), found
+    assert "(from: '2026-11-27')" in found[1] and "(to: '2026-11-28')" in found[0], found
+
+
+@pytest.mark.parametrize(
+    "key, value, where",
+    [
+        ("skipHolidays", "DE", "it belongs under schedules (pools[0].schedules[].skipHolidays)"),
+        ("desiredReplicas", "3", "pools[0].schedules[].desiredReplicas"),
+        ("query", "up", "it belongs under forecast (pools[0].forecast.query)"),
+    ],
+)
+def test_a_key_that_belongs_further_down_says_where(key, value, where):
+    [problem] = problems(GOOD_POOL + f"    {key}: {value}\n")
+    assert problem.startswith(f"line 5: pools[0].{key}: unknown key {key!r} here: ")
+    assert where in problem, problem
+
+
+def test_a_key_in_another_section_of_the_pool_says_where_it_goes():
+    [problem] = problems(
+        GOOD_POOL + "    forecast: {query: up, demandPerReplica: 5, skipHolidays: DE}\n"
+    )
+    assert "pools[0].forecast.skipHolidays: unknown key 'skipHolidays' here: " in problem
+    assert "it belongs under schedules (pools[0].schedules[].skipHolidays)" in problem, problem
+
+
+@pytest.mark.parametrize(
+    "cron, words",
+    [
+        ("0 25 * * *", "hour field '25': 25 is out of range; the hour field takes 0-23"),
+        ("61 8 * * *", "minute field '61': 61 is out of range; the minute field takes 0-59"),
+        (
+            "0 8 32 * *",
+            "day-of-month field '32': 32 is out of range; the day-of-month field takes 1-31",
+        ),
+        (
+            "0 8 * 13 *",
+            "month field '13': 13 is out of range; the month field takes 1-12 or jan-dec",
+        ),
+        ("0 18-8 * * *", "hour field '18-8': the range '18-8' runs backwards"),
+        ("0 */0 * * *", "hour field '*/0': the step '0' is not a whole number of at least 1"),
+        ("0 8 * jab *", "month field 'jab': 'jab' is not a number"),
+    ],
+)
+def test_cron_field_errors_are_in_the_products_words(cron, words):
+    [problem] = problems(
+        GOOD_POOL
+        + f"    schedules:\n      - {{name: a, start: '{cron}', end: '0 23 * * *', desiredReplicas: 1}}\n"
+    )
+    assert words in problem, problem
+    assert "Error validating" not in problem and "Unrecognized" not in problem, problem

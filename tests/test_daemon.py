@@ -254,6 +254,24 @@ def test_run_once_scales_up_then_down_to_the_plan_with_real_prometheus(
     assert server.replicas(NS, "web-placeholder") == summary(lines)["web"]["desired_replicas"] < 39
 
 
+def test_the_daemon_logs_validates_warnings_once_at_start(env, server, capsys) -> None:
+    window = {"name": "sale", "timezone": "UTC", "start": "0 8 * * *", "end": "0 18 * * *"}
+    config = write_config(
+        env / "policy.yaml",
+        pool_yaml("web", maxReplicas=5, schedules=[{**window, "desiredReplicas": 20}]),
+    )
+    server.add_deployment(NS, "web-placeholder", 0)
+
+    code, lines = run_once(config, capsys)
+
+    assert code == 0
+    said = [line for line in lines if "as validate says" in str(line["message"])]
+    assert len(said) == 1, [line["message"] for line in lines]
+    assert said[0]["level"] == "WARNING"
+    assert "pools[0].schedules[0].desiredReplicas" in str(said[0]["message"])
+    assert "maxReplicas is 5" in str(said[0]["message"])
+
+
 def test_run_once_does_not_write_when_the_target_already_has_the_plan(env, server, capsys) -> None:
     config = write_config(
         env / "policy.yaml",
@@ -392,8 +410,9 @@ def test_run_once_without_capacity_buffers_fails_that_pool_only_and_says_to_inst
     assert pools["gpu"]["action"] == "error"
     assert pools["gpu"]["error"] == (
         "pool gpu: CapacityBuffer is not installed: no autoscaling.x-k8s.io/capacitybuffers on "
-        "this cluster; install Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature, "
-        "or use kind: Deployment"
+        "this cluster; install an autoscaler that serves it (Karpenter ≥ 1.14 with "
+        "--feature-gates CapacityBuffer=true, or Cluster Autoscaler ≥ 1.34 with the CapacityBuffer "
+        "feature), or use kind: Deployment"
     )
     assert server.requests(path_contains="/capacitybuffers") == []
 

@@ -3,10 +3,13 @@ on the pages, peaks in placeholders explained, one simulated node described cons
 glossary without stutters."""
 
 import re
+import time
+from itertools import pairwise
 
 import pytest
 from test_backtest import POOL, series
 
+from predictive_headroom.commands.demo import heartbeat
 from predictive_headroom.commands.forecast import burst_line, burst_summary, peak_worth_words
 from predictive_headroom.core.forecast_math import BurstAllowance
 from predictive_headroom.core.settings import resolve_settings
@@ -87,3 +90,27 @@ def test_the_terminal_says_which_rule_the_proportional_row_replays(capsys):
     ) in out
     print_text(replace(result, settings=replace(result.settings, proportional_rule="config")))
     assert "proportional: the pool has no" not in capsys.readouterr().out
+
+
+def test_a_silent_demo_step_says_it_is_still_at_work(capsys):
+    """`make demo` never goes quiet: a step that prints nothing for a while gets a line."""
+    seen = ""
+    with heartbeat("backtest", every=0.5):
+        deadline = time.monotonic() + 30
+        while seen.count("still at it") < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            seen += capsys.readouterr().out
+    assert seen.count("  ... backtest: still at it (") >= 2, seen
+
+
+def test_a_step_that_prints_gets_no_heartbeat(capsys):
+    """Only silence gets a line: a step printing every 0.25 s for 4 s gets none, but for a pause
+    of a second or more on a loaded machine (allowed a line each second of it)."""
+    printed = [time.monotonic()]
+    with heartbeat("plan", every=1.0):
+        while printed[-1] - printed[0] < 4.0:
+            print("a row of the plan", flush=True)
+            time.sleep(0.25)
+            printed.append(time.monotonic())
+    pauses = sum(int((b - a) / 0.9) for a, b in pairwise(printed))  # a line a second of pause
+    assert capsys.readouterr().out.count("still at it") <= pauses

@@ -472,10 +472,11 @@ def test_placeholder_deployments_are_preemptible_pause_pods(renderings, renderin
         resources = container["resources"]
         assert resources["requests"] == pods[name].requests
         assert resources.get("limits", {}) == pods[name].pod_limits()
-        spread = pod.get("topologySpreadConstraints") or pod.get("affinity", {}).get(
-            "podAntiAffinity"
-        )
-        assert spread, f"{name}: placeholder pods do not spread over nodes"
+        if rendering in ("helm-defaults", "kustomize-base"):
+            # spread.mode none by default: under Karpenter a hostname spread buys a node per
+            # placeholder (deploy/README.md#spread; measured in tests/e2e/test_spread.py)
+            assert "topologySpreadConstraints" not in pod, name
+            assert "podAntiAffinity" not in pod.get("affinity", {}), name
         selector = deployment["spec"]["selector"]["matchLabels"]
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
 
@@ -806,7 +807,9 @@ def test_helm_with_the_kustomize_base_choices_and_the_base_render_the_same_objec
     not shutil.which("kubectl") and not shutil.which("kustomize"),
     reason="no kubectl/kustomize binary to compare the loader with",
 )
-@pytest.mark.parametrize("name", ["base", "overlays/example", "overlays/verified", "overlays/adopt"])
+@pytest.mark.parametrize(
+    "name", ["base", "overlays/example", "overlays/verified", "overlays/adopt"]
+)
 def test_kustomize_loader_renders_what_kustomize_renders(name):
     cmd = ["kustomize", "build"] if shutil.which("kustomize") else ["kubectl", "kustomize"]
     out = subprocess.run(

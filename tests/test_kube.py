@@ -292,7 +292,7 @@ def test_missing_capacity_buffer_crd_says_to_install_it() -> None:
         actuator = TargetActuator(server.api_client(), FAST)
         with pytest.raises(
             ActuatorError,
-            match=r"pool web: CapacityBuffer is not installed: .*install Cluster Autoscaler",
+            match=r"pool web: CapacityBuffer is not installed: .*Karpenter ≥ 1.14.*Cluster Autoscaler",
         ):
             actuator.read(make_pool("CapacityBuffer"))
 

@@ -126,6 +126,95 @@ def test_a_leap_day_cron_fires_and_is_fine():
         extra="""    schedules:
       - {name: w, timezone: UTC, start: "0 0 29 2 *", end: "0 0 1 3 *", desiredReplicas: 1}"""
     )
+    [(_, level, message)] = findings(text)  # fine: only the note on one day a year
+    assert level == Level.NOTE and "29 February only" in message
+
+
+def small_pool(extra: str) -> str:
+    return pool(extra=extra).replace("maxReplicas: 2000000", "maxReplicas: 5")
+
+
+@pytest.mark.parametrize(
+    "extra, path, words",
+    [
+        (
+            """    schedules:
+      - {name: sale, timezone: UTC, start: "0 8 * * *", end: "0 18 * * *", desiredReplicas: 20}""",
+            "pools[0].schedules[0].desiredReplicas",
+            ["'sale' asks for 20 placeholders", "maxReplicas is 5", "gets 5 while open"],
+        ),
+        (
+            """    proportional:
+      linear: {nodesPerReplica: 4, min: 8}""",
+            "pools[0].proportional.linear.min",
+            ["asks for 8 placeholders as its floor", "never gets more than 5"],
+        ),
+        (
+            """    proportional:
+      linear: {coresPerReplica: 16, max: 50}""",
+            "pools[0].proportional.linear.max",
+            ["asks for 50 placeholders as its own cap", "maxReplicas is 5"],
+        ),
+        (
+            """    proportional:
+      ladder: {nodesToReplicas: [[1, 1], [10, 4], [20, 9], [40, 30]]}""",
+            "pools[0].proportional.ladder.nodesToReplicas",
+            ["asks for 9 placeholders from 20 nodes on", "maxReplicas is 5"],
+        ),
+    ],
+)
+def test_asking_for_more_than_max_replicas_is_a_warning(extra, path, words):
+    [(found, level, message)] = findings(small_pool(extra))
+    assert found == path and level == Level.WARNING
+    for word in words:
+        assert word in message, message
+
+
+def test_within_max_replicas_there_is_no_warning():
+    text = small_pool(
+        """    schedules:
+      - {name: day, timezone: UTC, start: "0 8 * * *", end: "0 18 * * *", desiredReplicas: 5}
+    proportional:
+      ladder: {nodesToReplicas: [[1, 1], [40, 5]]}"""
+    )
+    assert findings(text) == []
+
+
+@pytest.mark.parametrize(
+    "start, end, day, event",
+    [
+        (
+            "0 6 27 11 *",
+            "0 23 27 11 *",
+            "27 November",
+            '2026-11-27 06:00" and to: "2026-11-27 23:00',
+        ),
+        (
+            "30 7 24 dec *",
+            "0 0 25 12 *",
+            "24 December",
+            '2026-12-24 07:30" and to: "2026-12-25 00:00',
+        ),
+        ("@yearly", "0 12 1 1 *", "1 January", '2027-01-01 00:00" and to: "2027-01-01 12:00'),
+    ],
+)
+def test_a_cron_on_one_day_of_one_month_notes_the_dated_event_form(start, end, day, event):
+    text = pool(
+        extra=f"""    schedules:
+      - {{name: sale, timezone: Europe/Berlin, start: "{start}", end: "{end}", desiredReplicas: 3}}"""
+    )
+    [(path, level, message)] = findings(text)
+    assert path == "pools[0].schedules[0].start" and level == Level.NOTE
+    assert f"fires on {day} only, every year" in message
+    assert f'from: "{event}"' in message
+
+
+@pytest.mark.parametrize("start", ["0 6 27 * *", "0 6 * 11 *", "0 6 27 11 1-5", "0 6 1,15 11 *"])
+def test_a_cron_on_more_days_has_no_dated_event_note(start):
+    text = pool(
+        extra=f"""    schedules:
+      - {{name: w, timezone: UTC, start: "{start}", end: "0 23 * * *", desiredReplicas: 3}}"""
+    )
     assert findings(text) == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -257,6 +258,19 @@ def test_warnings_a_reviewer_must_see(
     assert codes == expected, [n.message for n in r.notices]
     if "max-replicas" in expected:
         assert "maxReplicas 40" in next(n.message for n in r.notices if n.code == "max-replicas")
+
+
+def test_the_max_replicas_notice_counts_what_the_plan_asked_before_the_cap(taxi):
+    p = policy(forecast="{query: taxi, demandPerReplica: 1000, step: 30m, reserve: 60}")
+    history = {"taxi": taxi.until(MONDAY).since(MONDAY - 21 * DAY_SECONDS)}
+    forecast = {"taxi": seasonal_forecast(taxi, MONDAY)}
+    [r] = report_of(p, history, forecast, {"taxi": GOOD_ACCURACY}, MONDAY).pools
+    [notice] = [n for n in r.notices if n.code == "max-replicas"]
+    # the floors alone ask for fewer than 40 (no notice without the reserve); with it, more
+    asked = int(re.search(r"up to ([0-9,]+) were asked for \(before the cap\)", notice.message)[1])
+    floors_now = max(v for k, v in r.now.components.items() if k != "max" and v is not None)
+    assert asked >= floors_now + 60 > 40 and "maxReplicas 40" in notice.message, notice.message
+    assert asked < 100  # the floors plus the reserve, not a sum over the horizon
 
 
 def test_past_forecasts_are_judged_against_what_happened(taxi):

@@ -158,7 +158,7 @@ def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_s
     assert tuning.reserve == 40  # the most protective: the largest reserve
     assert tuning.realized_protection is not None and tuning.realized_protection < 0.99
     assert tuning.shortfall
-    assert "no setting or reserve of 6 kept it at any price" in tuning.reason
+    assert "none of the 6 candidates (settings and reserves) kept it at any price" in tuning.reason
     assert tuning.says() in tuning.reason
     assert any("short of its protection" in r.getMessage() for r in caplog.records)
     # The report shows the shortfall as a warning.
@@ -170,6 +170,25 @@ def test_a_target_nothing_keeps_holds_the_most_protective_with_its_reserve_and_s
     shown = page[page.index('<div class="promise warn" id="promise-web">') :]
     assert shown.index("<b>Warning, short of the protection asked:</b>") < shown.index("</div>")
     assert f'<p class="note">{tuning.reason}</p>' in shown
+
+
+@pytest.mark.slow
+def test_a_reserve_above_max_replicas_is_shown_as_the_cap_holds_it():
+    history = jump(6)
+    tuning = tune(
+        pool(0.99, maxReplicas=30),
+        history,
+        history.end,
+        SeasonalNaiveForecaster(),
+        window_seconds=WINDOW,
+        quantiles=(0.5, 0.99),
+        windows=(300.0,),
+        reserves=(0, 2, 40),
+    )
+    assert tuning.reserve == 40, tuning.reason
+    capped = "a reserve capped at 30 placeholders (the promise would need 40; maxReplicas 30 held it at 30)"
+    assert capped in tuning.reason and capped in tuning.holding()
+    assert "a reserve of 40" not in tuning.reason + tuning.holding()
 
 
 def bursts(days: float, seed: int = 3) -> History:

@@ -56,6 +56,7 @@ def share_policy(path: Path, share: dict, **extra: object) -> Path:
         ({"nvidia.com/gpu": "1"}, {}, {"cpu": 4.0, "nvidia.com/gpu": 1.0}, 1),  # absolute
         ({"nvidia.com/gpu": 3}, {"nvidia.com/gpu": 40.0}, {"nvidia.com/gpu": 2.0}, 2),
         ({"cpu": "10%"}, {}, {"cpu": 1.0}, 0),  # nothing runs: nothing kept
+        ({"cpu": "2500m"}, {}, {"cpu": 1.0}, 3),  # an amount of cpu takes its unit
         ({"cpu": "0%"}, {"cpu": 100.0}, {"cpu": 1.0}, 0),
         ({"cpu": "100%"}, {"cpu": 3.5}, {"cpu": 1.0}, 4),
     ],
@@ -142,6 +143,10 @@ def test_the_replay_sizes_the_share_from_the_app_pods_known_then() -> None:
         ({"cpu": "-1"}, ["share.cpu", "non-negative"]),
         ({"cpu": "lots"}, ["share.cpu", "'lots'"]),
         ({"nvidia.com/gpu": 1}, ["share.nvidia.com/gpu", "does not request nvidia.com/gpu"]),
+        # a bare number for cpu or memory is 10% meant (it would keep 10 cores): refused
+        ({"cpu": 10}, ["share.cpu", "did you mean 10%?", "4000m", "nvidia.com/gpu: 1"]),
+        ({"memory": "15"}, ["share.memory", "did you mean 15%?", "2Gi"]),
+        ({"cpu": 400}, ["share.cpu", "400 has no unit", "written with %"]),
     ],
 )
 def test_validate_names_the_field_and_the_resource(tmp_path, capsys, share, words) -> None:

@@ -41,7 +41,7 @@ from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import PlanSettings, SettingSource, Tuned, model_spec
-from predictive_headroom.core.shortfall import Shortfall, shortfall_cause
+from predictive_headroom.core.shortfall import Shortfall, reserve_words, shortfall_cause
 from predictive_headroom.core.verdict import verdict
 from predictive_headroom.core.vocabulary import PlanReason, TuningStatus
 from predictive_headroom.policy.config import Pool
@@ -229,7 +229,7 @@ class Tuning:
             f"{self.stabilization_seconds / 60:g}m"
         )
         if self.reserve:
-            text += f" and a reserve of {plural(self.reserve, 'placeholder')}"
+            text += f" and {reserve_words(self.reserve, self.max_replicas)}"
         if self.retunes_from is not None:
             text += (
                 f" until {iso_utc(self.retunes_from)}, when the history is long enough to re-tune"
@@ -404,7 +404,7 @@ def _tune(
     cand = choice.candidate
     assert cand.setting is not None
     status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
-    reason = _verdict(choice, book, target, days)
+    reason = _verdict(choice, book, target, days, pool.max_replicas)
     hold = hold_fixed(choice, static, target) if pool.protection_fallback == "fixed" else None
     if hold is not None:
         status, reason = TuningStatus.FIXED, f"asked {100 * target:g}%, {hold.says(target)}"
@@ -631,13 +631,13 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _verdict(choice: Choice, book: Ledger, target: float, days: float) -> str:
+def _verdict(choice: Choice, book: Ledger, target: float, days: float, cap: int) -> str:
     """The reason in words: what was asked, what the rule kept, what it holds and why."""
     cand = choice.candidate
     assert cand.setting is not None
     label = f"burstQuantile {cand.setting.quantile:g}, scaleDownStabilization {cand.setting.window / 60:g}m"
     if cand.reserve:
-        label += f" and a reserve of {plural(cand.reserve, 'placeholder')}"
+        label += f" and {reserve_words(cand.reserve, cap)}"
     on = min(WINDOW, book.periods)
     judged = book.periods - max(1, book.periods - LOOKBACK)
     kept = (
@@ -652,8 +652,8 @@ def _verdict(choice: Choice, book: Ledger, target: float, days: float) -> str:
     )
     if choice.status == Status.SHORT:
         return (
-            f"asked {100 * target:g}%, {kept}: no setting or reserve of {len(book.candidates)} "
-            f"kept it at any price these {days:.0f} days show; holding {label} (the cheapest "
+            f"asked {100 * target:g}%, {kept}: none of the {len(book.candidates):,} candidates "
+            f"(settings and reserves) kept it at any price these {days:.0f} days show; holding {label} (the cheapest "
             f"reaching it over all {plural(book.periods, 'day')} read, else the most protective), "
             f"{absorbed}"
         )

@@ -99,24 +99,62 @@ def plot_figure(result: BacktestResult) -> Figure:
         markers = _plot_strategies(ax, result)
         dial_labels = _plot_sweeps(ax, result)
         _style_axes(ax)
-        static_labels = [t for t in ax.texts if t not in dial_labels]
+        static_labels = _label_static_curve(fig, ax, result)
         _declutter(fig, [], static_labels, dial_labels, markers=markers)
         return fig
 
 
 def _plot_static_curve(ax: Axes, result: BacktestResult) -> None:
-    """The static curve as a line, about eight of its points labelled N=…."""
+    """The static curve as a line (its labels: `_label_static_curve`)."""
     nh = [m.node_hours for _, m in result.static_curve]
     un = [m.unserved_pod_minutes for _, m in result.static_curve]
     ax.plot(nh, un, "-o", color="#1f77b4", markersize=3, label="static N placeholders")
-    for n, m in result.static_curve[:: max(1, len(result.static_curve) // 8)]:
-        ax.annotate(
-            f"N={n}",
-            (m.node_hours, m.unserved_pod_minutes),
-            fontsize=7,
-            xytext=(3, 3),
-            textcoords="offset points",
+
+
+STATIC_LABEL_GAP_PX = 70.0
+"""The least distance on the drawn plot between two labelled points of the static curve."""
+STATIC_SAME_PLACE_PX = 8.0
+"""Points of the static curve this close to a labelled one are named in its label (`N=0, 1`)."""
+
+
+def _label_static_curve(fig: Figure, ax: Axes, result: BacktestResult) -> list[Annotation]:
+    """Label points of the static curve N=… spread along it as drawn: the first point, then each
+    point at least `STATIC_LABEL_GAP_PX` from the last labelled one, and the last (when clear of
+    it); a label names every N drawn on its point (within `STATIC_SAME_PLACE_PX`: `N=0, 1`,
+    `N=0–54`). Chosen by place, not by index: on a wide x-axis the first hundred N crowd into one
+    corner while a few large N cross the plot. Returns the labels (for `_declutter`)."""
+    if not result.static_curve:
+        return []
+    fig.draw_without_rendering()  # the axes' size and limits as they will be drawn
+    at = ax.transData.transform(
+        [(m.node_hours, m.unserved_pod_minutes) for _, m in result.static_curve]
+    )
+    chosen = [0]
+    for k in range(1, len(at)):
+        if np.hypot(*(at[k] - at[chosen[-1]])) >= STATIC_LABEL_GAP_PX:
+            chosen.append(k)
+    last = len(at) - 1
+    if chosen[-1] != last and np.hypot(*(at[last] - at[chosen[-1]])) >= STATIC_LABEL_GAP_PX / 2:
+        chosen.append(last)
+    labels = []
+    for k in chosen:
+        same = [
+            n
+            for (n, _), xy in zip(result.static_curve, at, strict=True)
+            if np.hypot(*(xy - at[k])) < STATIC_SAME_PLACE_PX
+        ]
+        names = ", ".join(map(str, same)) if len(same) < 3 else f"{same[0]}–{same[-1]}"
+        m = result.static_curve[k][1]
+        labels.append(
+            ax.annotate(
+                f"N={names}",
+                (m.node_hours, m.unserved_pod_minutes),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
         )
+    return labels
 
 
 def _plot_strategies(ax: Axes, result: BacktestResult) -> list[PathCollection]:

@@ -8,7 +8,11 @@ HTML report, and prints where the pages are.
 from __future__ import annotations
 
 import argparse
+import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -116,6 +120,48 @@ def demo_steps(config: Path, data: Path, out: Path, now: str) -> list[tuple[str,
     ]
 
 
+HEARTBEAT_SECONDS = 10.0
+"""A step silent this long prints a line saying it is still at work."""
+
+
+class _Noticed:
+    """A text stream that notes when it was last written to (for `heartbeat`)."""
+
+    def __init__(self, stream: object, last: list[float]) -> None:
+        self._stream, self._last = stream, last
+
+    def write(self, text: str) -> int:
+        self._last[0] = time.monotonic()
+        return self._stream.write(text)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def heartbeat(what: str, every: float = HEARTBEAT_SECONDS) -> Iterator[None]:
+    """While the block runs, `  ... <what>: still at it (N s)` on stdout whenever nothing was
+    printed (to stdout or stderr) for `every` seconds, so a log or a pipe never goes quiet."""
+    last, began, stop = [time.monotonic()], time.monotonic(), threading.Event()
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Noticed(out, last), _Noticed(err, last)  # type: ignore[assignment]
+
+    def beat() -> None:
+        while not stop.wait(1.0):
+            if time.monotonic() - last[0] >= every:
+                last[0] = time.monotonic()
+                print(f"  ... {what}: still at it ({last[0] - began:.0f} s)", file=out, flush=True)
+
+    thread = threading.Thread(target=beat, name="demo-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sys.stdout, sys.stderr = out, err
+
+
 def run(args: argparse.Namespace) -> int:
     """Copy the inputs into `--out`, run each demo step through the CLI and say where the pages are.
 
@@ -132,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for title, argv in demo_steps(config, data, out, now):
         print(f"== {title}\n$ predictive-headroom {' '.join(argv)}", flush=True)
-        code = main(argv)
+        with heartbeat(argv[0]):
+            code = main(argv)
         if code:
             return code
         print(flush=True)

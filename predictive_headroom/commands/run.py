@@ -53,6 +53,7 @@ from predictive_headroom.kube.watched import (
     WatchedTargets,
 )
 from predictive_headroom.policy.config import Policy
+from predictive_headroom.policy.lint import Level, policy_findings
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.protocols import ActuatorError, Source, SourceError, TargetCondition
 from predictive_headroom.report.build import ReportInputs, build_report
@@ -203,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"invalid environment settings: {problems}") from None
     setup_logging(settings.log_level, settings.log_format)
     policy = load_config(args.config)
+    log_findings(policy, args.config, time.time())
     elector_for = None
     if settings.leader_election and not args.once:  # one shot by hand: no leader election
 
@@ -229,6 +231,14 @@ def run(args: argparse.Namespace) -> int:
         daemon.elector.healthy = daemon.health
         daemon.elector.on_unreadable = lambda _what: daemon.metrics.error("lease")
     return serve(daemon, runner, settings, api)
+
+
+def log_findings(policy: Policy, path: str, now: float) -> None:
+    """Log what `validate` warns of (and notes) in the policy in force, one line each, so a
+    policy that loads but can never be right is said where the daemon runs."""
+    for finding in policy_findings(policy, now):
+        level = logging.WARNING if finding.level == Level.WARNING else logging.INFO
+        logger.log(level, "config %s: %s (as validate says)", path, finding)
 
 
 def once(daemon: Daemon) -> int:

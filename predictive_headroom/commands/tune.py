@@ -55,7 +55,11 @@ from predictive_headroom.protocols import SourceError
 from predictive_headroom.replay.promise import PROMISE_QUANTILES
 from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
 
-HELP = "find the cheapest burst quantile and stabilisation window reaching a protection target on a pool's history"
+HELP = (
+    "is the forecast better than your fixed pause pods (--current N), within your spend "
+    "(--budget)? the cheapest burst quantile and stabilisation window reaching a protection "
+    "target on a pool's history"
+)
 DEFAULT_PROTECTION = 0.95
 EXAMPLE = "predictive-headroom tune --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --protection 95%   # after make demo"
 """Shown at the end of `--help`."""

@@ -79,6 +79,18 @@ class Shortfall:
         }
 
 
+def reserve_words(reserve: int, max_replicas: int | None) -> str:
+    """`a reserve of 3 placeholders`; a reserve above `max_replicas` as the cap holds it, in the
+    cap cause's words: `a reserve capped at 60 placeholders (the promise would need 4,451;
+    maxReplicas 60 held it at 60)`."""
+    if max_replicas is not None and reserve > max_replicas:
+        return (
+            f"a reserve capped at {max_replicas:,} placeholders (the promise would need "
+            f"{reserve:,}; maxReplicas {max_replicas} held it at {max_replicas})"
+        )
+    return f"a reserve of {reserve:,} placeholder{'' if reserve == 1 else 's'}"
+
+
 def shortfall_cause(
     asked: float,
     *,

@@ -183,3 +183,9 @@ class Better(StrEnum):
     """The forecast cost no more than the fixed N (or no fixed N kept that protection)."""
     FIXED = "fixed"
     """The fixed N cost less (or the forecast never kept its protection)."""
+
+
+AT_ONCE = "at_once"
+"""A log record's `extra` key (`extra={AT_ONCE: True}`): a command writes this warning when it
+comes, not held with the others until its output is out (a long replay's projection, said before
+the replay runs)."""

@@ -40,7 +40,9 @@ logger = logging.getLogger(__name__)
 
 NOT_INSTALLED = (
     f"CapacityBuffer is not installed: no {CAPACITY_BUFFER_GROUP}/{CAPACITY_BUFFER_PLURAL} on this "
-    "cluster; install Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature, or use kind: Deployment"
+    "cluster; install an autoscaler that serves it (Karpenter ≥ 1.14 with --feature-gates "
+    "CapacityBuffer=true, or Cluster Autoscaler ≥ 1.34 with the CapacityBuffer feature), or use "
+    "kind: Deployment"
 )
 
 

@@ -31,9 +31,11 @@ from predictive_headroom.policy.durations import DEFAULT_LEAD_TIME, Duration, Le
 from predictive_headroom.policy.errors import FieldProblem
 from predictive_headroom.policy.events import (
     LocalTime,
+    date_as_cron_problem,
     event_instant,
     gap_move,
     local_time,
+    looks_like_date,
     window_shape_problems,
 )
 from predictive_headroom.policy.placeholder import Placeholder, Quantity
@@ -111,7 +113,9 @@ class ScheduleWindow(_Model):
 
     @field_validator("start", "end")
     @classmethod
-    def _valid_cron(cls, value: str | None) -> str | None:
+    def _valid_cron(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if looks_like_date(value):
+            raise ValueError(date_as_cron_problem(str(info.field_name), str(value)))
         if value is not None:
             check_fires(value)
         return value

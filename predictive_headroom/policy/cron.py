@@ -103,7 +103,8 @@ def cron_trigger(expression: str, tz: str = "UTC") -> CronTrigger:
     fields = expand(expression).split()
     if len(fields) != 5:
         raise ValueError(
-            f"cron expression {expression!r} has {len(fields)} fields; expected 5 "
+            f"cron expression {expression!r} has {len(fields)} field{'s' if len(fields) != 1 else ''}; "
+            "expected 5 "
             "(minute hour day-of-month month day-of-week), e.g. '0 8 * * 1-5', or a descriptor "
             "such as @daily"
         )
@@ -123,19 +124,60 @@ def cron_trigger(expression: str, tz: str = "UTC") -> CronTrigger:
         ) from None
 
 
+_RANGES = {"minute": (0, 59), "hour": (0, 23), "day-of-month": (1, 31), "month": (1, 12)}
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_EXAMPLES = {
+    "minute": "0 or */15",
+    "hour": "8 or 8-18",
+    "day-of-month": "1 or 1,15",
+    "month": "11, nov or 1-3",
+}
+
+
 def _which_field(fields: list[str], exc: ValueError) -> str:
-    """The error `exc` of a 5-field expression, naming the field at fault and its value."""
-    keys = ("minute", "hour", "day", "month")
-    for label, key, value in zip(_FIELDS, keys, fields, strict=False):
-        try:
-            CronTrigger(**{key: value})
-        except ValueError as own:
-            return f"{label} field {value!r}: {own}"
-    try:
-        _standard_day_of_week(fields[4])
-    except ValueError as own:
-        return f"day-of-week field {fields[4]!r}: {own}"
+    """The error `exc` of a 5-field expression in the product's words: the field at fault, its
+    value, the values it takes and an example."""
+    for label, value in zip(_FIELDS, fields, strict=False):
+        if label == "day-of-week":
+            try:
+                _standard_day_of_week(value)
+            except ValueError as own:
+                return f"day-of-week field {value!r}: {own}"
+            continue
+        if problem := _field_problem(label, value):
+            lo, hi = _RANGES[label]
+            return (
+                f"{label} field {value!r}: {problem}; the {label} field takes {lo}-{hi}"
+                f"{' or jan-dec' if label == 'month' else ''}, e.g. {_EXAMPLES[label]}"
+            )
     return str(exc)
+
+
+def _field_problem(label: str, value: str) -> str | None:
+    """What is wrong with one of the first four fields (None: nothing this check sees)."""
+    lo, hi = _RANGES[label]
+    for part in value.split(","):
+        span, slash, step = part.partition("/")
+        if slash and not (step.isdigit() and int(step) >= 1):
+            return f"the step {step!r} is not a whole number of at least 1"
+        if span == "*":
+            continue
+        ends = span.split("-", 1)
+        numbers = []
+        for end in ends:
+            text = end.strip().lower()
+            if label == "month" and text in _MONTHS:
+                numbers.append(_MONTHS.index(text) + 1)
+            elif text.isdigit():
+                numbers.append(int(text))
+            else:
+                return f"{end!r} is not a number"
+        for number in numbers:
+            if not lo <= number <= hi:
+                return f"{number} is out of range"
+        if len(numbers) == 2 and numbers[1] < numbers[0]:
+            return f"the range {span!r} runs backwards"
+    return None
 
 
 def check_fires(expression: str) -> str:

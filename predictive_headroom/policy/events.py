@@ -94,13 +94,7 @@ def window_shape_problems(
     `skipHolidays`) fail to make one window shape; empty when they make one."""
     recurring, dated = given & {"start", "end"}, given & {"from", "to"}
     if recurring and dated:
-        return [
-            (
-                "from",
-                "a window is recurring (start and end, crons) or a dated event (from and to), "
-                "not both: remove start/end or from/to",
-            )
-        ]
+        return [mixed_shape_problem(recurring, {"start": start, "end": end})]
     if not recurring and not dated:
         return [
             (
@@ -127,6 +121,41 @@ def window_shape_problems(
     if isinstance(start, str) and isinstance(end, str) and _same(start, end):
         problems.append(("end", same_start_end_message(end)))
     return problems
+
+
+DATED_KEY = {"start": "from", "end": "to"}
+"""A recurring window's key and the dated event's key that plays its part."""
+
+
+def looks_like_date(value: object) -> bool:
+    """True when `value` begins with a date (2026-11-27), as a dated event's from/to does."""
+    return isinstance(value, str) and bool(_DATE.match(value.strip()[:10]))
+
+
+def mixed_shape_problem(recurring: Set[str], crons: dict[str, object]) -> tuple[str, str]:
+    """(field, message) for a window with both recurring keys (`recurring`, their values in
+    `crons`) and dated ones: a date written under start or end is told to move to from or to;
+    otherwise which keys to remove."""
+    for key in sorted(recurring):
+        if looks_like_date(crons.get(key)):
+            return (
+                key,
+                f"{crons[key]!r} is a date, and start/end take crons (a recurring window): "
+                f"for a dated event write {DATED_KEY[key]}: {crons[key]!r} in place of {key}",
+            )
+    return (
+        "from",
+        "a window is recurring (start and end, crons) or a dated event (from and to), "
+        "not both: remove start/end or from/to",
+    )
+
+
+def date_as_cron_problem(key: str, value: str) -> str:
+    """The message for a date written as a recurring window's `key` (start or end) cron."""
+    return (
+        f"{value!r} is a date, not a cron: a dated event is written from and to "
+        f"({DATED_KEY[key]}: {value!r}); start and end take crons, e.g. '0 8 * * 1-5'"
+    )
 
 
 def _same(start: str, end: str) -> bool:

@@ -7,15 +7,19 @@ the models' own checks; these are the cases a user could mean but almost certain
 
 from __future__ import annotations
 
+import calendar
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+from zoneinfo import ZoneInfo
 
 import promql_parser
 
 from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.events import gap_move
+from predictive_headroom.policy.cron import cron_trigger, expand
 
 MAX_SENSIBLE_REPLICAS = 10_000
 """More placeholders than this in one pool is a typo, not a plan (Kubernetes' tested limits are
@@ -50,7 +54,15 @@ def policy_findings(policy: Policy, now: float) -> list[Finding]:
     return [
         finding
         for i, pool in enumerate(policy.pools)
-        for check in (_past_events, _moved_events, _raw_counter, _replica_bounds, _selectors)
+        for check in (
+            _past_events,
+            _moved_events,
+            _raw_counter,
+            _replica_bounds,
+            _selectors,
+            _above_cap,
+            _one_day_crons,
+        )
         for finding in check(pool, f"pools[{i}]", policy.cost, now)
     ]
 
@@ -168,6 +180,76 @@ def _selectors(pool: Pool, at: str, _cost: Cost | None, _now: float) -> Iterator
             "(placeholder.nodeSelector): they warm nodes the rule does not count; give "
             "placeholder.nodeSelector the same labels",
         )
+
+
+def _above_cap(pool: Pool, at: str, _cost: Cost | None, _now: float) -> Iterator[Finding]:
+    cap = pool.max_replicas
+    for j, window in enumerate(pool.schedules):
+        if window.desired_replicas > cap:
+            yield Finding(
+                f"{at}.schedules[{j}].desiredReplicas",
+                f"the window {window.name!r} asks for {window.desired_replicas:,} placeholders but "
+                f"maxReplicas is {cap:,}: it gets {cap:,} while open; raise maxReplicas or lower "
+                "desiredReplicas",
+            )
+    rule = pool.proportional
+    asks = []
+    if rule is not None and rule.linear is not None:
+        asks.append(("linear.min", rule.linear.min, "as its floor"))
+        if rule.linear.max is not None:
+            asks.append(("linear.max", rule.linear.max, "as its own cap"))
+    if rule is not None and rule.ladder is not None:
+        ladders = (
+            ("coresToReplicas", "cores", rule.ladder.cores_to_replicas),
+            ("nodesToReplicas", "nodes", rule.ladder.nodes_to_replicas),
+        )
+        for key, unit, steps in ladders:
+            over = [(threshold, replicas) for threshold, replicas in steps if replicas > cap]
+            if over:
+                asks.append((f"ladder.{key}", over[0][1], f"from {over[0][0]:g} {unit} on"))
+    for key, replicas, when in asks:
+        if replicas > cap:
+            yield Finding(
+                f"{at}.proportional.{key}",
+                f"the cluster-size rule asks for {replicas:,} placeholders {when} but maxReplicas "
+                f"is {cap:,}: the pool never gets more than {cap:,}; raise maxReplicas or lower the "
+                "rule",
+            )
+
+
+def _one_day_crons(pool: Pool, at: str, _cost: Cost | None, now: float) -> Iterator[Finding]:
+    for j, window in enumerate(pool.schedules):
+        if window.dated or window.start is None or window.end is None:
+            continue
+        day = one_day_of_year(window.start)
+        if day is None:
+            continue
+        zone = ZoneInfo(window.timezone)
+        opens = cron_trigger(window.start, window.timezone).get_next_fire_time(
+            None, datetime.fromtimestamp(now, zone)
+        )
+        closes = cron_trigger(window.end, window.timezone).get_next_fire_time(None, opens)
+        yield Finding(
+            f"{at}.schedules[{j}].start",
+            f"{window.start!r} fires on {day} only, every year: for a one-off event write it as "
+            f'a dated event, from: "{opens:%Y-%m-%d %H:%M}" and to: "{closes:%Y-%m-%d %H:%M}" '
+            "in place of start and end (it opens once, and validate notes it when it is past)",
+            Level.NOTE,
+        )
+
+
+def one_day_of_year(expression: str) -> str | None:
+    """The day (`27 November`) when cron `expression` fires on one day of one month only (its
+    day-of-month and month one value each, any day of week); None otherwise."""
+    fields = expand(expression).split()
+    if len(fields) != 5:
+        return None
+    day, month, weekday = fields[2], fields[3].lower(), fields[4]
+    if not day.isdigit() or weekday != "*":
+        return None
+    names = [m.lower() for m in calendar.month_abbr]
+    number = int(month) if month.isdigit() else names.index(month) if month in names else 0
+    return f"{int(day)} {calendar.month_name[number]}" if 1 <= number <= 12 else None
 
 
 def _labels(selector: dict[str, str]) -> str:

@@ -13,7 +13,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -148,7 +148,7 @@ def _problems_from(exc: ValidationError, index: dict[tuple[Any, ...], int]) -> l
             loc = loc + sub
             message = str(cause)
         elif err["type"] == "extra_forbidden":
-            message = _misplaced(loc) or _unknown(loc)
+            message = _misplaced(loc) or _belongs_below(loc) or _beside(loc) or _unknown(loc)
         elif err["type"] == "missing":
             message = "required field is missing"
         elif (
@@ -197,6 +197,72 @@ def _misplaced(loc: tuple[Any, ...]) -> str | None:
     return None
 
 
+def _belongs_below(loc: tuple[Any, ...]) -> str | None:
+    """For a key unknown at `loc` but known on a mapping below it (`skipHolidays` on the pool,
+    where it belongs on a schedule window), where it goes; None when it is known nowhere below."""
+    key, model = str(loc[-1]), _model_at(loc[:-1])
+    queue: list[tuple[type[BaseModel], tuple[str, ...]]] = [(model, ())] if model else []
+    while queue:
+        current, below = queue.pop(0)
+        for name, field in current.model_fields.items():
+            alias, many = field.alias or name, get_origin(field.annotation) is list
+            step = f"{alias}[]" if many else alias
+            for sub in _submodels(field.annotation):
+                if key in _known_keys(sub):
+                    where = ".".join((_format_path(loc[:-1]), *below, step, key))
+                    into = f"each of the {alias} it applies to" if many else alias
+                    return f"unknown key {key!r} here: it belongs under {alias} ({where}); move it into {into}"
+                if len(below) < 2:
+                    queue.append((sub, (*below, step)))
+    return None
+
+
+def _beside(loc: tuple[Any, ...]) -> str | None:
+    """For a key unknown inside a pool's section but known elsewhere in the pool
+    (`skipHolidays` under forecast), where it goes; None otherwise."""
+    if len(loc) > 3 and loc[0] == "pools" and isinstance(loc[1], int):
+        return _belongs_below((*loc[:2], loc[-1]))
+    return None
+
+
+def _submodels(annotation: Any) -> list[type[BaseModel]]:
+    """The models an annotation holds (`list[Window] | None` holds Window)."""
+    found = []
+    for inner in (annotation, *get_args(annotation)):
+        for sub in (inner, *get_args(inner)):
+            if isinstance(sub, type) and issubclass(sub, BaseModel) and sub not in found:
+                found.append(sub)
+    return found
+
+
+def _window_shapes_only(problems: list[Problem], data: dict[str, Any]) -> list[Problem]:
+    """`problems` without those of the start/end/from/to values of a window that mixes recurring
+    and dated keys: the message that fixes the window is its shape's (a date under `end` is not a
+    cron because it belongs under `to`)."""
+    pools = data.get("pools")
+    drop: set[str] = set()
+    keep: set[tuple[str, str]] = set()
+    for i, pool in enumerate(pools if isinstance(pools, list) else []):
+        windows = pool.get("schedules") if isinstance(pool, dict) else None
+        for j, window in enumerate(windows if isinstance(windows, list) else []):
+            given = (
+                {str(k) for k, v in window.items() if v is not None}
+                if isinstance(window, dict)
+                else set()
+            )
+            if not (given & {"start", "end"} and given & {"from", "to"}):
+                continue
+            at = f"pools[{i}].schedules[{j}]"
+            drop |= {f"{at}.{k}" for k in ("start", "end", "from", "to")}
+            keep |= {
+                (f"{at}.{key}", message)
+                for key, message in window_shape_problems(
+                    given, window.get("start"), window.get("end")
+                )
+            }
+    return [p for p in problems if p.path not in drop or (p.path, p.message) in keep]
+
+
 def read_yaml(text: str, source: str) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
     """The YAML mapping in `text` and the line of every path in it; ConfigError when it is not one."""
     try:
@@ -227,6 +293,7 @@ def policy_problems(data: dict[str, Any], index: dict[tuple[Any, ...], int]) -> 
         # on the raw data as well so one run reports every problem.
         for loc, message in _cross_field_problems(data):
             problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+        problems = _window_shapes_only(problems, data)
         return list({(p.path, p.message): p for p in problems}.values())
     return []
 

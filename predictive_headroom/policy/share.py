@@ -6,9 +6,11 @@
 
 A value ending in `%` (0% to 100%) is a share of the resource requested by the pool's pods (those
 on the nodes of the pool's node selector; placeholders, DaemonSet and mirror pods left out); a
-bare value is an absolute amount, a Kubernetes quantity (`1`, `500m`, `2Gi`). Every resource named
-must be one the placeholder requests (the amount is counted in placeholders). The component's
-arithmetic is `core.share`.
+value without `%` is an absolute amount, a Kubernetes quantity (`500m`, `2Gi`, `1`). For cpu and
+memory the amount takes a unit (`4000m`, `2Gi`): a bare number there is refused, as `cpu: 10` is
+almost always 10% meant (and would keep 10 cores); bare counts stay for extended resources such
+as `nvidia.com/gpu`. Every resource named must be one the placeholder requests (the amount is
+counted in placeholders). The component's arithmetic is `core.share`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic_core import PydanticUndefined
 
 from predictive_headroom.policy.placeholder import QUANTITY_PATTERN, RESOURCE_NAME_PATTERN, quantity
 
+UNIT_REQUIRED = frozenset({"cpu", "memory"})  # a bare number here is a footgun (cpu: 10 for 10%)
 PERCENT_PATTERN = r"^\s*(100(\.0+)?|[0-9]?[0-9](\.[0-9]+)?)\s*%\s*$"
 _SCHEMA = {
     "type": "object",
@@ -72,7 +75,28 @@ def parse_term(resource: str, value: Any) -> Term:
             f"share.{resource}: {text!r} is neither a share (10%) nor an amount (a non-negative "
             "Kubernetes quantity such as 1, 500m or 2Gi)"
         ) from None
+    if resource in UNIT_REQUIRED and _is_bare_number(text):
+        raise ValueError(bare_number_problem(resource, text))
     return Term(None, float(parse_quantity(text)))
+
+
+def _is_bare_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def bare_number_problem(resource: str, text: str) -> str:
+    """What is wrong with a bare number as `resource`'s share and how to write what was meant."""
+    unit = "4000m for 4 cores" if resource == "cpu" else "2Gi"
+    meant = f"did you mean {text}%? " if 0 <= float(text) <= 100 else ""
+    return (
+        f"share.{resource}: {text} has no unit: {meant}a share of what the pool's pods request is "
+        f"written with % (10%), an amount of {resource} with its unit ({unit}); bare counts are "
+        "for extended resources such as nvidia.com/gpu: 1"
+    )
 
 
 class Share(RootModel[dict[str, str]]):

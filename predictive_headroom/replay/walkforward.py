@@ -36,6 +36,7 @@ from predictive_headroom.core.settings import (
     model_spec,
     with_values,
 )
+from predictive_headroom.core.vocabulary import AT_ONCE
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import format_duration
 from predictive_headroom.protocols import Forecaster
@@ -282,6 +283,7 @@ def _say_when_long(
         format_duration(timedelta(seconds=every)),
         first,
         format_duration(timedelta(seconds=round(projected))),
+        extra={AT_ONCE: True},  # said before the long replay, not after it
     )
 
 

@@ -113,18 +113,19 @@ def _max_replicas_notice(r: PoolReport, plans: Sequence[Plan]) -> list[Notice]:
     )
     if not at_max.any():
         return []
-    asked = max(
+    asked = max(  # what the plan asked before the cap: its largest floor plus the reserve
         max(
             (v for k, v in p.components.items() if k != PlanReason.MAX and v is not None),
             default=0,
         )
+        + int(p.details.get("reserve", 0))
         for p in plans
     )
     first = float(r.plan_times[np.flatnonzero(at_max)[0]])
     return [
         Notice(
             "max-replicas",
-            f"the plan reaches maxReplicas {pool.max_replicas} for {_hours(_held(r.plan_times, at_max, r.cost.hours))} of the horizon, first at {iso_utc(first)}; up to {asked} were asked for",
+            f"the plan reaches maxReplicas {pool.max_replicas} for {_hours(_held(r.plan_times, at_max, r.cost.hours))} of the horizon, first at {iso_utc(first)}; up to {asked:,} were asked for (before the cap)",
         )
     ]
 

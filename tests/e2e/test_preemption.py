@@ -27,7 +27,7 @@ WAITS: dict[str, list[float]] = {}
 @pytest.fixture(scope="module")
 def setup(cluster, karpenter, tmp_path_factory):
     karpenter.pool(POOL)
-    # spread none: with the chart's default (topologySpread, maxSkew 1 over hostnames,
+    # spread none (the default since issue 58): with topologySpread (maxSkew 1 over hostnames,
     # ScheduleAnyway) Karpenter's default preference policy (Respect) launches one node per
     # placeholder for the first ones (docs/e2e.md).
     placeholder = {

@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 import promql_parser
 
 from predictive_headroom.policy.config import Cost, Policy, Pool
-from predictive_headroom.policy.events import gap_move
 from predictive_headroom.policy.cron import cron_trigger, expand
+from predictive_headroom.policy.events import gap_move
 
 MAX_SENSIBLE_REPLICAS = 10_000
 """More placeholders than this in one pool is a typo, not a plan (Kubernetes' tested limits are

@@ -34,6 +34,12 @@ class ChoiceRule:
     few_events: float = FEW_EVENTS
     """Below this many waiting pod-minutes on the seen part nothing is judged: the protection
     asked is kept."""
+    tolerance: float = 0.0
+    """A level missed by at most this much on the seen part counts as kept there (0.02: the
+    promise's own tolerance of 2 points; `bench/choice_bench.py` measures each)."""
+    lower_levels: bool = True
+    """Whether a level below the one asked may be pasted (False: the level asked, or fixed
+    headroom)."""
 
 
 RULE = ChoiceRule()
@@ -177,8 +183,12 @@ def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[floa
             f"only {seen.reactive_unserved:,.0f} pod-minutes waited without headroom on {days}: "
             "too few to judge the forecast against fixed headroom"
         )
-    kept = {p: seen.judge(w.run) for p, w in r.walks.items() if p <= asked + 1e-9}
-    held = [p for p, j in sorted(kept.items()) if j.kept >= p - 1e-9]
+    kept = {
+        p: seen.judge(w.run)
+        for p, w in r.walks.items()
+        if p <= asked + 1e-9 and (rule.lower_levels or p >= asked - 1e-9)
+    }
+    held = [p for p, j in sorted(kept.items()) if j.kept >= p - rule.tolerance - 1e-9]
     if not held:
         return None, f"on {days} the promise kept none of {_levels(kept)} walk-forward"
     level, j = held[-1], kept[held[-1]]

@@ -137,11 +137,8 @@ class Recommendation:
 
 def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
     """The rule of the module docstring on `r` (whose walks include `asked`)."""
-    res, starts = r.result, r.replayed.starts
-    half = len(starts) // 2
-    split = starts[half] if half >= 1 else res.pods.size
-    seen = span(res, r.replayed, res.scored_from, split)
-    unseen = span(res, r.replayed, split, res.pods.size) if split < res.pods.size else None
+    res = r.result
+    seen, unseen, split = seen_unseen(r)
     replicas = _fixed_n(seen, asked)
     level, why = _level(r, seen, asked, rule)
     if level is None:
@@ -164,6 +161,18 @@ def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recom
         None if unseen is None else unseen.judge(asked_run),
         why,
     )
+
+
+def seen_unseen(r: Replays) -> tuple[Span, Span | None, int]:
+    """The scored days split as the rule splits them: the seen part (the first half of the
+    days, rounded down), the unseen part (None under two scored days) and the minute it starts
+    at. Every recommendation judged on days it did not see reads this split."""
+    res, starts = r.result, r.replayed.starts
+    half = len(starts) // 2
+    split = starts[half] if half >= 1 else res.pods.size
+    seen = span(res, r.replayed, res.scored_from, split)
+    unseen = span(res, r.replayed, split, res.pods.size) if split < res.pods.size else None
+    return seen, unseen, split
 
 
 def _fixed_n(seen: Span, asked: float) -> int:

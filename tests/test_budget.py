@@ -213,6 +213,7 @@ def test_tune_prints_the_budget_advice_and_the_line_at_your_spend(tmp_path, caps
     assert rec is not None and rec["seen"]["overhead_node_hours_per_day"] <= 15.0 + 1e-3
     assert out["yaml"][0] in (f"minReplicas: {rec['replicas']}", f"protection: {rec['label'][12:]}")
     assert [s["replicas"] for s in out["at_your_spend"]] == [3]
+    assert out["at_protection"]["asked"] == 0.9  # tune's rule at the protection asked, kept aside
     main([*common, *grid, "--budget", "30EUR"])
     text = capsys.readouterr().out
     assert out["budget"]["says"] in text and out["at_your_spend"][0]["says"] in text

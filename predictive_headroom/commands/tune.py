@@ -191,6 +191,7 @@ def _within_budget(
     advice = within_budget(r, budget[0], target, budget[1])
     rec = advice.recommendation
     out["budget"] = advice.to_dict()
+    out["at_protection"] = out["recommendation"]  # tune's rule at the protection asked
     out["recommendation"] = None if rec is None else rec.to_dict()
     out["yaml"] = [] if rec is None else rec.yaml(pool)
 

@@ -98,6 +98,10 @@ VARIANTS: dict[str, Callable[[Replays, float], Outcome]] = {
     "the level asked or fixed": _rule(ChoiceRule(lower_levels=False)),
     "the level asked (<= 2 pts) or fixed": _rule(ChoiceRule(tolerance=0.02, lower_levels=False)),
     "no margin (1.00)": _rule(ChoiceRule(margin=1.0)),
+    "too few events: fixed N": _rule(ChoiceRule(few_events_fixed=True)),
+    "too few events: fixed N; missed by <= 2 pts kept": _rule(
+        ChoiceRule(few_events_fixed=True, tolerance=0.02)
+    ),
     "always protection: P": _as_asked,
     "always fixed N": _fixed,
 }

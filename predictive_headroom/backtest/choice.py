@@ -40,6 +40,9 @@ class ChoiceRule:
     lower_levels: bool = True
     """Whether a level below the one asked may be pasted (False: the level asked, or fixed
     headroom)."""
+    few_events_fixed: bool = False
+    """On too few waiting pod-minutes to judge, fixed headroom sized on the seen part instead of
+    the protection asked."""
 
 
 RULE = ChoiceRule()
@@ -188,7 +191,7 @@ def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[floa
     """The protection level to paste, with why (None: fixed headroom instead)."""
     days = f"the first {seen.days:.1f} days"
     if seen.reactive_unserved < rule.few_events:
-        return asked, (
+        return None if rule.few_events_fixed else asked, (
             f"only {seen.reactive_unserved:,.0f} pod-minutes waited without headroom on {days}: "
             "too few to judge the forecast against fixed headroom"
         )

@@ -41,8 +41,8 @@ class ChoiceRule:
     """Whether a level below the one asked may be pasted (False: the level asked, or fixed
     headroom)."""
     few_events_fixed: bool = False
-    """On too few waiting pod-minutes to judge, fixed headroom sized on the seen part instead of
-    the protection asked."""
+    """On too few waiting pod-minutes to judge (but some), fixed headroom sized on the seen part
+    instead of the protection asked."""
 
 
 RULE = ChoiceRule()
@@ -191,7 +191,8 @@ def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[floa
     """The protection level to paste, with why (None: fixed headroom instead)."""
     days = f"the first {seen.days:.1f} days"
     if seen.reactive_unserved < rule.few_events:
-        return None if rule.few_events_fixed else asked, (
+        sized = rule.few_events_fixed and seen.reactive_unserved > 0  # a fixed N to size
+        return None if sized else asked, (
             f"only {seen.reactive_unserved:,.0f} pod-minutes waited without headroom on {days}: "
             "too few to judge the forecast against fixed headroom"
         )

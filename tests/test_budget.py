@@ -10,8 +10,13 @@ import json
 import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series, write_csv
 
-from predictive_headroom.backtest.against_fixed import Recommended, replays
-from predictive_headroom.backtest.budget import at_your_spend, largest_fixed, within_budget
+from predictive_headroom.backtest.against_fixed import MAX_CURRENT, Recommended, replays
+from predictive_headroom.backtest.budget import (
+    at_your_spend,
+    fixed_option,
+    largest_fixed,
+    within_budget,
+)
 from predictive_headroom.backtest.choice import seen_unseen
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
@@ -76,22 +81,18 @@ def test_the_budget_buys_the_most_protection_any_setting_within_it_kept(replayed
 
 def test_the_largest_fixed_n_within_a_budget_is_the_last_that_fits(replayed):
     seen, _, _ = seen_unseen(replayed)
-    five = largest_fixed(replayed, seen, 1e9)  # any N up to the cap fits
-    assert five is not None
-    budget = largest_fixed(replayed, seen, 0.5 * seen.judge(replayed.walks[0.99].run).per_day)
-    assert budget is not None
-    n = int(budget.value)
-    from predictive_headroom.backtest.budget import _fixed
-
-    assert _fixed(replayed, seen, n).seen.per_day <= budget.seen.per_day + 1e-9
-    assert _fixed(replayed, seen, n + 1).seen.per_day > budget.seen.per_day
+    assert int(largest_fixed(replayed, seen, 1e12).value) == MAX_CURRENT  # every N fits
+    budget = 0.5 * seen.judge(replayed.walks[0.99].run).per_day
+    found = largest_fixed(replayed, seen, budget)
+    assert found is not None
+    n = int(found.value)
+    assert fixed_option(replayed, seen, n).seen.per_day <= budget + 1e-9
+    assert fixed_option(replayed, seen, n + 1).seen.per_day > budget
 
 
 def test_a_budget_no_setting_meets_recommends_nothing(replayed):
     seen, _, _ = seen_unseen(replayed)
-    from predictive_headroom.backtest.budget import _fixed
-
-    one = _fixed(replayed, seen, 1).seen.per_day
+    one = fixed_option(replayed, seen, 1).seen.per_day
     levels, _ = _options(replayed)
     floor = min([one, *(j.per_day for j in levels.values())])
     advice = within_budget(replayed, 0.5 * floor, 0.9, "almost nothing")

@@ -176,7 +176,7 @@ def _levels(r: Replays, seen: Span) -> list[Option]:
     ]
 
 
-def _fixed(r: Replays, seen: Span, n: int) -> Option:
+def fixed_option(r: Replays, seen: Span, n: int) -> Option:
     """`n` fixed placeholders replayed on `r`'s app pods and cluster, scored on the seen days."""
     res = r.result
     run = simulate(res.pods, np.full(res.pods.size, n, dtype=np.int64), res.cluster)
@@ -187,18 +187,18 @@ def largest_fixed(r: Replays, seen: Span, per_day: float) -> Option | None:
     """The most fixed placeholders (at least 1) whose cost on `seen` is at most `per_day`
     overhead node-hours a day (a cost that does not fall as N grows: galloping, then bisection),
     None when even one costs more."""
-    lo = _fixed(r, seen, 1)
+    lo = fixed_option(r, seen, 1)
     if lo.seen.per_day > per_day + 1e-9:
         return None
     n, hi = 1, None
     while hi is None and n < MAX_CURRENT:  # gallop: 2, 4, 8, ... until one costs more
-        step = _fixed(r, seen, min(2 * n, MAX_CURRENT))
+        step = fixed_option(r, seen, min(2 * n, MAX_CURRENT))
         if step.seen.per_day > per_day + 1e-9:
             hi = int(step.value)
         else:
             lo, n = step, int(step.value)
     while hi is not None and hi - int(lo.value) > 1:
-        mid = _fixed(r, seen, (int(lo.value) + hi) // 2)
+        mid = fixed_option(r, seen, (int(lo.value) + hi) // 2)
         if mid.seen.per_day > per_day + 1e-9:
             hi = int(mid.value)
         else:
@@ -245,7 +245,7 @@ def within_budget(r: Replays, per_day: float, asked: float, given: str) -> Budge
     fixed = largest_fixed(r, seen, per_day)
     options = [o for o in levels if o.seen.per_day <= per_day + 1e-9]
     options += [] if fixed is None else [fixed]
-    cheapest = min([*levels, fixed or _fixed(r, seen, 1)], key=lambda o: o.seen.per_day)
+    cheapest = min([*levels, fixed or fixed_option(r, seen, 1)], key=lambda o: o.seen.per_day)
     if not options:
         return BudgetAdvice(per_day, given, None, cheapest, seen.days)
     best = max(options, key=lambda o: (round(o.seen.kept, 9), -o.seen.per_day))
@@ -264,7 +264,7 @@ def at_your_spend(r: Replays, replicas: int) -> AtYourSpend:
     keep the N), each judged on the unseen days."""
     res = r.result
     seen, unseen, split = seen_unseen(r)
-    theirs = _fixed(r, seen, replicas)
+    theirs = fixed_option(r, seen, replicas)
     fits = [
         o
         for o in _levels(r, seen)

@@ -131,21 +131,40 @@ def _cell(o: Outcome, asked: float) -> str:
     )
 
 
+def _short(o: Outcome, asked: float) -> str:
+    """`p80 83.1% 0.33x ✗✓` (a protection level) or `N=101 84.4% 1.00x ✗✓` (fixed N)."""
+    label = o.label.replace("protection: ", "p").replace("%", "").replace("fixed ", "")
+    ratio = o.unseen.over_static
+    marks = ("✓" if o.kept_ok(asked) else "✗") + ("✓" if o.cost_ok() else "✗")
+    return f"{label} {100 * o.unseen.kept:.1f}% {'-' if ratio is None else f'{ratio:.2f}'}x {marks}"
+
+
+def markdown(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table (for docs/promise.md)."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)])
+
+
 def verdict(table: dict[tuple[str, float], dict[str, Outcome]]) -> list[list[str]]:
-    """Per variant: rows meeting the kept figure, the cost figure, both, and the rows where the
-    current rule met a figure the variant breaks."""
+    """Per variant: rows meeting the kept figure, the cost figure, both, the rows where the
+    current rule met a figure the variant breaks, and the series where it met both at every
+    protection."""
     out = []
     for name in VARIANTS:
         kept = cost = both = broken = 0
-        for (_, asked), row in table.items():
+        missed: set[str] = set()
+        for (stem, asked), row in table.items():
             o, now = row[name], row["current"]
             kept += o.kept_ok(asked)
             cost += o.cost_ok()
             both += o.kept_ok(asked) and o.cost_ok()
+            if not (o.kept_ok(asked) and o.cost_ok()):
+                missed.add(stem)
             broken += (now.kept_ok(asked) and not o.kept_ok(asked)) or (
                 now.cost_ok() and not o.cost_ok()
             )
-        out.append([name, str(kept), str(cost), str(both), str(broken)])
+        series = len({stem for stem, _ in table} - missed)
+        out.append([name, str(kept), str(cost), str(both), str(broken), str(series)])
     return out
 
 
@@ -164,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=float, help="replay only the last DAYS of each series")
     parser.add_argument("--protection", type=parse_protections, default=(0.9, 0.95))
     parser.add_argument("--cache", type=Path, help="keep (and reuse) each series' replay here")
+    parser.add_argument(
+        "--markdown", action="store_true", help="print Markdown tables, short cells"
+    )
     args = parser.parse_args(argv)
     files = sorted(args.datasets.glob("*.csv"), key=_rank)
     if args.only:
@@ -178,15 +200,24 @@ def main(argv: list[str] | None = None) -> int:
         for p in args.protection:
             table[path.stem, p] = {name: pick(r, p) for name, pick in VARIANTS.items()}
         print(f"done {path.stem} in {time.perf_counter() - started:.1f}s", file=sys.stderr)
+    cell = _short if args.markdown else _cell
     rows = [
-        [stem, f"{100 * p:g}%", *(_cell(row[name], p) for name in VARIANTS)]
+        [stem, f"{100 * p:g}%", *(cell(row[name], p) for name in VARIANTS)]
         for (stem, p), row in table.items()
     ]
-    print_table(["series", "asked", *VARIANTS], rows)
+    show = (lambda h, r: print(markdown(h, r))) if args.markdown else print_table
+    show(["series", "asked", *VARIANTS], rows)
     print()
     summary = verdict(table)
-    print_table(
-        ["variant", "kept >= P - 2", "cost <= 1.10x static", "both", "breaks where current meets"],
+    show(
+        [
+            "variant",
+            "kept >= P - 2",
+            "cost <= 1.10x static",
+            "both",
+            "breaks where current meets",
+            "series: both at every P",
+        ],
         summary,
     )
     print(f"\nadopted: {adopted(summary)} (of {len(table)} series x protections)")

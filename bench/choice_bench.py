@@ -71,6 +71,7 @@ def _rule(rule: ChoiceRule) -> Callable[[Replays, float], Outcome]:
         assert rec.unseen is not None
         return Outcome(rec.label(), rec.unseen)
 
+    pick.rule = rule  # type: ignore[attr-defined]
     return pick
 
 
@@ -92,7 +93,7 @@ def _fixed(r: Replays, asked: float) -> Outcome:
 
 
 VARIANTS: dict[str, Callable[[Replays, float], Outcome]] = {
-    "current": _rule(RULE),
+    "current": _rule(ChoiceRule()),
     "missed by <= 2 pts counts as kept": _rule(ChoiceRule(tolerance=0.02)),
     "missed by <= 1 pt counts as kept": _rule(ChoiceRule(tolerance=0.01)),
     "the level asked or fixed": _rule(ChoiceRule(lower_levels=False)),
@@ -105,7 +106,7 @@ VARIANTS: dict[str, Callable[[Replays, float], Outcome]] = {
     "always protection: P": _as_asked,
     "always fixed N": _fixed,
 }
-"""The current rule first; every variant reads the same `Replays`."""
+"""The current rule first (issue 44's: `ChoiceRule()`); every variant reads the same `Replays`."""
 
 
 def _load(path: Path, args: argparse.Namespace) -> BacktestResult:
@@ -221,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         summary,
     )
     print(f"\nadopted: {adopted(summary)} (of {len(table)} series x protections)")
+    same = [n for n, pick in VARIANTS.items() if getattr(pick, "rule", None) == RULE]
+    print(f"tune's rule (backtest.choice.RULE) is: {', '.join(same) or 'none of these'}")
     return 0
 
 

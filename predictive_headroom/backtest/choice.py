@@ -2,14 +2,17 @@
 (docs/promise.md, "Tune's decision rule").
 
 The scored days are split in two. On the first part (seen, the first half, rounded down) the rule
-keeps the protection asked when too few pod-minutes waited there to judge (`ChoiceRule.few_events`);
-else it picks the highest protection level, up to the one asked, that the promise kept walk-forward
-there, and recommends `protection:` at that level unless it cost more than `ChoiceRule.margin`
-(1.10) times static headroom at the protection it kept on the same days (the forecast did not
-pay). Otherwise, when no level was kept or the forecast did not pay, it recommends fixed headroom: the fewest placeholders that reached the asked
-protection on the seen part (how a user sizes a fixed Deployment from the past), pasted as
-`minReplicas: N` with the forecast off. Whichever it picks is judged on the second part (unseen):
-the protection it kept there, its cost a day, and static headroom's cost at that protection.
+(`RULE`) recommends fixed headroom when too few pod-minutes waited there to judge the forecast
+(`ChoiceRule.few_events`; the protection asked when none waited); else it picks the highest
+protection level, up to the one asked, that the promise kept walk-forward there, a level missed by
+at most 2 points counting as kept (`ChoiceRule.tolerance`), and recommends `protection:` at that
+level unless it cost more than `ChoiceRule.margin` (1.10) times static headroom at the protection
+it kept on the same days (the forecast did not pay). Otherwise, when no level was kept or the
+forecast did not pay, it recommends fixed headroom too. Fixed headroom is the fewest placeholders
+that reached the asked protection on the seen part (how a user sizes a fixed Deployment from the
+past), pasted as `minReplicas: N` with the forecast off. Whichever it picks is judged on the second
+part (unseen): the protection it kept there, its cost a day, and static headroom's cost at that
+protection. `bench/choice_bench.py` measures the rule and its variants on every shared series.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from predictive_headroom.policy.config import Pool
 
 @dataclass(frozen=True)
 class ChoiceRule:
-    """The rule's two thresholds (docs/promise.md, "Tune's decision rule")."""
+    """The rule's thresholds (docs/promise.md, "Tune's decision rule"); the defaults are issue
+    44's rule, `RULE` the one `tune` uses."""
 
     margin: float = 1.10
     """Fixed headroom is recommended when the promise cost more than this times static
@@ -34,9 +38,22 @@ class ChoiceRule:
     few_events: float = FEW_EVENTS
     """Below this many waiting pod-minutes on the seen part nothing is judged: the protection
     asked is kept."""
+    tolerance: float = 0.0
+    """A level missed by at most this much on the seen part counts as kept there (0.02: the
+    promise's own tolerance of 2 points; `bench/choice_bench.py` measures each)."""
+    lower_levels: bool = True
+    """Whether a level below the one asked may be pasted (False: the level asked, or fixed
+    headroom)."""
+    few_events_fixed: bool = False
+    """On too few waiting pod-minutes to judge (but some), fixed headroom sized on the seen part
+    instead of the protection asked."""
 
 
-RULE = ChoiceRule()
+RULE = ChoiceRule(tolerance=0.02, few_events_fixed=True)
+"""The rule `tune` uses: on the shared series it meets both figures of `bench/choice_bench.py`
+(kept at least P - 2 points and at most 1.10 times static headroom on the unseen days) on more of
+them than issue 44's rule and breaks neither where that one met it (docs/promise.md, "Tune's
+rule judged on what was asked")."""
 
 
 @dataclass(frozen=True)
@@ -131,11 +148,8 @@ class Recommendation:
 
 def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
     """The rule of the module docstring on `r` (whose walks include `asked`)."""
-    res, starts = r.result, r.replayed.starts
-    half = len(starts) // 2
-    split = starts[half] if half >= 1 else res.pods.size
-    seen = span(res, r.replayed, res.scored_from, split)
-    unseen = span(res, r.replayed, split, res.pods.size) if split < res.pods.size else None
+    res = r.result
+    seen, unseen, split = seen_unseen(r)
     replicas = _fixed_n(seen, asked)
     level, why = _level(r, seen, asked, rule)
     if level is None:
@@ -160,6 +174,18 @@ def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recom
     )
 
 
+def seen_unseen(r: Replays) -> tuple[Span, Span | None, int]:
+    """The scored days split as the rule splits them: the seen part (the first half of the
+    days, rounded down), the unseen part (None under two scored days) and the minute it starts
+    at. Every recommendation judged on days it did not see reads this split."""
+    res, starts = r.result, r.replayed.starts
+    half = len(starts) // 2
+    split = starts[half] if half >= 1 else res.pods.size
+    seen = span(res, r.replayed, res.scored_from, split)
+    unseen = span(res, r.replayed, split, res.pods.size) if split < res.pods.size else None
+    return seen, unseen, split
+
+
 def _fixed_n(seen: Span, asked: float) -> int:
     """The fewest fixed placeholders that reached `asked` on the seen span (the most of the
     curve when none did)."""
@@ -173,12 +199,17 @@ def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[floa
     """The protection level to paste, with why (None: fixed headroom instead)."""
     days = f"the first {seen.days:.1f} days"
     if seen.reactive_unserved < rule.few_events:
-        return asked, (
+        sized = rule.few_events_fixed and seen.reactive_unserved > 0  # a fixed N to size
+        return None if sized else asked, (
             f"only {seen.reactive_unserved:,.0f} pod-minutes waited without headroom on {days}: "
             "too few to judge the forecast against fixed headroom"
         )
-    kept = {p: seen.judge(w.run) for p, w in r.walks.items() if p <= asked + 1e-9}
-    held = [p for p, j in sorted(kept.items()) if j.kept >= p - 1e-9]
+    kept = {
+        p: seen.judge(w.run)
+        for p, w in r.walks.items()
+        if p <= asked + 1e-9 and (rule.lower_levels or p >= asked - 1e-9)
+    }
+    held = [p for p, j in sorted(kept.items()) if j.kept >= p - rule.tolerance - 1e-9]
     if not held:
         return None, f"on {days} the promise kept none of {_levels(kept)} walk-forward"
     level, j = held[-1], kept[held[-1]]
@@ -188,6 +219,8 @@ def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[floa
             f"{said}, more than {rule.margin:g} times static headroom's {j.static_per_day:,.1f} "
             "at that protection: the forecast did not pay"
         )
+    if j.kept < level - 1e-9:
+        said += f" (within {100 * rule.tolerance:g} points of it: kept)"
     if level < asked:
         said += f" (the highest level kept; {100 * asked:g}% was not)"
     return level, said

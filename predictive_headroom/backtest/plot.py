@@ -481,7 +481,12 @@ def page_html(result: BacktestResult, svg: Markup | None = None) -> str:
         terms=page_terms(data),
         frontier=data.get("frontier"),
         frontier_plot=figure_svg(
-            frontier_figure(data["frontier"]),
+            frontier_figure(
+                data["frontier"],
+                data.get("promise") or [],
+                data.get("current") or [],
+                data["settings"]["scored_minutes"] / 1440,
+            ),
             "frontier-plot",
             "overhead node-hours against protection, one line per family",
         )

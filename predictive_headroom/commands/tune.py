@@ -21,7 +21,8 @@ from typing import Any
 
 from predictive_headroom.app.fit import default_forecaster, fetch_history
 from predictive_headroom.app.review import daemon_now
-from predictive_headroom.backtest.against_fixed import Recommended, current, replays
+from predictive_headroom.backtest.against_fixed import Recommended, Replays, current, replays
+from predictive_headroom.backtest.budget import at_your_spend, within_budget
 from predictive_headroom.backtest.choice import recommend_choice
 from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
@@ -41,6 +42,7 @@ from predictive_headroom.commands import (
     print_json,
     source_from_args,
 )
+from predictive_headroom.commands.budget import add_budget_argument, budget_node_hours
 from predictive_headroom.commands.current import add_current_arguments, currents_from_args
 from predictive_headroom.commands.replay_flags import add_replay_arguments, settings_from_args
 from predictive_headroom.core.price import Price
@@ -90,6 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--at", help="tune on history up to this ISO-8601 time (default: now / end of --data)"
     )
     add_current_arguments(parser)
+    add_budget_argument(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_price_arguments(parser)
     add_output_argument(parser)
@@ -128,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     price = price_from_args(args, pool.placeholder, policy.cost, args.node_slots)[0]
     settings = _settings(args, price, quantiles, windows, target)
     currents = currents_from_args(args)  # before any history is read
+    budget = None if args.budget is None else budget_node_hours(args.budget, price)
     source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     if args.at:
         at = parse_time(args.at)
@@ -154,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
     choice = recommend_choice(r, target)
     out["recommendation"] = choice.to_dict()
     out["yaml"] = choice.yaml(pool) if out["status"] != "proportional-cheaper" else out["yaml"]
+    _within_budget(out, r, pool, target, budget, currents, price)
     # What the daemon holds at the end of the history: the same call the daemon makes at a refit
     # (its re-tune on its own window, the promise as asked) and the plan it would write then.
     what_if = Given(protection=None if pool.protection == target else target)
@@ -173,7 +178,30 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
     else:
         print_recommendation(out)
-    return 1 if out["status"] == "short" else 0
+    nothing = budget is not None and out["recommendation"] is None
+    return 1 if out["status"] == "short" or nothing else 0
+
+
+def _within_budget(
+    out: dict[str, Any],
+    r: Replays,
+    pool: Pool,
+    target: float,
+    budget: tuple[float, str] | None,
+    currents: tuple[int, ...],
+    price: Price,
+) -> None:
+    """What each `--current` N's spend buys (`at_your_spend`), and with `--budget` the
+    recommendation and YAML within it (`backtest.budget`), none when nothing met it."""
+    out["at_your_spend"] = [at_your_spend(r, n).to_dict(price) for n in currents]
+    if budget is None:
+        return
+    advice = within_budget(r, budget[0], target, budget[1])
+    rec = advice.recommendation
+    out["budget"] = advice.to_dict()
+    out["at_protection"] = out["recommendation"]  # tune's rule at the protection asked
+    out["recommendation"] = None if rec is None else rec.to_dict()
+    out["yaml"] = [] if rec is None else rec.yaml(pool)
 
 
 def _settings(
@@ -233,8 +261,12 @@ def print_recommendation(out: dict[str, Any]) -> None:
     cause = ((out.get("daemon_now") or {}).get("promise") or {}).get("cause") or {}
     if cause.get("cause") == "warm-up":  # what holds until the daemon's re-tune starts
         print(f"the daemon now: {cause['says']}")
-    if out.get("recommendation"):
+    if out.get("budget"):
+        print(out["budget"]["says"])
+    elif out.get("recommendation"):
         print(out["recommendation"]["says"])
+    for spend in out.get("at_your_spend") or []:
+        print(spend["says"])
     _print_paste(out)
     if out.get("daemon_now"):  # the daemon's own view at the end of the data
         print(out["daemon_now"]["sentence"])
@@ -286,7 +318,9 @@ def _print_promise(out: dict[str, Any], target: str) -> None:
 
 def _print_paste(out: dict[str, Any]) -> None:
     """Print why the YAML is recommended (by `status`) and the YAML itself, indented."""
-    if out["status"] == "proportional-cheaper":
+    if not out["yaml"]:  # --budget that nothing met: its sentence said so
+        return
+    if out["status"] == "proportional-cheaper" and not out.get("budget"):
         p = out["proportional"]
         print(
             f"the proportional rule absorbs {100 * p['protection']:.1f}% for "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import kubernetes.client
 import pytest
@@ -91,10 +92,14 @@ def test_placeholders_make_karpenter_add_nodes_and_app_pods_preempt_them(
     wait_for(lambda: len(karpenter.nodeclaims(POOL)) > claims, 60, "a NodeClaim for the evicted")
     wait_for(lambda: running(api, "preempt", PLACEHOLDERS) == 7, boot + 120, "placeholders back")
     wait_for(lambda: len(karpenter.ready_nodes(POOL)) == 2, 60, "2 ready nodes")
-    events = kubernetes.client.CoreV1Api(api).list_namespaced_event(
-        "preempt", field_selector="reason=Preempted"
-    )
-    assert len(events.items) >= 4
+    # The scheduler records its Preempted Events asynchronously (retried when a write times out on
+    # a busy API server): poll for all four rather than read once.
+    core = kubernetes.client.CoreV1Api(api)
+
+    def preempted() -> list[Any]:
+        return core.list_namespaced_event("preempt", field_selector="reason=Preempted").items
+
+    wait_for(lambda: len(preempted()) >= 4, 90, "a Preempted Event for each of the 4 evicted")
 
 
 def test_without_placeholders_the_same_app_pods_wait_for_a_node_to_boot(

@@ -19,7 +19,18 @@ from predictive_headroom.protocols import SourceError
 from predictive_headroom.replay.workers import WorkerDied
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
-COMMANDS = ("run", "validate", "size", "plan", "forecast", "report", "backtest", "tune", "demo")
+COMMANDS = (
+    "run",
+    "validate",
+    "size",
+    "plan",
+    "forecast",
+    "report",
+    "backtest",
+    "tune",
+    "demo",
+    "cache",
+)
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -1,6 +1,6 @@
-"""Walk-forward refits kept on disk across runs (`docs/performance.md`), so that `tune` and
-`backtest` on a history already replayed skip its refits and a history a day longer refits only
-the new cut.
+"""Walk-forward refits kept on disk across runs (`docs/promise.md`, "Refits kept across runs"),
+so that `tune` and `backtest` on a history already replayed skip its refits and a history a day
+longer refits only the new cut.
 
 A refit (`walkforward.refit`) depends only on the history it reads (up to its cut, at most
 `forecast.history`), the settings it fits for, the forecaster, the swept quantiles and the code:

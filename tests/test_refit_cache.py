@@ -255,3 +255,37 @@ def test_progress_lines_arrive_through_a_pipe_before_the_end():
         out, err = run.communicate(timeout=300)
     assert run.returncode == 0 and out.strip() == "done", err
     assert err.strip().splitlines()[-1].startswith("refits: 7/7 done")
+
+
+@pytest.mark.slow
+def test_backtest_keeps_its_refits_unless_told_not_to(tmp_path, capsys, monkeypatch):
+    from test_backtest import write_csv
+
+    location = tmp_path / "refits"
+    monkeypatch.setenv("PH_CACHE_DIR", str(location))
+    csv = write_csv(tmp_path / "demand.csv", series(5))
+    argv = ["backtest", "--data", str(csv), "--quiet", "--warmup", "3d", "--workers", "1"]
+    assert main([*argv, "--no-cache"]) == 0
+    plain = capsys.readouterr().out
+    assert cache_usage(location)[0] == 0
+    assert main(argv) == 0 and main(argv) == 0
+    assert cache_usage(location)[0] == 2
+    assert capsys.readouterr().out == plain * 2
+
+
+@pytest.mark.slow
+def test_refits_kept_by_worker_processes_are_read_back_the_same(tmp_path):
+    spec = CacheSpec(tmp_path / "refits")
+    settings = replace(FAST, burst_view=False, workers=2, dial=(0.8,))
+    runs = [
+        run_backtest(series(6), POOL, replace(settings, refit_cache=s), forecaster=f)
+        for s, f in ((None, SeasonalNaiveForecaster()), (spec, SeasonalNaiveForecaster()))
+    ]
+    assert cache_usage(spec.location)[0] == 3
+    again = run_backtest(
+        series(6), POOL, replace(settings, refit_cache=spec), forecaster=SeasonalNaiveForecaster()
+    )
+    assert [r.strategies["forecast"].metrics for r in (*runs, again)] == [
+        runs[0].strategies["forecast"].metrics
+    ] * 3
+    assert format_table(again) == format_table(runs[1])

@@ -115,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, (wall, first, out, err, code) in runs.items():
         against = plain.get("whole" if name == "a day appended" else "shorter")
         same = "not compared" if against is None else ("same" if out == against[2] else "DIFFERENT")
+        plainly = "" if against is None else f", {against[0] / wall:.1f}x than --no-cache"
         print(
-            f"  {name}: {wall:.1f} s wall ({cold / wall:.1f}x faster than cold), first line after "
-            f"{first:.1f} s, exit {code}, printed figures {same} as without the cache"
+            f"  {name}: {wall:.1f} s wall ({cold / wall:.1f}x faster than cold{plainly}), first "
+            f"line after {first:.1f} s, exit {code}, printed figures {same} as without the cache"
         )
         print(f"    first line: {err.splitlines()[0] if err else '-'}")
     if runs["cold cache"][2] != runs["second run, same history"][2]:

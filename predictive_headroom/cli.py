@@ -21,6 +21,7 @@ from predictive_headroom.replay.workers import WorkerDied
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
 COMMANDS = ("run", "validate", "size", "plan", "forecast", "report", "backtest", "tune", "demo")
+COMMANDS += ("cache",)  # `cache info|clear`: the refits tune and backtest keep (replay.refit_cache)
 
 
 class _HelpFormatter(argparse.HelpFormatter):

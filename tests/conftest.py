@@ -33,6 +33,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.prometheus)
 
 
+# No test reads or writes the user's refit cache (~/.cache/predictive-headroom/refits): the CLI's
+# cache is off unless a test points PH_CACHE_DIR at its own directory (subprocesses inherit this).
+os.environ["PH_CACHE_DIR"] = "off"
+
 # The e2e tier (tests/e2e, a real control plane built with Go) runs only under `make e2e`.
 collect_ignore = [] if os.environ.get("PH_E2E") else ["e2e"]
 

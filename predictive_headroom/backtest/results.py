@@ -7,7 +7,7 @@ import these dataclasses without importing each other.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from predictive_headroom.core.series import DAY_SECONDS, iso_utc
 from predictive_headroom.replay.setup import WhatIf
 from predictive_headroom.replay.simulator import ClusterSpec, Metrics, Run
 from predictive_headroom.replay.tuning import GridRun
+
+if TYPE_CHECKING:
+    from predictive_headroom.replay.refit_cache import CacheSpec
 
 
 @dataclass(frozen=True)
@@ -32,8 +35,8 @@ class BacktestSettings:
     swept from the same refits without the dial's own runs (`tune`: the promise's five)."""
     stabilization_dial: tuple[float, ...] = ()
     """Scale-down stabilisation windows (seconds) to sweep likewise."""
-    progress_every: int = 10
-    """Without a terminal, one stderr line per this many refits."""
+    progress_seconds: float = 10.0
+    """Without a terminal, one stderr progress line this often."""
     protections: tuple[float, ...] = ()
     """Read each family's cost at these protections (the frontier) and replay the promise."""
     burst_view: bool = True
@@ -48,6 +51,8 @@ class BacktestSettings:
     """The interruptions' random draws (`--seed`)."""
     workers: int = 1
     """Worker processes the refits run in (`--workers`; 1: this process)."""
+    refit_cache: CacheSpec | None = None
+    """Where refits are kept across runs (`replay.refit_cache`; None: fit every one)."""
 
 
 @dataclass

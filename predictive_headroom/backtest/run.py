@@ -216,15 +216,21 @@ def run_backtest(
     if naive_fit is None:
         naive_fit = naive_burst_profile
     r, s = resolve(history, pool, settings.replay), settings
+    cache = None
+    if s.refit_cache is not None:
+        from predictive_headroom.replay.refit_cache import RefitCache  # lazy: joblib
+
+        cache = RefitCache.open(s.refit_cache)
     refits = Refits(
         s.refit_every_seconds,
         forecaster,
         naive_fit,
         grid_quantiles(s) if s.dial or s.grid or s.protections else (),
         progress,
-        s.progress_every,
         s.workers,
         WORKER_PRELOAD,
+        cache,
+        s.progress_seconds,
     )
     wf = walk_forward(history, r.pool, r.times, r.start, r.plan_settings, refits, r.model)
     runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}

@@ -4,6 +4,7 @@ node boot, node size, the span replayed, interruptions), and the settings they b
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -69,6 +70,13 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         default=default_workers(),
         help="refit in this many worker processes at once, the same figures as in one (default: "
         f"the CPUs this process may use, at most {MAX_WORKERS}: {default_workers()} here)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="fit every refit, neither reading nor keeping refits in the cache (default: kept in "
+        "${XDG_CACHE_HOME:-~/.cache}/predictive-headroom/refits, env PH_CACHE_DIR, bounded by "
+        "PH_CACHE_SIZE, default 2G; `predictive-headroom cache clear` empties it)",
     )
     parser.add_argument(
         "--lead-time",
@@ -149,6 +157,14 @@ def settings_from_args(
             rate = parse_rate(args.interruptions)
         except ValueError as exc:
             problems.append(f"--interruptions: {exc}")
+    cache = None
+    if not getattr(args, "no_cache", False):
+        from predictive_headroom.replay.refit_cache import cache_spec  # lazy: joblib
+
+        try:
+            cache = cache_spec(os.environ)
+        except ValueError as exc:
+            problems.append(str(exc))
     if problems:
         raise CommandError("; ".join(problems))
     nodes = SimulatedNodes(lag_seconds=args.lag, scale_down_delay_seconds=args.scale_down_delay)
@@ -174,4 +190,5 @@ def settings_from_args(
         notice_seconds=getattr(args, "notice", 120.0),
         seed=getattr(args, "seed", 0),
         workers=args.workers,
+        refit_cache=cache,
     )

@@ -12,6 +12,10 @@ Each refit depends only on the history known at its instant, so the refits run i
 processes (`Refits.workers`, `replay.workers`): a refit's fit, its burst models at every swept
 quantile and its baselines are one job (`refit`), and the results are read in refit order, so
 they are the ones a single process makes.
+
+With `Refits.cache`, each refit's result is kept on disk (`replay.refit_cache`): a refit already
+kept for the same history slice, settings and code is read instead of fitted, so the forecasts
+are the same with the cache and without.
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-from tqdm import tqdm
 
 from predictive_headroom.core.engine import InForce
 from predictive_headroom.core.series import Forecast, History, NoForecast, iso_utc
@@ -40,6 +43,7 @@ from predictive_headroom.core.vocabulary import AT_ONCE
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import format_duration
 from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay.progress import PIPE_LINE_SECONDS, RefitProgress
 from predictive_headroom.replay.workers import in_workers
 
 logger = logging.getLogger(__name__)
@@ -60,24 +64,56 @@ class WalkForward:
     refits: int
     fit_seconds: float
     models: dict[str, int]
+    cached: int = 0
+    """Refits read from the cache instead of fitted (`Refits.cache`)."""
+
+
+class RefitStore(Protocol):
+    """Where refits are kept across runs (`replay.refit_cache.RefitCache`)."""
+
+    def key(self, job: RefitJob) -> str:
+        """What `job`'s result depends on, hashed."""
+        ...
+
+    def holds(self, key: str) -> bool:
+        """True when a result is kept under `key`."""
+        ...
+
+    def load(self, key: str) -> Refitted | None:
+        """The result kept under `key`, or None (none, or one that failed to load: dropped)."""
+        ...
+
+    def storing(self) -> Callable[[tuple[str, RefitJob]], tuple[Refitted, bool]]:
+        """The job the workers run: refit, keep it under its key, say whether it was kept."""
+        ...
+
+    def stored(self, ok: bool) -> None:
+        """Note whether a refit was kept (the first failure warns)."""
+        ...
+
+    def trim(self) -> None:
+        """Keep the store within its bound."""
+        ...
 
 
 @dataclass(frozen=True)
 class Refits:
     """How a walk-forward refits: every `every` seconds with `forecaster`, the model-free baseline
-    by `naive_fit`, both swept at `quantiles` from the same fits; `progress` draws a bar on a
-    terminal, else a stderr line each `progress_every` refits; `workers` processes at a time."""
+    by `naive_fit`, both swept at `quantiles` from the same fits; `progress` says first what it
+    will do, then draws a bar on a terminal, else a stderr line every `progress_seconds`;
+    `workers` processes at a time; `cache` keeps each refit on disk (None: fit every one)."""
 
     every: float
     forecaster: Forecaster
     naive_fit: NaiveFit
     quantiles: Sequence[float] = ()
     progress: bool = False
-    progress_every: int = 10
     workers: int = 1
     """Refits run in this many worker processes at once (1: in this one)."""
     preload: tuple[str, ...] = ()
     """Modules the workers import once, before any refit (the forecaster's libraries)."""
+    cache: RefitStore | None = None
+    progress_seconds: float = PIPE_LINE_SECONDS
 
 
 def baseline_forecast(profile: Any, now: float, horizon: float) -> Forecast:
@@ -165,33 +201,94 @@ def walk_forward(
     to the observation delay before it), for `settings` (the pool's, resolved by the caller) and
     the forecaster's knobs `model` (None: the pool's forecast section's), sweeping the burst
     `refits.quantiles` from the same refits; in `refits.workers` processes, the same forecasts
-    in the same order as in one. Raises `WorkerDied` naming the refit whose worker died twice."""
+    in the same order as in one, and the same read from `refits.cache` as fitted. Raises
+    `WorkerDied` naming the refit whose worker died twice."""
     spec = pool.forecast
     assert spec is not None
     knobs = model if model is not None else model_spec(spec)
-    every, progress = refits.every, refits.progress
+    every = refits.every
     refit_at = np.arange(times[first], times[-1] + 1, every)
     jobs = _refit_jobs(history, pool, refit_at, knobs, settings, refits)
-    bar = _progress_bar(len(refit_at), progress)
-    finished, fitting = [0], [0.0]
+    cache = refits.cache
+    keys = [cache.key(job) for job in jobs] if cache is not None else []
+    held = [cache.holds(key) for key in keys] if cache is not None else [False] * len(jobs)
+    if refits.progress:
+        _say_plan(history, pool, len(jobs), sum(held), refits.workers)
+    outs: list[Refitted | None] = [None] * len(jobs)
+    if cache is not None:
+        for k in (k for k in range(len(jobs)) if held[k]):
+            outs[k] = cache.load(keys[k])
+    todo = [k for k in range(len(jobs)) if outs[k] is None]
+    fitted = _fit(jobs, todo, keys, cache, refits, refit_at, history)
+    for k, out in zip(todo, fitted, strict=True):
+        outs[k] = out
+    if cache is not None:
+        cache.trim()
+    done = [out for out in outs if out is not None]
+    return replace(_walked(done, refit_at, refits.quantiles), cached=len(jobs) - len(todo))
+
+
+def _fit(
+    jobs: Sequence[RefitJob],
+    todo: Sequence[int],
+    keys: Sequence[str],
+    cache: RefitStore | None,
+    refits: Refits,
+    refit_at: np.ndarray,
+    history: History,
+) -> list[Refitted]:
+    """The refits `todo` of `jobs`, fitted (in workers) and, with a cache, stored there."""
+    bar = RefitProgress(len(todo), refits.progress, refits.progress_seconds)
+    first = [True]
 
     def done(k: int, out: Refitted) -> None:
-        if not finished[0]:
-            _say_when_long(len(jobs), out.fit_seconds, every, history, refits.workers)
-        finished[0] += 1
-        fitting[0] += out.fit_seconds
-        _tick(bar, progress, finished[0], len(jobs), refits.progress_every, fitting[0])
+        if first[0]:
+            first[0] = False
+            _say_when_long(len(todo), out.fit_seconds, refits.every, history, refits.workers)
+        bar.tick()
 
-    outs = in_workers(
-        refit,
-        jobs,
-        refits.workers,
-        name=lambda k: f"refit {k + 1}/{len(jobs)} at {iso_utc(float(refit_at[k]))}",
-        done=done,
-        preload=refits.preload,
+    def name(k: int) -> str:
+        return f"refit {todo[k] + 1}/{len(jobs)} at {iso_utc(float(refit_at[todo[k]]))}"
+
+    try:
+        if cache is None:
+            run = [jobs[k] for k in todo]
+            return in_workers(
+                refit, run, refits.workers, name=name, done=done, preload=refits.preload
+            )
+        keyed = [(keys[k], jobs[k]) for k in todo]
+        pairs = in_workers(
+            cache.storing(),
+            keyed,
+            refits.workers,
+            name=name,
+            done=lambda k, pair: done(k, pair[0]),
+            preload=refits.preload,
+        )
+    finally:
+        bar.close()
+    for _, stored in pairs:
+        cache.stored(stored)
+    return [out for out, _ in pairs]
+
+
+def _say_plan(history: History, pool: Pool, refits: int, held: int, workers: int) -> None:
+    """The first line: what was read and what the replay will do."""
+    span = (history.end - history.start) / 86400 if len(history) else 0.0
+    read = (
+        f"{len(history):,} samples {iso_utc(history.start)} .. {iso_utc(history.end)} "
+        f"({span:.1f} days)"
+        if len(history)
+        else "no samples"
     )
-    bar.close()
-    return _walked(outs, refit_at, refits.quantiles)
+    cached = f", {held} of them in the cache" if held else ""
+    fits = refits - held
+    where = f" in {min(workers, fits)} worker processes" if fits > 1 and workers > 1 else ""
+    print(
+        f"pool {pool.name}: read {read}; {refits} refits{cached}, {fits} to fit{where}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _refit_jobs(
@@ -251,15 +348,6 @@ def _walked(
     )
 
 
-def _tick(bar: Any, progress: bool, done: int, total: int, every_line: int, fitted: float) -> None:
-    """One refit done: the bar moves, or without a terminal a line every `every_line` refits."""
-    bar.update(1)
-    if progress and bar.disable and (done % every_line == 0 or done == total):
-        print(
-            f"backtest: refit {done}/{total} ({fitted:.0f}s fitting)", file=sys.stderr, flush=True
-        )
-
-
 LONG_REPLAY_SECONDS = 600.0
 """A replay projected to take longer than this is said before it goes on."""
 
@@ -284,14 +372,4 @@ def _say_when_long(
         first,
         format_duration(timedelta(seconds=round(projected))),
         extra={AT_ONCE: True},  # said before the long replay, not after it
-    )
-
-
-def _progress_bar(total: int, progress: bool) -> Any:
-    return tqdm(
-        total=total,
-        desc="refits",
-        unit="fit",
-        file=sys.stderr,
-        disable=not (progress and sys.stderr.isatty()),
     )

@@ -104,17 +104,8 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     if not (spec.enabled or disabled_too):
         return PoolFit(pool.name, NoForecast(NoForecastWhy.DISABLED), settings=settings)
     history = fetch_history(pool, source, at)
-    if isinstance(history, NoForecast):
-        warning = f"pool {pool.name}: {history.detail}"
-        return PoolFit(pool.name, history, warnings=(warning,), settings=settings)
-    if not len(history):
-        why = "the series is empty up to the report time"
-        return PoolFit(
-            pool.name,
-            NoForecast(NoForecastWhy.SOURCE_ERROR, why),
-            warnings=(f"pool {pool.name}: {why}",),
-            settings=settings,
-        )
+    if isinstance(history, NoForecast) or not len(history):
+        return _unread(pool, history, settings)
     tuning = None
     if retune_window is not None and settings.protection is not None:
         nodes = None if price is None else priced_nodes(price)
@@ -143,6 +134,20 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     observed = observe_pool(pool, forecast, source, at) if observe else None
     return PoolFit(
         pool.name, forecast, history, observed, scored, tuple(warnings), tuning, settings
+    )
+
+
+def _unread(pool: Pool, history: History | NoForecast, settings: PlanSettings) -> PoolFit:
+    """The fit of a pool whose history could not be read (`history` says why) or is empty."""
+    if isinstance(history, NoForecast):
+        warning = f"pool {pool.name}: {history.detail}"
+        return PoolFit(pool.name, history, warnings=(warning,), settings=settings)
+    why = "the series is empty up to the report time"
+    return PoolFit(
+        pool.name,
+        NoForecast(NoForecastWhy.SOURCE_ERROR, why),
+        warnings=(f"pool {pool.name}: {why}",),
+        settings=settings,
     )
 
 

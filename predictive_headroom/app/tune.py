@@ -403,15 +403,7 @@ def _tune(
     levels = _levels(book, static, target, tail, choice)
     cand = choice.candidate
     assert cand.setting is not None
-    status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
-    reason = _verdict(choice, book, target, days, pool.max_replicas)
-    hold = hold_fixed(choice, static, target) if pool.protection_fallback == "fixed" else None
-    if hold is not None:
-        status, reason = TuningStatus.FIXED, f"asked {100 * target:g}%, {hold.says(target)}"
-    if status == TuningStatus.SHORT or (choice.kept is not None and choice.kept < target - 1e-9):
-        logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
-    else:
-        logger.info("pool %s: re-tuned: %s", pool.name, reason)
+    status, reason, hold = _status(pool, choice, book, static, target, days)
     tuning = Tuning(
         pool.name,
         status,
@@ -441,6 +433,23 @@ def _tune(
     if yours is None or not choice.kept_periods:
         return tuning
     return replace(tuning, shadow=_shadow(tuning, choice, static, yours, live, begin))
+
+
+def _status(
+    pool: Pool, choice: Choice, book: Ledger, static: Ledger, target: float, days: float
+) -> tuple[TuningStatus, str, FixedHold | None]:
+    """The re-tune's status, its reason in words and the fixed N it holds (with
+    `protectionFallback: fixed`, when the ledger says the forecast did not pay), logged once."""
+    status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
+    reason = _verdict(choice, book, target, days, pool.max_replicas)
+    hold = hold_fixed(choice, static, target) if pool.protection_fallback == "fixed" else None
+    if hold is not None:
+        status, reason = TuningStatus.FIXED, f"asked {100 * target:g}%, {hold.says(target)}"
+    if status == TuningStatus.SHORT or (choice.kept is not None and choice.kept < target - 1e-9):
+        logger.warning("pool %s: re-tuned short of its protection: %s", pool.name, reason)
+    else:
+        logger.info("pool %s: re-tuned: %s", pool.name, reason)
+    return status, reason, hold
 
 
 def _shadow(

@@ -48,24 +48,7 @@ def frontier_figure(
     with matplotlib.rc_context(RC):
         fig = Figure(figsize=(11.2, 5.0), layout="constrained")
         ax = fig.add_subplot()
-        for name, points in frontier["families"].items():
-            colour, line, marker = _FAMILY_STYLE.get(name, ("black", "-", "o"))
-            front, best = [], -1.0
-            for pt in sorted(points, key=lambda q: (q["overhead_node_hours"], -q["protection"])):
-                if pt["protection"] > best:
-                    front.append(pt)
-                    best = pt["protection"]
-            ax.plot(
-                [100 * pt["protection"] for pt in front],
-                [pt["overhead_node_hours"] for pt in front],
-                line or "none",
-                marker=marker,
-                markersize=12 if name == "oracle" else 4,
-                color=colour,
-                label=name if name != "forecast" else "forecast, each fixed setting",
-                alpha=0.6 if name in ("forecast", "naive") else 1.0,
-                zorder=3 if name in ("oracle", "forecast tuned") else 2,
-            )
+        _families(ax, frontier["families"])
         for at in frontier["at"]:
             ax.axvline(100 * at["protection"], color="#94a3b8", linewidth=0.8, linestyle="--")
             chosen = at.get("chosen")
@@ -94,6 +77,28 @@ def frontier_figure(
         ax.set_axisbelow(True)
         ax.legend(fontsize=8, loc="upper left")
         return fig
+
+
+def _families(ax: Any, families: dict[str, Any]) -> None:
+    """Each family's Pareto frontier (the cheapest point at each protection reached) as a line."""
+    for name, points in families.items():
+        colour, line, marker = _FAMILY_STYLE.get(name, ("black", "-", "o"))
+        front, best = [], -1.0
+        for pt in sorted(points, key=lambda q: (q["overhead_node_hours"], -q["protection"])):
+            if pt["protection"] > best:
+                front.append(pt)
+                best = pt["protection"]
+        ax.plot(
+            [100 * pt["protection"] for pt in front],
+            [pt["overhead_node_hours"] for pt in front],
+            line or "none",
+            marker=marker,
+            markersize=12 if name == "oracle" else 4,
+            color=colour,
+            label=name if name != "forecast" else "forecast, each fixed setting",
+            alpha=0.6 if name in ("forecast", "naive") else 1.0,
+            zorder=3 if name in ("oracle", "forecast tuned") else 2,
+        )
 
 
 def _promise_and_current(

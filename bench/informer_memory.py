@@ -25,8 +25,13 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
 from fake_apiserver import FakeApiServer  # noqa: E402
 
-from predictive_headroom.kube.pods import PLACEHOLDER_LABEL, pod_seen, preemption  # noqa: E402
-from predictive_headroom.kube.watched import _node_pod, node_entry  # noqa: E402
+from predictive_headroom.kube.nodes import node_entry  # noqa: E402
+from predictive_headroom.kube.pods import (  # noqa: E402
+    PLACEHOLDER_LABEL,
+    node_pod,
+    pod_seen,
+    preemption,
+)
 
 
 def objects(count: int) -> dict[str, list[dict[str, Any]]]:
@@ -82,7 +87,7 @@ def main() -> None:
         (
             "pod on a node (PodOnNode)",
             [p for p in found["pods"] if p["metadata"]["namespace"] == "apps"],
-            _node_pod,
+            node_pod,
         ),
         ("Preempted Event (Preemption)", found["events"], preemption),
     ]

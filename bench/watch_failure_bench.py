@@ -38,13 +38,14 @@ from fake_apiserver import FakeApiServer, Recorded  # noqa: E402
 import predictive_headroom  # noqa: E402
 from predictive_headroom.kube.api import CallOptions  # noqa: E402
 from predictive_headroom.kube.informer import WatchOptions, WatchQuery  # noqa: E402
+from predictive_headroom.kube.nodes import node_entry  # noqa: E402
 from predictive_headroom.kube.pods import (  # noqa: E402
     PLACEHOLDER_LABEL,
     PREEMPTED_EVENT_SELECTOR,
     pod_seen,
     preemption,
 )
-from predictive_headroom.kube.watched import Caches, node_entry  # noqa: E402
+from predictive_headroom.kube.watched import Caches  # noqa: E402
 
 NS = "team"
 CALLS = CallOptions(timeout=10.0, events=False)

@@ -17,12 +17,12 @@ from kubernetes.watch import Watch
 from predictive_headroom.kube.api import CallOptions
 from predictive_headroom.kube.cluster import KubeClusterReader
 from predictive_headroom.kube.informer import WatchOptions, WatchQuery
+from predictive_headroom.kube.nodes import node_entry
 from predictive_headroom.kube.pods import PLACEHOLDER_LABEL, KubePodReader
 from predictive_headroom.kube.watched import (
     Caches,
     WatchedClusterReader,
     WatchedPodReader,
-    node_entry,
 )
 
 PAUSED = "predictive-headroom.io/paused"

@@ -1,6 +1,7 @@
 """Kubernetes edge: credentials (`load_kube_config`), what both replica actuators share (`_ReplicaTarget`: scale with 409 retries, log,
 record an Event), and the node reader (`KubeClusterReader`): counts for the proportional rule and,
-from the same list, each node's creation and Ready times for the closed loop.
+from the same list, each node's creation and Ready times for the closed loop. A node's JSON is read
+and counted by `kube.nodes`, as the node caches read it.
 
 Every call has a timeout; 5xx, 429 and connection errors are retried with exponential backoff
 (tenacity), a 409 Conflict re-reads the object and applies again, and 403/404 become an
@@ -22,6 +23,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,15 +45,13 @@ from predictive_headroom.kube.api import (
     _Op,
 )
 from predictive_headroom.kube.errors import Conflict, Gone
-from predictive_headroom.kube.quantity import amounts
+from predictive_headroom.kube.nodes import NodeEntry, count_nodes, node_entry
 from predictive_headroom.policy.config import Pool
-from predictive_headroom.policy.disruption import is_spot
 from predictive_headroom.policy.echo import cut
 from predictive_headroom.protocols import (
     ActuatorError,
     ClusterState,
     NodeList,
-    NodeSeen,
     TargetCondition,
     TargetState,
 )
@@ -303,9 +303,8 @@ class KubeClusterReader:
         self._core = kubernetes.client.CoreV1Api(api_client)
         self._warned: set[tuple[str, ...]] = set()
 
-    def _leave_out(self, node: dict[str, Any], problems: list[str]) -> None:
-        """Warn (once per node and problem) that `node` is left out of the counts."""
-        name = str((node.get("metadata") or {}).get("name", "?"))
+    def _leave_out(self, name: str, problems: tuple[str, ...]) -> None:
+        """Warn (once per node and problem) that node `name` is left out of the counts."""
         key = (name, *problems)
         if key in self._warned:
             logger.debug("node %s left out again: %s", name, "; ".join(problems))
@@ -337,27 +336,15 @@ class KubeClusterReader:
             self.page_size,
             label_selector=label_selector or None,
         )
-        nodes = schedulable = 0
-        cores = schedulable_cores = 0.0
-        seen: list[NodeSeen] = []
-        for node in items:
-            allocatable, problems = amounts(
-                "status.allocatable", (node.get("status") or {}).get("allocatable") or {}
-            )
-            if problems:
-                self._leave_out(node, problems)
-                continue
-            cpu = dict(allocatable).get("cpu", 0.0)
-            nodes += 1
-            cores += cpu
-            if not (node.get("spec") or {}).get("unschedulable"):
-                schedulable += 1
-                schedulable_cores += cpu
-            found = _node_seen(node, allocatable)
-            if found is not None:
-                seen.append(found)
-        state = ClusterState(nodes, cores, schedulable, schedulable_cores)
-        return NodeList(state, tuple(seen))
+        return self.counted(node_entry(node) for node in items)
+
+    def counted(self, entries: Iterable[NodeEntry]) -> NodeList:
+        """`count_nodes` of `entries`, warning (once per node and problem) of each one left out."""
+        kept = tuple(entries)
+        for entry in kept:
+            if entry.problems:
+                self._leave_out(entry.name, entry.problems)
+        return count_nodes(kept)
 
 
 class _Expired(Exception):
@@ -422,49 +409,6 @@ def _pages(
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return items
-
-
-def _node_seen(node: dict[str, Any], allocatable: tuple[tuple[str, float], ...]) -> NodeSeen | None:
-    """Creation and Ready times of one node of a list (None when it has no creation time), with
-    its checked `allocatable`."""
-    meta = node.get("metadata") or {}
-    created = parse_time(meta.get("creationTimestamp"))
-    if created is None:
-        return None
-    ready = condition(node, "Ready")
-    since = parse_time(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None
-    spec = node.get("spec") or {}
-    taints = tuple(str(t.get("key", "")) for t in spec.get("taints") or () if isinstance(t, dict))
-    return NodeSeen(
-        str(meta.get("name", "")),
-        str(meta.get("uid", "")),
-        created,
-        since,
-        unschedulable=bool(spec.get("unschedulable")),
-        taints=taints,
-        spot=is_spot(meta.get("labels") or {}),
-        allocatable=allocatable,
-    )
-
-
-def parse_time(text: Any) -> float | None:
-    """POSIX seconds of an RFC 3339 time as the API writes it (`2026-11-23T21:00:00Z`); None when
-    absent or unreadable."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    """The `status.conditions` entry of type `kind` of a node or pod (JSON), else {}."""
-    for entry in (obj.get("status") or {}).get("conditions") or ():
-        if isinstance(entry, dict) and entry.get("type") == kind:
-            return entry
-    return {}
 
 
 def _json_answer(op: _Op, response: Any, error: type[ActuatorError]) -> dict[str, Any]:

@@ -22,7 +22,8 @@ import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions, _Op
-from predictive_headroom.kube.cluster import condition, list_items, parse_time
+from predictive_headroom.kube.cluster import list_items
+from predictive_headroom.kube.nodes import condition, parse_time
 from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.target import POOL_LABEL
 from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption

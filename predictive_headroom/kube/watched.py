@@ -24,16 +24,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions
-from predictive_headroom.kube.cluster import KubeClusterReader, _node_seen
+from predictive_headroom.kube.cluster import KubeClusterReader
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
 from predictive_headroom.kube.informer import Informer, WatchOptions, WatchQuery
+from predictive_headroom.kube.nodes import node_entry
 from predictive_headroom.kube.pods import (
     LIVE_PODS,
     NODE_PODS,
@@ -44,7 +44,6 @@ from predictive_headroom.kube.pods import (
     pod_seen,
     preemption,
 )
-from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.kube.targets import PriorityClasses, object_target
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import CAPACITY_BUFFER_GROUP, CAPACITY_BUFFER_PLURAL
@@ -53,7 +52,6 @@ from predictive_headroom.protocols import (
     ActuatorError,
     ClusterState,
     NodeList,
-    NodeSeen,
     PodOnNode,
     PodSeen,
     Preemption,
@@ -153,34 +151,6 @@ class Caches:
         return [i.query.describe() for i in informers if not i.join(ends - time.monotonic())]
 
 
-@dataclass(frozen=True, slots=True)
-class NodeEntry:
-    """What a node cache keeps of one node: what the counts and the closed loop read."""
-
-    name: str
-    cpu: float
-    schedulable: bool
-    seen: NodeSeen | None
-    problems: tuple[str, ...] = ()
-    """Why the node is left out of the counts (an unreadable allocatable)."""
-
-
-def node_entry(node: dict[str, Any]) -> NodeEntry:
-    """The `NodeEntry` of one node's JSON."""
-    allocatable, problems = amounts(
-        "status.allocatable", (node.get("status") or {}).get("allocatable") or {}
-    )
-    name = str((node.get("metadata") or {}).get("name", "?"))
-    if problems:
-        return NodeEntry(name, 0.0, False, None, tuple(problems))
-    return NodeEntry(
-        name,
-        dict(allocatable).get("cpu", 0.0),
-        not (node.get("spec") or {}).get("unschedulable"),
-        _node_seen(node, allocatable),
-    )
-
-
 class WatchedClusterReader:
     """`KubeClusterReader`'s answers from a node cache per label selector."""
 
@@ -200,20 +170,7 @@ class WatchedClusterReader:
         entries = informer.current(self.caches.options.sync_wait)
         if entries is None:
             return self.lister.read_nodes(label_selector)
-        return self._count(entries)
-
-    def _count(self, entries: tuple[NodeEntry, ...]) -> NodeList:
-        nodes = schedulable = 0
-        cores = schedulable_cores = 0.0
-        for entry in entries:
-            if entry.problems:
-                self.lister._leave_out({"metadata": {"name": entry.name}}, list(entry.problems))
-                continue
-            nodes, cores = nodes + 1, cores + entry.cpu
-            if entry.schedulable:
-                schedulable, schedulable_cores = schedulable + 1, schedulable_cores + entry.cpu
-        seen = tuple(e.seen for e in entries if e.seen is not None and not e.problems)
-        return NodeList(ClusterState(nodes, cores, schedulable, schedulable_cores), seen)
+        return self.lister.counted(entries)
 
 
 class WatchedPodReader:

@@ -13,7 +13,6 @@ from predictive_headroom.commands import CommandError, duration_arg
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.settings import Given
 from predictive_headroom.policy.disruption import parse_rate
-from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf, priced_nodes
 from predictive_headroom.replay.workers import MAX_WORKERS, default_workers
 
@@ -29,7 +28,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     """The simulated cluster, the span replayed, the refits and the interruptions."""
     parser.add_argument(
         "--since",
-        type=_duration_arg,
+        type=duration_arg,
         metavar="DURATION",
         help="replay only the last DURATION of --data (e.g. 60d); default: all of it",
     )
@@ -114,14 +113,6 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the random interruptions (default 0)"
     )
-
-
-def _duration_arg(text: str) -> float:
-    """Seconds of a duration argument (`60d`); argparse says what is wrong with a bad one."""
-    try:
-        return parse_duration(text).total_seconds()
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # Long on purpose: one check per flag, so every problem is reported at once, then one mapping.

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 import yaml
-from fake_apiserver import FakeApiServer
+from fake_apiserver import FakeApiServer, Recorded
 
 from predictive_headroom.cli import main
+from predictive_headroom.commands import size
 from predictive_headroom.core.sizing import app_pods_per_placeholder, node_shapes, pod_requests
 from predictive_headroom.policy.placeholder import Placeholder
 
@@ -164,6 +166,25 @@ def test_cli_reads_a_file_that_is_not_json(tmp_path, capsys):
     assert "kubectl get nodes,pods -A -o json" in capsys.readouterr().err
 
 
+def _use_kubeconfig(tmp_path: Path, server: FakeApiServer, monkeypatch) -> None:
+    """Point KUBECONFIG at `server`, outside a pod."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
+                "users": [{"name": "me", "user": {"token": "t"}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
 def test_cli_reads_the_cluster_through_the_kubeconfig(tmp_path, monkeypatch, capsys):
     with FakeApiServer() as server:
         for name in ("n1", "n2"):
@@ -178,21 +199,7 @@ def test_cli_reads_the_cluster_through_the_kubeconfig(tmp_path, monkeypatch, cap
             )
         server.add_node("other", cpu="16", labels={"pool": "batch"})
         server.add_pod("web", "app-1", "n1", {"cpu": "2", "memory": "8Gi"}, owner_kind="ReplicaSet")
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "clusters": [{"name": "fake", "cluster": {"server": server.url}}],
-                    "users": [{"name": "me", "user": {"token": "t"}}],
-                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
-                    "current-context": "fake",
-                }
-            )
-        )
-        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-        monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        _use_kubeconfig(tmp_path, server, monkeypatch)
         assert main(["size", "-l", "pool=web", "-o", "json"]) == 0
         listed = [r.path for r in server.requests("GET")]
     (shape,) = json.loads(capsys.readouterr().out)["shapes"]
@@ -201,6 +208,61 @@ def test_cli_reads_the_cluster_through_the_kubeconfig(tmp_path, monkeypatch, cap
     assert shape["placeholder_requests"] == {"cpu": "3510m", "memory": "13708Mi"}
     assert any(p.startswith("/api/v1/nodes") for p in listed)
     assert any(p.startswith("/api/v1/pods") for p in listed)
+
+
+EXPIRED = "The provided continue parameter is too old to display a consistent list result."
+
+
+def _continued(request: Recorded) -> bool:
+    return bool(request.query.get("continue"))
+
+
+def test_an_expired_continue_token_restarts_the_lists_and_every_node_and_pod_counts_once(
+    tmp_path, monkeypatch, capsys, caplog
+):
+    """`size` lists through the package's pager: a 410 Gone on a later page (the continue token
+    expired) restarts the list from the beginning, so no page is counted twice."""
+    monkeypatch.setattr(size, "PAGE_SIZE", 2)
+    with FakeApiServer() as server:
+        for i in range(5):
+            server.add_node(
+                f"n{i}", cpu="4", labels={"pool": "web"}, allocatable={"memory": "15Gi"}
+            )
+            server.add_pod(
+                "kube-system", f"kube-proxy-{i}", f"n{i}", {"cpu": "100m", "memory": "128Mi"}
+            )
+        server.fail("GET", r"^/api/v1/nodes$", 410, message=EXPIRED, when=_continued)
+        server.fail("GET", r"^/api/v1/pods$", 410, message=EXPIRED, when=_continued)
+        _use_kubeconfig(tmp_path, server, monkeypatch)
+        with caplog.at_level(logging.WARNING):
+            assert main(["size", "-l", "pool=web", "-o", "json"]) == 0
+        lists = {
+            path: [r.query for r in server.requests("GET", path)]
+            for path in ("/api/v1/nodes", "/api/v1/pods")
+        }
+    (shape,) = json.loads(capsys.readouterr().out)["shapes"]
+    assert shape["nodes"] == 5 and shape["daemonset_pods"] == 1
+    # 0.9 x (4 - 0.1) CPU and 0.9 x (15Gi - 128Mi): each kube-proxy counted once
+    assert shape["placeholder_requests"] == {"cpu": "3510m", "memory": "13708Mi"}
+    for queries in lists.values():
+        # the first page, the next one answered 410, then the whole list in one request
+        assert [q.get("continue", "") for q in queries] == ["", "2", ""]
+        assert queries[0]["limit"] == "2" and "limit" not in queries[-1]
+    expired = [r for r in caplog.records if "continue token expired (410 Gone)" in r.getMessage()]
+    assert len(expired) == 2
+
+
+def test_a_refused_list_says_what_size_needs(tmp_path, monkeypatch, capsys):
+    with FakeApiServer() as server:
+        server.add_node("n1", cpu="4", labels={"pool": "web"})
+        server.fail("GET", r"^/api/v1/pods$", 403, message="pods is forbidden", times=None)
+        _use_kubeconfig(tmp_path, server, monkeypatch)
+        assert main(["size", "-l", "pool=web"]) == 2
+        asked = len(server.requests("GET", "/api/v1/pods"))
+    err = capsys.readouterr().err
+    assert "refused to list nodes or pods (403 pods is forbidden)" in err
+    assert "needs get/list on nodes and pods, or use --from-file" in err
+    assert asked == 1  # a refusal is not asked again
 
 
 def test_cli_reports_every_problem_of_the_pool_file(tmp_path, capsys):

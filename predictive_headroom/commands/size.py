@@ -152,22 +152,28 @@ def _items_from_file(path: str) -> list[dict[str, Any]]:
     return items
 
 
+PAGE_SIZE = 500
+"""Items a page of the node and pod lists."""
+CALLS_TIMEOUT = 30.0
+"""Seconds one list request may take."""
+
+
 def _items_from_cluster(context: str | None, selector: dict[str, str]) -> list[dict[str, Any]]:
+    """The nodes matching `selector` and every pod, as JSON, listed in pages by the package's
+    pager (`kube.cluster.list_items`: a page whose continue token expired restarts the list)."""
     import kubernetes.client
 
-    from predictive_headroom.kube.cluster import load_kube_config
-    from predictive_headroom.kube.errors import CLIENT_ERRORS, KubeError, Unreachable, mapped
+    from predictive_headroom.kube.api import CallOptions
+    from predictive_headroom.kube.cluster import list_cluster_wide, load_kube_config
+    from predictive_headroom.kube.errors import KubeError, Unreachable
     from predictive_headroom.protocols import ActuatorError
 
+    options = CallOptions(timeout=CALLS_TIMEOUT, attempts=1, events=False)
+    label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
     try:
-        client = load_kube_config(context)
-        core = kubernetes.client.CoreV1Api(client)
-        label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or None
-        try:
-            nodes = _list(client, core.list_node, label_selector=label_selector)
-            pods = _list(client, core.list_pod_for_all_namespaces)
-        except CLIENT_ERRORS as exc:
-            raise mapped(exc, str(exc)) from exc
+        core = kubernetes.client.CoreV1Api(load_kube_config(context))
+        nodes = list_cluster_wide(core.list_node, "nodes", options, PAGE_SIZE, label_selector)
+        pods = list_cluster_wide(core.list_pod_for_all_namespaces, "pods", options, PAGE_SIZE)
     except Unreachable as exc:
         raise CommandError(f"cannot reach the API server: {exc}") from None
     except KubeError as exc:
@@ -178,17 +184,6 @@ def _items_from_cluster(context: str | None, selector: dict[str, str]) -> list[d
     except ActuatorError as exc:
         raise CommandError(str(exc)) from None
     return [{"kind": "Node", **n} for n in nodes] + [{"kind": "Pod", **p} for p in pods]
-
-
-def _list(client: Any, call: Any, **kwargs: Any) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    token = None
-    while True:
-        page = call(limit=500, _continue=token, _request_timeout=30, **kwargs)
-        items += [client.sanitize_for_serialization(i) for i in page.items]
-        token = page.metadata._continue if page.metadata else None
-        if not token:
-            return items
 
 
 def _advice(shape: Shape, args: argparse.Namespace, app_pod: dict[str, str]) -> dict[str, Any]:

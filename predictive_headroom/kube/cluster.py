@@ -327,14 +327,13 @@ class KubeClusterReader:
         The list is read as JSON and only the fields counted are looked at: a node object is mostly
         its image list, and turning a thousand of them into client model objects costs seconds.
         """
-        op = _Op("list", "nodes", "", "Node", "", label_selector, "")
-        items = list_items(
-            op,
-            self.options,
+        items = list_cluster_wide(
             self._core.list_node,
-            ClusterReadError,
+            "nodes",
+            self.options,
             self.page_size,
-            label_selector=label_selector or None,
+            label_selector,
+            ClusterReadError,
         )
         return self.counted(node_entry(node) for node in items)
 
@@ -345,6 +344,22 @@ class KubeClusterReader:
             if entry.problems:
                 self._leave_out(entry.name, entry.problems)
         return count_nodes(kept)
+
+
+def list_cluster_wide(
+    method: Any,
+    resource: str,
+    options: CallOptions,
+    page_size: int,
+    label_selector: str = "",
+    error: type[ActuatorError] = ActuatorError,
+) -> list[dict[str, Any]]:
+    """Every object of a cluster-wide list (`method`, e.g. `CoreV1Api.list_node`) matching
+    `label_selector` ('' = all), as JSON, read by `list_items` (paged, restarted on an expired
+    continue token); a failure, naming `resource`, is `error` (ActuatorError: the typed
+    `kube.errors` one)."""
+    op = _Op("list", resource, "", "", "", label_selector, "")
+    return list_items(op, options, method, error, page_size, label_selector=label_selector or None)
 
 
 class _Expired(Exception):

@@ -409,3 +409,63 @@ def test_cron_field_errors_are_in_the_products_words(cron, words):
     )
     assert words in problem, problem
     assert "Error validating" not in problem and "Unrecognized" not in problem, problem
+
+
+@pytest.mark.parametrize(
+    "added, expected",
+    [
+        (
+            "",
+            "line 3: pools[0].target.kinds: unknown key 'kinds'; did you mean 'kind'? "
+            "(allowed: apiVersion, kind, name, namespace)",
+        ),
+        (
+            "    placeholder: {spread: {mod: none}}\n",
+            "line 5: pools[0].placeholder.spread.mod: unknown key 'mod'; did you mean 'mode'? "
+            "(allowed: mode, topologyKey, whenUnsatisfiable)",
+        ),
+        (
+            "    proportional: {linear: {coresPerReplica: .inf}}\n",
+            "line 5: pools[0].proportional.linear.coresPerReplica: Input should be a finite "
+            "number (got inf)",
+        ),
+        (
+            "    disruption: {taint: [a]}\n",
+            "line 5: pools[0].disruption.taint: unknown key 'taint'; did you mean 'taints'? "
+            "(allowed: enabled, interruptionRate, spot, taints)",
+        ),
+        (
+            "cost: {currancy: USD}\n",
+            "line 5: cost.currancy: unknown key 'currancy'; did you mean 'currency'? (allowed: "
+            "costPerCpuHour, costPerGiBHour, currency, nodeCpu, nodeHourPrice, nodeMemory)",
+        ),
+    ],
+)
+def test_every_policy_section_refuses_bad_keys_and_numbers_in_the_same_words(added, expected):
+    """The five files of policy sections share one base (`policy.model.PolicyModel`)."""
+    text = (
+        GOOD_POOL + added if added else GOOD_POOL.replace("placeholder}", "placeholder, kinds: x}")
+    )
+    assert problems(text) == [expected]
+
+
+def test_every_policy_section_subclasses_the_one_base():
+    import importlib
+    import inspect
+    import pkgutil
+
+    from pydantic import BaseModel, RootModel
+
+    import predictive_headroom.policy as package
+    from predictive_headroom.policy.model import PolicyModel
+
+    other_bases = {"ChartPolicy", "Settings"}  # chart values keep unknown keys; the environment
+    strays = []
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            is_model = issubclass(cls, BaseModel) and cls.__module__ == module.__name__
+            is_model = is_model and not issubclass(cls, RootModel)  # a value, not a section
+            if is_model and not issubclass(cls, PolicyModel) and name not in other_bases:
+                strays.append(f"{module.__name__}.{name}")
+    assert strays == [], f"{strays}: subclass policy.model.PolicyModel, not a copy of its config"

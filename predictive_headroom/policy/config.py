@@ -13,15 +13,12 @@ from typing import Annotated, Literal
 
 from kubernetes.utils import parse_quantity
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.calendars import CALENDAR_PATTERN, check_calendar
 from predictive_headroom.policy.cpa import Ladder, Linear, Proportional, Step
@@ -38,6 +35,7 @@ from predictive_headroom.policy.events import (
     looks_like_date,
     window_shape_problems,
 )
+from predictive_headroom.policy.model import PolicyModel
 from predictive_headroom.policy.placeholder import Placeholder, Quantity
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
@@ -72,20 +70,10 @@ CHECK_PROMQL = "check_promql"
 """Validation context key: parse `forecast.query` as PromQL (set when a policy file is loaded)."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-        allow_inf_nan=False,
-    )
-
-
 _CRON = {"pattern": CRON_PATTERN, "description": "5-field cron or a descriptor such as @daily"}
 
 
-class ScheduleWindow(_Model):
+class ScheduleWindow(PolicyModel):
     """A window of `desiredReplicas` placeholders, in one of two shapes: recurring, KEDA-cron style
     (open from a `start` firing until the next `end` firing, not opening on the public holidays of
     `skipHolidays`), or a dated event (`from`/`to`, once), in the window's `timezone`."""
@@ -182,7 +170,7 @@ Quantile = Annotated[
 """A quantile between 0 and 1, also written as a percentage (`95%`)."""
 
 
-class ForecastSpec(_Model):
+class ForecastSpec(PolicyModel):
     """Where demand comes from and how one placeholder relates to it."""
 
     enabled: bool = True
@@ -244,7 +232,7 @@ class ForecastSpec(_Model):
         return value
 
 
-class Pool(_Model):
+class Pool(PolicyModel):
     """One placeholder Deployment (one node pool) and the rules that size it."""
 
     name: str = Field(json_schema_extra={"pattern": DNS_LABEL.pattern})
@@ -352,7 +340,7 @@ class Pool(_Model):
         return self
 
 
-class Cost(_Model):
+class Cost(PolicyModel):
     """Prices, so every page and command shows what headroom costs (`core.price`: one price)."""
 
     cost_per_cpu_hour: float = Field(default=0.0, ge=0, allow_inf_nan=False)
@@ -381,7 +369,7 @@ class Cost(_Model):
         return None if self.node_memory is None else float(parse_quantity(self.node_memory)) / 2**30
 
 
-class Policy(_Model):
+class Policy(PolicyModel):
     """The whole headroom policy file."""
 
     pools: list[Pool] = Field(min_length=1)

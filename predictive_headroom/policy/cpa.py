@@ -8,23 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
 from predictive_headroom.policy.errors import FieldProblem
+from predictive_headroom.policy.model import PolicyModel
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-        allow_inf_nan=False,
-    )
-
-
-class Linear(_Model):
+class Linear(PolicyModel):
     """CPA linear mode, with CPA's own edge rules (its code, not only its docs).
 
     replicas = max(ceil(cores/coresPerReplica), ceil(nodes/nodesPerReplica)), clamped to
@@ -61,7 +51,7 @@ class Linear(_Model):
 Step = tuple[Annotated[float, Field(ge=0)], Annotated[int, Field(ge=0)]]
 
 
-class Ladder(_Model):
+class Ladder(PolicyModel):
     """CPA ladder mode: the step with the largest threshold not above the value wins.
 
     Steps may be listed in any order (sorted on load, as CPA does); a threshold may appear once.
@@ -95,7 +85,7 @@ class Ladder(_Model):
         return self
 
 
-class Proportional(_Model):
+class Proportional(PolicyModel):
     """Cluster-size floor, as cluster-proportional-autoscaler computes it (one of linear / ladder)."""
 
     linear: Linear | None = None

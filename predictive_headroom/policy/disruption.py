@@ -23,8 +23,9 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator
+
+from predictive_headroom.policy.model import PolicyModel
 
 DEFAULT_TAINTS = (
     "karpenter.sh/disrupted",
@@ -79,16 +80,8 @@ def is_spot(labels: dict[str, Any]) -> bool:
     return any(str(labels.get(k, "")) == v for k, v in SPOT_LABELS)
 
 
-class Disruption(BaseModel):
+class Disruption(PolicyModel):
     """Room for the pods of nodes on their way out, and a reserve for spot interruptions."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-        allow_inf_nan=False,
-    )
 
     enabled: bool = True
     taints: list[str] = Field(

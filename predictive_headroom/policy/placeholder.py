@@ -15,9 +15,7 @@ from typing import Annotated, Any, Literal
 from kubernetes.utils import parse_quantity
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     WithJsonSchema,
     field_validator,
@@ -26,6 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.errors import FieldProblem
+from predictive_headroom.policy.model import PolicyModel
 
 QUANTITY_PATTERN = r"^\+?((\d+(\.\d*)?)|(\.\d+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?\d+))?$"
 RESOURCE_NAME_PATTERN = (
@@ -100,17 +99,7 @@ _RESOURCES = {
 FreeForm = dict[str, Any]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-        allow_inf_nan=False,
-    )
-
-
-class Spread(_Model):
+class Spread(PolicyModel):
     """How placeholder pods spread over nodes; unset fields take the chart's default."""
 
     mode: Literal["topologySpread", "antiAffinity", "none"] | None = None
@@ -118,13 +107,13 @@ class Spread(_Model):
     when_unsatisfiable: Literal["ScheduleAnyway", "DoNotSchedule"] | None = None
 
 
-class LocalObjectReference(_Model):
+class LocalObjectReference(PolicyModel):
     """An imagePullSecrets entry: the name of a Secret in the placeholder's namespace."""
 
     name: str = Field(min_length=1)
 
 
-class Placeholder(_Model):
+class Placeholder(PolicyModel):
     """One placeholder pod: requests (any resource names), limits and its scheduling settings."""
 
     existing: bool = Field(

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationInfo, field_validator
 
 from predictive_headroom.policy.echo import cut
+from predictive_headroom.policy.model import PolicyModel
 
 CAPACITY_BUFFER_GROUP = "autoscaling.x-k8s.io"
 CAPACITY_BUFFER_PLURAL = "capacitybuffers"
@@ -34,16 +34,8 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
-class Target(BaseModel):
+class Target(PolicyModel):
     """The object whose replica count the daemon sets."""
-
-    model_config = ConfigDict(
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        frozen=True,
-        allow_inf_nan=False,
-    )
 
     kind: Literal["Deployment", "CapacityBuffer"] = "Deployment"
     namespace: str = Field(pattern=DNS_LABEL.pattern, description="namespace of the target")

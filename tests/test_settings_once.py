@@ -249,3 +249,56 @@ def test_no_module_below_the_shells_reads_a_field_the_settings_resolve() -> None
                 continue
             reads += [f"{name}:{line}: {expr}" for line, expr in raw_reads(path.read_text())]
     assert reads == []
+
+
+def test_a_refit_and_a_reconcile_resolve_each_pools_settings_once(tmp_path, monkeypatch) -> None:
+    """One refit resolves each pool's settings once (the re-tuned pool's in its fit, its re-tune's
+    replay and the report after the refit taking that value), and one reconcile once per pool."""
+    from fake_apiserver import FakeApiServer
+    from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
+    from test_retune import WINDOW
+
+    from predictive_headroom.app import fit as app_fit
+    from predictive_headroom.core import settings as core_settings
+    from predictive_headroom.daemon import loop as daemon_loop
+    from predictive_headroom.replay import setup as replay_setup
+
+    calls: list[str] = []
+    real = core_settings.resolve_settings
+
+    def counted(pool, **kwargs):
+        calls.append(pool.name)
+        return real(pool, **kwargs)
+
+    for module in (core_settings, app_fit, daemon_loop, replay_setup):
+        monkeypatch.setattr(module, "resolve_settings", counted)
+    history = series(5)
+    forecast = {"query": "q", "demandPerReplica": 5, "history": "28d", "minHistory": "1d"}
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml("web", protection="90%", leadTime="4m", forecast=forecast),
+        pool_yaml("floor", minReplicas=2),
+    )
+    reported: list = []
+    with FakeApiServer() as server:
+        for name in ("web", "floor"):
+            server.add_deployment(NS, f"{name}-placeholder", 0)
+        daemon = make_daemon(
+            config,
+            server,
+            Clock(float(history.end)),
+            source=SeriesSource(history),
+            forecaster=SeasonalNaiveForecaster(),
+            report_writer=lambda *args: reported.append(args[5]),  # the settings
+        )
+        daemon.retune_window = WINDOW
+        assert daemon.refit()
+        assert daemon.tunings["web"].status != "default"  # the re-tune replayed its window
+        assert sorted(calls) == ["floor", "web"]
+        [settings] = reported
+        assert settings["web"].burst_quantile.source == "tuned"
+
+        calls.clear()
+        assert daemon.reconcile().ok
+        assert sorted(calls) == ["floor", "web"]
+        assert daemon.pool_reconciler.in_force["web"] == settings["web"]

@@ -192,20 +192,9 @@ class Daemon:
             fresh = {n: f for n, f in fresh.items() if not self._superseded(policy, n)}
             merged = {**self._forecasts, **keep_usable(self._forecasts, fresh, at)}
             self._forecasts = merged
-            # a tuning counts with the forecast fitted at its quantile; a failed fit keeps the old pair
-            tunings = {
-                n: f.tuning
-                for n, f in fits.items()
-                if f.tuning is not None and isinstance(fresh.get(n), Forecast)
-            }
+            tunings = kept_tunings(fits, fresh)
             self.tunings.update(tunings)
         histories = {n: f.history for n, f in fits.items() if f.history is not None}
-        # the settings each fit resolved, where they are the ones in force from now on
-        settled = {
-            n: f.settings
-            for n, f in fits.items()
-            if f.settings is not None and n in fresh and (f.tuning is None or n in tunings)
-        }
         for tuning in tunings.values():
             self.metrics.record_tuning(tuning)
         for name, history in histories.items():
@@ -223,7 +212,7 @@ class Daemon:
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
         }
         self._retry_failed(fresh)
-        self._write_report(policy, merged, histories, at, settled)
+        self._write_report(policy, merged, histories, at, settled(fits, fresh, tunings))
         return True
 
     def _superseded(self, policy: Policy, name: str) -> bool:
@@ -510,3 +499,29 @@ class Daemon:
             **{name: watch.status() for name, watch in self.components.items()},
             "caches": self.caches.status() if self.caches is not None else None,
         }
+
+
+def kept_tunings(
+    fits: Mapping[str, PoolFit], fresh: Mapping[str, Forecast | NoForecast]
+) -> dict[str, Tuning]:
+    """The re-tunes of a refit that count: a tuning counts with the forecast fitted at its
+    quantile (`fresh`, the forecasts kept); a failed fit keeps the old pair."""
+    return {
+        n: f.tuning
+        for n, f in fits.items()
+        if f.tuning is not None and isinstance(fresh.get(n), Forecast)
+    }
+
+
+def settled(
+    fits: Mapping[str, PoolFit],
+    fresh: Mapping[str, Forecast | NoForecast],
+    tunings: Mapping[str, Tuning],
+) -> dict[str, PlanSettings]:
+    """The settings each fit of a refit resolved (`app.fit.fit_one`, once), for the pools whose
+    they are from now on: fits kept (`fresh`) whose re-tune, if any, counts (`tunings`)."""
+    return {
+        n: f.settings
+        for n, f in fits.items()
+        if f.settings is not None and n in fresh and (f.tuning is None or n in tunings)
+    }

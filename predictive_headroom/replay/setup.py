@@ -198,15 +198,13 @@ def resolve(
     pool: Pool | None,
     what_if: WhatIf = WhatIf(),
     *,
-    measured_lead: float | None = None,
     settings: PlanSettings | None = None,
 ) -> Replay:
     """The `Replay` for `history` and `pool` (None: a forecast-only default) with `what_if` over
     the pool, planning with `settings` when the caller resolved them (the daemon's re-tune: those
-    of its refit, a what-if protection included), else with those `resolve_settings` gives the
-    pool, the lead time measured in the cluster (`measured_lead`, for a pool with `leadTime:
-    auto`) and the flags; raises ValueError saying what is needed when the series is too short
-    or has no usable level."""
+    of its refit, the measured lead time and a what-if protection included), else with those
+    `resolve_settings` gives the pool and the flags; raises ValueError saying what is needed when
+    the series is too short or has no usable level."""
     span, nodes = history.span_seconds, what_if.nodes
     warmup = what_if.warmup_seconds
     warmup = warmup if warmup is not None else default_warmup(span)
@@ -227,7 +225,7 @@ def resolve(
     replayed = replay_pool(pool, history, given.demand_per_replica or 0.0)
     if nodes.cores_per_node is None:
         nodes = replace(nodes, cores_per_node=nodes.node_slots * replayed.placeholder.cpu_cores)
-    plan_settings = settings or resolve_settings(replayed, measured_lead=measured_lead, given=given)
+    plan_settings = settings or resolve_settings(replayed, given=given)
     assert plan_settings.demand_per_replica is not None  # replay_pool gave it a forecast section
     dpr = plan_settings.demand_per_replica.value
     assert replayed.forecast is not None  # replay_pool switched it on

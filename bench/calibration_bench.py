@@ -67,18 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                 _ratio(entry["static_hindsight_overhead_node_hours"], entry["overhead_node_hours"]),
             ]
             for g in gammas:
-                walk, _ = calibrated_walk_forward(
-                    r.book,
-                    r.base,
-                    result.pods,
-                    r.cluster,
-                    result.scored_from,
-                    r.starts,
-                    p,
-                    r.default,
-                    result.settings.max_replicas,
-                    g,
-                )
+                walk, _ = calibrated_walk_forward(r.book, r.base, r.walk, p, r.default, g)
                 kept = protection(walk.unserved_pod_minutes, reactive.unserved_pod_minutes)
                 overhead = walk.node_hours - reactive.node_hours
                 at = cost_at(static, reactive.unserved_pod_minutes, kept).cost

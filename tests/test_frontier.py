@@ -19,6 +19,7 @@ from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
 from predictive_headroom.replay.tuning import (
     GridRun,
     Setting,
+    Walk,
     choose,
     tune_walk_forward,
 )
@@ -84,9 +85,8 @@ def test_walk_forward_tuning_chooses_each_day_only_from_the_days_before():
     default = Setting(0.99, 1800)
 
     def tune(pods, grid, reactive):
-        return tune_walk_forward(
-            grid, "forecast", 0.5, reactive, pods, cluster, 1440, default, known_lag=2
-        )
+        walk = Walk.daily(pods, cluster, 1440, known_lag=2, max_replicas=1000)
+        return tune_walk_forward(grid, "forecast", 0.5, reactive, walk, default)
 
     before = tune(pods, grid, reactive)
     assert before.choices[0] == default and before.reached_in_past[0] is None

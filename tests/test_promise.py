@@ -15,7 +15,7 @@ from predictive_headroom.replay.promise import (
     reserve_walk_forward,
 )
 from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
-from predictive_headroom.replay.tuning import Setting
+from predictive_headroom.replay.tuning import Setting, Walk
 
 DAYS = 15
 
@@ -82,8 +82,9 @@ def test_the_daily_reserve_takes_the_smallest_n_that_reached_the_target_the_week
     pods = np.zeros(10 * day, dtype=np.int64)
     pods[np.arange(60, pods.size, 240)] = 2  # a 2-pod burst every 4 hours, foreseen by no one
     runs = {n: simulate(pods, np.full(pods.size, n), cluster) for n in range(4)}
-    starts = list(range(7 * day, pods.size, day))
-    wf = reserve_walk_forward(runs, runs[0], pods, cluster, 7 * day, starts, 2, 0.9)
+    walk = Walk.daily(pods, cluster, 7 * day, known_lag=2, max_replicas=100)
+    assert walk.period_starts == tuple(range(7 * day, pods.size, day))
+    wf = reserve_walk_forward(runs, runs[0], walk, 0.9)
     # Two spare slots absorb every burst; one absorbs half: the rule holds 2 from the first day.
     assert [c.candidate.reserve for c in wf.choices] == [2, 2, 2]
     assert wf.unserved_pod_minutes == score(runs[2], 7 * day).unserved_pod_minutes == 0

@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from predictive_headroom.app.tune import Tuning, retune
 from predictive_headroom.core.price import Price, pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.core.settings import Given, PlanSettings, model_spec, resolve_settings
+from predictive_headroom.core.settings import (
+    Given,
+    PlanSettings,
+    model_spec,
+    resolve_settings,
+    retuned,
+)
 from predictive_headroom.core.vocabulary import BurstFallback, NoForecastWhy
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
@@ -119,9 +125,7 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
             nodes=nodes,
             live=live,
         )
-        settings = resolve_settings(
-            pool, measured_lead=measured_lead, tuned=tuning.tuned, given=given
-        )
+        settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
     forecast = fit_pool(pool, history, forecaster, at, settings)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = None, []
@@ -232,20 +236,6 @@ def observe_pool(
             exc,
         )
         return Unobserved(BurstFallback.FRESH_READ_FAILED, str(exc))
-
-
-def same_forecast(a: Policy, b: Policy, name: str) -> bool:
-    """True when pool `name` exists in both policies with the same forecast spec, lead time and
-    protection (which chooses the quantile the forecast is fitted at)."""
-    pa = next((p for p in a.pools if p.name == name), None)
-    pb = next((p for p in b.pools if p.name == name), None)
-    return (
-        pa is not None
-        and pb is not None
-        and pa.forecast == pb.forecast
-        and pa.lead_time == pb.lead_time
-        and pa.protection == pb.protection
-    )
 
 
 def describe(forecast: Forecast | NoForecast) -> str:

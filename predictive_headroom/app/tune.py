@@ -562,8 +562,8 @@ def _replay(
     # The replay covers the window only (plus an unscored hour for the simulated cluster to settle).
     replayed = known.since(begin - REPLAY_WARMUP)
     what_if = WhatIf(nodes=nodes, warmup_seconds=begin - replayed.start)
-    # The same settings as the daemon's, from the same resolver: the pool and its measured lead.
-    r = resolve(replayed, pool, what_if, measured_lead=plan_settings.measured_lead)
+    # The settings the refit resolved (its measured lead, a what-if protection), passed down.
+    r = resolve(replayed, pool, what_if, settings=plan_settings)
     # The burst model reads its features from every sample known before each replayed minute.
     r = replace(r, history=known)
     begin = float(r.times[r.start])

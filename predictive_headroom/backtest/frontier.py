@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from predictive_headroom.backtest.results import BacktestResult
-from predictive_headroom.replay.tuning import Setting, Tuned, choose, tune_walk_forward
+from predictive_headroom.replay.tuning import Setting, Tuned, Walk, choose, tune_walk_forward
 
 TUNE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 
@@ -144,19 +144,9 @@ def tune_result(
     delay = s.observation_delay_seconds or 0.0
     known_lag = int(-(-(delay + s.data_step_seconds) // 60))
     reactive = result.strategies["reactive"].run
+    walk = Walk.daily(result.pods, cluster, result.scored_from, known_lag, s.max_replicas)
     return [
-        tune_walk_forward(
-            result.grid,
-            family,
-            target,
-            reactive,
-            result.pods,
-            cluster,
-            result.scored_from,
-            default,
-            known_lag=known_lag,
-            **kwargs,
-        )
+        tune_walk_forward(result.grid, family, target, reactive, walk, default, **kwargs)
         for family in ("forecast", "naive")
         for target in targets
     ]

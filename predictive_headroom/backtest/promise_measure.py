@@ -45,7 +45,7 @@ from predictive_headroom.replay.promise import (
 )
 from predictive_headroom.replay.simulator import ClusterSpec, Run, simulate
 from predictive_headroom.replay.tail import tail_reserve_at
-from predictive_headroom.replay.tuning import DAY_MINUTES, Setting, period_starts
+from predictive_headroom.replay.tuning import DAY_MINUTES, Setting, Walk
 
 RESERVE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
 """Targets the daily reserve is replayed at, to read its cost at the protection kept."""
@@ -57,16 +57,31 @@ class Replayed:
 
     book: Ledger
     base: dict[Setting, np.ndarray]
-    starts: list[int]
+    walk: Walk
+    """The days walked: the app pods, the simulated cluster, the day starts, what is not yet
+    known at each, the cap (`replay.tuning.Walk`)."""
     bounds: list[int]
     static_runs: StaticRuns
-    cluster: ClusterSpec
     default: Candidate
-    known_lag: int
     tails: dict[float, list[int | None]]
     """Per protection, each period's tail-aware reserve (`replay.tail`)."""
     reserves: ReserveBook
     """The static runs summed per day for the daily reserve (`replay.promise.reserve_book`)."""
+
+    @property
+    def starts(self) -> list[int]:
+        """The first minute of each day walked."""
+        return list(self.walk.period_starts)
+
+    @property
+    def cluster(self) -> ClusterSpec:
+        """The simulated cluster."""
+        return self.walk.cluster
+
+    @property
+    def known_lag(self) -> int:
+        """Minutes not yet known at a day's start."""
+        return self.walk.known_lag
 
 
 def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replayed:
@@ -77,7 +92,8 @@ def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replay
     delay = s.observation_delay_seconds or 0.0
     known_lag = int(-(-(delay + s.data_step_seconds) // 60))
     pods, start = result.pods, result.scored_from
-    starts = period_starts(start, pods.size, DAY_MINUTES)
+    walk = Walk.daily(pods, cluster, start, known_lag, s.max_replicas)
+    starts = list(walk.period_starts)
     bounds = [b - known_lag for b in starts] + [pods.size]
     base = {
         g.setting: g.run.placeholders
@@ -112,14 +128,12 @@ def prepare(result: BacktestResult, protections: Sequence[float] = ()) -> Replay
     return Replayed(
         ledger(candidate_runs(), reactive, bounds, start),
         base,
-        starts,
+        walk,
         bounds,
         static_runs,
-        cluster,
         default,
-        known_lag,
         tails,
-        reserve_book(static_runs, reactive, pods.size, start, starts, known_lag),
+        reserve_book(static_runs, reactive, walk),
     )
 
 
@@ -144,17 +158,7 @@ def measure(
     start = result.scored_from
     days = (result.pods.size - start) / DAY_MINUTES
     daily = [
-        reserve_walk_forward(
-            r.static_runs,
-            reactive.run,
-            result.pods,
-            r.cluster,
-            start,
-            r.starts,
-            r.known_lag,
-            t,
-            r.reserves,
-        )
+        reserve_walk_forward(r.static_runs, reactive.run, r.walk, t, r.reserves)
         for t in RESERVE_TARGETS
     ]
     reserve_points = [
@@ -200,17 +204,7 @@ def promise_walk(
         static, sizes = fixed_book(result, r)
         override = fixed_override(static, p, sizes, margin)
     return walk_forward(
-        r.book,
-        r.base,
-        result.pods,
-        r.cluster,
-        result.scored_from,
-        r.starts,
-        p,
-        r.default,
-        result.settings.max_replicas,
-        r.tails.get(p),
-        override,
+        r.book, r.base, r.walk, p, r.default, tails=r.tails.get(p), override=override
     )
 
 

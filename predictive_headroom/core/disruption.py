@@ -10,8 +10,8 @@ cluster):
   pods, the estimate is the node's allocatable in placeholders, as if it were full (`node_slots`);
 - on spot capacity, the reserve for interruptions within the lead time: with interruptions at
   `rate` per node-hour, their number within the lead time over `nodes` nodes is Poisson with mean
-  `rate x nodes x lead`; the reserve is its `quantile` (the pool's protection) in nodes, times the
-  placeholders a node holds (`spot_reserve`).
+  `rate x nodes x lead`; the reserve is its `quantile` (the protection the pool plans with,
+  `reserve_quantile`) in nodes, times the placeholders a node holds (`spot_reserve`).
 
 The component's value is room + reserve; `combine` takes the larger of it and the other components.
 """
@@ -23,8 +23,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import DisruptionSource
-from predictive_headroom.policy.config import Pool
 
 CORDONED = "cordoned"
 
@@ -71,12 +71,13 @@ def poisson_quantile(mean: float, quantile: float) -> int:
     return int(poisson.ppf(min(quantile, 1 - 1e-12), mean))
 
 
-def reserve_quantile(pool: Pool, burst_quantile: float) -> float:
-    """The quantile of interruptions the spot reserve covers: the pool's protection, else the
-    burst quantile it plans with (`PlanSettings.quantile`)."""
-    if pool.protection is not None:
-        return pool.protection
-    return burst_quantile
+def reserve_quantile(settings: PlanSettings) -> float:
+    """The quantile of interruptions the spot reserve covers: the protection the pool plans with
+    (`PlanSettings.protection`: its `protection:`, or a what-if such as `tune --protection 99%`),
+    else its burst quantile (`PlanSettings.quantile`)."""
+    if settings.protection is not None:
+        return settings.protection.value
+    return settings.quantile
 
 
 def spot_reserve(

@@ -11,7 +11,8 @@ settings it was fitted for (`Forecast.fitted_for`); `needs_refit` says when the 
 have moved far enough from those for the fit to be redone.
 
 Adding a field: give it a `Setting[...]` type here, fill it in `resolve_settings` (and in
-`Tuned`, when a re-tune can choose it), and list it in `FIT_FIELDS` when the fit depends on it.
+`Tuned` and `retuned`, when a re-tune can choose it), and list it in `FIT_FIELDS` when the fit
+depends on it.
 Pure: no clock, no I/O.
 """
 
@@ -186,7 +187,7 @@ class Given:
     """A what-if protection (`tune --protection 99%`), resolved as `flag`."""
 
 
-# Long on purpose: each setting's precedence (config, measured, tuned, given) read in one place.
+# Long on purpose: each setting's precedence (config, measured, given) read in one place.
 def resolve_settings(
     pool: Pool,
     *,
@@ -196,9 +197,9 @@ def resolve_settings(
 ) -> PlanSettings:
     """The settings `pool` plans with: its configuration, the lead time measured in the cluster
     when the pool says `leadTime: auto` (`measured_lead` seconds, None until measured), what
-    its re-tune chose when it has `protection:` or is given one (`tuned`), and what a replay's
-    flags set over all of these (`given`, its protection a what-if of source `flag`). A
-    measurement or tuning given for a pool that did not ask for it is ignored."""
+    its re-tune chose when it has `protection:` or is given one (`tuned`, applied by `retuned`),
+    and what a replay's flags set over all of these (`given`, its protection a what-if of source
+    `flag`). A measurement or tuning given for a pool that did not ask for it is ignored."""
     lead = Setting(pool.lead_time.total_seconds(), _given(pool, "lead_time"))
     if isinstance(pool.lead_time, AutoLeadTime):
         lead = Setting(lead.value, SettingSource.DEFAULT)
@@ -212,7 +213,6 @@ def resolve_settings(
     delay = Setting(DEFAULT_OBSERVATION_DELAY, SettingSource.DEFAULT)
     per_replica = None
     reserve = Setting(0, SettingSource.DEFAULT)
-    fixed: Setting[int] | None = None
     if spec is not None:
         reserve = Setting(spec.reserve, _given(spec, "reserve"))
         quantile = Setting(spec.burst_quantile, _given(spec, "burst_quantile"))
@@ -223,15 +223,6 @@ def resolve_settings(
     )
     if given.protection is not None:
         protection = Setting(float(given.protection), SettingSource.FLAG)
-    if tuned is not None and protection is not None and spec is not None:
-        if tuned.burst_quantile is not None:
-            quantile = Setting(tuned.burst_quantile, SettingSource.TUNED)
-        if tuned.stabilization_seconds is not None:
-            window = Setting(tuned.stabilization_seconds, SettingSource.TUNED)
-        if tuned.reserve is not None:
-            reserve = Setting(tuned.reserve, SettingSource.TUNED)
-        if tuned.fixed is not None:
-            fixed = Setting(tuned.fixed, SettingSource.TUNED)
     flag = SettingSource.CONFIGURED
     if given.lead is not None:
         lead = Setting(float(given.lead), flag)
@@ -244,9 +235,32 @@ def resolve_settings(
     if given.demand_per_replica is not None:
         per_replica = Setting(float(given.demand_per_replica), flag)
     strategy = Setting(Strategy.FORECAST, SettingSource.DEFAULT)
-    return PlanSettings(
-        lead, window, per_replica, delay, quantile, strategy, reserve, protection, fixed
+    settings = PlanSettings(
+        lead, window, per_replica, delay, quantile, strategy, reserve, protection
     )
+    if tuned is None or spec is None:
+        return settings
+    return retuned(settings, tuned, given)
+
+
+def retuned(settings: PlanSettings, tuned: Tuned, given: Given = Given()) -> PlanSettings:
+    """`settings` (resolved by `resolve_settings` with `given`) with what a re-tune chose over
+    them, each of source `tuned`: the burst quantile, the stabilisation window, the reserve and
+    the fixed hold; unchanged without a protection to keep. What `given` sets stays given (a
+    replay's flags come over the tuning). The refit resolves a pool's settings once, re-tunes
+    from them, and plans with these."""
+    if settings.protection is None:
+        return settings
+    chosen: dict[str, Setting[float] | Setting[int]] = {}
+    if tuned.burst_quantile is not None and given.burst_quantile is None:
+        chosen["burst_quantile"] = Setting(tuned.burst_quantile, SettingSource.TUNED)
+    if tuned.stabilization_seconds is not None and given.window is None:
+        chosen["stabilization_seconds"] = Setting(tuned.stabilization_seconds, SettingSource.TUNED)
+    if tuned.reserve is not None:
+        chosen["reserve"] = Setting(tuned.reserve, SettingSource.TUNED)
+    if tuned.fixed is not None:
+        chosen["fixed"] = Setting(tuned.fixed, SettingSource.TUNED)
+    return replace(settings, **chosen)
 
 
 @dataclass(frozen=True)

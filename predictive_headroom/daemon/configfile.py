@@ -129,3 +129,18 @@ class ConfigFile:
         """The content with `digest` is now in force."""
         self.sha256, self._rejected, self.error = digest, None, None
         self._rejected_signature = None
+
+
+def same_forecast(a: Policy, b: Policy, name: str) -> bool:
+    """True when pool `name` exists in both policies with the same forecast spec, lead time and
+    protection (which chooses the quantile the forecast is fitted at): what a reload compares in
+    the file, before anything is resolved from it."""
+    pa = next((p for p in a.pools if p.name == name), None)
+    pb = next((p for p in b.pools if p.name == name), None)
+    return (
+        pa is not None
+        and pb is not None
+        and pa.forecast == pb.forecast
+        and pa.lead_time == pb.lead_time
+        and pa.protection == pb.protection
+    )

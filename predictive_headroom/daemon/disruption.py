@@ -297,7 +297,7 @@ class DisruptionWatch:
         size = pool.placeholder.amounts
         slots = [node_slots(dict(n.allocatable), size) for n in staying]
         per_node = int(statistics.median(slots)) if slots else 0
-        quantile = reserve_quantile(pool, settings.quantile)
+        quantile = reserve_quantile(settings)
         info: dict[str, Any] = {
             "spot": True,
             "interruption_rate_per_node_hour": rate,

@@ -35,14 +35,14 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from predictive_headroom.app.fit import describe, fit_one, keep_usable, same_forecast
+from predictive_headroom.app.fit import PoolFit, describe, fit_one, keep_usable
 from predictive_headroom.app.tune import Tuning
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.core.vocabulary import Component, NoForecastWhy
 from predictive_headroom.daemon.components import last_parts, watches
-from predictive_headroom.daemon.configfile import ConfigFile
+from predictive_headroom.daemon.configfile import ConfigFile, same_forecast
 from predictive_headroom.daemon.disruption import DisruptionWatch
 from predictive_headroom.daemon.health import LoopWatch
 from predictive_headroom.daemon.inputs import Inputs
@@ -177,15 +177,14 @@ class Daemon:
                 "pools forecast but no demand source is configured (set PH_PROMETHEUS_URL)"
             )
         fresh: dict[str, Forecast | NoForecast] = {}
-        histories: dict[str, History] = {}
-        tunings: dict[str, Tuning] = {}
+        fits: dict[str, PoolFit] = {}
         for pool in chosen:
             if self.stopping.is_set():
                 logger.info("refit abandoned: the daemon is stopping")
                 return False
             if self._superseded(policy, pool.name):
                 continue
-            fresh.update(self._fit_one(policy, pool, at, histories, tunings))
+            fresh.update(self._fit_one(policy, pool, at, fits))
         if self.stopping.is_set():
             logger.info("refit abandoned: the daemon is stopping; its forecasts are discarded")
             return False
@@ -193,9 +192,9 @@ class Daemon:
             fresh = {n: f for n, f in fresh.items() if not self._superseded(policy, n)}
             merged = {**self._forecasts, **keep_usable(self._forecasts, fresh, at)}
             self._forecasts = merged
-            # a tuning counts with the forecast fitted at its quantile; a failed fit keeps the old pair
-            tunings = {n: t for n, t in tunings.items() if isinstance(fresh.get(n), Forecast)}
+            tunings = kept_tunings(fits, fresh)
             self.tunings.update(tunings)
+        histories = {n: f.history for n, f in fits.items() if f.history is not None}
         for tuning in tunings.values():
             self.metrics.record_tuning(tuning)
         for name, history in histories.items():
@@ -213,7 +212,7 @@ class Daemon:
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
         }
         self._retry_failed(fresh)
-        self._write_report(policy, merged, histories, at)
+        self._write_report(policy, merged, histories, at, settled(fits, fresh, tunings))
         return True
 
     def _superseded(self, policy: Policy, name: str) -> bool:
@@ -242,9 +241,10 @@ class Daemon:
         policy: Policy,
         pool: Pool,
         at: float,
-        histories: dict[str, History],
-        tunings: dict[str, Tuning],
+        fits: dict[str, PoolFit],
     ) -> dict[str, Forecast | NoForecast]:
+        """Fit `pool` (its settings resolved once, `app.fit.fit_one`), keep its fit in `fits`
+        and return its forecast (a failure of its own as a NoForecast)."""
         assert self.source is not None
         self.refits.fitting(pool.name)
         try:
@@ -262,10 +262,7 @@ class Daemon:
             logger.exception("pool %s: forecast fit failed", pool.name)
             self.metrics.error("fit")
             return {pool.name: NoForecast(NoForecastWhy.FIT_ERROR, str(exc))}
-        if fit.history is not None:
-            histories[pool.name] = fit.history
-        if fit.tuning is not None:
-            tunings[pool.name] = fit.tuning
+        fits[pool.name] = fit
         if isinstance(fit.forecast, NoForecast) and fit.forecast.why == NoForecastWhy.SOURCE_ERROR:
             logger.error("pool %s: cannot read demand history: %s", pool.name, fit.forecast.detail)
             self.metrics.error("source")
@@ -277,10 +274,13 @@ class Daemon:
         forecasts: Mapping[str, Forecast | NoForecast],
         histories: Mapping[str, History],
         at: float,
+        settled: Mapping[str, PlanSettings],
     ) -> None:
+        """Write the report after a refit, each pool's settings those its fit resolved
+        (`settled`), else those the reconcile plans with now (a pool not refitted)."""
         if self.report_writer is None or not histories:
             return
-        settings = {p.name: self.settings_for(p) for p in policy.pools}  # as the reconcile plans
+        settings = {p.name: settled.get(p.name) or self.settings_for(p) for p in policy.pools}
         promises = {
             p.name: self.tunings[p.name].report(pool_price(p, policy.cost))
             for p in policy.pools
@@ -499,3 +499,29 @@ class Daemon:
             **{name: watch.status() for name, watch in self.components.items()},
             "caches": self.caches.status() if self.caches is not None else None,
         }
+
+
+def kept_tunings(
+    fits: Mapping[str, PoolFit], fresh: Mapping[str, Forecast | NoForecast]
+) -> dict[str, Tuning]:
+    """The re-tunes of a refit that count: a tuning counts with the forecast fitted at its
+    quantile (`fresh`, the forecasts kept); a failed fit keeps the old pair."""
+    return {
+        n: f.tuning
+        for n, f in fits.items()
+        if f.tuning is not None and isinstance(fresh.get(n), Forecast)
+    }
+
+
+def settled(
+    fits: Mapping[str, PoolFit],
+    fresh: Mapping[str, Forecast | NoForecast],
+    tunings: Mapping[str, Tuning],
+) -> dict[str, PlanSettings]:
+    """The settings each fit of a refit resolved (`app.fit.fit_one`, once), for the pools whose
+    they are from now on: fits kept (`fresh`) whose re-tune, if any, counts (`tunings`)."""
+    return {
+        n: f.settings
+        for n, f in fits.items()
+        if f.settings is not None and n in fresh and (f.tuning is None or n in tunings)
+    }

@@ -19,7 +19,7 @@ Pure: no I/O; the level is the only state carried from one day to the next.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,9 +32,9 @@ from predictive_headroom.replay.promise import (
     inner_choices,
     placeholders_of,
     reserve_sizes,
+    spliced_walk,
 )
-from predictive_headroom.replay.simulator import ClusterSpec, score, simulate
-from predictive_headroom.replay.tuning import DAY_MINUTES, Setting
+from predictive_headroom.replay.tuning import DAY_MINUTES, Setting, Walk
 
 GAMMA = 0.05
 """The step: how far one typical day's miss of one point moves the level, in points."""
@@ -79,23 +79,20 @@ def typical_day(book: Ledger, last: int, window: int = WINDOW) -> float:
 def calibrated_walk_forward(
     book: Ledger,
     base: Mapping[Setting, np.ndarray],
-    pods: np.ndarray,
-    cluster: ClusterSpec,
-    start: int,
-    period_starts: Sequence[int],
+    walk: Walk,
     target: float,
     default: Candidate,
-    max_replicas: int,
     gamma: float = GAMMA,
 ) -> tuple[WalkForward, list[float]]:
-    """The calibrated rule replayed day by day (as `promise.walk_forward` replays today's): day
-    k's level is moved by day k - 1's miss, read from the ledger, and the inner rule aims at it.
-    Returns the walk and the level held each day."""
-    spliced = placeholders_of(default, base, pods.size, max_replicas).copy()
+    """The calibrated rule replayed day by day on `walk` (as `promise.walk_forward` replays
+    today's): day k's level is moved by day k - 1's miss, read from the ledger, and the inner
+    rule aims at it. Returns the walk and the level held each day."""
+    pods, cap = walk.pods, walk.max_replicas
+    spliced = placeholders_of(default, base, pods.size, cap).copy()
     level, held = Level.start(target), default
     levels: list[float] = []
     span = 14 * DAY_MINUTES
-    for k, b in enumerate(period_starts):
+    for k, b in enumerate(walk.period_starts):
         if k:
             known = book.cut(0, k)
             last = k - 1
@@ -109,9 +106,6 @@ def calibrated_walk_forward(
             i = pick_at(sub, level.value)
             held = default if i < 0 else sub.candidates[i]
         levels.append(level.value)
-        stop = period_starts[k + 1] if k + 1 < len(period_starts) else pods.size
-        spliced[b:stop] = placeholders_of(held, base, pods.size, max_replicas)[b:stop]
-    run = simulate(pods, spliced, cluster)
-    m = score(run, start)
-    walk = WalkForward(target, list(period_starts), [], run, m.unserved_pod_minutes, m.node_hours)
-    return walk, levels
+        stop = walk.stop(k)
+        spliced[b:stop] = placeholders_of(held, base, pods.size, cap)[b:stop]
+    return spliced_walk(walk, target, [], spliced), levels

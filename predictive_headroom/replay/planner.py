@@ -47,7 +47,7 @@ def disruption_part(
     if sim.rate_per_node_hour and sim.reserve and spec.spot is not False:
         rate = max(sim.rate_per_node_hour, spec.interruption_rate or 0.0)
         staying = max(0, nodes - leaving)
-        quantile = reserve_quantile(pool, settings.quantile)
+        quantile = reserve_quantile(settings)
         reserve = spot_reserve(rate, staying, settings.lead, sim.node_slots, quantile)[0]
     return DisruptionPart(on_leaving, reserve, leaving, DisruptionSource.SIMULATED)
 

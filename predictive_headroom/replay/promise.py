@@ -43,7 +43,7 @@ import numpy as np
 
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.replay.simulator import ClusterSpec, Run, score, simulate
-from predictive_headroom.replay.tuning import Setting
+from predictive_headroom.replay.tuning import Setting, Walk
 
 PROMISE_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
 """The forecast's burst quantiles the rule chooses among (few candidates choose less luck): the
@@ -349,32 +349,30 @@ def placeholders_of(
     return with_reserve(base[candidate.setting], candidate.reserve, max_replicas)
 
 
-def walk_forward(  # noqa: PLR0913
+def walk_forward(
     book: Ledger,
     base: Mapping[Setting, np.ndarray],
-    pods: np.ndarray,
-    cluster: ClusterSpec,
-    start: int,
-    period_starts: Sequence[int],
+    walk: Walk,
     target: float,
     default: Candidate,
-    max_replicas: int,
+    *,
     tails: Sequence[int | None] | None = None,
     override: Callable[[int, Choice], Choice] | None = None,
     **rule: int,
 ) -> WalkForward:
-    """Replay `choose` day by day: period k uses the choice made on ledger periods before k (the
-    first, with none, uses `default`), spliced and simulated once; a reserve is capped at
-    `max_replicas` as the planner caps it. `tails[k]`: period k's tail-aware reserve (its
-    candidates in `book`), None where there is none. `override(k, choice)`: what period k holds
-    instead of the rule's choice (`replay.fallback.fixed_override`: a fixed N)."""
-    spliced = placeholders_of(default, base, pods.size, max_replicas).copy()
+    """Replay `choose` day by day on `walk`: period k uses the choice made on ledger periods
+    before k (the first, with none, uses `default`), spliced and simulated once; a reserve is
+    capped at `walk.max_replicas` as the planner caps it. `tails[k]`: period k's tail-aware
+    reserve (its candidates in `book`), None where there is none. `override(k, choice)`: what
+    period k holds instead of the rule's choice (`replay.fallback.fixed_override`: a fixed N)."""
+    pods, cap = walk.pods, walk.max_replicas
+    spliced = placeholders_of(default, base, pods.size, cap).copy()
     choices: list[Choice | None] = []
     # The reserves tried on a day are sized from the app pods of the days it reads, as the
     # daemon sizes them from its replay.
     span = (WINDOW + LOOKBACK) * 1440
-    sizes = reserve_sizes(pods[start:])
-    for k, b in enumerate(period_starts):
+    sizes = reserve_sizes(pods[walk.start :])
+    for k, b in enumerate(walk.period_starts):
         largest = max(reserve_sizes(pods[max(0, b - span) : b]))
         tail = None if tails is None else tails[k]
         tried = [n for n in sizes if n <= largest] + ([] if tail is None else [tail])
@@ -383,13 +381,21 @@ def walk_forward(  # noqa: PLR0913
         if choice is not None and override is not None:
             choice = override(k, choice)
         cand = default if choice is None else choice.candidate
-        stop = period_starts[k + 1] if k + 1 < len(period_starts) else pods.size
-        spliced[b:stop] = placeholders_of(cand, base, pods.size, max_replicas)[b:stop]
+        stop = walk.stop(k)
+        spliced[b:stop] = placeholders_of(cand, base, pods.size, cap)[b:stop]
         choices.append(choice)
-    run = simulate(pods, spliced, cluster)
-    m = score(run, start)
+    return spliced_walk(walk, target, choices, spliced)
+
+
+def spliced_walk(
+    walk: Walk, target: float, choices: list[Choice | None], spliced: np.ndarray
+) -> WalkForward:
+    """The `WalkForward` of the placeholders `spliced` from each period's choice: simulated once
+    on the walk's cluster and scored from its first scored minute."""
+    run = simulate(walk.pods, spliced, walk.cluster)
+    m = score(run, walk.start)
     return WalkForward(
-        target, list(period_starts), choices, run, m.unserved_pod_minutes, m.node_hours
+        target, list(walk.period_starts), choices, run, m.unserved_pod_minutes, m.node_hours
     )
 
 
@@ -425,21 +431,14 @@ class ReserveBook:
     before: int
 
 
-def reserve_book(
-    static_runs: Mapping[int, Run],
-    reactive: Run,
-    size: int,
-    start: int,
-    period_starts: Sequence[int],
-    known_lag: int,
-) -> ReserveBook:
-    """The `ReserveBook` of `static_runs` (read one at a time, in increasing N) over a replay of
-    `size` minutes scored from `start`."""
-    first = period_starts[0] if period_starts else start
+def reserve_book(static_runs: Mapping[int, Run], reactive: Run, walk: Walk) -> ReserveBook:
+    """The `ReserveBook` of `static_runs` (read one at a time, in increasing N) over `walk`."""
+    period_starts, known_lag = walk.period_starts, walk.known_lag
+    first = period_starts[0] if period_starts else walk.start
     before = list(range(first - RESERVE_WINDOW * 1440, first, 1440))
     before = [b for b in before if b - known_lag >= 0]
     starts = before + list(period_starts)
-    bounds = [b - known_lag for b in starts] + [size]
+    bounds = [b - known_lag for b in starts] + [walk.pods.size]
     pairs = ((Candidate(None, n), static_runs[n]) for n in sorted(static_runs))
     return ReserveBook(ledger(pairs, reactive, bounds, 0), len(before))
 
@@ -447,35 +446,26 @@ def reserve_book(
 def reserve_walk_forward(
     static_runs: Mapping[int, Run],
     reactive: Run,
-    pods: np.ndarray,
-    cluster: ClusterSpec,
-    start: int,
-    period_starts: Sequence[int],
-    known_lag: int,
+    walk: Walk,
     target: float,
     summed: ReserveBook | None = None,
 ) -> WalkForward:
-    """The daily reserve: each period the smallest static N whose unserved over the
+    """The daily reserve on `walk`: each period the smallest static N whose unserved over the
     `RESERVE_WINDOW` days before it (the unscored warm-up included: a reserve needs no forecast)
     is within (1 - target) of reactive's (none: the largest); the first day with no past, 0.
     `summed`: `reserve_book` of the same arguments, when already made (one per target otherwise)."""
     if summed is None:
-        summed = reserve_book(static_runs, reactive, pods.size, start, period_starts, known_lag)
+        summed = reserve_book(static_runs, reactive, walk)
     book = summed.book
     picks = inner_choices(book, target, 1.0, RESERVE_WINDOW)[summed.before :]
-    spliced = np.zeros(pods.size, dtype=np.int64)
+    spliced = np.zeros(walk.pods.size, dtype=np.int64)
     choices: list[Choice | None] = []
-    for k, b in enumerate(period_starts):
-        stop = period_starts[k + 1] if k + 1 < len(period_starts) else pods.size
+    for k, b in enumerate(walk.period_starts):
         n = 0 if picks[k] < 0 else book.candidates[int(picks[k])].reserve
-        spliced[b:stop] = n
+        spliced[b : walk.stop(k)] = n
         choices.append(
             None
             if picks[k] < 0
             else Choice(Candidate(None, n), Status.KEPT, 1.0, None, 0.0, 0.0, k, 0.0)
         )
-    run = simulate(pods, spliced, cluster)
-    m = score(run, start)
-    return WalkForward(
-        target, list(period_starts), choices, run, m.unserved_pod_minutes, m.node_hours
-    )
+    return spliced_walk(walk, target, choices, spliced)

@@ -198,12 +198,13 @@ def resolve(
     pool: Pool | None,
     what_if: WhatIf = WhatIf(),
     *,
-    measured_lead: float | None = None,
+    settings: PlanSettings | None = None,
 ) -> Replay:
     """The `Replay` for `history` and `pool` (None: a forecast-only default) with `what_if` over
-    the pool, planning with the settings `resolve_settings` gives the pool, the lead time measured
-    in the cluster (`measured_lead`, for a pool with `leadTime: auto`) and the flags; raises
-    ValueError saying what is needed when the series is too short or has no usable level."""
+    the pool, planning with `settings` when the caller resolved them (the daemon's re-tune: those
+    of its refit, the measured lead time and a what-if protection included), else with those
+    `resolve_settings` gives the pool and the flags; raises ValueError saying what is needed when
+    the series is too short or has no usable level."""
     span, nodes = history.span_seconds, what_if.nodes
     warmup = what_if.warmup_seconds
     warmup = warmup if warmup is not None else default_warmup(span)
@@ -212,21 +213,21 @@ def resolve(
             f"series {history.source!r} spans {span / DAY_SECONDS:.1f} days; the backtest needs the warm-up "
             f"({warmup / DAY_SECONDS:g} days) plus at least 1 day to score ({(warmup + DAY_SECONDS) / DAY_SECONDS:g} days)"
         )
-    given = what_if.given
-    if given.demand_per_replica is not None:
-        dpr, dpr_source = given.demand_per_replica, "flag"
-    elif pool is not None and pool.forecast is not None:
-        dpr, dpr_source = pool.forecast.demand_per_replica, "config"
-    else:
-        dpr = auto_demand_per_replica(history)
+    given, dpr_source = what_if.given, "flag"
+    if given.demand_per_replica is None and pool is not None and pool.forecast is not None:
+        dpr_source = "config"
+    elif given.demand_per_replica is None:
+        auto = auto_demand_per_replica(history)
         dpr_source = f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
-        given = replace(given, demand_per_replica=dpr)
+        given = replace(given, demand_per_replica=auto)
     if pool is None and given.lead is None:
         given = replace(given, lead=nodes.lag_seconds + 60.0)
-    replayed = replay_pool(pool, history, dpr)
+    replayed = replay_pool(pool, history, given.demand_per_replica or 0.0)
     if nodes.cores_per_node is None:
         nodes = replace(nodes, cores_per_node=nodes.node_slots * replayed.placeholder.cpu_cores)
-    plan_settings = resolve_settings(replayed, measured_lead=measured_lead, given=given)
+    plan_settings = settings or resolve_settings(replayed, given=given)
+    assert plan_settings.demand_per_replica is not None  # replay_pool gave it a forecast section
+    dpr = plan_settings.demand_per_replica.value
     assert replayed.forecast is not None  # replay_pool switched it on
     model = model_spec(replayed.forecast)
     if what_if.burst_model is not None:

@@ -47,6 +47,36 @@ class Setting:
         return f"q={self.quantile:g} w={_minutes(self.window)}"
 
 
+@dataclass(frozen=True)
+class Walk:
+    """What every walk-forward replay runs on (`tune_walk_forward`, `replay.promise.walk_forward`
+    and `reserve_walk_forward`, `replay.calibration.calibrated_walk_forward`): the app pods per
+    minute, the simulated cluster, the first scored minute, the first minute of each period (a
+    choice is made at each), the minutes not yet known at a period's start (the observation
+    delay and one data step: `known_lag`) and the cap a reserve is held under (`max_replicas`,
+    the planner's rule)."""
+
+    pods: np.ndarray
+    cluster: ClusterSpec
+    start: int
+    period_starts: tuple[int, ...]
+    known_lag: int
+    max_replicas: int
+
+    @classmethod
+    def daily(
+        cls, pods: np.ndarray, cluster: ClusterSpec, start: int, known_lag: int, max_replicas: int
+    ) -> Walk:
+        """The walk over days from `start` on (`period_starts` at `DAY_MINUTES`)."""
+        starts = tuple(period_starts(start, pods.size, DAY_MINUTES))
+        return cls(pods, cluster, start, starts, known_lag, max_replicas)
+
+    def stop(self, k: int) -> int:
+        """The minute period k ends at (the next one's start, else the end of the replay)."""
+        starts = self.period_starts
+        return starts[k + 1] if k + 1 < len(starts) else self.pods.size
+
+
 @dataclass
 class GridRun:
     """A family (`forecast` or `naive`) replayed at one setting."""
@@ -139,37 +169,32 @@ def period_starts(start: int, size: int, period: int) -> list[int]:
     return list(range(start, size, period)) if size > start else []
 
 
-# Many arguments on purpose: the replayed grid and the walk-forward's calendar, each named.
-def tune_walk_forward(  # noqa: PLR0913
+def tune_walk_forward(
     grid: Sequence[GridRun],
     family: str,
     target: float,
     reactive: Run,
-    pods: np.ndarray,
-    cluster: ClusterSpec,
-    start: int,
+    walk: Walk,
     default: Setting,
     *,
-    period: int = DAY_MINUTES,
-    known_lag: int = 2,
     history: int | None = 7 * DAY_MINUTES,
 ) -> Tuned:
-    """Splice `family`'s grid runs walk-forward (see the module docstring): the setting used in
-    period k is chosen on minutes [start, b_k - known_lag), at most the last `history` of them (a
-    week by default: on a series whose level grows 40x, the first weeks misjudge the last).
-    `known_lag` is the observation delay plus one data step, in minutes."""
+    """Splice `family`'s grid runs walk-forward on `walk` (see the module docstring): the setting
+    used in period k is chosen on minutes [start, b_k - known_lag), at most the last `history` of
+    them (a week by default: on a series whose level grows 40x, the first weeks misjudge the
+    last)."""
     runs = {g.setting: g.run for g in grid if g.family == family}
     if not runs:
         raise ValueError(f"no {family} runs in the grid")
     fallback = default if default in runs else next(iter(runs))
     cum = {s: (_cumsum(r.unserved), _cumsum(r.ready)) for s, r in runs.items()}
     react_u, react_n = _cumsum(reactive.unserved), _cumsum(reactive.ready)
-    starts = period_starts(start, pods.size, period)
+    start, starts = walk.start, list(walk.period_starts)
     placeholders = runs[fallback].placeholders.copy()
     choices: list[Setting] = []
     reached: list[float | None] = []
     for k, b in enumerate(starts):
-        end = b - known_lag
+        end = b - walk.known_lag
         lo = start if history is None else max(start, end - history)
         if end <= lo:
             chosen, got = fallback, None
@@ -182,9 +207,8 @@ def tune_walk_forward(  # noqa: PLR0913
             chosen, got = choose(cands, r_u, target)
         choices.append(chosen)
         reached.append(got)
-        stop = starts[k + 1] if k + 1 < len(starts) else pods.size
-        placeholders[b:stop] = runs[chosen].placeholders[b:stop]
-    run = simulate(pods, placeholders, cluster)
+        placeholders[b : walk.stop(k)] = runs[chosen].placeholders[b : walk.stop(k)]
+    run = simulate(walk.pods, placeholders, walk.cluster)
     return Tuned(family, target, starts, choices, run, score(run, start), reached)
 
 

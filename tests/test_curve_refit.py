@@ -117,3 +117,10 @@ def test_prophet_reused_or_warm_started_forecasts_from_the_later_cut():
     assert np.max(np.abs(warm.model_curve - daily.model_curve)) < 1e-3 * scale
     # Reused, the curve is the earlier fit's, not the fresh one's.
     assert not np.allclose(reused.model_curve, daily.model_curve, atol=1e-6 * scale)
+
+
+def test_the_first_line_says_the_curve_is_not_refitted_the_daemons_way(capsys, recorder):
+    settings = replace(FAST, burst_view=False, curve_refit=N)
+    run_backtest(series(12), POOL, settings, progress=True, forecaster=recorder)
+    first = capsys.readouterr().err.splitlines()[0]
+    assert "9 refits" in first and "--curve-refit weekly: not the daemon's way" in first

@@ -280,7 +280,7 @@ def walk_forward(
     cache = refits.cache
     held = [cache.holds(key) for key in keys] if cache is not None else [False] * len(jobs)
     if refits.progress:
-        _say_plan(history, pool, len(jobs), sum(held), refits.workers)
+        _say_plan(history, pool, len(jobs), sum(held), refits.workers, refits.curve)
     outs: list[Refitted | None] = [None] * len(jobs)
     if cache is not None:
         for k in (k for k in range(len(jobs)) if held[k]):
@@ -362,8 +362,16 @@ def _fit(
     return [out for out, _ in pairs]
 
 
-def _say_plan(history: History, pool: Pool, refits: int, held: int, workers: int) -> None:
-    """The first line: what was read and what the replay will do."""
+def _say_plan(
+    history: History,
+    pool: Pool,
+    refits: int,
+    held: int,
+    workers: int,
+    curve: CurveRefit = CurveRefit.DAILY,
+) -> None:
+    """The first line: what was read and what the replay will do (and how the curve is refitted,
+    when not afresh at every refit)."""
     span = (history.end - history.start) / 86400 if len(history) else 0.0
     read = (
         f"{len(history):,} samples {iso_utc(history.start)} .. {iso_utc(history.end)} "
@@ -374,6 +382,8 @@ def _say_plan(history: History, pool: Pool, refits: int, held: int, workers: int
     cached = f", {held} of them in the cache" if held else ""
     fits = refits - held
     where = f" in {min(workers, fits)} worker processes" if fits > 1 and workers > 1 else ""
+    if curve is not CurveRefit.DAILY:
+        where += f" (--curve-refit {curve}: not the daemon's way, see docs/forecast.md)"
     print(
         f"pool {pool.name}: read {read}; {refits} refits{cached}, {fits} to fit{where}",
         file=sys.stderr,

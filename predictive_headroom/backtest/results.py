@@ -13,6 +13,7 @@ import numpy as np
 
 from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.core.series import DAY_SECONDS, iso_utc
+from predictive_headroom.core.vocabulary import CurveRefit
 from predictive_headroom.replay.setup import WhatIf
 from predictive_headroom.replay.simulator import ClusterSpec, Metrics, Run
 from predictive_headroom.replay.tuning import GridRun
@@ -53,6 +54,8 @@ class BacktestSettings:
     """Worker processes the refits run in (`--workers`; 1: this process)."""
     refit_cache: CacheSpec | None = None
     """Where refits are kept across runs (`replay.refit_cache`; None: fit every one)."""
+    curve_refit: CurveRefit = CurveRefit.DAILY
+    """How the replay refits the forecast's curve between cuts (`--curve-refit`)."""
 
 
 @dataclass

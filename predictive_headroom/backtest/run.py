@@ -231,6 +231,7 @@ def run_backtest(
         WORKER_PRELOAD,
         cache,
         s.progress_seconds,
+        s.curve_refit,
     )
     wf = walk_forward(history, r.pool, r.times, r.start, r.plan_settings, refits, r.model)
     runs = {name: strategy(r, wf) for name, strategy in STRATEGIES.items()}

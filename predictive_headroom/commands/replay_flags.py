@@ -12,6 +12,7 @@ from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.commands import CommandError, duration_arg
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.settings import Given
+from predictive_headroom.core.vocabulary import CurveRefit
 from predictive_headroom.policy.disruption import parse_rate
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf, priced_nodes
 from predictive_headroom.replay.workers import MAX_WORKERS, default_workers
@@ -69,6 +70,14 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         default=default_workers(),
         help="refit in this many worker processes at once, the same figures as in one (default: "
         f"the CPUs this process may use, at most {MAX_WORKERS}: {default_workers()} here)",
+    )
+    parser.add_argument(
+        "--curve-refit",
+        choices=[c.value for c in CurveRefit],
+        default=CurveRefit.DAILY.value,
+        help="how the replay refits the forecast's curve between cuts: afresh at each (daily, the "
+        "default and the daemon's way), started from the previous cut's fit (warm), or once a "
+        "week and reused (weekly); the burst models are refitted at every cut (docs/forecast.md)",
     )
     parser.add_argument(
         "--no-cache",
@@ -182,4 +191,5 @@ def settings_from_args(
         seed=getattr(args, "seed", 0),
         workers=args.workers,
         refit_cache=cache,
+        curve_refit=CurveRefit(getattr(args, "curve_refit", CurveRefit.DAILY.value)),
     )

@@ -189,3 +189,17 @@ AT_ONCE = "at_once"
 """A log record's `extra` key (`extra={AT_ONCE: True}`): a command writes this warning when it
 comes, not held with the others until its output is out (a long replay's projection, said before
 the replay runs)."""
+
+
+class CurveRefit(StrEnum):
+    """How a walk-forward replay refits the forecast's curve (Prophet) between cuts
+    (`replay.walkforward`, `--curve-refit`); the burst models are refitted at every cut."""
+
+    DAILY = "daily"
+    """A fresh fit at every cut (what the daemon does)."""
+    WARM = "warm"
+    """A fit at every cut, started from the previous cut's fitted parameters (a cold one each
+    week)."""
+    WEEKLY = "weekly"
+    """A fit at the first cut of each week, reused as it is (predicting the days since) at the
+    other cuts of that week."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 
@@ -32,7 +32,7 @@ from predictive_headroom.core.series import (
     NoForecast,
 )
 from predictive_headroom.core.settings import ModelSpec, PlanSettings
-from predictive_headroom.core.vocabulary import NoForecastWhy
+from predictive_headroom.core.vocabulary import CurveRefit, NoForecastWhy
 from predictive_headroom.forecast.blend import (
     Choice,
     abs_quantile,
@@ -61,7 +61,13 @@ from predictive_headroom.forecast.naive import (
     wider,
     working_step,
 )
-from predictive_headroom.forecast.prophet_model import Fit, fitted_model, predict
+from predictive_headroom.forecast.prophet_model import (
+    Curve,
+    Fit,
+    fitted_model,
+    predict,
+    warm_params,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -129,14 +135,31 @@ class ProphetForecaster:
         """Fit on the history known at `now` and forecast `spec.horizon` ahead, the burst
         allowance for `settings` (lead time, burst quantile, observation delay; the forecast
         records them as `fitted_for`). See the module docstring."""
+        return self.fit_curve(history, spec, settings, now)[0]
+
+    def fit_curve(
+        self,
+        history: History,
+        spec: ModelSpec,
+        settings: PlanSettings,
+        now: float,
+        how: CurveRefit = CurveRefit.DAILY,
+        prior: Curve | None = None,
+    ) -> tuple[Forecast | NoForecast, Curve | None]:
+        """`fit`, and the Prophet fits it made (None when it fitted none: too little history, or
+        the fallback). With `prior`, an earlier refit's fits (on history before `now`): `WARM`
+        starts each Prophet fit from the matching fit's parameters; `WEEKLY` reuses them as they
+        are, read at the times of the history known now (the days since their fit out of sample);
+        a validation fold `prior` lacks is fitted afresh. `DAILY` ignores `prior` (`fit`)."""
         started = time.perf_counter()
+        start = None if how is CurveRefit.DAILY else prior
         known = history.until(now)
         length = history_length(known)
         if length < DAY_SECONDS:
             return NoForecast(
                 NoForecastWhy.INSUFFICIENT_HISTORY,
                 f"{length / 3600:.1f} h of history up to now; at least 24 h is needed for any forecast",
-            )
+            ), None
         notes: list[str] = []
         if now - known.end > DAY_SECONDS:
             notes.append(f"history ends {(now - known.end) / 3600:.1f} h before now")
@@ -145,9 +168,9 @@ class ProphetForecaster:
                 f"cold start: {length / 86400:.1f} d of history is under minHistory "
                 f"{spec.min_history.total_seconds() / 86400:g} d; using seasonal naive"
             )
-            return self._fallback(known, spec, settings, now, notes, started)
+            return self._fallback(known, spec, settings, now, notes, started), None
         try:
-            return self._prophet(known, spec, settings, now, notes, started)
+            return self._prophet(known, spec, settings, now, notes, started, (how, start))
         except (
             Exception
         ) as exc:  # Prophet/Stan failures are many and varied; the fallback still serves.
@@ -155,7 +178,7 @@ class ProphetForecaster:
                 "Prophet fit failed for %s, using seasonal naive: %s", known.source or "series", exc
             )
             notes.append(f"prophet failed ({type(exc).__name__}: {exc}); using seasonal naive")
-            return self._fallback(known, spec, settings, now, notes, started)
+            return self._fallback(known, spec, settings, now, notes, started), None
 
     @staticmethod
     def _fallback(
@@ -182,22 +205,31 @@ class ProphetForecaster:
         now: float,
         notes: list[str],
         started: float,
-    ) -> Forecast:
+        start: tuple[CurveRefit, Curve | None] = (CurveRefit.DAILY, None),
+    ) -> tuple[Forecast, Curve]:
         """Fit Prophet on `known` and forecast `spec.horizon` from `now`: the validated blend, its
-        band and the burst allowance for `settings`; appends warnings to `notes`.
+        band and the burst allowance for `settings`, and the Prophet fits made (each from `start`,
+        as `fit_curve` says); appends warnings to `notes`.
 
         Raises ValueError when Prophet produces non-finite values (the caller falls back).
         """
         step, times, values, weekly = _grid(known, spec, notes)
         out = forecast_times(spec, now, known.start)
         # The final fit leaves out anomalous days (a blizzard, a holiday); validation fits keep them.
-        fit = self._fit(times, without_outlier_days(times, values), step, weekly, spec, notes)
+        how, prior = start
+        final = _Start(how, None if prior is None else prior.final)
+        fit = self._fit(
+            times, without_outlier_days(times, values), step, weekly, spec, notes, final
+        )
         fitted = fit.fitted
         yhat = fit.predict(out)
         if not (np.all(np.isfinite(fitted)) and np.all(np.isfinite(yhat))):
             raise ValueError("Prophet produced non-finite values")
         shape = np.maximum(yhat, 0.0)
-        yhat, lo, hi = self._blend(known, spec, now, (times, values, fitted), yhat, notes)
+        folds: dict[int, Fit] = {}
+        yhat, lo, hi = self._blend(
+            known, spec, now, (times, values, fitted), yhat, notes, start, folds
+        )
         grid = History(times, values, known.source)
         burst_for = partial(
             burst_profile,
@@ -210,7 +242,7 @@ class ProphetForecaster:
         burst: BurstProfile = burst_for(settings.quantile)
         trainer = _burst_trainer(known, spec, settings, (times, fitted), notes)
         yhat = np.maximum(yhat, 0.0)
-        return Forecast(
+        forecast = Forecast(
             times=out,
             yhat=yhat,
             lower=np.maximum(yhat + lo, 0.0),
@@ -226,6 +258,7 @@ class ProphetForecaster:
             burst_model_for=None if trainer is None else trainer.model,
             fitted_for=settings,
         )
+        return forecast, Curve(fit, folds)
 
     def _blend(
         self,
@@ -235,8 +268,11 @@ class ProphetForecaster:
         grid: tuple[np.ndarray, np.ndarray, np.ndarray],
         yhat: np.ndarray,
         notes: list[str],
+        start: tuple[CurveRefit, Curve | None] = (CurveRefit.DAILY, None),
+        fits: dict[int, Fit] | None = None,
     ) -> tuple[np.ndarray, float, float]:
-        """The point forecast and the band's offsets (lo, hi) to add to it.
+        """The point forecast and the band's offsets (lo, hi) to add to it; the validation's
+        Prophet fits (each from `start`) are kept in `fits` by fold.
 
         `grid` is (times, values, in-sample fit) of the history on its working grid; `yhat` is
         Prophet's forecast. Without a validation choice (short history) `yhat` is returned as is,
@@ -244,7 +280,7 @@ class ProphetForecaster:
         validation chose, with a symmetric band. Appends a note when seasonal naive outweighs Prophet.
         """
         times, values, fitted = grid
-        choice = self._validate(known, spec)
+        choice = self._validate(known, spec, start, fits)
         if choice is None:
             lo, hi = wider(
                 band(values - fitted, spec.interval_width),
@@ -274,9 +310,16 @@ class ProphetForecaster:
             )
         return yhat, -half, half
 
-    def _validate(self, known: History, spec: ModelSpec) -> Choice | None:
+    def _validate(
+        self,
+        known: History,
+        spec: ModelSpec,
+        start: tuple[CurveRefit, Curve | None] = (CurveRefit.DAILY, None),
+        fits: dict[int, Fit] | None = None,
+    ) -> Choice | None:
         """Forecast each of the last `validation_folds` windows of `validation_seconds` from a fit on the
-        history before it, and pick the blend that did best over them.
+        history before it (started from `start`'s matching fold, kept in `fits` by fold), and pick
+        the blend that did best over them.
 
         None when the history is too short to keep `VALIDATION_MIN_TRAIN_DAYS` of training before the
         earliest window (fewer folds are used when that leaves at least one).
@@ -295,7 +338,9 @@ class ProphetForecaster:
             step = working_step(train, spec)
             times, values = regular_grid(train, step)
             weekly = history_length(train) >= WEEKLY_MIN_DAYS * DAY_SECONDS
-            fit = self._fit(times, values, step, weekly, spec, [])
+            fit = self._fit(times, values, step, weekly, spec, [], _fold(start, k))
+            if fits is not None:
+                fits[k] = fit
             level = recent_level(times, values - fit.fitted, self.level_seconds)
             wide = replace(spec, horizon=timedelta(seconds=span + step))
             naive = seasonal_naive(train, wide, cut)
@@ -315,12 +360,33 @@ class ProphetForecaster:
         weekly: bool,
         spec: ModelSpec,
         notes: list[str],
+        start: _Start | None = None,
     ) -> Fit:
-        """Prophet on `values`, plus the within-hour profile of its residuals (see `predictive_headroom.forecast.hourly`)."""
-        model = fitted_model(self, times, values, step, weekly, spec, notes)
+        """Prophet on `values`, plus the within-hour profile of its residuals (see
+        `predictive_headroom.forecast.hourly`). From `start`'s earlier fit: `WEEKLY` reuses it
+        (read at `times`), `WARM` fits starting from its parameters."""
+        prior = None if start is None else start.fit
+        if prior is not None and start is not None and start.how is CurveRefit.WEEKLY:
+            return Fit(prior.model, prior.hourly, prior.predict(times))
+        init = None if prior is None else warm_params(prior.model)
+        model = fitted_model(self, times, values, step, weekly, spec, notes, init)
         fitted = predict(model, times)
         hourly = hourly_profile(times, values - fitted, step) if self.hourly else None
         return Fit(model, hourly, fitted if hourly is None else fitted + hourly(times))
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where one Prophet fit starts: `how`, from the earlier `fit` (None: afresh)."""
+
+    how: CurveRefit
+    fit: Fit | None
+
+
+def _fold(start: tuple[CurveRefit, Curve | None], k: int) -> _Start:
+    """Where validation fold `k`'s fit starts: the earlier curve's fold `k`, if it has one."""
+    how, prior = start
+    return _Start(how, None if prior is None else prior.folds.get(k))
 
 
 def _grid(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +42,12 @@ def fitted_model(
     weekly: bool,
     spec: ModelSpec,
     notes: list[str],
+    init: Mapping[str, Any] | None = None,
 ) -> object:
     """Prophet fitted on `values` as `params` (a `ProphetForecaster`: growth, Fourier orders, prior
-    scales, `max_fit_points`) says, with the pool's holidays when Prophet knows the country."""
+    scales, `max_fit_points`) says, with the pool's holidays when Prophet knows the country; its
+    optimiser starts from `init` (`warm_params` of an earlier fit; Prophet falls back to its own
+    start for a parameter whose shape differs), else from Prophet's own start."""
     from prophet import Prophet
 
     model = Prophet(
@@ -63,8 +67,18 @@ def fitted_model(
             notes.append(f"holidays {spec.holidays!r} ignored: {problem}")
         else:
             model.add_country_holidays(country_name=spec.holidays)
-    model.fit(training_frame(times, values, step, params.max_fit_points))
+    frame = training_frame(times, values, step, params.max_fit_points)
+    model.fit(frame, **({"init": dict(init)} if init is not None else {}))
     return model
+
+
+def warm_params(model: object) -> dict[str, Any]:
+    """A fitted Prophet's parameters as its `fit(init=...)` takes them (as Prophet's documentation
+    warm-starts a model from an earlier one: the MAP estimate's k, m, sigma_obs, delta, beta)."""
+    params = model.params  # type: ignore[attr-defined]
+    out: dict[str, Any] = {name: float(params[name][0][0]) for name in ("k", "m", "sigma_obs")}
+    out.update({name: np.asarray(params[name][0], dtype=float) for name in ("delta", "beta")})
+    return out
 
 
 def training_frame(
@@ -106,6 +120,15 @@ class Fit:
     def predict(self, times: np.ndarray) -> np.ndarray:
         yhat = predict(self.model, times)
         return yhat if self.hourly is None else yhat + self.hourly(times)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One refit's Prophet fits, kept for the next refit (`ProphetForecaster.fit_curve`): the final
+    fit and each validation fold's, by fold (0: the latest window)."""
+
+    final: Fit
+    folds: Mapping[int, Fit]
 
 
 def holiday_problem(country: str) -> str | None:

@@ -97,11 +97,13 @@ def code_digest() -> str:
 def refit_key(job: RefitJob) -> str:
     """What a refit depends on, hashed: the history slice it reads (timestamps and values as
     bytes), its instant and horizon, the knobs and settings, the forecaster and baseline, the
-    swept quantiles and the code (`code_digest`)."""
+    swept quantiles, how the curve is refitted and the key of the refit it starts from
+    (`RefitJob.curve`, `RefitJob.after`) and the code (`code_digest`)."""
     digest = hashlib.blake2b(code_digest().encode(), digest_size=20)
     digest.update(np.ascontiguousarray(job.known.times, dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(job.known.values, dtype=np.float64).tobytes())
     rest = (job.at, job.horizon, job.knobs, job.settings, job.forecaster, job.naive_fit)
+    digest.update(f"{job.curve}:{job.after}".encode())
     digest.update(joblib.hash((rest, job.quantiles)).encode())
     return digest.hexdigest()
 

@@ -16,6 +16,15 @@ they are the ones a single process makes.
 With `Refits.cache`, each refit's result is kept on disk (`replay.refit_cache`): a refit already
 kept for the same history slice, settings and code is read instead of fitted, so the forecasts
 are the same with the cache and without.
+
+`Refits.curve` (`CurveRefit`) says how the forecast's curve is refitted between cuts: afresh at
+every cut (`daily`, the default and the daemon's way), started from the previous cut's fitted
+parameters (`warm`), or fitted at the first cut of each week and reused at the others (`weekly`);
+the burst models are refitted at every cut in all three. A refit that starts from another is
+linked to it (`curve_links`): it runs once that one is done, in waves of refits that depend only
+on earlier waves, and its cache key holds the other's key (`RefitJob.after`). Only a refit at an
+earlier cut is ever linked to, so a refit still reads only what was known at its cut. Whether
+`warm` or `weekly` moves the replay's figures: `docs/forecast.md`.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from predictive_headroom.core.settings import (
     model_spec,
     with_values,
 )
-from predictive_headroom.core.vocabulary import AT_ONCE
+from predictive_headroom.core.vocabulary import AT_ONCE, CurveRefit
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import format_duration
 from predictive_headroom.protocols import Forecaster
@@ -114,6 +123,8 @@ class Refits:
     """Modules the workers import once, before any refit (the forecaster's libraries)."""
     cache: RefitStore | None = None
     progress_seconds: float = PIPE_LINE_SECONDS
+    curve: CurveRefit = CurveRefit.DAILY
+    """How the forecast's curve is refitted between cuts (the module docstring)."""
 
 
 def baseline_forecast(profile: Any, now: float, horizon: float) -> Forecast:
@@ -156,6 +167,27 @@ class RefitJob:
     forecaster: Forecaster
     naive_fit: NaiveFit
     quantiles: tuple[float, ...]
+    curve: CurveRefit = CurveRefit.DAILY
+    after: str = ""
+    """The key of the earlier refit whose curve this one starts from ("": none)."""
+    prior: object | None = None
+    """That refit's curve (`Refitted.curve`), set once it is done; not in the key (`after` is)."""
+
+
+class CurveForecaster(Protocol):
+    """A forecaster that can start its curve from an earlier refit's (`ProphetForecaster`)."""
+
+    def fit_curve(
+        self,
+        history: History,
+        spec: ModelSpec,
+        settings: PlanSettings,
+        now: float,
+        how: CurveRefit,
+        prior: Any,
+    ) -> tuple[Forecast | NoForecast, object | None]:
+        """The forecast at `now`, and its curve for a later refit to start from (None: none)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -167,6 +199,8 @@ class Refitted:
     naive: Forecast
     swept: tuple[tuple[Forecast | NoForecast, Forecast], ...]
     fit_seconds: float
+    curve: object | None = None
+    """The curve a later refit starts from (`RefitJob.prior`; None with `CurveRefit.DAILY`)."""
 
 
 def refit(job: RefitJob) -> Refitted:
@@ -174,7 +208,14 @@ def refit(job: RefitJob) -> Refitted:
     (the burst models at the other quantiles are fitted here too, from the same refit)."""
     lead, at, known = job.settings.lead, job.at, job.known
     started = time.perf_counter()
-    fitted = job.forecaster.fit(known, job.knobs, job.settings, at)
+    curve: object | None = None
+    if job.curve is CurveRefit.DAILY or not hasattr(job.forecaster, "fit_curve"):
+        fitted = job.forecaster.fit(known, job.knobs, job.settings, at)
+    else:
+        forecaster: CurveForecaster = job.forecaster  # type: ignore[assignment]
+        fitted, curve = forecaster.fit_curve(
+            known, job.knobs, job.settings, at, job.curve, job.prior
+        )
     seconds = time.perf_counter() - started
 
     def naive_at(q: float) -> Forecast:
@@ -185,7 +226,31 @@ def refit(job: RefitJob) -> Refitted:
         (at_quantile(fitted, q, swept_q) if isinstance(fitted, Forecast) else fitted, naive_at(q))
         for q in job.quantiles
     )
-    return Refitted(fitted, naive_at(job.settings.quantile), swept, seconds)
+    return Refitted(fitted, naive_at(job.settings.quantile), swept, seconds, curve)
+
+
+CURVE_WEEK = 7 * 86400.0
+"""The span of a `warm` chain (a fresh fit starts each) and of a `weekly` curve's reuse."""
+
+
+def curve_links(refits: int, every: float, how: CurveRefit) -> list[int | None]:
+    """For each of `refits` refits `every` seconds apart, the earlier refit whose curve it starts
+    from (None: a fit afresh): `warm`, the one before, with a fresh fit at the first of each week;
+    `weekly`, the first of its week; `daily`, none."""
+    week = max(1, round(CURVE_WEEK / every))
+    if how is CurveRefit.WARM:
+        return [None if k % week == 0 else k - 1 for k in range(refits)]
+    if how is CurveRefit.WEEKLY:
+        return [None if k % week == 0 else k - k % week for k in range(refits)]
+    return [None] * refits
+
+
+def curve_waves(links: Sequence[int | None]) -> list[list[int]]:
+    """The refits in waves, each after the wave of the refit it starts from (one wave: no links)."""
+    depth: list[int] = []
+    for link in links:
+        depth.append(0 if link is None else depth[link] + 1)
+    return [[k for k, d in enumerate(depth) if d == w] for w in range(max(depth, default=-1) + 1)]
 
 
 def walk_forward(
@@ -208,24 +273,53 @@ def walk_forward(
     knobs = model if model is not None else model_spec(spec)
     every = refits.every
     refit_at = np.arange(times[first], times[-1] + 1, every)
-    jobs = _refit_jobs(history, pool, refit_at, knobs, settings, refits)
+    links = curve_links(len(refit_at), every, refits.curve)
+    jobs, keys = _linked(
+        _refit_jobs(history, pool, refit_at, knobs, settings, refits), links, refits
+    )
     cache = refits.cache
-    keys = [cache.key(job) for job in jobs] if cache is not None else []
     held = [cache.holds(key) for key in keys] if cache is not None else [False] * len(jobs)
     if refits.progress:
-        _say_plan(history, pool, len(jobs), sum(held), refits.workers)
+        _say_plan(history, pool, len(jobs), sum(held), refits.workers, refits.curve)
     outs: list[Refitted | None] = [None] * len(jobs)
     if cache is not None:
         for k in (k for k in range(len(jobs)) if held[k]):
             outs[k] = cache.load(keys[k])
     todo = [k for k in range(len(jobs)) if outs[k] is None]
-    fitted = _fit(jobs, todo, keys, cache, refits, refit_at, history)
-    for k, out in zip(todo, fitted, strict=True):
-        outs[k] = out
+    bar = RefitProgress(len(todo), refits.progress, refits.progress_seconds)
+    try:
+        for wave in curve_waves(links):
+            run = [k for k in wave if outs[k] is None]
+            for k in run:
+                link = links[k]
+                start = None if link is None else outs[link]
+                jobs[k] = replace(jobs[k], prior=None if start is None else start.curve)
+            fitted = _fit(jobs, run, keys, cache, refits, refit_at, history, bar)
+            for k, out in zip(run, fitted, strict=True):
+                outs[k] = out
+    finally:
+        bar.close()
     if cache is not None:
         cache.trim()
-    done = [out for out in outs if out is not None]
+    done = [replace(out, curve=None) for out in outs if out is not None]  # let the curves go
     return replace(_walked(done, refit_at, refits.quantiles), cached=len(jobs) - len(todo))
+
+
+def _linked(
+    jobs: list[RefitJob], links: Sequence[int | None], refits: Refits
+) -> tuple[list[RefitJob], list[str]]:
+    """`jobs` each with its curve refit and the key of the refit it starts from (`links`), and
+    their keys in `refits.cache` (none without one)."""
+    cache = refits.cache
+    keys: list[str] = []
+    out: list[RefitJob] = []
+    for job, link in zip(jobs, links, strict=True):
+        after = "" if link is None else (keys[link] if cache is not None else str(link))
+        job = replace(job, curve=refits.curve, after=after)
+        out.append(job)
+        if cache is not None:
+            keys.append(cache.key(job))
+    return out, keys
 
 
 def _fit(
@@ -236,44 +330,48 @@ def _fit(
     refits: Refits,
     refit_at: np.ndarray,
     history: History,
+    bar: RefitProgress,
 ) -> list[Refitted]:
-    """The refits `todo` of `jobs`, fitted (in workers) and, with a cache, stored there."""
-    bar = RefitProgress(len(todo), refits.progress, refits.progress_seconds)
-    first = [True]
+    """The refits `todo` of `jobs`, fitted (in workers) and, with a cache, stored there; each
+    done ticks `bar` (the first says when the replay will be long)."""
 
     def done(k: int, out: Refitted) -> None:
-        if first[0]:
-            first[0] = False
-            _say_when_long(len(todo), out.fit_seconds, refits.every, history, refits.workers)
+        if bar.done == 0:
+            _say_when_long(bar.total, out.fit_seconds, refits.every, history, refits.workers)
         bar.tick()
 
     def name(k: int) -> str:
         return f"refit {todo[k] + 1}/{len(jobs)} at {iso_utc(float(refit_at[todo[k]]))}"
 
-    try:
-        if cache is None:
-            run = [jobs[k] for k in todo]
-            return in_workers(
-                refit, run, refits.workers, name=name, done=done, preload=refits.preload
-            )
-        keyed = [(keys[k], jobs[k]) for k in todo]
-        pairs = in_workers(
-            cache.storing(),
-            keyed,
-            refits.workers,
-            name=name,
-            done=lambda k, pair: done(k, pair[0]),
-            preload=refits.preload,
-        )
-    finally:
-        bar.close()
+    if not todo:
+        return []
+    if cache is None:
+        run = [jobs[k] for k in todo]
+        return in_workers(refit, run, refits.workers, name=name, done=done, preload=refits.preload)
+    keyed = [(keys[k], jobs[k]) for k in todo]
+    pairs = in_workers(
+        cache.storing(),
+        keyed,
+        refits.workers,
+        name=name,
+        done=lambda k, pair: done(k, pair[0]),
+        preload=refits.preload,
+    )
     for _, stored in pairs:
         cache.stored(stored)
     return [out for out, _ in pairs]
 
 
-def _say_plan(history: History, pool: Pool, refits: int, held: int, workers: int) -> None:
-    """The first line: what was read and what the replay will do."""
+def _say_plan(
+    history: History,
+    pool: Pool,
+    refits: int,
+    held: int,
+    workers: int,
+    curve: CurveRefit = CurveRefit.DAILY,
+) -> None:
+    """The first line: what was read and what the replay will do (and how the curve is refitted,
+    when not afresh at every refit)."""
     span = (history.end - history.start) / 86400 if len(history) else 0.0
     read = (
         f"{len(history):,} samples {iso_utc(history.start)} .. {iso_utc(history.end)} "
@@ -284,6 +382,8 @@ def _say_plan(history: History, pool: Pool, refits: int, held: int, workers: int
     cached = f", {held} of them in the cache" if held else ""
     fits = refits - held
     where = f" in {min(workers, fits)} worker processes" if fits > 1 and workers > 1 else ""
+    if curve is not CurveRefit.DAILY:
+        where += f" (--curve-refit {curve}: not the daemon's way, see docs/forecast.md)"
     print(
         f"pool {pool.name}: read {read}; {refits} refits{cached}, {fits} to fit{where}",
         file=sys.stderr,

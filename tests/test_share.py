@@ -22,7 +22,7 @@ from predictive_headroom.daemon.components import watches
 from predictive_headroom.pages.glossary import GLOSSARY
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.share import Share
-from predictive_headroom.replay.planner import planner_strategy, share_parts
+from predictive_headroom.replay.planner import World, planner_strategy, share_parts
 
 GI = 2.0**30
 NS = "headroom"
@@ -230,7 +230,7 @@ def test_the_replay_plans_the_share_over_the_timeline_as_at_each_instant() -> No
     pods = rng.integers(0, 60, size=240)
     times = 1e9 + 60.0 * np.arange(pods.size)
     settings = resolve_settings(pool)
-    fast = planner_strategy(pool, times, (), None, 0.0, settings, pods=pods)[1]
+    fast = planner_strategy(pool, times, (), None, 0.0, settings, World(pods))[1]
     timeline = PoolTimeline(pool, times, None, None, (), settings)
     shares = share_parts(pool, pods, round(settings.delay / 60))
     slow = [timeline.plan(i, None, {"share": s} if s else {}).desired for i, s in enumerate(shares)]

@@ -426,7 +426,7 @@ def _tune(
         levels=levels,
         short_days=_short_days(book, target),
         capped_days=capped.get(cand, 0),
-        max_replicas=pool.max_replicas,
+        max_replicas=static_cap(pool),
         fixed=_fixed(static, target),
         node_slots=simulated.node_slots,
         fixed_hold=hold,
@@ -442,7 +442,7 @@ def _status(
     """The re-tune's status, its reason in words and the fixed N it holds (with
     `protectionFallback: fixed`, when the ledger says the forecast did not pay), logged once."""
     status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
-    reason = _verdict(choice, book, target, days, pool.max_replicas)
+    reason = _verdict(choice, book, target, days, static_cap(pool))
     hold = hold_fixed(choice, static, target) if pool.protection_fallback == "fixed" else None
     if hold is not None:
         status, reason = TuningStatus.FIXED, f"asked {100 * target:g}%, {hold.says(target)}"
@@ -593,7 +593,7 @@ def _replay(
                     continue
                 placeholders = with_reserve(g.run.placeholders, n, static_cap(pool))
                 run = g.run if n == 0 else r.simulate(placeholders)
-                capped[candidate] = _capped_days(run, pool.max_replicas, bounds, r.start)
+                capped[candidate] = _capped_days(run, static_cap(pool), bounds, r.start)
                 yield candidate, run
 
     book = ledger(candidate_runs(), reactive, bounds, r.start)

@@ -446,6 +446,9 @@ def test_plan_report_tune_and_backtest_agree_where_the_limits_cap_binds(
         # the replays see the simulated nodes (none leaving: disruption 0); the CLI does not
         assert components.pop("disruption", 0) == 0, who
         assert (replicas, reason, components) == want, who
+    # The re-tune names the cap that held its reserve: the limits, not maxReplicas.
+    said = json.dumps(tune["daemon_now"])
+    assert "limits 3 held it at 3" in said and "maxReplicas 3" not in said
     # The replay holds the cap too: the backtest caps a reserve there, and its page shows the cap.
     assert backtest["settings"]["max_replicas"] == LIMITED_CAP
     page = (page_dir / "backtest.html").read_text()

@@ -203,6 +203,12 @@ def static_cap(pool: Pool) -> int:
     return static_binding(pool)[1]
 
 
+def static_cap_name(pool: Pool) -> str:
+    """The words for `static_cap`: `maxReplicas`, or the name of the cap that allows fewer."""
+    name = static_binding(pool)[0]
+    return "maxReplicas" if name == Component.MAX else name
+
+
 def read_caps(pool: Pool) -> list[str]:
     """The caps of `pool` read by a shell at each instant (their value is not known ahead)."""
     return [str(r.name) for r in READ if r.kind == Kind.CAP and r.enabled(pool)]

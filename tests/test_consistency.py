@@ -451,6 +451,8 @@ def test_plan_report_tune_and_backtest_agree_where_the_limits_cap_binds(
     assert "limits 3 held it at 3" in said and "maxReplicas 3" not in said
     # The replay holds the cap too: the backtest caps a reserve there, and its page shows the cap.
     assert backtest["settings"]["max_replicas"] == LIMITED_CAP
+    assert backtest["settings"]["cap_name"] == "limits"
+    assert "maxReplicas 3" not in json.dumps(backtest)
     page = (page_dir / "backtest.html").read_text()
     report_page = (report_dir / "index.html").read_text()
     assert "limits 3" in report_page  # the cap's dotted line on the plan chart

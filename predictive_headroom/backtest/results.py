@@ -146,9 +146,15 @@ class ReplaySettings:
     protection_fallback: str = "none"
     """The pool's `protectionFallback` (`fixed`: the promise walk holds a fixed N when its
     ledger says so, `replay.fallback`)."""
+    cap_name: str = "maxReplicas"
+    """The cap `max_replicas` is (`core.components.static_cap_name`): in the JSON only when it is
+    not maxReplicas."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["cap_name"] == "maxReplicas":
+            del out["cap_name"]
+        return out
 
 
 def x_against(

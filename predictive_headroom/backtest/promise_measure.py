@@ -271,8 +271,9 @@ def _entry(
 def _cause(
     result: BacktestResult, wf: WalkForward, p: float, short_days: int, reactive_u: float
 ) -> Shortfall:
-    """Why `wf` kept less than `p` (`core.shortfall`): the days `maxReplicas` held the plan while
-    pods waited, and the fewest fixed placeholders that kept `p` in this replay."""
+    """Why `wf` kept less than `p` (`core.shortfall`): the days the cap (maxReplicas, or the
+    limits where they allow fewer) held the plan while pods waited, and the fewest fixed
+    placeholders that kept `p` in this replay."""
     cap = result.settings.max_replicas
     held = (wf.run.placeholders >= cap) & (wf.run.unserved > 0)
     edges = [*wf.period_starts, result.pods.size]
@@ -292,6 +293,7 @@ def _cause(
         capped_days=capped,
         max_replicas=cap,
         fixed=fixed,
+        cap_name=result.settings.cap_name,
     )
 
 

@@ -120,7 +120,9 @@ class ReplaySettings:
     data_step_seconds: float
     pool: str | None
     max_replicas: int
-    """The pool's maxReplicas: a reserve on top of a plan is capped there, as the planner does."""
+    """The pool's smallest cap known from its fields (maxReplicas, or `limits:` when they allow
+    fewer, `core.components.static_cap`): a reserve on top of a plan is capped there, as the
+    planner does."""
     demand_per_replica: float
     demand_per_replica_source: str
     median_app_pods: float
@@ -147,9 +149,15 @@ class ReplaySettings:
     protection_fallback: str = "none"
     """The pool's `protectionFallback` (`fixed`: the promise walk holds a fixed N when its
     ledger says so, `replay.fallback`)."""
+    cap_name: str = "maxReplicas"
+    """The cap `max_replicas` is (`core.components.static_cap_name`): in the JSON only when it is
+    not maxReplicas."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["cap_name"] == "maxReplicas":
+            del out["cap_name"]
+        return out
 
 
 def x_against(

@@ -60,7 +60,7 @@ from predictive_headroom.backtest.results import (
     component_chart_data,
     x_against,
 )
-from predictive_headroom.core.components import Part
+from predictive_headroom.core.components import Part, static_cap, static_cap_name
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import (
     DAY_SECONDS,
@@ -80,7 +80,12 @@ from predictive_headroom.policy.config import (
     Pool,
 )
 from predictive_headroom.protocols import Forecaster
-from predictive_headroom.replay.planner import SimulatedDisruption, planner_strategy, replay_parts
+from predictive_headroom.replay.planner import (
+    SimulatedDisruption,
+    World,
+    planner_strategy,
+    replay_parts,
+)
 from predictive_headroom.replay.setup import Replay, resolve
 from predictive_headroom.replay.simulator import (
     ClusterSpec,
@@ -298,7 +303,7 @@ def interrupted(
 
     def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
         strategy = planner_strategy(
-            pool, r.times, in_force, r.history, cpn, r.plan_settings, disruption=seen, pods=r.pods
+            pool, r.times, in_force, r.history, cpn, r.plan_settings, World(r.pods, seen)
         )[1]
         return simulate(r.pods, strategy, r.cluster, spec)
 
@@ -403,7 +408,8 @@ def replay_settings(r: Replay, s: BacktestSettings, wf: WalkForward) -> ReplaySe
         points=len(r.history),
         data_step_seconds=r.history.step_seconds,
         pool=r.pool.name if r.given_pool is not None else None,
-        max_replicas=r.pool.max_replicas,
+        max_replicas=static_cap(r.pool),
+        cap_name=static_cap_name(r.pool),
         demand_per_replica=chosen.demand_per_replica.value if chosen.demand_per_replica else 0.0,
         demand_per_replica_source=r.dpr_source,
         median_app_pods=float(np.median(r.pods)),

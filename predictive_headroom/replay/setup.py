@@ -30,7 +30,7 @@ from predictive_headroom.policy.config import (
     ScheduleWindow,
     Target,
 )
-from predictive_headroom.replay.planner import planner_strategy
+from predictive_headroom.replay.planner import World, planner_strategy
 from predictive_headroom.replay.simulator import (
     ClusterSpec,
     Decide,
@@ -172,21 +172,23 @@ class Replay:
         cpn, chosen = self.nodes.cores_per_node, settings or self.plan_settings
         assert cpn is not None  # `resolve` sets it
         strategy = planner_strategy(
-            pool, self.times, in_force, self.history, cpn, chosen, pods=self.pods
+            pool, self.times, in_force, self.history, cpn, chosen, World(self.pods)
         )[1]
         return self.simulate(strategy)
 
     def floor_only(
         self, schedules: list[ScheduleWindow] | None = None, rule: Proportional | None = None
     ) -> Pool:
-        """A pool of the replayed pool's name, target and maxReplicas whose only floor is
-        `schedules` or `rule` (no minReplicas, no forecast), with the replayed pool's disruption
-        section: the schedule and proportional strategies. It plans with the run's
+        """A pool of the replayed pool's name, target and caps (maxReplicas, `limits:` with its
+        placeholder) whose only floor is `schedules` or `rule` (no minReplicas, no forecast),
+        with the replayed pool's disruption section: the schedule and proportional strategies. It plans with the run's
         `plan_settings` (lead time, stabilisation)."""
         return Pool(
             name=self.pool.name,
             target=self.pool.target,
             max_replicas=self.pool.max_replicas,
+            placeholder=self.pool.placeholder,
+            limits=self.pool.limits,
             schedules=schedules or [],
             proportional=rule,
             disruption=self.pool.disruption,

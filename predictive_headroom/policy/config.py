@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from predictive_headroom.policy.budget import Budget, priced_problem
 from predictive_headroom.policy.calendars import CALENDAR_PATTERN, check_calendar
 from predictive_headroom.policy.cpa import Ladder, Linear, Proportional, Step
 from predictive_headroom.policy.cron import CRON_PATTERN, check_fires
@@ -262,6 +263,9 @@ class Pool(_Model):
     capacity, a reserve for interruptions within the lead time (`policy.disruption`)."""
     share: Share = Field(default_factory=Share)
     """Headroom as a share of what the pool's pods request, e.g. {cpu: 10%} (`policy.share`)."""
+    budget: Budget | None = None
+    """The most the headroom may hold a day: {perDay: 40 USD} or {nodeHoursPerDay: 50}
+    (`policy.budget`)."""
     protection: float | None = Field(
         default=None,
         gt=0,
@@ -407,6 +411,9 @@ class Policy(_Model):
                 )
             names.add(pool.name)
             targets.add(key)
+            problem = None if pool.budget is None else priced_problem(pool.budget, self.cost)
+            if problem:
+                raise FieldProblem(f"pools[{i}].budget.perDay", problem)
         return self
 
     def pool(self, name: str) -> Pool:

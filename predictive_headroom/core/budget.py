@@ -1,0 +1,221 @@
+"""The budget cap: the most overhead node-hours a pool's headroom holds in a day.
+
+    spent + ahead <= budget            (overhead node-hours, since midnight in the budget's zone)
+
+`spent` is what the placeholders held since the start of the day, `ahead` what the plan would hold
+to its end; a placeholder held for an hour is 1/`slots` of a node-hour (`core.price`: the node
+the pool is priced on holds `slots` placeholders), and a budget in money is turned into
+node-hours at that node-hour's price. When the sum is over the budget the cap binds: the plan
+holds what is left spread over the rest of the day,
+
+    cap = floor((budget - spent) x slots / hours left in the day)
+
+and says `budget` when that is below what the floors ask for. A day is midnight to midnight in the
+budget's time zone (`zoneinfo`): 23 or 25 hours on the days the clocks change, so the same budget
+is spread over the hours the day has.
+
+Two forms of the rule: one instant (`budget_cap`: `now`, the spend so far and the plan ahead
+passed in), as the daemon and `plan` use it, and a held series at once (`hold_within`: each
+instant's spend is what the series held before it, the plan ahead the count it holds then), as
+the replay uses it. Pure: no clock reads, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import cache
+from zoneinfo import ZoneInfo
+
+import numpy as np
+
+from predictive_headroom.core.price import Price
+from predictive_headroom.policy.budget import Budget
+
+HOUR = 3600.0
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Day:
+    """One day of the budget: from `start` to `end` (POSIX seconds), midnight to midnight in its
+    time zone."""
+
+    start: float
+    end: float
+
+    @property
+    def hours(self) -> float:
+        """How long the day is: 24, or 23/25 on the days the clocks change."""
+        return (self.end - self.start) / HOUR
+
+
+@cache
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def _midnight(date: object, zone: ZoneInfo) -> float:
+    """The first instant of `date` in `zone` (where midnight is skipped, the instant the clocks
+    jump: the wall clock read before the change)."""
+    return datetime(date.year, date.month, date.day, tzinfo=zone).timestamp()  # type: ignore[attr-defined]
+
+
+def day_of(at: float, zone: str) -> Day:
+    """The day in `zone` (an IANA name) that holds the instant `at`."""
+    tz = _zone(zone)
+    date = datetime.fromtimestamp(at, tz).date()
+    return Day(_midnight(date, tz), _midnight(date + timedelta(days=1), tz))
+
+
+@dataclass(frozen=True)
+class DailyBudget:
+    """A pool's budget as the rule reads it: overhead node-hours a day, the placeholders one node
+    holds, the time zone of the day, and the budget in words."""
+
+    node_hours: float
+    slots: int
+    zone: str
+    given: str
+
+    def node_hours_of(self, replicas: float, seconds: float) -> float:
+        """The node-hours `replicas` placeholders hold for `seconds`."""
+        return replicas * seconds / HOUR / self.slots
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "node_hours_per_day": round(self.node_hours, 6),
+            "slots": self.slots,
+            "timezone": self.zone,
+            "given": self.given,
+        }
+
+
+def daily_budget(budget: Budget, price: Price) -> DailyBudget:
+    """`budget` in node-hours a day on the node `price` prices (money through its node-hour).
+    ValueError when a budget in money meets no price or another currency (the policy refuses
+    both on load; a price given on the command line can still differ)."""
+    money = budget.money
+    if money is None:
+        assert budget.node_hours_per_day is not None  # one of the two, checked on load
+        per_day = float(budget.node_hours_per_day)
+        return DailyBudget(
+            per_day, price.slots, budget.timezone, f"{per_day:,.4g} overhead node-hours a day"
+        )
+    amount, currency = money
+    if currency != price.currency.upper():
+        raise ValueError(
+            f"budget.perDay {budget.per_day}: headroom is priced in {price.currency}; give the "
+            f"budget in {price.currency} or in node-hours (nodeHoursPerDay)"
+        )
+    if price.node_hour is None or price.node_hour <= 0:
+        raise ValueError(
+            f"budget.perDay {budget.per_day}: no price for a node-hour to turn it into "
+            "node-hours; set cost.nodeHourPrice or give nodeHoursPerDay"
+        )
+    per_day = amount / price.node_hour
+    return DailyBudget(
+        per_day,
+        price.slots,
+        budget.timezone,
+        f"{amount:,.2f} {currency} a day ({per_day:,.1f} overhead node-hours at "
+        f"{price.node_hour:,.4g} {currency} a node-hour)",
+    )
+
+
+def held_node_hours(
+    held: Sequence[tuple[float, float]], since: float, until: float, slots: int
+) -> float:
+    """The node-hours a count held from `since` to `until`: `held` is (instant, replicas) in
+    ascending order, each count held from its instant until the next one's (the last until
+    `until`); before the first instant nothing is counted."""
+    total = 0.0
+    for k, (at, replicas) in enumerate(held):
+        lo = max(at, since)
+        hi = min(held[k + 1][0] if k + 1 < len(held) else until, until)
+        if hi > lo:
+            total += replicas * (hi - lo)
+    return total / HOUR / slots
+
+
+@dataclass(frozen=True)
+class BudgetCap:
+    """The budget at one instant: the cap (None when the day's spend and the plan ahead stay
+    within the budget), and the figures it came from (node-hours)."""
+
+    cap: int | None
+    spent: float
+    ahead: float
+    budget: DailyBudget
+    day: Day
+
+    @property
+    def left(self) -> float:
+        """Node-hours left in the day's budget (negative when over)."""
+        return self.budget.node_hours - self.spent
+
+    def limits(self, wanted: int) -> bool:
+        """Whether the cap holds the plan below `wanted`."""
+        return self.cap is not None and self.cap < wanted
+
+    def to_details(self) -> dict[str, object]:
+        """What the plan's details show of it."""
+        return {
+            "budget_node_hours_per_day": round(self.budget.node_hours, 3),
+            "budget_spent_node_hours": round(self.spent, 3),
+            "budget_ahead_node_hours": round(self.ahead, 3),
+            "budget_day_hours": round(self.day.hours, 3),
+            "budget_cap": self.cap,
+        }
+
+
+def budget_cap(
+    budget: DailyBudget, now: float, spent: float, ahead: Sequence[tuple[float, float]]
+) -> BudgetCap:
+    """The cap at `now`, given the node-hours held since the start of its day (`spent`) and the
+    plan ahead (`ahead`: (instant, replicas) from `now`, each held until the next, the last to
+    the end of the day). Binds when spent plus the plan ahead is over the budget: then the cap is
+    the node-hours left spread evenly over the hours left, in placeholders, at least 0."""
+    day = day_of(now, budget.zone)
+    will_hold = held_node_hours(ahead, now, day.end, budget.slots)
+    if spent + will_hold <= budget.node_hours + _EPS:
+        return BudgetCap(None, spent, will_hold, budget, day)
+    hours_left = (day.end - now) / HOUR
+    affords = max(0.0, budget.node_hours - spent) * budget.slots / hours_left
+    return BudgetCap(int(math.floor(affords + _EPS)), spent, will_hold, budget, day)
+
+
+def hold_within(
+    times: np.ndarray, wanted: np.ndarray, budget: DailyBudget, steps: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """(held, capped): what a series holds under the budget, walking forward. `wanted` is the
+    plan at each instant of `times` (ascending) before the budget and before scale-down
+    stabilisation; the count held at an instant is the largest capped count of the last `steps`
+    instants (this one's uncapped), at most the cap, which comes from what the series held
+    before it that day and from that count held to the end of the day (only the past and the
+    present are read). Each count is held until the next instant (the last for the median step).
+    `capped` says where the cap held the plan below what it would hold without it."""
+    times = np.asarray(times, dtype=float)
+    wanted = np.asarray(wanted, dtype=np.int64)
+    n = times.size
+    held = np.zeros(n, dtype=np.int64)
+    raw = np.zeros(n, dtype=np.int64)
+    capped = np.zeros(n, dtype=bool)
+    step = float(np.median(np.diff(times))) if n > 1 else HOUR
+    day, spent, carried = None, 0.0, 0.0
+    for i in range(n):
+        at = float(times[i])
+        if day is None or at >= day.end:
+            day, spent = day_of(at, budget.zone), carried
+        carried = 0.0
+        would = max(int(wanted[i]), int(raw[max(0, i - steps + 1) : i].max(initial=0)))
+        cap = budget_cap(budget, at, spent, ((at, float(would)),)).cap
+        raw[i] = wanted[i] if cap is None else min(int(wanted[i]), cap)
+        held[i] = would if cap is None else min(would, cap)
+        capped[i] = held[i] < would
+        until = float(times[i + 1]) if i + 1 < n else at + step
+        spent += budget.node_hours_of(float(held[i]), min(until, day.end) - at)
+        carried = budget.node_hours_of(float(held[i]), max(0.0, until - day.end))
+    return held, capped

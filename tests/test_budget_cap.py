@@ -13,7 +13,10 @@ import pytest
 from predictive_headroom.cli import main
 from predictive_headroom.core.budget import (
     DailyBudget,
+    Ledger,
+    affords,
     budget_cap,
+    budget_part,
     daily_budget,
     day_of,
     held_node_hours,
@@ -90,6 +93,33 @@ def test_a_longer_day_spreads_the_same_budget_over_more_hours() -> None:
     assert (short.day.hours, short.cap) == (23, 2)  # 46 / 23 = 2 an hour
     assert (usual.day.hours, usual.cap) == (24, 1)  # 46 / 24 = 1.9
     assert (long.day.hours, long.cap) == (25, 1)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Berlin"])
+def test_the_planners_cap_is_the_rule_with_the_plan_held_to_the_end_of_the_day(zone) -> None:
+    rng = np.random.default_rng(3)
+    budget = DailyBudget(30.0, 8, zone, "30 node-hours")
+    for _ in range(300):
+        now = at("2026-10-25T00:00+00:00") + float(rng.uniform(0, 86400))
+        spent, would = float(rng.uniform(0, 40)), int(rng.integers(0, 60))
+        rule = budget_cap(budget, now, spent, [(now, would)])
+        part = budget_part(budget, now, spent)
+        assert min(would, part.replicas) == (would if rule.cap is None else rule.cap)
+        assert rule.limits(would) == (part.replicas < would)
+
+
+def test_the_ledger_counts_what_was_held_since_midnight() -> None:
+    budget = DailyBudget(30.0, 8, "Europe/Berlin", "30 node-hours")
+    midnight = at("2026-06-02T00:00+02:00")
+    ledger = Ledger()
+    ledger.record(midnight - 2 * H, 16)  # held across midnight: counted from midnight
+    ledger.record(midnight + H, 8)
+    ledger.record(midnight + H, 80)  # the same instant again: ignored
+    assert ledger.spent(budget, midnight + 3 * H) == pytest.approx(2 + 2)
+    assert ledger.spent(budget, midnight + 3 * H) == pytest.approx(4)  # reading twice is the same
+    assert ledger.spent(budget, midnight + 24 * H + H) == pytest.approx(1)  # the next day
+    assert Ledger().spent(budget, midnight + H) == 0.0  # nothing known: a restart
+    assert affords(budget, midnight + 12 * H, 4.0) == 17  # 26 left over 12 hours: 17.3
 
 
 def test_node_hours_held_count_each_count_until_the_next() -> None:

@@ -160,15 +160,14 @@ class BudgetCap:
         """Whether the cap holds the plan below `wanted`."""
         return self.cap is not None and self.cap < wanted
 
-    def to_details(self) -> dict[str, object]:
-        """What the plan's details show of it."""
-        return {
-            "budget_node_hours_per_day": round(self.budget.node_hours, 3),
-            "budget_spent_node_hours": round(self.spent, 3),
-            "budget_ahead_node_hours": round(self.ahead, 3),
-            "budget_day_hours": round(self.day.hours, 3),
-            "budget_cap": self.cap,
-        }
+
+def affords(budget: DailyBudget, now: float, spent: float) -> int:
+    """The placeholders the node-hours left in `now`'s day afford, spread evenly over the hours
+    left (at least 0): the cap when the budget binds."""
+    day = day_of(now, budget.zone)
+    hours_left = (day.end - now) / HOUR
+    left = max(0.0, budget.node_hours - spent)
+    return int(math.floor(left * budget.slots / hours_left + _EPS))
 
 
 def budget_cap(
@@ -177,14 +176,70 @@ def budget_cap(
     """The cap at `now`, given the node-hours held since the start of its day (`spent`) and the
     plan ahead (`ahead`: (instant, replicas) from `now`, each held until the next, the last to
     the end of the day). Binds when spent plus the plan ahead is over the budget: then the cap is
-    the node-hours left spread evenly over the hours left, in placeholders, at least 0."""
+    what is left spread over the rest of the day (`affords`)."""
     day = day_of(now, budget.zone)
     will_hold = held_node_hours(ahead, now, day.end, budget.slots)
     if spent + will_hold <= budget.node_hours + _EPS:
         return BudgetCap(None, spent, will_hold, budget, day)
-    hours_left = (day.end - now) / HOUR
-    affords = max(0.0, budget.node_hours - spent) * budget.slots / hours_left
-    return BudgetCap(int(math.floor(affords + _EPS)), spent, will_hold, budget, day)
+    return BudgetCap(affords(budget, now, spent), spent, will_hold, budget, day)
+
+
+@dataclass(frozen=True)
+class BudgetPart:
+    """The budget as the planner takes it at one instant: a cap of `affords` placeholders.
+
+    The plan ahead is what the plan holds now, held to the end of the day: then spent plus the
+    plan ahead is over the budget exactly when the plan holds more than `affords`, so the
+    planner's smallest cap (`min(plan, affords)`) is `budget_cap`'s rule, and the reason is
+    `budget` just when it binds (`tests/test_budget_cap.py` checks both agree)."""
+
+    replicas: int
+    spent: float
+    budget: DailyBudget
+    at: float
+
+    def to_details(self) -> dict[str, object]:
+        """The day's budget, its spend so far and what is left, in node-hours."""
+        day = day_of(self.at, self.budget.zone)
+        return {
+            "budget_node_hours_per_day": round(self.budget.node_hours, 3),
+            "budget_spent_node_hours": round(self.spent, 3),
+            "budget_left_node_hours": round(self.budget.node_hours - self.spent, 3),
+            "budget_hours_left": round((day.end - self.at) / HOUR, 3),
+        }
+
+    def later(self) -> BudgetPart:
+        """The same cap: ahead of now the spend is not replayed, so a horizon holds what is left
+        spread as it is now."""
+        return self
+
+
+def budget_part(budget: DailyBudget, now: float, spent: float) -> BudgetPart:
+    """The budget's part at `now` with `spent` node-hours held since the start of its day."""
+    return BudgetPart(affords(budget, now, spent), spent, budget, now)
+
+
+class Ledger:
+    """What a pool held, instant by instant, for the spend of its day: the daemon records each
+    plan's count (it knows what it holds from its own plans) and reads the spend back. Pure: no
+    clock, no I/O; kept in memory (a restart starts an empty ledger)."""
+
+    def __init__(self) -> None:
+        self._held: list[tuple[float, float]] = []
+
+    def record(self, at: float, replicas: int) -> None:
+        """`replicas` held from `at` on (instants in ascending order; an earlier one is ignored)."""
+        if self._held and at <= self._held[-1][0]:
+            return
+        self._held.append((at, float(replicas)))
+
+    def spent(self, budget: DailyBudget, now: float) -> float:
+        """The node-hours held from the start of `now`'s day until `now` (before the first record
+        nothing is counted); records before the day's last one before its start are dropped."""
+        start = day_of(now, budget.zone).start
+        first = max(0, sum(1 for at, _ in self._held if at <= start) - 1)
+        del self._held[:first]
+        return held_node_hours(self._held, start, now, budget.slots)
 
 
 def hold_within(
@@ -211,9 +266,9 @@ def hold_within(
             day, spent = day_of(at, budget.zone), carried
         carried = 0.0
         would = max(int(wanted[i]), int(raw[max(0, i - steps + 1) : i].max(initial=0)))
-        cap = budget_cap(budget, at, spent, ((at, float(would)),)).cap
-        raw[i] = wanted[i] if cap is None else min(int(wanted[i]), cap)
-        held[i] = would if cap is None else min(would, cap)
+        cap = affords(budget, at, spent)
+        raw[i] = min(int(wanted[i]), cap)
+        held[i] = min(would, cap)
         capped[i] = held[i] < would
         until = float(times[i + 1]) if i + 1 < n else at + step
         spent += budget.node_hours_of(float(held[i]), min(until, day.end) - at)

@@ -326,18 +326,18 @@ def test_one_verdict_against_fixed_headroom(kept, forecast, fixed, better) -> No
 
 
 def test_every_registered_component_is_read_in_a_replay(tmp_path) -> None:
-    from predictive_headroom.core.components import REGISTRY
+    from predictive_headroom.core.components import READ
     from predictive_headroom.core.settings import resolve_settings
-    from predictive_headroom.replay.planner import REPLAY_PARTS, replay_parts
+    from predictive_headroom.replay.planner import REPLAY_READERS, replay_parts
 
-    assert set(REPLAY_PARTS) == {r.name for r in REGISTRY}
+    assert set(REPLAY_READERS) == {r.name for r in READ}
     pool = load_policy(shaped_policy(tmp_path / "policy.yaml")).pools[0]
     settings = resolve_settings(pool)
     pods = np.full(10, 12, dtype=np.int64)
     parts = replay_parts(pool, pods, 9, settings, node_slots=7, nodes=3)
     assert (
         set(parts)
-        == {str(r.name) for r in REGISTRY if r.enabled(pool)}
+        == {str(r.name) for r in READ if r.enabled(pool)}
         == {
             "share",
             "disruption",

@@ -170,6 +170,15 @@ def test_scale_down_waits_for_the_stabilisation_window(recent, desired, reason):
     assert plan.raw == 1
 
 
+def test_a_cap_wins_over_the_scale_down_hold():
+    """maxReplicas is a cap: a count held from before it was lowered (14 under a cap of 10) is
+    held at the cap, and the plan names the cap, not the hold."""
+    plan = plan_pool(pool(), T0, None, None, [PlanRecord(T0 - 600, 14)])
+    assert (plan.desired, plan.raw, plan.reason) == (10, 1, "max")
+    plan = plan_pool(pool(), T0, None, None, [PlanRecord(T0 - 600, 10)])
+    assert (plan.desired, plan.reason) == (10, "hold:scale-down-stabilization")
+
+
 def test_scale_up_is_immediate():
     plan = plan_pool(pool(schedules=[WINDOW]), T0, None, None, [PlanRecord(T0 - 60, 1)])
     assert (plan.desired, plan.reason) == (4, "schedule:peak")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from fitting import fit_args
 
+from predictive_headroom.app.inputs import with_plan_inputs
 from predictive_headroom.cli import main
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.series import (
@@ -65,7 +66,7 @@ def report_of(
         forecasts=forecasts,
         accuracies=accuracies,
     )
-    return build_report(policy, given, at, cluster, past)
+    return build_report(policy, with_plan_inputs(policy, given, at, cluster), at, past)
 
 
 def policy(

@@ -15,6 +15,7 @@ from test_backtest import DAY, START, SeasonalNaiveForecaster, series
 from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
 from test_report import report_of
 
+from predictive_headroom.app.inputs import with_plan_inputs
 from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, Tuning, retune
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.price import pool_price
@@ -255,7 +256,7 @@ def test_a_pool_whose_forecast_falls_short_holds_a_reserve_that_closes_the_gap(t
     assert shown["kept"] == pytest.approx(tuning.realized_protection, abs=1e-4)
     assert settings["web"].reserve == Source(tuning.reserve, SettingSource.TUNED)
     given = ReportInputs(settings, histories, forecasts, loop=loop, promises=promises)
-    report = build_report(policy, given, when)
+    report = build_report(policy, with_plan_inputs(policy, given, when), when)
     page = render_html(report)
     shown = page[page.index('<div class="promise" id="promise-web">') :]
     assert "Warning" not in shown[: shown.index("</div>")]

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from predictive_headroom.app.fit import fit_one
+from predictive_headroom.app.inputs import plan_inputs
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.components import Part
-from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.core.engine import plan_over_time
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import iso_utc
@@ -91,7 +92,14 @@ def daemon_now(
     )
     assert fit.settings is not None  # a pool with a forecast section is always resolved
     found = {} if parts is None else dict(parts(fit.settings))
-    inputs = PlanInputs(fit.forecast, fit.observed, cluster, fit.settings, found)
+    inputs = plan_inputs(
+        pool,
+        fit.settings,
+        forecast=fit.forecast,
+        observed=fit.observed,
+        cluster=cluster,
+        parts=found,
+    )
     plan = plan_over_time(pool, [at], inputs).plans[0]
     promise = None if fit.tuning is None else fit.tuning.report(price)
     return DaemonNow(pool.name, at, plan, promise)

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.core.components import static_cap
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
@@ -590,7 +591,7 @@ def _replay(
                 candidate = Candidate(g.setting, n)
                 if candidate in capped:  # a reserve given twice
                     continue
-                placeholders = with_reserve(g.run.placeholders, n, pool.max_replicas)
+                placeholders = with_reserve(g.run.placeholders, n, static_cap(pool))
                 run = g.run if n == 0 else r.simulate(placeholders)
                 capped[candidate] = _capped_days(run, pool.max_replicas, bounds, r.start)
                 yield candidate, run

@@ -80,7 +80,12 @@ from predictive_headroom.policy.config import (
     Pool,
 )
 from predictive_headroom.protocols import Forecaster
-from predictive_headroom.replay.planner import SimulatedDisruption, planner_strategy, replay_parts
+from predictive_headroom.replay.planner import (
+    SimulatedDisruption,
+    World,
+    planner_strategy,
+    replay_parts,
+)
 from predictive_headroom.replay.setup import Replay, resolve
 from predictive_headroom.replay.simulator import (
     ClusterSpec,
@@ -297,7 +302,7 @@ def interrupted(
 
     def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
         strategy = planner_strategy(
-            pool, r.times, in_force, r.history, cpn, r.plan_settings, disruption=seen, pods=r.pods
+            pool, r.times, in_force, r.history, cpn, r.plan_settings, World(r.pods, seen)
         )[1]
         return simulate(r.pods, strategy, r.cluster, spec)
 

@@ -8,9 +8,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from predictive_headroom.app.fit import fit_pools
+from predictive_headroom.app.inputs import plan_inputs
 from predictive_headroom.commands import (
     CommandError,
     add_csv_arguments,
@@ -27,6 +26,11 @@ from predictive_headroom.commands import (
     print_table,
     source_from_args,
 )
+from predictive_headroom.commands.components import (
+    add_component_arguments,
+    note_left_out,
+    parts_from_args,
+)
 from predictive_headroom.core.components import Part
 from predictive_headroom.core.engine import (
     HORIZON_STEP_SECONDS,
@@ -36,12 +40,9 @@ from predictive_headroom.core.engine import (
 )
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
-from predictive_headroom.core.share import share_part
-from predictive_headroom.core.vocabulary import Component
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.events import gap_move
-from predictive_headroom.policy.placeholder import quantity
 from predictive_headroom.protocols import ClusterState, Source, SourceError
 from predictive_headroom.sources.csvsource import CsvSource
 
@@ -77,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="[POOL=]N",
         help="schedulable nodes (default: --nodes)",
     )
-    add_requests_argument(parser)
+    add_component_arguments(parser)
     parser.add_argument(
         "--horizon",
         type=duration_arg,
@@ -229,49 +230,6 @@ def _by_pool(
     return out
 
 
-def add_requests_argument(parser: argparse.ArgumentParser) -> None:
-    """`--requests cpu=412,memory=800Gi`: what the pool's pods request (the share component)."""
-    parser.add_argument(
-        "--requests",
-        metavar="R=Q[,R=Q]",
-        help="what the pods of each pool with a share: section request, for that component, "
-        "e.g. cpu=412,memory=800Gi (Kubernetes quantities); without it the component is left out",
-    )
-
-
-def requests_from_args(text: str | None) -> dict[str, float] | None:
-    """`cpu=412,memory=800Gi` as amounts (cores, bytes, units); None without the flag;
-    CommandError saying which item is wrong and how to write it."""
-    if text is None:
-        return None
-    out: dict[str, float] = {}
-    for item in text.split(","):
-        name, sep, amount = item.partition("=")
-        try:
-            if not sep or not name.strip():
-                raise ValueError
-            out[name.strip()] = float(parse_quantity(quantity(amount.strip())))
-        except ValueError:
-            raise CommandError(
-                f"--requests: {item!r} is not resource=quantity; write it like cpu=412,memory=800Gi"
-            ) from None
-    return out
-
-
-def parts_from_args(
-    policy: Policy, requested: dict[str, float] | None
-) -> dict[str, dict[str, Part]]:
-    """Each pool's registered components the command line gives (the share component from
-    `--requests`), by pool then component name."""
-    if requested is None:
-        return {}
-    return {
-        p.name: {str(Component.SHARE): share_part(p.share, requested, p.placeholder.amounts)}
-        for p in policy.pools
-        if p.share.enabled
-    }
-
-
 @dataclass(frozen=True)
 class Fitted:
     """What the daemon would plan each forecasting pool with at one instant (empty without
@@ -284,17 +242,19 @@ class Fitted:
     promises: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     parts: dict[str, dict[str, Part]] = field(default_factory=dict)
-    """Each pool's registered components given on the command line (`parts_from_args`)."""
+    """Each pool's registered components given on the command line
+    (`commands.components.parts_from_args`)."""
 
     def inputs(self, pool: Pool, cluster: ClusterState | None) -> PlanInputs:
         """What `pool` is planned from; without a fit, the settings of its configuration."""
-        name, settings = pool.name, self.settings.get(pool.name) or resolve_settings(pool)
-        return PlanInputs(
-            self.forecasts.get(name),
-            self.observed.get(name),
-            cluster,
-            settings,
-            self.parts.get(name, {}),
+        name = pool.name
+        return plan_inputs(
+            pool,
+            self.settings.get(name),
+            forecast=self.forecasts.get(name),
+            observed=self.observed.get(name),
+            cluster=cluster,
+            parts=self.parts.get(name),
         )
 
 
@@ -368,8 +328,8 @@ def run(args: argparse.Namespace) -> int:
     at = plan_time(args, source)
     clusters = clusters_from_args(args, policy)
     _note_skipped_proportional(policy, clusters)
-    parts = parts_from_args(policy, requests_from_args(args.requests))
-    _note_left_out_share(policy, parts)
+    parts = parts_from_args(args, policy)
+    note_left_out(policy, parts)
     _note_moved_events(policy)
     fitted = dataclasses.replace(forecasts_from_args(source, policy, at, args), parts=parts)
     why = why_minimum(fitted.forecasts)
@@ -537,17 +497,6 @@ def _print_timeline(timeline: list[dict[str, Any]]) -> None:
                 last = key
         print_table(["from", "desired", "reason", "components"], rows)
         print()
-
-
-def _note_left_out_share(policy: Policy, parts: dict[str, dict[str, Part]]) -> None:
-    """Say on stderr that the share component was left out, when no --requests was given."""
-    left_out = [p.name for p in policy.pools if p.share.enabled and p.name not in parts]
-    if left_out:
-        print(
-            f"note: the share component of pool(s) {', '.join(left_out)} was left out: pass "
-            "--requests cpu=412 (what the pool's pods request) to apply it",
-            file=sys.stderr,
-        )
 
 
 def _note_moved_events(policy: Policy) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from predictive_headroom.app.fit import default_forecaster, fit_pools, settings_of
+from predictive_headroom.app.inputs import with_plan_inputs
 from predictive_headroom.commands import (
     CommandError,
     add_csv_arguments,
@@ -29,12 +30,8 @@ from predictive_headroom.commands import (
     pool_price_from_args,
     source_from_args,
 )
-from predictive_headroom.commands.plan import (
-    add_requests_argument,
-    cluster_from_args,
-    parts_from_args,
-    requests_from_args,
-)
+from predictive_headroom.commands.components import add_component_arguments, parts_from_args
+from predictive_headroom.commands.plan import cluster_from_args
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
@@ -83,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schedulable-nodes", type=int, help="schedulable nodes (default: --nodes)"
     )
-    add_requests_argument(parser)
+    add_component_arguments(parser)
     add_price_arguments(parser)
 
 
@@ -179,10 +176,12 @@ def make_report(args: argparse.Namespace) -> Report:
             for n, f in fits.items()
             if f.tuning is not None
         },
-        parts=parts_from_args(policy, requests_from_args(args.requests)),
+        parts=parts_from_args(args, policy),
         prices=_prices(args, policy),
     )
-    return build_report(policy, inputs, at, cluster, source=str(where))
+    return build_report(
+        policy, with_plan_inputs(policy, inputs, at, cluster), at, source=str(where)
+    )
 
 
 def _missing_parents(out: Path) -> list[Path]:

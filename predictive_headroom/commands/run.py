@@ -25,6 +25,7 @@ from kubernetes.client import ApiClient
 from pydantic import ValidationError
 
 from predictive_headroom.app.fit import default_forecaster
+from predictive_headroom.app.inputs import with_plan_inputs
 from predictive_headroom.commands import CommandError, load_config
 from predictive_headroom.core.components import Part
 from predictive_headroom.core.series import Forecast, History, NoForecast
@@ -110,7 +111,9 @@ def report_writer(settings: Settings, source_name: str) -> Any:
             parts=parts or {},
             targets=targets or {},
         )
-        report = build_report(policy, inputs, at, past=past, source=source_name)
+        report = build_report(
+            policy, with_plan_inputs(policy, inputs, at), at, past=past, source=source_name
+        )
         return write_report(settings.report_dir, report, settings.report_keep)
 
     return write

@@ -1,36 +1,43 @@
 """The seam for a plan's components: what a component hands the planner, where each is
 registered, and which one names the plan.
 
-The floors (minReplicas, the schedule, the proportional rule) and the forecast are the plan's
-own. Every other component is a `Part` computed by its own module from what the caller read
-(`core.disruption`, `core.share`) and handed to `planner.combine` in a mapping by name. Each is
-registered once, in `REGISTRY`: its name (the plan's reason word, its key in `components`, its
-metric label), the pool's config section that turns it on, and its glossary entry. The shells
-iterate the registry (`daemon.components` holds what reads each one's inputs).
+Two kinds (`Kind`): a floor asks for at least so many placeholders (the plan takes the largest:
+the schedule windows, the proportional rule, the forecast, disruption, share, minReplicas); a cap
+allows at most so many (the plan is limited by the smallest, after the floors and the reserve,
+before the scale-down stabilisation, which it also limits: maxReplicas). Each is registered once,
+in `REGISTRY`, with everything it brings: its name (the key in the plan's `components`, the
+metric label, and the plan's reason word when it sets or limits the plan), its kind, where its
+value comes from (`Feed`: the pool alone, the engine, or a reader in each shell), the pool's
+config section that turns it on, its glossary entry and its colour on the pages. Each component
+at an instant is a `Part`, handed to `planner.combine` in one mapping by name; the shells iterate
+the registry (`daemon.components`, `replay.planner.REPLAY_PARTS` hold what reads each one's
+inputs, by name).
 
-Precedence, written once (`winner`): the plan takes the largest value; among equal values the
-reason names the first in `ORDER`: schedule, proportional, forecast, disruption, share, min.
+Precedence, written once: among floors asking for the same number the reason names the first in
+`ORDER` (schedule, proportional, forecast, disruption, share, min: `winner`); among caps allowing
+the same number, the first in `ORDER` too (`binding`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from predictive_headroom.core.vocabulary import Component
+from predictive_headroom.core.vocabulary import Component, Feed, Kind
 from predictive_headroom.policy.config import Pool
 
 ORDER: tuple[Component, ...] = tuple(Component)
-"""Among components asking for the same number, the reason names the first in this order."""
+"""Among components asking for (or allowing) the same number, the reason names the first."""
 
 
 class Part(Protocol):
     """One component at one instant, as the planner takes it."""
 
     @property
-    def replicas(self) -> int:
-        """The placeholders it asks for."""
+    def replicas(self) -> int | None:
+        """The placeholders it asks for (a floor) or allows (a cap); None: no value now (it
+        neither competes nor limits)."""
         ...
 
     def to_details(self) -> dict[str, Any]:
@@ -43,42 +50,145 @@ class Part(Protocol):
 
 
 @dataclass(frozen=True)
+class Count:
+    """A component that is a count and nothing more (minReplicas, maxReplicas, the proportional
+    rule), with what the plan's details say of it."""
+
+    replicas: int | None
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_details(self) -> dict[str, Any]:
+        """The plan's details about this component."""
+        return dict(self.details)
+
+    def later(self) -> Count:
+        """The same count after the first instant."""
+        return self
+
+
+@dataclass(frozen=True)
 class Registration:
-    """A component beyond the floors and the forecast."""
+    """One component of the plan, with everything it brings (see the module docstring)."""
 
     name: Component
-    section: str
-    """The `Pool` field (and YAML key) that configures it; its `enabled` turns it on."""
-    glossary: str
-    """What the component holds, in the words of the pages' glossary."""
+    """Its key in the plan's `components`, its metric label and its reason word."""
+    kind: Kind
+    feed: Feed
+    section: str | None
+    """The `Pool` field (and YAML key) that turns it on (its `enabled`, or being set); None: on
+    for every pool, shown in every plan's `components` (None there when it has no value)."""
+    glossary: str | None
+    """What the component holds, in the words of the pages' glossary (None: the glossary's own
+    entry for the word stands)."""
+    colour: str
+    """Its colour on the pages (the plan's step line and legend)."""
+    of_pool: Callable[[Pool], Part | None] | None = None
+    """Its part from the pool alone (`Feed.POOL`)."""
 
     def enabled(self, pool: Pool) -> bool:
         """Whether `pool` plans with this component."""
-        return bool(getattr(pool, self.section).enabled)
+        if self.section is None:
+            return True
+        value = getattr(pool, self.section)
+        return bool(getattr(value, "enabled", value))
 
 
 REGISTRY: tuple[Registration, ...] = (
     Registration(
+        Component.MIN,
+        Kind.FLOOR,
+        Feed.POOL,
+        None,
+        None,
+        "#64748b",
+        lambda pool: Count(pool.min_replicas),
+    ),
+    Registration(
+        Component.MAX,
+        Kind.CAP,
+        Feed.POOL,
+        None,
+        None,
+        "#dc2626",
+        lambda pool: Count(pool.max_replicas),
+    ),
+    Registration(Component.SCHEDULE, Kind.FLOOR, Feed.ENGINE, None, None, "#7c3aed"),
+    Registration(Component.PROPORTIONAL, Kind.FLOOR, Feed.ENGINE, None, None, "#059669"),
+    Registration(Component.FORECAST, Kind.FLOOR, Feed.ENGINE, None, None, "#2563eb"),
+    Registration(
         Component.DISRUPTION,
+        Kind.FLOOR,
+        Feed.READ,
         "disruption",
         "room for the pods of nodes on their way out (cordoned or tainted for removal), plus "
         "the spot reserve for interruptions within the lead time",
+        "#db2777",
     ),
     Registration(
         Component.SHARE,
+        Kind.FLOOR,
+        Feed.READ,
         "share",
         "a share of what the pool's pods request (e.g. 10% of their CPU), or an absolute "
         "amount, in placeholders",
+        "#0891b2",
     ),
 )
-"""Every registered component, in `ORDER`."""
+"""Every registered component, in the order the plan's `components` show them."""
+
+READ: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.feed == Feed.READ)
+"""The components each shell reads the inputs of (a test checks each has a reader per shell)."""
 
 
-def in_plan(pool: Pool, parts: Mapping[str, Part] | None) -> dict[str, Part]:
-    """The parts of `parts` that `pool` plans with: registered, turned on by the pool, in `ORDER`
-    (a component whose part is missing is left out of the plan)."""
+_BY_NAME: dict[str, Registration] = {str(r.name): r for r in REGISTRY}
+
+
+def registration(name: str) -> Registration:
+    """The registration of the component called `name` (KeyError when none is)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no component is registered as {name!r}") from None
+
+
+def in_plan(pool: Pool, parts: Mapping[str, Part] | None) -> dict[str, Part | None]:
+    """The components `pool` plans with, by name in `REGISTRY`'s order: those `parts` gives, those
+    known from the pool alone, and (as None) the pool's own that have no part now; a component
+    the pool turns off, or read by a shell and missing from `parts`, is left out."""
     given = parts or {}
-    return {str(r.name): given[r.name] for r in REGISTRY if r.name in given and r.enabled(pool)}
+    out: dict[str, Part | None] = {}
+    for r in REGISTRY:
+        if not r.enabled(pool):
+            continue
+        part = given.get(r.name)
+        if part is None and r.of_pool is not None:
+            part = r.of_pool(pool)
+        if part is not None or r.feed != Feed.READ:
+            out[str(r.name)] = part
+    return out
+
+
+def of_kind(present: Mapping[str, Part | None], kind: Kind) -> dict[str, int]:
+    """The values of the components of `kind` among `present` that have one, by name."""
+    return {
+        name: int(part.replicas)
+        for name, part in present.items()
+        if part is not None and part.replicas is not None and registration(name).kind == kind
+    }
+
+
+def static_cap(pool: Pool) -> int:
+    """The smallest of `pool`'s caps known from the pool alone (maxReplicas and the like): what a
+    replay that stabilises a whole timeline at once caps it at."""
+    caps = (
+        r.of_pool(pool) for r in REGISTRY if r.kind == Kind.CAP and r.of_pool and r.enabled(pool)
+    )
+    return min(int(p.replicas) for p in caps if p is not None and p.replicas is not None)
+
+
+def read_caps(pool: Pool) -> list[str]:
+    """The caps of `pool` read by a shell at each instant (their value is not known ahead)."""
+    return [str(r.name) for r in READ if r.kind == Kind.CAP and r.enabled(pool)]
 
 
 def later(parts: Mapping[str, Part]) -> dict[str, Part]:
@@ -91,3 +201,10 @@ def winner(candidates: Mapping[str, int]) -> tuple[str, int]:
     among equals. `candidates` must not be empty."""
     wanted = max(candidates.values())
     return next(n for n in ORDER if candidates.get(n) == wanted), wanted
+
+
+def binding(caps: Mapping[str, int]) -> tuple[str, int]:
+    """(name, value): the smallest of `caps` (by component name), the first in `ORDER` among
+    equals. `caps` must not be empty (every pool has maxReplicas)."""
+    allowed = min(caps.values())
+    return next(n for n in ORDER if caps.get(n) == allowed), allowed

@@ -32,19 +32,25 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
-from predictive_headroom.core.components import Part, later
+from predictive_headroom.core.components import Count, Part, later, read_caps, static_cap
 from predictive_headroom.core.forecast_math import (
     BurstAllowances,
     burst_allowances,
     ramp_at,
 )
-from predictive_headroom.core.planner import ForecastPart, Plan, PlanRecord, combine
+from predictive_headroom.core.planner import (
+    ForecastPart,
+    Plan,
+    PlanRecord,
+    SchedulePart,
+    combine,
+)
 from predictive_headroom.core.proportional import proportional_floor
 from predictive_headroom.core.schedules import open_intervals
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.stabilise import hold_all, settle
-from predictive_headroom.core.vocabulary import ForecastStatus
+from predictive_headroom.core.vocabulary import Component, ForecastStatus
 from predictive_headroom.policy.config import Pool, ScheduleWindow
 
 AnyForecast = Forecast | NoForecast | None
@@ -230,37 +236,34 @@ class PoolTimeline:
         if i < self._next:
             raise ValueError(f"instant {i} was planned already; plan each instant once, in order")
         self._next = i + 1
-        pool, at = self.pool, float(self.times[i])
-        k = int(self._which[i])
-        schedule = (int(self._floor[i]), self._names[k]) if k >= 0 else None
-        proportional = None
-        if pool.proportional is not None and cluster is not None:
-            if cluster not in self._proportional:
-                self._proportional[cluster] = proportional_floor(pool.proportional, cluster)
-            proportional = self._proportional[cluster]
-        details: dict[str, object] = {}
-        if pool.schedules:
-            details["open_windows"] = [
-                n for n, o in zip(self._names, self._open[:, i], strict=True) if o
-            ]
-        if pool.proportional is not None and cluster is None:
-            details["proportional_status"] = "no-cluster-state"
+        at = float(self.times[i])
         while self._records and self._records[0].at <= at - self._window:
             self._records.popleft()
-        plan = combine(
-            pool,
-            at,
-            schedule,
-            proportional,
-            self.forecast_part(i),
-            self._records,
-            details,
-            self._window,
-            self.settings.reserve.value,
-            parts,
-        )
+        own = self._own_parts(i, cluster)
+        plan = combine(self.pool, at, {**(parts or {}), **own}, self._records, self.settings)
         self._records.append(plan.record())
         return plan
+
+    def _own_parts(self, i: int, cluster: ClusterState | None) -> dict[str, Part]:
+        """The engine's own components at instant `i`: the schedule floor (when the pool has
+        windows), the proportional rule (when it has one) and the forecast."""
+        pool = self.pool
+        own: dict[str, Part] = {str(Component.FORECAST): self.forecast_part(i)}
+        if pool.schedules:
+            k = int(self._which[i])
+            windows = tuple(n for n, o in zip(self._names, self._open[:, i], strict=True) if o)
+            own[str(Component.SCHEDULE)] = SchedulePart(
+                int(self._floor[i]) if k >= 0 else 0, self._names[k] if k >= 0 else None, windows
+            )
+        if pool.proportional is not None and cluster is None:
+            own[str(Component.PROPORTIONAL)] = Count(
+                None, {"proportional_status": "no-cluster-state"}
+            )
+        elif pool.proportional is not None and cluster is not None:
+            if cluster not in self._proportional:
+                self._proportional[cluster] = proportional_floor(pool.proportional, cluster)
+            own[str(Component.PROPORTIONAL)] = Count(self._proportional[cluster])
+        return own
 
     def desired_at_once(self, parts: np.ndarray | None = None) -> np.ndarray | None:
         """What `plan(i).desired` gives for i = 0, 1, ... with no cluster, every instant at once
@@ -275,7 +278,7 @@ class PoolTimeline:
         The backtest's replays and the re-tune read a pool's plans this way;
         `tests/test_engine.py` proves it equal to planning each instant on a real series."""
         n = len(self)
-        if self.pool.proportional is not None or self._carried or n == 0:
+        if self.pool.proportional is not None or self._carried or n == 0 or read_caps(self.pool):
             return None
         steps = _window_steps(self.times, self._window)
         if steps is None:
@@ -294,8 +297,8 @@ class PoolTimeline:
                 continue
             usable = (parts.status == str(ForecastStatus.OK)) | fixed
             wanted[lo:hi] = np.maximum(wanted[lo:hi], np.where(usable, parts.replicas, 0))
-        raw = settle(wanted, self.settings.reserve.value, self.pool.max_replicas)
-        return hold_all(raw, steps, self.pool.max_replicas)
+        cap = static_cap(self.pool)
+        return hold_all(settle(wanted, self.settings.reserve.value, cap), steps, cap)
 
     def _segment(self, k: int, lo: int, hi: int) -> _Parts:
         """The forecast component over the instants [lo, hi) forecast k is in force (cached)."""

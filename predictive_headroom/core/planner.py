@@ -1,26 +1,30 @@
 """The plan's values and the one rule that combines components into a Plan.
 
-    desired = clamp(max(schedule, proportional, forecast, <registered components>, minReplicas)
-                    + reserve, 0, maxReplicas)
+    desired = min(max(schedule, proportional, forecast, <registered floors>, minReplicas)
+                  + reserve, <the smallest cap: maxReplicas, registered caps>)
 
-then held up for `scaleDownStabilization` after a higher value was last needed (`core.stabilise`:
-the rule's one statement). The registered components (disruption, share) come in by name through
-`core.components`, which also names the winner among equal values. Pure: no clock
+then held up for `scaleDownStabilization` after a higher value was last needed, never above the
+smallest cap (`core.stabilise`: the rule's one statement). Every component comes in by name in one
+mapping of `Part`s (`core.components`: the registry says which are floors and which are caps, and
+names the winner among equal values); the engine makes the schedule, proportional and forecast
+parts, the pool gives minReplicas and maxReplicas, the shells read the others. Pure: no clock
 reads, no I/O. `core.engine` computes the components over time and calls `combine` at every
 instant; every command and the daemon plan through it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from predictive_headroom.core.components import Part, in_plan
+from predictive_headroom.core.components import Part, binding, in_plan, of_kind
 from predictive_headroom.core.components import winner as first_max
 from predictive_headroom.core.forecast_math import BurstAllowance
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.stabilise import hold, settle
-from predictive_headroom.core.vocabulary import Component, ForecastStatus, PlanReason
+from predictive_headroom.core.vocabulary import Component, ForecastStatus, Kind, PlanReason
 from predictive_headroom.policy.config import Pool
 
 _FORECAST_USABLE = (
@@ -71,87 +75,110 @@ class ForecastPart:
         """The burst allowance in demand units (0 without one)."""
         return self.allowance.value if self.allowance is not None else 0.0
 
+    def to_details(self) -> dict[str, Any]:
+        """The plan's details about the forecast: its status and, when usable, its ramp, burst
+        allowance and yhat at the lead time."""
+        info: dict[str, Any] = {"forecast_status": str(self.status)}
+        if self.status == ForecastStatus.OK:
+            info.update(ramp=round(self.ramp, 6), burst=round(self.burst, 6))
+            info["yhat"] = round(self.yhat or 0.0, 6)
+            if self.allowance is not None:
+                info["burst_source"] = str(self.allowance.source)
+                if self.allowance.why:
+                    info["burst_fallback"] = self.allowance.why
+        return info
 
-# Long on purpose: the plan's one rule, read top to bottom in the order docs/design.md states it.
+    def later(self) -> ForecastPart:
+        """The same part (the engine computes the forecast at every instant)."""
+        return self
+
+
+@dataclass(frozen=True)
+class SchedulePart:
+    """The schedule floor at one instant: the highest open window's replicas and its name
+    (`window`; None when none is open: shown as 0, and it does not compete for the reason), and
+    every window open (`open_windows`)."""
+
+    replicas: int
+    window: str | None
+    open_windows: tuple[str, ...] = ()
+
+    def to_details(self) -> dict[str, Any]:
+        """The plan's details about the schedule: the windows open."""
+        return {"open_windows": list(self.open_windows)}
+
+    def later(self) -> SchedulePart:
+        """The same part (the engine computes the schedule at every instant)."""
+        return self
+
+
 def combine(
     pool: Pool,
     at: float,
-    schedule: tuple[int, str] | None,
-    proportional: int | None,
-    forecast: ForecastPart,
-    recent: Sequence[PlanRecord] = (),
-    details: Mapping[str, Any] | None = None,
-    window: float = 0.0,
-    reserve: int = 0,
-    parts: Mapping[str, Part] | None = None,
+    parts: Mapping[str, Part],
+    recent: Sequence[PlanRecord],
+    settings: PlanSettings,
 ) -> Plan:
-    """Combine component values into a Plan: max of floors, forecast and the registered
-    components, plus the reserve, capped, stabilised (`core.stabilise`).
+    """Combine the components into a Plan: the largest floor plus the reserve, limited by the
+    smallest cap, held up over the scale-down stabilisation window but never above that cap
+    (`core.stabilise`).
 
-    `schedule` is (replicas, window name) or None when no window is open; `window` is the
-    scale-down stabilisation window in seconds (`PlanSettings.window`): `recent` records within it
-    hold the count up; `reserve` placeholders are held on top (`PlanSettings.reserve`). `parts`
-    are the registered components by name (`core.components`): one is left out of the components
-    (and of the JSON) when missing or when the pool turns it off.
-    """
-    extra = in_plan(pool, parts)
-    components: dict[str, int | None] = {
-        "min": pool.min_replicas,
-        "max": pool.max_replicas,
-        "schedule": schedule[0] if schedule else (0 if pool.schedules else None),
-        "proportional": proportional,
-        "forecast": forecast.replicas,
-        **{name: part.replicas for name, part in extra.items()},
-    }
-    # A closed window reports 0 but does not compete for the reason.
-    candidates = {
-        name: value
-        for name, value in components.items()
-        if value is not None and name != "max" and (name != "schedule" or schedule)
-    }
-    winner, wanted = first_max(candidates)
-    reason = (
-        f"{PlanReason.SCHEDULE_PREFIX}{schedule[1]}"
-        if winner == "schedule" and schedule
-        else winner
-    )
-    if winner == Component.FORECAST and forecast.status == ForecastStatus.FIXED:
-        reason = PlanReason.FIXED_HEADROOM
-    if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
-        reason = f"{PlanReason.MIN_PREFIX}{forecast.status}"
-    raw = settle(wanted, reserve, pool.max_replicas)
-    if wanted + reserve > pool.max_replicas:
-        reason = PlanReason.MAX
-    desired = hold(raw, at, recent, window, pool.max_replicas)
-    if desired is not None:
-        reason = PlanReason.HOLD_STABILIZATION
+    `parts` are the components by name (`core.components`: the engine's schedule, proportional
+    and forecast parts, and those the shells read; minReplicas and maxReplicas come from the pool);
+    one the pool turns off is left out, one read by a shell and missing is left out of the
+    `components` (and of the JSON). `recent` records less than `settings.window` seconds before
+    `at` hold the count up; `settings.reserve` placeholders are held on top of the floors. When a
+    cap limits the count (also when it lowers the count the hold would keep), the reason is its
+    name."""
+    present = in_plan(pool, parts)
+    components = {name: part.replicas if part else None for name, part in present.items()}
+    floors = of_kind(present, Kind.FLOOR)
+    schedule = present.get(Component.SCHEDULE)
+    if not (isinstance(schedule, SchedulePart) and schedule.window):
+        floors.pop(Component.SCHEDULE, None)  # a closed window reports 0 but does not compete
+    winner, wanted = first_max(floors)
+    reason = _floor_reason(winner, present)
+    limiting, cap = binding(of_kind(present, Kind.CAP))
+    reserve = settings.reserve.value
+    raw = settle(wanted, reserve, cap)
+    if wanted + reserve > cap:
+        reason = limiting
+    held = hold(raw, at, recent, settings.window, math.inf)
+    if held is not None and held <= cap:
+        desired, reason = held, PlanReason.HOLD_STABILIZATION
+    elif held is not None:  # the cap wins over the hold
+        desired, reason = cap, limiting
     else:
         desired = raw
-
-    info: dict[str, Any] = {"forecast_status": str(forecast.status)}
-    if forecast.status == "ok":
-        info.update(
-            ramp=round(forecast.ramp, 6),
-            burst=round(forecast.burst, 6),
-            yhat=round(forecast.yhat or 0.0, 6),
-        )
-        if forecast.allowance is not None:
-            info["burst_source"] = str(forecast.allowance.source)
-            if forecast.allowance.why:
-                info["burst_fallback"] = forecast.allowance.why
-    for part in extra.values():
-        info.update(part.to_details())
+    info: dict[str, Any] = {}
+    for part in present.values():
+        if part is not None:
+            info.update(part.to_details())
     if reserve:
         info["reserve"] = reserve
-    if details:
-        info.update(details)
-    return Plan(pool.name, at, desired, raw, str(reason), components, info)
+    return Plan(pool.name, at, int(desired), raw, str(reason), components, info)
 
 
-def with_reserve(desired: Any, reserve: int, max_replicas: int) -> Any:
+def _floor_reason(winner: str, present: Mapping[str, Part | None]) -> str:
+    """The reason word of the floor `winner`: its name, the schedule window's name, the fixed N
+    the re-tune set instead of the forecast, or why no forecast competed with minReplicas."""
+    schedule, forecast = present.get(Component.SCHEDULE), present.get(Component.FORECAST)
+    if winner == Component.SCHEDULE and isinstance(schedule, SchedulePart):
+        return f"{PlanReason.SCHEDULE_PREFIX}{schedule.window}"
+    if not isinstance(forecast, ForecastPart):
+        return winner
+    if winner == Component.FORECAST and forecast.status == ForecastStatus.FIXED:
+        return PlanReason.FIXED_HEADROOM
+    if winner == Component.MIN and forecast.status not in _FORECAST_USABLE:
+        return f"{PlanReason.MIN_PREFIX}{forecast.status}"
+    return winner
+
+
+def with_reserve(desired: Any, reserve: int, cap: int) -> Any:
     """What `combine` writes with `reserve` placeholders on top, from what it writes without them
-    (`desired`: a count or an array of counts over time, planned with the same window):
-    `min(desired + reserve, maxReplicas)`.
+    (`desired`: a count or an array of counts over time, planned with the same window), for a
+    pool whose caps are known from the pool alone (`cap`: `core.components.static_cap`, which is
+    maxReplicas when no other cap is set): `min(desired + reserve, cap)`.
 
     This is `core.stabilise`'s rule, not a second one: the reserve is added before the cap and
     the stabilisation window, so what is written is max over the window of min(wanted + reserve,
@@ -162,7 +189,7 @@ def with_reserve(desired: Any, reserve: int, max_replicas: int) -> Any:
     of planning each reserve again."""
     if reserve < 0:
         raise ValueError(f"a reserve cannot be negative, got {reserve}")
-    return settle(desired, reserve, max_replicas)
+    return settle(desired, reserve, cap)
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:

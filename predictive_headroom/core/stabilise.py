@@ -1,10 +1,12 @@
-"""The one rule between what the components want and what is written: add the reserve, cap at
-maxReplicas, hold up over the scale-down stabilisation window.
+"""The one rule between what the components want and what is written: add the reserve, limit by
+the smallest cap (maxReplicas, or a registered cap that allows fewer: `core.components`), hold up
+over the scale-down stabilisation window, never above that cap.
 
-    raw     = min(wanted + reserve, maxReplicas)                       (`settle`)
-    desired = min(max(raw, the raw counts of the window before), maxReplicas)   (`hold`)
+    raw     = min(wanted + reserve, cap)                                (`settle`)
+    desired = min(max(raw, the raw counts of the window before), cap)   (`hold`)
 
-where the window holds the records less than `window` seconds before the instant. Two forms of
+where the window holds the records less than `window` seconds before the instant and `cap` is
+the smallest cap at the instant (a cap wins over the hold). Two forms of
 the same rule: the step form (`settle`, `hold`: one instant, the records kept by the caller),
 which `planner.combine` applies at every instant, and the array form (`settle`, `hold_all`: every
 instant of a regular grid at once), which the engine's whole-timeline path
@@ -33,14 +35,15 @@ class Record(Protocol):
     def replicas(self) -> int: ...
 
 
-def settle(wanted: Any, reserve: int, cap: int) -> Any:
-    """`min(wanted + reserve, cap)`: a count, or an array of counts (int64) over time."""
+def settle(wanted: Any, reserve: int, cap: Any) -> Any:
+    """`min(wanted + reserve, cap)`: a count, or an array of counts (int64) over time (`cap` a
+    count, or an array of counts at the same instants)."""
     if isinstance(wanted, (int, np.integer)):
         return min(int(wanted) + reserve, cap)
     return np.minimum(np.asarray(wanted, dtype=np.int64) + reserve, cap)
 
 
-def hold(raw: int, at: float, recent: Iterable[Record], window: float, cap: int) -> int | None:
+def hold(raw: int, at: float, recent: Iterable[Record], window: float, cap: float) -> int | None:
     """The count held up at `at` when a record less than `window` seconds before it (and before
     it, strictly) asked for more than `raw`: the largest such record, at most `cap`; None when
     nothing holds (then `raw` stands)."""
@@ -56,7 +59,7 @@ def window_steps(window: float, step: float) -> int:
     return max(1, math.ceil(window / step - 1e-9))
 
 
-def hold_all(raw: np.ndarray, steps: int, cap: int) -> np.ndarray:
+def hold_all(raw: np.ndarray, steps: int, cap: Any) -> np.ndarray:
     """The array form of `hold`: at every instant of a regular grid, the largest of the last
-    `steps` raw counts (this one included), at most `cap`."""
+    `steps` raw counts (this one included), at most `cap` (a count, or the cap at each instant)."""
     return np.minimum(rolling_max(np.asarray(raw, dtype=np.int64), steps), cap)

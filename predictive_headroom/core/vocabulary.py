@@ -116,9 +116,31 @@ class TuningStatus(StrEnum):
     (`replay.fallback`; `protectionFallback: fixed`), until the forecast keeps it again."""
 
 
+class Kind(StrEnum):
+    """What a registered component does to the plan (`core.components.Registration.kind`)."""
+
+    FLOOR = "floor"
+    """The plan takes the largest of the floors."""
+    CAP = "cap"
+    """The plan is at most the smallest of the caps (after the floors and the reserve, before
+    the scale-down stabilisation, which a cap also limits)."""
+
+
+class Feed(StrEnum):
+    """Where a registered component's value comes from (`core.components.Registration.feed`)."""
+
+    POOL = "pool"
+    """The pool's own fields alone (minReplicas, maxReplicas, limits:)."""
+    ENGINE = "engine"
+    """The engine, from the forecast, the schedule windows and the cluster (`core.engine`)."""
+    READ = "read"
+    """Each shell reads its inputs (the daemon's watch, the CLI's flags, the replay's source)."""
+
+
 class Component(StrEnum):
     """The components of a plan, in the order that names the reason among equal values
-    (`core.components.ORDER`); those after the forecast are registered in `core.components`."""
+    (`core.components.ORDER`), the floors first, then the caps; each is registered in
+    `core.components.REGISTRY`."""
 
     SCHEDULE = "schedule"
     PROPORTIONAL = "proportional"
@@ -128,6 +150,8 @@ class Component(StrEnum):
     SHARE = "share"
     """A share of what the pool's pods request, in placeholders (`core.share`)."""
     MIN = "min"
+    MAX = "max"
+    """maxReplicas, the first cap (its reason word is `PlanReason.MAX`)."""
 
 
 class DisruptionSource(StrEnum):

@@ -15,7 +15,7 @@ from predictive_headroom.core.components import REGISTRY
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, NoForecast
 from predictive_headroom.core.settings import SettingSource
-from predictive_headroom.core.vocabulary import BurstSource, Component, PlanReason
+from predictive_headroom.core.vocabulary import BurstSource, Component
 
 if TYPE_CHECKING:
     from predictive_headroom.app.tune import Tuning
@@ -79,8 +79,7 @@ class Metrics:
         )
         self.component = Gauge(
             f"{PREFIX}_component_replicas",
-            "Replicas each plan component asks for (min, max, schedule, proportional, forecast, "
-            f"{', '.join(r.name for r in REGISTRY)}).",
+            f"Replicas each plan component asks for ({', '.join(r.name for r in REGISTRY)}).",
             ["pool", "component"],
             registry=r,
         )
@@ -412,7 +411,7 @@ class Metrics:
             self.beats_fixed,
         ):
             self._drop(gauge, pool)
-        for name in (*Component, PlanReason.MAX):
+        for name in Component:
             self._drop(self.component, pool, name)
         for who in SHADOW_SIDES:
             self._drop(self.shadow_kept, pool, who)

@@ -15,7 +15,8 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from predictive_headroom.core.engine import PlanInputs, plan_over_time
+from predictive_headroom.app.inputs import plan_inputs
+from predictive_headroom.core.engine import plan_over_time
 from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, NoForecast
 from predictive_headroom.core.settings import PlanSettings
@@ -82,7 +83,9 @@ class PoolReconciler:
             cluster, cluster_note = self.inputs.cluster_state(pool)
             observed = self.inputs.observed(pool, forecast, at)
             parts = parts_of(self.components, pool, at, settings)
-            inputs = PlanInputs(forecast, observed, cluster, settings, parts)
+            inputs = plan_inputs(
+                pool, settings, forecast=forecast, observed=observed, cluster=cluster, parts=parts
+            )
             timeline = plan_over_time(pool, [at], inputs, self.recent.get(pool.name, ()))
             plan, self.recent[pool.name] = timeline.plans[0], list(timeline.recent)
             plan = self._with_lead_time(pool.name, plan)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from predictive_headroom.core.components import REGISTRY
+from predictive_headroom.core.components import READ, REGISTRY
 
 GLOSSARY: dict[str, str] = {
     # The backtest's measures.
@@ -122,11 +122,11 @@ GLOSSARY: dict[str, str] = {
     "from": "the instant the plan changes to this count and reason",
     "pods": "the placeholder pods planned from then",
     "reason": "the rule that set the count: schedule:<window>, proportional, forecast, "
-    f"{', '.join(r.name for r in REGISTRY)}, min, max, min:<why no forecast>, "
+    f"{', '.join(r.name for r in READ)}, min, max, min:<why no forecast>, "
     "hold:<what holds it>, fixed-headroom (a fixed N held instead of the forecast: "
     "protectionFallback: fixed)",
     # The registered components (`core.components.REGISTRY`), each in its own words.
-    **{str(r.name): r.glossary for r in REGISTRY},
+    **{str(r.name): r.glossary for r in REGISTRY if r.glossary},
 }
 
 ALIASES = {

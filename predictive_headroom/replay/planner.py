@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
-from predictive_headroom.core.components import Part
+from predictive_headroom.core.components import Part, registration
 from predictive_headroom.core.disruption import DisruptionPart, reserve_quantile, spot_reserve
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.share import SharePart, share_part
-from predictive_headroom.core.vocabulary import Component, DisruptionSource
+from predictive_headroom.core.vocabulary import Component, DisruptionSource, Kind
 from predictive_headroom.policy.config import Pool
 
 
@@ -68,7 +68,68 @@ def share_parts(pool: Pool, pods: np.ndarray, delay_steps: int) -> list[SharePar
     return out
 
 
-# Many arguments on purpose: the pool, its grid and forecasts, and each simulated input named.
+@dataclass(frozen=True)
+class World:
+    """What a replay simulates that the registered components read (`REPLAY_READERS`): the app
+    pods per minute (None: not known) and the disruption the simulator injects (None: none, and
+    the disruption component is left out)."""
+
+    pods: np.ndarray | None = None
+    disruption: SimulatedDisruption | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One component read over a replay: its part at (minute, ready nodes, app pods on leaving
+    nodes), None when it has none then; `needs_nodes`: it depends on the simulated nodes."""
+
+    at: Callable[[int, int, int], Part | None]
+    needs_nodes: bool = False
+
+
+ReplayReader = Callable[[Pool, PlanSettings, World], Reading | None]
+"""What reads one registered component in a replay: None when the pool or the replay leaves it
+out."""
+
+
+def _share_reader(pool: Pool, settings: PlanSettings, world: World) -> Reading | None:
+    """The share component at every minute: the app pods known then (`share_parts`)."""
+    if world.pods is None or not pool.share.enabled:
+        return None
+    shares = share_parts(pool, world.pods, math.ceil(settings.delay / 60.0 - 1e-9))
+    return Reading(lambda i, _nodes, _leaving: shares[i])
+
+
+def _disruption_reader(pool: Pool, settings: PlanSettings, world: World) -> Reading | None:
+    """The disruption component on the simulated nodes, when the simulator injects disruption."""
+    sim = world.disruption
+    if sim is None or not pool.disruption.enabled or not sim.component:
+        return None
+    return Reading(
+        lambda _i, nodes, leaving: disruption_part(pool, sim, nodes, leaving, settings), True
+    )
+
+
+REPLAY_READERS: dict[Component, ReplayReader] = {
+    Component.DISRUPTION: _disruption_reader,
+    Component.SHARE: _share_reader,
+}
+"""What reads each registered component a shell reads (`core.components.READ`) in a replay, by
+name (a test checks every one has a reader), as `daemon.components` does in the daemon and
+`commands.components` on the command line."""
+
+
+def readings(pool: Pool, settings: PlanSettings, world: World) -> dict[str, Reading]:
+    """The registered components `pool` plans with in a replay of `world`, by name."""
+    found = {str(name): read(pool, settings, world) for name, read in REPLAY_READERS.items()}
+    return {name: r for name, r in found.items() if r is not None}
+
+
+def _parts(reads: Mapping[str, Reading], i: int, nodes: int, leaving: int) -> dict[str, Part]:
+    found = {name: r.at(i, nodes, leaving) for name, r in reads.items()}
+    return {name: part for name, part in found.items() if part is not None}
+
+
 def planner_strategy(
     pool: Pool,
     times: np.ndarray,
@@ -76,83 +137,54 @@ def planner_strategy(
     observed: History | None,
     cores_per_node: float,
     settings: PlanSettings,
-    disruption: SimulatedDisruption | None = None,
-    pods: np.ndarray | None = None,
+    world: World = World(),
 ) -> tuple[PoolTimeline, np.ndarray | Callable[..., int]]:
     """The pool's plans at every minute of `times` as a simulator strategy, and the timeline that
     makes them (which also answers what the forecast component was at each minute).
 
     With a proportional rule the placeholder count depends on the simulated nodes (cores =
     nodes x `cores_per_node`), so a function of (step, ready nodes) is returned; otherwise the
-    per-minute array. `settings` are the pool's (the backtest's, flags applied). With
-    `disruption` (the simulator injects interruptions), a function of (step, ready nodes, app pods
-    on leaving nodes) that plans with the disruption component. With the app pods per minute
-    (`pods`), a pool with a `share:` section plans with the share component (`share_parts`)."""
+    per-minute array. `settings` are the pool's (the backtest's, flags applied). The registered
+    components are read from `world` (`REPLAY_READERS`); when the simulator injects disruption,
+    a function of (step, ready nodes, app pods on leaving nodes)."""
     timeline = PoolTimeline(pool, times, list(forecasts), observed, (), settings)
-    shares: list[SharePart | None] = [None] * times.size
-    if pods is not None and pool.share.enabled:
-        shares = share_parts(pool, pods, math.ceil(settings.delay / 60.0 - 1e-9))
+    reads = readings(pool, settings, world)
 
-    def parts_at(i: int, extra: Mapping[str, Part] | None = None) -> dict[str, Part]:
-        share = shares[i]
-        return {**(extra or {}), **({str(Component.SHARE): share} if share else {})}
+    def cluster(nodes: int) -> ClusterState | None:
+        cores = nodes * cores_per_node
+        return ClusterState(nodes, cores, nodes, cores) if pool.proportional else None
 
-    if disruption is not None:
+    if world.disruption is not None:
 
         def aware(i: int, nodes: int, on_leaving: int = 0) -> int:
-            cores = nodes * cores_per_node
-            cluster = ClusterState(nodes, cores, nodes, cores) if pool.proportional else None
-            part = disruption_part(pool, disruption, nodes, on_leaving, settings)
-            parts = {str(Component.DISRUPTION): part} if part is not None else {}
-            return timeline.plan(i, cluster, parts_at(i, parts)).desired
+            return timeline.plan(i, cluster(nodes), _parts(reads, i, nodes, on_leaving)).desired
 
         return timeline, aware
-    if pool.proportional is not None:
+    if pool.proportional is not None or any(r.needs_nodes for r in reads.values()):
 
         def decide(i: int, nodes: int) -> int:
-            cores = nodes * cores_per_node
-            return timeline.plan(i, ClusterState(nodes, cores, nodes, cores), parts_at(i)).desired
+            return timeline.plan(i, cluster(nodes), _parts(reads, i, nodes, 0)).desired
 
         return timeline, decide
-    values = np.array([p.replicas if p else 0 for p in shares], dtype=np.int64)
-    desired = timeline.desired_at_once(values if any(shares) else None)
+    parts = [_parts(reads, i, 0, 0) for i in range(times.size)] if reads else []
+    floors = [
+        max(
+            (p.replicas or 0 for n, p in at.items() if registration(n).kind == Kind.FLOOR),
+            default=0,
+        )
+        for at in parts
+    ]
+    desired = timeline.desired_at_once(np.array(floors, dtype=np.int64) if any(parts) else None)
     if desired is None:
         desired = np.fromiter(
-            (timeline.plan(i, None, parts_at(i)).desired for i in range(times.size)),
+            (
+                timeline.plan(i, None, parts[i] if parts else None).desired
+                for i in range(times.size)
+            ),
             dtype=np.int64,
             count=times.size,
         )
     return timeline, desired
-
-
-def _share_at(
-    pool: Pool, pods: np.ndarray, i: int, settings: PlanSettings, _: SimulatedDisruption, __: int
-) -> Part | None:
-    """The share component at minute `i` (`share_parts`: the app pods known then)."""
-    if not pool.share.enabled:
-        return None
-    delay = math.ceil(settings.delay / 60.0 - 1e-9)
-    return share_parts(pool, pods[: i + 1], delay)[i]
-
-
-def _disruption_at(
-    pool: Pool,
-    _: np.ndarray,
-    __: int,
-    settings: PlanSettings,
-    sim: SimulatedDisruption,
-    nodes: int,
-) -> Part | None:
-    """The disruption component on the simulated cluster (no node leaving)."""
-    return disruption_part(pool, sim, nodes, 0, settings)
-
-
-REPLAY_PARTS: dict[Component, Callable[..., Part | None]] = {
-    Component.DISRUPTION: _disruption_at,
-    Component.SHARE: _share_at,
-}
-"""What reads each registered component (`core.components.REGISTRY`) in a replay, by name (a
-test checks every one has a reader), as `daemon.components` does in the daemon."""
 
 
 def replay_parts(
@@ -163,7 +195,4 @@ def replay_parts(
     component on `nodes` simulated nodes of `node_slots` placeholders, none leaving, with the
     pool's own interruption rate for the spot reserve; `settings` are those it plans with."""
     sim = SimulatedDisruption(node_slots, pool.disruption.interruption_rate)
-    found = {
-        str(name): read(pool, pods, i, settings, sim, nodes) for name, read in REPLAY_PARTS.items()
-    }
-    return {name: part for name, part in found.items() if part is not None}
+    return _parts(readings(pool, settings, World(pods[: i + 1], sim)), i, nodes, 0)

@@ -30,7 +30,7 @@ from predictive_headroom.policy.config import (
     ScheduleWindow,
     Target,
 )
-from predictive_headroom.replay.planner import planner_strategy
+from predictive_headroom.replay.planner import World, planner_strategy
 from predictive_headroom.replay.simulator import (
     ClusterSpec,
     Decide,
@@ -172,7 +172,7 @@ class Replay:
         cpn, chosen = self.nodes.cores_per_node, settings or self.plan_settings
         assert cpn is not None  # `resolve` sets it
         strategy = planner_strategy(
-            pool, self.times, in_force, self.history, cpn, chosen, pods=self.pods
+            pool, self.times, in_force, self.history, cpn, chosen, World(self.pods)
         )[1]
         return self.simulate(strategy)
 

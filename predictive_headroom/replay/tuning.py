@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from predictive_headroom.core.components import static_cap
 from predictive_headroom.core.settings import PlanSettings, SettingSource, with_values
 from predictive_headroom.core.stabilise import hold_all, window_steps
 from predictive_headroom.policy.config import Pool
@@ -104,7 +105,7 @@ def replay_grid(
                 raw = plan(pool, in_force, flat).placeholders
             for w in windows:
                 if raw is not None:
-                    run = run_placeholders(stabilise(raw, w, pool.max_replicas))
+                    run = run_placeholders(stabilise(raw, w, static_cap(pool)))
                 else:
                     windowed = with_values(settings, SettingSource.TUNED, stabilization_seconds=w)
                     run = plan(pool, in_force, windowed)

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.components import Part
 from predictive_headroom.core.engine import HORIZON_STEP_SECONDS, PlanInputs, horizon_plans
 from predictive_headroom.core.forecast_math import burst_allowances
@@ -89,57 +88,44 @@ class ReportInputs:
     prices: Mapping[str, Price] = field(default_factory=dict)
     """Each pool's node-hour price when the shell was given one (`report --node-cpu ...`);
     default: the policy's `cost:` section."""
+    plans: Mapping[str, PlanInputs] = field(default_factory=dict)
+    """What each pool is planned from, built from the fields above in one place
+    (`app.inputs.with_plan_inputs`, which also gives the cluster); `build_report` needs one per
+    pool."""
 
 
 def build_report(
     policy: Policy,
     inputs: ReportInputs,
     at: float,
-    cluster: ClusterState | None = None,
     past: Sequence[Mapping[str, Any]] = (),
     source: str = "",
 ) -> Report:
-    """The report for every pool of `policy` at `at` from `inputs`, on `cluster` (None: no node
-    is known); `past` holds earlier `report_to_json` outputs, whose forecasts are judged against
-    the histories; `source` names where the demand was read."""
-    pools = tuple(_pool_report(pool, inputs, at, cluster, past, policy) for pool in policy.pools)
+    """The report for every pool of `policy` at `at` from `inputs` (each pool's `plans` entry
+    built: `app.inputs.with_plan_inputs`); `past` holds earlier `report_to_json` outputs, whose
+    forecasts are judged against the histories; `source` names where the demand was read."""
+    pools = tuple(_pool_report(pool, inputs, at, past, policy) for pool in policy.pools)
     return Report(at, pools, source)
-
-
-def _observed_at(
-    name: str,
-    observed: Mapping[str, History | Unobserved | None] | None,
-    histories: Mapping[str, History],
-    at: float,
-) -> History | Unobserved | None:
-    """The observations the burst model reads for pool `name` at `at`."""
-    if observed is not None and name in observed:
-        return observed[name]
-    history = histories.get(name)
-    return history.until(at) if history is not None else None
 
 
 def _pool_report(
     pool: Pool,
     given: ReportInputs,
     at: float,
-    cluster: ClusterState | None,
     past: Sequence[Mapping[str, Any]],
     policy: Policy,
 ) -> PoolReport:
     """One pool's report at `at`: its plan over the horizon, forecast status, peaks, cost and
     notices, each field read from the inputs given (nothing is fetched here)."""
     spec, name = pool.forecast, pool.name
-    history, forecast = given.histories.get(name), given.forecasts.get(name)
-    settings = given.settings[name]
-    observed = _observed_at(name, given.observed, given.histories, at)
+    inputs = given.plans[name]
+    history, forecast, settings = given.histories.get(name), inputs.forecast, inputs.settings
     usable, status, detail = _forecast_status(pool, forecast, at)
     horizon_end = (
         usable.expires_at
         if usable
         else at + (spec.horizon.total_seconds() if spec else DEFAULT_HORIZON_SECONDS)
     )
-    inputs = PlanInputs(forecast, observed, cluster, settings, given.parts.get(name, {}))
     plans = list(horizon_plans(pool, at, horizon_end, HORIZON_STEP_SECONDS, inputs))
     times = np.array([p.at for p in plans], dtype=float)
     desired = np.array([p.desired for p in plans], dtype=float)

@@ -19,6 +19,7 @@ from matplotlib import ticker
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from predictive_headroom.core.components import ORDER, registration
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.pages.format import (
     fmt_compact,
@@ -54,15 +55,11 @@ __all__ = [
     "render_html",
 ]
 
-# Reason groups of the plan and their colours (schedule windows share the schedule colour).
+# Reason groups of the plan and their colours: each registered component's own
+# (`core.components.REGISTRY`, in the order that names the reason), then the reasons that are not
+# a component's name (schedule windows share the schedule colour).
 REASON_COLOURS = {
-    "schedule": "#7c3aed",
-    "forecast": "#2563eb",
-    "proportional": "#059669",
-    "disruption": "#db2777",
-    "share": "#0891b2",
-    "min": "#64748b",
-    "max": "#dc2626",
+    **{str(name): registration(name).colour for name in ORDER},
     "hold": "#d97706",
     "fixed-headroom": "#475569",
 }

@@ -20,7 +20,6 @@ from predictive_headroom.core.budget import (
     daily_budget,
     day_of,
     held_node_hours,
-    hold_within,
 )
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.stabilise import hold_all
@@ -111,14 +110,14 @@ def test_the_planners_cap_is_the_rule_with_the_plan_held_to_the_end_of_the_day(z
 def test_the_ledger_counts_what_was_held_since_midnight() -> None:
     budget = DailyBudget(30.0, 8, "Europe/Berlin", "30 node-hours")
     midnight = at("2026-06-02T00:00+02:00")
-    ledger = Ledger()
+    ledger = Ledger("Europe/Berlin")
     ledger.record(midnight - 2 * H, 16)  # held across midnight: counted from midnight
     ledger.record(midnight + H, 8)
     ledger.record(midnight + H, 80)  # the same instant again: ignored
     assert ledger.spent(budget, midnight + 3 * H) == pytest.approx(2 + 2)
     assert ledger.spent(budget, midnight + 3 * H) == pytest.approx(4)  # reading twice is the same
     assert ledger.spent(budget, midnight + 24 * H + H) == pytest.approx(1)  # the next day
-    assert Ledger().spent(budget, midnight + H) == 0.0  # nothing known: a restart
+    assert Ledger("UTC").spent(budget, midnight + H) == 0.0  # nothing known: a restart
     assert affords(budget, midnight + 12 * H, 4.0) == 17  # 26 left over 12 hours: 17.3
 
 
@@ -140,6 +139,24 @@ def test_money_turns_into_node_hours_at_the_price_of_a_node_hour() -> None:
         daily_budget(Budget(per_day="40 USD"), Price(2.0, 8, "EUR", ""))
     with pytest.raises(ValueError, match="no price for a node-hour"):
         daily_budget(Budget(per_day="40 USD"), Price(None, 8, "USD", ""))
+
+
+def hold_within(times, wanted, budget, steps=1):
+    """The rule on a held series, walking forward, written out plainly (the reference the
+    engine's replay is checked against): at each instant the count the plan would hold (the
+    largest capped count of the last `steps` instants, this one's uncapped), at most what the
+    node-hours left afford; each count held until the next instant."""
+    n = times.size
+    held, raw, capped = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
+    ledger = Ledger(budget.zone)
+    for i in range(n):
+        at = float(times[i])
+        would = max(int(wanted[i]), int(raw[max(0, i - steps + 1) : i].max(initial=0)))
+        cap = affords(budget, at, ledger.spent(budget, at))
+        raw[i], held[i] = min(int(wanted[i]), cap), min(would, cap)
+        capped[i] = held[i] < would
+        ledger.record(at, int(held[i]))
+    return held, capped
 
 
 def _days_spent(times, held, budget) -> dict[float, float]:

@@ -82,7 +82,6 @@ from predictive_headroom.policy.config import (
 from predictive_headroom.protocols import Forecaster
 from predictive_headroom.replay.planner import (
     SimulatedDisruption,
-    World,
     planner_strategy,
     replay_parts,
 )
@@ -302,7 +301,13 @@ def interrupted(
 
     def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
         strategy = planner_strategy(
-            pool, r.times, in_force, r.history, cpn, r.plan_settings, World(r.pods, seen)
+            pool,
+            r.times,
+            in_force,
+            r.history,
+            cpn,
+            r.plan_settings,
+            replace(r.world(), disruption=seen),
         )[1]
         return simulate(r.pods, strategy, r.cluster, spec)
 

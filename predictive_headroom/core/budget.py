@@ -14,22 +14,20 @@ and says `budget` when that is below what the floors ask for. A day is midnight 
 budget's time zone (`zoneinfo`): 23 or 25 hours on the days the clocks change, so the same budget
 is spread over the hours the day has.
 
-Two forms of the rule: one instant (`budget_cap`: `now`, the spend so far and the plan ahead
-passed in), as the daemon and `plan` use it, and a held series at once (`hold_within`: each
-instant's spend is what the series held before it, the plan ahead the count it holds then), as
-the replay uses it. Pure: no clock reads, no I/O.
+The planner takes the budget as a cap (`BudgetPart`); what was held since midnight is told to a
+`Ledger` plan by plan (the daemon's plans, the replay's simulated ones). Pure: no clock reads, no
+I/O.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cache
+from typing import Protocol
 from zoneinfo import ZoneInfo
-
-import numpy as np
 
 from predictive_headroom.core.price import Price
 from predictive_headroom.policy.budget import Budget
@@ -184,6 +182,50 @@ def budget_cap(
     return BudgetCap(affords(budget, now, spent), spent, will_hold, budget, day)
 
 
+class Planned(Protocol):
+    """A plan as the budget hears it: when, and the count it holds."""
+
+    @property
+    def at(self) -> float: ...
+
+    @property
+    def desired(self) -> int: ...
+
+
+class Ledger:
+    """What a pool held since the start of its day, told plan by plan: the daemon's own plans
+    (kept in memory: a restart starts an empty ledger) or a replay's. Each count is held from its
+    instant until the next one's. Pure: no clock, no I/O; O(1) a record."""
+
+    def __init__(self, zone: str) -> None:
+        self.zone = zone
+        self._day: Day | None = None
+        self._total = 0.0
+        """Placeholder-seconds held from the start of `_day` until the last record."""
+        self._last: tuple[float, int] | None = None
+
+    def _held_seconds(self, now: float) -> float:
+        """Placeholder-seconds held from the start of `now`'s day until `now`."""
+        if self._last is None:
+            return 0.0
+        at, replicas = self._last
+        day = day_of(now, self.zone)
+        before = self._total if self._day is not None and self._day.start == day.start else 0.0
+        return before + replicas * max(0.0, now - max(at, day.start))
+
+    def record(self, at: float, replicas: int) -> None:
+        """`replicas` held from `at` on (an instant not after the last one's is ignored)."""
+        if self._last is not None and at <= self._last[0]:
+            return
+        self._total = self._held_seconds(at)
+        self._day, self._last = day_of(at, self.zone), (at, int(replicas))
+
+    def spent(self, budget: DailyBudget, now: float) -> float:
+        """The node-hours held from the start of `now`'s day until `now`, in `budget`'s node
+        (before the first record nothing is counted)."""
+        return budget.node_hours_of(1.0, self._held_seconds(now))
+
+
 @dataclass(frozen=True)
 class BudgetPart:
     """The budget as the planner takes it at one instant: a cap of `affords` placeholders.
@@ -191,12 +233,14 @@ class BudgetPart:
     The plan ahead is what the plan holds now, held to the end of the day: then spent plus the
     plan ahead is over the budget exactly when the plan holds more than `affords`, so the
     planner's smallest cap (`min(plan, affords)`) is `budget_cap`'s rule, and the reason is
-    `budget` just when it binds (`tests/test_budget_cap.py` checks both agree)."""
+    `budget` just when it binds (`tests/test_budget_cap.py` checks both agree). With a `ledger`,
+    the plan made at `at` is recorded there (`planned`)."""
 
     replicas: int
     spent: float
     budget: DailyBudget
     at: float
+    ledger: Ledger | None = field(default=None, compare=False, repr=False)
 
     def to_details(self) -> dict[str, object]:
         """The day's budget, its spend so far and what is left, in node-hours."""
@@ -208,69 +252,23 @@ class BudgetPart:
             "budget_hours_left": round((day.end - self.at) / HOUR, 3),
         }
 
+    def planned(self, plan: Planned) -> None:
+        """Record what the plan made at this part's instant holds (other instants: a horizon
+        planned ahead, not held)."""
+        if self.ledger is not None and plan.at == self.at:
+            self.ledger.record(plan.at, plan.desired)
+
     def later(self) -> BudgetPart:
-        """The same cap: ahead of now the spend is not replayed, so a horizon holds what is left
-        spread as it is now."""
-        return self
+        """The same cap, recording nothing: ahead of now the spend is not replayed, so a horizon
+        holds what is left spread as it is now."""
+        return replace(self, ledger=None)
 
 
-def budget_part(budget: DailyBudget, now: float, spent: float) -> BudgetPart:
-    """The budget's part at `now` with `spent` node-hours held since the start of its day."""
-    return BudgetPart(affords(budget, now, spent), spent, budget, now)
-
-
-class Ledger:
-    """What a pool held, instant by instant, for the spend of its day: the daemon records each
-    plan's count (it knows what it holds from its own plans) and reads the spend back. Pure: no
-    clock, no I/O; kept in memory (a restart starts an empty ledger)."""
-
-    def __init__(self) -> None:
-        self._held: list[tuple[float, float]] = []
-
-    def record(self, at: float, replicas: int) -> None:
-        """`replicas` held from `at` on (instants in ascending order; an earlier one is ignored)."""
-        if self._held and at <= self._held[-1][0]:
-            return
-        self._held.append((at, float(replicas)))
-
-    def spent(self, budget: DailyBudget, now: float) -> float:
-        """The node-hours held from the start of `now`'s day until `now` (before the first record
-        nothing is counted); records before the day's last one before its start are dropped."""
-        start = day_of(now, budget.zone).start
-        first = max(0, sum(1 for at, _ in self._held if at <= start) - 1)
-        del self._held[:first]
-        return held_node_hours(self._held, start, now, budget.slots)
-
-
-def hold_within(
-    times: np.ndarray, wanted: np.ndarray, budget: DailyBudget, steps: int = 1
-) -> tuple[np.ndarray, np.ndarray]:
-    """(held, capped): what a series holds under the budget, walking forward. `wanted` is the
-    plan at each instant of `times` (ascending) before the budget and before scale-down
-    stabilisation; the count held at an instant is the largest capped count of the last `steps`
-    instants (this one's uncapped), at most the cap, which comes from what the series held
-    before it that day and from that count held to the end of the day (only the past and the
-    present are read). Each count is held until the next instant (the last for the median step).
-    `capped` says where the cap held the plan below what it would hold without it."""
-    times = np.asarray(times, dtype=float)
-    wanted = np.asarray(wanted, dtype=np.int64)
-    n = times.size
-    held = np.zeros(n, dtype=np.int64)
-    raw = np.zeros(n, dtype=np.int64)
-    capped = np.zeros(n, dtype=bool)
-    step = float(np.median(np.diff(times))) if n > 1 else HOUR
-    day, spent, carried = None, 0.0, 0.0
-    for i in range(n):
-        at = float(times[i])
-        if day is None or at >= day.end:
-            day, spent = day_of(at, budget.zone), carried
-        carried = 0.0
-        would = max(int(wanted[i]), int(raw[max(0, i - steps + 1) : i].max(initial=0)))
-        cap = affords(budget, at, spent)
-        raw[i] = min(int(wanted[i]), cap)
-        held[i] = min(would, cap)
-        capped[i] = held[i] < would
-        until = float(times[i + 1]) if i + 1 < n else at + step
-        spent += budget.node_hours_of(float(held[i]), min(until, day.end) - at)
-        carried = budget.node_hours_of(float(held[i]), max(0.0, until - day.end))
-    return held, capped
+def budget_part(
+    budget: DailyBudget, now: float, spent: float | None = None, ledger: Ledger | None = None
+) -> BudgetPart:
+    """The budget's part at `now`: `spent` node-hours held since the start of its day (None:
+    what `ledger` recorded; neither: nothing), recording the plan made with it in `ledger`."""
+    if spent is None:
+        spent = 0.0 if ledger is None else ledger.spent(budget, now)
+    return BudgetPart(affords(budget, now, spent), spent, budget, now, ledger)

@@ -32,7 +32,9 @@ ORDER: tuple[Component, ...] = tuple(Component)
 
 
 class Part(Protocol):
-    """One component at one instant, as the planner takes it."""
+    """One component at one instant, as the planner takes it. A part may also have
+    `planned(plan)`: the engine tells it each plan made with it (a cap that counts what the pool
+    held, the budget, records it there)."""
 
     @property
     def replicas(self) -> int | None:
@@ -132,6 +134,15 @@ REGISTRY: tuple[Registration, ...] = (
         "a share of what the pool's pods request (e.g. 10% of their CPU), or an absolute "
         "amount, in placeholders",
         "#0891b2",
+    ),
+    Registration(
+        Component.BUDGET,
+        Kind.CAP,
+        Feed.READ,
+        "budget",
+        "the most overhead node-hours a day the pool's budget: allows: what is left of the day's "
+        "budget spread over the rest of the day, in placeholders",
+        "#ca8a04",
     ),
 )
 """Every registered component, in the order the plan's `components` show them."""

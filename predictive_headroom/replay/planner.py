@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from predictive_headroom.core.budget import Ledger, budget_part, daily_budget
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.components import Part, registration
 from predictive_headroom.core.disruption import DisruptionPart, reserve_quantile, spot_reserve
 from predictive_headroom.core.engine import InForce, PoolTimeline
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.share import SharePart, share_part
@@ -76,6 +78,12 @@ class World:
 
     pods: np.ndarray | None = None
     disruption: SimulatedDisruption | None = None
+    times: np.ndarray | None = None
+    """The replay's instants (POSIX seconds; None: not known, and the budget is left out)."""
+    price: Price | None = None
+    """The price of the node simulated (None: no prices; a budget in node-hours still reads)."""
+    node_slots: int = 8
+    """Placeholders a simulated node holds."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +118,25 @@ def _disruption_reader(pool: Pool, settings: PlanSettings, world: World) -> Read
     )
 
 
+def _budget_reader(pool: Pool, settings: PlanSettings, world: World) -> Reading | None:
+    """The budget at every minute, from what the replay held earlier that day (the plans made
+    before it, told to a ledger; walking forward, only the past is read). Planned minute by
+    minute, in order (`needs_nodes`)."""
+    times = world.times
+    if pool.budget is None or times is None:
+        return None
+    price = world.price or Price(None, world.node_slots, "USD", "no prices")
+    budget = daily_budget(pool.budget, replace(price, slots=world.node_slots))
+    ledger = Ledger(budget.zone)
+    return Reading(
+        lambda i, _nodes, _leaving: budget_part(budget, float(times[i]), ledger=ledger), True
+    )
+
+
 REPLAY_READERS: dict[Component, ReplayReader] = {
     Component.DISRUPTION: _disruption_reader,
     Component.SHARE: _share_reader,
+    Component.BUDGET: _budget_reader,
 }
 """What reads each registered component a shell reads (`core.components.READ`) in a replay, by
 name (a test checks every one has a reader), as `daemon.components` does in the daemon and

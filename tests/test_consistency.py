@@ -445,3 +445,92 @@ def test_the_daemon_plan_report_and_the_replay_agree_on_the_budget(tmp_path, cap
     spent_late = float(held[start:i].sum()) / 60.0 / replay.nodes.node_slots
     row = _plan_json(capsys, config, float(replay.times[i]), spent_late)
     assert row["reason"] == "budget" and row["desired_replicas"] == held[i] < 10
+
+
+# The limits cap (issue 56): a pool whose `limits:` allow fewer placeholders than the forecast asks
+# for is held at the cap, and `plan`, `report`, `tune` and `backtest` (its replay and the daemon's
+# instant) say the same count and the same reason.
+
+LIMITED_CAP = 3  # limits.cpu 6 over placeholders of 2 CPU
+
+
+def limited_policy(path: Path) -> Path:
+    pool = {
+        "name": "web",
+        "target": {"namespace": NS, "name": "web-placeholder"},
+        "maxReplicas": 40,
+        "leadTime": "4m",
+        "protection": "90%",
+        "forecast": {"query": "q", "demandPerReplica": 1, "history": "28d"},
+        "placeholder": {"requests": {"cpu": "2", "memory": "4Gi"}},
+        "limits": {"cpu": "6"},
+    }
+    cost = {"costPerCpuHour": 0.04, "costPerGiBHour": 0.005, **NODE}
+    path.write_text(yaml.safe_dump({"pools": [pool], "cost": cost}, sort_keys=False))
+    return path
+
+
+@pytest.mark.slow
+def test_plan_report_tune_and_backtest_agree_where_the_limits_cap_binds(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    from test_backtest import series
+    from test_review import fast, write_csv
+
+    fast(monkeypatch)
+    monkeypatch.setenv("PH_RETUNE_WINDOW", str(SHAPED_WINDOW))
+    history = series(9)
+    data = write_csv(tmp_path / "demand.csv", history)
+    config = limited_policy(tmp_path / "policy.yaml")
+    at = float(history.end)
+    when = f"{np.datetime64(int(at), 's')}Z"
+    base = ["-c", str(config), "--data", str(data)]
+
+    plan = _json_cli(capsys, "plan", *base, "--at", when, "-o", "json")
+    report_dir = tmp_path / "report"
+    assert cli.main(["report", *base, "--at", when, "--out", str(report_dir)]) == 0
+    report = json.loads((report_dir / "report.json").read_text())
+    tune = _json_cli(capsys, "tune", *base, "-q", "-o", "json")
+    page_dir = tmp_path / "bt"
+    backtest = _json_cli(
+        capsys, "backtest", *base, "--protection", "90%", "-q", "--out", str(page_dir), "-o", "json"
+    )
+
+    [row] = plan["pools"]
+    [section] = report["pools"]
+    [entry] = backtest["promise"]
+    answers = {
+        "plan": (row["desired_replicas"], row["reason"], row["components"]),
+        "report": (
+            section["plan"]["now"]["desired_replicas"],
+            section["plan"]["now"]["reason"],
+            section["plan"]["now"]["components"],
+        ),
+        "tune": (
+            tune["daemon_now"]["replicas"],
+            tune["daemon_now"]["reason"],
+            tune["daemon_now"]["components"],
+        ),
+        "backtest": (
+            entry["daemon_now"]["replicas"],
+            entry["daemon_now"]["reason"],
+            entry["daemon_now"]["components"],
+        ),
+    }
+    # the forecast plus the re-tune's reserve ask for more than the limits allow
+    assert row["components"]["forecast"] + row["details"].get("reserve", 0) > LIMITED_CAP
+    assert row["components"]["limits"] == LIMITED_CAP
+    want = (LIMITED_CAP, "limits", row["components"])
+    for who, (replicas, reason, components) in answers.items():
+        # the replays see the simulated nodes (none leaving: disruption 0); the CLI does not
+        assert components.pop("disruption", 0) == 0, who
+        assert (replicas, reason, components) == want, who
+    # The re-tune names the cap that held its reserve: the limits, not maxReplicas.
+    said = json.dumps(tune["daemon_now"])
+    assert "limits 3 held it at 3" in said and "maxReplicas 3" not in said
+    # The replay holds the cap too: the backtest caps a reserve there, and its page shows the cap.
+    assert backtest["settings"]["max_replicas"] == LIMITED_CAP
+    page = (page_dir / "backtest.html").read_text()
+    report_page = (report_dir / "index.html").read_text()
+    assert "limits 3" in report_page  # the cap's dotted line on the plan chart
+    assert page and report_page

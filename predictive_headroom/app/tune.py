@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.components import static_cap
+from predictive_headroom.core.components import static_cap, static_cap_name
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
@@ -127,6 +127,8 @@ class Tuning:
     capped_days: int = 0
     """Days read on which the held candidate sat at `maxReplicas` while pods waited."""
     max_replicas: int | None = None
+    cap_name: str = "maxReplicas"
+    """The cap `max_replicas` is (`core.components.static_cap_name`)."""
     fixed: tuple[int, float] | None = None
     """The fewest fixed placeholders that kept the target over the days read, and what they kept."""
     node_slots: int | None = None
@@ -150,6 +152,7 @@ class Tuning:
             capped_days=self.capped_days,
             max_replicas=self.max_replicas,
             fixed=self.fixed,
+            cap_name=self.cap_name,
         )
 
     def against_fixed(self) -> dict[str, Any] | None:
@@ -230,7 +233,7 @@ class Tuning:
             f"{self.stabilization_seconds / 60:g}m"
         )
         if self.reserve:
-            text += f" and {reserve_words(self.reserve, self.max_replicas)}"
+            text += f" and {reserve_words(self.reserve, self.max_replicas, self.cap_name)}"
         if self.retunes_from is not None:
             text += (
                 f" until {iso_utc(self.retunes_from)}, when the history is long enough to re-tune"
@@ -426,7 +429,8 @@ def _tune(
         levels=levels,
         short_days=_short_days(book, target),
         capped_days=capped.get(cand, 0),
-        max_replicas=pool.max_replicas,
+        max_replicas=static_cap(pool),
+        cap_name=static_cap_name(pool),
         fixed=_fixed(static, target),
         node_slots=simulated.node_slots,
         fixed_hold=hold,
@@ -442,7 +446,7 @@ def _status(
     """The re-tune's status, its reason in words and the fixed N it holds (with
     `protectionFallback: fixed`, when the ledger says the forecast did not pay), logged once."""
     status = TuningStatus.SHORT if choice.status == Status.SHORT else TuningStatus.TUNED
-    reason = _verdict(choice, book, target, days, pool.max_replicas)
+    reason = _verdict(choice, book, target, days, static_cap(pool), static_cap_name(pool))
     hold = hold_fixed(choice, static, target) if pool.protection_fallback == "fixed" else None
     if hold is not None:
         status, reason = TuningStatus.FIXED, f"asked {100 * target:g}%, {hold.says(target)}"
@@ -593,7 +597,7 @@ def _replay(
                     continue
                 placeholders = with_reserve(g.run.placeholders, n, static_cap(pool))
                 run = g.run if n == 0 else r.simulate(placeholders)
-                capped[candidate] = _capped_days(run, pool.max_replicas, bounds, r.start)
+                capped[candidate] = _capped_days(run, static_cap(pool), bounds, r.start)
                 yield candidate, run
 
     book = ledger(candidate_runs(), reactive, bounds, r.start)
@@ -641,13 +645,15 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _verdict(choice: Choice, book: Ledger, target: float, days: float, cap: int) -> str:
+def _verdict(
+    choice: Choice, book: Ledger, target: float, days: float, cap: int, cap_name: str
+) -> str:
     """The reason in words: what was asked, what the rule kept, what it holds and why."""
     cand = choice.candidate
     assert cand.setting is not None
     label = f"burstQuantile {cand.setting.quantile:g}, scaleDownStabilization {cand.setting.window / 60:g}m"
     if cand.reserve:
-        label += f" and {reserve_words(cand.reserve, cap)}"
+        label += f" and {reserve_words(cand.reserve, cap, cap_name)}"
     on = min(WINDOW, book.periods)
     judged = book.periods - max(1, book.periods - LOOKBACK)
     kept = (

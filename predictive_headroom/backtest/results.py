@@ -117,7 +117,9 @@ class ReplaySettings:
     data_step_seconds: float
     pool: str | None
     max_replicas: int
-    """The pool's maxReplicas: a reserve on top of a plan is capped there, as the planner does."""
+    """The pool's smallest cap known from its fields (maxReplicas, or `limits:` when they allow
+    fewer, `core.components.static_cap`): a reserve on top of a plan is capped there, as the
+    planner does."""
     demand_per_replica: float
     demand_per_replica_source: str
     median_app_pods: float

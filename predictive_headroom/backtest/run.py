@@ -60,7 +60,7 @@ from predictive_headroom.backtest.results import (
     component_chart_data,
     x_against,
 )
-from predictive_headroom.core.components import Part
+from predictive_headroom.core.components import Part, static_cap
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.series import (
     DAY_SECONDS,
@@ -412,7 +412,7 @@ def replay_settings(r: Replay, s: BacktestSettings, wf: WalkForward) -> ReplaySe
         points=len(r.history),
         data_step_seconds=r.history.step_seconds,
         pool=r.pool.name if r.given_pool is not None else None,
-        max_replicas=r.pool.max_replicas,
+        max_replicas=static_cap(r.pool),
         demand_per_replica=chosen.demand_per_replica.value if chosen.demand_per_replica else 0.0,
         demand_per_replica_source=r.dpr_source,
         median_app_pods=float(np.median(r.pods)),

@@ -31,7 +31,7 @@ from predictive_headroom.commands.components import (
     note_left_out,
     parts_from_args,
 )
-from predictive_headroom.core.components import Part
+from predictive_headroom.core.components import REGISTRY, Part
 from predictive_headroom.core.engine import (
     HORIZON_STEP_SECONDS,
     PlanInputs,
@@ -41,10 +41,14 @@ from predictive_headroom.core.engine import (
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.vocabulary import Component, Kind
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.events import gap_move
 from predictive_headroom.protocols import ClusterState, Source, SourceError
 from predictive_headroom.sources.csvsource import CsvSource
+
+CAPS = {str(r.name) for r in REGISTRY if r.kind == Kind.CAP}
+FLOORS = {str(r.name) for r in REGISTRY if r.kind == Kind.FLOOR}
 
 HELP = "show the plan at one instant (or a timeline with --horizon): desired placeholder replicas and why"
 EXAMPLE = (
@@ -342,6 +346,7 @@ def run(args: argparse.Namespace) -> int:
             print_json({"at": iso(at), "pools": pools})
         else:
             _print_plans(plans, policy, fitted.settings)
+            _print_capped(plans)
             _print_why(why)
             _print_promises(fitted.promises)
         return 0
@@ -356,6 +361,22 @@ def run(args: argparse.Namespace) -> int:
         _print_why(why)
         _print_promises(fitted.promises)
     return 0
+
+
+def _print_capped(plans: list[Plan]) -> None:
+    """One line per plan a registered cap other than maxReplicas holds down (`limits`, ...):
+    what it allows, and what the floors and the reserve ask for."""
+    for plan in plans:
+        if plan.reason not in CAPS or plan.reason == Component.MAX:
+            continue
+        floors = [v for k, v in plan.components.items() if k in FLOORS and v is not None]
+        asked = max(floors, default=0) + int(plan.details.get("reserve", 0))
+        by = plan.details.get(f"{plan.reason}_by")
+        why = f" ({by} sets it)" if by else ""
+        print(
+            f"pool {plan.pool}: the {plan.reason} cap holds {plan.desired} placeholders{why}; "
+            f"the floors and the reserve ask for {asked}"
+        )
 
 
 def _with_why(pool: dict[str, Any], why: dict[str, str]) -> dict[str, Any]:

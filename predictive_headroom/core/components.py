@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from predictive_headroom.core.limits import limits_part
 from predictive_headroom.core.vocabulary import Component, Feed, Kind
 from predictive_headroom.policy.config import Pool
 
@@ -136,6 +137,16 @@ REGISTRY: tuple[Registration, ...] = (
         "#0891b2",
     ),
     Registration(
+        Component.LIMITS,
+        Kind.CAP,
+        Feed.POOL,
+        "limits",
+        "the most placeholders whose requests fit within the pool's limits: (e.g. cpu: 64), "
+        "a cap like maxReplicas",
+        "#4d7c0f",
+        lambda pool: limits_part(pool.limits.amounts, pool.placeholder.amounts),
+    ),
+    Registration(
         Component.BUDGET,
         Kind.CAP,
         Feed.READ,
@@ -188,13 +199,25 @@ def of_kind(present: Mapping[str, Part | None], kind: Kind) -> dict[str, int]:
     }
 
 
+def static_binding(pool: Pool) -> tuple[str, int]:
+    """(name, value): the smallest of `pool`'s caps known from the pool alone (maxReplicas,
+    limits:), the first in `ORDER` among equals."""
+    parts = {str(r.name): r.of_pool(pool) for r in REGISTRY if r.kind == Kind.CAP and r.of_pool}
+    return binding(
+        {n: int(p.replicas) for n, p in parts.items() if p is not None and p.replicas is not None}
+    )
+
+
 def static_cap(pool: Pool) -> int:
     """The smallest of `pool`'s caps known from the pool alone (maxReplicas and the like): what a
     replay that stabilises a whole timeline at once caps it at."""
-    caps = (
-        r.of_pool(pool) for r in REGISTRY if r.kind == Kind.CAP and r.of_pool and r.enabled(pool)
-    )
-    return min(int(p.replicas) for p in caps if p is not None and p.replicas is not None)
+    return static_binding(pool)[1]
+
+
+def static_cap_name(pool: Pool) -> str:
+    """The words for `static_cap`: `maxReplicas`, or the name of the cap that allows fewer."""
+    name = static_binding(pool)[0]
+    return "maxReplicas" if name == Component.MAX else name
 
 
 def read_caps(pool: Pool) -> list[str]:

@@ -43,6 +43,8 @@ class Shortfall:
     """The fixed N that kept `asked` in the replay (above `max_replicas`), for the cap."""
     kept_raised: float | None = None
     retunes_from: float | None = None
+    cap_name: str = "maxReplicas"
+    """The cap `max_replicas` is: maxReplicas, or `limits` where they allow fewer."""
 
     def says(self) -> str:
         """The cause in words, with what to do about it."""
@@ -56,7 +58,7 @@ class Shortfall:
         if self.cause == Cause.CAP:
             kept = "" if self.kept_raised is None else f" kept {100 * self.kept_raised:.1f}%"
             return (
-                f"maxReplicas {self.max_replicas} held the plan on {self.capped_days} of "
+                f"{self.cap_name} {self.max_replicas} held the plan on {self.capped_days} of "
                 f"{self.of_days} days: raise it to {self.raise_to} ({self.raise_to} fixed "
                 f"placeholders{kept} in this replay)"
             )
@@ -76,17 +78,17 @@ class Shortfall:
             "kept_raised": None if self.kept_raised is None else round(self.kept_raised, 5),
             "retunes_from": None if self.retunes_from is None else iso_utc(self.retunes_from),
             "says": self.says(),
-        }
+        } | ({} if self.cap_name == "maxReplicas" else {"cap_name": self.cap_name})
 
 
-def reserve_words(reserve: int, max_replicas: int | None) -> str:
+def reserve_words(reserve: int, max_replicas: int | None, cap_name: str = "maxReplicas") -> str:
     """`a reserve of 3 placeholders`; a reserve above `max_replicas` as the cap holds it, in the
     cap cause's words: `a reserve capped at 60 placeholders (the promise would need 4,451;
     maxReplicas 60 held it at 60)`."""
     if max_replicas is not None and reserve > max_replicas:
         return (
             f"a reserve capped at {max_replicas:,} placeholders (the promise would need "
-            f"{reserve:,}; maxReplicas {max_replicas} held it at {max_replicas})"
+            f"{reserve:,}; {cap_name} {max_replicas} held it at {max_replicas})"
         )
     return f"a reserve of {reserve:,} placeholder{'' if reserve == 1 else 's'}"
 
@@ -100,6 +102,7 @@ def shortfall_cause(
     max_replicas: int | None = None,
     fixed: tuple[int, float] | None = None,
     retunes_from: float | None = None,
+    cap_name: str = "maxReplicas",
 ) -> Shortfall:
     """The cause of keeping less than `asked` (see the module docstring): `retunes_from` set is
     the warm-up; `capped_days` > 0 with `fixed` = (N, kept), the fewest fixed placeholders that
@@ -108,6 +111,16 @@ def shortfall_cause(
         return Shortfall(Cause.WARMUP, asked, short_days, of_days, retunes_from=retunes_from)
     if capped_days and fixed is not None and max_replicas is not None and fixed[0] > max_replicas:
         return Shortfall(
-            Cause.CAP, asked, short_days, of_days, capped_days, max_replicas, fixed[0], fixed[1]
+            Cause.CAP,
+            asked,
+            short_days,
+            of_days,
+            capped_days,
+            max_replicas,
+            fixed[0],
+            fixed[1],
+            cap_name=cap_name,
         )
-    return Shortfall(Cause.NO_SETTING, asked, short_days, of_days, capped_days, max_replicas)
+    return Shortfall(
+        Cause.NO_SETTING, asked, short_days, of_days, capped_days, max_replicas, cap_name=cap_name
+    )

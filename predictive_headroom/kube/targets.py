@@ -32,6 +32,7 @@ from predictive_headroom.policy.adopt import PodTemplate
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.target import (
+    BUFFER_LIMITS_VERSIONS,
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_PLURAL,
 )
@@ -244,8 +245,10 @@ class CapacityBufferActuator(_ReplicaTarget):
                 "DRY-RUN would remove" if dry_run else "removing",
             )
             spec["percentage"] = None  # merge patch: null removes the field
-        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": spec}
         api = self.discovery.api_for(pool)
+        if pool.limits.enabled and api.version in BUFFER_LIMITS_VERSIONS:
+            spec["limits"] = pool.limits.on_buffer(pool.placeholder.requests)
+        body = {"metadata": {"resourceVersion": current.resource_version}, "spec": spec}
         self._buffer_call(
             api,
             pool,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 
 from predictive_headroom.core.components import READ, REGISTRY
+from predictive_headroom.core.vocabulary import Component, Feed, Kind
 
 GLOSSARY: dict[str, str] = {
     # The backtest's measures.
@@ -122,7 +123,9 @@ GLOSSARY: dict[str, str] = {
     "from": "the instant the plan changes to this count and reason",
     "pods": "the placeholder pods planned from then",
     "reason": "the rule that set the count: schedule:<window>, proportional, forecast, "
-    f"{', '.join(r.name for r in READ)}, min, max, min:<why no forecast>, "
+    f"{', '.join(r.name for r in READ)}, min, max, "
+    f"{''.join(f'{r.name}, ' for r in REGISTRY if r.kind == Kind.CAP and r.feed == Feed.POOL and r.name != Component.MAX)}"
+    "min:<why no forecast>, "
     "hold:<what holds it>, fixed-headroom (a fixed N held instead of the forecast: "
     "protectionFallback: fixed)",
     # The registered components (`core.components.REGISTRY`), each in its own words.

@@ -39,6 +39,7 @@ from predictive_headroom.policy.events import (
     looks_like_date,
     window_shape_problems,
 )
+from predictive_headroom.policy.limits import Limits, fitting
 from predictive_headroom.policy.placeholder import Placeholder, Quantity
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
@@ -263,6 +264,9 @@ class Pool(_Model):
     capacity, a reserve for interruptions within the lead time (`policy.disruption`)."""
     share: Share = Field(default_factory=Share)
     """Headroom as a share of what the pool's pods request, e.g. {cpu: 10%} (`policy.share`)."""
+    limits: Limits = Field(default_factory=Limits)
+    """The most the placeholders may request in total, e.g. {cpu: 64, memory: 256Gi}: a cap on
+    the plan, as a CapacityBuffer's spec.limits (`policy.limits`)."""
     budget: Budget | None = None
     """The most the headroom may hold a day: {perDay: 40 USD} or {nodeHoursPerDay: 50}
     (`policy.budget`)."""
@@ -348,12 +352,34 @@ class Pool(_Model):
             raise FieldProblem(
                 "minReplicas", _min_max_message(self.min_replicas, self.max_replicas)
             )
+        self._check_limits(requested)
         seen: set[str] = set()
         for i, window in enumerate(self.schedules):
             if window.name in seen:
                 raise FieldProblem(f"schedules[{i}].name", f"duplicate window name {window.name!r}")
             seen.add(window.name)
         return self
+
+    def _check_limits(self, requested: dict[str, float]) -> None:
+        """Every limit is on a resource the placeholder requests, and allows minReplicas."""
+        for resource in self.limits.root:
+            if resource not in requested:
+                raise FieldProblem(
+                    f"limits.{resource}",
+                    f"the placeholder does not request {resource}, so a limit on it cannot be "
+                    f"counted in placeholders: add placeholder.requests.{resource} or remove "
+                    f"limits.{resource}",
+                )
+        fit = fitting(self.limits.amounts, requested)
+        for resource, allowed in fit.items():
+            if allowed < self.min_replicas:
+                raise FieldProblem(
+                    f"limits.{resource}",
+                    f"limits.{resource} {self.limits.root[resource]} allows {allowed} "
+                    f"placeholders (each requests {self.placeholder.requests[resource]}), fewer "
+                    f"than minReplicas {self.min_replicas}; raise limits.{resource} or lower "
+                    "minReplicas",
+                )
 
 
 class Cost(_Model):

@@ -23,6 +23,9 @@ CAPACITY_BUFFER_PLURAL = "capacitybuffers"
 CAPACITY_BUFFER_VERSIONS = ("v1", "v1beta1", "v1alpha1")
 """The CapacityBuffer versions this code reads and writes (`spec.replicas`), newest first (`v1`
 is not published yet)."""
+BUFFER_LIMITS_VERSIONS = ("v1", "v1beta1", "v1alpha1")
+"""The CapacityBuffer versions whose spec has `limits` (total requests the buffer's chunks stay
+within), where the daemon also writes a pool's `limits:`; a version without it is left out here."""
 
 POOL_LABEL = "predictive-headroom.io/pool"
 """The label that makes an object a pool's own: the daemon writes only targets carrying

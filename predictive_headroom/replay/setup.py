@@ -186,14 +186,16 @@ class Replay:
     def floor_only(
         self, schedules: list[ScheduleWindow] | None = None, rule: Proportional | None = None
     ) -> Pool:
-        """A pool of the replayed pool's name, target and maxReplicas whose only floor is
-        `schedules` or `rule` (no minReplicas, no forecast), with the replayed pool's disruption
-        section: the schedule and proportional strategies. It plans with the run's
+        """A pool of the replayed pool's name, target and caps (maxReplicas, `limits:` with its
+        placeholder) whose only floor is `schedules` or `rule` (no minReplicas, no forecast),
+        with the replayed pool's disruption section: the schedule and proportional strategies. It plans with the run's
         `plan_settings` (lead time, stabilisation)."""
         return Pool(
             name=self.pool.name,
             target=self.pool.target,
             max_replicas=self.pool.max_replicas,
+            placeholder=self.pool.placeholder,
+            limits=self.pool.limits,
             schedules=schedules or [],
             proportional=rule,
             disruption=self.pool.disruption,

@@ -19,7 +19,7 @@ from matplotlib import ticker
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from predictive_headroom.core.components import ORDER, registration
+from predictive_headroom.core.components import ORDER, registration, static_binding
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.pages.format import (
     fmt_compact,
@@ -204,7 +204,7 @@ def plan_svg(r: PoolReport) -> Markup:
         for side in ("left", "top", "right"):
             ribbon.spines[side].set_visible(False)
         top = max(float(d.max()) if d.size else 0.0, 1.0)
-        top = _draw_cap(ax, r.pool.max_replicas, top)
+        top = _draw_cap(ax, *static_binding(r.pool), top)
         for p in r.peaks:
             ax.axvline(_dates([p.at])[0], color="#dc2626", linestyle=":", linewidth=0.9)
         handles = [Patch(color=REASON_COLOURS[g], label=g) for g in REASON_COLOURS if g in groups]
@@ -245,31 +245,34 @@ def _draw_windows(ax: Any, windows: Sequence[tuple[str, float, float]]) -> None:
         )
 
 
-def _draw_cap(ax: Any, cap: int, top: float) -> float:
-    """Draw maxReplicas `cap` as a dotted line when it is near the plan's `top`, else note it is
+def _draw_cap(ax: Any, name: str, cap: int, top: float) -> float:
+    """Draw the pool's smallest cap known from its fields (`name`: maxReplicas, or limits when
+    they allow fewer) at `cap` as a dotted line when it is near the plan's `top`, else note it is
     off the chart; returns the top the y axis must reach."""
+    words = "maxReplicas" if name == "max" else name
+    colour = REASON_COLOURS.get(name, REASON_COLOURS["max"])
     if cap <= 1.5 * top + 2:
         top = max(top, cap)
-        ax.axhline(cap, color=REASON_COLOURS["max"], linestyle=":", linewidth=1)
+        ax.axhline(cap, color=colour, linestyle=":", linewidth=1)
         ax.annotate(
-            f"maxReplicas {cap}",
+            f"{words} {cap}",
             (1.0, cap),
             xycoords=("axes fraction", "data"),
             xytext=(-4, 3),
             textcoords="offset points",
             ha="right",
-            color=REASON_COLOURS["max"],
+            color=colour,
             fontsize=8,
         )
     else:
         ax.annotate(
-            f"maxReplicas {cap} (off the chart)",
+            f"{words} {cap} (off the chart)",
             (1.0, 1.0),
             xycoords="axes fraction",
             xytext=(-4, -11),
             textcoords="offset points",
             ha="right",
-            color=REASON_COLOURS["max"],
+            color=colour,
             fontsize=8,
         )
     return top

@@ -415,11 +415,14 @@ def test_the_daemon_plan_report_and_the_replay_agree_on_the_budget(tmp_path, cap
         [first] = daemon.reconcile().pools  # nothing counted yet: a fresh daemon
         now[0] = at + 3600.0
         [second] = daemon.reconcile().pools  # the first plan held for an hour since
+        shown = daemon.status()["budget"]["web"]  # /last-run
     # 20 node-hours over the 15 hours left, 8 placeholders a node: 10.67, so 10 (min wins: 10)
     assert (first.plan.components["budget"], first.plan.desired) == (10, 10)
     # an hour of 10 placeholders is 1.25 node-hours: 18.75 over 14 hours affords 10.7
     spent = 10 * 3600 / 3600 / 8
     assert second.plan.details["budget_spent_node_hours"] == spent
+    assert (shown["budget_spent_node_hours"], shown["cap"]) == (spent, 10)
+    assert shown["budget"] == "20 overhead node-hours a day"
     for instant, spend, outcome in ((at, 0.0, first), (at + 3600.0, spent, second)):
         row = _plan_json(capsys, config, instant, spend)
         components = dict(outcome.plan.components)

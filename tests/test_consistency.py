@@ -537,3 +537,27 @@ def test_plan_report_tune_and_backtest_agree_where_the_limits_cap_binds(
     report_page = (report_dir / "index.html").read_text()
     assert "limits 3" in report_page  # the cap's dotted line on the plan chart
     assert page and report_page
+
+
+def test_the_review_reads_the_budget_as_the_replay_held_it(tmp_path, capsys) -> None:
+    """What `tune` and `backtest` plan the daemon's instant with (`parts_reader` ->
+    `replay_parts`): the budget from what the replay held earlier that day, the same component
+    `plan --budget-spent` gives for that spend."""
+    from predictive_headroom.core.budget import day_of
+    from predictive_headroom.core.settings import resolve_settings
+    from predictive_headroom.replay.planner import replay_parts
+
+    config = tmp_path / "policy.yaml"
+    config.write_text(yaml.safe_dump({"pools": [BUDGETED]}, sort_keys=False))
+    pool = load_policy(config).pools[0]
+    start = day_of(parse_time("2026-06-01T12:00Z"), "Europe/Berlin").start
+    times = start - 3600.0 + 60.0 * np.arange(16 * 60)  # from 23:00 the day before to 15:00
+    held = np.full(times.size, 12, dtype=np.int64)
+    i = times.size - 1
+    parts = replay_parts(
+        pool, np.zeros(times.size, np.int64), i, resolve_settings(pool), 8, 2, (times, held, None)
+    )
+    spent = 12 * (times[i] - start) / 3600.0 / 8  # 12 placeholders since midnight, 8 a node
+    assert parts["budget"].spent == pytest.approx(spent)
+    row = _plan_json(capsys, config, float(times[i]), float(parts["budget"].spent))
+    assert row["components"]["budget"] == parts["budget"].replicas

@@ -4,14 +4,16 @@ registered, and which one names the plan.
 Two kinds (`Kind`): a floor asks for at least so many placeholders (the plan takes the largest:
 the schedule windows, the proportional rule, the forecast, disruption, share, minReplicas); a cap
 allows at most so many (the plan is limited by the smallest, after the floors and the reserve,
-before the scale-down stabilisation, which it also limits: maxReplicas). Each is registered once,
+before the scale-down stabilisation, which it also limits: maxReplicas, limits). Each is
+registered once,
 in `REGISTRY`, with everything it brings: its name (the key in the plan's `components`, the
 metric label, and the plan's reason word when it sets or limits the plan), its kind, where its
 value comes from (`Feed`: the pool alone, the engine, or a reader in each shell), the pool's
 config section that turns it on, its glossary entry and its colour on the pages. Each component
 at an instant is a `Part`, handed to `planner.combine` in one mapping by name; the shells iterate
-the registry (`daemon.components`, `replay.planner.REPLAY_PARTS` hold what reads each one's
-inputs, by name).
+the registry; what reads the inputs of a component the shells read is in one table per shell,
+keyed by its name (`daemon.components`, `commands.components.CLI_READERS`,
+`replay.planner.REPLAY_READERS`).
 
 Precedence, written once: among floors asking for the same number the reason names the first in
 `ORDER` (schedule, proportional, forecast, disruption, share, min: `winner`); among caps allowing

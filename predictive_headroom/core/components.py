@@ -175,20 +175,36 @@ def registration(name: str) -> Registration:
         raise KeyError(f"no component is registered as {name!r}") from None
 
 
+_SHAPES: dict[int, tuple[Pool, tuple[tuple[str, bool, Part | None], ...]]] = {}
+"""Per pool (by identity, the pool kept alive beside it): each component it plans with, whether
+a shell reads it, and its part from the pool alone (`in_plan` runs at every planned minute)."""
+
+
+def _shape(pool: Pool) -> tuple[tuple[str, bool, Part | None], ...]:
+    known = _SHAPES.get(id(pool))
+    if known is not None and known[0] is pool:
+        return known[1]
+    shape = tuple(
+        (str(r.name), r.feed == Feed.READ, r.of_pool(pool) if r.of_pool else None)
+        for r in REGISTRY
+        if r.enabled(pool)
+    )
+    if len(_SHAPES) > 256:
+        _SHAPES.clear()
+    _SHAPES[id(pool)] = (pool, shape)
+    return shape
+
+
 def in_plan(pool: Pool, parts: Mapping[str, Part] | None) -> dict[str, Part | None]:
     """The components `pool` plans with, by name in `REGISTRY`'s order: those `parts` gives, those
     known from the pool alone, and (as None) the pool's own that have no part now; a component
     the pool turns off, or read by a shell and missing from `parts`, is left out."""
     given = parts or {}
     out: dict[str, Part | None] = {}
-    for r in REGISTRY:
-        if not r.enabled(pool):
-            continue
-        part = given.get(r.name)
-        if part is None and r.of_pool is not None:
-            part = r.of_pool(pool)
-        if part is not None or r.feed != Feed.READ:
-            out[str(r.name)] = part
+    for name, read, own in _shape(pool):
+        part = given.get(name, own)
+        if part is not None or not read:
+            out[name] = part
     return out
 
 
@@ -197,8 +213,24 @@ def of_kind(present: Mapping[str, Part | None], kind: Kind) -> dict[str, int]:
     return {
         name: int(part.replicas)
         for name, part in present.items()
-        if part is not None and part.replicas is not None and registration(name).kind == kind
+        if part is not None and part.replicas is not None and _BY_NAME[name].kind == kind
     }
+
+
+def by_kind(
+    present: Mapping[str, Part | None],
+) -> tuple[dict[str, int | None], dict[str, int], dict[str, int]]:
+    """(components, floors, caps): each present component's value (None: it has none now), and
+    the values of the floors and of the caps that have one, by name."""
+    components: dict[str, int | None] = {}
+    floors: dict[str, int] = {}
+    caps: dict[str, int] = {}
+    for name, part in present.items():
+        value = None if part is None or part.replicas is None else int(part.replicas)
+        components[name] = value
+        if value is not None:
+            (caps if _BY_NAME[name].kind == Kind.CAP else floors)[name] = value
+    return components, floors, caps
 
 
 def static_binding(pool: Pool) -> tuple[str, int]:
@@ -242,5 +274,7 @@ def winner(candidates: Mapping[str, int]) -> tuple[str, int]:
 def binding(caps: Mapping[str, int]) -> tuple[str, int]:
     """(name, value): the smallest of `caps` (by component name), the first in `ORDER` among
     equals. `caps` must not be empty (every pool has maxReplicas)."""
+    if len(caps) == 1:  # maxReplicas alone: most pools, at every planned minute
+        return next(iter(caps.items()))
     allowed = min(caps.values())
     return next(n for n in ORDER if caps.get(n) == allowed), allowed

@@ -186,7 +186,8 @@ class PoolTimeline:
         )
         self._names = [w.name for w in pool.schedules]
         self._parts: dict[int, _Parts] = {}
-        self._proportional: dict[ClusterState, int] = {}
+        self._proportional: dict[ClusterState, Count] = {}
+        self._schedule_parts: dict[tuple[int, int, bytes], SchedulePart] = {}
         self._window = self.settings.window
         self._records: deque[PlanRecord] = deque(sorted(recent, key=lambda r: r.at))
         self._carried = bool(self._records)
@@ -255,24 +256,28 @@ class PoolTimeline:
         own: dict[str, Part] = {str(Component.FORECAST): self.forecast_part(i)}
         if pool.schedules:
             k = int(self._which[i])
-            windows = tuple(n for n, o in zip(self._names, self._open[:, i], strict=True) if o)
-            own[str(Component.SCHEDULE)] = SchedulePart(
-                int(self._floor[i]) if k >= 0 else 0, self._names[k] if k >= 0 else None, windows
-            )
+            key = (k, int(self._floor[i]), self._open[:, i].tobytes())
+            if key not in self._schedule_parts:
+                windows = tuple(n for n, o in zip(self._names, self._open[:, i], strict=True) if o)
+                self._schedule_parts[key] = SchedulePart(
+                    key[1] if k >= 0 else 0, self._names[k] if k >= 0 else None, windows
+                )
+            own[str(Component.SCHEDULE)] = self._schedule_parts[key]
         if pool.proportional is not None and cluster is None:
             own[str(Component.PROPORTIONAL)] = Count(
                 None, {"proportional_status": "no-cluster-state"}
             )
         elif pool.proportional is not None and cluster is not None:
             if cluster not in self._proportional:
-                self._proportional[cluster] = proportional_floor(pool.proportional, cluster)
-            own[str(Component.PROPORTIONAL)] = Count(self._proportional[cluster])
+                self._proportional[cluster] = Count(proportional_floor(pool.proportional, cluster))
+            own[str(Component.PROPORTIONAL)] = self._proportional[cluster]
         return own
 
     def desired_at_once(self, parts: np.ndarray | None = None) -> np.ndarray | None:
         """What `plan(i).desired` gives for i = 0, 1, ... with no cluster, every instant at once
         (the largest of minReplicas, the open schedule floor, the forecast and `parts`, then
-        `core.stabilise`'s rule in its array form: the reserve, the cap at maxReplicas, the
+        `core.stabilise`'s rule in its array form: the reserve, the smallest cap known from the
+        pool (`core.components.static_cap`), the
         stabilisation window). `parts` is the registered components over the timeline: at each
         instant the largest value among those planned then (0 for none), as `plan(i, None, ...)`
         is given them. Planning nothing, it leaves `plan`

@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from predictive_headroom.core.components import Part, binding, in_plan, of_kind
+from predictive_headroom.core.components import Count, Part, binding, by_kind, in_plan
 from predictive_headroom.core.components import winner as first_max
 from predictive_headroom.core.forecast_math import BurstAllowance
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.stabilise import hold, settle
-from predictive_headroom.core.vocabulary import Component, ForecastStatus, Kind, PlanReason
+from predictive_headroom.core.vocabulary import Component, ForecastStatus, PlanReason
 from predictive_headroom.policy.config import Pool
 
 _FORECAST_USABLE = (
@@ -131,14 +131,13 @@ def combine(
     cap limits the count (also when it lowers the count the hold would keep), the reason is its
     name."""
     present = in_plan(pool, parts)
-    components = {name: part.replicas if part else None for name, part in present.items()}
-    floors = of_kind(present, Kind.FLOOR)
+    components, floors, caps = by_kind(present)
     schedule = present.get(Component.SCHEDULE)
     if not (isinstance(schedule, SchedulePart) and schedule.window):
         floors.pop(Component.SCHEDULE, None)  # a closed window reports 0 but does not compete
     winner, wanted = first_max(floors)
     reason = _floor_reason(winner, present)
-    limiting, cap = binding(of_kind(present, Kind.CAP))
+    limiting, cap = binding(caps)
     reserve = settings.reserve.value
     raw = settle(wanted, reserve, cap)
     if wanted + reserve > cap:
@@ -152,7 +151,7 @@ def combine(
         desired = raw
     info: dict[str, Any] = {}
     for part in present.values():
-        if part is not None:
+        if part is not None and not (isinstance(part, Count) and not part.details):
             info.update(part.to_details())
     if reserve:
         info["reserve"] = reserve

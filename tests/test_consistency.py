@@ -368,6 +368,88 @@ def test_where_the_two_verdicts_differ_the_page_says_why() -> None:
     assert _verdict_notes(data) == [note]
 
 
+# The budget cap (issue 56): at one instant the daemon (what it planned since midnight, in
+# memory), `plan` and `report` (`--budget-spent` at `--at`) and the backtest's replay (what the
+# simulated pool held earlier that day) give the same budget component and plan.
+
+BUDGETED = {
+    "name": "web",
+    "target": {"namespace": NS, "name": "web-placeholder"},
+    "minReplicas": 10,
+    "maxReplicas": 40,
+    "scaleDownStabilization": "0s",
+    "budget": {"nodeHoursPerDay": 20, "timezone": "Europe/Berlin"},
+}
+
+
+def _plan_json(capsys, config: Path, at: float, spent: float, *extra: str) -> dict:
+    when = f"{np.datetime64(int(at), 's')}Z"
+    spend = ["--budget-spent", f"{spent!r}"]
+    [row] = _json_cli(capsys, "plan", "-c", str(config), "--at", when, *spend, "-o", "json")[
+        "pools"
+    ]
+    return row
+
+
+def test_the_daemon_plan_report_and_the_replay_agree_on_the_budget(tmp_path, capsys) -> None:
+    from test_backtest import series
+    from test_review import write_csv
+
+    from predictive_headroom.core.budget import day_of
+
+    config = tmp_path / "policy.yaml"
+    config.write_text(yaml.safe_dump({"pools": [BUDGETED]}, sort_keys=False))
+    history = series(9)
+    at = float(day_of(float(history.end), "Europe/Berlin").start + 9 * 3600)  # 09:00 in Berlin
+    now = [at]
+    with FakeApiServer() as server:
+        server.add_deployment(NS, "web-placeholder", 0)
+        api = server.api_client()
+        daemon = new_daemon(
+            config,
+            forecaster=default_forecaster(),
+            actuator=TargetActuator(api, FAST),
+            cluster=KubeClusterReader(api, FAST),
+            clock=lambda: now[0],
+        )
+        [first] = daemon.reconcile().pools  # nothing counted yet: a fresh daemon
+        now[0] = at + 3600.0
+        [second] = daemon.reconcile().pools  # the first plan held for an hour since
+        shown = daemon.status()["budget"]["web"]  # /last-run
+    # 20 node-hours over the 15 hours left, 8 placeholders a node: 10.67, so 10 (min wins: 10)
+    assert (first.plan.components["budget"], first.plan.desired) == (10, 10)
+    # an hour of 10 placeholders is 1.25 node-hours: 18.75 over 14 hours affords 10.7
+    spent = 10 * 3600 / 3600 / 8
+    assert second.plan.details["budget_spent_node_hours"] == spent
+    assert (shown["budget_spent_node_hours"], shown["cap"]) == (spent, 10)
+    assert shown["budget"] == "20 overhead node-hours a day"
+    for instant, spend, outcome in ((at, 0.0, first), (at + 3600.0, spent, second)):
+        row = _plan_json(capsys, config, instant, spend)
+        components = dict(outcome.plan.components)
+        assert components.pop("disruption") == 0  # only the daemon reads the nodes
+        assert row["components"] == components
+        assert (row["desired_replicas"], row["reason"]) == (
+            outcome.plan.desired,
+            outcome.plan.reason,
+        )
+        out = tmp_path / f"report-{int(instant)}"
+        when = f"{np.datetime64(int(instant), 's')}Z"
+        data = write_csv(tmp_path / "demand.csv", history)
+        report = ["report", "-c", str(config), "--at", when, "--data", str(data), "--out", str(out)]
+        assert cli.main([*report, "--budget-spent", f"{spend!r}"]) == 0
+        [section] = json.loads((out / "report.json").read_text())["pools"]
+        assert section["plan"]["now"]["components"] == components
+    # late in the day the budget binds: what the replay held since midnight, given to `plan`
+    replay = resolve(history, load_policy(config).pools[0])
+    held = replay.plan(replay.pool).placeholders
+    late = float(day_of(float(history.end) - 86400.0, "Europe/Berlin").start + 20 * 3600)
+    i = int(np.searchsorted(replay.times, late))
+    start = int(np.searchsorted(replay.times, day_of(late, "Europe/Berlin").start))
+    spent_late = float(held[start:i].sum()) / 60.0 / replay.nodes.node_slots
+    row = _plan_json(capsys, config, float(replay.times[i]), spent_late)
+    assert row["reason"] == "budget" and row["desired_replicas"] == held[i] < 10
+
+
 # The limits cap (issue 56): a pool whose `limits:` allow fewer placeholders than the forecast asks
 # for is held at the cap, and `plan`, `report`, `tune` and `backtest` (its replay and the daemon's
 # instant) say the same count and the same reason.
@@ -457,3 +539,27 @@ def test_plan_report_tune_and_backtest_agree_where_the_limits_cap_binds(
     report_page = (report_dir / "index.html").read_text()
     assert "limits 3" in report_page  # the cap's dotted line on the plan chart
     assert page and report_page
+
+
+def test_the_review_reads_the_budget_as_the_replay_held_it(tmp_path, capsys) -> None:
+    """What `tune` and `backtest` plan the daemon's instant with (`parts_reader` ->
+    `replay_parts`): the budget from what the replay held earlier that day, the same component
+    `plan --budget-spent` gives for that spend."""
+    from predictive_headroom.core.budget import day_of
+    from predictive_headroom.core.settings import resolve_settings
+    from predictive_headroom.replay.planner import replay_parts
+
+    config = tmp_path / "policy.yaml"
+    config.write_text(yaml.safe_dump({"pools": [BUDGETED]}, sort_keys=False))
+    pool = load_policy(config).pools[0]
+    start = day_of(parse_time("2026-06-01T12:00Z"), "Europe/Berlin").start
+    times = start - 3600.0 + 60.0 * np.arange(16 * 60)  # from 23:00 the day before to 15:00
+    held = np.full(times.size, 12, dtype=np.int64)
+    i = times.size - 1
+    parts = replay_parts(
+        pool, np.zeros(times.size, np.int64), i, resolve_settings(pool), 8, 2, (times, held, None)
+    )
+    spent = 12 * (times[i] - start) / 3600.0 / 8  # 12 placeholders since midnight, 8 a node
+    assert parts["budget"].spent == pytest.approx(spent)
+    row = _plan_json(capsys, config, float(times[i]), float(parts["budget"].spent))
+    assert row["components"]["budget"] == parts["budget"].replicas

@@ -62,6 +62,7 @@ from predictive_headroom.backtest.results import (
 )
 from predictive_headroom.core.components import Part, static_cap, static_cap_name
 from predictive_headroom.core.engine import InForce, PoolTimeline
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import (
     DAY_SECONDS,
     Forecast,
@@ -82,7 +83,6 @@ from predictive_headroom.policy.config import (
 from predictive_headroom.protocols import Forecaster
 from predictive_headroom.replay.planner import (
     SimulatedDisruption,
-    World,
     planner_strategy,
     replay_parts,
 )
@@ -303,7 +303,13 @@ def interrupted(
 
     def planned(pool: Pool, in_force: InForce = (), seen: SimulatedDisruption = sim) -> Run:
         strategy = planner_strategy(
-            pool, r.times, in_force, r.history, cpn, r.plan_settings, World(r.pods, seen)
+            pool,
+            r.times,
+            in_force,
+            r.history,
+            cpn,
+            r.plan_settings,
+            replace(r.world(), disruption=seen),
         )[1]
         return simulate(r.pods, strategy, r.cluster, spec)
 
@@ -467,16 +473,18 @@ def last_day_burst(
 
 
 def parts_reader(
-    result: BacktestResult, pool: Pool, at: float
+    result: BacktestResult, pool: Pool, at: float, price: Price | None = None
 ) -> Callable[[PlanSettings], dict[str, Part]]:
     """Every registered component of `pool` at `at` (its last minute at or before) as the replay
     `result` saw it (`replay.planner.replay_parts`: the app pods known then, the forecast's
-    simulated nodes), for the settings in force: what `app.review.daemon_now` plans with, as the
-    daemon reads them from the cluster."""
+    simulated nodes, the budget from what the forecast held earlier that day on the node `price`
+    prices), for the settings in force: what `app.review.daemon_now` plans with, as the daemon
+    reads them from the cluster."""
     i = max(0, int(np.searchsorted(result.times, at, side="right")) - 1)
-    nodes = int(result.strategies["forecast"].run.ready[i])
-    slots = result.cluster.node_slots
-    return lambda settings: replay_parts(pool, result.pods, i, settings, slots, nodes)
+    run = result.strategies["forecast"].run
+    nodes, slots = int(run.ready[i]), result.cluster.node_slots
+    held = (result.times, run.placeholders, price)
+    return lambda settings: replay_parts(pool, result.pods, i, settings, slots, nodes, held)
 
 
 __all__ = [

@@ -173,7 +173,7 @@ def with_daemon_now(
     from predictive_headroom.app.review import daemon_now
 
     forecaster, window = default_forecaster(), daemon_retune_window()
-    parts = parts_reader(result, pool, at)
+    parts = parts_reader(result, pool, at, price)
     entries = []
     for entry in result.promise or []:
         what_if = Given(protection=entry.protection)  # through the resolver, as a flag

@@ -10,18 +10,12 @@ currency code exits 2 naming the flag, before any history is read.
 from __future__ import annotations
 
 import argparse
-import math
-import re
 from dataclasses import dataclass
 
 from predictive_headroom.commands import CommandError
 from predictive_headroom.core.price import Price
+from predictive_headroom.policy.budget import parse_amount
 
-_FORM = re.compile(
-    r"^\s*(?P<amount>[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?)\s*(?P<unit>[A-Za-z-]*)\s*$"
-)
-NODE_HOURS = ("", "nh", "node-h", "node-hours", "node-hour")
-"""Units read as overhead node-hours a day (none: node-hours)."""
 EXAMPLES = "e.g. --budget 30 (overhead node-hours a day) or --budget 40USD (money a day)"
 
 
@@ -36,23 +30,11 @@ class BudgetFlag:
 
 def budget_arg(text: str) -> BudgetFlag:
     """argparse type of `--budget`: a positive amount, bare or in node-hours, or with a
-    three-letter currency code."""
-    match = _FORM.match(text)
-    if match is None:
-        sign = next((c for c in "$€£¥" if c in text), None)
-        hint = f"money needs its currency code, not {sign!r}" if sign else "not an amount a day"
-        raise argparse.ArgumentTypeError(f"{text!r}: {hint}; {EXAMPLES}")
-    amount = float(match["amount"])
-    unit = match["unit"]
-    if unit.lower() not in NODE_HOURS and not re.fullmatch(r"[A-Za-z]{3}", unit):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: {unit!r} is neither node-hours nor a currency code such as USD; {EXAMPLES}"
-        )
-    if not (amount > 0 and math.isfinite(amount)):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: a budget must be more than 0 a day (0 buys no headroom); {EXAMPLES}"
-        )
-    currency = None if unit.lower() in NODE_HOURS else unit.upper()
+    three-letter currency code (read as `budget:` reads it, `policy.budget.parse_amount`)."""
+    try:
+        amount, currency = parse_amount(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}; {EXAMPLES}") from None
     return BudgetFlag(amount, currency, text.strip())
 
 

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 from kubernetes.utils import parse_quantity
 
-from predictive_headroom.commands import CommandError
+from predictive_headroom.commands import CommandError, parse_time, pool_price_from_args
+from predictive_headroom.core.budget import budget_part, daily_budget
 from predictive_headroom.core.components import Part, registration
 from predictive_headroom.core.share import share_part
 from predictive_headroom.core.vocabulary import Component
-from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.placeholder import quantity
 
 
@@ -32,7 +33,8 @@ class CliReader:
     given on the command line, and left out without a note)."""
 
     add_arguments: Callable[[argparse.ArgumentParser], None]
-    part: Callable[[argparse.Namespace, Pool], Part | None]
+    part: Callable[[argparse.Namespace, Pool, Cost | None], Part | None]
+    """The part from the parsed arguments, the pool and the policy's `cost:` section."""
     to_apply: str | None = None
 
 
@@ -65,7 +67,7 @@ def requests_from_args(text: str | None) -> dict[str, float] | None:
     return out
 
 
-def _share(args: argparse.Namespace, pool: Pool) -> Part | None:
+def _share(args: argparse.Namespace, pool: Pool, _cost: Cost | None) -> Part | None:
     """The share component from `--requests` (None without it)."""
     requested = requests_from_args(getattr(args, "requests", None))
     if requested is None or not pool.share.enabled:
@@ -77,12 +79,50 @@ def _no_arguments(_: argparse.ArgumentParser) -> None:
     """A component the command line does not give (the nodes leaving are not read there)."""
 
 
+def add_budget_spent_argument(parser: argparse.ArgumentParser) -> None:
+    """`--budget-spent 12.5`: the overhead node-hours held since midnight (the budget)."""
+    parser.add_argument(
+        "--budget-spent",
+        type=float,
+        metavar="NODE_HOURS",
+        help="the overhead node-hours each pool with a budget: section held since midnight in "
+        "its timezone, up to --at (needed with it); without it the budget is left out",
+    )
+
+
+def _budget(args: argparse.Namespace, pool: Pool, cost: Cost | None) -> Part | None:
+    """The budget from `--budget-spent` at `--at` (None without the spend); CommandError for a
+    spend without the instant, a negative spend, or a budget the price cannot turn into
+    node-hours."""
+    spent = getattr(args, "budget_spent", None)
+    if spent is None or pool.budget is None:
+        return None
+    if not getattr(args, "at", None):
+        raise CommandError(
+            "--budget-spent needs --at: the instant the node-hours were held until (e.g. --at "
+            "2026-11-27T15:00Z)"
+        )
+    if not spent >= 0:
+        raise CommandError(f"--budget-spent must be 0 or more node-hours, got {spent:g}")
+    try:
+        budget = daily_budget(pool.budget, pool_price_from_args(args, pool, cost))
+    except ValueError as exc:
+        raise CommandError(f"pool {pool.name}: {exc}") from None
+    return budget_part(budget, parse_time(args.at), spent)
+
+
 CLI_READERS: dict[Component, CliReader] = {
-    Component.DISRUPTION: CliReader(_no_arguments, lambda _args, _pool: None),
+    Component.DISRUPTION: CliReader(_no_arguments, lambda _args, _pool, _cost: None),
     Component.SHARE: CliReader(
         add_requests_argument,
         _share,
         "pass --requests cpu=412 (what the pool's pods request) to apply it",
+    ),
+    Component.BUDGET: CliReader(
+        add_budget_spent_argument,
+        _budget,
+        "pass --budget-spent 12.5 --at TIME (the overhead node-hours held since midnight) to "
+        "apply it",
     ),
 }
 """What gives each registered component a shell reads on the command line, by name."""
@@ -100,7 +140,7 @@ def parts_from_args(args: argparse.Namespace, policy: Policy) -> dict[str, dict[
     out: dict[str, dict[str, Part]] = {}
     for pool in policy.pools:
         for name, reader in CLI_READERS.items():
-            part = reader.part(args, pool) if _enabled(name, pool) else None
+            part = reader.part(args, pool, policy.cost) if _enabled(name, pool) else None
             if part is not None:
                 out.setdefault(pool.name, {})[str(name)] = part
     return out

@@ -35,7 +35,9 @@ ORDER: tuple[Component, ...] = tuple(Component)
 
 
 class Part(Protocol):
-    """One component at one instant, as the planner takes it."""
+    """One component at one instant, as the planner takes it. A part may also have
+    `planned(plan)`: the engine tells it each plan made with it (a cap that counts what the pool
+    held, the budget, records it there)."""
 
     @property
     def replicas(self) -> int | None:
@@ -145,6 +147,15 @@ REGISTRY: tuple[Registration, ...] = (
         "a cap like maxReplicas",
         "#4d7c0f",
         lambda pool: limits_part(pool.limits.amounts, pool.placeholder.amounts),
+    ),
+    Registration(
+        Component.BUDGET,
+        Kind.CAP,
+        Feed.READ,
+        "budget",
+        "the most overhead node-hours a day the pool's budget: allows: what is left of the day's "
+        "budget spread over the rest of the day, in placeholders",
+        "#ca8a04",
     ),
 )
 """Every registered component, in the order the plan's `components` show them."""

@@ -154,6 +154,8 @@ class Component(StrEnum):
     """maxReplicas, the first cap (its reason word is `PlanReason.MAX`)."""
     LIMITS = "limits"
     """The placeholders' total requests within the pool's `limits:` (`core.limits`)."""
+    BUDGET = "budget"
+    """The overhead node-hours a day within the pool's `budget:` (`core.budget`)."""
 
 
 class DisruptionSource(StrEnum):

@@ -115,6 +115,7 @@ class Daemon:
             self.metrics,
             self.observer.settings.read_node_pods,
             edges.monotonic,
+            lambda: self.policy.cost,
         )
         """What reads each registered component's inputs, by name (`daemon.components`)."""
         self.disruption = cast(DisruptionWatch, self.components[Component.DISRUPTION])

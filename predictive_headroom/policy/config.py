@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from predictive_headroom.policy.budget import Budget, priced_problem
 from predictive_headroom.policy.calendars import CALENDAR_PATTERN, check_calendar
 from predictive_headroom.policy.cpa import Ladder, Linear, Proportional, Step
 from predictive_headroom.policy.cron import CRON_PATTERN, check_fires
@@ -254,6 +255,9 @@ class Pool(PolicyModel):
     limits: Limits = Field(default_factory=Limits)
     """The most the placeholders may request in total, e.g. {cpu: 64, memory: 256Gi}: a cap on
     the plan, as a CapacityBuffer's spec.limits (`policy.limits`)."""
+    budget: Budget | None = None
+    """The most the headroom may hold a day: {perDay: 40 USD} or {nodeHoursPerDay: 50}
+    (`policy.budget`)."""
     protection: float | None = Field(
         default=None,
         gt=0,
@@ -421,6 +425,9 @@ class Policy(PolicyModel):
                 )
             names.add(pool.name)
             targets.add(key)
+            problem = None if pool.budget is None else priced_problem(pool.budget, self.cost)
+            if problem:
+                raise FieldProblem(f"pools[{i}].budget.perDay", problem)
         return self
 
     def pool(self, name: str) -> Pool:

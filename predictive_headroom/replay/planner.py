@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from predictive_headroom.core.budget import Ledger, budget_part, daily_budget, day_of
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.components import Part, registration
 from predictive_headroom.core.disruption import DisruptionPart, reserve_quantile, spot_reserve
 from predictive_headroom.core.engine import InForce, PoolTimeline
+from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.share import SharePart, share_part
@@ -76,6 +78,15 @@ class World:
 
     pods: np.ndarray | None = None
     disruption: SimulatedDisruption | None = None
+    times: np.ndarray | None = None
+    """The replay's instants (POSIX seconds; None: not known, and the budget is left out)."""
+    price: Price | None = None
+    """The price of the node simulated (None: no prices; a budget in node-hours still reads)."""
+    node_slots: int = 8
+    """Placeholders a simulated node holds."""
+    held: np.ndarray | None = None
+    """What the replay held at each minute before the last of `times` (a reading at that minute
+    alone: the budget's spend so far); None: the readings are walked from the first minute."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +121,29 @@ def _disruption_reader(pool: Pool, settings: PlanSettings, world: World) -> Read
     )
 
 
+def _budget_reader(pool: Pool, settings: PlanSettings, world: World) -> Reading | None:
+    """The budget at every minute, from what the replay held earlier that day (the plans made
+    before it, told to a ledger; walking forward, only the past is read). Planned minute by
+    minute, in order (`needs_nodes`)."""
+    times = world.times
+    if pool.budget is None or times is None:
+        return None
+    price = world.price or Price(None, world.node_slots, "USD", "no prices")
+    budget = daily_budget(pool.budget, replace(price, slots=world.node_slots))
+    ledger = Ledger(budget.zone)
+    if world.held is not None and world.held.size:  # the day so far, for its last minute
+        first = int(np.searchsorted(times, day_of(float(times[-1]), budget.zone).start)) - 1
+        for k in range(max(0, first), world.held.size):
+            ledger.record(float(times[k]), int(world.held[k]))
+    return Reading(
+        lambda i, _nodes, _leaving: budget_part(budget, float(times[i]), ledger=ledger), True
+    )
+
+
 REPLAY_READERS: dict[Component, ReplayReader] = {
     Component.DISRUPTION: _disruption_reader,
     Component.SHARE: _share_reader,
+    Component.BUDGET: _budget_reader,
 }
 """What reads each registered component a shell reads (`core.components.READ`) in a replay, by
 name (a test checks every one has a reader), as `daemon.components` does in the daemon and
@@ -188,11 +219,23 @@ def planner_strategy(
 
 
 def replay_parts(
-    pool: Pool, pods: np.ndarray, i: int, settings: PlanSettings, node_slots: int, nodes: int
+    pool: Pool,
+    pods: np.ndarray,
+    i: int,
+    settings: PlanSettings,
+    node_slots: int,
+    nodes: int,
+    held: tuple[np.ndarray, np.ndarray, Price | None] | None = None,
 ) -> dict[str, Part]:
     """Every registered component of `pool` at minute `i` of a replay, as the daemon would read
     it there: the share from the app pods known then (`pods`: per minute), the disruption
     component on `nodes` simulated nodes of `node_slots` placeholders, none leaving, with the
-    pool's own interruption rate for the spot reserve; `settings` are those it plans with."""
+    pool's own interruption rate for the spot reserve, and the budget from what the replay held
+    earlier that day (`held`: the minutes, the placeholders held at each, the node's price;
+    None leaves the budget out); `settings` are those it plans with."""
     sim = SimulatedDisruption(node_slots, pool.disruption.interruption_rate)
-    return _parts(readings(pool, settings, World(pods[: i + 1], sim)), i, nodes, 0)
+    world = World(pods[: i + 1], sim, node_slots=node_slots)
+    if held is not None:
+        times, counts, price = held
+        world = replace(world, times=times[: i + 1], price=price, held=counts[:i])
+    return _parts(readings(pool, settings, world), i, nodes, 0)

@@ -52,6 +52,8 @@ class SimulatedNodes:
     cores_per_node: float | None = None
     """None: the slots' worth of the replayed pool's placeholder CPU (8 slots of 2-CPU
     placeholders make a 16-core node), so the two figures describe one node."""
+    price: Price | None = None
+    """The price of the node (`priced_nodes`): what a budget in money is counted in."""
 
     def cluster(self) -> ClusterSpec:
         """The simulator's cluster (whole minutes)."""
@@ -68,7 +70,7 @@ def priced_nodes(price: Price, nodes: SimulatedNodes | None = None) -> Simulated
     scale-down delay are `nodes`' (default: the daemon's)."""
     base = nodes or SimulatedNodes()
     cores = price.node.cpu if price.node is not None else None
-    return replace(base, node_slots=price.slots, cores_per_node=cores)
+    return replace(base, node_slots=price.slots, cores_per_node=cores, price=price)
 
 
 @dataclass(frozen=True)
@@ -172,9 +174,14 @@ class Replay:
         cpn, chosen = self.nodes.cores_per_node, settings or self.plan_settings
         assert cpn is not None  # `resolve` sets it
         strategy = planner_strategy(
-            pool, self.times, in_force, self.history, cpn, chosen, World(self.pods)
+            pool, self.times, in_force, self.history, cpn, chosen, self.world()
         )[1]
         return self.simulate(strategy)
+
+    def world(self) -> World:
+        """What the registered components read in this replay: the app pods, the minutes, the
+        node simulated and its price."""
+        return World(self.pods, None, self.times, self.nodes.price, self.nodes.node_slots)
 
     def floor_only(
         self, schedules: list[ScheduleWindow] | None = None, rule: Proportional | None = None

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.core.components import static_cap
+from predictive_headroom.core.components import read_caps, static_cap
 from predictive_headroom.core.settings import PlanSettings, SettingSource, with_values
 from predictive_headroom.core.stabilise import hold_all, window_steps
 from predictive_headroom.policy.config import Pool
@@ -130,7 +130,7 @@ def replay_grid(
     for family, by_quantile in parts.items():
         for q, in_force in sorted(by_quantile.items()):
             raw = None
-            if pool.proportional is None:
+            if pool.proportional is None and not read_caps(pool):  # else each window planned
                 flat = with_values(settings, SettingSource.TUNED, stabilization_seconds=0.0)
                 raw = plan(pool, in_force, flat).placeholders
             for w in windows:

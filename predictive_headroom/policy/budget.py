@@ -20,9 +20,9 @@ import math
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
+from predictive_headroom.policy.model import PolicyModel
 from predictive_headroom.policy.zones import check_zone, zone_names
 
 _FORM = re.compile(
@@ -55,13 +55,9 @@ def parse_amount(text: str) -> tuple[float, str | None]:
     return amount, (None if unit.lower() in NODE_HOURS else unit.upper())
 
 
-class Budget(BaseModel):
+class Budget(PolicyModel):
     """The `budget:` section: money (`perDay`) or overhead node-hours (`nodeHoursPerDay`) a day,
     one of the two, and the time zone whose midnight starts the day."""
-
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True
-    )
 
     per_day: str | None = Field(
         default=None,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -225,7 +225,26 @@ def walk_forward(
     if cache is not None:
         cache.trim()
     done = [out for out in outs if out is not None]
+    _let_go(done)
     return replace(_walked(done, refit_at, refits.quantiles), cached=len(jobs) - len(todo))
+
+
+@runtime_checkable
+class LetsGo(Protocol):
+    """A burst model that can let go of its training set once every quantile read is fitted."""
+
+    def let_go(self) -> None:
+        """Keep the fitted models, drop the training rows (a new quantile then raises)."""
+        ...
+
+
+def _let_go(outs: Sequence[Refitted]) -> None:
+    """Let go of the burst models' training sets: each refit fitted every quantile the replay
+    reads (the pool's and the swept ones), so this process need not keep their rows."""
+    for out in outs:
+        for fitted in (out.model, *(model for model, _ in out.swept)):
+            if isinstance(fitted, Forecast) and isinstance(fitted.burst_model, LetsGo):
+                fitted.burst_model.let_go()
 
 
 def _fit(

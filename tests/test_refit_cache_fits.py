@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import re
 from dataclasses import fields
 from typing import ClassVar
 
@@ -126,3 +127,26 @@ def test_a_full_disk_warns_once_and_the_fits_go_on(cache, caplog, monkeypatch):
     said = [r for r in caplog.records if "refit cache" in r.getMessage()]
     assert len(said) == 1 and "could not write" in said[0].getMessage()
     assert cache_usage(cache.spec.location)[0] == 0
+
+
+@pytest.mark.slow
+def test_tunes_second_run_fits_nothing_and_prints_the_same(tmp_path, capsys, monkeypatch):
+    from test_backtest import write_csv
+    from test_tune import GRID, config
+
+    import predictive_headroom.commands.tune as tune_command
+    from predictive_headroom.cli import main
+
+    Counting.fits = []
+    monkeypatch.setattr(tune_command, "default_forecaster", Counting)
+    monkeypatch.setenv("PH_CACHE_DIR", str(tmp_path / "refits"))
+    csv = write_csv(tmp_path / "demand.csv", series(9, seed=5))
+    argv = ["tune", "-c", config(tmp_path), "--data", str(csv), *GRID, "-q", "--workers", "1"]
+    seconds = re.compile(r"refits, [0-9.]+ s\)")
+    main([*argv, "--no-cache"])
+    plain, fitted = seconds.sub("", capsys.readouterr().out), len(Counting.fits)
+    assert fitted > 2  # the two refits and the daemon's own fit
+    main(argv)
+    assert seconds.sub("", capsys.readouterr().out) == plain and len(Counting.fits) == 2 * fitted
+    main(argv)
+    assert seconds.sub("", capsys.readouterr().out) == plain and len(Counting.fits) == 2 * fitted

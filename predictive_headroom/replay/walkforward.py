@@ -225,7 +225,7 @@ def walk_forward(
     if cache is not None:
         cache.trim()
     done = [out for out in outs if out is not None]
-    _let_go(done)
+    _let_go(done)  # those read from the cache (the fitted ones were let go as each came in)
     return replace(_walked(done, refit_at, refits.quantiles), cached=len(jobs) - len(todo))
 
 
@@ -261,6 +261,7 @@ def _fit(
     first = [True]
 
     def done(k: int, out: Refitted) -> None:
+        _let_go([out])  # as each comes in: the rest of the refits need not wait beside its rows
         if first[0]:
             first[0] = False
             _say_when_long(len(todo), out.fit_seconds, refits.every, history, refits.workers)

@@ -97,10 +97,18 @@ class Ledger:
         out = 0.0
         for pid, (_, own, reaped) in self.last.items():
             if pid == root:
-                own, reaped = waited, 0.0
-            gone = sum(
-                self.counted_in.get(c, 0.0) for c, (p, _, _) in self.last.items() if p == pid
-            )
+                # wait4's figure is its own and all it reaped, the workers it forked included:
+                # take off every child seen here (each is counted as itself).
+                own, reaped = min(own, waited), max(0.0, waited - own)
+                gone = sum(
+                    self.counted_in.get(c, o + r)
+                    for c, (p, o, r) in self.last.items()
+                    if p == pid and c != pid
+                )
+            else:
+                gone = sum(
+                    self.counted_in.get(c, 0.0) for c, (p, _, _) in self.last.items() if p == pid
+                )
             out += own + max(0.0, reaped - gone)
         return out
 

@@ -15,6 +15,7 @@ waits on its queue forever and keeps the fork server alive beside it.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import multiprocessing
 import os
@@ -114,6 +115,9 @@ def in_workers(
     queue = deque(range(len(inputs)))
     idle = [fresh() for _ in range(min(workers, len(inputs)))]
     running: dict[Future[R], tuple[int, ProcessPoolExecutor]] = {}
+    # The objects made so far are left out of garbage collection while the workers run, so a
+    # forked worker's collector never writes to (and so copies) the pages it shares with this one.
+    gc.freeze()
     try:
         while queue or running:
             while queue and idle:
@@ -136,6 +140,7 @@ def in_workers(
                         done(k, results[k])
                 idle.append(pool)
     finally:
+        gc.unfreeze()
         for pool in [*idle, *(p for _, p in running.values())]:
             pool.shutdown(wait=False, cancel_futures=True)
     return results

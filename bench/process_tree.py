@@ -6,7 +6,11 @@ Usage: python bench/process_tree.py [--every 0.5] -- COMMAND [ARG...]
 Every `--every` seconds it reads /proc for the command and all its descendants: the resident set
 summed over them (RSS: shared pages, Python and its libraries, counted once per process, so an
 over-count) and the proportional set summed (PSS: a shared page split between the processes that
-map it, so close to what a container's memory limit charges), and prints the peaks. CPU seconds
+map it, so close to what a container's memory limit charges), and prints the peaks. On a machine
+shared with other processes of the same virtualenv a library's file pages are split with them too,
+which lowers PSS below what a container would be charged; the last figure counts the tree's
+anonymous pages split within it plus the largest file-backed RSS of its processes (forked workers
+map the same libraries), an estimate that does not depend on the neighbours. CPU seconds
 are each process's own plus those of the children it reaped (Stan's optimiser), as last read, and
 the command's own from `wait4` when larger (what it reaped after the last reading).
 """
@@ -36,18 +40,18 @@ def _stat(pid: int) -> tuple[int, float, float] | None:
     return int(fields[1]), (utime + stime) / TICKS, (cutime + cstime) / TICKS
 
 
-def _memory(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in kB, (0, 0) when gone."""
-    rss = pss = 0
+def _memory(pid: int) -> tuple[int, int, int, int]:
+    """(RSS, PSS, anonymous PSS, file-backed RSS) in kB, zeros when gone."""
+    fields = {"Rss:": 0, "Pss:": 0, "Pss_Anon:": 0, "Anonymous:": 0}
     try:
         for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Rss:"):
-                rss = int(line.split()[1])
-            elif line.startswith("Pss:"):
-                pss = int(line.split()[1])
+            name, _, rest = line.partition(" ")
+            if name in fields:
+                fields[name] = int(rest.split()[0])
     except OSError:
         pass
-    return rss, pss
+    rss = fields["Rss:"]
+    return rss, fields["Pss:"], fields["Pss_Anon:"], rss - fields["Anonymous:"]
 
 
 def _children(pid: int) -> list[int]:
@@ -93,10 +97,18 @@ class Ledger:
         out = 0.0
         for pid, (_, own, reaped) in self.last.items():
             if pid == root:
-                own, reaped = waited, 0.0
-            gone = sum(
-                self.counted_in.get(c, 0.0) for c, (p, _, _) in self.last.items() if p == pid
-            )
+                # wait4's figure is its own and all it reaped, the workers it forked included:
+                # take off every child seen here (each is counted as itself).
+                own, reaped = min(own, waited), max(0.0, waited - own)
+                gone = sum(
+                    self.counted_in.get(c, o + r)
+                    for c, (p, o, r) in self.last.items()
+                    if p == pid and c != pid
+                )
+            else:
+                gone = sum(
+                    self.counted_in.get(c, 0.0) for c, (p, _, _) in self.last.items() if p == pid
+                )
             out += own + max(0.0, reaped - gone)
         return out
 
@@ -110,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     child = subprocess.Popen(command)
     cpu = Ledger()
-    peak_rss = peak_pss = peak_one = most = 0
+    peak_rss = peak_pss = peak_one = peak_own = most = 0
     while True:
         done, status, usage = os.wait4(child.pid, os.WNOHANG)
         if done:
@@ -121,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         peak_rss = max(peak_rss, sum(m[0] for m in memory))
         peak_pss = max(peak_pss, sum(m[1] for m in memory))
         peak_one = max([peak_one, *(m[0] for m in memory)])
+        # Its own charge: anonymous pages split within the tree, library files counted once (on a
+        # shared machine the PSS of a file page is also split with processes outside the tree).
+        own = sum(m[2] for m in memory) + max((m[3] for m in memory), default=0)
+        peak_own = max(peak_own, own)
         most = max(most, len(members))
         time.sleep(args.every)
     wall = time.perf_counter() - began
@@ -130,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         f"process tree: exit {os.waitstatus_to_exitcode(status)}, {wall:.1f} s wall, "
         f"{total:.1f} s CPU; peak memory summed over up to {most} processes: "
         f"PSS {peak_pss / 1024:.0f} MB, RSS {peak_rss / 1024:.0f} MB; "
-        f"largest process RSS {peak_one / 1024:.0f} MB",
+        f"largest process RSS {peak_one / 1024:.0f} MB; anonymous PSS plus the largest "
+        f"file-backed RSS (files once) {peak_own / 1024:.0f} MB",
         file=sys.stderr,
     )
     return os.waitstatus_to_exitcode(status)

@@ -74,8 +74,9 @@ def _hold_warnings(level: str) -> _HeldWarnings | None:
     return handler
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every sub-command that is installed."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every sub-command that is installed (`only`: that one alone, so
+    a command imports what it needs and not every other command's libraries)."""
     parser = argparse.ArgumentParser(
         prog="predictive-headroom",
         description="Keep warm spare capacity ahead of demand: schedules, cluster size and a forecast "
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="log level (default WARNING; env PH_LOG_LEVEL)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in (only,) if only in COMMANDS else COMMANDS:
         try:
             module = importlib.import_module(f"predictive_headroom.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code (2 for usage and input errors, and
     for a refit whose worker process died twice)."""
-    parser = build_parser()
+    parser = build_parser(_command(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     held = _hold_warnings(args.log_level) if args.command != "run" else None
     try:
@@ -118,6 +119,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if held is not None:
             held.write_held()
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The sub-command `argv` names, when nothing before it asks for the whole parser (help, the
+    version, an unknown option); None otherwise."""
+    words = list(argv)
+    while words and words[0].startswith("--log-level"):
+        words = words[1:] if "=" in words[0] else words[2:]
+    return words[0] if words and words[0] in COMMANDS else None
 
 
 def _handle(args: argparse.Namespace) -> int:

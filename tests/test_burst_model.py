@@ -221,3 +221,29 @@ def test_the_backtest_uses_the_model_between_refits_and_the_table_when_data_stop
     assert {
         a.why for i, a in allowances.items() if START + 4.25 * DAY < minutes[i] < START + 4.4 * DAY
     } == {"stale-observations"}
+
+
+def test_a_trainer_let_go_keeps_its_models_and_refuses_a_new_quantile():
+    history = level_scaled(6)
+    t = train(history.until(START + 5 * DAY), LEAD, DELAY, None, max_rows=3000)
+    assert t is not None
+    model = t.model(0.9)
+    at = np.arange(START + 5 * DAY, START + 5.5 * DAY, 60.0)
+    before, ranked = model.allowance(history, at, None), model.importance()
+    rows = t.x.shape[0]
+    model.let_go()
+    assert t.x.shape[0] == min(rows, 1440) and t.y.size == t.x.shape[0]
+    assert t.model(0.9) is model and np.array_equal(model.allowance(history, at, None), before)
+    assert model.importance() == ranked
+    with pytest.raises(ValueError, match="training set was let go"):
+        t.model(0.99)
+
+
+def test_the_walk_forward_lets_go_of_the_training_sets_it_no_longer_needs():
+    history = level_scaled(6)
+    times, _ = minute_grid(history)
+    first = int(np.searchsorted(times, START + 4 * DAY))
+    refits = Refits(DAY, BurstNaiveForecaster(), naive_burst_profile, quantiles=(0.8, 0.95))
+    wf = walk_forward(history, POOL, times, first, resolve_settings(POOL), refits)
+    models = [f.burst_model for _, f in wf.model] + [f.burst_model for _, f in wf.dial[0.8][0]]
+    assert models and all(m.trainer.released and m.trainer.x.shape[0] <= 1440 for m in models)

@@ -17,6 +17,7 @@ from predictive_headroom.replay.tail import (
     tail_reserve,
     tail_reserve_at,
     tail_reserve_of,
+    tail_reserves_at,
 )
 from predictive_headroom.replay.tuning import Setting
 from tests.test_promise import book
@@ -91,6 +92,17 @@ def test_the_reserve_reads_only_what_was_known_at_its_instant():
     seen = pods.copy()
     seen[at - lag - 200 : at - lag - 190] += 500  # the same burst, known in time
     assert tail_reserve_at(seen, at, lag, 3, 0.95) != before
+
+
+def test_one_fit_gives_the_reserve_of_every_protection_asked():
+    pods = _bursty(30, 5)
+    targets = (0.8, 0.9, 0.95, 0.99)
+    fitted = fit_tail(growth(pods[: 20 * DAY - 2], 3))
+    assert fitted is not None
+    expected = [tail_reserve(fitted, t, int(pods[: 20 * DAY - 2].max())) for t in targets]
+    assert tail_reserves_at(pods, 20 * DAY, 2, 3, targets) == expected
+    assert expected == sorted(expected) and expected[0] < expected[-1]
+    assert tail_reserves_at(pods, 100, 2, 3, targets) == [None] * 4  # too little to fit
 
 
 def test_a_record_burst_neither_vanishes_after_a_week_nor_sets_the_reserve_alone():

@@ -44,7 +44,7 @@ from predictive_headroom.replay.promise import (
     walk_forward,
 )
 from predictive_headroom.replay.simulator import ClusterSpec, Run, simulate
-from predictive_headroom.replay.tail import tail_reserve_at
+from predictive_headroom.replay.tail import tail_reserves_at
 from predictive_headroom.replay.tuning import DAY_MINUTES, Setting, Walk
 
 RESERVE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
@@ -141,7 +141,8 @@ def _tails(
     pods: np.ndarray, starts: Sequence[int], known_lag: int, lead: int, protections: Sequence[float]
 ) -> dict[float, list[int | None]]:
     """Each period's tail-aware reserve per protection, from the minutes known at its start."""
-    return {p: [tail_reserve_at(pods, b, known_lag, lead, p) for b in starts] for p in protections}
+    per_start = [tail_reserves_at(pods, b, known_lag, lead, protections) for b in starts]
+    return {p: [at_start[i] for at_start in per_start] for i, p in enumerate(protections)}
 
 
 def measure(

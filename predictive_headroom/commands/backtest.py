@@ -6,6 +6,7 @@ import argparse
 import sys
 from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from predictive_headroom.backtest.against_fixed import current, replays
 from predictive_headroom.backtest.promise_measure import sentence
@@ -47,6 +48,9 @@ from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.shares import parse_protections, parse_quantiles, parse_share
 from predictive_headroom.protocols import Source, SourceError
 from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
+
+if TYPE_CHECKING:
+    from predictive_headroom.replay.refit_cache import CacheSpec
 
 DEFAULT_PROTECTION = 0.95
 """The protection `--current` is read against without `--protection` or the pool's."""
@@ -163,16 +167,26 @@ def priced(result: BacktestResult, price: Price) -> BacktestResult:
 
 
 def with_daemon_now(
-    result: BacktestResult, pool: Pool, source: Source, at: float, price: Price
+    result: BacktestResult,
+    pool: Pool,
+    source: Source,
+    at: float,
+    price: Price,
+    cache: CacheSpec | None = None,
 ) -> BacktestResult:
     """Each promise entry with what the daemon would hold at the end of the data when asked that
     protection at `at`, the last sample (`app.review.daemon_now`: its re-tune on its own window
     and the plan it would write, with every registered component as the replay saw it), so
-    `backtest`, `tune`, `plan` and `report` name the same setting and count."""
+    `backtest`, `tune`, `plan` and `report` name the same setting and count; its fits kept in
+    the refit cache at `cache` (None: fitted)."""
     from predictive_headroom.app.fit import default_forecaster
     from predictive_headroom.app.review import daemon_now
 
     forecaster, window = default_forecaster(), daemon_retune_window()
+    if cache is not None:
+        from predictive_headroom.replay.refit_cache import kept_fits  # lazy: joblib
+
+        forecaster = kept_fits(forecaster, cache)
     parts = parts_reader(result, pool, at, price)
     entries = []
     for entry in result.promise or []:
@@ -265,7 +279,9 @@ def run(args: argparse.Namespace) -> int:
                 replayed = pool.model_copy(
                     update={"forecast": pool.forecast.model_copy(update={"query": args.query})}
                 )
-            result = with_daemon_now(result, replayed, source, float(history.end), price)
+            result = with_daemon_now(
+                result, replayed, source, float(history.end), price, settings.refit_cache
+            )
     s = result.settings
     if not args.quiet:
         print(

@@ -53,7 +53,7 @@ from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.shares import parse_protection, parse_quantiles
-from predictive_headroom.protocols import SourceError
+from predictive_headroom.protocols import Forecaster, SourceError
 from predictive_headroom.replay.promise import PROMISE_QUANTILES
 from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
 
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         pool,
         source,
         at,
-        forecaster,
+        _kept(forecaster, settings),  # its two fits kept across runs as the refits are
         price,
         retune_window=daemon_retune_window(),
         given=what_if,
@@ -180,6 +180,15 @@ def run(args: argparse.Namespace) -> int:
         print_recommendation(out)
     nothing = budget is not None and out["recommendation"] is None
     return 1 if out["status"] == "short" or nothing else 0
+
+
+def _kept(forecaster: Forecaster, settings: BacktestSettings) -> Forecaster:
+    """`forecaster` with its fits kept in the refit cache when the run keeps refits."""
+    if settings.refit_cache is None:
+        return forecaster
+    from predictive_headroom.replay.refit_cache import kept_fits  # lazy: joblib
+
+    return kept_fits(forecaster, settings.refit_cache)
 
 
 def _within_budget(

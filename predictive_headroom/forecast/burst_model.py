@@ -87,10 +87,14 @@ class BurstTrainer:
     y: np.ndarray
     past_curve: tuple[np.ndarray, np.ndarray] | None
     models: dict[float, QuantileBurstModel] = field(default_factory=dict)
+    released: bool = False
+    """True once `let_go`: only the rows `importance` reads are kept."""
 
     def model(self, quantile: float) -> QuantileBurstModel:
-        """The model at `quantile`, fitted once."""
+        """The model at `quantile`, fitted once (ValueError for a new quantile once `let_go`)."""
         if quantile not in self.models:
+            if self.released:
+                raise ValueError(f"burst model at q={quantile:g}: its training set was let go")
             from sklearn.ensemble import HistGradientBoostingRegressor
 
             started = time.perf_counter()
@@ -103,6 +107,14 @@ class BurstTrainer:
                 self, quantile, regressor, time.perf_counter() - started
             )
         return self.models[quantile]
+
+    def let_go(self) -> None:
+        """Keep only the last `IMPORTANCE_ROWS` training rows (what `importance` reads), once every
+        model a run needs is fitted: the models are unchanged, a model at a new quantile raises."""
+        if not self.released:
+            self.x = self.x[-IMPORTANCE_ROWS:].copy()
+            self.y = self.y[-IMPORTANCE_ROWS:].copy()
+            self.released = True
 
 
 def train(
@@ -150,6 +162,10 @@ class QuantileBurstModel:
     @property
     def lead(self) -> float:
         return self.trainer.lead
+
+    def let_go(self) -> None:
+        """Let go of the training set this model was fitted on (`BurstTrainer.let_go`)."""
+        self.trainer.let_go()
 
     @property
     def delay_seconds(self) -> float:

@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import joblib
 import numpy as np
@@ -34,6 +35,9 @@ from joblib.memory import MemorizedFunc
 
 import predictive_headroom
 from predictive_headroom import __version__
+from predictive_headroom.core.series import Forecast, History, NoForecast
+from predictive_headroom.core.settings import ModelSpec, PlanSettings
+from predictive_headroom.protocols import Forecaster
 from predictive_headroom.replay.walkforward import RefitJob, Refitted, refit
 
 logger = logging.getLogger(__name__)
@@ -108,6 +112,24 @@ def refit_key(job: RefitJob) -> str:
     return digest.hexdigest()
 
 
+def fit_key(
+    forecaster: Forecaster, history: History, model: ModelSpec, settings: PlanSettings, now: float
+) -> str:
+    """What one fit (`Forecaster.fit`) depends on, hashed: the history known at `now` (timestamps,
+    values and source; the fit reads nothing later), `now`, the model and settings, the forecaster
+    (its class and parameters) and the code (`code_digest`)."""
+    known = history.until(now)
+    digest = hashlib.blake2b(code_digest().encode(), digest_size=20, person=b"fit")
+    digest.update(np.ascontiguousarray(known.times, dtype=np.float64).tobytes())
+    digest.update(np.ascontiguousarray(known.values, dtype=np.float64).tobytes())
+    digest.update(joblib.hash((known.source, now, model, settings, forecaster)).encode())
+    return digest.hexdigest()
+
+
+FitCall = tuple[Forecaster, tuple[History, ModelSpec, PlanSettings, float]]
+"""A fit to make: the forecaster and the arguments of its `fit`."""
+
+
 class Unknown(LookupError):
     """A cache entry asked for without its job (evicted between the check and the read)."""
 
@@ -120,13 +142,27 @@ def _keyed(key: str, job: RefitJob | None) -> bytes:
     return pickle.dumps(refit(job), protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def _fitted(key: str, call: FitCall | None) -> bytes:
+    """The fit `call` makes, pickled, memorised under `key` alone (`call` is not hashed)."""
+    if call is None:
+        raise Unknown(key)
+    forecaster, args = call
+    return pickle.dumps(forecaster.fit(*args), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def stored_refit(memo: MemorizedFunc, keyed: tuple[str, RefitJob]) -> tuple[Refitted, bool]:
     """Refit `keyed`'s job and store it under its key (in a worker process); True when stored
     (False: the write failed, a full disk)."""
-    key, job = keyed
+    out, ok = _store(memo, *keyed)
+    return cast(Refitted, out), ok
+
+
+def _store(memo: MemorizedFunc, key: str, made_from: object) -> tuple[object, bool]:
+    """Make what `memo` makes of `made_from` and keep it under `key`: (it, True when kept; False:
+    the write failed, a full disk)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", joblib.memory.CacheWarning)
-        out = pickle.loads(memo(key, job))
+        out = pickle.loads(memo(key, made_from))
     return out, not any(issubclass(w.category, joblib.memory.CacheWarning) for w in caught)
 
 
@@ -137,18 +173,21 @@ class RefitCache:
         self.spec = spec
         self.memory = joblib.Memory(str(spec.location), verbose=0)
         self.memo = self.memory.cache(_keyed, ignore=["job"])
+        self.fits = self.memory.cache(_fitted, ignore=["call"])
         self._warned = False
 
     @classmethod
-    def open(cls, spec: CacheSpec) -> RefitCache | None:
+    def open(cls, spec: CacheSpec, *, quiet: bool = False) -> RefitCache | None:
         """The cache at `spec`, or None after one warning when its directory cannot be made or
-        written (the run goes on without it)."""
+        written (the run goes on without it; `quiet`: no warning, this run said it already)."""
         try:
             spec.location.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=spec.location, prefix=".probe-"):
                 pass
             return cls(spec)
         except OSError as exc:
+            if quiet:
+                return None
             logger.warning(
                 "refit cache: cannot write %s (%s); running without the cache (set %s to "
                 "another directory, or pass --no-cache)",
@@ -164,35 +203,32 @@ class RefitCache:
 
     def holds(self, key: str) -> bool:
         """True when a result is stored under `key` (not yet read: `load` may still drop it)."""
-        try:
-            return bool(self.memo.check_call_in_cache(key, None))
-        except OSError:
-            return False
+        return _holds(self.memo, key)
 
     def load(self, key: str) -> Refitted | None:
         """The refit stored under `key`, or None: none stored, or one that failed to load or is
         not a refit's result (dropped, to be refitted and rewritten)."""
-        if not self.holds(key):
-            return None
-        try:
-            out = pickle.loads(self.memo.call_and_shelve(key, None).get())
-        except Unknown:
-            return None
-        except Exception as exc:  # a truncated file, an unpickle error: never trusted
-            logger.warning("refit cache: dropped an entry that failed to load (%s)", exc)
-            self._drop(key)
-            return None
-        if not isinstance(out, Refitted):
-            logger.warning("refit cache: dropped an entry holding %s", type(out).__name__)
-            self._drop(key)
-            return None
-        return out
+        out = _read(self.memo, key, (Refitted,))
+        return out if isinstance(out, Refitted) else None
 
-    def _drop(self, key: str) -> None:
-        try:
-            self.memo.call_and_shelve(key, None).clear()
-        except Exception:  # already gone, or unwritable: the refit overwrites it anyway
-            logger.debug("refit cache: could not drop %s", key, exc_info=True)
+    def fitted(
+        self,
+        forecaster: Forecaster,
+        history: History,
+        model: ModelSpec,
+        settings: PlanSettings,
+        now: float,
+    ) -> Forecast | NoForecast:
+        """`forecaster.fit(history, model, settings, now)`, read from the cache when kept there
+        under its `fit_key` (an entry that fails to load is dropped), else fitted and kept."""
+        key = fit_key(forecaster, history, model, settings, now)
+        out = _read(self.fits, key, (Forecast, NoForecast))
+        if isinstance(out, Forecast | NoForecast):
+            return out
+        made, ok = _store(self.fits, key, (forecaster, (history, model, settings, now)))
+        self.stored(ok)
+        assert isinstance(made, Forecast | NoForecast)
+        return made
 
     def storing(self) -> Callable[[tuple[str, RefitJob]], tuple[Refitted, bool]]:
         """The job the workers run: refit and store (`stored_refit`)."""
@@ -213,6 +249,63 @@ class RefitCache:
             self.memory.reduce_size(bytes_limit=self.spec.max_bytes)
         except OSError as exc:
             logger.warning("refit cache: could not trim %s: %s", self.spec.location, exc)
+
+
+def _holds(memo: MemorizedFunc, key: str) -> bool:
+    try:
+        return bool(memo.check_call_in_cache(key, None))
+    except OSError:
+        return False
+
+
+def _read(memo: MemorizedFunc, key: str, kinds: tuple[type, ...]) -> object | None:
+    """What `memo` keeps under `key` if it is one of `kinds`, else None: none kept, or one that
+    failed to load or holds something else (dropped, to be made again and rewritten)."""
+    if not _holds(memo, key):
+        return None
+    try:
+        out = pickle.loads(memo.call_and_shelve(key, None).get())
+    except Unknown:
+        return None
+    except Exception as exc:  # a truncated file, an unpickle error: never trusted
+        logger.warning("refit cache: dropped an entry that failed to load (%s)", exc)
+        _drop(memo, key)
+        return None
+    if not isinstance(out, kinds):
+        logger.warning("refit cache: dropped an entry holding %s", type(out).__name__)
+        _drop(memo, key)
+        return None
+    return out
+
+
+def _drop(memo: MemorizedFunc, key: str) -> None:
+    try:
+        memo.call_and_shelve(key, None).clear()
+    except Exception:  # already gone, or unwritable: the result overwrites it anyway
+        logger.debug("refit cache: could not drop %s", key, exc_info=True)
+
+
+@dataclass(frozen=True)
+class KeptFits:
+    """`forecaster` with its fits kept in `cache` (`RefitCache.fitted`): a fit already kept for
+    the same history known at its instant, model, settings, forecaster and code is read back,
+    so its forecast is the one `forecaster` makes."""
+
+    forecaster: Forecaster
+    cache: RefitCache
+
+    def fit(
+        self, history: History, model: ModelSpec, settings: PlanSettings, now: float
+    ) -> Forecast | NoForecast:
+        """`Forecaster.fit`, kept across runs."""
+        return self.cache.fitted(self.forecaster, history, model, settings, now)
+
+
+def kept_fits(forecaster: Forecaster, spec: CacheSpec | None) -> Forecaster:
+    """`forecaster` with its fits kept in the cache at `spec` (`KeptFits`); `forecaster` itself
+    without a cache (None, or one that cannot be written: the run that opened it first warned)."""
+    cache = None if spec is None else RefitCache.open(spec, quiet=True)
+    return forecaster if cache is None else KeptFits(forecaster, cache)
 
 
 def cache_usage(location: Path) -> tuple[int, int]:
@@ -240,11 +333,14 @@ __all__ = [
     "CACHE_DIR_ENV",
     "CACHE_SIZE_ENV",
     "CacheSpec",
+    "KeptFits",
     "RefitCache",
     "cache_spec",
     "cache_usage",
     "clear_cache",
     "code_digest",
+    "fit_key",
+    "kept_fits",
     "parse_size",
     "refit_key",
     "stored_refit",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,10 +125,21 @@ def tail_reserve_at(
     """The tail reserve held from minute `at`: fitted on the `TAIL_DAYS` days of `pods` known
     then (minutes before `at - known_lag`), at most their peak; None when there is too little
     to fit."""
+    return tail_reserves_at(pods, at, known_lag, lead_minutes, (target,))[0]
+
+
+def tail_reserves_at(
+    pods: np.ndarray, at: int, known_lag: int, lead_minutes: int, targets: Sequence[float]
+) -> list[int | None]:
+    """`tail_reserve_at` for each of `targets`, from one fit (the fit does not depend on the
+    target): the same values, one optimisation instead of one per target."""
     seen = max(0, at - known_lag)
     known = pods[max(0, seen - TAIL_DAYS * 1440) : seen]
     tail = fit_tail(growth(known, lead_minutes))
-    return None if tail is None else tail_reserve(tail, target, int(known.max()))
+    if tail is None:
+        return [None for _ in targets]
+    largest = int(known.max())
+    return [tail_reserve(tail, target, largest) for target in targets]
 
 
 def tail_reserve_of(

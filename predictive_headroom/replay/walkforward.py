@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -302,6 +302,7 @@ def walk_forward(
     if cache is not None:
         cache.trim()
     done = [replace(out, curve=None) for out in outs if out is not None]  # let the curves go
+    _let_go(done)  # those read from the cache (the fitted ones were let go as each came in)
     return replace(_walked(done, refit_at, refits.quantiles), cached=len(jobs) - len(todo))
 
 
@@ -322,6 +323,24 @@ def _linked(
     return out, keys
 
 
+@runtime_checkable
+class LetsGo(Protocol):
+    """A burst model that can let go of its training set once every quantile read is fitted."""
+
+    def let_go(self) -> None:
+        """Keep the fitted models, drop the training rows (a new quantile then raises)."""
+        ...
+
+
+def _let_go(outs: Sequence[Refitted]) -> None:
+    """Let go of the burst models' training sets: each refit fitted every quantile the replay
+    reads (the pool's and the swept ones), so this process need not keep their rows."""
+    for out in outs:
+        for fitted in (out.model, *(model for model, _ in out.swept)):
+            if isinstance(fitted, Forecast) and isinstance(fitted.burst_model, LetsGo):
+                fitted.burst_model.let_go()
+
+
 def _fit(
     jobs: Sequence[RefitJob],
     todo: Sequence[int],
@@ -336,6 +355,7 @@ def _fit(
     done ticks `bar` (the first says when the replay will be long)."""
 
     def done(k: int, out: Refitted) -> None:
+        _let_go([out])  # as each comes in: the rest of the refits need not wait beside its rows
         if bar.done == 0:
             _say_when_long(bar.total, out.fit_seconds, refits.every, history, refits.workers)
         bar.tick()

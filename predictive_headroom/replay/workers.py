@@ -1,8 +1,11 @@
 """Independent jobs in worker processes, results in the order given: the backtest's walk-forward
 refits (each uses only the data up to its own instant, so none waits for another).
 
-Each worker is a process of its own, started by a fork server that has imported the caller's
-`preload` modules once (Prophet, scikit-learn), so the workers share those pages. A worker killed
+Each worker is a process of its own, forked from this one once it has imported the caller's
+`preload` modules (Prophet, scikit-learn), so the workers share those pages with it (and with each
+other) instead of each holding a copy; where fork is not the safe default (not Linux), a fork
+server imports them once and the workers share its pages. All workers are forked at the start,
+one after another, before any job has returned. A worker killed
 while it runs a job (the kernel's OOM killer, a signal) costs that job one retry on a fresh
 worker; a second death raises `WorkerDied` naming the job. An exception raised by the job itself
 is raised here unchanged, as it would be in this process. A worker ends when this process does,
@@ -12,13 +15,17 @@ waits on its queue forever and keeps the fork server alive beside it.
 
 from __future__ import annotations
 
+import gc
+import importlib
 import multiprocessing
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.context import BaseContext
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -54,6 +61,18 @@ def _end_with_parent() -> None:
     threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
+def _context(preload: Sequence[str]) -> BaseContext:
+    """How workers start: on Linux forked from this process after it imported `preload` (the
+    workers share its pages), elsewhere from a fork server that imported them."""
+    if sys.platform.startswith("linux"):
+        for module in preload:
+            importlib.import_module(module)
+        return multiprocessing.get_context("fork")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(preload))
+    return context
+
+
 class WorkerDied(Exception):
     """The worker process running job `index` died twice (killed, out of memory); `name` says
     which job it was, as the caller named it."""
@@ -86,8 +105,7 @@ def in_workers(
             if done is not None:
                 done(k, out[-1])
         return out
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(preload))
+    context = _context(preload)
 
     def fresh() -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_end_with_parent)
@@ -97,6 +115,9 @@ def in_workers(
     queue = deque(range(len(inputs)))
     idle = [fresh() for _ in range(min(workers, len(inputs)))]
     running: dict[Future[R], tuple[int, ProcessPoolExecutor]] = {}
+    # The objects made so far are left out of garbage collection while the workers run, so a
+    # forked worker's collector never writes to (and so copies) the pages it shares with this one.
+    gc.freeze()
     try:
         while queue or running:
             while queue and idle:
@@ -119,6 +140,7 @@ def in_workers(
                         done(k, results[k])
                 idle.append(pool)
     finally:
+        gc.unfreeze()
         for pool in [*idle, *(p for _, p in running.values())]:
             pool.shutdown(wait=False, cancel_futures=True)
     return results

@@ -13,7 +13,6 @@ import pytest
 from predictive_headroom.cli import main
 from predictive_headroom.core.budget import (
     DailyBudget,
-    Ledger,
     affords,
     budget_cap,
     budget_part,
@@ -21,6 +20,7 @@ from predictive_headroom.core.budget import (
     day_of,
     held_node_hours,
 )
+from predictive_headroom.core.context import Held
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.stabilise import hold_all
 from predictive_headroom.policy.budget import Budget, parse_amount
@@ -107,17 +107,25 @@ def test_the_planners_cap_is_the_rule_with_the_plan_held_to_the_end_of_the_day(z
         assert rule.limits(would) == (part.replicas < would)
 
 
-def test_the_ledger_counts_what_was_held_since_midnight() -> None:
+def spent(held: Held, budget: DailyBudget, now: float) -> float:
+    """The node-hours `held` counts from the start of `now`'s day until `now`."""
+    return held.seconds(day_of(now, budget.zone).start, now) / H / budget.slots
+
+
+def test_what_was_held_is_counted_since_midnight() -> None:
     budget = DailyBudget(30.0, 8, "Europe/Berlin", "30 node-hours")
     midnight = at("2026-06-02T00:00+02:00")
-    ledger = Ledger("Europe/Berlin")
-    ledger.record(midnight - 2 * H, 16)  # held across midnight: counted from midnight
-    ledger.record(midnight + H, 8)
-    ledger.record(midnight + H, 80)  # the same instant again: ignored
-    assert ledger.spent(budget, midnight + 3 * H) == pytest.approx(2 + 2)
-    assert ledger.spent(budget, midnight + 3 * H) == pytest.approx(4)  # reading twice is the same
-    assert ledger.spent(budget, midnight + 24 * H + H) == pytest.approx(1)  # the next day
-    assert Ledger("UTC").spent(budget, midnight + H) == 0.0  # nothing known: a restart
+    held = Held()
+    held.record(midnight - 2 * H, 16)  # held across midnight: counted from midnight
+    held.record(midnight + H, 8)
+    held.record(midnight + H, 80)  # the same instant again: ignored
+    assert spent(held, budget, midnight + 3 * H) == pytest.approx(2 + 2)
+    assert spent(held, budget, midnight + 3 * H) == pytest.approx(4)  # reading twice is the same
+    assert spent(held, budget, midnight + 24 * H + H) == pytest.approx(1)  # the next day
+    assert spent(Held(), budget, midnight + H) == 0.0  # nothing known: a restart
+    held.forget_before(midnight + 2 * H)  # from then on alike; before it nothing is known
+    assert spent(held, budget, midnight + 3 * H) == pytest.approx(4 - 2)
+    assert held.seconds(midnight + 2 * H, midnight + 3 * H) == pytest.approx(8 * H)
     assert affords(budget, midnight + 12 * H, 4.0) == 17  # 26 left over 12 hours: 17.3
 
 
@@ -148,11 +156,11 @@ def hold_within(times, wanted, budget, steps=1):
     node-hours left afford; each count held until the next instant."""
     n = times.size
     held, raw, capped = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
-    ledger = Ledger(budget.zone)
+    ledger = Held()
     for i in range(n):
         at = float(times[i])
         would = max(int(wanted[i]), int(raw[max(0, i - steps + 1) : i].max(initial=0)))
-        cap = affords(budget, at, ledger.spent(budget, at))
+        cap = affords(budget, at, spent(ledger, budget, at))
         raw[i], held[i] = min(int(wanted[i]), cap), min(would, cap)
         capped[i] = held[i] < would
         ledger.record(at, int(held[i]))

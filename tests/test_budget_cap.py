@@ -20,6 +20,7 @@ from predictive_headroom.core.budget import (
     day_of,
     held_node_hours,
 )
+from predictive_headroom.core.components import registration
 from predictive_headroom.core.context import Held
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.stabilise import hold_all
@@ -273,3 +274,40 @@ def test_validate_exits_2_naming_the_missing_price(tmp_path, capsys) -> None:
 )
 def test_one_reading_of_an_amount_a_day(text, amount, currency) -> None:
     assert parse_amount(text) == (amount, currency)
+
+
+def test_the_three_contexts_read_the_same_budget_from_the_same_holding() -> None:
+    """The budget's one `read` (no reader per shell): the daemon's context from its own plans,
+    the replay's from the counts it held and `plan --budget-spent` at `--at` give the same part."""
+    import argparse
+
+    from predictive_headroom.commands.components import cli_context
+    from predictive_headroom.core.settings import resolve_settings
+    from predictive_headroom.daemon.components import DaemonContext
+    from predictive_headroom.replay.planner import World, replay_context
+
+    policy = parse_policy(f"{POOL}    budget: {{perDay: 40 USD}}\n{PRICED}", "test.yaml")
+    pool = policy.pools[0]
+    settings = resolve_settings(pool)
+    midnight = at("2026-06-02T00:00+00:00")
+    times = midnight - H + 600.0 * np.arange(13)  # 23:00 to 01:00, every 10 minutes
+    counts = np.array([4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 0])
+    daemon = DaemonContext(lambda: policy.cost)
+    for t, n in zip(times[:-1], counts[:-1], strict=True):
+        daemon.planned(pool, float(t), int(n))
+    now = float(times[-1])
+    price = daemon.price(pool)
+    world = World(times=times, price=price, node_slots=price.slots, held=counts[:-1])
+    replay = replay_context(world)
+    assert replay is not None
+    replay.at = now
+    spent = 16 * H / H / price.slots  # 16 placeholders held since midnight, an hour
+    args = argparse.Namespace(at="2026-06-02T01:00Z", budget_spent=spent)
+    cli = cli_context(args, policy.cost)
+    assert cli is not None
+    read = registration("budget").read
+    assert read is not None
+    parts = [read(pool, settings, c) for c in (daemon.instant(now), replay, cli)]
+    assert parts[0] == parts[1] == parts[2]
+    assert parts[0] is not None and parts[0].spent == pytest.approx(spent)
+    assert parts[0].to_status()["budget"].startswith("40.00 USD a day")

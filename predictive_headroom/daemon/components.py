@@ -62,10 +62,16 @@ class DaemonContext:
     policy's `cost:` now, and what each pool held, from the daemon's own plans (dry run included;
     kept in memory: after a restart the pool is counted from the restart)."""
 
-    def __init__(self, cost: Callable[[], Cost | None]) -> None:
+    def __init__(self, cost: Callable[[], Cost | None], at: float = 0.0) -> None:
         self._cost = cost
-        self.at = 0.0
+        self.at = at
         self._held: dict[str, Held] = {}
+
+    def instant(self, at: float) -> DaemonContext:
+        """The context at `at` (sharing what was held: pools reconciled at once each get one)."""
+        view = DaemonContext(self._cost, at)
+        view._held = self._held
+        return view
 
     def price(self, pool: Pool) -> Price:
         """The node `pool` is priced on, from the policy's `cost:` now."""
@@ -107,9 +113,8 @@ class ContextWatch:
         self._parts.pop(pool.name, None)
         if not self.registered.enabled(pool) or self.registered.read is None:
             return None
-        self.context.at = at
         try:
-            part = self.registered.read(pool, settings, self.context)
+            part = self.registered.read(pool, settings, self.context.instant(at))
         except ValueError as exc:
             self._problems[pool.name] = str(exc)
             return None

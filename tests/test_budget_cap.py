@@ -311,3 +311,16 @@ def test_the_three_contexts_read_the_same_budget_from_the_same_holding() -> None
     assert parts[0] == parts[1] == parts[2]
     assert parts[0] is not None and parts[0].spent == pytest.approx(spent)
     assert parts[0].to_status()["budget"].startswith("40.00 USD a day")
+
+
+def test_a_count_held_on_is_one_record_and_counts_the_same() -> None:
+    every, changes = Held(), Held()
+    counts = [4, 4, 4, 8, 8, 0, 0, 4]
+    for k, n in enumerate(counts):
+        every.record(600.0 * k, n)
+        if k == 0 or n != counts[k - 1]:
+            changes.record(600.0 * k, n)
+    assert len(every._at) == len(changes._at) == 4
+    for since in (0.0, 900.0, 2400.0):
+        assert every.seconds(since, 6000.0) == changes.seconds(since, 6000.0)
+    assert every.seconds(0.0, 6000.0) == (4 * 1800 + 8 * 1200 + 4 * 1800) * 1.0

@@ -57,8 +57,9 @@ class Held:
         return self._sum[k] + self._count[k] * (t - self._at[k])
 
     def record(self, at: float, replicas: int) -> None:
-        """`replicas` held from `at` on (an instant not after the last one's is ignored)."""
-        if self._at and at <= self._at[-1]:
+        """`replicas` held from `at` on (an instant not after the last one's is ignored; the last
+        one's count again is the same holding, kept as one record)."""
+        if self._at and (at <= self._at[-1] or int(replicas) == self._count[-1]):
             return
         self._sum.append(self._until(at))
         self._at.append(at)

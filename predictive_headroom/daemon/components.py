@@ -54,7 +54,7 @@ Watches = dict[str, ComponentWatch]
 HOUR = 3600.0
 KEPT = 2 * 86400.0
 """Seconds of each pool's own plans the daemon keeps for the `Context` (a day is at most 25
-hours)."""
+hours; a count is kept once until it changes)."""
 
 
 class DaemonContext:
@@ -123,9 +123,9 @@ class ContextWatch:
         return part
 
     def planned(self, pool: Pool, at: float, desired: int) -> None:
-        """Tell the context the plan made for `pool` (a pool with this component on)."""
-        if self.registered.enabled(pool):
-            self.context.planned(pool, at, desired)
+        """Tell the context the plan made for `pool` (every pool's: what it held is counted
+        whether or not the component was on then)."""
+        self.context.planned(pool, at, desired)
 
     def parts(self) -> Mapping[str, Part]:
         """The last part of each pool."""

@@ -13,7 +13,6 @@ import pytest
 from predictive_headroom.cli import main
 from predictive_headroom.core.budget import (
     DailyBudget,
-    Ledger,
     affords,
     budget_cap,
     budget_part,
@@ -21,6 +20,8 @@ from predictive_headroom.core.budget import (
     day_of,
     held_node_hours,
 )
+from predictive_headroom.core.components import registration
+from predictive_headroom.core.context import Held
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.stabilise import hold_all
 from predictive_headroom.policy.budget import Budget, parse_amount
@@ -107,17 +108,25 @@ def test_the_planners_cap_is_the_rule_with_the_plan_held_to_the_end_of_the_day(z
         assert rule.limits(would) == (part.replicas < would)
 
 
-def test_the_ledger_counts_what_was_held_since_midnight() -> None:
+def spent(held: Held, budget: DailyBudget, now: float) -> float:
+    """The node-hours `held` counts from the start of `now`'s day until `now`."""
+    return held.seconds(day_of(now, budget.zone).start, now) / H / budget.slots
+
+
+def test_what_was_held_is_counted_since_midnight() -> None:
     budget = DailyBudget(30.0, 8, "Europe/Berlin", "30 node-hours")
     midnight = at("2026-06-02T00:00+02:00")
-    ledger = Ledger("Europe/Berlin")
-    ledger.record(midnight - 2 * H, 16)  # held across midnight: counted from midnight
-    ledger.record(midnight + H, 8)
-    ledger.record(midnight + H, 80)  # the same instant again: ignored
-    assert ledger.spent(budget, midnight + 3 * H) == pytest.approx(2 + 2)
-    assert ledger.spent(budget, midnight + 3 * H) == pytest.approx(4)  # reading twice is the same
-    assert ledger.spent(budget, midnight + 24 * H + H) == pytest.approx(1)  # the next day
-    assert Ledger("UTC").spent(budget, midnight + H) == 0.0  # nothing known: a restart
+    held = Held()
+    held.record(midnight - 2 * H, 16)  # held across midnight: counted from midnight
+    held.record(midnight + H, 8)
+    held.record(midnight + H, 80)  # the same instant again: ignored
+    assert spent(held, budget, midnight + 3 * H) == pytest.approx(2 + 2)
+    assert spent(held, budget, midnight + 3 * H) == pytest.approx(4)  # reading twice is the same
+    assert spent(held, budget, midnight + 24 * H + H) == pytest.approx(1)  # the next day
+    assert spent(Held(), budget, midnight + H) == 0.0  # nothing known: a restart
+    held.forget_before(midnight + 2 * H)  # from then on alike; before it nothing is known
+    assert spent(held, budget, midnight + 3 * H) == pytest.approx(4 - 2)
+    assert held.seconds(midnight + 2 * H, midnight + 3 * H) == pytest.approx(8 * H)
     assert affords(budget, midnight + 12 * H, 4.0) == 17  # 26 left over 12 hours: 17.3
 
 
@@ -148,11 +157,11 @@ def hold_within(times, wanted, budget, steps=1):
     node-hours left afford; each count held until the next instant."""
     n = times.size
     held, raw, capped = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, bool)
-    ledger = Ledger(budget.zone)
+    ledger = Held()
     for i in range(n):
         at = float(times[i])
         would = max(int(wanted[i]), int(raw[max(0, i - steps + 1) : i].max(initial=0)))
-        cap = affords(budget, at, ledger.spent(budget, at))
+        cap = affords(budget, at, spent(ledger, budget, at))
         raw[i], held[i] = min(int(wanted[i]), cap), min(would, cap)
         capped[i] = held[i] < would
         ledger.record(at, int(held[i]))
@@ -265,3 +274,53 @@ def test_validate_exits_2_naming_the_missing_price(tmp_path, capsys) -> None:
 )
 def test_one_reading_of_an_amount_a_day(text, amount, currency) -> None:
     assert parse_amount(text) == (amount, currency)
+
+
+def test_the_three_contexts_read_the_same_budget_from_the_same_holding() -> None:
+    """The budget's one `read` (no reader per shell): the daemon's context from its own plans,
+    the replay's from the counts it held and `plan --budget-spent` at `--at` give the same part."""
+    import argparse
+
+    from predictive_headroom.commands.components import cli_context
+    from predictive_headroom.core.settings import resolve_settings
+    from predictive_headroom.daemon.components import DaemonContext
+    from predictive_headroom.replay.planner import World, replay_context
+
+    policy = parse_policy(f"{POOL}    budget: {{perDay: 40 USD}}\n{PRICED}", "test.yaml")
+    pool = policy.pools[0]
+    settings = resolve_settings(pool)
+    midnight = at("2026-06-02T00:00+00:00")
+    times = midnight - H + 600.0 * np.arange(13)  # 23:00 to 01:00, every 10 minutes
+    counts = np.array([4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 0])
+    daemon = DaemonContext(lambda: policy.cost)
+    for t, n in zip(times[:-1], counts[:-1], strict=True):
+        daemon.planned(pool, float(t), int(n))
+    now = float(times[-1])
+    price = daemon.price(pool)
+    world = World(times=times, price=price, node_slots=price.slots, held=counts[:-1])
+    replay = replay_context(world)
+    assert replay is not None
+    replay.at = now
+    spent = 16 * H / H / price.slots  # 16 placeholders held since midnight, an hour
+    args = argparse.Namespace(at="2026-06-02T01:00Z", budget_spent=spent)
+    cli = cli_context(args, policy.cost)
+    assert cli is not None
+    read = registration("budget").read
+    assert read is not None
+    parts = [read(pool, settings, c) for c in (daemon.instant(now), replay, cli)]
+    assert parts[0] == parts[1] == parts[2]
+    assert parts[0] is not None and parts[0].spent == pytest.approx(spent)
+    assert parts[0].to_status()["budget"].startswith("40.00 USD a day")
+
+
+def test_a_count_held_on_is_one_record_and_counts_the_same() -> None:
+    every, changes = Held(), Held()
+    counts = [4, 4, 4, 8, 8, 0, 0, 4]
+    for k, n in enumerate(counts):
+        every.record(600.0 * k, n)
+        if k == 0 or n != counts[k - 1]:
+            changes.record(600.0 * k, n)
+    assert len(every._at) == len(changes._at) == 4
+    for since in (0.0, 900.0, 2400.0):
+        assert every.seconds(since, 6000.0) == changes.seconds(since, 6000.0)
+    assert every.seconds(0.0, 6000.0) == (4 * 1800 + 8 * 1200 + 4 * 1800) * 1.0

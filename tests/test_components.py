@@ -5,7 +5,14 @@ what the pages show of each (reason colour, legend)."""
 from __future__ import annotations
 
 from predictive_headroom.commands.components import CLI_READERS
-from predictive_headroom.core.components import READ, REGISTRY, binding, static_cap
+from predictive_headroom.core.components import (
+    BY_CONTEXT,
+    BY_SHELL,
+    READ,
+    REGISTRY,
+    binding,
+    static_cap,
+)
 from predictive_headroom.core.vocabulary import Feed, Kind
 from predictive_headroom.daemon.components import watches
 from predictive_headroom.policy.config import Pool
@@ -22,11 +29,19 @@ def _daemon_watches() -> set[str]:
 
 
 def test_every_component_a_shell_reads_has_a_reader_in_each_shell() -> None:
-    read = {str(r.name) for r in READ}
-    assert read == {str(r.name) for r in REGISTRY if r.feed == Feed.READ}
-    assert _daemon_watches() == read
-    assert {str(n) for n in CLI_READERS} == read
-    assert {str(n) for n in REPLAY_READERS} == read
+    by_shell = {str(r.name) for r in BY_SHELL}
+    assert by_shell == {str(r.name) for r in REGISTRY if r.feed == Feed.READ}
+    assert {str(n) for n in CLI_READERS} == by_shell
+    assert {str(n) for n in REPLAY_READERS} == by_shell
+    assert _daemon_watches() == {str(r.name) for r in READ}  # the context's too, on /last-run
+
+
+def test_a_component_read_from_the_context_needs_no_shell_table() -> None:
+    assert {str(r.name) for r in BY_CONTEXT} == {"budget"}
+    for r in BY_CONTEXT:
+        assert r.read is not None and r.feed == Feed.CONTEXT
+        assert str(r.name) not in {str(n) for n in CLI_READERS} | {str(n) for n in REPLAY_READERS}
+    assert {str(r.name) for r in READ} == {str(r.name) for r in BY_SHELL + BY_CONTEXT}
 
 
 def test_every_registered_component_has_its_colour_on_the_pages() -> None:

@@ -13,7 +13,6 @@ from predictive_headroom.core.components import Part, registration
 from predictive_headroom.core.engine import AnyForecast, PlanInputs
 from predictive_headroom.core.series import History, Unobserved
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
-from predictive_headroom.core.vocabulary import Feed
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.report.build import ReportInputs
 
@@ -36,7 +35,7 @@ def plan_inputs(
     read = {
         name: part
         for name, part in given.items()
-        if registration(name).feed == Feed.READ and registration(name).enabled(pool)
+        if registration(name).at_each_instant and registration(name).enabled(pool)
     }
     return PlanInputs(forecast, observed, cluster, settings or resolve_settings(pool), read)
 

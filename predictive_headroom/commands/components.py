@@ -1,6 +1,7 @@
-"""The command line's reader of each registered component a shell reads (`core.components.READ`),
+"""The command line's reader of each registered component a shell reads (`core.components.BY_SHELL`),
 in one place: its flags on `plan` and `report`, the part they give each pool, and what to pass
-when a pool's component is left out for want of them.
+when a pool's component is left out for want of them; and the command line's `Context`
+(`CliContext`: `--at`, the price flags, `--budget-spent`) the components read from it take.
 
 `plan` and `report` iterate `CLI_READERS` (`add_arguments`, `parts_from_args`,
 `note_left_out`) instead of naming the components; a test checks every component a shell reads
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from kubernetes.utils import parse_quantity
 
 from predictive_headroom.commands import CommandError, parse_time, pool_price_from_args
-from predictive_headroom.core.budget import budget_part, daily_budget
-from predictive_headroom.core.components import Part, registration
+from predictive_headroom.core.components import BY_CONTEXT, Part, from_context, registration
+from predictive_headroom.core.price import Price
+from predictive_headroom.core.settings import resolve_settings
 from predictive_headroom.core.share import share_part
 from predictive_headroom.core.vocabulary import Component
 from predictive_headroom.policy.config import Cost, Policy, Pool
@@ -79,8 +81,9 @@ def _no_arguments(_: argparse.ArgumentParser) -> None:
     """A component the command line does not give (the nodes leaving are not read there)."""
 
 
-def add_budget_spent_argument(parser: argparse.ArgumentParser) -> None:
-    """`--budget-spent 12.5`: the overhead node-hours held since midnight (the budget)."""
+def add_held_argument(parser: argparse.ArgumentParser) -> None:
+    """`--budget-spent 12.5`: the overhead node-hours each pool held since midnight (the
+    `Context`'s `held`, for every component read from it: the budget)."""
     parser.add_argument(
         "--budget-spent",
         type=float,
@@ -90,12 +93,32 @@ def add_budget_spent_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _budget(args: argparse.Namespace, pool: Pool, cost: Cost | None) -> Part | None:
-    """The budget from `--budget-spent` at `--at` (None without the spend); CommandError for a
-    spend without the instant, a negative spend, or a budget the price cannot turn into
-    node-hours."""
+@dataclass(frozen=True)
+class CliContext:
+    """The command line's `core.context.Context`: the instant `--at`, the node priced by the
+    price flags over the policy's `cost:`, and what each pool held since the start of its day
+    (`--budget-spent`)."""
+
+    at: float
+    spent: float
+    args: argparse.Namespace
+    cost: Cost | None
+
+    def price(self, pool: Pool) -> Price:
+        """The node `pool` is priced on, as `tune` and `backtest` price it."""
+        return pool_price_from_args(self.args, pool, self.cost)
+
+    def held(self, pool: Pool, since: float) -> float | None:
+        """`--budget-spent`: what the pool held since the start of its day, up to `--at` (the one
+        `since` asked for by the components read from the context: the budget's midnight)."""
+        return self.spent
+
+
+def cli_context(args: argparse.Namespace, cost: Cost | None) -> CliContext | None:
+    """The context from `--budget-spent` at `--at` (None without the spend: the components read
+    from it are left out); CommandError for a spend without the instant, or a negative one."""
     spent = getattr(args, "budget_spent", None)
-    if spent is None or pool.budget is None:
+    if spent is None:
         return None
     if not getattr(args, "at", None):
         raise CommandError(
@@ -104,11 +127,13 @@ def _budget(args: argparse.Namespace, pool: Pool, cost: Cost | None) -> Part | N
         )
     if not spent >= 0:
         raise CommandError(f"--budget-spent must be 0 or more node-hours, got {spent:g}")
-    try:
-        budget = daily_budget(pool.budget, pool_price_from_args(args, pool, cost))
-    except ValueError as exc:
-        raise CommandError(f"pool {pool.name}: {exc}") from None
-    return budget_part(budget, parse_time(args.at), spent)
+    return CliContext(parse_time(args.at), float(spent), args, cost)
+
+
+CONTEXT_NOTE = (
+    "pass --budget-spent 12.5 --at TIME (the overhead node-hours held since midnight) to apply it"
+)
+"""What to pass when a component read from the context is left out for want of it."""
 
 
 CLI_READERS: dict[Component, CliReader] = {
@@ -118,32 +143,35 @@ CLI_READERS: dict[Component, CliReader] = {
         _share,
         "pass --requests cpu=412 (what the pool's pods request) to apply it",
     ),
-    Component.BUDGET: CliReader(
-        add_budget_spent_argument,
-        _budget,
-        "pass --budget-spent 12.5 --at TIME (the overhead node-hours held since midnight) to "
-        "apply it",
-    ),
 }
 """What gives each registered component a shell reads on the command line, by name."""
 
 
 def add_component_arguments(parser: argparse.ArgumentParser) -> None:
-    """Every registered component's flags (`plan`, `report`)."""
+    """Every registered component's flags (`plan`, `report`), and the context's."""
     for reader in CLI_READERS.values():
         reader.add_arguments(parser)
+    add_held_argument(parser)
 
 
 def parts_from_args(args: argparse.Namespace, policy: Policy) -> dict[str, dict[str, Part]]:
     """Each pool's registered components the command line gives, by pool then component name (a
     pool given none is left out)."""
     out: dict[str, dict[str, Part]] = {}
+    contextual = [p for p in policy.pools if any(r.enabled(p) for r in BY_CONTEXT)]
+    context = cli_context(args, policy.cost) if contextual else None
     for pool in policy.pools:
         for name, reader in CLI_READERS.items():
             part = reader.part(args, pool, policy.cost) if _enabled(name, pool) else None
             if part is not None:
                 out.setdefault(pool.name, {})[str(name)] = part
-    return out
+        if context is not None and pool in contextual:
+            try:
+                read = from_context(pool, resolve_settings(pool), context)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
+            out.setdefault(pool.name, {}).update(read)
+    return {name: parts for name, parts in out.items() if parts}
 
 
 def _enabled(name: Component, pool: Pool) -> bool:
@@ -153,15 +181,16 @@ def _enabled(name: Component, pool: Pool) -> bool:
 def note_left_out(policy: Policy, parts: Mapping[str, Mapping[str, Part]]) -> None:
     """Say on stderr which pools' components were left out for want of their flags, and what to
     pass to apply them."""
-    for name, reader in CLI_READERS.items():
+    notes = {name: reader.to_apply for name, reader in CLI_READERS.items()}
+    for name, to_apply in {**notes, **{r.name: CONTEXT_NOTE for r in BY_CONTEXT}}.items():
         left_out = [
             p.name
             for p in policy.pools
             if _enabled(name, p) and str(name) not in parts.get(p.name, {})
         ]
-        if left_out and reader.to_apply:
+        if left_out and to_apply:
             print(
                 f"note: the {name} component of pool(s) {', '.join(left_out)} was left out: "
-                f"{reader.to_apply}",
+                f"{to_apply}",
                 file=sys.stderr,
             )

@@ -14,23 +14,28 @@ and says `budget` when that is below what the floors ask for. A day is midnight 
 budget's time zone (`zoneinfo`): 23 or 25 hours on the days the clocks change, so the same budget
 is spread over the hours the day has.
 
-The planner takes the budget as a cap (`BudgetPart`); what was held since midnight is told to a
-`Ledger` plan by plan (the daemon's plans, the replay's simulated ones). Pure: no clock reads, no
-I/O.
+The planner takes the budget as a cap (`BudgetPart`), read at each instant from what every shell
+gives alike (`core.context.Context`: the instant, the node's price, what the pool held since
+midnight: the daemon's own plans, `plan --budget-spent`, the replay's simulated ones), by
+`read_budget`, registered in `core.components`. Pure: no clock reads, no I/O.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
-from typing import Protocol
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from predictive_headroom.core.price import Price
 from predictive_headroom.policy.budget import Budget
+
+if TYPE_CHECKING:
+    from predictive_headroom.core.context import Context
+    from predictive_headroom.policy.config import Pool
 
 HOUR = 3600.0
 _EPS = 1e-9
@@ -182,50 +187,6 @@ def budget_cap(
     return BudgetCap(affords(budget, now, spent), spent, will_hold, budget, day)
 
 
-class Planned(Protocol):
-    """A plan as the budget hears it: when, and the count it holds."""
-
-    @property
-    def at(self) -> float: ...
-
-    @property
-    def desired(self) -> int: ...
-
-
-class Ledger:
-    """What a pool held since the start of its day, told plan by plan: the daemon's own plans
-    (kept in memory: a restart starts an empty ledger) or a replay's. Each count is held from its
-    instant until the next one's. Pure: no clock, no I/O; O(1) a record."""
-
-    def __init__(self, zone: str) -> None:
-        self.zone = zone
-        self._day: Day | None = None
-        self._total = 0.0
-        """Placeholder-seconds held from the start of `_day` until the last record."""
-        self._last: tuple[float, int] | None = None
-
-    def _held_seconds(self, now: float) -> float:
-        """Placeholder-seconds held from the start of `now`'s day until `now`."""
-        if self._last is None:
-            return 0.0
-        at, replicas = self._last
-        day = day_of(now, self.zone)
-        before = self._total if self._day is not None and self._day.start == day.start else 0.0
-        return before + replicas * max(0.0, now - max(at, day.start))
-
-    def record(self, at: float, replicas: int) -> None:
-        """`replicas` held from `at` on (an instant not after the last one's is ignored)."""
-        if self._last is not None and at <= self._last[0]:
-            return
-        self._total = self._held_seconds(at)
-        self._day, self._last = day_of(at, self.zone), (at, int(replicas))
-
-    def spent(self, budget: DailyBudget, now: float) -> float:
-        """The node-hours held from the start of `now`'s day until `now`, in `budget`'s node
-        (before the first record nothing is counted)."""
-        return budget.node_hours_of(1.0, self._held_seconds(now))
-
-
 @dataclass(frozen=True)
 class BudgetPart:
     """The budget as the planner takes it at one instant: a cap of `affords` placeholders.
@@ -233,14 +194,12 @@ class BudgetPart:
     The plan ahead is what the plan holds now, held to the end of the day: then spent plus the
     plan ahead is over the budget exactly when the plan holds more than `affords`, so the
     planner's smallest cap (`min(plan, affords)`) is `budget_cap`'s rule, and the reason is
-    `budget` just when it binds (`tests/test_budget_cap.py` checks both agree). With a `ledger`,
-    the plan made at `at` is recorded there (`planned`)."""
+    `budget` just when it binds (`tests/test_budget_cap.py` checks both agree)."""
 
     replicas: int
     spent: float
     budget: DailyBudget
     at: float
-    ledger: Ledger | None = field(default=None, compare=False, repr=False)
 
     def to_details(self) -> dict[str, object]:
         """The day's budget, its spend so far and what is left, in node-hours."""
@@ -252,23 +211,28 @@ class BudgetPart:
             "budget_hours_left": round((day.end - self.at) / HOUR, 3),
         }
 
-    def planned(self, plan: Planned) -> None:
-        """Record what the plan made at this part's instant holds (other instants: a horizon
-        planned ahead, not held)."""
-        if self.ledger is not None and plan.at == self.at:
-            self.ledger.record(plan.at, plan.desired)
+    def to_status(self) -> dict[str, object]:
+        """What `/last-run` shows: the budget in words, the cap now and `to_details`."""
+        return {"budget": self.budget.given, "cap": self.replicas, **self.to_details()}
 
     def later(self) -> BudgetPart:
-        """The same cap, recording nothing: ahead of now the spend is not replayed, so a horizon
-        holds what is left spread as it is now."""
-        return replace(self, ledger=None)
+        """The same cap: ahead of now the spend is not replayed, so a horizon holds what is left
+        spread as it is now."""
+        return self
 
 
-def budget_part(
-    budget: DailyBudget, now: float, spent: float | None = None, ledger: Ledger | None = None
-) -> BudgetPart:
-    """The budget's part at `now`: `spent` node-hours held since the start of its day (None:
-    what `ledger` recorded; neither: nothing), recording the plan made with it in `ledger`."""
+def budget_part(budget: DailyBudget, now: float, spent: float) -> BudgetPart:
+    """The budget's part at `now`, `spent` node-hours held since the start of its day."""
+    return BudgetPart(affords(budget, now, spent), spent, budget, now)
+
+
+def read_budget(pool: Pool, _settings: object, context: Context) -> BudgetPart | None:
+    """The budget of `pool` at the context's instant, from what the pool held since midnight in
+    the budget's zone (None without a `budget:` section, or when the context does not know what
+    was held); ValueError when it cannot be priced (`daily_budget`)."""
+    if pool.budget is None:
+        return None
+    spent = context.held(pool, day_of(context.at, pool.budget.timezone).start)
     if spent is None:
-        spent = 0.0 if ledger is None else ledger.spent(budget, now)
-    return BudgetPart(affords(budget, now, spent), spent, budget, now, ledger)
+        return None
+    return budget_part(daily_budget(pool.budget, context.price(pool)), context.at, spent)

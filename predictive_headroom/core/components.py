@@ -8,12 +8,14 @@ before the scale-down stabilisation, which it also limits: maxReplicas, limits).
 registered once,
 in `REGISTRY`, with everything it brings: its name (the key in the plan's `components`, the
 metric label, and the plan's reason word when it sets or limits the plan), its kind, where its
-value comes from (`Feed`: the pool alone, the engine, or a reader in each shell), the pool's
-config section that turns it on, its glossary entry and its colour on the pages. Each component
-at an instant is a `Part`, handed to `planner.combine` in one mapping by name; the shells iterate
-the registry; what reads the inputs of a component the shells read is in one table per shell,
-keyed by its name (`daemon.components`, `commands.components.CLI_READERS`,
-`replay.planner.REPLAY_READERS`).
+value comes from (`Feed`: the pool alone, the engine, the instant's `Context` (`core.context`), or a reader in
+each shell), the pool's config section that turns it on, its glossary entry and its colour on the
+pages. Each component at an instant is a `Part`, handed to `planner.combine` in one mapping by
+name; the shells iterate the registry. A component read from the `Context` (the instant, the
+node's price, what the pool held: every shell gives one, the same way for every component) brings
+its own pure `read`; only a component that needs a shell's own inputs (the pods on leaving nodes,
+what the pods request) has an entry in one table per shell, keyed by its name
+(`daemon.components`, `commands.components.CLI_READERS`, `replay.planner.REPLAY_READERS`).
 
 Precedence, written once: among floors asking for the same number the reason names the first in
 `ORDER` (schedule, proportional, forecast, disruption, share, min: `winner`); among caps allowing
@@ -26,7 +28,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from predictive_headroom.core.budget import read_budget
+from predictive_headroom.core.context import Context
 from predictive_headroom.core.limits import limits_part
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import Component, Feed, Kind
 from predictive_headroom.policy.config import Pool
 
@@ -35,9 +40,7 @@ ORDER: tuple[Component, ...] = tuple(Component)
 
 
 class Part(Protocol):
-    """One component at one instant, as the planner takes it. A part may also have
-    `planned(plan)`: the engine tells it each plan made with it (a cap that counts what the pool
-    held, the budget, records it there)."""
+    """One component at one instant, as the planner takes it."""
 
     @property
     def replicas(self) -> int | None:
@@ -89,6 +92,15 @@ class Registration:
     """Its colour on the pages (the plan's step line and legend)."""
     of_pool: Callable[[Pool], Part | None] | None = None
     """Its part from the pool alone (`Feed.POOL`)."""
+    read: Callable[[Pool, PlanSettings, Context], Part | None] | None = None
+    """Its part at the context's instant (`Feed.CONTEXT`; None: left out then). Pure; a
+    ValueError says why the pool's section cannot be read (each shell says it its way)."""
+
+    @property
+    def at_each_instant(self) -> bool:
+        """Whether its value is read at each instant (by the shells, or from the `Context`), so
+        not known ahead."""
+        return self.feed in (Feed.READ, Feed.CONTEXT)
 
     def enabled(self, pool: Pool) -> bool:
         """Whether `pool` plans with this component."""
@@ -151,17 +163,39 @@ REGISTRY: tuple[Registration, ...] = (
     Registration(
         Component.BUDGET,
         Kind.CAP,
-        Feed.READ,
+        Feed.CONTEXT,
         "budget",
         "the most overhead node-hours a day the pool's budget: allows: what is left of the day's "
         "budget spread over the rest of the day, in placeholders",
         "#ca8a04",
+        read=read_budget,
     ),
 )
 """Every registered component, in the order the plan's `components` show them."""
 
-READ: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.feed == Feed.READ)
+READ: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.at_each_instant)
+"""The components read at each instant, by the shells or from the `Context`."""
+
+BY_SHELL: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.feed == Feed.READ)
 """The components each shell reads the inputs of (a test checks each has a reader per shell)."""
+
+BY_CONTEXT: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.feed == Feed.CONTEXT)
+"""The components read from the `Context` (every shell reads them the same way)."""
+
+
+def from_context(pool: Pool, settings: PlanSettings, context: Context) -> dict[str, Part]:
+    """Each component of `pool` read from `context`, by name (those left out then are not
+    there); a ValueError names the pool and why its section cannot be read."""
+    out: dict[str, Part] = {}
+    for r in BY_CONTEXT:
+        if r.read is not None and r.enabled(pool):
+            try:
+                part = r.read(pool, settings, context)
+            except ValueError as exc:
+                raise ValueError(f"pool {pool.name}: {exc}") from None
+            if part is not None:
+                out[str(r.name)] = part
+    return out
 
 
 _BY_NAME: dict[str, Registration] = {str(r.name): r for r in REGISTRY}
@@ -185,7 +219,7 @@ def _shape(pool: Pool) -> tuple[tuple[str, bool, Part | None], ...]:
     if known is not None and known[0] is pool:
         return known[1]
     shape = tuple(
-        (str(r.name), r.feed == Feed.READ, r.of_pool(pool) if r.of_pool else None)
+        (str(r.name), r.at_each_instant, r.of_pool(pool) if r.of_pool else None)
         for r in REGISTRY
         if r.enabled(pool)
     )

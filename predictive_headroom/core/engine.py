@@ -243,10 +243,6 @@ class PoolTimeline:
         own = self._own_parts(i, cluster)
         plan = combine(self.pool, at, {**(parts or {}), **own}, self._records, self.settings)
         self._records.append(plan.record())
-        for part in (parts or {}).values():  # a part that counts what was held hears the plan
-            heard = getattr(part, "planned", None)
-            if heard is not None:
-                heard(plan)
         return plan
 
     def _own_parts(self, i: int, cluster: ClusterState | None) -> dict[str, Part]:

@@ -135,6 +135,9 @@ class Feed(StrEnum):
     """The engine, from the forecast, the schedule windows and the cluster (`core.engine`)."""
     READ = "read"
     """Each shell reads its inputs (the daemon's watch, the CLI's flags, the replay's source)."""
+    CONTEXT = "context"
+    """Read at each instant from what every shell gives alike (`core.components.Context`: the
+    instant, the node's price, what the pool held), by the registration's own `read`."""
 
 
 class Component(StrEnum):

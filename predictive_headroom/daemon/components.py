@@ -1,7 +1,8 @@
 """The daemon's reader of each registered component (`core.components.REGISTRY`), in one place.
 
 A `ComponentWatch` reads what its component needs at each reconcile and keeps what `/last-run`
-and the report show; `watches` builds one per registered name, and the reconcile, the report
+and the report show (a component read from the `core.context.Context` has a `ContextWatch`,
+the same for each); `watches` builds one per registered name, and the reconcile, the report
 hook and `/last-run` iterate them (`parts_of`, `last_parts`, `status`) instead of naming them.
 """
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
-from predictive_headroom.core.budget import BudgetPart, Ledger, budget_part, daily_budget
-from predictive_headroom.core.components import Part
-from predictive_headroom.core.price import pool_price
+from predictive_headroom.core.components import BY_CONTEXT, Part, Registration
+from predictive_headroom.core.context import Held
+from predictive_headroom.core.price import Price, pool_price
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import Component
 from predictive_headroom.daemon.disruption import DisruptionSettings, DisruptionWatch
@@ -50,56 +51,101 @@ class ComponentWatch(Protocol):
 Watches = dict[str, ComponentWatch]
 
 
-class BudgetWatch:
-    """The budget in the daemon: what each pool held since midnight, from the daemon's own plans
-    (each plan made with the budget's part is recorded in the pool's ledger, dry run included).
-    Kept in memory: after a restart the day is counted from the restart."""
+HOUR = 3600.0
+KEPT = 2 * 86400.0
+"""Seconds of each pool's own plans the daemon keeps for the `Context` (a day is at most 25
+hours; a count is kept once until it changes)."""
 
-    def __init__(self, cost: Callable[[], Cost | None]) -> None:
+
+class DaemonContext:
+    """The daemon's `core.context.Context`: the reconcile's instant, the node priced from the
+    policy's `cost:` now, and what each pool held, from the daemon's own plans (dry run included;
+    kept in memory: after a restart the pool is counted from the restart)."""
+
+    def __init__(self, cost: Callable[[], Cost | None], at: float = 0.0) -> None:
         self._cost = cost
-        """The policy's `cost:` section now (it prices the node-hours a budget in money buys)."""
-        self._ledgers: dict[str, Ledger] = {}
-        self._parts: dict[str, BudgetPart] = {}
+        self.at = at
+        self._held: dict[str, Held] = {}
+
+    def instant(self, at: float) -> DaemonContext:
+        """The context at `at` (sharing what was held: pools reconciled at once each get one)."""
+        view = DaemonContext(self._cost, at)
+        view._held = self._held
+        return view
+
+    def price(self, pool: Pool) -> Price:
+        """The node `pool` is priced on, from the policy's `cost:` now."""
+        return pool_price(pool, self._cost())
+
+    def held(self, pool: Pool, since: float) -> float | None:
+        """The node-hours `pool` held from `since` until `at`, by the daemon's own plans."""
+        seconds = self._held.get(pool.name, Held()).seconds(since, self.at)
+        return seconds / HOUR / self.price(pool).slots
+
+    def planned(self, pool: Pool, at: float, desired: int) -> None:
+        """Record the plan made for `pool` at `at` (it holds `desired` from then on)."""
+        held = self._held.setdefault(pool.name, Held())
+        held.record(at, desired)
+        held.forget_before(at - KEPT)
+
+    def forget(self, names: Collection[str]) -> None:
+        """Drop what removed pools held."""
+        for name in names:
+            self._held.pop(name, None)
+
+
+class ContextWatch:
+    """A component read from the `DaemonContext` (`Feed.CONTEXT`), by its registration's own
+    `read`; why a pool's could not be read is said on `/last-run`."""
+
+    def __init__(self, registered: Registration, context: DaemonContext) -> None:
+        self.registered = registered
+        self.context = context
+        self._parts: dict[str, Part] = {}
         self._problems: dict[str, str] = {}
 
     def begin(self, deadline: float) -> None:
-        """Nothing to read: the spend is the daemon's own."""
+        """Nothing to read: the context is the daemon's own."""
 
     def part(self, pool: Pool, at: float, settings: PlanSettings) -> Part | None:
-        """The budget of `pool` at `at` (None without a `budget:` section, or when it cannot be
-        priced: said on `/last-run`)."""
+        """The component of `pool` at `at` (None: off, left out, or unreadable)."""
         self._problems.pop(pool.name, None)
-        if pool.budget is None:
-            self.forget([pool.name])
+        self._parts.pop(pool.name, None)
+        if not self.registered.enabled(pool) or self.registered.read is None:
             return None
         try:
-            budget = daily_budget(pool.budget, pool_price(pool, self._cost()))
+            part = self.registered.read(pool, settings, self.context.instant(at))
         except ValueError as exc:
             self._problems[pool.name] = str(exc)
             return None
-        ledger = self._ledgers.get(pool.name)
-        if ledger is None or ledger.zone != budget.zone:
-            ledger = self._ledgers[pool.name] = Ledger(budget.zone)
-        part = self._parts[pool.name] = budget_part(budget, at, ledger=ledger)
+        if part is not None:
+            self._parts[pool.name] = part
         return part
 
+    def planned(self, pool: Pool, at: float, desired: int) -> None:
+        """Tell the context the plan made for `pool` (every pool's: what it held is counted
+        whether or not the component was on then)."""
+        self.context.planned(pool, at, desired)
+
     def parts(self) -> Mapping[str, Part]:
-        """The last part of each pool with a budget."""
+        """The last part of each pool."""
         return dict(self._parts)
 
     def status(self) -> dict[str, Any]:
-        """Per pool: the budget in words, the day's spend and what is left (node-hours), the cap
-        now, or why it could not be priced."""
+        """Per pool: what the part shows (`to_status`, else its value and details), or why it
+        could not be read."""
         out: dict[str, Any] = {n: {"left_out": why} for n, why in self._problems.items()}
         for name, part in self._parts.items():
-            out[name] = {"budget": part.budget.given, "cap": part.replicas, **part.to_details()}
+            shown = getattr(part, "to_status", None)
+            out[name] = shown() if shown else {"value": part.replicas, **part.to_details()}
         return out
 
     def forget(self, names: Collection[str]) -> None:
-        """Drop the ledgers of removed pools."""
+        """Drop what was kept of removed pools."""
+        self.context.forget(names)
         for name in names:
-            self._ledgers.pop(name, None)
             self._parts.pop(name, None)
+            self._problems.pop(name, None)
 
 
 def watches(
@@ -110,16 +156,26 @@ def watches(
     monotonic: Callable[[], float],
     cost: Callable[[], Cost | None] = lambda: None,
 ) -> Watches:
-    """One watch per registered component, by name (a test checks every one has a watch);
-    `cost` gives the policy's `cost:` section now (the budget's price)."""
+    """One watch per component read at each instant, by name (a test checks every one has a
+    watch): the shell's own readers, and one `ContextWatch` for each read from the context;
+    `cost` gives the policy's `cost:` section now (the node's price)."""
     disruption = DisruptionWatch(
         inputs, pods, metrics, DisruptionSettings(read_pods=read_pods), monotonic
     )
+    context = DaemonContext(cost)
     return {
         str(Component.DISRUPTION): disruption,
         str(Component.SHARE): ShareWatch(inputs, disruption),
-        str(Component.BUDGET): BudgetWatch(cost),
+        **{str(r.name): ContextWatch(r, context) for r in BY_CONTEXT},
     }
+
+
+def planned(watches: Watches, pool: Pool, at: float, desired: int) -> None:
+    """Tell each watch that counts what was held the plan made for `pool` at `at`."""
+    for watch in watches.values():
+        heard = getattr(watch, "planned", None)
+        if heard is not None:
+            heard(pool, at, desired)
 
 
 def parts_of(watches: Watches, pool: Pool, at: float, settings: PlanSettings) -> dict[str, Part]:

@@ -21,7 +21,7 @@ from predictive_headroom.core.planner import Plan, PlanRecord
 from predictive_headroom.core.series import Forecast, NoForecast
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import MissingInput, NoForecastWhy, PoolAction
-from predictive_headroom.daemon.components import Watches, parts_of
+from predictive_headroom.daemon.components import Watches, parts_of, planned
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
@@ -88,6 +88,7 @@ class PoolReconciler:
             )
             timeline = plan_over_time(pool, [at], inputs, self.recent.get(pool.name, ()))
             plan, self.recent[pool.name] = timeline.plans[0], list(timeline.recent)
+            planned(self.components, pool, at, plan.desired)  # what the pool holds from now
             plan = self._with_lead_time(pool.name, plan)
             self.metrics.record_plan(plan)
             self.metrics.record_forecast(pool.name, forecast, at + settings.lead)

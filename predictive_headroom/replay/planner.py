@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from predictive_headroom.core.budget import Ledger, budget_part, daily_budget, day_of
 from predictive_headroom.core.cluster import ClusterState
-from predictive_headroom.core.components import Part, registration
+from predictive_headroom.core.components import BY_CONTEXT, Part, Registration, registration
+from predictive_headroom.core.context import Held
 from predictive_headroom.core.disruption import DisruptionPart, reserve_quantile, spot_reserve
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.price import Price
@@ -121,38 +121,83 @@ def _disruption_reader(pool: Pool, settings: PlanSettings, world: World) -> Read
     )
 
 
-def _budget_reader(pool: Pool, settings: PlanSettings, world: World) -> Reading | None:
-    """The budget at every minute, from what the replay held earlier that day (the plans made
-    before it, told to a ledger; walking forward, only the past is read). Planned minute by
-    minute, in order (`needs_nodes`)."""
-    times = world.times
-    if pool.budget is None or times is None:
+@dataclass
+class ReplayContext:
+    """A replay's `core.context.Context`: the minute planned, the node simulated (its price,
+    `node_slots` placeholders a node) and what the replay held before it (`held`: the plans made
+    earlier, or the held counts a single minute is read after)."""
+
+    price_of: Price
+    held_so_far: Held
+    at: float = 0.0
+
+    def price(self, pool: Pool) -> Price:
+        """The node simulated (the same for every pool of a replay)."""
+        return self.price_of
+
+    def held(self, pool: Pool, since: float) -> float | None:
+        """The node-hours held from `since` until the minute planned."""
+        return self.held_so_far.seconds(since, self.at) / 3600.0 / self.price_of.slots
+
+
+def replay_context(world: World) -> ReplayContext | None:
+    """The context of a replay of `world` (None without its minutes: the components read from
+    it are left out); with `world.held`, what the replay held before its last minute (a reading
+    at that minute alone: the two days before it are told)."""
+    if world.times is None:
         return None
     price = world.price or Price(None, world.node_slots, "USD", "no prices")
-    budget = daily_budget(pool.budget, replace(price, slots=world.node_slots))
-    ledger = Ledger(budget.zone)
-    if world.held is not None and world.held.size:  # the day so far, for its last minute
-        first = int(np.searchsorted(times, day_of(float(times[-1]), budget.zone).start)) - 1
+    held = Held()
+    if world.held is not None and world.held.size:
+        times = world.times
+        first = int(np.searchsorted(times, float(times[-1]) - 2 * 86400.0)) - 1
         for k in range(max(0, first), world.held.size):
-            ledger.record(float(times[k]), int(world.held[k]))
-    return Reading(
-        lambda i, _nodes, _leaving: budget_part(budget, float(times[i]), ledger=ledger), True
-    )
+            held.record(float(times[k]), int(world.held[k]))
+    return ReplayContext(replace(price, slots=world.node_slots), held)
+
+
+def _context_reading(
+    registered: Registration,
+    pool: Pool,
+    settings: PlanSettings,
+    times: np.ndarray,
+    context: ReplayContext,
+) -> Reading | None:
+    """A component read from the context at every minute (planned minute by minute, in order:
+    `needs_nodes`); ValueError naming the pool when its section cannot be read."""
+    read = registered.read
+    if read is None or not registered.enabled(pool):
+        return None
+
+    def at(i: int, _nodes: int, _leaving: int) -> Part | None:
+        context.at = float(times[i])
+        try:
+            return read(pool, settings, context)
+        except ValueError as exc:
+            raise ValueError(f"pool {pool.name}: {exc}") from None
+
+    return Reading(at, True)
 
 
 REPLAY_READERS: dict[Component, ReplayReader] = {
     Component.DISRUPTION: _disruption_reader,
     Component.SHARE: _share_reader,
-    Component.BUDGET: _budget_reader,
 }
-"""What reads each registered component a shell reads (`core.components.READ`) in a replay, by
+"""What reads each registered component a shell reads (`core.components.BY_SHELL`) in a replay, by
 name (a test checks every one has a reader), as `daemon.components` does in the daemon and
 `commands.components` on the command line."""
 
 
-def readings(pool: Pool, settings: PlanSettings, world: World) -> dict[str, Reading]:
-    """The registered components `pool` plans with in a replay of `world`, by name."""
+def readings(
+    pool: Pool, settings: PlanSettings, world: World, context: ReplayContext | None = None
+) -> dict[str, Reading]:
+    """The registered components `pool` plans with in a replay of `world`, by name (those read
+    from the context from `context`; default: `replay_context(world)`)."""
     found = {str(name): read(pool, settings, world) for name, read in REPLAY_READERS.items()}
+    context = context or replay_context(world)
+    if context is not None and world.times is not None:
+        for r in BY_CONTEXT:
+            found[str(r.name)] = _context_reading(r, pool, settings, world.times, context)
     return {name: r for name, r in found.items() if r is not None}
 
 
@@ -176,25 +221,30 @@ def planner_strategy(
     With a proportional rule the placeholder count depends on the simulated nodes (cores =
     nodes x `cores_per_node`), so a function of (step, ready nodes) is returned; otherwise the
     per-minute array. `settings` are the pool's (the backtest's, flags applied). The registered
-    components are read from `world` (`REPLAY_READERS`); when the simulator injects disruption,
-    a function of (step, ready nodes, app pods on leaving nodes)."""
+    components are read from `world` (`REPLAY_READERS`, and its `replay_context`: what the plans
+    made earlier held); when the simulator injects disruption, a function of (step, ready nodes,
+    app pods on leaving nodes)."""
     timeline = PoolTimeline(pool, times, list(forecasts), observed, (), settings)
-    reads = readings(pool, settings, world)
+    context = replay_context(world)
+    reads = readings(pool, settings, world, context)
+    held = context.held_so_far if context and any(r.enabled(pool) for r in BY_CONTEXT) else None
 
     def cluster(nodes: int) -> ClusterState | None:
         cores = nodes * cores_per_node
         return ClusterState(nodes, cores, nodes, cores) if pool.proportional else None
 
+    def aware(i: int, nodes: int, on_leaving: int = 0) -> int:
+        desired = timeline.plan(i, cluster(nodes), _parts(reads, i, nodes, on_leaving)).desired
+        if held is not None:  # what the pool holds from this minute, for the context
+            held.record(float(times[i]), desired)
+        return desired
+
     if world.disruption is not None:
-
-        def aware(i: int, nodes: int, on_leaving: int = 0) -> int:
-            return timeline.plan(i, cluster(nodes), _parts(reads, i, nodes, on_leaving)).desired
-
         return timeline, aware
     if pool.proportional is not None or any(r.needs_nodes for r in reads.values()):
 
         def decide(i: int, nodes: int) -> int:
-            return timeline.plan(i, cluster(nodes), _parts(reads, i, nodes, 0)).desired
+            return aware(i, nodes)
 
         return timeline, decide
     parts = [_parts(reads, i, 0, 0) for i in range(times.size)] if reads else []

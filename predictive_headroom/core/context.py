@@ -1,0 +1,76 @@
+"""What every shell gives a component read at an instant, the same way for each (`Context`: the
+instant, the node's price, what the pool held), and what a pool held, told plan by plan (`Held`).
+
+A component read from the context (`core.vocabulary.Feed.CONTEXT`, the budget) brings its own pure
+`read(pool, settings, context)` in its registration (`core.components`); the daemon
+(`daemon.components.DaemonContext`), `plan`/`report` (`commands.components.CliContext`) and the
+replay (`replay.planner.ReplayContext`) each implement the context once, for every such component.
+Pure: no clock reads, no I/O.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Protocol
+
+from predictive_headroom.core.price import Price
+from predictive_headroom.policy.config import Pool
+
+
+class Context(Protocol):
+    """What every shell gives a component read at an instant (`Feed.CONTEXT`), the same way for
+    each: the daemon from its clock, the policy's `cost:` and its own plans; `plan`/`report` from
+    `--at`, the price flags and `--budget-spent`; a replay from its minutes, the node it
+    simulates and what it held."""
+
+    @property
+    def at(self) -> float:
+        """The instant (POSIX seconds)."""
+        ...
+
+    def price(self, pool: Pool) -> Price:
+        """The node `pool` is priced on: its node-hour's price and the placeholders it holds
+        (`core.price`, from the policy's `cost:`)."""
+        ...
+
+    def held(self, pool: Pool, since: float) -> float | None:
+        """The overhead node-hours `pool`'s placeholders held from `since` until `at` (in the
+        node `price` gives); None: not known (a component that needs it is left out)."""
+        ...
+
+
+class Held:
+    """What a pool held, told plan by plan: each count is held from its instant until the next
+    one's (the last until the instant asked about); before the first, nothing is counted. Pure:
+    no clock, no I/O; O(log n) a question or a record."""
+
+    def __init__(self) -> None:
+        self._at: list[float] = []
+        self._count: list[int] = []
+        self._sum: list[float] = []
+        """Placeholder-seconds held from the first record until each record's instant."""
+
+    def _until(self, t: float) -> float:
+        k = bisect_right(self._at, t) - 1
+        if k < 0:
+            return self._sum[0] if self._sum else 0.0
+        return self._sum[k] + self._count[k] * (t - self._at[k])
+
+    def record(self, at: float, replicas: int) -> None:
+        """`replicas` held from `at` on (an instant not after the last one's is ignored; the last
+        one's count again is the same holding, kept as one record)."""
+        if self._at and (at <= self._at[-1] or int(replicas) == self._count[-1]):
+            return
+        self._sum.append(self._until(at))
+        self._at.append(at)
+        self._count.append(int(replicas))
+
+    def seconds(self, since: float, until: float) -> float:
+        """Placeholder-seconds held from `since` until `until` (at or after the last record)."""
+        return max(0.0, self._until(until) - self._until(since))
+
+    def forget_before(self, at: float) -> None:
+        """Drop what is not needed to answer from `at` on (the record in force then is kept)."""
+        k = bisect_right(self._at, at) - 1
+        if k > 0:
+            del self._at[:k], self._count[:k], self._sum[:k]

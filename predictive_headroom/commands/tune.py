@@ -170,7 +170,9 @@ def run(args: argparse.Namespace) -> int:
         price,
         retune_window=daemon_retune_window(),
         given=what_if,
-        parts=parts_reader(result, pool, at, price),  # every registered component, as the replay saw it
+        parts=parts_reader(
+            result, pool, at, price
+        ),  # every registered component, as the replay saw it
     )
     out["daemon_now"] = now.to_dict()
     out["seconds"] = round(time.perf_counter() - started, 1)

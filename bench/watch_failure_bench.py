@@ -37,7 +37,6 @@ from fake_apiserver import FakeApiServer, Recorded  # noqa: E402
 
 import predictive_headroom  # noqa: E402
 from predictive_headroom.kube.api import CallOptions  # noqa: E402
-from predictive_headroom.kube.informer import WatchOptions, WatchQuery  # noqa: E402
 from predictive_headroom.kube.nodes import node_entry  # noqa: E402
 from predictive_headroom.kube.pods import (  # noqa: E402
     PLACEHOLDER_LABEL,
@@ -45,6 +44,7 @@ from predictive_headroom.kube.pods import (  # noqa: E402
     pod_seen,
     preemption,
 )
+from predictive_headroom.kube.watch_options import WatchOptions, WatchQuery  # noqa: E402
 from predictive_headroom.kube.watched import Caches  # noqa: E402
 
 NS = "team"

@@ -20,8 +20,8 @@ from test_disruption import Clock, NoForecaster
 
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.kube.cluster import CallOptions, KubeClusterReader
-from predictive_headroom.kube.informer import WatchOptions
 from predictive_headroom.kube.targets import TargetActuator
+from predictive_headroom.kube.watch_options import WatchOptions
 from predictive_headroom.kube.watched import Caches, WatchedTargets
 from predictive_headroom.policy.adopt import PodTemplate, is_pause_image, pause_problem
 from predictive_headroom.policy.load import ConfigError, load_policy

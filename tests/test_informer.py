@@ -16,9 +16,9 @@ from kubernetes.watch import Watch
 
 from predictive_headroom.kube.api import CallOptions
 from predictive_headroom.kube.cluster import KubeClusterReader
-from predictive_headroom.kube.informer import WatchOptions, WatchQuery
 from predictive_headroom.kube.nodes import node_entry
 from predictive_headroom.kube.pods import PLACEHOLDER_LABEL, KubePodReader
+from predictive_headroom.kube.watch_options import WatchOptions, WatchQuery
 from predictive_headroom.kube.watched import (
     Caches,
     WatchedClusterReader,
@@ -522,7 +522,7 @@ def test_capacity_buffer_targets_are_read_from_a_watch_of_that_one_buffer() -> N
 def test_the_backoff_doubles_from_0_8s_to_30s_with_jitter_and_resets_after_a_healthy_minute(
     jitter: float, at: list[float], waits: list[float]
 ) -> None:
-    from predictive_headroom.kube.informer import Backoff, BackoffTiming
+    from predictive_headroom.kube.watch_options import Backoff, BackoffTiming
 
     backoff = Backoff(BackoffTiming(), random=lambda: jitter)
     assert [round(backoff.next(now), 3) for now in at] == waits

@@ -13,8 +13,8 @@ from fake_apiserver import FakeApiServer
 
 from predictive_headroom.kube.api import CallOptions
 from predictive_headroom.kube.cluster import KubeClusterReader
-from predictive_headroom.kube.informer import WatchOptions
 from predictive_headroom.kube.nodes import NodeEntry, count_nodes, node_entry
+from predictive_headroom.kube.watch_options import WatchOptions
 from predictive_headroom.kube.watched import Caches, WatchedClusterReader
 from predictive_headroom.protocols import ClusterState
 

@@ -13,8 +13,8 @@ from fake_apiserver import FakeApiServer
 
 from predictive_headroom.kube.api import CallOptions
 from predictive_headroom.kube.errors import Forbidden
-from predictive_headroom.kube.informer import WatchOptions
 from predictive_headroom.kube.pods import KubePodReader
+from predictive_headroom.kube.watch_options import WatchOptions
 from predictive_headroom.kube.watched import Caches, WatchedPodReader
 from predictive_headroom.policy.settings import Settings
 

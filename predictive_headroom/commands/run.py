@@ -43,10 +43,10 @@ from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.kube.access import KubeAccessReviewer
 from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
-from predictive_headroom.kube.informer import WatchOptions
 from predictive_headroom.kube.leader import LeaderElector
 from predictive_headroom.kube.pods import KubePodReader
 from predictive_headroom.kube.targets import TargetActuator
+from predictive_headroom.kube.watch_options import WatchOptions
 from predictive_headroom.kube.watched import (
     Caches,
     WatchedClusterReader,

@@ -32,7 +32,7 @@ from kubernetes.client import ApiClient
 from predictive_headroom.kube.api import CallOptions
 from predictive_headroom.kube.cluster import KubeClusterReader
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
-from predictive_headroom.kube.informer import Informer, WatchOptions, WatchQuery
+from predictive_headroom.kube.informer import Informer
 from predictive_headroom.kube.nodes import node_entry
 from predictive_headroom.kube.pods import (
     LIVE_PODS,
@@ -45,6 +45,7 @@ from predictive_headroom.kube.pods import (
     preemption,
 )
 from predictive_headroom.kube.targets import PriorityClasses, object_target
+from predictive_headroom.kube.watch_options import WatchOptions, WatchQuery
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import CAPACITY_BUFFER_GROUP, CAPACITY_BUFFER_PLURAL
 from predictive_headroom.protocols import (

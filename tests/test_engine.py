@@ -32,7 +32,7 @@ from predictive_headroom.forecast.burst_features import feature_matrix, sample_c
 from predictive_headroom.policy.config import Pool, ScheduleWindow
 from predictive_headroom.protocols import ClusterState
 from predictive_headroom.replay.planner import planner_strategy
-from predictive_headroom.replay.simulator import minute_grid
+from predictive_headroom.replay.simulator import ClusterSpec, app_pods, minute_grid, simulate
 from predictive_headroom.replay.walkforward import Refits, walk_forward
 from predictive_headroom.sources.csvsource import read_csv_history
 
@@ -291,3 +291,52 @@ def test_plans_at_once_decline_what_they_cannot_answer():
     assert PoolTimeline(pool, irregular, None, None, (), windowed).desired_at_once() is None
     cpa = daily_pool()
     assert PoolTimeline(cpa, times, None, None, (), resolve_settings(cpa)).desired_at_once() is None
+
+
+@pytest.mark.parametrize(
+    "window, reserve, max_replicas",
+    [(0.0, 0, 500), (1800.0, 2, 500), (900.0, 1, 6)],
+    ids=["no window", "30m and a reserve", "15m, reserve, maxReplicas binding"],
+)
+def test_the_proportional_shortcut_replays_as_planning_each_instant(
+    elb_replay, window, reserve, max_replicas
+):
+    """A pool with a proportional rule is replayed minute by minute through the simulated nodes
+    (`planner_strategy` hands the simulator `desired_with_cluster`, no `Plan` built); planning
+    each instant with the cluster (`PoolTimeline.plan`) gives the same replay on a real series,
+    through warm-up, refits, the schedule, minReplicas, the rule, stabilisation and maxReplicas."""
+    history, pool, times, in_force = elb_replay
+    rule = daily_pool(proportional={"linear": {"nodesPerReplica": 1}}).proportional
+    pool = pool.model_copy(update={"max_replicas": max_replicas, "proportional": rule})
+    settings = with_values(
+        resolve_settings(pool), SettingSource.TUNED, stabilization_seconds=window
+    )
+    settings = replace(settings, reserve=Setting(reserve, SettingSource.TUNED))
+    _, demand = minute_grid(history)
+    pods = app_pods(demand, 5.0)
+    _, shortcut = planner_strategy(pool, times, in_force, history, 4.0, settings)
+    timeline = PoolTimeline(pool, times, in_force, history, (), settings)
+    plans = []
+
+    def each_instant(i: int, nodes: int) -> int:
+        plans.append(timeline.plan(i, ClusterState(nodes, nodes * 4.0, nodes, nodes * 4.0)))
+        return plans[-1].desired
+
+    fast, slow = (
+        simulate(pods, shortcut, ClusterSpec()),
+        simulate(pods, each_instant, ClusterSpec()),
+    )
+    assert fast.placeholders.tolist() == slow.placeholders.tolist()
+    assert fast.ready.tolist() == slow.ready.tolist()
+    reasons = {p.reason.split(":")[0] for p in plans}
+    assert "proportional" in reasons
+    assert ("forecast" in reasons) == (max_replicas == 500)  # a low maxReplicas caps it
+    assert ("hold" in reasons) == (window > 0)
+    assert ("max" in reasons) == (max_replicas < 500)
+    assert timeline.desired_with_cluster() is not None
+    assert (
+        PoolTimeline(
+            pool, times, None, None, (PlanRecord(-60.0, 3),), settings
+        ).desired_with_cluster()
+        is None
+    )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -282,8 +282,54 @@ class PoolTimeline:
 
         The backtest's replays and the re-tune read a pool's plans this way;
         `tests/test_engine.py` proves it equal to planning each instant on a real series."""
+        found = None if self.pool.proportional is not None else self._wanted_at_once(parts)
+        if found is None:
+            return None
+        wanted, steps = found
+        cap = static_cap(self.pool)
+        return hold_all(settle(wanted, self.settings.reserve.value, cap), steps, cap)
+
+    def desired_with_cluster(
+        self, parts: np.ndarray | None = None
+    ) -> Callable[[int, ClusterState], int] | None:
+        """For a pool with a proportional rule, what `plan(i, cluster, ...).desired` gives, as a
+        function of (i, cluster) to call for i = 0, 1, ... in order, each once (a replay whose
+        nodes follow the plans): everything but the rule is taken at once as `desired_at_once`
+        takes it (`parts` as there), the rule's floor added at each call, then `core.stabilise`'s
+        rule in its step form over a rolling maximum (no `Plan` built). None where this shortcut
+        is not the rule: no proportional rule, or where `desired_at_once` says None. Planning
+        nothing, it leaves `plan` callable. `tests/test_engine.py` proves it equal to planning
+        each instant on a real series."""
+        rule = self.pool.proportional
+        found = None if rule is None else self._wanted_at_once(parts)
+        if rule is None or found is None:
+            return None
+        wanted, steps = found
+        static = wanted.tolist()
+        reserve, cap = self.settings.reserve.value, static_cap(self.pool)
+        floors: dict[ClusterState, int] = {}
+        window: deque[tuple[int, int]] = deque()  # (i, raw), raw decreasing: the rolling max
+
+        def desired(i: int, cluster: ClusterState) -> int:
+            floor = floors.get(cluster)
+            if floor is None:
+                floor = floors[cluster] = proportional_floor(rule, cluster)
+            raw = min(max(static[i], floor) + reserve, cap)
+            while window and window[-1][1] <= raw:
+                window.pop()
+            window.append((i, raw))
+            while window[0][0] <= i - steps:
+                window.popleft()
+            return min(window[0][1], cap)
+
+        return desired
+
+    def _wanted_at_once(self, parts: np.ndarray | None) -> tuple[np.ndarray, int] | None:
+        """The largest floor at every instant but the proportional rule's (minReplicas, the open
+        schedule floor, the usable forecast, `parts`), and the instants the stabilisation window
+        holds; None when records are carried in, a cap is read, or the grid is not regular."""
         n = len(self)
-        if self.pool.proportional is not None or self._carried or n == 0 or read_caps(self.pool):
+        if self._carried or n == 0 or read_caps(self.pool):
             return None
         steps = _window_steps(self.times, self._window)
         if steps is None:
@@ -296,14 +342,13 @@ class PoolTimeline:
             lo, hi = bounds[k + 1], bounds[k + 2]
             if lo >= hi:
                 continue
-            parts = self._segment(k, lo, hi)
-            fixed = parts.status == str(ForecastStatus.FIXED)
-            if parts.bursts is None and not fixed.any():
+            segment = self._segment(k, lo, hi)
+            fixed = segment.status == str(ForecastStatus.FIXED)
+            if segment.bursts is None and not fixed.any():
                 continue
-            usable = (parts.status == str(ForecastStatus.OK)) | fixed
-            wanted[lo:hi] = np.maximum(wanted[lo:hi], np.where(usable, parts.replicas, 0))
-        cap = static_cap(self.pool)
-        return hold_all(settle(wanted, self.settings.reserve.value, cap), steps, cap)
+            usable = (segment.status == str(ForecastStatus.OK)) | fixed
+            wanted[lo:hi] = np.maximum(wanted[lo:hi], np.where(usable, segment.replicas, 0))
+        return wanted, steps
 
     def _segment(self, k: int, lo: int, hi: int) -> _Parts:
         """The forecast component over the instants [lo, hi) forecast k is in force (cached)."""

@@ -241,22 +241,17 @@ def planner_strategy(
 
     if world.disruption is not None:
         return timeline, aware
-    if pool.proportional is not None or any(r.needs_nodes for r in reads.values()):
-
-        def decide(i: int, nodes: int) -> int:
-            return aware(i, nodes)
-
-        return timeline, decide
-    parts = [_parts(reads, i, 0, 0) for i in range(times.size)] if reads else []
-    floors = [
-        max(
-            (p.replicas or 0 for n, p in at.items() if registration(n).kind == Kind.FLOOR),
-            default=0,
-        )
-        for at in parts
-    ]
-    desired = timeline.desired_at_once(np.array(floors, dtype=np.int64) if any(parts) else None)
+    if any(r.needs_nodes for r in reads.values()):
+        return timeline, lambda i, nodes: aware(i, nodes)
+    floors = _floors(reads, times.size)
+    if pool.proportional is not None:
+        stepper = timeline.desired_with_cluster(floors)
+        if stepper is None:
+            return timeline, lambda i, nodes: aware(i, nodes)
+        return timeline, lambda i, nodes: stepper(i, cluster(nodes))
+    desired = timeline.desired_at_once(floors)
     if desired is None:
+        parts = [_parts(reads, i, 0, 0) for i in range(times.size)] if reads else []
         desired = np.fromiter(
             (
                 timeline.plan(i, None, parts[i] if parts else None).desired
@@ -266,6 +261,21 @@ def planner_strategy(
             count=times.size,
         )
     return timeline, desired
+
+
+def _floors(reads: Mapping[str, Reading], n: int) -> np.ndarray | None:
+    """The largest floor among the components `reads` at each of `n` minutes (none of them
+    depending on the simulated nodes), as `PoolTimeline.desired_at_once` is given them; None
+    when no component has a part at any minute."""
+    parts = [_parts(reads, i, 0, 0) for i in range(n)] if reads else []
+    floors = [
+        max(
+            (p.replicas or 0 for name, p in at.items() if registration(name).kind == Kind.FLOOR),
+            default=0,
+        )
+        for at in parts
+    ]
+    return np.array(floors, dtype=np.int64) if any(parts) else None
 
 
 def replay_parts(

@@ -311,7 +311,7 @@ def test_the_backtest_page_leads_with_the_answer(replayed):
     [((0.95, 0.96, 10.0, 12.0), True), ((0.95, 0.96, 10.0, 8.0), False)],
 )
 def test_the_daemon_says_whether_its_forecast_beat_a_fixed_n(level, beats):
-    from predictive_headroom.app.tune import Tuning
+    from predictive_headroom.app.tuning import Tuning
     from predictive_headroom.core.vocabulary import TuningStatus
     from predictive_headroom.replay.promise_price import Level
 
@@ -328,7 +328,7 @@ def test_the_daemon_says_whether_its_forecast_beat_a_fixed_n(level, beats):
 
 
 def test_the_daemon_names_the_warm_up():
-    from predictive_headroom.app.tune import Tuning
+    from predictive_headroom.app.tuning import Tuning
     from predictive_headroom.core.vocabulary import TuningStatus
 
     tuning = Tuning(

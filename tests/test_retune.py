@@ -16,7 +16,8 @@ from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
 from test_report import report_of
 
 from predictive_headroom.app.inputs import with_plan_inputs
-from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, Tuning, retune
+from predictive_headroom.app.tune import RETUNE_QUANTILES, RETUNE_WINDOWS, retune
+from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.core.engine import PlanInputs, plan_over_time
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import History, NoForecast

@@ -13,7 +13,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from predictive_headroom.app.tune import Tuning, retune
+from predictive_headroom.app.tune import retune
+from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.core.price import Price, pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import (

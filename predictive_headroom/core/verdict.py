@@ -3,7 +3,7 @@ forecast cost no more than a fixed number of placeholders (docs/promise.md, "Aga
 headroom").
 
 A fixed N is either the static curve read at the protection the forecast kept (the daemon's
-re-tune: `app.tune.Tuning.against_fixed`) or the user's own N (`--current`: the promise's curve
+re-tune: `app.tuning.Tuning.against_fixed`) or the user's own N (`--current`: the promise's curve
 read at the protection their N kept, `backtest.against_fixed.CurrentReplay`). Every command and
 page that states the verdict (`tune`, `backtest` and its page, `plan`, `report` and its page, the
 daemon's `/last-run` and `forecast_beats_fixed` metric) takes it from `verdict` and words it with

@@ -102,7 +102,7 @@ class PoolAction(StrEnum):
 
 
 class TuningStatus(StrEnum):
-    """What a re-tune of a `protection:` pool came to (`app.tune.Tuning.status`)."""
+    """What a re-tune of a `protection:` pool came to (`app.tuning.Tuning.status`)."""
 
     TUNED = "tuned"
     """The rule's choice: the cheapest strictness that kept the target."""

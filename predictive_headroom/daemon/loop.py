@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from predictive_headroom.app.fit import PoolFit, describe, fit_one, keep_usable
-from predictive_headroom.app.tune import Tuning
+from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.core.settings import PlanSettings, resolve_settings

@@ -18,7 +18,7 @@ from predictive_headroom.core.settings import SettingSource
 from predictive_headroom.core.vocabulary import BurstSource, Component
 
 if TYPE_CHECKING:
-    from predictive_headroom.app.tune import Tuning
+    from predictive_headroom.app.tuning import Tuning
 
 PREFIX = "predictive_headroom"
 ERROR_KINDS = (
@@ -338,7 +338,7 @@ class Metrics:
                 self._drop(self.forecast_demand, pool, bound)
 
     def record_tuning(self, tuning: Tuning) -> None:
-        """The setting a pool's re-tune chose (`app.tune.Tuning`)."""
+        """The setting a pool's re-tune chose (`app.tuning.Tuning`)."""
         self.tuned_quantile.labels(pool=tuning.pool).set(tuning.burst_quantile)
         self.tuned_window.labels(pool=tuning.pool).set(tuning.stabilization_seconds)
         reached = tuning.protection

@@ -129,17 +129,25 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
         settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
     forecast = fit_pool(pool, history, forecaster, at, settings)
     logger.info("pool %s: %s", pool.name, describe(forecast))
-    scored, warnings = None, []
-    if accuracy and isinstance(forecast, Forecast):
-        try:
-            scored = evaluate(history, model_spec(spec), forecaster, settings)
-        except ValueError as exc:
-            logger.info("pool %s: no hold-out accuracy: %s", pool.name, exc)
-            warnings.append(f"pool {pool.name}: no hold-out accuracy: {exc}")
-    observed = observe_pool(pool, forecast, source, at) if observe else None
-    return PoolFit(
-        pool.name, forecast, history, observed, scored, tuple(warnings), tuning, settings
+    scored, warnings = (
+        _scored(pool, history, forecaster, settings)
+        if accuracy and isinstance(forecast, Forecast)
+        else (None, ())
     )
+    observed = observe_pool(pool, forecast, source, at) if observe else None
+    return PoolFit(pool.name, forecast, history, observed, scored, warnings, tuning, settings)
+
+
+def _scored(
+    pool: Pool, history: History, forecaster: Forecaster, settings: PlanSettings
+) -> tuple[Accuracy | None, tuple[str, ...]]:
+    """The pool's hold-out accuracy on `history`, or None and a warning saying why there is none."""
+    assert pool.forecast is not None
+    try:
+        return evaluate(history, model_spec(pool.forecast), forecaster, settings), ()
+    except ValueError as exc:
+        logger.info("pool %s: no hold-out accuracy: %s", pool.name, exc)
+        return None, (f"pool {pool.name}: no hold-out accuracy: {exc}",)
 
 
 def _unread(pool: Pool, history: History | NoForecast, settings: PlanSettings) -> PoolFit:

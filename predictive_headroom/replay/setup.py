@@ -202,6 +202,19 @@ class Replay:
         )
 
 
+def _demand_per_replica(history: History, pool: Pool | None, given: Given) -> tuple[Given, str]:
+    """`given` with the demand per replica the replay uses, and where it came from: the flag, the
+    pool's config, or (neither) the series' own level (`auto_demand_per_replica`)."""
+    if given.demand_per_replica is not None:
+        return given, "flag"
+    if pool is not None and pool.forecast is not None:
+        return given, "config"
+    auto = auto_demand_per_replica(history)
+    return replace(
+        given, demand_per_replica=auto
+    ), f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
+
+
 def resolve(
     history: History,
     pool: Pool | None,
@@ -222,13 +235,7 @@ def resolve(
             f"series {history.source!r} spans {span / DAY_SECONDS:.1f} days; the backtest needs the warm-up "
             f"({warmup / DAY_SECONDS:g} days) plus at least 1 day to score ({(warmup + DAY_SECONDS) / DAY_SECONDS:g} days)"
         )
-    given, dpr_source = what_if.given, "flag"
-    if given.demand_per_replica is None and pool is not None and pool.forecast is not None:
-        dpr_source = "config"
-    elif given.demand_per_replica is None:
-        auto = auto_demand_per_replica(history)
-        dpr_source = f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
-        given = replace(given, demand_per_replica=auto)
+    given, dpr_source = _demand_per_replica(history, pool, what_if.given)
     if pool is None and given.lead is None:
         given = replace(given, lead=nodes.lag_seconds + 60.0)
     replayed = replay_pool(pool, history, given.demand_per_replica or 0.0)

@@ -27,7 +27,10 @@ kubernetes_validate = pytest.importorskip(
 Object = dict[str, Any]
 SCHEMA_VERSIONS = ["1.30.0", kubernetes_validate.utils.latest_version()]
 CA_EXPENDABLE_CUTOFF = -10  # Cluster Autoscaler's default --expendable-pods-priority-cutoff
-PAUSE_IMAGE = re.compile(r"^(registry\.k8s\.io|mirror\.example\.com:5000)/pause:(\d+\.\d+)$")
+PAUSE_IMAGE = re.compile(
+    r"^(registry\.k8s\.io|mirror\.example\.com:5000)/pause:(\d+\.\d+)@sha256:[0-9a-f]{64}$"
+)
+"""A pause image pinned by tag and digest (the chart's default, and the kustomize base's)."""
 CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}  # not in the Kubernetes schemas
 
 # A chart install using the options the defaults leave off: pools in two namespaces, a
@@ -394,6 +397,12 @@ def test_role_bindings_grant_the_roles_to_the_daemon_service_account_only(render
     }
     bound = set()
     for binding in _of_kind(objects, "RoleBinding") + _of_kind(objects, "ClusterRoleBinding"):
+        if binding["metadata"]["name"].endswith("-scraper"):  # the ServiceMonitor's own account
+            assert binding["roleRef"]["name"].endswith(READERS_ROLE)  # the readers' role only
+            assert binding["subjects"] == [
+                {"kind": "ServiceAccount", "name": f"{sa}-scraper", "namespace": NAMESPACE}
+            ]
+            continue
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}
         ]

@@ -25,6 +25,46 @@ def check_prometheus_url(url: str) -> str:
     return url
 
 
+def cut_userinfo(url: str) -> str:
+    """`url` without the user and password it may carry (for messages)."""
+    parts = urlsplit(url.strip())
+    if not (parts.username or parts.password):
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def plain_http_credentials(
+    url: str, token_file: bool, basic: bool, headers: dict[str, str], insecure: bool
+) -> str | None:
+    """Why sending credentials to `url` is refused (None: it is not): a plain http:// URL with a
+    bearer token file, basic auth (settings or user:password@ in the URL) or an Authorization
+    header, unless `insecure` says to."""
+    parts = urlsplit(url.strip())
+    if insecure or parts.scheme.lower() != "http":
+        return None
+    sent = [
+        what
+        for what, given in (
+            ("a bearer token (PH_PROMETHEUS_BEARER_TOKEN_FILE)", token_file),
+            ("a password (PH_PROMETHEUS_USERNAME/PASSWORD)", basic),
+            ("the URL's user and password", bool(parts.username or parts.password)),
+            (
+                "an Authorization header (PH_PROMETHEUS_HEADERS)",
+                any(k.lower() == "authorization" for k in headers),
+            ),
+        )
+        if given
+    ]
+    if not sent:
+        return None
+    return (
+        f"Prometheus URL {cut_userinfo(url)!r} is plain http:// and {' and '.join(sent)} would cross the "
+        "network readable by anyone on the path: use an https:// URL (PH_PROMETHEUS_CA_FILE for a "
+        "private CA), or set PH_PROMETHEUS_INSECURE=true (the chart's prometheus.insecure) to "
+        "send it anyway"
+    )
+
+
 class Settings(BaseSettings):
     """Runtime settings from environment variables with the prefix `PH_` (e.g. `PH_PROMETHEUS_URL`)."""
 
@@ -37,6 +77,9 @@ class Settings(BaseSettings):
     prometheus_headers: dict[str, str] = Field(default_factory=dict)
     prometheus_ca_file: Path | None = None
     prometheus_verify_tls: bool = True
+    prometheus_insecure: bool = False
+    """Send credentials to a plain http:// Prometheus URL (refused otherwise, see
+    `plain_http_credentials`)."""
     prometheus_timeout: float = Field(default=30.0, gt=0)
     prometheus_retries: int = Field(default=3, ge=0)
     fresh_read_timeout: float = Field(default=5.0, gt=0)

@@ -413,6 +413,22 @@ def test_a_bearer_token_over_plain_http_is_refused_unless_insecure():
     assert "PH_PROMETHEUS_INSECURE" not in _env(render_chart())  # no token: nothing to refuse
 
 
+def test_the_notes_warn_about_each_weaker_choice(tmp_path):
+    token = {"enabled": True, "secretName": "prom-token"}
+    insecure = {"prometheus": {"bearerToken": token, "insecure": True}}
+    wide = {"disruption": {"readPods": True, "readPodsClusterWide": True}}
+    _, notes = _render_with_lookups(
+        tmp_path, with_api_server({**insecure, **wide}, TEST_API_SERVER), {}
+    )
+    assert (
+        "WARNING: prometheus.insecure is true: the daemon sends its Prometheus bearer token"
+        in notes
+    )
+    assert "NOTE: disruption.readPodsClusterWide is true: the daemon may list every pod" in notes
+    _, quiet = _render_with_lookups(tmp_path, with_api_server({}, TEST_API_SERVER), {})
+    assert "prometheus.insecure" not in quiet and "readPodsClusterWide" not in quiet
+
+
 # --- pods read in named namespaces only ---------------------------------------------------------
 
 

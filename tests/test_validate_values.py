@@ -150,6 +150,10 @@ def test_a_window_without_timezone_is_noted_as_utc(tmp_path, capsys):
             "disruption:\n  readPods: true\n",
             "line 2: disruption.readPods: with readPods: true, list the namespaces",
         ),
+        (
+            "serviceMonitor:\n  enabled: true\n  token:\n    create: false\n",
+            "line 4: serviceMonitor.token.create: with create: false, name the Secret",
+        ),
     ],
 )
 def test_what_the_chart_refuses_for_security_validate_refuses_where_written(
@@ -167,6 +171,7 @@ def test_what_the_chart_refuses_for_security_validate_refuses_where_written(
         "prometheus:\n  url: https://prom:9090\n  bearerToken: {enabled: true}\n",
         "disruption: {readPods: true, readPodsNamespaces: [web]}\n",
         "disruption: {readPods: true, readPodsClusterWide: true}\n",
+        "serviceMonitor: {enabled: true, token: {create: false, secretName: mine}}\n",
     ],
 )
 def test_the_explicit_choices_pass(tmp_path, capsys, text):

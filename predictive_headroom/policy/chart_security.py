@@ -1,8 +1,8 @@
 """The chart's security settings a values file can get wrong, checked as the render checks them.
 
 `security_problems` refuses what the chart refuses to render (a bearer token over plain http://
-without `prometheus.insecure`, pod reads with no namespaces named and no explicit cluster-wide
-choice); `security_findings` warns about what renders but is weaker than it should be (the daemon
+without `prometheus.insecure`, a ServiceMonitor token Secret neither made nor named, pod reads with
+no namespaces named and no explicit cluster-wide choice); `security_findings` warns about what renders but is weaker than it should be (the daemon
 image pulled by tag alone). docs/security.md lists each default and how to change it.
 """
 
@@ -46,6 +46,15 @@ def security_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int])
                 "prometheus.insecure: true",
             )
             problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+    token = _section(_section(values, "serviceMonitor"), "token")
+    if token.get("create") is False and not token.get("secretName"):
+        loc = ("serviceMonitor", "token", "create")
+        message = (
+            "with create: false, name the Secret (in the release namespace) holding the token "
+            "Prometheus presents in serviceMonitor.token.secretName, and bind its holder with "
+            "httpAuth.readers; or leave create: true for a ServiceAccount that may only get /metrics"
+        )
+        problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     disruption = _section(values, "disruption")
     if (
         disruption.get("readPods") is True

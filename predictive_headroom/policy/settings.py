@@ -33,35 +33,31 @@ def cut_userinfo(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
-def plain_http_credentials(
-    url: str, token_file: bool, basic: bool, headers: dict[str, str], insecure: bool
-) -> str | None:
-    """Why sending credentials to `url` is refused (None: it is not): a plain http:// URL with a
-    bearer token file, basic auth (settings or user:password@ in the URL) or an Authorization
-    header, unless `insecure` says to."""
+def sent_in_the_clear(
+    url: str, *, token_file: bool, basic: bool, headers: dict[str, str]
+) -> list[str]:
+    """The credentials a request to `url` would carry readable by anyone on the path: none for
+    https; for a plain http:// URL, a bearer token, a password (basic auth, or user:password@ in
+    the URL) or an Authorization header, each named."""
     parts = urlsplit(url.strip())
-    if insecure or parts.scheme.lower() != "http":
-        return None
-    sent = [
-        what
-        for what, given in (
-            ("a bearer token (PH_PROMETHEUS_BEARER_TOKEN_FILE)", token_file),
-            ("a password (PH_PROMETHEUS_USERNAME/PASSWORD)", basic),
-            ("the URL's user and password", bool(parts.username or parts.password)),
-            (
-                "an Authorization header (PH_PROMETHEUS_HEADERS)",
-                any(k.lower() == "authorization" for k in headers),
-            ),
-        )
-        if given
-    ]
-    if not sent:
-        return None
+    if parts.scheme.lower() != "http":
+        return []
+    given = (
+        ("a bearer token", token_file),
+        ("a password", basic),
+        ("the URL's user and password", bool(parts.username or parts.password)),
+        ("an Authorization header", any(k.lower() == "authorization" for k in headers)),
+    )
+    return [what for what, present in given if present]
+
+
+def clear_text_refusal(url: str, sent: list[str], *, ca: str, allow: str) -> str:
+    """Why `sent` is not sent to the plain http:// `url`, and the two ways on: https (with `ca`
+    for a private CA), or `allow`, the setting that says the path is trusted."""
     return (
-        f"Prometheus URL {cut_userinfo(url)!r} is plain http:// and {' and '.join(sent)} would cross the "
-        "network readable by anyone on the path: use an https:// URL (PH_PROMETHEUS_CA_FILE for a "
-        "private CA), or set PH_PROMETHEUS_INSECURE=true (the chart's prometheus.insecure) to "
-        "send it anyway"
+        f"Prometheus URL {cut_userinfo(url)!r} is plain http:// and {' and '.join(sent)} would "
+        f"cross the network readable by anyone on the path: use an https:// URL ({ca} for a "
+        f"private CA), or set {allow} to send it anyway"
     )
 
 

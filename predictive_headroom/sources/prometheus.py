@@ -24,7 +24,8 @@ from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.policy.settings import (
     Settings,
     check_prometheus_url,
-    plain_http_credentials,
+    clear_text_refusal,
+    sent_in_the_clear,
 )
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.sources.bounded_read import Deadline, DeadlineExceeded, TooLarge
@@ -378,13 +379,19 @@ def from_settings(
             check_prometheus_url(chosen)
         except ValueError as exc:
             raise SourceError(str(exc)) from None
-        refused = plain_http_credentials(
+        sent = sent_in_the_clear(
             chosen,
             token_file=settings.prometheus_bearer_token_file is not None,
             basic=bool(settings.prometheus_username or settings.prometheus_password),
             headers=settings.prometheus_headers,
-            insecure=settings.prometheus_insecure,
         )
-        if refused:
-            raise SourceError(refused)
+        if sent and not settings.prometheus_insecure:
+            raise SourceError(
+                clear_text_refusal(
+                    chosen,
+                    sent,
+                    ca="PH_PROMETHEUS_CA_FILE",
+                    allow="PH_PROMETHEUS_INSECURE=true (the chart's prometheus.insecure)",
+                )
+            )
     return PrometheusSource(chosen, settings, **kwargs) if chosen else None

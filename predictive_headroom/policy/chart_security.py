@@ -65,7 +65,7 @@ def _scrape_token(values: dict[str, Any]) -> Found:
     return ("serviceMonitor", "token", "create"), (
         "with create: false, name the Secret (in the release namespace) holding the token "
         "Prometheus presents in serviceMonitor.token.secretName, and bind its holder with "
-        "httpAuth.readers; or leave create: true for a ServiceAccount that may only get /metrics"
+        "httpAuth.readers; or leave create: true for a ServiceAccount that may only read the daemon's endpoints"
     )
 
 

@@ -252,7 +252,7 @@ serviceMonitor.token.create makes the ServiceAccount <fullname>-scraper and its 
 {{- if $create -}}
 {{- $name = default (printf "%s-scraper-token" $fullname) $name -}}
 {{- else if not $name -}}
-{{- fail "serviceMonitor.token.secretName: with serviceMonitor.token.create: false, name the Secret (in the release namespace) holding the token Prometheus presents, and bind its holder with httpAuth.readers; or leave create: true to let the chart make a ServiceAccount that may only get /metrics" -}}
+{{- fail "serviceMonitor.token.secretName: with serviceMonitor.token.create: false, name the Secret (in the release namespace) holding the token Prometheus presents, and bind its holder with httpAuth.readers; or leave create: true to let the chart make a ServiceAccount that may only read the daemon's endpoints" -}}
 {{- end -}}
 {{- toYaml (dict "create" $create "secretName" $name "key" (default "token" $token.key) "account" (printf "%s-scraper" $fullname)) -}}
 {{- end -}}

@@ -18,20 +18,35 @@ not caught up with yet.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import kubernetes.client
 from kubernetes.client import ApiClient
 
 from predictive_headroom.kube.api import CallOptions, _call, _Op
 from predictive_headroom.kube.errors import Forbidden, NotFound
-from predictive_headroom.kube.watch_options import WatchQuery
+from predictive_headroom.kube.watch_options import WatchOptions, WatchQuery
 from predictive_headroom.policy.adopt import PodTemplate, pause_problem
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.protocols import ActuatorError, TargetRefused, TargetState
 
-if TYPE_CHECKING:
-    from predictive_headroom.kube.watched import Caches
+
+class _Cache(Protocol):
+    def current(self, wait: float = 0.0) -> tuple[Any, ...] | None: ...
+
+    def age(self) -> float: ...
+
+
+class WatchCaches(Protocol):
+    """What a class's watch is had from (`kube.watched.Caches`)."""
+
+    options: WatchOptions
+
+    def informer(
+        self, query: WatchQuery, list_fn: Callable[..., Any], slim: Callable[[dict[str, Any]], Any]
+    ) -> _Cache: ...
+
 
 Value = tuple[int | None, str | None]
 """A class's value, or None and why it could not be read."""
@@ -56,7 +71,7 @@ class PriorityClasses:
         self,
         api_client: ApiClient,
         options: CallOptions | None = None,
-        caches: Caches | None = None,
+        caches: WatchCaches | None = None,
     ) -> None:
         self.options = options or CallOptions()
         self.caches = caches

@@ -148,8 +148,7 @@ def test_a_priority_class_swapped_mid_run_is_refused_at_once_and_nothing_is_scal
         if swap == "re-created, watch behind" and not watched:
             pytest.skip("without a watch every reconcile reads the class directly")
         if swap == "re-created, watch behind":
-            caches.stop()  # type: ignore[union-attr]  # the watch sees nothing more: it still says -1
-            caches.informer = _frozen(caches.informer)  # type: ignore[union-attr, method-assign]
+            _freeze(caches)  # type: ignore[arg-type]  # the watches see nothing more: still -1
         server.delete_priority_class(CLASS)
         if swap != "deleted":
             server.add_priority_class(CLASS, 1000)
@@ -183,16 +182,13 @@ def test_a_priority_class_swapped_mid_run_is_refused_at_once_and_nothing_is_scal
             caches.stop()
 
 
-def _frozen(informer_of):  # type: ignore[no-untyped-def]
-    """`Caches.informer` whose caches no longer follow the API server (a watch a moment behind)."""
-    made = {}
-
-    def informer(query, list_fn, slim):  # type: ignore[no-untyped-def]
-        if query not in made:
-            made[query] = informer_of(query, list_fn, slim)
-        return made[query]
-
-    return informer
+def _freeze(caches: Caches) -> None:
+    """Stop every cache's watch but keep what it holds, and hand out those caches only: a watch
+    a moment behind the API server, for as long as the test needs."""
+    frozen = dict(caches._informers)
+    for informer in frozen.values():
+        informer.stop()
+    caches.informer = lambda query, list_fn, slim: frozen[query]  # type: ignore[method-assign]
 
 
 def _eventually_served(daemon, clock) -> None:  # type: ignore[no-untyped-def]

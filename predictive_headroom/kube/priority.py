@@ -77,13 +77,28 @@ class PriorityClasses:
         self.caches = caches
         """The daemon's caches (set by `kube.watched.WatchedTargets`); None: a GET per read."""
         self._scheduling = kubernetes.client.SchedulingV1Api(api_client)
+        self._behind: dict[str, Value] = {}
+        """Per class: what a direct read found that its watch does not show yet."""
 
     def value(self, name: str, pool: str, direct: bool = False) -> Value:
         """The class's value now, or None and why it could not be read (for `pause_problem`);
-        `direct` reads it from the API server whatever the watch holds (right before a write)."""
-        watched = None if direct else self._watched(name)
-        if watched is not None:
+        `direct` reads it from the API server whatever the watch holds (right before a write).
+        Once a direct read found other than the watch holds, the class is read directly until
+        the watch shows what it found: a watch behind never undoes a refusal."""
+        watched = self._watched(name)
+        behind = self._behind.get(name)
+        if not direct and watched is not None and behind in (None, watched):
+            self._behind.pop(name, None)
             return watched
+        found = self._get(name, pool)
+        if watched is not None and found != watched:
+            self._behind[name] = found
+        else:
+            self._behind.pop(name, None)
+        return found
+
+    def _get(self, name: str, pool: str) -> Value:
+        """The class read from the API server."""
         op = _Op("get", "priorityclasses", "scheduling.k8s.io", "PriorityClass", "", name, pool)
         try:
             found = _call(op, self.options, self._scheduling.read_priority_class, name=name)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import kubernetes.client
 import pytest
 from fake_apiserver import FakeApiServer
 from test_daemon import NS, Clock, make_daemon, pool_yaml, write_config
@@ -185,3 +186,31 @@ def test_the_context_resumes_a_record_and_counts_the_gap_at_the_count_held() -> 
 def test_an_unreadable_record_names_what_is_wrong(text, says) -> None:
     with pytest.raises(ValueError, match=says):
         decode(text)
+
+
+def test_the_lease_keeps_others_annotations_and_a_takeover_keeps_the_record(server) -> None:
+    """The record rides on the renewals; a follower taking over writes the Lease with the record
+    it found (not its own), and annotations someone else set survive every write."""
+    api = server.api_client()
+    first = LeaderElector(api, "predictive-headroom", "ph", "one", TIMING)
+    first.start()
+    try:
+        assert wait_for(lambda: first.is_leader, 20)
+        leases = kubernetes.client.CoordinationV1Api(api)  # a person annotates the Lease
+        lease = leases.read_namespaced_lease("ph", "predictive-headroom")
+        lease.metadata.annotations = {**(lease.metadata.annotations or {}), "team": "platform"}
+        leases.replace_namespaced_lease("ph", "predictive-headroom", lease)
+        first.carry(ANNOTATION, encode({"web": Spent(DAY0, DAY0 + 60, 60.0, 1)}))
+        assert wait_for(lambda: _carried_at(server) == DAY0 + 60, 10)
+    finally:
+        first.stop(release=False)  # a crash: the Lease is left to expire
+    second = LeaderElector(api, "predictive-headroom", "ph", "two", TIMING)
+    second.carry(ANNOTATION, "{}")  # not leading: ignored
+    second.start()
+    try:
+        assert wait_for(lambda: second.is_leader, 20)
+        annotations = server.lease("predictive-headroom", "ph")["metadata"]["annotations"]
+        assert annotations["team"] == "platform" and _carried_at(server) == DAY0 + 60
+        assert decode(second.annotation(ANNOTATION) or "") == _lease_record(server)
+    finally:
+        second.stop()

@@ -190,8 +190,7 @@ class LeaderElector:
         """Annotations this replica, while it leads, writes with each renewal (`carry`)."""
         self.term = 0
         """Counts the times this replica started leading (a new term starts from the Lease)."""
-        self._last_carried: dict[str, str] = {}
-        """What this replica carried when it stopped leading (its release writes it)."""
+        self._last_carried: dict[str, str] = {}  # what it carried when it stopped leading
 
     @classmethod
     def from_settings(
@@ -229,14 +228,6 @@ class LeaderElector:
         with self._lock:
             if self._leading:
                 self._carried[key] = value
-
-    def _annotations(self, lease: LeaseRecord | None, renewing: bool) -> dict[str, str]:
-        """What a write of the Lease carries: its annotations, with this leader's on renewal."""
-        with self._lock:
-            found = dict(lease.annotations) if lease is not None else {}
-            if renewing:
-                found.update(self._carried)
-            return found
 
     def start(self) -> None:
         """Start campaigning in a daemon thread."""
@@ -338,7 +329,9 @@ class LeaderElector:
             )
         now = _now()
         renewing = holder == self.identity
-        annotations = self._annotations(lease, renewing and self._leading)
+        with self._lock:  # its annotations, with what this leader carries on a renewal
+            carried = self._carried if renewing and self._leading else {}
+            annotations = {**dict(lease.annotations), **carried}
         replacement = V1Lease(
             metadata=V1ObjectMeta(
                 name=self.name,

@@ -54,6 +54,7 @@ from predictive_headroom.daemon.pool_reconcile import PoolReconciler
 from predictive_headroom.daemon.refit_requests import RefitRequests
 from predictive_headroom.daemon.removed import RemovedPools
 from predictive_headroom.daemon.shadow import LiveReplicas
+from predictive_headroom.daemon.spend import SpendStore
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.daemon.workers import map_bounded
@@ -116,6 +117,7 @@ class Daemon:
             self.observer.settings.read_node_pods,
             edges.monotonic,
             lambda: self.policy.cost,
+            edges.elector if isinstance(edges.elector, SpendStore) else None,
         )
         """What reads each registered component's inputs, by name (`daemon.components`)."""
         self.disruption = cast(DisruptionWatch, self.components[Component.DISRUPTION])

@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "predictive_headroom"
 TESTS = Path(__file__).resolve().parent
 # The datasets folder beside the repository (where `make bench` reads), however code might name
 # it: relative, absolute, or joined from parts (`parents[2] / <that name> / "datasets"`).
+SERIES_NAME = re.compile(r"[\"']([a-z][a-z0-9]*(?:_[a-z0-9]+)*_[0-9]+min)(?:\.csv)?[\"']")
 OUTSIDE = re.compile(r"(?:\.\./|/work/)shared\b|[\"']shared[\"']\s*/")
 # The shell wires everything; the use cases (app/) combine the edges and the replay; the others
 # import only core/, policy/, pages/, protocols and their own subpackage.
@@ -235,7 +236,16 @@ def test_the_outside_check_sees_each_way_of_naming_the_folder(tmp_path: Path) ->
 
 
 def test_every_series_the_tests_read_is_in_the_repository() -> None:
+    """Every series a test names (`"<source>_<n>min"`, as `series_path` takes it) is here."""
     assert all(d.is_relative_to(TESTS.parent) for d in SERIES_DIRS)
+    named = {
+        name
+        for path in TESTS.rglob("*.py")
+        if path != Path(__file__).resolve()
+        for name in SERIES_NAME.findall(path.read_text())
+    }
+    assert {"nab_aws_asg_cpu_5min", "google2019_cluster_cpu_5min"} <= named
+    assert sorted(n for n in named if f"{n}.csv" not in shipped_series()) == []
     assert {"nab_aws_asg_cpu_5min.csv", "nab_nyc_taxi_30min.csv"} <= set(shipped_series())
     assert (
         series_path("nab_aws_elb_requests_5min") == TESTS / "data" / "nab_aws_elb_requests_5min.csv"

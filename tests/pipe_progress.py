@@ -64,8 +64,15 @@ def pytest_configure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or hasattr(config, "workerinput") or sys.stdout.isatty():
         return
-    sys.stdout.flush()
-    _ACTIVE[0] = _Progress(reporter, os.dup(sys.stdout.fileno()), SECONDS)
+    try:
+        sys.stdout.flush()
+        out = os.dup(sys.stdout.fileno())
+    except (
+        OSError,
+        ValueError,
+    ):  # no descriptor (pytest run in-process on a StringIO): stay silent
+        return
+    _ACTIVE[0] = _Progress(reporter, out, SECONDS)
     _ACTIVE[0].thread.start()
 
 

@@ -21,10 +21,14 @@ SECONDS = float(os.environ.get("PH_TEST_PROGRESS_SECONDS", "20"))
 
 
 class _Progress:
-    """Counts finished tests and writes a progress line every `every` seconds."""
+    """Counts finished tests and writes a progress line every `every` seconds to `out`, a
+    duplicate of the run's stdout descriptor taken before any test captured it: a line written
+    while a test runs touches neither the test's capture nor its `sys.stdout` (suspending pytest's
+    capture from this thread put pytest's own stream back in place of a test's
+    `contextlib.redirect_stdout`, whose output was then lost)."""
 
-    def __init__(self, reporter: Any, capture: Any, every: float) -> None:
-        self.reporter, self.capture, self.every = reporter, capture, every
+    def __init__(self, reporter: Any, out: int, every: float) -> None:
+        self.reporter, self.out, self.every = reporter, out, every
         self.total, self.done = 0, 0
         self.began = self.last = time.monotonic()
         self.stop = threading.Event()
@@ -37,23 +41,18 @@ class _Progress:
                 self.say()
 
     def say(self) -> None:
-        """Write the line now (on a line of its own) and flush it through the pipe."""
-        with self.lock, self._uncaptured():
+        """Write the line now, on a line of its own, straight to the pipe."""
+        with self.lock:
             took = int(time.monotonic() - self.began)
             of = f"/{self.total}" if self.total else ""
-            if self.reporter._tw.width_of_current_line:  # after a row of dots
-                self.reporter.write("\n")
-            self.reporter.write_line(
-                f"[progress] {self.done}{of} tests done, {took // 60}m{took % 60:02d}s"
-            )
-            self.reporter.flush()
+            line = f"[progress] {self.done}{of} tests done, {took // 60}m{took % 60:02d}s\n"
+            writer = self.reporter._tw
+            if writer.width_of_current_line:  # after a row of dots
+                line = "\n" + line
+                writer._current_line = ""  # the dots go on below the line
+            with contextlib.suppress(OSError):  # a closed pipe: nothing to tell
+                os.write(self.out, line.encode())
             self.last = time.monotonic()
-
-    def _uncaptured(self) -> Any:
-        """Out to the terminal even while a test runs with its output captured."""
-        if self.capture is None:
-            return contextlib.nullcontext()
-        return self.capture.global_and_fixture_disabled()
 
 
 _ACTIVE: list[_Progress | None] = [None]
@@ -65,8 +64,15 @@ def pytest_configure(config: pytest.Config) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or hasattr(config, "workerinput") or sys.stdout.isatty():
         return
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    _ACTIVE[0] = _Progress(reporter, capture, SECONDS)
+    try:
+        sys.stdout.flush()
+        out = os.dup(sys.stdout.fileno())
+    except (
+        OSError,
+        ValueError,
+    ):  # no descriptor (pytest run in-process on a StringIO): stay silent
+        return
+    _ACTIVE[0] = _Progress(reporter, out, SECONDS)
     _ACTIVE[0].thread.start()
 
 
@@ -94,3 +100,4 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if progress is not None:
         progress.stop.set()
         progress.thread.join()
+        os.close(progress.out)

@@ -1,5 +1,5 @@
-"""A real Prometheus for tests: a shared dataset written as OpenMetrics, backfilled with promtool and
-served by the `prometheus` binary on a free loopback port.
+"""A real Prometheus for tests: a real series (tests/data) written as OpenMetrics, backfilled with
+promtool and served by the `prometheus` binary on a free loopback port.
 
 The data is shifted so that it ends on the 5-minute grid just before the wall clock, as a live
 server's would. Series served (all gauges):
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 import requests
+from testdata import series_path
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-DEMAND_DATASET = DATASETS / "nab_aws_asg_cpu_5min.csv"
+DEMAND_DATASET = series_path("nab_aws_asg_cpu_5min")
 STEP = 300.0
 
 DEMAND = 'ph_demand{job="web"}'

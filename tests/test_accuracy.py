@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fitting import fit_args
+from testdata import series_path
 
 from predictive_headroom.core.series import DAY_SECONDS, WEEK_SECONDS, Forecast, History
 from predictive_headroom.forecast.accuracy import Accuracy, evaluate, scores
@@ -17,7 +17,6 @@ from predictive_headroom.forecast.naive import forecast_times
 from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.sources.csvsource import read_csv_history
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 SPEC = ForecastSpec(query="demand", demand_per_replica=1.0)
 STEP = 300.0
 T0 = 1_700_006_400.0
@@ -121,7 +120,7 @@ def test_to_dict_is_json_with_iso_times():
 
 @pytest.mark.slow
 def test_prophet_on_real_series_scores_and_wider_intervals_cover_more():
-    full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
+    full = read_csv_history(series_path("azure_v2_vm_cpu_total_5min"))
     history = full.since(full.end - 28 * DAY_SECONDS)
     narrow = score(history, ProphetForecaster(), SPEC.model_copy(update={"interval_width": 0.5}))
     wide = score(history, ProphetForecaster(), SPEC.model_copy(update={"interval_width": 0.95}))

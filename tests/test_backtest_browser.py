@@ -8,7 +8,6 @@ import json
 import re
 from dataclasses import replace
 from itertools import pairwise
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -37,6 +36,7 @@ from page_layout import (
     unfilled_figures,
 )
 from PIL import Image
+from testdata import series_path
 
 from predictive_headroom.backtest.plot import fmt_x, page_html, write_report
 from predictive_headroom.backtest.promise_entry import PromiseEntry
@@ -53,9 +53,7 @@ pytestmark = [
     ),
 ]
 
-ASG = (
-    Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_asg_cpu_5min.csv"
-)  # bursty: the strategies differ
+ASG = series_path("nab_aws_asg_cpu_5min")  # bursty: the strategies differ
 
 
 @pytest.fixture(scope="module")

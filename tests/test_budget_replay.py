@@ -1,13 +1,12 @@
-"""A budgeted pool replayed on a shared series: every day's overhead node-hours (its placeholders
-on the simulated node, 1/slots of a node-hour each per hour) stay within `budget:`, walking
-forward, where the same pool without the budget holds more; the figures go to docs/budget.md."""
+"""A budgeted pool replayed on a real series (tests/data): every day's overhead node-hours (its
+placeholders on the simulated node, 1/slots of a node-hour each per hour) stay within `budget:`,
+walking forward, where the same pool without the budget holds more; the figures go to
+docs/budget.md."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from test_backtest import SeasonalNaiveForecaster
+from testdata import series_path
 
 from predictive_headroom.backtest.frontier import protection
 from predictive_headroom.backtest.results import BacktestSettings
@@ -18,7 +17,7 @@ from predictive_headroom.replay.setup import WhatIf
 from predictive_headroom.sources.csvsource import read_csv_history
 
 DAY = 86400.0
-SERIES = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_twitter_fb_5min.csv"
+SERIES = series_path("nab_twitter_fb_5min")  # its first 14 days: all this test reads
 POOL = {
     "name": "web",
     "target": {"namespace": "ns", "name": "ph"},
@@ -38,7 +37,6 @@ def per_day(result, zone: str, start: int = 0) -> dict[float, float]:
     return out
 
 
-@pytest.mark.skipif(not SERIES.exists(), reason="the shared datasets are not here")
 def test_a_budgeted_pool_stays_within_its_node_hours_every_day() -> None:
     full = read_csv_history(SERIES)
     history = full.until(full.start + 14 * DAY - 1)

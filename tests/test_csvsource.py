@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from testdata import series_path, shipped_series
 
 from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.sources.csvsource import CsvSource, read_csv_history
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 DAY = 86_400.0
 
 
@@ -28,9 +28,9 @@ def epoch(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-@pytest.mark.parametrize("dataset", sorted(p.name for p in DATASETS.glob("*.csv")))
-def test_reads_every_shared_dataset_in_full(dataset: str):
-    path = DATASETS / dataset
+@pytest.mark.parametrize("dataset", shipped_series())
+def test_reads_every_real_series_in_full(dataset: str):
+    path = series_path(dataset)
     rows = path.read_text().splitlines()[1:]
     history = read_csv_history(path)
     assert len(history) == len(rows)

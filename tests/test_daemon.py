@@ -691,15 +691,32 @@ def test_reconcile_reads_the_latest_observations_and_falls_back_to_the_table_whe
 
 
 class SlowPerQuerySource(FakeSource):
-    """Each fresh read takes 0.75 s, and the query of pool `bad` fails; records the reading threads."""
+    """Each fresh read waits (up to `WAIT` s) until another is under way too, and the query of
+    pool `bad` fails; records the reading threads and the most reads under way at once. Reads
+    one after another would each wait the whole `WAIT` and be seen one at a time."""
+
+    WAIT = 10.0
 
     def __init__(self) -> None:
         super().__init__()
         self.threads: set[str] = set()
+        self.most_at_once = 0
+        self._under_way = 0
+        self._lock = threading.Lock()
+        self._together = threading.Event()
 
     def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
-        self.threads.add(threading.current_thread().name)
-        time.sleep(0.75)
+        with self._lock:
+            self.threads.add(threading.current_thread().name)
+            self._under_way += 1
+            self.most_at_once = max(self.most_at_once, self._under_way)
+            if self._under_way > 1:
+                self._together.set()
+        try:
+            self._together.wait(self.WAIT)
+        finally:
+            with self._lock:
+                self._under_way -= 1
         if spec.query == "bad":
             raise SourceError("query 'bad' returned no data")
         return super().recent(spec, end, span_seconds)
@@ -722,10 +739,8 @@ def test_fresh_reads_of_many_pools_run_at_once_and_one_failure_stays_with_its_po
         server.add_deployment(NS, f"p{i}-placeholder", 0)
     daemon = make_daemon(config, server, Clock(), source=source, forecaster=BurstForecaster())
     daemon.refit()
-    started = time.perf_counter()
     result = daemon.reconcile()
-    # at once: about one read's 0.75 s (room for a busy machine); one after another, 3 s
-    assert time.perf_counter() - started < 3 * 0.75
+    assert source.most_at_once > 1  # at once, however slowly the machine starts the threads
     assert all(t.startswith("fresh-read") for t in source.threads) and len(source.threads) > 1
     sources = {
         o.pool: (o.plan.details["burst_source"], o.plan.details.get("burst_fallback", ""))
@@ -978,23 +993,33 @@ def test_sigterm_stops_the_daemon_within_seconds_during_a_refit(
 
 @pytest.mark.slow
 def test_runner_refits_at_start_and_stops_at_once_while_a_refit_runs(tmp_path, server) -> None:
-    class SlowForecaster(RampForecaster):
+    began, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    class HeldForecaster(RampForecaster):
+        """A fit that runs until the test releases it (or 60 s pass)."""
+
         def fit(self, *args: object, **kwargs: object) -> Forecast | NoForecast:
-            time.sleep(3)
-            return super().fit(*args, **kwargs)  # type: ignore[arg-type]
+            began.set()
+            release.wait(60)
+            try:
+                return super().fit(*args, **kwargs)  # type: ignore[arg-type]
+            finally:
+                finished.set()
 
     config = write_config(tmp_path / "p.yaml", pool_yaml("web", minReplicas=2, forecast=FORECAST))
     server.add_deployment(NS, "web-placeholder", 0)
-    daemon = make_daemon(config, server, time.time, forecaster=SlowForecaster())
+    daemon = make_daemon(config, server, time.time, forecaster=HeldForecaster())
     runner = Runner(daemon, interval=0.2)
     runner.start()
     deadline = time.time() + 60
     while server.replicas(NS, "web-placeholder") != 2 and time.time() < deadline:
         time.sleep(0.05)
-    started = time.monotonic()
+    assert began.wait(60)  # the refit at start is under way
     runner.stop()
-    assert time.monotonic() - started < 1
-    time.sleep(3.2)  # the abandoned fit finishes in the background and must not be swapped in
+    assert not finished.is_set()  # stopped while the fit still ran: it did not wait for it
+    release.set()
+    assert finished.wait(60)
+    time.sleep(0.5)  # the abandoned fit has returned; it must not be swapped in
     assert isinstance(daemon.forecasts()["web"], NoForecast)
     assert server.replicas(NS, "web-placeholder") == 2
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fitting import fit_args
 from test_backtest import DAY, START
 from test_burst_model import POOL, BurstNaiveForecaster, level_scaled
+from testdata import series_path
 
 from predictive_headroom.core.engine import (
     PlanInputs,
@@ -36,7 +36,7 @@ from predictive_headroom.replay.simulator import ClusterSpec, app_pods, minute_g
 from predictive_headroom.replay.walkforward import Refits, walk_forward
 from predictive_headroom.sources.csvsource import read_csv_history
 
-ELB = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "nab_aws_elb_requests_5min.csv"
+ELB = series_path("nab_aws_elb_requests_5min")
 
 
 def spike_forecast(at_spike: float = 1800.0, height: float = 100.0) -> Forecast:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fitting import fit_args
+from testdata import series_path
 
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast
 from predictive_headroom.core.settings import SettingSource
@@ -20,13 +20,12 @@ from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.replay.walkforward import at_quantile
 from predictive_headroom.sources.csvsource import read_csv_history
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 LEAD = 300.0
 
 
 def dataset(name: str, days: float) -> History:
-    """The first `days` days of a shared series."""
-    full = read_csv_history(DATASETS / f"{name}.csv")
+    """The first `days` days of a real series (tests/data)."""
+    full = read_csv_history(series_path(name))
     return full.until(full.start + days * DAY_SECONDS - 1)
 
 
@@ -168,7 +167,7 @@ def test_prophet_failure_falls_back_to_seasonal_naive_and_says_why(caplog):
 
 
 def _last_two_days(name: str) -> np.ndarray:
-    full = read_csv_history(DATASETS / f"{name}.csv")
+    full = read_csv_history(series_path(name))
     return full.since(full.end - 2 * DAY_SECONDS).values
 
 
@@ -199,7 +198,7 @@ def test_validation_picks_the_candidate_that_forecast_best(
 @pytest.mark.slow
 def test_validation_beats_plain_prophet_on_a_drifting_series_and_keeps_coverage():
     # Azure CPU grows week over week: Prophet's flat trend lags the level, seasonal naive does not.
-    full = read_csv_history(DATASETS / "azure_v2_vm_cpu_total_5min.csv")
+    full = read_csv_history(series_path("azure_v2_vm_cpu_total_5min"))
     history = full.since(full.end - 28 * DAY_SECONDS)
     model, settings = fit_args(spec(), LEAD)
     validated = evaluate(history, model, ProphetForecaster(), settings)

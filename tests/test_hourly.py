@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fitting import fit_args
+from testdata import series_path
 
 from predictive_headroom.core.forecast_math import ramp_at
 from predictive_headroom.core.series import DAY_SECONDS, Forecast
@@ -17,7 +17,6 @@ from predictive_headroom.forecast.naive import forecast_times
 from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.sources.csvsource import read_csv_history
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 T0 = 1_700_000_040.0  # minute 14 of an hour: samples at 4, 9, 14.. past the hour, like nab_aws_asg_cpu_5min
 
 
@@ -76,7 +75,7 @@ def test_forecast_times_land_on_the_data_grid():
 @pytest.mark.slow
 def test_prophet_foresees_the_hourly_spike_of_the_asg_series():
     """nab_aws_asg_cpu_5min peaks at minute 9 of most hours; the daily model alone cannot show it."""
-    full = read_csv_history(DATASETS / "nab_aws_asg_cpu_5min.csv")
+    full = read_csv_history(series_path("nab_aws_asg_cpu_5min"))
     history = full.until(full.start + 21 * DAY_SECONDS)
     spec = ForecastSpec(query="demand", demandPerReplica=1.0, horizon=timedelta(hours=6))
     now = history.end

@@ -327,7 +327,7 @@ def test_persistent_server_errors_give_up_after_the_attempt_budget(
 
 def test_a_slow_answer_beyond_the_timeout_is_a_clear_error(server: FakeApiServer) -> None:
     server.add_deployment(NS, "web-placeholder", 2)
-    server.delay("GET", SCALE, 2.0)
+    server.delay("GET", SCALE, 30.0)
     actuator = TargetActuator(
         server.api_client(), CallOptions(timeout=0.2, attempts=2, backoff_initial=0.01)
     )
@@ -336,7 +336,8 @@ def test_a_slow_answer_beyond_the_timeout_is_a_clear_error(server: FakeApiServer
     with pytest.raises(ActuatorError) as err:
         actuator.scale(make_pool(), 8, "forecast", dry_run=False)
 
-    assert time.monotonic() - started < 3.5  # 2 attempts cut at 0.2 s, not 2 answers of 2 s
+    # 2 attempts cut at 0.2 s (room for a busy machine), not 2 answers of 30 s
+    assert time.monotonic() - started < 15.0
     assert "timeout 0.2s" in str(err.value) and "timed out" in str(err.value).lower()
     assert server.replicas(NS, "web-placeholder") == 2
 

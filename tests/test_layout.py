@@ -1,17 +1,25 @@
 """The package's shape: no import circles, layers that import only downward, subpackages that keep
 their lanes. The size of a function is ruff's job (C901, PLR0913, PLR0915, thresholds in
-pyproject.toml). The layers are drawn in `docs/design.md`, section 2."""
+pyproject.toml). The layers are drawn in `docs/design.md`, section 2. And the suite's own shape:
+it reads nothing outside the repository, so `make test` passes on a bare clone."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from testdata import SERIES_DIRS, series_path, shipped_series
 
 PACKAGE = Path(__file__).resolve().parents[1] / "predictive_headroom"
+TESTS = Path(__file__).resolve().parent
+# The datasets folder beside the repository (where `make bench` reads), however code might name
+# it: relative, absolute, or joined from parts (`parents[2] / <that name> / "datasets"`).
+SERIES_NAME = re.compile(r"[\"']([a-z][a-z0-9]*(?:_[a-z0-9]+)*_[0-9]+min)(?:\.csv)?[\"']")
+OUTSIDE = re.compile(r"(?:\.\./|/work/)shared\b|[\"']shared[\"']\s*/")
 # The shell wires everything; the use cases (app/) combine the edges and the replay; the others
 # import only core/, policy/, pages/, protocols and their own subpackage.
 SHELL = {"daemon", "commands", "cli", "__main__", "app"}
@@ -185,3 +193,62 @@ def test_every_command_has_help(command: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "usage: predictive-headroom" in done.stdout
+
+
+def _outside_references(root: Path) -> list[str]:
+    """`file:line: text` of every line of code or configuration under `root` that names the folder
+    beside the repository (prose, such as tests/data/SOURCES.md citing where bench reads, may)."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix not in {
+            ".py",
+            ".sh",
+            ".yaml",
+            ".yml",
+            ".toml",
+            ".json",
+        }:
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                found.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_test_reads_a_folder_beside_the_repository() -> None:
+    """Issue 63: 116 tests read a datasets folder beside the repository, which a clone does not
+    have. The series they read are in tests/data (`series_path`); `.ci/run` runs the suite with
+    that folder hidden."""
+    assert _outside_references(TESTS) == []
+
+
+def test_the_outside_check_sees_each_way_of_naming_the_folder(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    folder = "shared"  # joined here, so that this file does not name the folder itself
+    (tests / "test_a.py").write_text(
+        f'A = Path(__file__).resolve().parents[2] / "{folder}" / "datasets"\n'
+        f'B = Path("/work/{folder}/datasets/x.csv")\n'
+        f"C = '../{folder}/datasets'\n"
+        "D = 'a shared-buffer, shared series, the shared machine'\n"
+    )
+    assert [line.split(":")[1] for line in _outside_references(tests)] == ["1", "2", "3"]
+
+
+def test_every_series_the_tests_read_is_in_the_repository() -> None:
+    """Every series a test names (`"<source>_<n>min"`, as `series_path` takes it) is here."""
+    assert all(d.is_relative_to(TESTS.parent) for d in SERIES_DIRS)
+    named = {
+        name
+        for path in TESTS.rglob("*.py")
+        if path != Path(__file__).resolve()
+        for name in SERIES_NAME.findall(path.read_text())
+    }
+    assert {"nab_aws_asg_cpu_5min", "google2019_cluster_cpu_5min"} <= named
+    assert sorted(n for n in named if f"{n}.csv" not in shipped_series()) == []
+    assert {"nab_aws_asg_cpu_5min.csv", "nab_nyc_taxi_30min.csv"} <= set(shipped_series())
+    assert (
+        series_path("nab_aws_elb_requests_5min") == TESTS / "data" / "nab_aws_elb_requests_5min.csv"
+    )
+    with pytest.raises(FileNotFoundError, match=r"worldcup98.*the series here: azure_v2"):
+        series_path("worldcup98_requests_1min")

@@ -1,4 +1,5 @@
-"""PrometheusSource against a real Prometheus (backfilled from a shared dataset), plus its pure helpers."""
+"""PrometheusSource against a real Prometheus (backfilled from a series in tests/data), plus its
+pure helpers."""
 
 from __future__ import annotations
 

@@ -77,3 +77,37 @@ def test_pytest_through_a_pipe_prints_progress_while_a_slow_test_runs(tmp_path):
     assert len(progress) >= 3, lines  # a 6 s test: a line each second or so
     assert progress[0].startswith("[progress] 0/2 tests done"), progress
     assert longest_silence(lines) < 5, lines
+
+
+@pytest.mark.slow
+def test_progress_lines_leave_a_tests_own_redirected_stdout_alone(tmp_path):
+    """Issue 63: with one process through a pipe, a progress line written while a test ran put
+    pytest's capture back in place of the test's `contextlib.redirect_stdout`; what the test then
+    printed (a command's JSON) was lost, and `json.loads('')` failed."""
+    (tmp_path / "test_redirect.py").write_text(
+        "import contextlib, io, sys, time\n\n"
+        "def test_redirected():\n"
+        "    printed = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(printed):\n"
+        "        time.sleep(3)\n"
+        "        print('mine')\n"
+        "    assert printed.getvalue() == 'mine\\n'\n"
+        "    print('to the capture')\n"
+    )
+    env = {
+        **os.environ,
+        "PH_TEST_PROGRESS_SECONDS": "0.5",
+        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
+    }
+    lines = timed_lines(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+            *("-p", "pipe_progress", "test_redirect.py"),
+        ],
+        tmp_path,
+        env,
+    )
+    said = [text for _, text in lines]
+    assert sum(text.startswith("[progress] 0/1 tests done") for text in said) >= 2, said
+    assert any("1 passed" in text for text in said), said
+    assert "to the capture" not in said and "mine" not in said  # nothing leaked past pytest

@@ -7,12 +7,12 @@ import re
 import socket
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from fitting import fit_args
+from testdata import series_path
 
 from predictive_headroom.app.inputs import with_plan_inputs
 from predictive_headroom.cli import main
@@ -36,8 +36,7 @@ from predictive_headroom.report.store import (
 )
 from predictive_headroom.sources.csvsource import read_csv_history
 
-DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-TAXI = DATASETS / "nab_nyc_taxi_30min.csv"
+TAXI = series_path("nab_nyc_taxi_30min")
 HOUR = 3600.0
 # A Monday, 00:00 UTC, in the middle of the taxi series.
 MONDAY = datetime(2014, 12, 8, tzinfo=UTC).timestamp()

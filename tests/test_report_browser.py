@@ -7,7 +7,6 @@ import io
 import json
 import re
 from datetime import datetime
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -31,6 +30,7 @@ from page_layout import (
     unfilled_figures,
 )
 from PIL import Image
+from testdata import series_path
 
 from predictive_headroom.cli import main
 from predictive_headroom.pages.format import (
@@ -54,9 +54,7 @@ pytestmark = [
     ),
 ]
 
-AZURE = (
-    Path(__file__).resolve().parents[2] / "shared" / "datasets" / "azure_v2_vm_cpu_total_5min.csv"
-)
+AZURE = series_path("azure_v2_vm_cpu_total_5min")
 POLICY = """\
 pools:
   - name: web

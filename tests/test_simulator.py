@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
+from testdata import series_path
 
 from predictive_headroom.core.series import History
 from predictive_headroom.replay.simulator import (
@@ -19,9 +19,7 @@ from predictive_headroom.replay.simulator import (
 )
 from predictive_headroom.sources.csvsource import read_csv_history
 
-AZURE = (
-    Path(__file__).resolve().parents[2] / "shared" / "datasets" / "azure_v2_vm_cpu_total_5min.csv"
-)
+AZURE = series_path("azure_v2_vm_cpu_total_5min")
 
 
 def bursty(minutes: int = 3000, seed: int = 1) -> np.ndarray:

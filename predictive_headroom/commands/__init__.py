@@ -17,6 +17,7 @@ from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.load import ConfigError, load_policy
 from predictive_headroom.policy.settings import Settings
 from predictive_headroom.policy.shares import parse_share
+from predictive_headroom.policy.units import cores_problem, unit_problem
 from predictive_headroom.protocols import Source
 from predictive_headroom.sources.csvsource import CsvOptions, CsvSource
 from predictive_headroom.sources.prometheus import from_settings
@@ -199,16 +200,35 @@ def add_price_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--node-cpu",
-        type=float,
+        type=_node_cores_arg,
         metavar="CORES",
         help="the node's allocatable CPU cores (with --node-memory; `size` shows them): sets the "
         "placeholders a simulated node holds and prices a node-hour",
     )
     parser.add_argument(
         "--node-memory",
+        type=_node_memory_arg,
         metavar="QUANTITY",
         help="the node's allocatable memory, e.g. 61Gi (with --node-cpu)",
     )
+
+
+def _node_cores_arg(text: str) -> float:
+    try:
+        cores = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of cores") from None
+    problem = cores_problem(cores)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return cores
+
+
+def _node_memory_arg(text: str) -> str:
+    problem = unit_problem("memory", text, per_pod=False)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def price_from_args(

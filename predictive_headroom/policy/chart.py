@@ -26,6 +26,7 @@ from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.load import Problem, _format_path, _nearest_line, policy_problems
 from predictive_headroom.policy.target import DNS_LABEL, DNS_SUBDOMAIN, REFUSED_NAMESPACES, Target
+from predictive_headroom.policy.units import unit_problem
 
 CHART_NAME = "predictive-headroom"
 POLICY_KEYS = ("pools", "cost", "removedPools")
@@ -171,6 +172,7 @@ def values_problems(
             message += f" ({err.schema['description']})"
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     problems += _priority_problems(values, index)
+    problems += _unit_problems(values, index)
     problems += _cidr_problems(values, index)
     problems += _non_finite_problems(
         {k: v for k, v in values.items() if k not in POLICY_KEYS}, index
@@ -326,6 +328,25 @@ def _cidr_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) ->
     problems = []
     for loc, text in found:
         message = cidr_problem(text)
+        if message:
+            problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+    return problems
+
+
+def _unit_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
+    """The daemon's own `resources` and `tmpSizeLimit` with a bare number that cannot be meant
+    (`memory: 256`, 256 bytes): did you mean 256Mi? (`policy.units`)."""
+    found: list[tuple[tuple[Any, ...], str, Any]] = [
+        (("tmpSizeLimit",), "ephemeral-storage", values.get("tmpSizeLimit"))
+    ]
+    resources = values.get("resources")
+    for kind in ("requests", "limits"):
+        given = resources.get(kind) if isinstance(resources, dict) else None
+        if isinstance(given, dict):
+            found += [(("resources", kind, name), str(name), v) for name, v in given.items()]
+    problems = []
+    for loc, resource, value in found:
+        message = unit_problem(resource, value)
         if message:
             problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     return problems

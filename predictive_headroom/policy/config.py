@@ -38,11 +38,12 @@ from predictive_headroom.policy.events import (
 )
 from predictive_headroom.policy.limits import Limits, fitting
 from predictive_headroom.policy.model import PolicyModel
-from predictive_headroom.policy.placeholder import Placeholder, Quantity
+from predictive_headroom.policy.placeholder import NodeMemoryQuantity, Placeholder
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.policy.target import DNS_LABEL, Target
+from predictive_headroom.policy.units import cores_problem
 from predictive_headroom.policy.zones import check_zone, zone_names
 
 
@@ -380,8 +381,16 @@ class Cost(PolicyModel):
     """Your provider's price for one node-hour (wins over the CPU and GiB prices)."""
     node_cpu: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """The node's allocatable CPU cores (`predictive-headroom size` shows them)."""
-    node_memory: Quantity | None = None
+    node_memory: NodeMemoryQuantity | None = None
     """The node's allocatable memory, a Kubernetes quantity such as 61Gi."""
+
+    @field_validator("node_cpu")
+    @classmethod
+    def _cores(cls, value: float | None) -> float | None:
+        problem = None if value is None else cores_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _shape(self) -> Cost:

@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field, RootModel, model_validator
 from pydantic_core import PydanticUndefined
 
 from predictive_headroom.policy.placeholder import QUANTITY_PATTERN, RESOURCE_NAME_PATTERN, quantity
+from predictive_headroom.policy.units import unit_problem
 
 _SCHEMA = {
     "type": "object",
@@ -58,6 +59,9 @@ def parse_limit(resource: str, value: Any) -> float:
             f"limits.{resource}: {text!r} is not a Kubernetes quantity; write it like 64, 500m "
             "or 256Gi"
         ) from None
+    problem = unit_problem(resource, text, per_pod=False)
+    if problem:
+        raise ValueError(f"limits.{resource}: {problem}")
     if amount <= 0:
         raise ValueError(
             f"limits.{resource}: {text} allows no placeholder at all; write a positive quantity "

@@ -67,7 +67,10 @@ class PriorityClasses:
                 f"there is no PriorityClass {name}: the API server refuses new pods naming it",
             )
         except Forbidden:
-            return None, f"forbidden: the daemon may not get priorityclasses/{name}"
+            return None, (
+                f"forbidden: the daemon's ServiceAccount lacks the permission get on "
+                f"priorityclasses.scheduling.k8s.io named {name}"
+            )
         except ActuatorError as exc:
             return None, str(exc)
         self._values[name] = int(found.value)

@@ -203,9 +203,36 @@ def _existing_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]
             continue
         loc = ("pools", i, "placeholder", "existing")
         problems.append(Problem(_format_path(loc), EXISTING_NEEDS_NAME, _nearest_line(index, loc)))
-    return problems
+    return problems + _existing_class_problems(values, index)
 
 
+def _existing_class_problems(
+    values: dict[str, Any], index: dict[tuple[Any, ...], int]
+) -> list[Problem]:
+    """One problem, at the first pool that adopts a Deployment, when `priorityClass` does not name
+    an existing class (`create: false`, the chart's default is true): the chart would create a
+    second, cluster-scoped class, and the daemon could not read the adopted pods' own. The chart
+    refuses to render it, with the same words; `create: false` without a name is
+    `_priority_problems`'."""
+    given = values.get("priorityClass")
+    if isinstance(given, dict) and given.get("create") is False:
+        return []
+    pools = values.get("pools")
+    for i, pool in enumerate(pools if isinstance(pools, list) else []):
+        placeholder = pool.get("placeholder") if isinstance(pool, dict) else None
+        if isinstance(placeholder, dict) and placeholder.get("existing") is True:
+            loc = ("pools", i, "placeholder", "existing")
+            return [Problem(_format_path(loc), EXISTING_NEEDS_CLASS, _nearest_line(index, loc))]
+    return []
+
+
+EXISTING_NEEDS_CLASS = (
+    "existing: true needs the PriorityClass the adopted pods run under: add priorityClass: "
+    "{create: false, name: <that class>}, e.g. overprovisioning, the cluster-overprovisioner "
+    "chart's (the daemon reads that class to check the pods are preempted first; with create: "
+    "true the chart would create a second, cluster-scoped PriorityClass and grant no read of "
+    "theirs)"
+)
 EXISTING_NEEDS_NAME = (
     "existing: true needs target.name: the name of the Deployment to adopt (left out, the "
     "target is the Deployment the chart would create)"

@@ -235,7 +235,7 @@ class Placeholder(PolicyModel):
                     key,
                     f"{key} is ignored with existing: true (the chart renders no placeholder pods; "
                     f"the existing Deployment keeps its own pod template): remove {key}, or "
-                    "existing: true to let the chart create the placeholder",
+                    "remove existing: true to let the chart create the placeholder with it",
                 )
         return self
 

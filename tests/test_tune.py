@@ -169,3 +169,21 @@ def test_a_figure_resting_on_few_events_says_so():
     entry = replace(entry, few_events=False, reactive_unserved_pod_minutes=2000.0)
     assert "waited without headroom" not in sentence(entry)
     assert PromiseEntry.from_dict(entry.to_dict()) == entry
+
+
+def test_the_hindsight_line_says_a_day_as_the_lines_beside_it():
+    """Issue 63: "absorbed 68.3% for 355.4 overhead node-hours" (a total) stood beside "... 53.7
+    overhead node-hours a day"; on 7 scored days the line now says a day's figures."""
+    from predictive_headroom.commands.tune import _hindsight_line
+
+    hindsight = {
+        "burst_quantile": 0.95,
+        "scale_down_stabilization_seconds": 1800,
+        "protection": 0.683,
+        "overhead_node_hours": 355.4,
+    }
+    line = _hindsight_line(hindsight, {"replicas": 6, "overhead_node_hours": 70.0}, "90%", 7)
+    assert "absorbed 68.3% for 50.8 overhead node-hours a day" in line
+    assert "static headroom needs 6 placeholders (10.0 overhead node-hours a day)" in line
+    assert "355.4" not in line
+    assert "355.4 overhead node-hours in all" in _hindsight_line(hindsight, None, "90%", None)

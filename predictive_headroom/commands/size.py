@@ -33,7 +33,7 @@ from predictive_headroom.core.sizing import (
 from predictive_headroom.policy.chart import DEFAULT_NAMESPACE, DEFAULT_RELEASE
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.load import read_config_text
-from predictive_headroom.policy.units import unit_problem
+from predictive_headroom.policy.units import parse_quantity, unit_problem
 
 HELP = (
     "suggest placeholder requests from the nodes: a fraction (default 0.9) of a node's "
@@ -321,8 +321,6 @@ def _print_mixed(shapes: list[Shape]) -> None:
 
 
 def _fmt(resources: dict[str, Any]) -> str:
-    from kubernetes.utils import parse_quantity
-
     def human(key: str, value: Any) -> str:
         amount = float(parse_quantity(value))
         return f"{amount / 2**30:.1f}Gi" if key == "memory" else f"{amount:g}"

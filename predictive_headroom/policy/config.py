@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from kubernetes.utils import parse_quantity
 from pydantic import (
     Field,
     ValidationInfo,
@@ -21,7 +20,7 @@ from pydantic import (
 )
 
 from predictive_headroom.policy.budget import Budget, priced_problem
-from predictive_headroom.policy.calendars import CALENDAR_PATTERN, check_calendar
+from predictive_headroom.policy.calendars import CALENDAR_PATTERN, check_calendar, country_codes
 from predictive_headroom.policy.cpa import Ladder, Linear, Proportional, Step
 from predictive_headroom.policy.cron import CRON_PATTERN, check_fires
 from predictive_headroom.policy.disruption import Disruption
@@ -43,7 +42,7 @@ from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.policy.target import DNS_LABEL, Target
-from predictive_headroom.policy.units import cores_problem
+from predictive_headroom.policy.units import cores_problem, parse_quantity
 from predictive_headroom.policy.zones import check_zone, zone_names
 
 
@@ -214,9 +213,7 @@ class ForecastSpec(PolicyModel):
     def _known_country(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        from holidays import list_supported_countries
-
-        if value not in list_supported_countries():
+        if value not in country_codes():
             raise ValueError(
                 f"no holiday calendar for country code {value!r}; use an ISO 3166 code such as US, DE, GB"
             )

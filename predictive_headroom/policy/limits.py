@@ -16,12 +16,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.utils import parse_quantity
 from pydantic import ConfigDict, Field, RootModel, model_validator
 from pydantic_core import PydanticUndefined
 
 from predictive_headroom.policy.placeholder import QUANTITY_PATTERN, RESOURCE_NAME_PATTERN, quantity
-from predictive_headroom.policy.units import unit_problem
+from predictive_headroom.policy.units import parse_quantity, unit_problem
 
 _SCHEMA = {
     "type": "object",

@@ -12,7 +12,6 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from kubernetes.utils import parse_quantity
 from pydantic import (
     AfterValidator,
     BeforeValidator,
@@ -25,7 +24,7 @@ from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.errors import FieldProblem
 from predictive_headroom.policy.model import PolicyModel
-from predictive_headroom.policy.units import unit_problem
+from predictive_headroom.policy.units import parse_quantity, unit_problem
 
 QUANTITY_PATTERN = r"^\+?((\d+(\.\d*)?)|(\.\d+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?\d+))?$"
 RESOURCE_NAME_PATTERN = (

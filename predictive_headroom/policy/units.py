@@ -10,7 +10,12 @@ shares (`did you mean 95%?`) already do. An amount with a unit (`512Ki`, `2k`) i
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 BARE_NUMBER = re.compile(r"^\+?(\d+(\.\d*)?|\.\d+)$")
@@ -22,6 +27,33 @@ LARGEST_BARE_CORES = 1000
 LARGEST_POD_GI = 64
 """For one pod's memory, a bare number up to this suggests Gi, a larger one Mi (64 -> 64Gi,
 512 -> 512Mi); a node's or a pool's total memory always suggests Gi."""
+
+
+def _kubernetes_parse_quantity() -> Callable[[Any], Decimal]:
+    """The kubernetes client's own `parse_quantity`, read from its module file
+    (`kubernetes/utils/quantity.py`, which needs only `decimal`): importing
+    `kubernetes.utils` first runs the package's `__init__`, which imports the whole client,
+    its configuration loaders and their HTTP libraries (over a second of a 2-core machine's
+    start-up), for one pure function every policy check needs. The module already imported
+    is used when it is there."""
+    loaded = sys.modules.get("kubernetes.utils.quantity")
+    if loaded is not None:
+        return loaded.parse_quantity  # type: ignore[no-any-return]
+    package = importlib.util.find_spec("kubernetes")  # found, not imported
+    if package is None or package.origin is None:
+        raise ModuleNotFoundError("the kubernetes client is not installed", name="kubernetes")
+    path = Path(package.origin).parent / "utils" / "quantity.py"
+    spec = importlib.util.spec_from_file_location("predictive_headroom._kubernetes_quantity", path)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"cannot load {path}", name="kubernetes.utils.quantity")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.parse_quantity  # type: ignore[no-any-return]
+
+
+parse_quantity = _kubernetes_parse_quantity()
+"""`kubernetes.utils.parse_quantity`: a Kubernetes quantity (`"500m"`, `2`, `"1Gi"`) as a
+Decimal; ValueError when it is not one."""
 
 
 def in_bytes(resource: str) -> bool:

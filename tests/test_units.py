@@ -269,3 +269,24 @@ def test_cli_node_shape_and_requests_need_units(capsys, flags, message):
 def test_size_app_pod_needs_units(capsys):
     assert main(["size", "--from-file", "x.json", "--app-pod", "cpu=1,memory=512"]) == 2
     assert "--app-pod memory=512: 512 has no unit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("placeholder", "path"),
+    [
+        ({"memory": 64}, "/pools/0/placeholder/memory"),
+        ({"requests": {"memory": 64}}, "/pools/0/placeholder/requests/memory"),
+        ({"cpu": 2000}, "/pools/0/placeholder/cpu"),
+    ],
+)
+def test_the_chart_refuses_them_too(placeholder, path):
+    """`helm install` checks the chart's schema, generated from the same models: a bare amount
+    that cannot be meant fails the render at its field (`validate --values` says what was meant)."""
+    helm = pytest.importorskip("helm_python", reason="needs helm-python-sdk")
+    from deploy_render import render_chart
+
+    pool = {"name": "general", "maxReplicas": 3, "placeholder": placeholder}
+    with pytest.raises(helm.HelmError) as exc:
+        render_chart({"pools": [pool]})
+    assert f"at '{path}': 'not' failed" in str(exc.value)
+    render_chart({"pools": [{**pool, "placeholder": {"memory": "64Gi", "cpu": "2000m"}}]})

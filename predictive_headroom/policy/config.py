@@ -42,7 +42,7 @@ from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.policy.target import DNS_LABEL, Target
-from predictive_headroom.policy.units import cores_problem, parse_quantity
+from predictive_headroom.policy.units import LARGEST_BARE_CORES, cores_problem, parse_quantity
 from predictive_headroom.policy.zones import check_zone, zone_names
 
 
@@ -376,7 +376,9 @@ class Cost(PolicyModel):
     currency: str = "USD"
     node_hour_price: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Your provider's price for one node-hour (wins over the CPU and GiB prices)."""
-    node_cpu: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    node_cpu: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, json_schema_extra={"maximum": LARGEST_BARE_CORES}
+    )
     """The node's allocatable CPU cores (`predictive-headroom size` shows them)."""
     node_memory: NodeMemoryQuantity | None = None
     """The node's allocatable memory, a Kubernetes quantity such as 61Gi."""

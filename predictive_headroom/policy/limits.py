@@ -20,20 +20,24 @@ from pydantic import ConfigDict, Field, RootModel, model_validator
 from pydantic_core import PydanticUndefined
 
 from predictive_headroom.policy.placeholder import QUANTITY_PATTERN, RESOURCE_NAME_PATTERN, quantity
-from predictive_headroom.policy.units import parse_quantity, unit_problem
+from predictive_headroom.policy.units import (
+    BARE_BYTES_SCHEMA,
+    BARE_CORES_SCHEMA,
+    parse_quantity,
+    unit_problem,
+)
 
+_LIMIT = {"type": ["string", "number"], "pattern": QUANTITY_PATTERN, "exclusiveMinimum": 0}
 _SCHEMA = {
     "type": "object",
     "description": "the most the pool's placeholders may request in total, per resource (a "
     "positive Kubernetes quantity for a resource the placeholder requests), e.g. {cpu: 64, "
     "memory: 256Gi}: a cap on the plan, as a CapacityBuffer's spec.limits",
-    "patternProperties": {
-        RESOURCE_NAME_PATTERN: {
-            "type": ["string", "number"],
-            "pattern": QUANTITY_PATTERN,
-            "exclusiveMinimum": 0,
-        }
+    "properties": {  # a bare number that cannot be meant (`policy.units`)
+        "cpu": {**_LIMIT, "not": BARE_CORES_SCHEMA},
+        "memory": {**_LIMIT, "not": BARE_BYTES_SCHEMA},
     },
+    "patternProperties": {RESOURCE_NAME_PATTERN: _LIMIT},
     "additionalProperties": False,
 }
 

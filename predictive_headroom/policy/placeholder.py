@@ -24,7 +24,12 @@ from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.errors import FieldProblem
 from predictive_headroom.policy.model import PolicyModel
-from predictive_headroom.policy.units import parse_quantity, unit_problem
+from predictive_headroom.policy.units import (
+    BARE_BYTES_SCHEMA,
+    BARE_CORES_SCHEMA,
+    parse_quantity,
+    unit_problem,
+)
 
 QUANTITY_PATTERN = r"^\+?((\d+(\.\d*)?)|(\.\d+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?\d+))?$"
 RESOURCE_NAME_PATTERN = (
@@ -97,19 +102,30 @@ _QUANTITY_SCHEMA = {
     "minimum": 0,
     "description": "a Kubernetes quantity such as 500m, 2, 1Gi",
 }
+_CPU_SCHEMA = {
+    **_QUANTITY_SCHEMA,
+    "not": BARE_CORES_SCHEMA,
+    "description": "a Kubernetes quantity such as 500m, 2 (a bare number is cores: at most 1000)",
+}
+_BYTES_SCHEMA = {
+    **_QUANTITY_SCHEMA,
+    "not": BARE_BYTES_SCHEMA,
+    "description": "a Kubernetes quantity with its unit such as 512Mi, 64Gi (a bare number is "
+    "bytes: one below 1Mi is refused)",
+}
 Quantity = Annotated[str, BeforeValidator(quantity), WithJsonSchema(_QUANTITY_SCHEMA)]
 CpuQuantity = Annotated[
-    str, BeforeValidator(lambda v: resource_quantity("cpu", v)), WithJsonSchema(_QUANTITY_SCHEMA)
+    str, BeforeValidator(lambda v: resource_quantity("cpu", v)), WithJsonSchema(_CPU_SCHEMA)
 ]
 MemoryQuantity = Annotated[
     str,
     BeforeValidator(lambda v: resource_quantity("memory", v)),
-    WithJsonSchema(_QUANTITY_SCHEMA),
+    WithJsonSchema(_BYTES_SCHEMA),
 ]
 NodeMemoryQuantity = Annotated[
     str,
     BeforeValidator(lambda v: resource_quantity("memory", v, per_pod=False)),
-    WithJsonSchema(_QUANTITY_SCHEMA),
+    WithJsonSchema(_BYTES_SCHEMA),
 ]
 """A node's memory: a small bare number suggests Gi (`nodeMemory: 64`, did you mean 64Gi?)."""
 
@@ -126,6 +142,7 @@ def _resource_name(name: str) -> str:
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 # Keys checked by pattern, so Helm names the bad key and where it is.
 _RESOURCES = {
+    "properties": {"cpu": _CPU_SCHEMA, "memory": _BYTES_SCHEMA, "ephemeral-storage": _BYTES_SCHEMA},
     "patternProperties": {RESOURCE_NAME_PATTERN: _QUANTITY_SCHEMA},
     "additionalProperties": False,
 }

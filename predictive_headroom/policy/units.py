@@ -56,6 +56,18 @@ parse_quantity = _kubernetes_parse_quantity()
 Decimal; ValueError when it is not one."""
 
 
+BARE_BYTES_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": SMALLEST_BARE_BYTES},
+        {"type": "string", "pattern": r"^\+?0*([1-9][0-9]{0,5}(\.[0-9]*)?|\.0*[1-9][0-9]*)$"},
+    ]
+}
+"""What a JSON schema (the chart's, which Helm checks) refuses of a byte amount under `not`: a
+bare number below 1Mi (a bare string of up to six digits)."""
+BARE_CORES_SCHEMA: dict[str, Any] = {"type": "number", "exclusiveMinimum": LARGEST_BARE_CORES}
+"""What a JSON schema refuses of a CPU amount under `not`: a bare number above 1,000 cores."""
+
+
 def in_bytes(resource: str) -> bool:
     """True when `resource`'s amounts are bytes (memory, ephemeral-storage, hugepages-*)."""
     return resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-")

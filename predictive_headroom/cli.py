@@ -16,8 +16,6 @@ from predictive_headroom import __version__
 from predictive_headroom.commands import CommandError, print_error
 from predictive_headroom.core.vocabulary import AT_ONCE
 from predictive_headroom.policy.load import ConfigError
-from predictive_headroom.protocols import SourceError
-from predictive_headroom.replay.workers import WorkerDied
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
 COMMANDS = ("run", "validate", "size", "plan", "forecast", "report", "backtest", "tune", "demo")
@@ -130,17 +128,38 @@ def _command(argv: Sequence[str]) -> str | None:
     return words[0] if words and words[0] in COMMANDS else None
 
 
+# Errors of modules only some commands import (`validate` imports neither): an error of a module
+# never imported cannot have been raised, so `_handle` catches those of the modules loaded.
+_MODULE_ERRORS = (
+    ("predictive_headroom.protocols", "SourceError"),
+    ("predictive_headroom.replay.workers", "WorkerDied"),  # a refit worker died twice
+)
+
+
+def _input_errors() -> tuple[type[Exception], ...]:
+    """The errors a command raises for bad input (printed, exit code 2): `CommandError`,
+    `ConfigError`, and those of `_MODULE_ERRORS` whose module the command imported."""
+    loaded = [sys.modules.get(module) for module, _ in _MODULE_ERRORS]
+    return (
+        CommandError,
+        ConfigError,
+        *(getattr(m, name) for m, (_, name) in zip(loaded, _MODULE_ERRORS, strict=True) if m),
+    )
+
+
 def _handle(args: argparse.Namespace) -> int:
     try:
         return int(args.handler(args) or 0)
-    except (CommandError, ConfigError, SourceError, WorkerDied) as exc:
-        print_error(str(exc))
-        return 2
-    except ValidationError as exc:  # PH_* environment settings
-        problems = "; ".join(
-            f"PH_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
-        )
-        print_error(f"bad setting: {problems}".replace("Value error, ", ""))
+    except Exception as exc:
+        if isinstance(exc, _input_errors()):
+            print_error(str(exc))
+        elif isinstance(exc, ValidationError):  # PH_* environment settings
+            problems = "; ".join(
+                f"PH_{'_'.join(map(str, e['loc'])).upper()}: {e['msg']}" for e in exc.errors()
+            )
+            print_error(f"bad setting: {problems}".replace("Value error, ", ""))
+        else:
+            raise
         return 2
     except KeyboardInterrupt:
         print_error("interrupted")

@@ -42,6 +42,31 @@ def render_chart(
     `helm install` (or `helm upgrade`) does: `lookup` reads live objects, nothing is written.
     Raises helm_python.HelmError with Helm's message when values or templates are rejected.
     """
+    how = {"release": release, "namespace": namespace, "kubeconfig": kubeconfig}
+    return objects_of(render_manifests(values, api_server=api_server, is_upgrade=is_upgrade, **how))
+
+
+def objects_of(manifests: dict[str, str]) -> list[Object]:
+    """The objects of rendered manifests (NOTES.txt and other text left out)."""
+    objects: list[Object] = []
+    for path, text in sorted(manifests.items()):
+        if not path.endswith((".yaml", ".yml")):
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return objects
+
+
+def render_manifests(
+    values: dict[str, Any] | None = None,
+    *,
+    release: str = RELEASE,
+    namespace: str = NAMESPACE,
+    api_server: str | None = TEST_API_SERVER,
+    kubeconfig: Path | None = None,
+    is_upgrade: bool = False,
+) -> dict[str, str]:
+    """Each file the chart renders (template path -> text, NOTES.txt included), as
+    `render_chart` renders them."""
     import helm_python as helm
 
     how = {"name": release, "namespace": namespace}
@@ -52,12 +77,7 @@ def render_chart(
                 manifests = config.render(chart, values or {}, **how)
         else:
             manifests = chart.render(with_api_server(values or {}, api_server), **how)
-    objects: list[Object] = []
-    for path, text in sorted(manifests.items()):
-        if not path.endswith((".yaml", ".yml")):
-            continue
-        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return objects
+    return dict(manifests)
 
 
 def with_api_server(values: dict[str, Any], api_server: str | None) -> dict[str, Any]:
@@ -78,7 +98,8 @@ def render_kustomize(name: str) -> list[Object]:
 
 def main(argv: list[str] | None = None) -> int:
     """`python tests/deploy_render.py [--out DIR] [-f VALUES]...`: write the chart's and the
-    kustomize base's manifests as Helm and kustomize would, without either installed."""
+    kustomize base's manifests as Helm and kustomize would, without either installed, and print
+    the chart's NOTES as `helm install` does."""
     import argparse
 
     parser = argparse.ArgumentParser(description=main.__doc__)
@@ -100,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cannot read the values file {path}: {exc}", file=sys.stderr)
             return 2
     try:
+        manifests = render_manifests(values, api_server=args.api_server)
+        notes = next((t for p, t in manifests.items() if p.endswith("NOTES.txt")), "")
         rendered = (
-            ("helm.yaml", render_chart(values, api_server=args.api_server)),
+            ("helm.yaml", objects_of(manifests)),
             ("kustomize-base.yaml", render_kustomize("base")),
         )
     except helm.HelmError as exc:
@@ -114,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, objects in rendered:
         (out / name).write_text(yaml.safe_dump_all(objects, sort_keys=False))
         print(f"{out / name}: {len(objects)} objects")
+    if notes.strip():  # what `helm install` prints after it: the chart's NOTES
+        (out / "NOTES.txt").write_text(notes)
+        print(f"{out / 'NOTES.txt'}: the chart's NOTES, as helm install prints them:\n")
+        print(notes.strip("\n"))
     return 0
 
 

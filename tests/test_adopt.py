@@ -178,10 +178,6 @@ def test_a_plan_above_the_count_found_applies_at_once(tmp_path, server):
             _overprovisioner_pod(priorityClassName="default"),
             "its PriorityClass default has value 0, not below 0",
         ),
-        (
-            _overprovisioner_pod(priorityClassName="gone"),
-            "there is no PriorityClass gone",
-        ),
     ],
 )
 def test_an_existing_deployment_that_is_not_a_pause_placeholder_is_refused(
@@ -211,6 +207,18 @@ def test_an_existing_deployment_that_is_not_a_pause_placeholder_is_refused(
     assert len(warnings) == 1 and found in warnings[0]["message"]
 
 
+def test_a_priority_class_that_is_gone_is_refused_saying_it_could_not_be_checked(tmp_path, server):
+    _existing(server, 7, **_overprovisioner_pod(priorityClassName="gone"))
+    daemon = _daemon(_policy(tmp_path / "p.yaml"), server, Clock(NOW))
+    outcome = daemon.reconcile().pools[0]
+    error = outcome.error or ""
+    assert outcome.action == "refused", error
+    assert "cannot be checked: its PriorityClass gone could not be read" in error
+    assert "there is no PriorityClass gone" in error
+    assert "lacks the permission" not in error  # nothing to grant: the class is not there
+    assert server.replicas(NS, NAME) == 7
+
+
 def test_a_priority_class_the_daemon_may_not_read_is_refused_naming_the_permission(
     tmp_path, server
 ):
@@ -219,12 +227,15 @@ def test_a_priority_class_the_daemon_may_not_read_is_refused_naming_the_permissi
     daemon = _daemon(_policy(tmp_path / "p.yaml"), server, Clock(NOW))
     outcome = daemon.reconcile().pools[0]
     assert outcome.action == "refused"
-    assert "forbidden: the daemon may not get priorityclasses/overprovisioning" in (
-        outcome.error or ""
+    error = outcome.error or ""
+    assert f"Deployment {NS}/{NAME} (placeholder.existing) cannot be checked" in error
+    assert "its PriorityClass overprovisioning could not be read" in error
+    assert (
+        "forbidden: the daemon's ServiceAccount lacks the permission get on "
+        "priorityclasses.scheduling.k8s.io named overprovisioning" in error
     )
-    assert "set the chart's priorityClass.name to overprovisioning (create: false)" in (
-        outcome.error or ""
-    )
+    assert "priorityClass: {create: false, name: overprovisioning}" in error
+    assert "not a pause placeholder" not in error  # it is one; the class could not be read
     assert server.replicas(NS, NAME) == 5
 
 

@@ -351,3 +351,39 @@ def test_every_row_of_the_plan_says_why_a_pool_has_no_forecast(demand, capsys):
     out = run_json(capsys, "plan", "-c", policy, "--data", short, "-o", "json")
     api = next(p for p in out["pools"] if p["name"] == "api")
     assert api["why"].startswith("no forecast (insufficient-history)")
+
+
+def test_the_components_column_names_the_reserve(demand, capsys):
+    """Issue 63: `desired 3, reason forecast` stood beside `forecast=0`, nothing saying the
+    reserve held the three; the column now names every part, the reserve included."""
+    policy, csv = demand
+    text = (
+        Path(policy).read_text().replace("burstModel: profile}", "burstModel: profile, reserve: 3}")
+    )
+    Path(policy).write_text(text)
+    out = run_json(capsys, "plan", "-c", policy, "--data", csv, "--pool", "api", "-o", "json")
+    [api] = out["pools"]
+    assert api["details"]["reserve"] == 3
+    floors = max(v for k, v in api["components"].items() if k not in ("max",) and v is not None)
+    assert api["desired_replicas"] == floors + 3
+    assert main(["plan", "-c", policy, "--data", csv, "--pool", "api"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("api "))
+    assert "reserve=+3" in row and f"forecast={api['components']['forecast']}" in row, row
+    argv = [
+        "plan",
+        "-c",
+        policy,
+        "--data",
+        csv,
+        "--pool",
+        "api",
+        "--horizon",
+        "2h",
+        "--step",
+        "30m",
+    ]
+    assert main(argv) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("2015-")]
+    assert rows and all("reserve=+3" in line for line in rows), rows
+    timeline = run_json(capsys, *argv, "-o", "json")
+    assert all(step["reserve"] == 3 for step in timeline["pools"][0]["steps"])

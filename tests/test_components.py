@@ -12,6 +12,7 @@ from predictive_headroom.core.components import (
     REGISTRY,
     binding,
     static_cap,
+    winner,
 )
 from predictive_headroom.core.vocabulary import Feed, Kind
 from predictive_headroom.daemon.components import watches
@@ -58,3 +59,12 @@ def test_the_smallest_cap_binds_and_max_is_the_first_cap() -> None:
         {"name": "web", "target": {"namespace": "ns", "name": "p"}, "maxReplicas": 12}
     )
     assert static_cap(pool) == 12
+
+
+def test_a_floor_read_at_each_instant_names_no_plan_of_zero() -> None:
+    """Issue 63: the first reconcile logged `(disruption, follower)` for a plan of 0 with nothing
+    disrupted; a read floor asking for none does not name the plan, one asking for some does."""
+    assert winner({"disruption": 0, "share": 0, "min": 0}) == ("min", 0)
+    assert winner({"disruption": 3, "min": 0}) == ("disruption", 3)
+    assert winner({"forecast": 0, "disruption": 0, "min": 0}) == ("forecast", 0)
+    assert winner({"disruption": 2, "share": 2, "min": 2}) == ("disruption", 2)

@@ -157,6 +157,46 @@ def test_what_an_existing_placeholder_cannot_mean_fails_the_render_and_validate(
     assert field in said and words.split(":")[0] in said, said
 
 
+NEEDS_CLASS = (
+    "pools[0].placeholder.existing: existing: true needs the PriorityClass the adopted pods run "
+    "under: add priorityClass: {create: false, name: <that class>}"
+)
+
+
+@pytest.mark.parametrize(
+    "priority_class",
+    [None, {"create": True, "name": "overprovisioning"}, {"name": "overprovisioning"}],
+    ids=["left out", "create: true", "a name without create: false"],
+)
+def test_adopting_without_an_existing_priority_class_fails_the_render_and_validate(
+    priority_class, tmp_path, capsys
+):
+    values = copy.deepcopy(ADOPT_VALUES)
+    values.pop("priorityClass")
+    if priority_class is not None:
+        values["priorityClass"] = priority_class
+    with pytest.raises(helm.HelmError) as exc:
+        render_chart(values)
+    assert NEEDS_CLASS in str(exc.value), str(exc.value)
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    assert main(["validate", "--values", str(path)]) == 2
+    said = capsys.readouterr().err
+    assert NEEDS_CLASS in said and said.count("needs the PriorityClass") == 1, said
+
+
+def test_the_ignored_pod_setting_hint_reads_as_two_choices(tmp_path, capsys):
+    values = _with_pool(placeholder={"existing": True, "nodeSelector": {"pool": "spot"}})
+    words = "remove nodeSelector, or remove existing: true to let the chart create the placeholder"
+    with pytest.raises(helm.HelmError) as exc:
+        render_chart(values)
+    assert words in str(exc.value)
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    assert main(["validate", "--values", str(path)]) == 2
+    assert words in capsys.readouterr().err
+
+
 def test_an_existing_priority_class_must_be_named(tmp_path, capsys):
     said = "priorityClass.name: with priorityClass.create: false, name the existing"
     with pytest.raises(helm.HelmError) as exc:

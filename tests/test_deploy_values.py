@@ -291,3 +291,25 @@ def test_make_render_with_bad_values_prints_helms_message_and_the_unit_hint_with
     assert "line 4: pools[0].leadTime: " in done.stderr
     assert "4m or 4s" in done.stderr  # the policy loader's unit hint
     assert not (tmp_path / "rendered" / "helm.yaml").exists()
+
+
+def test_make_render_prints_the_charts_notes(tmp_path):
+    """Issue 63: `make render` wrote the manifests and never showed what `helm install` prints
+    after them (the label to put on an adopted Deployment, how to leave dry-run)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "tests" / "deploy_render.py"),
+            "--out",
+            str(tmp_path / "rendered"),
+            "--api-server",
+            "192.0.2.1/32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "the chart's NOTES, as helm install prints them" in done.stdout
+    assert "in DRY-RUN mode" in done.stdout and "--set dryRun=false" in done.stdout
+    assert "in DRY-RUN mode" in (tmp_path / "rendered" / "NOTES.txt").read_text()

@@ -133,6 +133,7 @@ def test_a_tainted_node_raises_the_plan_within_one_reconcile_until_it_is_gone(
     daemon = make_daemon(write_policy(tmp_path / "p.yaml"), server, clock)
     calm = daemon.reconcile().pools[0].plan
     assert calm is not None and calm.desired == 0 and calm.components["disruption"] == 0
+    assert calm.reason == "min"  # nothing disrupted: disruption does not name a plan of 0
 
     server.taint_node("n-1", "karpenter.sh/disrupted")
     clock.now += 60

@@ -83,6 +83,9 @@ def test_it_picks_the_cheapest_setting_reaching_the_target_from_one_fit_before_t
     assert tuning.overhead_node_hours is not None and tuning.overhead_node_hours > 0
     assert tuning.days == pytest.approx(2.0, abs=0.01)
     assert tuning.reason.startswith(f"{tuning.says()} (the last 1 day, each chosen on the 2 days")
+    # Issue 63: every cost in the reason is a day's, as the promise beside it ("... a day").
+    per_day = f"for {tuning.overhead_node_hours / tuning.days:.1f} overhead node-hours a day"
+    assert tuning.reason.endswith(per_day), tuning.reason
     assert tuning.realized_protection is not None
     # One extra fit, on samples before the replayed window only.
     [(last_sample, fitted_at)] = forecaster.fits

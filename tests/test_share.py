@@ -117,6 +117,11 @@ def test_plan_with_requests_gives_the_share(tmp_path, capsys) -> None:
     assert "--requests" in captured.err
     assert cli.main([*args, "--requests", "cpu"]) == 2
     assert "resource=quantity" in capsys.readouterr().err
+    assert cli.main([*args, "--requests", "cpu=40000,memory=800Gi"]) == 2  # 40,000 cores
+    assert (
+        "--requests cpu=40000: 40000 has no unit, so it is 40000 cores: did you mean 40000m?"
+        in (capsys.readouterr().err)
+    )
 
 
 def test_the_replay_sizes_the_share_from_the_app_pods_known_then() -> None:

@@ -141,7 +141,7 @@ def test_a_target_not_kept_walk_forward_says_so_with_money_and_exits_1(capsys):
     kept = 100 * out["promise"]["realized_protection"]
     assert f"asked 100%: kept {kept:.1f}%" in text
     assert f"warning: walk-forward it kept {kept:.1f}%, short of 100%" in text
-    assert f"a day: {0.32 * out['cost']['per_day']:,.2f} EUR; " in text
+    assert f"overhead node-hours a day: {0.32 * out['cost']['per_day']:,.2f} EUR (" in text
 
 
 def test_a_figure_resting_on_few_events_says_so():
@@ -163,9 +163,28 @@ def test_a_figure_resting_on_few_events_says_so():
         few_events=True,
     )
     text = sentence(entry)
-    assert text.startswith("asked 95%: kept 100.0% for 120 overhead node-hours (8.0 a day, 240 a")
-    assert "would have needed 150" in text
+    # Every figure a day's (issue 63: no total beside a day's figure): 120 over 15 days is 8.0.
+    assert text.startswith("asked 95%: kept 100.0% for 8.0 overhead node-hours a day (240 a month)")
+    assert "would have needed 10.0 a day" in text
     assert "only 21 pod-minutes waited without headroom" in text
     entry = replace(entry, few_events=False, reactive_unserved_pod_minutes=2000.0)
     assert "waited without headroom" not in sentence(entry)
     assert PromiseEntry.from_dict(entry.to_dict()) == entry
+
+
+def test_the_hindsight_line_says_a_day_as_the_lines_beside_it():
+    """Issue 63: "absorbed 68.3% for 355.4 overhead node-hours" (a total) stood beside "... 53.7
+    overhead node-hours a day"; on 7 scored days the line now says a day's figures."""
+    from predictive_headroom.commands.tune import _hindsight_line
+
+    hindsight = {
+        "burst_quantile": 0.95,
+        "scale_down_stabilization_seconds": 1800,
+        "protection": 0.683,
+        "overhead_node_hours": 355.4,
+    }
+    line = _hindsight_line(hindsight, {"replicas": 6, "overhead_node_hours": 70.0}, "90%", 7)
+    assert "absorbed 68.3% for 50.8 overhead node-hours a day" in line
+    assert "static headroom needs 6 placeholders (10.0 overhead node-hours a day)" in line
+    assert "355.4" not in line
+    assert "355.4 overhead node-hours in all" in _hindsight_line(hindsight, None, "90%", None)

@@ -158,3 +158,135 @@ def test_backtest_lists_refuse_bare_numbers(tmp_path, argv, message, capsys):
     data.write_text("timestamp,value\n2026-01-01T00:00:00Z,1\n")
     assert main(["backtest", "--data", str(data), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+# Issue 63 item 2: a resource amount without a unit where a bare number cannot be meant.
+SHAPED = POOL.replace("    maxReplicas: 5\n", "    maxReplicas: 5\n    placeholder:\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (
+            SHAPED + "      memory: 64\n",
+            "line 6: pools[0].placeholder.memory: 64 has no unit, so it is 64 bytes: "
+            "did you mean 64Gi?",
+        ),
+        (
+            SHAPED + "      memory: 512\n",
+            "line 6: pools[0].placeholder.memory: 512 has no unit, so it is 512 bytes: "
+            "did you mean 512Mi?",
+        ),
+        (
+            SHAPED + "      requests: {memory: 64}\n",
+            "line 6: pools[0].placeholder.requests.memory: 64 has no unit, so it is 64 bytes",
+        ),
+        (
+            SHAPED + "      cpu: 2000\n",
+            "line 6: pools[0].placeholder.cpu: 2000 has no unit, so it is 2000 cores: "
+            "did you mean 2000m?",
+        ),
+        (
+            SHAPED + "      limits: {memory: 100}\n",
+            "line 6: pools[0].placeholder.limits.memory: 100 has no unit",
+        ),
+        (
+            POOL + "    limits: {memory: 256}\n",
+            "line 5: pools[0].limits: limits.memory: 256 has no unit, so it is 256 bytes: "
+            "did you mean 256Gi?",
+        ),
+        (
+            POOL + "cost: {nodeCpu: 4, nodeMemory: 64}\n",
+            "line 5: cost.nodeMemory: 64 has no unit, so it is 64 bytes: did you mean 64Gi?",
+        ),
+        (
+            POOL + "cost: {nodeCpu: 4000, nodeMemory: 64Gi}\n",
+            "line 5: cost.nodeCpu: 4000 cores is no node: did you mean 4?",
+        ),
+    ],
+)
+def test_a_resource_amount_that_cannot_be_meant_is_refused_once_where_it_was_written(
+    tmp_path, capsys, text, line
+):
+    code, out = _validate(tmp_path, capsys, text)
+    assert code == 2
+    assert line in out, out
+    assert "1 problem(s)" in out, out  # once, under the field written, not also under its twin
+
+
+@pytest.mark.parametrize("written", ["memory: 1GB", "requests: {memory: 1GB}"])
+def test_a_bad_quantity_is_reported_once_under_the_field_written(tmp_path, capsys, written):
+    code, out = _validate(tmp_path, capsys, SHAPED + f"      {written}\n")
+    assert code == 2
+    field = "requests.memory" if "requests" in written else "memory"
+    assert f"pools[0].placeholder.{field}: '1GB' is not a Kubernetes quantity" in out, out
+    assert "1 problem(s)" in out, out
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "      memory: 1073741824\n",  # bytes, written out: a real amount
+        "      memory: 512Ki\n",  # a unit: taken as written
+        "      cpu: 4000m\n",
+        "      cpu: 64\n",
+        "      requests: {memory: 0, nvidia.com/gpu: 2000}\n",  # a count: no unit to miss
+    ],
+)
+def test_amounts_with_units_or_that_may_be_meant_load(tmp_path, capsys, field):
+    code, out = _validate(tmp_path, capsys, SHAPED + field)
+    assert code == 0, out
+
+
+def test_helm_values_daemon_resources_need_units(tmp_path, capsys):
+    text = "resources:\n  requests: {cpu: 100m, memory: 256}\ntmpSizeLimit: 512\n"
+    code, out = _validate(tmp_path, capsys, text, "--values")
+    assert code == 2
+    assert "line 2: resources.requests.memory: 256 has no unit" in out
+    assert "did you mean 256Mi?" in out
+    assert "line 3: tmpSizeLimit: 512 has no unit" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--node-cpu", "4", "--node-memory", "64"],
+            "--node-memory: 64 has no unit, so it is 64 bytes: did you mean 64Gi?",
+        ),
+        (["--node-cpu", "4000", "--node-memory", "64Gi"], "--node-cpu: 4000 cores is no node"),
+    ],
+)
+def test_cli_node_shape_and_requests_need_units(capsys, flags, message):
+    try:
+        code = main(["plan", "--config", "config/minimal.yaml", "--nodes", "3", *flags])
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_size_app_pod_needs_units(capsys):
+    assert main(["size", "--from-file", "x.json", "--app-pod", "cpu=1,memory=512"]) == 2
+    assert "--app-pod memory=512: 512 has no unit" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("placeholder", "path"),
+    [
+        ({"memory": 64}, "/pools/0/placeholder/memory"),
+        ({"requests": {"memory": 64}}, "/pools/0/placeholder/requests/memory"),
+        ({"cpu": 2000}, "/pools/0/placeholder/cpu"),
+    ],
+)
+def test_the_chart_refuses_them_too(placeholder, path):
+    """`helm install` checks the chart's schema, generated from the same models: a bare amount
+    that cannot be meant fails the render at its field (`validate --values` says what was meant)."""
+    helm = pytest.importorskip("helm_python", reason="needs helm-python-sdk")
+    from deploy_render import render_chart
+
+    pool = {"name": "general", "maxReplicas": 3, "placeholder": placeholder}
+    with pytest.raises(helm.HelmError) as exc:
+        render_chart({"pools": [pool]})
+    assert f"at '{path}': 'not' failed" in str(exc.value)
+    render_chart({"pools": [{**pool, "placeholder": {"memory": "64Gi", "cpu": "2000m"}}]})

@@ -409,7 +409,7 @@ def _verdict(
     )
     absorbed = (
         f"which absorbed {100 * choice.expected:.1f}% on the last {plural(on, 'day')} for "
-        f"{choice.overhead_node_hours:.1f} overhead node-hours"
+        f"{choice.overhead_node_hours / on:.1f} overhead node-hours a day"
     )
     if choice.status == Status.SHORT:
         return (

@@ -353,8 +353,9 @@ def money(node_hours: float, price: float | None, currency: str = "USD") -> str:
 
 
 def sentence(entry: PromiseEntry, price: float | None = None, currency: str | None = None) -> str:
-    """The promise in one sentence: "asked 95%: kept 95.8% for 812 overhead node-hours (...);
-    a fixed reserve re-chosen daily would have needed 1,104", with the real cause when it fell
+    """The promise in one sentence: "asked 95%: kept 95.8% for 27.1 overhead node-hours a day
+    (812 a month); a fixed reserve re-chosen daily would have needed 36.8 a day", every figure a
+    day's (the totals, said so, when the days are not known), with the real cause when it fell
     short (`core.shortfall`) and a word when it rests on few events. `price` is the cost of a
     node-hour (money shown when given; default the entry's `price_per_node_hour`, set when the
     policy has `cost:`)."""
@@ -362,22 +363,27 @@ def sentence(entry: PromiseEntry, price: float | None = None, currency: str | No
     currency = currency or entry.currency or "USD"
     kept, asked = entry.realized_protection, entry.protection
     per_day = entry.overhead_node_hours_per_day
-    text = (
-        f"asked {pct(asked)}: kept {100 * kept:.1f}% for {entry.overhead_node_hours:,.0f} "
-        "overhead node-hours"
-    )
     if per_day is not None:
-        text += (
-            f" ({per_day:,.1f} a day{money(per_day, price, currency)}"
-            f"{';' if price else ','} {30 * per_day:,.0f} a month"
+        text = (
+            f"asked {pct(asked)}: kept {100 * kept:.1f}% for {per_day:,.1f} overhead node-hours a "
+            f"day{money(per_day, price, currency)} ({30 * per_day:,.0f} a month"
             f"{money(30 * per_day, price, currency)})"
+        )
+    else:
+        text = (
+            f"asked {pct(asked)}: kept {100 * kept:.1f}% for {entry.overhead_node_hours:,.0f} "
+            "overhead node-hours in all"
         )
     reserve = entry.reserve_walk_forward_overhead_node_hours
     if reserve is None:
         best = entry.reserve_walk_forward_best_protection
         text += f"; a fixed reserve re-chosen daily never kept {100 * kept:.1f}% (at best {100 * best:.1f}%)"
+    elif per_day is not None and entry.days:
+        text += (
+            f"; a fixed reserve re-chosen daily would have needed {reserve / entry.days:,.1f} a day"
+        )
     else:
-        text += f"; a fixed reserve re-chosen daily would have needed {reserve:,.0f}"
+        text += f"; a fixed reserve re-chosen daily would have needed {reserve:,.0f} in all"
     if kept < asked - 1e-9:
         text += f". Short of {pct(asked)} by {100 * (asked - kept):.1f} points"
         cause = entry.cause

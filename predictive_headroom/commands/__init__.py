@@ -1,4 +1,9 @@
-"""Shared helpers for the sub-commands: time arguments, output, errors."""
+"""Shared helpers for the sub-commands: time arguments, output, errors.
+
+Every command imports this module, `validate` too, which needs none of the sources, numpy or the
+HTTP libraries: those are imported by the helpers that use them (`source_from_args`,
+`csv_options`, `iso`), so a command starts with only what it runs.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +11,21 @@ import argparse
 import math
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from predictive_headroom.core import strict_json
 from predictive_headroom.core.price import NodeShape, Price, price_node_hour
-from predictive_headroom.core.series import iso_utc
 from predictive_headroom.kube.quantity import amount
-from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.durations import parse_duration
 from predictive_headroom.policy.load import ConfigError, load_policy
-from predictive_headroom.policy.settings import Settings
 from predictive_headroom.policy.shares import parse_share
-from predictive_headroom.protocols import Source
-from predictive_headroom.sources.csvsource import CsvOptions, CsvSource
-from predictive_headroom.sources.prometheus import from_settings
+from predictive_headroom.policy.units import cores_problem, parse_quantity, unit_problem
+
+if TYPE_CHECKING:
+    from predictive_headroom.policy.config import Policy
+    from predictive_headroom.policy.settings import Settings
+    from predictive_headroom.protocols import Source
+    from predictive_headroom.sources.csvsource import CsvOptions
 
 
 class CommandError(Exception):
@@ -48,8 +54,11 @@ def parse_time(text: str) -> float:
     return when.timestamp()
 
 
-iso = iso_utc
-"""ISO-8601 UTC text for POSIX seconds (`core.series.iso_utc`)."""
+def iso(seconds: float) -> str:
+    """ISO-8601 UTC text for POSIX seconds (`core.series.iso_utc`)."""
+    from predictive_headroom.core.series import iso_utc
+
+    return iso_utc(seconds)
 
 
 def duration_arg(text: str) -> float:
@@ -70,6 +79,8 @@ def share_arg(text: str) -> float:
 
 def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
     """The bounds of a `--data` CSV: `--max-csv-rows`, `--max-csv-bytes` and `--max-csv-line`."""
+    from predictive_headroom.sources.csvsource import CsvOptions
+
     defaults = CsvOptions()
     parser.add_argument(
         "--max-csv-rows",
@@ -97,6 +108,8 @@ def add_csv_arguments(parser: argparse.ArgumentParser) -> None:
 
 def csv_options(args: argparse.Namespace) -> CsvOptions:
     """The CSV bounds given on the command line, with a progress bar on stderr for long reads."""
+    from predictive_headroom.sources.csvsource import CsvOptions
+
     return CsvOptions(
         max_rows=args.max_csv_rows,
         max_bytes=args.max_csv_bytes,
@@ -141,6 +154,10 @@ def source_from_args(
 ) -> Source:
     """A CSV source for `data` (read with `csv`), else a Prometheus source for `prometheus_url`
     (or PH_PROMETHEUS_URL)."""
+    from predictive_headroom.policy.settings import Settings
+    from predictive_headroom.sources.csvsource import CsvSource
+    from predictive_headroom.sources.prometheus import from_settings
+
     settings = settings or Settings()
     if data:
         return CsvSource(data, csv)
@@ -184,6 +201,8 @@ def print_table(headers: list[str], rows: list[list[Any]]) -> None:
 def daemon_retune_window(settings: Settings | None = None) -> float:
     """The recent history the daemon re-tunes a `protection:` pool on (`PH_RETUNE_WINDOW`,
     14 days by default): the review commands run the same re-tune, so they show what it holds."""
+    from predictive_headroom.policy.settings import Settings
+
     return (settings or Settings()).retune_window
 
 
@@ -199,16 +218,35 @@ def add_price_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--node-cpu",
-        type=float,
+        type=_node_cores_arg,
         metavar="CORES",
         help="the node's allocatable CPU cores (with --node-memory; `size` shows them): sets the "
         "placeholders a simulated node holds and prices a node-hour",
     )
     parser.add_argument(
         "--node-memory",
+        type=_node_memory_arg,
         metavar="QUANTITY",
         help="the node's allocatable memory, e.g. 61Gi (with --node-cpu)",
     )
+
+
+def _node_cores_arg(text: str) -> float:
+    try:
+        cores = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of cores") from None
+    problem = cores_problem(cores)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return cores
+
+
+def _node_memory_arg(text: str) -> str:
+    problem = unit_problem("memory", text, per_pod=False)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def price_from_args(
@@ -217,8 +255,6 @@ def price_from_args(
     """The one price (`core.price.price_node_hour`) for placeholders like `placeholder`
     (`policy.placeholder.Placeholder`) from the flags over the policy's `cost:`, and the node
     shape the flags gave (None: none)."""
-    from kubernetes.utils import parse_quantity
-
     price = getattr(args, "node_hour_price", None)
     cpu, memory = getattr(args, "node_cpu", None), getattr(args, "node_memory", None)
     if price is not None and not (price > 0 and math.isfinite(price)):

@@ -16,8 +16,6 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from kubernetes.utils import parse_quantity
-
 from predictive_headroom.commands import CommandError, parse_time, pool_price_from_args
 from predictive_headroom.core.components import BY_CONTEXT, Part, from_context, registration
 from predictive_headroom.core.price import Price
@@ -26,6 +24,7 @@ from predictive_headroom.core.share import share_part
 from predictive_headroom.core.vocabulary import Component
 from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.placeholder import quantity
+from predictive_headroom.policy.units import parse_quantity, unit_problem
 
 
 @dataclass(frozen=True)
@@ -66,6 +65,9 @@ def requests_from_args(text: str | None) -> dict[str, float] | None:
             raise CommandError(
                 f"--requests: {item!r} is not resource=quantity; write it like cpu=412,memory=800Gi"
             ) from None
+        problem = unit_problem(name.strip(), amount.strip(), per_pod=False)
+        if problem:
+            raise CommandError(f"--requests {item.strip()}: {problem}")
     return out
 
 

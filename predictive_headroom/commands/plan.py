@@ -41,7 +41,7 @@ from predictive_headroom.core.engine import (
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings
-from predictive_headroom.core.vocabulary import Component, Kind
+from predictive_headroom.core.vocabulary import Component, Kind, PlanReason
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.events import gap_move
 from predictive_headroom.protocols import ClusterState, Source, SourceError
@@ -428,6 +428,7 @@ def plan_timeline(
                 "desired_replicas": plan.desired,
                 "reason": plan.reason,
                 "components": plan.components,
+                **({"reserve": plan.details["reserve"]} if plan.details.get("reserve") else {}),
             }
             for plan in horizon_plans(pool, start, start + horizon, step, inputs)
         ]
@@ -435,8 +436,27 @@ def plan_timeline(
     return out
 
 
-def _components_text(components: dict[str, int | None]) -> str:
-    return " ".join(f"{k}={v}" for k, v in components.items() if v is not None)
+HOLD = PlanReason.HOLD_STABILIZATION
+
+
+def _components_text(
+    components: dict[str, int | None], reserve: int = 0, held: int | None = None
+) -> str:
+    """Every part of a plan as `name=value`: the components, the reserve held on top of the
+    floors (`reserve=+16`: why `desired 16` stands beside `forecast=0`), and what the scale-down
+    stabilisation holds (`held=12`) when it holds more than the parts ask for."""
+    words = [f"{k}={v}" for k, v in components.items() if v is not None]
+    if reserve:
+        words.append(f"reserve=+{reserve}")
+    if held is not None:
+        words.append(f"held={held}")
+    return " ".join(words)
+
+
+def _parts_text(plan: Plan) -> str:
+    """`_components_text` of `plan`: its components, its reserve and its stabilisation hold."""
+    held = plan.desired if plan.reason == HOLD else None
+    return _components_text(plan.components, int(plan.details.get("reserve", 0)), held)
 
 
 def rounded(value: float) -> str:
@@ -478,7 +498,7 @@ def _print_plans(
                 p.pool,
                 p.desired,
                 p.reason,
-                _components_text(p.components),
+                _parts_text(p),
                 burst_text(p, per_replica.get(p.pool)),
             ]
             for p in plans
@@ -512,7 +532,11 @@ def _print_timeline(timeline: list[dict[str, Any]]) -> None:
                         step["at"],
                         step["desired_replicas"],
                         step["reason"],
-                        _components_text(step["components"]),
+                        _components_text(
+                            step["components"],
+                            step.get("reserve", 0),
+                            step["desired_replicas"] if step["reason"] == HOLD else None,
+                        ),
                     ]
                 )
                 last = key

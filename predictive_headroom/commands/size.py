@@ -33,6 +33,7 @@ from predictive_headroom.core.sizing import (
 from predictive_headroom.policy.chart import DEFAULT_NAMESPACE, DEFAULT_RELEASE
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.load import read_config_text
+from predictive_headroom.policy.units import parse_quantity, unit_problem
 
 HELP = (
     "suggest placeholder requests from the nodes: a fraction (default 0.9) of a node's "
@@ -209,6 +210,9 @@ def _advice(shape: Shape, args: argparse.Namespace, app_pod: dict[str, str]) -> 
 def run(args: argparse.Namespace) -> int:
     selector = _selector(args)
     app_pod = _pairs(args.app_pod or "", "--app-pod")
+    for name, value in app_pod.items():
+        if unit_problem(name, value):
+            raise CommandError(f"--app-pod {name}={value}: {unit_problem(name, value)}")
     if args.demand_per_pod is not None and not app_pod:
         raise CommandError("--demand-per-pod needs --app-pod (the requests of that pod)")
     items = (
@@ -317,8 +321,6 @@ def _print_mixed(shapes: list[Shape]) -> None:
 
 
 def _fmt(resources: dict[str, Any]) -> str:
-    from kubernetes.utils import parse_quantity
-
     def human(key: str, value: Any) -> str:
         amount = float(parse_quantity(value))
         return f"{amount / 2**30:.1f}Gi" if key == "memory" else f"{amount:g}"

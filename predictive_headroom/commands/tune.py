@@ -285,7 +285,8 @@ def print_recommendation(out: dict[str, Any]) -> None:
         for c in out.get("current") or []:
             if note := why_they_differ(c.get("verdict") or {}, daemon):
                 print(f"note: {note}")
-    print(_hindsight_line(out["hindsight"], out["static"], target))
+    days = (out.get("promise") or {}).get("days")
+    print(_hindsight_line(out["hindsight"], out["static"], target, days))
     _print_frontier(out.get("price_of_promise"))
     for warning in out["warnings"]:
         print(f"warning: {warning}")
@@ -364,17 +365,26 @@ def _placeholders(n: int) -> str:
     return f"{n} placeholder{'s' if n != 1 else ''}"
 
 
-def _hindsight_line(hs: dict[str, Any], static: dict[str, Any] | None, target: str) -> str:
+def _hindsight_line(
+    hs: dict[str, Any], static: dict[str, Any] | None, target: str, days: float | None
+) -> str:
     """The best fixed forecast setting in hindsight and what static headroom needs for `target`
-    (or that it never gets there), as one line."""
+    (or that it never gets there), as one line; their overhead node-hours a day over the `days`
+    scored, as every figure beside it is (the totals when `days` is unknown, said so)."""
+
+    def cost(node_hours: float) -> str:
+        if days:
+            return f"{_nh(node_hours / days)} overhead node-hours a day"
+        return f"{_nh(node_hours)} overhead node-hours in all"
+
     return (
         "in hindsight (one setting for the whole history, known only afterwards): "
         f"burstQuantile {hs['burst_quantile']:g}, scaleDownStabilization "
         f"{hs['scale_down_stabilization_seconds'] / 60:g}m absorbed {100 * hs['protection']:.1f}% "
-        f"for {_nh(hs['overhead_node_hours'])} overhead node-hours"
+        f"for {cost(hs['overhead_node_hours'])}"
         + (
             f"; static headroom needs {static['replicas']} placeholders "
-            f"({_nh(static['overhead_node_hours'])} overhead node-hours)"
+            f"({cost(static['overhead_node_hours'])})"
             if static
             else f"; static headroom never absorbs {target}"
         )

@@ -18,8 +18,9 @@ what the pods request) has an entry in one table per shell, keyed by its name
 (`daemon.components`, `commands.components.CLI_READERS`, `replay.planner.REPLAY_READERS`).
 
 Precedence, written once: among floors asking for the same number the reason names the first in
-`ORDER` (schedule, proportional, forecast, disruption, share, min: `winner`); among caps allowing
-the same number, the first in `ORDER` too (`binding`).
+`ORDER` (schedule, proportional, forecast, disruption, share, min: `winner`), except that a floor
+read at each instant asking for 0 names no plan; among caps allowing the same number, the first in
+`ORDER` too (`binding`).
 """
 
 from __future__ import annotations
@@ -300,9 +301,18 @@ def later(parts: Mapping[str, Part]) -> dict[str, Part]:
 
 def winner(candidates: Mapping[str, int]) -> tuple[str, int]:
     """(name, value): the largest of `candidates` (by component name), the first in `ORDER`
-    among equals. `candidates` must not be empty."""
+    among equals; but a floor read at each instant (disruption, share) that asks for none saw
+    nothing to make room for, so it never names a plan of 0 (the next among equals does, in the
+    end minReplicas). `candidates` must not be empty."""
     wanted = max(candidates.values())
-    return next(n for n in ORDER if candidates.get(n) == wanted), wanted
+    name = next(n for n in ORDER if candidates.get(n) == wanted)
+    if wanted == 0 and name in _READ_FLOORS:
+        name = next((n for n in ORDER if candidates.get(n) == 0 and n not in _READ_FLOORS), name)
+    return name, wanted
+
+
+_READ_FLOORS = frozenset(r.name for r in REGISTRY if r.kind == Kind.FLOOR and r.at_each_instant)
+"""The floors read at each instant: one asking for 0 names no plan (`winner`)."""
 
 
 def binding(caps: Mapping[str, int]) -> tuple[str, int]:

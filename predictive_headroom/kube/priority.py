@@ -105,7 +105,10 @@ class PriorityClasses:
         except NotFound:
             return None, missing(name)
         except Forbidden:
-            return None, f"forbidden: the daemon may not get priorityclasses/{name}"
+            return None, (
+                f"forbidden: the daemon's ServiceAccount lacks the permission get on "
+                f"priorityclasses.scheduling.k8s.io named {name}"
+            )
         except ActuatorError as exc:
             return None, str(exc)
         return int(found.value), None

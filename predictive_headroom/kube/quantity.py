@@ -12,9 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from predictive_headroom.policy.echo import cut
+from predictive_headroom.policy.units import parse_quantity
 
 CEILINGS = {"cpu": 1e5, "pods": 1e6}
 """Amounts above these are absurd for one node or pod (cores; pods); other resources (bytes,

@@ -61,23 +61,42 @@ def pause_problem(target: Target, pool: str, template: PodTemplate) -> str | Non
             "its pods name no priorityClassName (they run at the default priority, so the "
             "scheduler would not preempt them for real pods)"
         )
-    elif template.priority_unread is not None:
-        found.append(
-            f"the value of its PriorityClass {template.priority_class} could not be read "
-            f"({template.priority_unread}); set the chart's priorityClass.name to "
-            f"{template.priority_class} (create: false) so the daemon may read it"
-        )
     elif template.priority is not None and template.priority >= 0:
         found.append(
             f"its PriorityClass {template.priority_class} has value {template.priority}, not "
             "below 0 (real pods would not preempt its pods)"
         )
+    unread = _unread_class(template)
+    if unread and not found:
+        return (
+            f"pool {pool}: Deployment {target.namespace}/{target.name} (placeholder.existing) "
+            f"cannot be checked: {unread}; refused, never written until it can be"
+        )
+    if unread:
+        found.append(unread)
     if not found:
         return None
     return (
         f"pool {pool}: Deployment {target.namespace}/{target.name} (placeholder.existing) is not a "
         f"pause placeholder: {'; '.join(found)}; refused, never written. Point target at the "
         "placeholder Deployment (pause containers, a PriorityClass below 0)"
+    )
+
+
+def _unread_class(template: PodTemplate) -> str | None:
+    """Why the pods' PriorityClass could not be checked, and for a refused read which permission
+    the daemon lacks and how the chart grants it; None when it was read (or none is named)."""
+    name, unread = template.priority_class, template.priority_unread
+    if name is None or unread is None:
+        return None
+    grant = (
+        f" (the chart grants it with priorityClass: {{create: false, name: {name}}})"
+        if unread.startswith("forbidden")
+        else ""
+    )
+    return (
+        f"its PriorityClass {name} could not be read ({unread}){grant}, so whether its pods are "
+        "preempted first is not known"
     )
 
 

@@ -27,6 +27,7 @@ from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.load import Problem, _format_path, _nearest_line, policy_problems
 from predictive_headroom.policy.target import DNS_LABEL, DNS_SUBDOMAIN, REFUSED_NAMESPACES, Target
+from predictive_headroom.policy.units import unit_problem
 
 CHART_NAME = "predictive-headroom"
 POLICY_KEYS = ("pools", "cost", "removedPools")
@@ -172,6 +173,7 @@ def values_problems(
             message += f" ({err.schema['description']})"
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     problems += _priority_problems(values, index)
+    problems += _unit_problems(values, index)
     problems += _cidr_problems(values, index)
     problems += security_problems(values, index)
     problems += _non_finite_problems(
@@ -203,9 +205,36 @@ def _existing_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]
             continue
         loc = ("pools", i, "placeholder", "existing")
         problems.append(Problem(_format_path(loc), EXISTING_NEEDS_NAME, _nearest_line(index, loc)))
-    return problems
+    return problems + _existing_class_problems(values, index)
 
 
+def _existing_class_problems(
+    values: dict[str, Any], index: dict[tuple[Any, ...], int]
+) -> list[Problem]:
+    """One problem, at the first pool that adopts a Deployment, when `priorityClass` does not name
+    an existing class (`create: false`, the chart's default is true): the chart would create a
+    second, cluster-scoped class, and the daemon could not read the adopted pods' own. The chart
+    refuses to render it, with the same words; `create: false` without a name is
+    `_priority_problems`'."""
+    given = values.get("priorityClass")
+    if isinstance(given, dict) and given.get("create") is False:
+        return []
+    pools = values.get("pools")
+    for i, pool in enumerate(pools if isinstance(pools, list) else []):
+        placeholder = pool.get("placeholder") if isinstance(pool, dict) else None
+        if isinstance(placeholder, dict) and placeholder.get("existing") is True:
+            loc = ("pools", i, "placeholder", "existing")
+            return [Problem(_format_path(loc), EXISTING_NEEDS_CLASS, _nearest_line(index, loc))]
+    return []
+
+
+EXISTING_NEEDS_CLASS = (
+    "existing: true needs the PriorityClass the adopted pods run under: add priorityClass: "
+    "{create: false, name: <that class>}, e.g. overprovisioning, the cluster-overprovisioner "
+    "chart's (the daemon reads that class to check the pods are preempted first; with create: "
+    "true the chart would create a second, cluster-scoped PriorityClass and grant no read of "
+    "theirs)"
+)
 EXISTING_NEEDS_NAME = (
     "existing: true needs target.name: the name of the Deployment to adopt (left out, the "
     "target is the Deployment the chart would create)"
@@ -328,6 +357,25 @@ def _cidr_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) ->
     problems = []
     for loc, text in found:
         message = cidr_problem(text)
+        if message:
+            problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
+    return problems
+
+
+def _unit_problems(values: dict[str, Any], index: dict[tuple[Any, ...], int]) -> list[Problem]:
+    """The daemon's own `resources` and `tmpSizeLimit` with a bare number that cannot be meant
+    (`memory: 256`, 256 bytes): did you mean 256Mi? (`policy.units`)."""
+    found: list[tuple[tuple[Any, ...], str, Any]] = [
+        (("tmpSizeLimit",), "ephemeral-storage", values.get("tmpSizeLimit"))
+    ]
+    resources = values.get("resources")
+    for kind in ("requests", "limits"):
+        given = resources.get(kind) if isinstance(resources, dict) else None
+        if isinstance(given, dict):
+            found += [(("resources", kind, name), str(name), v) for name, v in given.items()]
+    problems = []
+    for loc, resource, value in found:
+        message = unit_problem(resource, value)
         if message:
             problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     return problems

@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from kubernetes.utils import parse_quantity
 from pydantic import (
     Field,
     ValidationInfo,
@@ -21,7 +20,7 @@ from pydantic import (
 )
 
 from predictive_headroom.policy.budget import Budget, priced_problem
-from predictive_headroom.policy.calendars import CALENDAR_PATTERN, check_calendar
+from predictive_headroom.policy.calendars import CALENDAR_PATTERN, check_calendar, country_codes
 from predictive_headroom.policy.cpa import Ladder, Linear, Proportional, Step
 from predictive_headroom.policy.cron import CRON_PATTERN, check_fires
 from predictive_headroom.policy.disruption import Disruption
@@ -38,11 +37,12 @@ from predictive_headroom.policy.events import (
 )
 from predictive_headroom.policy.limits import Limits, fitting
 from predictive_headroom.policy.model import PolicyModel
-from predictive_headroom.policy.placeholder import Placeholder, Quantity
+from predictive_headroom.policy.placeholder import NodeMemoryQuantity, Placeholder
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
 from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.policy.target import DNS_LABEL, Target
+from predictive_headroom.policy.units import LARGEST_BARE_CORES, cores_problem, parse_quantity
 from predictive_headroom.policy.zones import check_zone, zone_names
 
 
@@ -213,9 +213,7 @@ class ForecastSpec(PolicyModel):
     def _known_country(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        from holidays import list_supported_countries
-
-        if value not in list_supported_countries():
+        if value not in country_codes():
             raise ValueError(
                 f"no holiday calendar for country code {value!r}; use an ISO 3166 code such as US, DE, GB"
             )
@@ -378,10 +376,20 @@ class Cost(PolicyModel):
     currency: str = "USD"
     node_hour_price: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Your provider's price for one node-hour (wins over the CPU and GiB prices)."""
-    node_cpu: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    node_cpu: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, json_schema_extra={"maximum": LARGEST_BARE_CORES}
+    )
     """The node's allocatable CPU cores (`predictive-headroom size` shows them)."""
-    node_memory: Quantity | None = None
+    node_memory: NodeMemoryQuantity | None = None
     """The node's allocatable memory, a Kubernetes quantity such as 61Gi."""
+
+    @field_validator("node_cpu")
+    @classmethod
+    def _cores(cls, value: float | None) -> float | None:
+        problem = None if value is None else cores_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _shape(self) -> Cost:

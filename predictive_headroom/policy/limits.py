@@ -16,24 +16,28 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.utils import parse_quantity
 from pydantic import ConfigDict, Field, RootModel, model_validator
 from pydantic_core import PydanticUndefined
 
 from predictive_headroom.policy.placeholder import QUANTITY_PATTERN, RESOURCE_NAME_PATTERN, quantity
+from predictive_headroom.policy.units import (
+    BARE_BYTES_SCHEMA,
+    BARE_CORES_SCHEMA,
+    parse_quantity,
+    unit_problem,
+)
 
+_LIMIT = {"type": ["string", "number"], "pattern": QUANTITY_PATTERN, "exclusiveMinimum": 0}
 _SCHEMA = {
     "type": "object",
     "description": "the most the pool's placeholders may request in total, per resource (a "
     "positive Kubernetes quantity for a resource the placeholder requests), e.g. {cpu: 64, "
     "memory: 256Gi}: a cap on the plan, as a CapacityBuffer's spec.limits",
-    "patternProperties": {
-        RESOURCE_NAME_PATTERN: {
-            "type": ["string", "number"],
-            "pattern": QUANTITY_PATTERN,
-            "exclusiveMinimum": 0,
-        }
+    "properties": {  # a bare number that cannot be meant (`policy.units`)
+        "cpu": {**_LIMIT, "not": BARE_CORES_SCHEMA},
+        "memory": {**_LIMIT, "not": BARE_BYTES_SCHEMA},
     },
+    "patternProperties": {RESOURCE_NAME_PATTERN: _LIMIT},
     "additionalProperties": False,
 }
 
@@ -58,6 +62,9 @@ def parse_limit(resource: str, value: Any) -> float:
             f"limits.{resource}: {text!r} is not a Kubernetes quantity; write it like 64, 500m "
             "or 256Gi"
         ) from None
+    problem = unit_problem(resource, text, per_pod=False)
+    if problem:
+        raise ValueError(f"limits.{resource}: {problem}")
     if amount <= 0:
         raise ValueError(
             f"limits.{resource}: {text} allows no placeholder at all; write a positive quantity "

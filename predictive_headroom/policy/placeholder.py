@@ -12,7 +12,6 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from kubernetes.utils import parse_quantity
 from pydantic import (
     AfterValidator,
     BeforeValidator,
@@ -25,6 +24,12 @@ from pydantic.alias_generators import to_camel
 
 from predictive_headroom.policy.errors import FieldProblem
 from predictive_headroom.policy.model import PolicyModel
+from predictive_headroom.policy.units import (
+    BARE_BYTES_SCHEMA,
+    BARE_CORES_SCHEMA,
+    parse_quantity,
+    unit_problem,
+)
 
 QUANTITY_PATTERN = r"^\+?((\d+(\.\d*)?)|(\.\d+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?\d+))?$"
 RESOURCE_NAME_PATTERN = (
@@ -72,13 +77,57 @@ def quantity(value: Any) -> str:
     return text
 
 
+def resource_quantity(resource: str, value: Any, *, per_pod: bool = True) -> str:
+    """`value` as a quantity of `resource`; ValueError saying how to write one, or what a bare
+    number that cannot be meant was likely meant to be (`policy.units`: `64` bytes of memory,
+    did you mean 64Gi?)."""
+    text = quantity(value)
+    problem = unit_problem(resource, text, per_pod=per_pod)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
+def _is_resource_quantity(resource: str, value: Any) -> bool:
+    try:
+        resource_quantity(resource, value)
+    except ValueError:
+        return False
+    return True
+
+
 _QUANTITY_SCHEMA = {
     "type": ["string", "number"],
     "pattern": QUANTITY_PATTERN,
     "minimum": 0,
     "description": "a Kubernetes quantity such as 500m, 2, 1Gi",
 }
+_CPU_SCHEMA = {
+    **_QUANTITY_SCHEMA,
+    "not": BARE_CORES_SCHEMA,
+    "description": "a Kubernetes quantity such as 500m, 2 (a bare number is cores: at most 1000)",
+}
+_BYTES_SCHEMA = {
+    **_QUANTITY_SCHEMA,
+    "not": BARE_BYTES_SCHEMA,
+    "description": "a Kubernetes quantity with its unit such as 512Mi, 64Gi (a bare number is "
+    "bytes: one below 1Mi is refused)",
+}
 Quantity = Annotated[str, BeforeValidator(quantity), WithJsonSchema(_QUANTITY_SCHEMA)]
+CpuQuantity = Annotated[
+    str, BeforeValidator(lambda v: resource_quantity("cpu", v)), WithJsonSchema(_CPU_SCHEMA)
+]
+MemoryQuantity = Annotated[
+    str,
+    BeforeValidator(lambda v: resource_quantity("memory", v)),
+    WithJsonSchema(_BYTES_SCHEMA),
+]
+NodeMemoryQuantity = Annotated[
+    str,
+    BeforeValidator(lambda v: resource_quantity("memory", v, per_pod=False)),
+    WithJsonSchema(_BYTES_SCHEMA),
+]
+"""A node's memory: a small bare number suggests Gi (`nodeMemory: 64`, did you mean 64Gi?)."""
 
 
 def _resource_name(name: str) -> str:
@@ -93,6 +142,7 @@ def _resource_name(name: str) -> str:
 ResourceName = Annotated[str, AfterValidator(_resource_name)]
 # Keys checked by pattern, so Helm names the bad key and where it is.
 _RESOURCES = {
+    "properties": {"cpu": _CPU_SCHEMA, "memory": _BYTES_SCHEMA, "ephemeral-storage": _BYTES_SCHEMA},
     "patternProperties": {RESOURCE_NAME_PATTERN: _QUANTITY_SCHEMA},
     "additionalProperties": False,
 }
@@ -125,8 +175,8 @@ class Placeholder(PolicyModel):
             "touching its selector or pod template"
         ),
     )
-    cpu: Quantity = "1"
-    memory: Quantity = "1Gi"
+    cpu: CpuQuantity = "1"
+    memory: MemoryQuantity = "1Gi"
     requests: dict[ResourceName, Quantity] = Field(
         default_factory=dict, json_schema_extra=_RESOURCES
     )
@@ -143,7 +193,9 @@ class Placeholder(PolicyModel):
     @model_validator(mode="before")
     @classmethod
     def _fold_shorthand(cls, data: Any) -> Any:
-        """`cpu`/`memory` and `requests` describe the same requests; make both say the same."""
+        """`cpu`/`memory` and `requests` describe the same requests; make both say the same. A
+        value that is not a quantity is left where the user wrote it (and reported there once),
+        not copied to the other field."""
         if not isinstance(data, dict) or not isinstance(data.get("requests", {}), dict):
             return data
         data = dict(data)
@@ -156,12 +208,25 @@ class Placeholder(PolicyModel):
                     f"{requests[key]!r}; keep requests.{key} only"
                 )
             if key in data:
-                requests[key] = data[key]
-            elif not given:
-                requests[key] = default
-            data[key] = requests.get(key, "0")
+                if _is_resource_quantity(key, data[key]):
+                    requests[key] = data[key]
+            else:
+                if not given:
+                    requests[key] = default
+                if _is_resource_quantity(key, requests.get(key, "0")):
+                    data[key] = requests.get(key, "0")
         data["requests"] = requests
         return data
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _units(cls, amounts: dict[str, str]) -> dict[str, str]:
+        """A bare number that cannot be meant (`memory: 64`, 64 bytes) is refused at its key."""
+        for name, text in amounts.items():
+            problem = unit_problem(name, text)
+            if problem:
+                raise FieldProblem(name, problem)
+        return amounts
 
     @field_validator("labels")
     @classmethod
@@ -186,7 +251,7 @@ class Placeholder(PolicyModel):
                     key,
                     f"{key} is ignored with existing: true (the chart renders no placeholder pods; "
                     f"the existing Deployment keeps its own pod template): remove {key}, or "
-                    "existing: true to let the chart create the placeholder",
+                    "remove existing: true to let the chart create the placeholder with it",
                 )
         return self
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from kubernetes.utils import parse_quantity
 from pydantic import ConfigDict, Field, RootModel, model_validator
 from pydantic_core import PydanticUndefined
 
 from predictive_headroom.policy.placeholder import QUANTITY_PATTERN, RESOURCE_NAME_PATTERN, quantity
+from predictive_headroom.policy.units import parse_quantity
 
 UNIT_REQUIRED = frozenset({"cpu", "memory"})  # a bare number here is a footgun (cpu: 10 for 10%)
 PERCENT_PATTERN = r"^\s*(100(\.0+)?|[0-9]?[0-9](\.[0-9]+)?)\s*%\s*$"

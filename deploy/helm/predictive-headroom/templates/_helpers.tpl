@@ -79,9 +79,12 @@ Usage: {{ $pools := include "ph.pools" . | fromYamlArray }}
 {{- if not $target.name -}}
 {{- fail (printf "pools[%d].placeholder.existing: existing: true needs target.name: the name of the Deployment to adopt (left out, the target is the Deployment the chart would create)" $i) -}}
 {{- end -}}
+{{- if $root.Values.priorityClass.create -}}
+{{- fail (printf "pools[%d].placeholder.existing: existing: true needs the PriorityClass the adopted pods run under: add priorityClass: {create: false, name: <that class>}, e.g. overprovisioning, the cluster-overprovisioner chart's (the daemon reads that class to check the pods are preempted first; with create: true the chart would create a second, cluster-scoped PriorityClass and grant no read of theirs)" $i) -}}
+{{- end -}}
 {{- range $key := list "limits" "labels" "annotations" "nodeSelector" "tolerations" "affinity" "topologySpreadConstraints" "spread" "imagePullSecrets" -}}
 {{- if hasKey $ph $key -}}
-{{- fail (printf "pools[%d].placeholder.%s: %s is ignored with existing: true (the chart renders no placeholder pods; the existing Deployment keeps its own pod template): remove %s, or existing: true to let the chart create the placeholder" $i $key $key $key) -}}
+{{- fail (printf "pools[%d].placeholder.%s: %s is ignored with existing: true (the chart renders no placeholder pods; the existing Deployment keeps its own pod template): remove %s, or remove existing: true to let the chart create the placeholder with it" $i $key $key $key) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

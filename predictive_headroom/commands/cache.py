@@ -30,6 +30,7 @@ def _size(n: int) -> str:
 def run(args: argparse.Namespace) -> int:
     from predictive_headroom.replay.refit_cache import (  # lazy: joblib
         CACHE_DIR_ENV,
+        UnsafeCache,
         cache_spec,
         cache_usage,
         clear_cache,
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "clear":
         try:
             entries, size = clear_cache(spec.location)
+        except UnsafeCache as exc:
+            raise CommandError(f"refusing to clear {exc.path}: it {exc.why} ({exc.fix})") from None
         except OSError as exc:
             raise CommandError(f"cannot clear {spec.location}: {exc.strerror or exc}") from None
         print(f"cleared {spec.location}: {entries} refits, {_size(size)}")

@@ -209,11 +209,15 @@ def test_a_key_others_can_read_is_refused(history, uncached, tmp_path, caplog):
     assert f"rm {spec.location / cache_store.KEY_FILE}" in said
 
 
-def test_cache_clear_refuses_another_users_cache(names, shared, tmp_path, capsys, monkeypatch):
+def test_cache_info_and_clear_refuse_another_users_cache(
+    names, shared, tmp_path, capsys, monkeypatch
+):
     theirs = shared / "cache"
     plant(theirs, names, tmp_path / "ran")
     foreign(monkeypatch)
     monkeypatch.setenv("PH_CACHE_DIR", str(theirs))
+    assert main(["cache", "info"]) == 0
+    assert f"refused: {theirs} is owned by uid" in capsys.readouterr().out
     assert main(["cache", "clear"]) == 2
     assert f"refusing to clear {theirs}" in capsys.readouterr().err
     assert cache_usage(theirs)[0] == len(names)

@@ -28,6 +28,7 @@ def _size(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from predictive_headroom.replay.cache_store import safe_root
     from predictive_headroom.replay.refit_cache import (  # lazy: joblib
         CACHE_DIR_ENV,
         UnsafeCache,
@@ -57,4 +58,11 @@ def run(args: argparse.Namespace) -> int:
         f"{spec.location}: {entries} refits, {_size(size)} (bounded at {_size(spec.max_bytes)}, "
         "the least recently used evicted beyond it)"
     )
+    if spec.location.exists() or spec.location.is_symlink():
+        try:
+            safe_root(spec.location)
+        except UnsafeCache as exc:
+            print(f"refused: {exc.path} {exc.why}; tune and backtest run without it ({exc.fix})")
+        except OSError as exc:
+            print(f"cannot be used: {exc.strerror or exc}")
     return 0

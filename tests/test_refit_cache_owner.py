@@ -163,6 +163,17 @@ def test_a_cache_its_group_can_write_is_refused(history, uncached, names, tmp_pa
     assert not marker.exists() and out == uncached
 
 
+def test_a_cache_under_a_directory_others_can_write_is_refused(history, uncached, tmp_path, caplog):
+    parent = tmp_path / "open"
+    parent.mkdir()
+    os.chmod(parent, 0o777)  # not sticky: anyone could rename the cache and put theirs there
+    with caplog.at_level(logging.WARNING):
+        out = replayed(history, CacheSpec(parent / "refits"), SeasonalNaiveForecaster())
+    said = refused(caplog, "writable by its group and others (mode 0777)")
+    assert f"chmod go-w {parent}" in said
+    assert out == uncached and not (parent / "refits").exists()
+
+
 def test_a_new_cache_is_made_0700_at_every_level_whatever_the_umask(history, tmp_path):
     old = os.umask(0o002)
     try:

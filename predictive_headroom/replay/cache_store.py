@@ -91,7 +91,11 @@ def _unsafe_dir(path: Path, st: os.stat_result, euid: int, *, above: bool) -> Un
             path,
             f"is writable by {who} (mode {mode:04o}): they could plant entries that run code "
             "when read",
-            f"chmod go-w {path}" if above else f"chmod 700 {path}",
+            (
+                f"chmod go-w {path}, or set PH_CACHE_DIR to a directory of your own elsewhere"
+                if above
+                else f"chmod 700 {path}"
+            ),
         )
     return None
 

@@ -150,7 +150,7 @@ def safe_root(location: Path) -> Path:
 
 def _read_key(path: Path, euid: int) -> bytes:
     """The key in `path` (no link followed), refused unless this user's alone."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO never blocks
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_uid != euid or st.st_mode & 0o077:
@@ -209,7 +209,7 @@ class EntryStore:
         `Tampered` for anything this cache did not sign, before any of it is parsed."""
         path = self.path(kind, name)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO never blocks
         except FileNotFoundError:
             return None
         except OSError as exc:  # ELOOP: a link where an entry should be

@@ -21,7 +21,13 @@ from predictive_headroom.backtest.text import format_table
 from predictive_headroom.cli import main
 from predictive_headroom.core.series import History
 from predictive_headroom.replay import refit_cache
-from predictive_headroom.replay.refit_cache import CacheSpec, cache_spec, cache_usage, parse_size
+from predictive_headroom.replay.refit_cache import (
+    CacheSpec,
+    RefitCache,
+    cache_spec,
+    cache_usage,
+    parse_size,
+)
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -82,7 +88,7 @@ def test_a_corrupted_entry_is_dropped_refitted_and_rewritten(tmp_path, counting,
     spec = CacheSpec(tmp_path / "refits")
     history = series(5)
     first = replayed(history, spec, counting)
-    for pkl in spec.location.rglob("output.pkl"):
+    for pkl in spec.location.rglob("*.entry"):
         pkl.write_bytes(pkl.read_bytes()[:40])  # truncated
     CountingForecaster.fits = []
     with caplog.at_level(logging.WARNING):
@@ -114,12 +120,14 @@ def test_an_unwritable_cache_warns_once_and_the_run_goes_on(tmp_path, caplog):
 
 
 def test_a_full_disk_warns_once_and_the_run_goes_on(tmp_path, caplog, monkeypatch):
-    import joblib._store_backends as backends
+    from predictive_headroom.replay import cache_store
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(backends.numpy_pickle, "dump", full)
+    made = RefitCache.open(CacheSpec(tmp_path / "refits"))  # its key made before the disk fills
+    assert made is not None
+    monkeypatch.setattr(cache_store.tempfile, "mkstemp", full)
     spec = CacheSpec(tmp_path / "refits")
     with caplog.at_level(logging.WARNING):
         out = replayed(series(6), spec, SeasonalNaiveForecaster())

@@ -92,7 +92,7 @@ def test_a_corrupted_fit_is_dropped_refitted_and_rewritten(cache, caplog):
     history = series(5)
     kept = KeptFits(Counting(), cache)
     first = kept.fit(history, MODEL, SETTINGS, history.end)
-    for pkl in cache.spec.location.rglob("output.pkl"):
+    for pkl in cache.spec.location.rglob("*.entry"):
         pkl.write_bytes(pkl.read_bytes()[:40])  # truncated
     with caplog.at_level(logging.WARNING):
         again = kept.fit(history, MODEL, SETTINGS, history.end)
@@ -113,12 +113,12 @@ def test_an_unwritable_cache_fits_as_before_and_leaves_the_warning_to_the_run(tm
 
 
 def test_a_full_disk_warns_once_and_the_fits_go_on(cache, caplog, monkeypatch):
-    import joblib._store_backends as backends
+    from predictive_headroom.replay import cache_store
 
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(backends.numpy_pickle, "dump", full)
+    monkeypatch.setattr(cache_store.tempfile, "mkstemp", full)
     history = series(5)
     kept = KeptFits(Counting(), cache)
     with caplog.at_level(logging.WARNING):

@@ -28,8 +28,10 @@ def _size(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from predictive_headroom.replay.cache_store import safe_root
     from predictive_headroom.replay.refit_cache import (  # lazy: joblib
         CACHE_DIR_ENV,
+        UnsafeCache,
         cache_spec,
         cache_usage,
         clear_cache,
@@ -45,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "clear":
         try:
             entries, size = clear_cache(spec.location)
+        except UnsafeCache as exc:
+            raise CommandError(f"refusing to clear {exc.path}: it {exc.why} ({exc.fix})") from None
         except OSError as exc:
             raise CommandError(f"cannot clear {spec.location}: {exc.strerror or exc}") from None
         print(f"cleared {spec.location}: {entries} refits, {_size(size)}")
@@ -54,4 +58,11 @@ def run(args: argparse.Namespace) -> int:
         f"{spec.location}: {entries} refits, {_size(size)} (bounded at {_size(spec.max_bytes)}, "
         "the least recently used evicted beyond it)"
     )
+    if spec.location.exists() or spec.location.is_symlink():
+        try:
+            safe_root(spec.location)
+        except UnsafeCache as exc:
+            print(f"refused: {exc.path} {exc.why}; tune and backtest run without it ({exc.fix})")
+        except OSError as exc:
+            print(f"cannot be used: {exc.strerror or exc}")
     return 0

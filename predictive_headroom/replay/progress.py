@@ -11,6 +11,8 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from predictive_headroom.core.series import History, iso_utc
+from predictive_headroom.core.vocabulary import CurveRefit
 from predictive_headroom.policy.durations import format_duration
 
 PIPE_LINE_SECONDS = 10.0
@@ -71,3 +73,41 @@ class RefitProgress:
             self._stop.set()
             self._thread.join()
             print(self.line(), file=self.stream, flush=True)
+
+
+def say_plan(
+    history: History,
+    pool: str,
+    refits: int,
+    held: tuple[int, int, int],
+    workers: int,
+    curve: CurveRefit = CurveRefit.DAILY,
+) -> None:
+    """The replay's first line, for pool `pool`: what was read and what the replay will do
+    (`held`: the refits read whole from the cache, those read and swept at quantiles they
+    lack, and how many quantiles; and how the curve is refitted, when not afresh at every
+    refit)."""
+    span = (history.end - history.start) / 86400 if len(history) else 0.0
+    read = (
+        f"{len(history):,} samples {iso_utc(history.start)} .. {iso_utc(history.end)} "
+        f"({span:.1f} days)"
+        if len(history)
+        else "no samples"
+    )
+    whole, extended, new = held
+    cached = f", {whole + extended} of them in the cache" if whole + extended else ""
+    if extended:
+        cached += (
+            f" ({extended} to read again for burst models at {new} more "
+            f"quantile{'s' if new > 1 else ''})"
+        )
+    fits = refits - whole - extended
+    runs = fits + extended
+    where = f" in {min(workers, runs)} worker processes" if runs > 1 and workers > 1 else ""
+    if curve is not CurveRefit.DAILY:
+        where += f" (--curve-refit {curve}: not the daemon's way, see docs/forecast.md)"
+    print(
+        f"pool {pool}: read {read}; {refits} refits{cached}, {fits} to fit{where}",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -3,16 +3,24 @@ so that `tune` and `backtest` on a history already replayed skip its refits and 
 longer refits only the new cut.
 
 A refit (`walkforward.refit`) depends only on the history it reads (up to its cut, at most
-`forecast.history`), the settings it fits for, the forecaster, the swept quantiles and the code:
-its key hashes exactly these (the slice's timestamps and values as bytes, the rest through
-`joblib.hash`, the package's version and a digest of its source files, so an edited checkout never
-reads a result of other code). The store is `joblib.Memory`: each result is written to a
-temporary file and renamed, so two runs at once never leave a half-written entry; the least
-recently used entries beyond `CacheSpec.max_bytes` are evicted after each run.
+`forecast.history`), the settings it fits for, the forecaster and the code: its key hashes exactly
+these (the slice's timestamps and values as bytes, the rest through `joblib.hash`, the package's
+version and a digest of its source files, so an edited checkout never reads a result of other
+code). The quantiles a command sweeps are not in the key: a refit is kept with the model and
+baseline at each quantile swept so far (`KeptRefit`, its burst models with their training set),
+so `backtest` after `tune` reads `tune`'s refits and fits only the burst models at quantiles
+`tune` did not sweep, and adds them to the entry.
 
-Nothing read is trusted: an entry that fails to load (truncated, another version's classes) or
-is not a refit's result is dropped and refitted. A cache directory that cannot be written warns
-once and the run goes on without it; so does a write that fails (a full disk).
+The files are `replay.cache_store`'s: a directory only this user can write (anything else is
+refused, naming the path and the fix, and the run goes on without the cache), entries signed with
+a key only this user can read and checked before they are unpickled. Each entry is written to a
+temporary file and renamed, so two runs at once never leave a half-written one; the least
+recently used beyond `CacheSpec.max_bytes` are evicted after each run.
+
+Nothing read is trusted: an entry that fails its check or to load (truncated, tampered with,
+another version's classes) or is not a refit's result is dropped and refitted. A cache directory
+that cannot be written warns once and the run goes on without it; so does a write that fails (a
+full disk).
 """
 
 from __future__ import annotations
@@ -20,25 +28,35 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
 import pickle
 import tempfile
-import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import cast
 
 import joblib
 import numpy as np
-from joblib.memory import MemorizedFunc
 
 import predictive_headroom
 from predictive_headroom import __version__
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import ModelSpec, PlanSettings
 from predictive_headroom.protocols import Forecaster
-from predictive_headroom.replay.walkforward import RefitJob, Refitted, refit
+from predictive_headroom.replay.cache_store import (
+    KINDS,
+    EntryStore,
+    UnsafeCache,
+    clear,
+    safe_root,
+    signing_key,
+    usage,
+)
+from predictive_headroom.replay.walkforward import (
+    RefitJob,
+    Refitted,
+    fit_refit,
+    swept_at,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,15 +118,16 @@ def code_digest() -> str:
 
 def refit_key(job: RefitJob) -> str:
     """What a refit depends on, hashed: the history slice it reads (timestamps and values as
-    bytes), its instant and horizon, the knobs and settings, the forecaster and baseline, the
-    swept quantiles, how the curve is refitted and the key of the refit it starts from
-    (`RefitJob.curve`, `RefitJob.after`) and the code (`code_digest`)."""
-    digest = hashlib.blake2b(code_digest().encode(), digest_size=20)
+    bytes), its instant and horizon, the knobs and settings, the forecaster and baseline, how
+    the curve is refitted and the key of the refit it starts from (`RefitJob.curve`,
+    `RefitJob.after`) and the code (`code_digest`); not the quantiles it is swept at
+    (`KeptRefit` keeps each)."""
+    digest = hashlib.blake2b(code_digest().encode(), digest_size=20, person=b"refit")
     digest.update(np.ascontiguousarray(job.known.times, dtype=np.float64).tobytes())
     digest.update(np.ascontiguousarray(job.known.values, dtype=np.float64).tobytes())
     rest = (job.at, job.horizon, job.knobs, job.settings, job.forecaster, job.naive_fit)
     digest.update(f"{job.curve}:{job.after}".encode())
-    digest.update(joblib.hash((rest, job.quantiles)).encode())
+    digest.update(joblib.hash(rest).encode())
     return digest.hexdigest()
 
 
@@ -129,87 +148,126 @@ def fit_key(
 FitCall = tuple[Forecaster, tuple[History, ModelSpec, PlanSettings, float]]
 """A fit to make: the forecaster and the arguments of its `fit`."""
 
-
-class Unknown(LookupError):
-    """A cache entry asked for without its job (evicted between the check and the read)."""
-
-
-def _keyed(key: str, job: RefitJob | None) -> bytes:
-    """The refit of `job` pickled, memorised under `key` alone (`job` is not hashed). Kept as one
-    pickle, read back by the C unpickler: joblib's own reads each array in Python, 20x slower."""
-    if job is None:
-        raise Unknown(key)
-    return pickle.dumps(refit(job), protocol=pickle.HIGHEST_PROTOCOL)
+REFITS, FITS = KINDS
+"""The two kinds of entry: walk-forward refits (`KeptRefit`) and the daemon's own fits."""
 
 
-def _fitted(key: str, call: FitCall | None) -> bytes:
-    """The fit `call` makes, pickled, memorised under `key` alone (`call` is not hashed)."""
-    if call is None:
-        raise Unknown(key)
-    forecaster, args = call
-    return pickle.dumps(forecaster.fit(*args), protocol=pickle.HIGHEST_PROTOCOL)
+@dataclass(frozen=True)
+class KeptRefit:
+    """A refit as kept: `base` (`walkforward.fit_refit`: the fit and baseline at the pool's
+    quantile, `swept` empty) and the model and baseline at each quantile swept so far. Its burst
+    models keep their training set, so a quantile not yet swept is read from the same fit."""
+
+    base: Refitted
+    swept: dict[float, tuple[Forecast | NoForecast, Forecast]]
+
+    def refitted(self, quantiles: Sequence[float]) -> Refitted:
+        """The refit swept at `quantiles` (each one kept), as `walkforward.refit` makes it."""
+        return replace(self.base, swept=tuple(self.swept[q] for q in quantiles))
+
+    def sweeping(self, job: RefitJob) -> KeptRefit:
+        """This refit with every quantile of `job` swept (`walkforward.swept_at`)."""
+        missing = [q for q in job.quantiles if q not in self.swept]
+        more = {q: swept_at(job, self.base.model, q) for q in missing}
+        return replace(self, swept={**self.swept, **more}) if more else self
 
 
-def stored_refit(memo: MemorizedFunc, keyed: tuple[str, RefitJob]) -> tuple[Refitted, bool]:
-    """Refit `keyed`'s job and store it under its key (in a worker process); True when stored
-    (False: the write failed, a full disk)."""
-    out, ok = _store(memo, *keyed)
-    return cast(Refitted, out), ok
+def _pickled(out: object) -> bytes:
+    return pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _store(memo: MemorizedFunc, key: str, made_from: object) -> tuple[object, bool]:
-    """Make what `memo` makes of `made_from` and keep it under `key`: (it, True when kept; False:
-    the write failed, a full disk)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", joblib.memory.CacheWarning)
-        out = pickle.loads(memo(key, made_from))
-    return out, not any(issubclass(w.category, joblib.memory.CacheWarning) for w in caught)
+def _loaded(store: EntryStore, kind: str, key: str, kinds: tuple[type, ...]) -> object | None:
+    """What `store` keeps under `key` if it is one of `kinds`, else None: none kept, or one that
+    failed its check (never unpickled), failed to load or holds something else (each dropped,
+    to be made again and rewritten)."""
+    try:
+        read = store.read(kind, key)
+        out = None if read is None else pickle.loads(read[1])
+    except Exception as exc:  # Tampered (not unpickled), a truncated pickle: never trusted
+        logger.warning("refit cache: dropped an entry that failed to load (%s)", exc)
+        store.drop(kind, key)
+        return None
+    if out is not None and not isinstance(out, kinds):
+        logger.warning("refit cache: dropped an entry holding %s", type(out).__name__)
+        store.drop(kind, key)
+        return None
+    return out
+
+
+def stored_refit(store: EntryStore, keyed: tuple[str, RefitJob]) -> tuple[Refitted, bool]:
+    """Refit `keyed`'s job, or read the refit kept under its key and sweep the quantiles it
+    lacks, and keep it there (in a worker process); True when kept (False: the write failed,
+    a full disk)."""
+    key, job = keyed
+    kept = _loaded(store, REFITS, key, (KeptRefit,))
+    was = kept if isinstance(kept, KeptRefit) else None
+    out = (was or KeptRefit(fit_refit(job), {})).sweeping(job)
+    ok = True
+    if out is not was:
+        ok = store.write(REFITS, key, {"quantiles": sorted(out.swept)}, _pickled(out))
+    return out.refitted(job.quantiles), ok
 
 
 class RefitCache:
-    """The refits kept in `spec.location` (`open` it: None when it cannot be written)."""
+    """The refits kept in `spec.location` (`open` it: None when it cannot be used)."""
 
-    def __init__(self, spec: CacheSpec) -> None:
+    def __init__(self, spec: CacheSpec, store: EntryStore) -> None:
         self.spec = spec
-        self.memory = joblib.Memory(str(spec.location), verbose=0)
-        self.memo = self.memory.cache(_keyed, ignore=["job"])
-        self.fits = self.memory.cache(_fitted, ignore=["call"])
+        self.store = store
         self._warned = False
 
     @classmethod
     def open(cls, spec: CacheSpec, *, quiet: bool = False) -> RefitCache | None:
-        """The cache at `spec`, or None after one warning when its directory cannot be made or
+        """The cache at `spec`, or None after one warning when its directory is not safely this
+        user's (`cache_store.safe_root`: the warning names it and the fix) or cannot be made or
         written (the run goes on without it; `quiet`: no warning, this run said it already)."""
         try:
-            spec.location.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=spec.location, prefix=".probe-"):
+            root = safe_root(spec.location)
+            with tempfile.NamedTemporaryFile(dir=root / REFITS, prefix=".probe-"):
                 pass
-            return cls(spec)
+            return cls(spec, EntryStore(root, signing_key(root)))
+        except UnsafeCache as exc:
+            if not quiet:
+                logger.warning(
+                    "refit cache: refusing %s: it %s; running without the cache (to use it: %s; "
+                    "or pass --no-cache)",
+                    exc.path,
+                    exc.why,
+                    exc.fix,
+                )
         except OSError as exc:
-            if quiet:
-                return None
-            logger.warning(
-                "refit cache: cannot write %s (%s); running without the cache (set %s to "
-                "another directory, or pass --no-cache)",
-                spec.location,
-                exc.strerror or exc,
-                CACHE_DIR_ENV,
-            )
-            return None
+            if not quiet:
+                logger.warning(
+                    "refit cache: cannot write %s (%s); running without the cache (set %s to "
+                    "another directory, or pass --no-cache)",
+                    spec.location,
+                    exc.strerror or exc,
+                    CACHE_DIR_ENV,
+                )
+        return None
 
     def key(self, job: RefitJob) -> str:
         """`refit_key(job)`."""
         return refit_key(job)
 
-    def holds(self, key: str) -> bool:
-        """True when a result is stored under `key` (not yet read: `load` may still drop it)."""
-        return _holds(self.memo, key)
+    def kept(self, key: str) -> frozenset[float] | None:
+        """The quantiles the refit kept under `key` is swept at, read from its checked header
+        without unpickling it (None: none kept, or one that failed its check: dropped)."""
+        try:
+            read = self.store.read(REFITS, key)
+            return None if read is None else frozenset(map(float, read[0]["quantiles"]))
+        except Exception as exc:  # Tampered, a header of another shape: never trusted
+            logger.warning("refit cache: dropped an entry that failed to load (%s)", exc)
+            self.store.drop(REFITS, key)
+            return None
 
-    def load(self, key: str) -> Refitted | None:
-        """The refit stored under `key`, or None: none stored, or one that failed to load or is
-        not a refit's result (dropped, to be refitted and rewritten)."""
-        out = _read(self.memo, key, (Refitted,))
-        return out if isinstance(out, Refitted) else None
+    def load(self, key: str, quantiles: Sequence[float]) -> Refitted | None:
+        """The refit kept under `key` swept at `quantiles`, or None: none kept, one without
+        every one of them, or one that failed to load (dropped, to be refitted and rewritten)."""
+        kept = _loaded(self.store, REFITS, key, (KeptRefit,))
+        if not isinstance(kept, KeptRefit) or not set(quantiles) <= set(kept.swept):
+            return None
+        return kept.refitted(quantiles)
 
     def fitted(
         self,
@@ -222,17 +280,16 @@ class RefitCache:
         """`forecaster.fit(history, model, settings, now)`, read from the cache when kept there
         under its `fit_key` (an entry that fails to load is dropped), else fitted and kept."""
         key = fit_key(forecaster, history, model, settings, now)
-        out = _read(self.fits, key, (Forecast, NoForecast))
+        out = _loaded(self.store, FITS, key, (Forecast, NoForecast))
         if isinstance(out, Forecast | NoForecast):
             return out
-        made, ok = _store(self.fits, key, (forecaster, (history, model, settings, now)))
-        self.stored(ok)
-        assert isinstance(made, Forecast | NoForecast)
+        made = forecaster.fit(history, model, settings, now)
+        self.stored(self.store.write(FITS, key, {}, _pickled(made)))
         return made
 
     def storing(self) -> Callable[[tuple[str, RefitJob]], tuple[Refitted, bool]]:
-        """The job the workers run: refit and store (`stored_refit`)."""
-        return functools.partial(stored_refit, self.memo)
+        """The job the workers run: refit (or sweep a kept refit) and store (`stored_refit`)."""
+        return functools.partial(stored_refit, self.store)
 
     def stored(self, ok: bool) -> None:
         """Note a refit's write: the first that failed warns (once), the run goes on."""
@@ -246,43 +303,9 @@ class RefitCache:
     def trim(self) -> None:
         """Evict the least recently used entries beyond `spec.max_bytes`."""
         try:
-            self.memory.reduce_size(bytes_limit=self.spec.max_bytes)
+            self.store.trim(self.spec.max_bytes)
         except OSError as exc:
             logger.warning("refit cache: could not trim %s: %s", self.spec.location, exc)
-
-
-def _holds(memo: MemorizedFunc, key: str) -> bool:
-    try:
-        return bool(memo.check_call_in_cache(key, None))
-    except OSError:
-        return False
-
-
-def _read(memo: MemorizedFunc, key: str, kinds: tuple[type, ...]) -> object | None:
-    """What `memo` keeps under `key` if it is one of `kinds`, else None: none kept, or one that
-    failed to load or holds something else (dropped, to be made again and rewritten)."""
-    if not _holds(memo, key):
-        return None
-    try:
-        out = pickle.loads(memo.call_and_shelve(key, None).get())
-    except Unknown:
-        return None
-    except Exception as exc:  # a truncated file, an unpickle error: never trusted
-        logger.warning("refit cache: dropped an entry that failed to load (%s)", exc)
-        _drop(memo, key)
-        return None
-    if not isinstance(out, kinds):
-        logger.warning("refit cache: dropped an entry holding %s", type(out).__name__)
-        _drop(memo, key)
-        return None
-    return out
-
-
-def _drop(memo: MemorizedFunc, key: str) -> None:
-    try:
-        memo.call_and_shelve(key, None).clear()
-    except Exception:  # already gone, or unwritable: the result overwrites it anyway
-        logger.debug("refit cache: could not drop %s", key, exc_info=True)
 
 
 @dataclass(frozen=True)
@@ -310,23 +333,13 @@ def kept_fits(forecaster: Forecaster, spec: CacheSpec | None) -> Forecaster:
 
 def cache_usage(location: Path) -> tuple[int, int]:
     """(entries, bytes) kept under `location` (0, 0 when there is none)."""
-    entries, size = 0, 0
-    for root, _, files in os.walk(location):
-        for name in files:
-            try:
-                size += (Path(root) / name).stat().st_size
-            except OSError:
-                continue
-            entries += name == "output.pkl"
-    return entries, size
+    return usage(location)
 
 
 def clear_cache(location: Path) -> tuple[int, int]:
-    """Remove every refit kept under `location`; returns what was there (`cache_usage`)."""
-    was = cache_usage(location)
-    if location.exists():
-        joblib.Memory(str(location), verbose=0).clear(warn=False)
-    return was
+    """Remove every refit kept under `location`; returns what was there (`cache_usage`). Raises
+    `UnsafeCache` for a directory that is not safely this user's, OSError when it cannot."""
+    return clear(location)
 
 
 __all__ = [
@@ -334,7 +347,9 @@ __all__ = [
     "CACHE_SIZE_ENV",
     "CacheSpec",
     "KeptFits",
+    "KeptRefit",
     "RefitCache",
+    "UnsafeCache",
     "cache_spec",
     "cache_usage",
     "clear_cache",

@@ -14,8 +14,9 @@ quantile and its baselines are one job (`refit`), and the results are read in re
 they are the ones a single process makes.
 
 With `Refits.cache`, each refit's result is kept on disk (`replay.refit_cache`): a refit already
-kept for the same history slice, settings and code is read instead of fitted, so the forecasts
-are the same with the cache and without.
+kept for the same history slice, settings and code is read instead of fitted (a quantile it was
+not swept at is swept from the kept fit), so the forecasts are the same with the cache and
+without.
 
 `Refits.curve` (`CurveRefit`) says how the forecast's curve is refitted between cuts: afresh at
 every cut (`daily`, the default and the daemon's way), started from the previous cut's fitted
@@ -30,7 +31,6 @@ earlier cut is ever linked to, so a refit still reads only what was known at its
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -52,7 +52,7 @@ from predictive_headroom.core.vocabulary import AT_ONCE, CurveRefit
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.durations import format_duration
 from predictive_headroom.protocols import Forecaster
-from predictive_headroom.replay.progress import PIPE_LINE_SECONDS, RefitProgress
+from predictive_headroom.replay.progress import PIPE_LINE_SECONDS, RefitProgress, say_plan
 from predictive_headroom.replay.workers import in_workers
 
 logger = logging.getLogger(__name__)
@@ -84,16 +84,19 @@ class RefitStore(Protocol):
         """What `job`'s result depends on, hashed."""
         ...
 
-    def holds(self, key: str) -> bool:
-        """True when a result is kept under `key`."""
+    def kept(self, key: str) -> frozenset[float] | None:
+        """The swept quantiles of the refit kept under `key` (None: none kept, or one that
+        failed its check: dropped)."""
         ...
 
-    def load(self, key: str) -> Refitted | None:
-        """The result kept under `key`, or None (none, or one that failed to load: dropped)."""
+    def load(self, key: str, quantiles: Sequence[float]) -> Refitted | None:
+        """The refit kept under `key` swept at `quantiles`, or None (none, one without every
+        one of them, or one that failed to load: dropped)."""
         ...
 
     def storing(self) -> Callable[[tuple[str, RefitJob]], tuple[Refitted, bool]]:
-        """The job the workers run: refit, keep it under its key, say whether it was kept."""
+        """The job the workers run: refit (or read the refit kept under its key and sweep the
+        quantiles it lacks), keep it under its key, say whether it was kept."""
         ...
 
     def stored(self, ok: bool) -> None:
@@ -203,30 +206,43 @@ class Refitted:
     """The curve a later refit starts from (`RefitJob.prior`; None with `CurveRefit.DAILY`)."""
 
 
-def refit(job: RefitJob) -> Refitted:
-    """Fit `job`'s model and baseline on its history and read both at every swept quantile
-    (the burst models at the other quantiles are fitted here too, from the same refit)."""
-    lead, at, known = job.settings.lead, job.at, job.known
+def naive_at(job: RefitJob, quantile: float) -> Forecast:
+    """`job`'s model-free baseline at `quantile`."""
+    profile = job.naive_fit(job.known, job.settings.lead, quantile, job.at)
+    return baseline_forecast(profile, job.at, job.horizon)
+
+
+def fit_refit(job: RefitJob) -> Refitted:
+    """`refit` without the sweep: `job`'s model and baseline at the pool's quantile (`swept`
+    empty; `swept_at` adds each quantile from the same fit)."""
     started = time.perf_counter()
     curve: object | None = None
     if job.curve is CurveRefit.DAILY or not hasattr(job.forecaster, "fit_curve"):
-        fitted = job.forecaster.fit(known, job.knobs, job.settings, at)
+        fitted = job.forecaster.fit(job.known, job.knobs, job.settings, job.at)
     else:
         forecaster: CurveForecaster = job.forecaster  # type: ignore[assignment]
         fitted, curve = forecaster.fit_curve(
-            known, job.knobs, job.settings, at, job.curve, job.prior
+            job.known, job.knobs, job.settings, job.at, job.curve, job.prior
         )
     seconds = time.perf_counter() - started
+    return Refitted(fitted, naive_at(job, job.settings.quantile), (), seconds, curve)
 
-    def naive_at(q: float) -> Forecast:
-        return baseline_forecast(job.naive_fit(known, lead, q, at), at, job.horizon)
 
+def swept_at(
+    job: RefitJob, fitted: Forecast | NoForecast, quantile: float
+) -> tuple[Forecast | NoForecast, Forecast]:
+    """The model's forecast `fitted` (`fit_refit`'s) and `job`'s baseline at `quantile`: the
+    burst model at a quantile not yet read is fitted here, from the same refit."""
     swept_q = SettingSource.CONFIGURED  # a what-if of the dial, not a choice
-    swept = tuple(
-        (at_quantile(fitted, q, swept_q) if isinstance(fitted, Forecast) else fitted, naive_at(q))
-        for q in job.quantiles
-    )
-    return Refitted(fitted, naive_at(job.settings.quantile), swept, seconds, curve)
+    model = at_quantile(fitted, quantile, swept_q) if isinstance(fitted, Forecast) else fitted
+    return model, naive_at(job, quantile)
+
+
+def refit(job: RefitJob) -> Refitted:
+    """Fit `job`'s model and baseline on its history and read both at every swept quantile
+    (the burst models at the other quantiles are fitted here too, from the same refit)."""
+    base = fit_refit(job)
+    return replace(base, swept=tuple(swept_at(job, base.model, q) for q in job.quantiles))
 
 
 CURVE_WEEK = 7 * 86400.0
@@ -278,13 +294,9 @@ def walk_forward(
         _refit_jobs(history, pool, refit_at, knobs, settings, refits), links, refits
     )
     cache = refits.cache
-    held = [cache.holds(key) for key in keys] if cache is not None else [False] * len(jobs)
+    outs, held = _read_kept(cache, jobs, keys)
     if refits.progress:
-        _say_plan(history, pool, len(jobs), sum(held), refits.workers, refits.curve)
-    outs: list[Refitted | None] = [None] * len(jobs)
-    if cache is not None:
-        for k in (k for k in range(len(jobs)) if held[k]):
-            outs[k] = cache.load(keys[k])
+        say_plan(history, pool.name, len(jobs), held, refits.workers, refits.curve)
     todo = [k for k in range(len(jobs)) if outs[k] is None]
     bar = RefitProgress(len(todo), refits.progress, refits.progress_seconds)
     try:
@@ -303,7 +315,25 @@ def walk_forward(
         cache.trim()
     done = [replace(out, curve=None) for out in outs if out is not None]  # let the curves go
     _let_go(done)  # those read from the cache (the fitted ones were let go as each came in)
-    return replace(_walked(done, refit_at, refits.quantiles), cached=len(jobs) - len(todo))
+    return replace(_walked(done, refit_at, refits.quantiles), cached=held[0] + held[1])
+
+
+def _read_kept(
+    cache: RefitStore | None, jobs: Sequence[RefitJob], keys: Sequence[str]
+) -> tuple[list[Refitted | None], tuple[int, int, int]]:
+    """The refits read from `cache` (None where a refit is to run), and what it held: refits
+    with every quantile their job sweeps, refits lacking some (their jobs read them and sweep
+    the rest), and how many quantiles those lack."""
+    outs: list[Refitted | None] = [None] * len(jobs)
+    if cache is None:
+        return outs, (0, 0, 0)
+    kept = [cache.kept(key) for key in keys]
+    whole = [k for k, q in enumerate(kept) if q is not None and q >= set(jobs[k].quantiles)]
+    new = {q for k, got in enumerate(kept) if got is not None for q in jobs[k].quantiles}
+    new -= {q for got in kept if got is not None for q in got}
+    for k in whole:
+        outs[k] = cache.load(keys[k], jobs[k].quantiles)
+    return outs, (len(whole), sum(q is not None for q in kept) - len(whole), len(new))
 
 
 def _linked(
@@ -354,10 +384,13 @@ def _fit(
     """The refits `todo` of `jobs`, fitted (in workers) and, with a cache, stored there; each
     done ticks `bar` (the first says when the replay will be long)."""
 
+    started = time.perf_counter()
+
     def done(k: int, out: Refitted) -> None:
         _let_go([out])  # as each comes in: the rest of the refits need not wait beside its rows
-        if bar.done == 0:
-            _say_when_long(bar.total, out.fit_seconds, refits.every, history, refits.workers)
+        if bar.done == 0:  # a kept refit swept at new quantiles took less than its fit once did
+            took = min(out.fit_seconds, time.perf_counter() - started)
+            _say_when_long(bar.total, took, refits.every, history, refits.workers)
         bar.tick()
 
     def name(k: int) -> str:
@@ -380,35 +413,6 @@ def _fit(
     for _, stored in pairs:
         cache.stored(stored)
     return [out for out, _ in pairs]
-
-
-def _say_plan(
-    history: History,
-    pool: Pool,
-    refits: int,
-    held: int,
-    workers: int,
-    curve: CurveRefit = CurveRefit.DAILY,
-) -> None:
-    """The first line: what was read and what the replay will do (and how the curve is refitted,
-    when not afresh at every refit)."""
-    span = (history.end - history.start) / 86400 if len(history) else 0.0
-    read = (
-        f"{len(history):,} samples {iso_utc(history.start)} .. {iso_utc(history.end)} "
-        f"({span:.1f} days)"
-        if len(history)
-        else "no samples"
-    )
-    cached = f", {held} of them in the cache" if held else ""
-    fits = refits - held
-    where = f" in {min(workers, fits)} worker processes" if fits > 1 and workers > 1 else ""
-    if curve is not CurveRefit.DAILY:
-        where += f" (--curve-refit {curve}: not the daemon's way, see docs/forecast.md)"
-    print(
-        f"pool {pool.name}: read {read}; {refits} refits{cached}, {fits} to fit{where}",
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 def _refit_jobs(

@@ -13,7 +13,7 @@ from typing import Any
 
 from predictive_headroom.policy.lint import Finding
 from predictive_headroom.policy.load import Problem, _format_path, _nearest_line
-from predictive_headroom.policy.settings import clear_text_refusal, sent_in_the_clear
+from predictive_headroom.policy.prometheus_url import clear_text_refusal, sent_in_the_clear
 
 CHART_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 """values.yaml's prometheus.url, what a values file that names none gets."""

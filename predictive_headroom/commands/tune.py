@@ -373,8 +373,9 @@ def _hindsight_line(hs: dict[str, Any], static: dict[str, Any] | None, target: s
         f"{hs['scale_down_stabilization_seconds'] / 60:g}m absorbed {100 * hs['protection']:.1f}% "
         f"for {_nh(hs['overhead_node_hours'])} overhead node-hours"
         + (
-            f"; static headroom needs {static['replicas']} placeholders "
-            f"({_nh(static['overhead_node_hours'])} overhead node-hours)"
+            f"; static headroom at {target}: {_nh(static['overhead_node_hours'])} overhead "
+            f"node-hours, read along its curve (the fewest reaching it: {static['replicas']} "
+            "placeholders)"
             if static
             else f"; static headroom never absorbs {target}"
         )

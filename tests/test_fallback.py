@@ -284,3 +284,32 @@ def test_backtest_replays_the_fallback_for_a_pool_that_sets_it(replayed):
     assert "fixed" in statuses and "fixed" not in [c["status"] for c in plain.to_dict()["choices"]]
     walk = promise_walk(result, replayed.replayed, 0.9, fallback=True)
     assert entry.unserved_pod_minutes == walk.unserved_pod_minutes
+
+
+def test_the_fewest_fixed_n_is_found_between_the_reserve_sizes():
+    """The daemon's static ledger holds the reserve sizes only (0, 5, 10 here); the fewest N that
+    kept the target is found exactly between two of them, as the backtest finds it."""
+    from predictive_headroom.app.tune import with_fewest
+    from predictive_headroom.replay.fallback import fewest_fixed
+
+    def one(n: int) -> Ledger:  # N placeholders leave 100 - 12 N pod-minutes a day waiting
+        return Ledger(
+            (Candidate(None, n),),
+            np.array([[max(0.0, 100.0 - 12.0 * n)] * 3]),
+            np.array([[10.0 + n] * 3]),
+            np.full(3, 100.0),
+            np.full(3, 10.0),
+        )
+
+    built: list[int] = []
+
+    def counted(n: int) -> Ledger:
+        built.append(n)
+        return one(n)
+
+    coarse = static()
+    assert fewest_fixed(coarse, 0.9)[0] == 10  # N=5 left 20%
+    fine = with_fewest(coarse, 0.9, counted)
+    assert fewest_fixed(fine, 0.9) == (8, pytest.approx(0.96))  # 7 leaves 16%, 8 leaves 4%
+    assert len(built) <= 3  # bisection between 5 and 10
+    assert with_fewest(coarse, 0.8, counted) is coarse  # no N under 5 kept 80%: unchanged

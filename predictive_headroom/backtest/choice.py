@@ -12,7 +12,9 @@ forecast did not pay, it recommends fixed headroom too. Fixed headroom is the fe
 that reached the asked protection on the seen part (how a user sizes a fixed Deployment from the
 past), pasted as `minReplicas: N` with the forecast off. Whichever it picks is judged on the second
 part (unseen): the protection it kept there, its cost a day, and static headroom's cost at that
-protection. `bench/choice_bench.py` measures the rule and its variants on every shared series.
+protection. The same rule (`decide`, on any seen span) is judged on every unseen week too, chosen
+anew on the days before each (`backtest.weeks`): the range it kept there says how sure the promise
+is (`Recommendation.weeks`). `bench/choice_bench.py` measures the rule and its variants on every shared series.
 """
 
 from __future__ import annotations

@@ -155,3 +155,22 @@ def test_the_range_says_how_sure_the_promise_is(kept, peak, words, reach):
     assert got.out_of_reach is reach
     assert words in got.says()
     assert got.to_dict()["out_of_reach"] is reach
+
+
+def test_last_run_and_the_report_say_the_same_range():
+    """The re-tune carries the range its choice was judged by (`Tuning.weeks`): `/last-run`
+    (`to_dict`), the report's JSON and its page say it in the same words."""
+    from predictive_headroom.app.tuning import Tuning
+    from predictive_headroom.core.vocabulary import TuningStatus
+    from predictive_headroom.report.html import promise_view
+
+    judged = _range([0.66, 1.0, 0.85], PeakFixed(250, 3412.0, 0.95))
+    tuning = Tuning("web", TuningStatus.TUNED, 0.9, 300.0, 0.95, "why", 0.0, weeks=judged.to_dict())
+    said = judged.says()
+    assert tuning.to_dict()["unseen_weeks"]["says"] == said
+    assert tuning.report()["unseen_weeks"]["says"] == said
+    assert promise_view(tuning.report())["unseen_weeks"] == said
+    assert (
+        Tuning("web", TuningStatus.TUNED, 0.9, 300.0, 0.95, "why", 0.0).to_dict()["unseen_weeks"]
+        is None
+    )

@@ -53,7 +53,7 @@ COST = {"costPerCpuHour": 0.04, "costPerGiBHour": 0.005, "nodeCpu": 16, "nodeMem
 
 @pytest.fixture(scope="module")
 def taxi():
-    """The last `DAYS` days of the bundled taxi series (never ../shared)."""
+    """The last `DAYS` days of the taxi series shipped in the package."""
     with resources.as_file(
         resources.files("predictive_headroom") / "data" / "nab_nyc_taxi_30min.csv"
     ) as path:

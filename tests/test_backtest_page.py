@@ -93,7 +93,7 @@ def make_result(
             ((50, 10.0), (0, 12.0), (0, 14.0)),
             (
                 "Tie: at the same cost static headroom and the forecast both leave no demand unserved, so compare the cost to get there: "
-                "to protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.5 (125% of that)."
+                "to protect as well, static headroom needs 2.0 node-hours over no headroom, read along its curve (the fewest reaching it: 1 placeholder); the forecast spends 2.5 (125% of that)."
             ),
         ),
         (
@@ -101,7 +101,7 @@ def make_result(
             CURVE,
             (
                 "At the same cost the forecast leaves 4.0x less unserved demand than static headroom (10 unserved pod-minutes against 40). "
-                "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that)."
+                "To protect as well, static headroom needs 3.5 node-hours over no headroom, read along its curve (the fewest reaching it: 2 placeholders); the forecast spends 2.0 (57% of that)."
             ),
         ),
         (
@@ -109,7 +109,7 @@ def make_result(
             CURVE,
             (
                 "At the same cost the forecast leaves 2.0x more unserved demand than static headroom (80 unserved pod-minutes against 40). "
-                "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that)."
+                "To protect as well, static headroom needs 0.7 node-hours over no headroom, read along its curve (the fewest reaching it: 1 placeholder); the forecast spends 2.0 (300% of that)."
             ),
         ),
         (
@@ -117,7 +117,7 @@ def make_result(
             CURVE,
             (
                 "At the same cost the forecast leaves about as much unserved demand as static headroom (41 unserved pod-minutes against 40). "
-                "To protect as well, static headroom needs 1 placeholder, 2.0 node-hours over no headroom; the forecast spends 2.0 (100% of that)."
+                "To protect as well, static headroom needs 2.0 node-hours over no headroom, read along its curve (the fewest reaching it: 1 placeholder); the forecast spends 2.0 (102% of that)."
             ),
         ),
         (
@@ -125,7 +125,7 @@ def make_result(
             CURVE,
             (
                 "At the same cost the forecast leaves no demand unserved, where static headroom leaves 40 pod-minutes. "
-                "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 2.0 (50% of that)."
+                "To protect as well, static headroom needs 4.0 node-hours over no headroom, read along its curve (the fewest reaching it: 2 placeholders); the forecast spends 2.0 (50% of that)."
             ),
         ),
         (
@@ -133,7 +133,7 @@ def make_result(
             CURVE,
             (
                 "At the same cost the forecast leaves 5 unserved pod-minutes, where static headroom leaves none. "
-                "To protect as well, static headroom needs 2 placeholders, 4.0 node-hours over no headroom; the forecast spends 4.5 (112% of that)."
+                "To protect as well, static headroom needs 3.8 node-hours over no headroom, read along its curve (the fewest reaching it: 2 placeholders); the forecast spends 4.5 (120% of that)."
             ),
         ),
         (

@@ -73,14 +73,17 @@ def test_a_forecast_that_did_not_keep_the_target_gives_way_to_the_fewest_fixed_n
         (12.0, 1.10, True),  # 12 > 1.10 x 10: static headroom kept 95% for 10 a day
         (10.5, 1.10, False),  # within tune's margin: the forecast pays
         (10.5, 1.0, True),
-        (9.0, 1.0, False),
+        (9.5, 1.0, False),  # under the 9.69 static headroom needed at 95%
     ],
 )
 def test_a_forecast_dearer_than_static_headroom_gives_way(per_day, margin, holds):
     hold = hold_fixed(choice(0.95, per_day), static(), 0.9, margin)
     assert (hold is not None) == holds
     if hold is not None:
-        assert (hold.why, hold.replicas, hold.static_per_day) == (Why.DEARER, 10, 10.0)
+        # static headroom at 95%, read along its curve between N=5 (80%, 5 a day) and N=10
+        # (96%, 10 a day), as every command reads it (`core.curve`)
+        assert (hold.why, hold.replicas) == (Why.DEARER, 10)
+        assert hold.static_per_day == pytest.approx(5 + 5 * 0.15 / 0.16)
 
 
 def test_no_fallback_without_waiting_or_without_a_fixed_n_that_kept_it():
@@ -281,3 +284,32 @@ def test_backtest_replays_the_fallback_for_a_pool_that_sets_it(replayed):
     assert "fixed" in statuses and "fixed" not in [c["status"] for c in plain.to_dict()["choices"]]
     walk = promise_walk(result, replayed.replayed, 0.9, fallback=True)
     assert entry.unserved_pod_minutes == walk.unserved_pod_minutes
+
+
+def test_the_fewest_fixed_n_is_found_between_the_reserve_sizes():
+    """The daemon's static ledger holds the reserve sizes only (0, 5, 10 here); the fewest N that
+    kept the target is found exactly between two of them, as the backtest finds it."""
+    from predictive_headroom.app.tune import with_fewest
+    from predictive_headroom.replay.fallback import fewest_fixed
+
+    def one(n: int) -> Ledger:  # N placeholders leave 100 - 12 N pod-minutes a day waiting
+        return Ledger(
+            (Candidate(None, n),),
+            np.array([[max(0.0, 100.0 - 12.0 * n)] * 3]),
+            np.array([[10.0 + n] * 3]),
+            np.full(3, 100.0),
+            np.full(3, 10.0),
+        )
+
+    built: list[int] = []
+
+    def counted(n: int) -> Ledger:
+        built.append(n)
+        return one(n)
+
+    coarse = static()
+    assert fewest_fixed(coarse, 0.9)[0] == 10  # N=5 left 20%
+    fine = with_fewest(coarse, 0.9, counted)
+    assert fewest_fixed(fine, 0.9) == (8, pytest.approx(0.96))  # 7 leaves 16%, 8 leaves 4%
+    assert len(built) <= 3  # bisection between 5 and 10
+    assert with_fewest(coarse, 0.8, counted) is coarse  # no N under 5 kept 80%: unchanged

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_backtest import DAY, POOL, SeasonalNaiveForecaster, series, write_csv
 
-from predictive_headroom.backtest.frontier import Point, cost_at, protection
+from predictive_headroom.backtest.frontier import Point, cost_at, protection, protection_at
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.cli import main
@@ -51,8 +51,15 @@ def test_a_dominated_point_is_not_a_neighbour_and_an_unreached_protection_says_t
     assert short.cost is None and short.reached == pytest.approx(0.8)
 
 
-def test_a_family_already_past_the_protection_costs_its_cheapest_point_and_ties_go_to_cost():
-    assert cost_at([Point(40, 0, "q=0.99"), Point(20, 50, "q=0.5")], 1000, 0.5).cost == 20
+def test_no_headroom_is_a_point_of_every_family_and_ties_go_to_cost():
+    # Below its cheapest point a family is read from no headroom (cost 0, protection 0), as
+    # `protection_at` reads it: the two readings are one line (`core.curve`).
+    family = [Point(40, 0, "q=0.99"), Point(20, 50, "q=0.5")]
+    reading = cost_at(family, 1000, 0.5)
+    assert reading.cost == pytest.approx(20 * 0.5 / 0.95)
+    assert reading.between == ("no headroom", "q=0.5")
+    for p in (0.1, 0.5, 0.95, 0.97, 1.0):
+        assert protection_at(family, 1000, cost_at(family, 1000, p).cost) == pytest.approx(p)
     # Reactive leaves nothing unserved: every point protects fully, the cheapest wins.
     tie = cost_at([Point(3, 0, "N=1"), Point(0, 0, "N=0")], 0, 0.95)
     assert tie.cost == 0 and protection(0, 0) == 1.0

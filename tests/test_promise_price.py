@@ -57,7 +57,7 @@ def test_when_no_level_was_kept_it_says_so():
     assert out["says"].endswith("; the history kept none of 90%, 95%")
 
 
-def test_static_in_hindsight_is_the_fewest_placeholders_that_kept_the_same_on_those_days():
+def test_static_in_hindsight_is_the_static_curve_read_at_the_same_protection_on_those_days():
     static = Ledger(
         tuple(Candidate(None, n) for n in (0, 2, 5)),
         np.array([[100.0, 100.0, 100.0], [40.0, 30.0, 20.0], [0.0, 10.0, 0.0]]),
@@ -65,8 +65,11 @@ def test_static_in_hindsight_is_the_fewest_placeholders_that_kept_the_same_on_th
         np.full(3, 100.0),
         np.full(3, 10.0),
     )
-    assert static_in_hindsight(static, 0.7, 1, 3) == pytest.approx(4.0)  # N=2 left 25%
-    assert static_in_hindsight(static, 0.9, 1, 3) == pytest.approx(10.0)  # N=5 left 5%
+    # on days 1-2 no headroom (0 a day) leaves 200, N=2 50 (75% for 4), N=5 10 (95% for 10):
+    # read along that curve, from no headroom, as `core.curve` reads every curve
+    assert static_in_hindsight(static, 0.7, 1, 3) == pytest.approx(4 * 0.7 / 0.75)
+    assert static_in_hindsight(static, 0.75, 1, 3) == pytest.approx(4.0)  # N=2 exactly
+    assert static_in_hindsight(static, 0.9, 1, 3) == pytest.approx(4 + 6 * 0.15 / 0.2)
     assert static_in_hindsight(static, 1.0, 0, 3) is None
     assert static_in_hindsight(static, None, 0, 3) == 0.0
 

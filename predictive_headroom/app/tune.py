@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from itertools import pairwise
@@ -38,6 +38,7 @@ import numpy as np
 
 from predictive_headroom.app.tuning import Tuning, plural
 from predictive_headroom.core.components import static_cap, static_cap_name
+from predictive_headroom.core.curve import fewest
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import DAY_SECONDS, Forecast, History, NoForecast, iso_utc
 from predictive_headroom.core.settings import PlanSettings, SettingSource, model_spec
@@ -353,9 +354,47 @@ def _replay(
     book = ledger(candidate_runs(), reactive, bounds, r.start)
     statics = ((Candidate(None, n), r.simulate(np.full(size, n))) for n in standard)
     static = ledger(statics, reactive, bounds, r.start)
+
+    def one(n: int) -> Ledger:
+        return ledger(
+            [(Candidate(None, n), r.simulate(np.full(size, n)))], reactive, bounds, r.start
+        )
+
+    static = with_fewest(static, target, one)
     yours = _yours(r, live, reactive, bounds) if live else None
     days = (float(r.times[-1]) - begin) / DAY_SECONDS
     return book, days, tail, static, capped, yours
+
+
+def with_fewest(static: Ledger, target: float, one: Callable[[int], Ledger]) -> Ledger:
+    """`static` (fixed N at the reserve sizes) with the fewest fixed N that kept `target` over
+    its days added, found exactly between two of its sizes (`core.curve.fewest`; `one(n)`: the
+    ledger of N alone): the N the cap cause says to raise the cap to and the fallback holds is
+    the backtest's (`backtest.promise_measure.fewest_fixed_n`), not a step of the sizes."""
+    found = fewest_fixed(static, target)
+    if found is None:
+        return static
+    hi = found[0]
+    lo = max((c.reserve for c in static.candidates if c.reserve < hi), default=hi)
+    if hi - lo <= 1:
+        return static
+    books: dict[int, Ledger] = {}
+
+    def keeps(n: int) -> bool:
+        books[n] = one(n)
+        return fewest_fixed(books[n], target) is not None
+
+    n = fewest(keeps, lo, hi)
+    if n == hi:
+        return static
+    add = books[n]
+    return Ledger(
+        (*static.candidates, *add.candidates),
+        np.vstack([static.unserved, add.unserved]),
+        np.vstack([static.node_hours, add.node_hours]),
+        static.reactive,
+        static.reactive_node_hours,
+    )
 
 
 def _yours(

@@ -75,6 +75,11 @@ class Tuning:
     """Held instead of the forecast (status `fixed`, `protectionFallback: fixed`), and why."""
     shadow: Shadow | None = None
     """In dry-run: the user's live N beside the plan over the days judged (`replay.shadow`)."""
+    weeks: dict[str, Any] | None = None
+    """How sure the promise is: what `tune`'s rule kept on every unseen week of the history the
+    choice read, each chosen on the days before it, as `/last-run` and the report show it (the
+    choice's `Recommendation.weeks.to_dict()`, `backtest.weeks`, made by the caller above this
+    layer; None: not judged by week)."""
 
     def cause(self) -> Shortfall | None:
         """Why it keeps less than asked (`core.shortfall`, the one function `tune`, the backtest
@@ -225,6 +230,7 @@ class Tuning:
                 "says": hold.says(self.target),
             },
             "shadow": None if self.shadow is None else self.shadow.to_dict(),
+            "unseen_weeks": self.weeks,
         }
 
     @property

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from predictive_headroom.backtest.frontier import Point, cost_at, pareto, protection
 from predictive_headroom.backtest.promise_measure import Replayed, prepare, promise_walk
 from predictive_headroom.backtest.results import BacktestResult
+from predictive_headroom.core.curve import Point, cost_at, protection, protection_at
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import iso_utc
 from predictive_headroom.core.verdict import Verdict, verdict
@@ -145,22 +145,6 @@ def replays(result: BacktestResult, levels: tuple[float, ...] = ()) -> Replays:
     walks = {p: promise_walk(result, replayed, p) for p in asked}
     whole = span(result, replayed, result.scored_from, result.pods.size)
     return Replays(result, replayed, walks, whole)
-
-
-def protection_at(points: list[Point], reactive_unserved: float, cost: float) -> float:
-    """The protection a family reaches for `cost` overhead node-hours, read along its Pareto
-    frontier (linear between neighbours; no headroom, cost 0, is a point of every family)."""
-    front = pareto([Point(0.0, reactive_unserved, "none"), *points], reactive_unserved)
-    got = [protection(pt.unserved, reactive_unserved) for pt in front]
-    below = [i for i, pt in enumerate(front) if pt.overhead <= cost + 1e-9]
-    if not below:
-        return 0.0
-    i = below[-1]
-    if i + 1 == len(front):
-        return got[i]
-    a, b = front[i], front[i + 1]
-    share = (cost - a.overhead) / (b.overhead - a.overhead) if b.overhead > a.overhead else 0.0
-    return got[i] + share * (got[i + 1] - got[i])
 
 
 @dataclass(frozen=True)

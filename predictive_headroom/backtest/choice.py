@@ -12,7 +12,9 @@ forecast did not pay, it recommends fixed headroom too. Fixed headroom is the fe
 that reached the asked protection on the seen part (how a user sizes a fixed Deployment from the
 past), pasted as `minReplicas: N` with the forecast off. Whichever it picks is judged on the second
 part (unseen): the protection it kept there, its cost a day, and static headroom's cost at that
-protection. `bench/choice_bench.py` measures the rule and its variants on every shared series.
+protection. The same rule (`decide`, on any seen span) is judged on every unseen week too, chosen
+anew on the days before each (`backtest.weeks`): the range it kept there says how sure the promise
+is (`Recommendation.weeks`). `bench/choice_bench.py` measures the rule and its variants on every shared series.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from typing import Any
 
 from predictive_headroom.backtest.against_fixed import Judged, Recommended, Replays, Span, span
 from predictive_headroom.backtest.results import FEW_EVENTS
+from predictive_headroom.backtest.weeks import UnseenRange, unseen_weeks
 from predictive_headroom.core.series import iso_utc
 from predictive_headroom.policy.config import Pool
+from predictive_headroom.replay.simulator import Run
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,9 @@ class Recommendation:
     product_unseen: Judged | None
     """`protection:` as asked on the unseen part (what the recommendation is weighed against)."""
     why: str
+    weeks: UnseenRange | None = None
+    """The same rule on every unseen week, each chosen on the days before it (`backtest.weeks`;
+    None: no whole week after the days it needs to choose on)."""
 
     def label(self) -> str:
         """`protection: 90%` or `fixed N=24`."""
@@ -122,6 +129,8 @@ class Recommendation:
                 f"{iso_utc(self.split_at)}), it kept {100 * u.kept:.1f}% for "
                 f"{u.per_day:,.1f} overhead node-hours a day ({static})"
             )
+        if self.weeks is not None:
+            text += f"; {self.weeks.says()}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,27 +151,63 @@ class Recommendation:
             "asked_unseen": None if self.product_unseen is None else self.product_unseen.to_dict(),
             "remove": self.remove,
             "why": self.why,
+            "unseen_weeks": None if self.weeks is None else self.weeks.to_dict(),
             "says": self.says(),
         }
 
 
-def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
-    """The rule of the module docstring on `r` (whose walks include `asked`)."""
-    res = r.result
-    seen, unseen, split = seen_unseen(r)
+@dataclass(frozen=True)
+class Decision:
+    """What the rule chooses on some seen days: a protection level or fixed headroom, the fixed N
+    sized there (for either kind, for comparison) and why."""
+
+    kind: Recommended
+    level: float | None
+    replicas: int
+    why: str
+
+    def label(self) -> str:
+        """`protection: 90%` or `fixed N=24`."""
+        if self.kind == Recommended.FIXED:
+            return f"fixed N={self.replicas}"
+        return f"protection: {100 * (self.level or 0.0):g}%"
+
+    def run(self, r: Replays) -> Run:
+        """What it holds, replayed on `r`: the level's walk, or the fixed N all along."""
+        if self.kind == Recommended.FIXED:
+            return r.replayed.static_runs[self.replicas]
+        assert self.level is not None
+        return r.walks[self.level].run
+
+
+def decide(r: Replays, seen: Span, asked: float, rule: ChoiceRule = RULE) -> Decision:
+    """The rule of the module docstring on the days `seen` spans (`r`'s walks include `asked`)."""
     replicas = _fixed_n(seen, asked)
     level, why = _level(r, seen, asked, rule)
     if level is None:
         why += f"; {replicas} fixed placeholders reached it there"
-        kind, run = Recommended.FIXED, r.replayed.static_runs[replicas]
-    else:
-        kind, run = Recommended.PROTECTION, r.walks[level].run
+        return Decision(Recommended.FIXED, None, replicas, why)
+    return Decision(Recommended.PROTECTION, level, replicas, why)
+
+
+def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
+    """The rule of the module docstring on `r` (whose walks include `asked`), with the range the
+    same rule kept on every unseen week (`backtest.weeks`)."""
+    res = r.result
+    seen, unseen, split = seen_unseen(r)
+    chosen = decide(r, seen, asked, rule)
+    run = chosen.run(r)
     asked_run = r.walks[asked].run
+
+    def on(days: Span) -> tuple[str, Run]:
+        made = decide(r, days, asked, rule)
+        return made.label(), made.run(r)
+
     return Recommendation(
-        kind,
+        chosen.kind,
         asked,
-        level,
-        replicas,
+        chosen.level,
+        chosen.replicas,
         seen.days,
         0.0 if unseen is None else unseen.days,
         float(res.times[min(split, res.pods.size - 1)]),
@@ -170,7 +215,8 @@ def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recom
         None if unseen is None else unseen.judge(run),
         r.whole.judge(asked_run),
         None if unseen is None else unseen.judge(asked_run),
-        why,
+        chosen.why,
+        unseen_weeks(r, asked, on),
     )
 
 

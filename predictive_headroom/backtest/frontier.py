@@ -7,75 +7,28 @@ pod-minutes): static over N, forecast and naive over their grid of settings (fix
 run, chosen in hindsight like static's N), the same two tuned walk-forward to a range of targets
 (the setting used each day chosen on the week before it), proportional and the oracle one
 point each. The cost of reaching p is read along the family's Pareto frontier, linear in
-protection between the two neighbours around p; the cheapest point when even it protects more
-than p; None when no point reaches p.
+protection between the two neighbours around p, no headroom (cost 0, protection 0) a point of
+every family (`core.curve`, the one reading every command and page uses); None when no point
+reaches p.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from predictive_headroom.backtest.results import BacktestResult
+from predictive_headroom.core.curve import (
+    Point,
+    Reading,
+    cost_at,
+    pareto,
+    protection,
+    protection_at,
+)
 from predictive_headroom.replay.tuning import Setting, Tuned, Walk, choose, tune_walk_forward
 
 TUNE_TARGETS = (0.5, 0.7, 0.8, 0.85, 0.9, 0.925, 0.95, 0.97, 0.98, 0.99, 0.995, 0.999)
-
-
-@dataclass(frozen=True)
-class Point:
-    """One strategy or setting: overhead node-hours over reactive and unserved pod-minutes."""
-
-    overhead: float
-    unserved: float
-    label: str
-
-
-@dataclass(frozen=True)
-class Reading:
-    """A family's cost at one protection: None when its best (`reached`) falls short; `between`
-    names the point(s) it was read from."""
-
-    cost: float | None
-    reached: float
-    between: tuple[str, ...]
-
-
-def protection(unserved: float, reactive_unserved: float) -> float:
-    """The share of reactive's unserved pod-minutes removed (1 when reactive leaves none)."""
-    if reactive_unserved <= 0:
-        return 1.0
-    return 1.0 - unserved / reactive_unserved
-
-
-def pareto(points: Sequence[Point], reactive_unserved: float) -> list[Point]:
-    """The points no cheaper point protects as well as, by cost."""
-    out: list[Point] = []
-    best = -float("inf")
-    for pt in sorted(points, key=lambda p: (p.overhead, p.unserved)):
-        got = protection(pt.unserved, reactive_unserved)
-        if got > best + 1e-12:
-            out.append(pt)
-            best = got
-    return out
-
-
-def cost_at(points: Sequence[Point], reactive_unserved: float, p: float) -> Reading:
-    """The overhead node-hours the family needs for protection `p` (see the module docstring)."""
-    front = pareto(points, reactive_unserved)
-    if not front:
-        return Reading(None, 0.0, ())
-    prot = [protection(pt.unserved, reactive_unserved) for pt in front]
-    reached = max(prot)
-    j = next((i for i, got in enumerate(prot) if got >= p - 1e-12), None)
-    if j is None:
-        return Reading(None, reached, ())
-    if j == 0:
-        return Reading(front[0].overhead, reached, (front[0].label,))
-    a, b = front[j - 1], front[j]
-    share = (p - prot[j - 1]) / (prot[j] - prot[j - 1])
-    return Reading(a.overhead + share * (b.overhead - a.overhead), reached, (a.label, b.label))
 
 
 def families(result: BacktestResult, tuned: Sequence[Tuned] = ()) -> dict[str, list[Point]]:
@@ -230,3 +183,17 @@ def _chosen_now(result: BacktestResult, target: float) -> dict[str, Any] | None:
         "protection": round(got, 5),
         "overhead_node_hours": round(overhead, 3),
     }
+
+
+__all__ = [
+    "TUNE_TARGETS",
+    "Point",
+    "Reading",
+    "cost_at",
+    "families",
+    "frontier",
+    "pareto",
+    "protection",
+    "protection_at",
+    "tune_result",
+]

@@ -19,6 +19,7 @@ import numpy as np
 from predictive_headroom.backtest.frontier import Point, cost_at, protection
 from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.results import FEW_EVENTS, BacktestResult
+from predictive_headroom.core.curve import fewest
 from predictive_headroom.core.planner import with_reserve
 from predictive_headroom.core.series import iso_utc
 from predictive_headroom.core.shortfall import Cause, Shortfall, shortfall_cause
@@ -43,7 +44,7 @@ from predictive_headroom.replay.promise import (
     reserve_walk_forward,
     walk_forward,
 )
-from predictive_headroom.replay.simulator import ClusterSpec, Run, simulate
+from predictive_headroom.replay.simulator import ClusterSpec, Run, score, simulate
 from predictive_headroom.replay.tail import tail_reserves_at
 from predictive_headroom.replay.tuning import DAY_MINUTES, Setting, Walk
 
@@ -279,14 +280,7 @@ def _cause(
     held = (wf.run.placeholders >= cap) & (wf.run.unserved > 0)
     edges = [*wf.period_starts, result.pods.size]
     capped = sum(bool(held[a:b].any()) for a, b in pairwise(edges))
-    fixed = next(
-        (
-            (n, protection(m.unserved_pod_minutes, reactive_u))
-            for n, m in sorted(result.static_curve)
-            if protection(m.unserved_pod_minutes, reactive_u) >= p - 1e-9
-        ),
-        None,
-    )
+    fixed = fewest_fixed_n(result, p) if capped else None
     return shortfall_cause(
         p,
         short_days=short_days,
@@ -296,6 +290,29 @@ def _cause(
         fixed=fixed,
         cap_name=result.settings.cap_name,
     )
+
+
+def fewest_fixed_n(result: BacktestResult, p: float) -> tuple[int, float] | None:
+    """The fewest fixed placeholders that kept `p` over `result`'s scored days, exactly (every
+    N between the static curve's points tried by bisection, `core.curve.fewest`), and what they
+    kept: the one "raise it to N" figure (None: no N of the curve kept `p`)."""
+    reactive_u = result.strategies["reactive"].metrics.unserved_pod_minutes
+    curve = sorted(result.static_curve)
+    kept = {n: protection(m.unserved_pod_minutes, reactive_u) for n, m in curve}
+    hi = next((n for n, _ in curve if kept[n] >= p - 1e-9), None)
+    if hi is None:
+        return None
+    lo = max((n for n, _ in curve if n < hi), default=hi - 1)
+    pods, start, cluster = result.pods, result.scored_from, result.cluster
+
+    def keeps(n: int) -> bool:
+        if n not in kept:
+            run = simulate(pods, np.full(pods.size, n, dtype=np.int64), cluster)
+            kept[n] = protection(score(run, start).unserved_pod_minutes, reactive_u)
+        return kept[n] >= p - 1e-9
+
+    n = fewest(keeps, lo, hi)
+    return n, kept[n]
 
 
 def _now(c: Choice) -> dict[str, Any]:

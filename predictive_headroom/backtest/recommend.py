@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from predictive_headroom.backtest.frontier import families, protection
+from predictive_headroom.backtest.frontier import cost_at, families, protection
 from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import FEW_EVENTS, measure, pct
 from predictive_headroom.backtest.results import BacktestResult
@@ -188,12 +188,17 @@ def _warnings(promise: PromiseEntry, pool: Pool, target: float) -> list[str]:
 
 
 def _static_at(points: list[Any], reactive_u: float, target: float) -> dict[str, Any] | None:
-    """The fewest static placeholders reaching `target` (None when the curve never does)."""
+    """Static headroom at `target`: its overhead node-hours read along the static curve (the one
+    reading of `core.curve`, as the backtest's frontier table reads it) and the fewest static
+    placeholders reaching it (None when the curve never does)."""
+    reading = cost_at(points, reactive_u, target)
+    if reading.cost is None:
+        return None
     for pt in sorted(points, key=lambda p: p.overhead):
         if protection(pt.unserved, reactive_u) >= target - 1e-12:
             return {
                 "replicas": int(pt.label.removeprefix("N=")),
-                "overhead_node_hours": round(pt.overhead, 3),
+                "overhead_node_hours": round(reading.cost, 3),
                 "protection": round(protection(pt.unserved, reactive_u), 5),
             }
     return None

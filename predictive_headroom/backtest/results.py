@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from predictive_headroom.backtest.promise_entry import PromiseEntry
+from predictive_headroom.core.curve import Point, cost_at, protection
 from predictive_headroom.core.series import DAY_SECONDS, iso_utc
 from predictive_headroom.core.vocabulary import CurveRefit
 from predictive_headroom.replay.setup import WhatIf
@@ -389,28 +390,34 @@ def _static_unserved_at(result: BacktestResult, node_hours: float) -> float:
 
 
 def _equal_protection(result: BacktestResult) -> str:
+    """What static headroom costs at the protection the forecast kept, read along its curve by
+    the one interpolation every command uses (`core.curve.cost_at`)."""
     f = result.strategies["forecast"]
-    reactive_nh = result.strategies["reactive"].metrics.node_hours
+    reactive = result.strategies["reactive"].metrics
+    points = [
+        Point(m.node_hours - reactive.node_hours, m.unserved_pod_minutes, f"N={n}")
+        for n, m in result.static_curve
+    ]
     unserved = f.metrics.unserved_pod_minutes
-    match = next(
-        ((n, m) for n, m in result.static_curve if m.unserved_pod_minutes <= unserved), None
-    )
-    if match is None:
+    cost = cost_at(
+        points, reactive.unserved_pod_minutes, protection(unserved, reactive.unserved_pod_minutes)
+    ).cost
+    if cost is None:
         most = result.static_curve[-1][0]
         return (
             f"to protect as well, static headroom would need more than {most} placeholder{'s' if most != 1 else ''}; "
             f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom"
         )
-    n, m = match
-    static_overhead = m.node_hours - reactive_nh
-    if static_overhead <= 0:
+    if cost <= 0:
         return (
             f"to protect as well, static headroom needs no placeholder at all; "
             f"the forecast spends {f.overhead_node_hours:.1f} node-hours over no headroom"
         )
+    n = next(n for n, m in result.static_curve if m.unserved_pod_minutes <= unserved)
     return (
-        f"to protect as well, static headroom needs {n} placeholder{'s' if n != 1 else ''}, {static_overhead:.1f} node-hours over "
-        f"no headroom; the forecast spends {f.overhead_node_hours:.1f} ({100 * f.overhead_node_hours / static_overhead:.0f}% of that)"
+        f"to protect as well, static headroom needs {cost:.1f} node-hours over no headroom, read along "
+        f"its curve (the fewest reaching it: {n} placeholder{'s' if n != 1 else ''}); the forecast "
+        f"spends {f.overhead_node_hours:.1f} ({100 * f.overhead_node_hours / cost:.0f}% of that)"
     )
 
 

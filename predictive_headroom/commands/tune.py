@@ -383,8 +383,8 @@ def _hindsight_line(
         f"{hs['scale_down_stabilization_seconds'] / 60:g}m absorbed {100 * hs['protection']:.1f}% "
         f"for {cost(hs['overhead_node_hours'])}"
         + (
-            f"; static headroom needs {static['replicas']} placeholders "
-            f"({cost(static['overhead_node_hours'])})"
+            f"; static headroom at {target}: {cost(static['overhead_node_hours'])}, read along "
+            f"its curve (the fewest reaching it: {static['replicas']} placeholders)"
             if static
             else f"; static headroom never absorbs {target}"
         )

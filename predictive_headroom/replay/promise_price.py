@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from predictive_headroom.core.curve import Point, cost_at
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.verdict import verdict
 from predictive_headroom.replay.promise import Ledger
@@ -110,15 +109,20 @@ def _pct(kept: float | None) -> str:
 
 
 def static_in_hindsight(static: Ledger, kept: float | None, first: int, stop: int) -> float | None:
-    """Overhead node-hours over periods [first, stop) of the fewest static placeholders (the
-    candidates of `static`) whose waiting there was within 1 - `kept` of reactive's (None: none
-    was; `kept` None: nothing waited, so none are needed: 0)."""
+    """Overhead node-hours over periods [first, stop) of static headroom at protection `kept`:
+    the static curve (the candidates of `static`, summed there) read at `kept` by the one
+    interpolation every command uses (`core.curve.cost_at`; None: no N kept as much; `kept` None:
+    nothing waited, so none are needed: 0)."""
     if kept is None:
         return 0.0
     r = float(static.reactive[first:stop].sum())
     reactive_nh = float(static.reactive_node_hours[first:stop].sum())
-    order = np.argsort([c.reserve for c in static.candidates])
-    for i in order:
-        if float(static.unserved[i, first:stop].sum()) <= (1.0 - kept) * r + 1e-9:
-            return float(static.node_hours[i, first:stop].sum()) - reactive_nh
-    return None
+    points = [
+        Point(
+            float(static.node_hours[i, first:stop].sum()) - reactive_nh,
+            float(static.unserved[i, first:stop].sum()),
+            f"N={c.reserve}",
+        )
+        for i, c in enumerate(static.candidates)
+    ]
+    return cost_at(points, r, kept).cost

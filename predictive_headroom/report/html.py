@@ -434,6 +434,7 @@ def promise_view(promise: Mapping[str, Any] | None) -> dict[str, Any] | None:
         "cause": (promise.get("cause") or {}).get("says") or "",
         "against_fixed": (promise.get("against_fixed") or {}).get("says") or "",
         "shadow": (promise.get("shadow") or {}).get("says") or "",
+        "unseen_weeks": (promise.get("unseen_weeks") or {}).get("says") or "",
     }
 
 

@@ -185,6 +185,9 @@ def test_the_hindsight_line_says_a_day_as_the_lines_beside_it():
     }
     line = _hindsight_line(hindsight, {"replicas": 6, "overhead_node_hours": 70.0}, "90%", 7)
     assert "absorbed 68.3% for 50.8 overhead node-hours a day" in line
-    assert "static headroom needs 6 placeholders (10.0 overhead node-hours a day)" in line
+    assert (
+        "static headroom at 90%: 10.0 overhead node-hours a day, read along its curve "
+        "(the fewest reaching it: 6 placeholders)"
+    ) in line
     assert "355.4" not in line
     assert "355.4 overhead node-hours in all" in _hindsight_line(hindsight, None, "90%", None)

@@ -258,12 +258,15 @@ class Daemon:
                 measured_lead=self.observer.measured_lead(pool),
                 price=pool_price(pool, policy.cost),  # the node its re-tune simulates
                 live=self.live.reads(pool.name) if self.dry_run else (),
+                ceiling=plausible_max(self._forecasts.get(pool.name)),
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)
             self.metrics.error("fit")
             return {pool.name: NoForecast(NoForecastWhy.FIT_ERROR, str(exc))}
         fits[pool.name] = fit
+        for why, n in fit.dropped.items():
+            self.metrics.dropped(pool.name, why, n)
         if isinstance(fit.forecast, NoForecast) and fit.forecast.why == NoForecastWhy.SOURCE_ERROR:
             logger.error("pool %s: cannot read demand history: %s", pool.name, fit.forecast.detail)
             self.metrics.error("source")
@@ -500,6 +503,11 @@ class Daemon:
             **{name: watch.status() for name, watch in self.components.items()},
             "caches": self.caches.status() if self.caches is not None else None,
         }
+
+
+def plausible_max(forecast: Forecast | NoForecast | None) -> float | None:
+    """The highest plausible demand sample of a pool's forecast in use (None: none or not judged)."""
+    return forecast.plausible_max if isinstance(forecast, Forecast) else None
 
 
 def kept_tunings(

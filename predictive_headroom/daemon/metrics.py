@@ -206,6 +206,11 @@ class Metrics:
     def _health_metrics(self, r: CollectorRegistry) -> None:
         """Errors by kind and whether this replica leads."""
         self.errors = Counter(f"{PREFIX}_errors", "Errors by kind.", ["kind"], registry=r)
+        self.tls_expiry = Gauge(
+            f"{PREFIX}_tls_certificate_expiry_timestamp_seconds",
+            "When the certificate the main port serves expires (POSIX seconds; absent without TLS).",
+            registry=r,
+        )
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
         )

@@ -188,6 +188,8 @@ def test_a_refit_on_mostly_dropped_inputs_keeps_the_last_good_forecast(
     assert any(
         "refit failed (implausible-input); keeping the forecast" in m for m in caplog.messages
     )
+    assert daemon.last_refit is not None
+    assert daemon.last_refit["next_retry"]["pools"] == ["web"]  # the exporter may be fixed
 
     source.series = poisoned(wave(end=T0 + 3600), -3.0, every=1)  # 862 of 865 negative
     daemon.refit()

@@ -265,7 +265,12 @@ def once(daemon: Daemon) -> int:
         for name, fc in daemon.forecasts().items()
         if isinstance(fc, NoForecast)
         and fc.why
-        in (NoForecastWhy.FIT_ERROR, NoForecastWhy.SOURCE_ERROR, NoForecastWhy.NOT_FITTED_YET)
+        in (
+            NoForecastWhy.FIT_ERROR,
+            NoForecastWhy.SOURCE_ERROR,
+            NoForecastWhy.NOT_FITTED_YET,
+            NoForecastWhy.IMPLAUSIBLE_INPUT,
+        )
     ]
     problems = []
     if failed:

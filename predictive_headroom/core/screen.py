@@ -10,16 +10,16 @@ burst: left in, one such sample makes the refit-time burst table ask for `maxRep
   `scale` the larger of its interquartile range and the median of its positive samples (so a
   flat or mostly-zero series still has a scale). Quartiles and the median ignore up to a quarter
   of the samples being garbage, however large. `FAR` is wide on purpose: real bursts (a news day,
-  a match) reach a few times the daily peak and are never dropped (`docs/operations.md` gives the
-  count on every shipped and shared series: none).
+  a match) stay far below it (`docs/benchmarks.md`: nothing dropped on any shipped or shared
+  series, the largest real sample at 88 scales).
 
 With under `MIN_SAMPLES` non-negative samples the series is too short to have a range of its own
-and only negatives are dropped. Quartiles cannot see garbage that fills most of a window (an
-exporter that went wrong for days), so the daemon also caps each refit's bound at its last good
-fit's (`ceiling`): what the series showed before stays the judge. A bound from a longer series (the refit's history) can be passed
+and only negatives are dropped. A bound from a longer series (the refit's history) can be passed
 for a short one (the reconcile's latest observations: `screen(recent, above=bound)`), so a burst
 starting in the last hour is judged against the weeks of history, not against the quiet hour
-before it.
+before it. Quartiles cannot see garbage that fills most of a window (an exporter that went wrong
+for days), so the daemon also caps each refit's bound at its last good fit's (`ceiling`): what
+the series showed before stays the judge.
 """
 
 from __future__ import annotations

@@ -190,6 +190,7 @@ def test_a_refit_on_mostly_dropped_inputs_keeps_the_last_good_forecast(
     )
     assert daemon.last_refit is not None
     assert daemon.last_refit["next_retry"]["pools"] == ["web"]  # the exporter may be fixed
+    assert daemon.last_refit["dropped"] == {"web": {"far-above-range": 862}}  # on /last-run
 
     source.series = poisoned(wave(end=T0 + 3600), -3.0, every=1)  # 862 of 865 negative
     daemon.refit()

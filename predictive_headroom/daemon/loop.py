@@ -211,6 +211,7 @@ class Daemon:
             "seconds": round(time.perf_counter() - started, 3),
             "pools": {n: describe(merged[n]) for n in fresh if n in merged},
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
+            "dropped": {n: dict(f.dropped) for n, f in fits.items() if f.dropped},
         }
         self._retry_failed(fresh)
         self._write_report(policy, merged, histories, at, settled(fits, fresh, tunings))

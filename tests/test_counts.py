@@ -57,3 +57,12 @@ def test_the_largest_int32_count_is_accepted(tmp_path, capsys) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(POOL.format(max=INT32_MAX, extra=""))
     assert main(["validate", str(path)]) == 0
+
+
+def test_the_charts_replica_count_is_bounded_the_same_way(tmp_path, capsys) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(f"replicaCount: {10**40}\n")
+    assert main(["validate", "--values", str(values)]) == 2
+    assert "replicaCount:" in capsys.readouterr().err
+    values.write_text(f"replicaCount: {INT32_MAX}\n")
+    assert main(["validate", "--values", str(values)]) == 0

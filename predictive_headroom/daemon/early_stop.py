@@ -5,8 +5,8 @@ loading the policy, the first API calls), and a SIGTERM in that time (a rollout 
 that has just started) killed it with -15 before its own handler existed. The command line calls
 `exit_on_stop_until_serving` before it imports anything else when the command is the daemon
 (`run` without `--once`); until `commands.run.serve` installs the handler that stops it cleanly, a
-SIGTERM or SIGINT ends the process with exit 0: nothing has been written yet, and no thread has
-started that must be waited for. `run --once` keeps the default (a one-shot run ended midway
+SIGTERM or SIGINT ends the process at once with exit 0: nothing has been written yet, and no
+thread has started that must be waited for. `run --once` keeps the default (a one-shot run ended midway
 did not do what it was asked).
 
 This module imports only the standard library, so the handler exists within a fraction of a
@@ -15,6 +15,7 @@ second of the process starting.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -30,9 +31,12 @@ def is_daemon(argv: Sequence[str]) -> bool:
 
 
 def _exit_now(signum: int, _frame: Any) -> None:
+    """End the process now, exit 0. Not by raising SystemExit: the handler may run inside a
+    callback whose exceptions Python ignores (an import lock's), and the start would go on."""
     name = signal.Signals(signum).name
     print(f"received {name} while starting: exiting before serving", file=sys.stderr, flush=True)
-    raise SystemExit(0)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 Handlers = dict[int, Any]

@@ -255,6 +255,12 @@ class ActuatorError(Exception):
     """A target could not be read or written; the message names the object or permission."""
 
 
+class TargetRefused(ActuatorError):
+    """Nothing was written: the target failed an adoption check confirmed right before the write
+    (an adopted placeholder's PriorityClass deleted, or re-created at a value >= 0); the message
+    is the refusal, naming what was found."""
+
+
 class LeaseLost(ActuatorError):
     """A write was not sent because this replica no longer holds the leader Lease with time to spare."""
 

@@ -452,6 +452,12 @@ class FakeApiServer:
         body = {"metadata": {"name": name}, "value": value, "globalDefault": False}
         return self._put("scheduling.k8s.io", "priorityclasses", "", body)
 
+    def delete_priority_class(self, name: str) -> None:
+        """A person's `kubectl delete priorityclass` (gone at once)."""
+        with self._lock:
+            assert ("scheduling.k8s.io", "priorityclasses", "", name) in self._objects
+            self._remove(("scheduling.k8s.io", "priorityclasses", "", name))
+
     def delete_deployment(self, ns: str, name: str) -> None:
         """A person's `kubectl delete deployment` (no grace: gone at once)."""
         with self._lock:

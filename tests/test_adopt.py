@@ -247,15 +247,16 @@ def test_removing_the_label_hands_the_deployment_back(tmp_path, server):
     assert len(server.writes(f"{NAME}/scale")) == written
 
 
-def test_the_priority_class_value_is_read_once(tmp_path, server):
-    """A class's value cannot change: one GET, not one per reconcile."""
+def test_without_a_watch_the_priority_class_value_is_read_at_every_reconcile(tmp_path, server):
+    """A class can be deleted and re-created at another value (issue 64): nothing is kept; with
+    caches it comes from a watch (tests/test_faults_64.py)."""
     _existing(server, 4, **_overprovisioner_pod())
     clock = Clock(NOW)
     daemon = _daemon(_policy(tmp_path / "p.yaml"), server, clock)
     for _ in range(3):
         daemon.reconcile()
         clock.now += 60
-    assert len(server.requests("GET", "/priorityclasses/overprovisioning")) == 1
+    assert len(server.requests("GET", "/priorityclasses/overprovisioning")) == 3
 
 
 @pytest.mark.parametrize(

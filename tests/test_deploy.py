@@ -27,7 +27,10 @@ kubernetes_validate = pytest.importorskip(
 Object = dict[str, Any]
 SCHEMA_VERSIONS = ["1.30.0", kubernetes_validate.utils.latest_version()]
 CA_EXPENDABLE_CUTOFF = -10  # Cluster Autoscaler's default --expendable-pods-priority-cutoff
-PAUSE_IMAGE = re.compile(r"^(registry\.k8s\.io|mirror\.example\.com:5000)/pause:(\d+\.\d+)$")
+PAUSE_IMAGE = re.compile(
+    r"^(registry\.k8s\.io|mirror\.example\.com:5000)/pause:(\d+\.\d+)@sha256:[0-9a-f]{64}$"
+)
+"""A pause image pinned by tag and digest (the chart's default, and the kustomize base's)."""
 CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}  # not in the Kubernetes schemas
 
 # A chart install using the options the defaults leave off: pools in two namespaces, a
@@ -394,6 +397,12 @@ def test_role_bindings_grant_the_roles_to_the_daemon_service_account_only(render
     }
     bound = set()
     for binding in _of_kind(objects, "RoleBinding") + _of_kind(objects, "ClusterRoleBinding"):
+        if binding["metadata"]["name"].endswith("-scraper"):  # the ServiceMonitor's own account
+            assert binding["roleRef"]["name"].endswith(READERS_ROLE)  # the readers' role only
+            assert binding["subjects"] == [
+                {"kind": "ServiceAccount", "name": f"{sa}-scraper", "namespace": NAMESPACE}
+            ]
+            continue
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}
         ]
@@ -604,7 +613,7 @@ def _pod_readers(objects: list[Object]) -> dict[str, list[dict]]:
 
 
 @pytest.mark.slow
-def test_reading_pods_on_leaving_nodes_is_opt_in_and_list_only(renderings):
+def test_reading_pods_on_leaving_nodes_is_opt_in_list_only_and_in_named_namespaces(renderings):
     # Off (the default): no pods are readable cluster-wide, only the closed loop's namespaced list.
     for name, objects in renderings.items():
         assert all(k.startswith("Role/") for k in _pod_readers(objects)), name
@@ -612,36 +621,43 @@ def test_reading_pods_on_leaving_nodes_is_opt_in_and_list_only(renderings):
             e["name"] for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
         }
         assert "PH_DISRUPTION_READ_PODS" not in env
-    # On: exactly one ClusterRole, list on pods and nothing else, bound to the daemon only.
-    objects = render_chart({**MULTI_VALUES, "disruption": {"readPods": True}})
-    cluster = {k: v for k, v in _pod_readers(objects).items() if k.startswith("ClusterRole/")}
-    assert list(cluster.values()) == [[POD_WAIT_RULE]]
-    (role,) = [
-        r for r in _of_kind(objects, "ClusterRole") if r["metadata"]["name"].endswith("-node-pods")
-    ]
-    assert role["rules"] == [POD_WAIT_RULE]
-    (binding,) = [
-        b
-        for b in _of_kind(objects, "ClusterRoleBinding")
-        if b["roleRef"]["name"] == role["metadata"]["name"]
-    ]
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "predictive-headroom", "namespace": NAMESPACE}
-    ]
+    # On: a Role in each namespace named, list on pods and nothing else, bound to the daemon only;
+    # nothing cluster-wide.
+    on = {"readPods": True, "readPodsNamespaces": ["web", "batch"]}
+    objects = render_chart({**MULTI_VALUES, "disruption": on})
+    plain = render_chart(MULTI_VALUES)
+    added = {k: v for k, v in _pod_readers(objects).items() if k not in _pod_readers(plain)}
+    assert added == {
+        f"Role/{ns}/predictive-headroom-node-pods": [POD_WAIT_RULE] for ns in ("web", "batch")
+    }
+    for binding in _of_kind(objects, "RoleBinding"):
+        if binding["metadata"]["name"].endswith("-node-pods"):
+            assert binding["subjects"] == [
+                {"kind": "ServiceAccount", "name": "predictive-headroom", "namespace": NAMESPACE}
+            ]
     env = {
         e["name"]: e.get("value")
         for e in _daemon(objects)["spec"]["template"]["spec"]["containers"][0]["env"]
     }
-    assert env["PH_DISRUPTION_READ_PODS"] == "true"
-    # everything else is as without it
-    plain = render_chart(MULTI_VALUES)
-    assert _pod_readers(objects).keys() - cluster.keys() == _pod_readers(plain).keys()
+    assert env["PH_DISRUPTION_READ_PODS"] == "true" and env["PH_NODE_POD_NAMESPACES"] == "web,batch"
+    # Every namespace only when asked in so many words: one ClusterRole, list on pods only.
+    wide = render_chart(
+        {**MULTI_VALUES, "disruption": {"readPods": True, "readPodsClusterWide": True}}
+    )
+    cluster = {k: v for k, v in _pod_readers(wide).items() if k.startswith("ClusterRole/")}
+    assert list(cluster.values()) == [[POD_WAIT_RULE]]
 
+    # kustomize: the nodepods component is a Role in one namespace (one copy per namespace).
     kustomized = render_kustomize("nodepods")
-    (role,) = _of_kind(kustomized, "ClusterRole")
-    assert role["rules"] == [POD_WAIT_RULE]
-    (binding,) = _of_kind(kustomized, "ClusterRoleBinding")
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert not _of_kind(kustomized, "ClusterRole")
+    (role,) = _of_kind(kustomized, "Role")
+    assert role["rules"] == [POD_WAIT_RULE] and role["metadata"]["namespace"] == "apps"
+    (binding,) = _of_kind(kustomized, "RoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
     assert binding["subjects"][0]["name"] == "predictive-headroom"
 
 

@@ -81,7 +81,7 @@ def test_an_existing_placeholder_gets_rbac_on_its_name_and_no_deployment():
             "apiGroups": ["scheduling.k8s.io"],
             "resources": ["priorityclasses"],
             "resourceNames": ["overprovisioning"],
-            "verbs": ["get"],
+            "verbs": ["get", "list", "watch"],  # a watch of that one class (issue 64)
         }
     ]
     for obj in objects:

@@ -1,6 +1,6 @@
 """The chart's NetworkPolicy: on by default; the daemon pods take connections to their main port
-only from the peers named (and to the probes' port from anywhere: the kubelet), and reach only the
-API server, Prometheus and DNS.
+only from the peers named, to the probes' port from no one but their own node (the kubelet) or
+the peers `networkPolicy.probes.from` names, and reach only the API server, Prometheus and DNS.
 Every rendering validates against the Kubernetes schemas (strict)."""
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ CUSTOM: dict[str, Any] = {
         "apiServer": {"cidrs": ["172.18.0.2/32", "172.18.0.3/32"], "ports": [6443]},
         "prometheus": {"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}]},
         "dns": {"enabled": False},
+        "probes": {"from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}]},
         "extraEgress": [
             {
                 "to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}],
@@ -104,11 +105,10 @@ def test_selects_the_daemon_pods_only(renderings):
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
 
 
-def test_ingress_reaches_the_main_port_only_from_the_named_peers_and_the_probes(renderings):
+def test_ingress_reaches_the_main_port_only_from_the_named_peers(renderings):
     (policy,) = _policies(renderings["on"])
     (daemon,) = _deployments(renderings["on"], "daemon")
-    probes, rule = policy["spec"]["ingress"]
-    assert probes == {"ports": [{"port": "probes", "protocol": "TCP"}]}  # the kubelet's probes
+    (rule,) = policy["spec"]["ingress"]
     assert rule["from"] == [MONITORING]
     (port,) = rule["ports"]
     assert port["port"] == "https"
@@ -118,7 +118,26 @@ def test_ingress_reaches_the_main_port_only_from_the_named_peers_and_the_probes(
     (custom,) = _policies(renderings["custom"])
     assert custom["spec"]["ingress"][1]["from"] == CUSTOM["networkPolicy"]["ingressFrom"]
     (closed,) = _policies(renderings["closed"])
-    assert closed["spec"]["ingress"] == [probes]  # nobody may connect to the main port
+    assert closed["spec"]["ingress"] == []  # nobody may connect, but the pods' own nodes
+
+
+def test_the_probes_port_is_open_to_no_source_but_the_nodes_named(renderings):
+    """No rule admits every source to the probes' port: by default none names it at all (the
+    kubelet probes from the pod's own node, which a NetworkPolicy does not filter); with
+    networkPolicy.probes.from, only those peers, on that port only."""
+    for name in ("on", "closed", "custom"):
+        (policy,) = _policies(renderings[name])
+        for rule in policy["spec"]["ingress"]:
+            assert rule.get("from"), f"{name}: a rule admits every source: {rule}"
+    (policy,) = _policies(renderings["on"])
+    assert not [
+        r for r in policy["spec"]["ingress"] if {"port": "probes", "protocol": "TCP"} in r["ports"]
+    ]
+    (custom,) = _policies(renderings["custom"])
+    assert custom["spec"]["ingress"][0] == {
+        "from": [{"ipBlock": {"cidr": "10.0.0.0/16"}}],
+        "ports": [{"port": "probes", "protocol": "TCP"}],
+    }
 
 
 def test_egress_to_api_server_prometheus_and_dns_by_default(renderings):

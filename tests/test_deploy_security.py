@@ -31,6 +31,10 @@ SLICE_LOOKUP = 'lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "kubernet
 ENDPOINTS_LOOKUP = 'lookup "v1" "Endpoints" "default" "kubernetes"'
 SERVER_NAME = f"predictive-headroom.{NAMESPACE}.svc"
 DIGEST = "sha256:" + "ab" * 32
+NOT_AFTER = "predictive-headroom.io/not-after"
+PAUSE_DIGEST = "sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a"
+"""registry.k8s.io/pause:3.10's image index, as Dependabot recorded it from the registry
+(cilium/alpine-curl 6540e480, "Bump pause from 3.9 to 3.10"): the chart's default."""
 
 
 def _render_with_lookups(
@@ -114,9 +118,12 @@ def test_the_chart_makes_a_ca_and_a_certificate_for_the_service_that_the_monitor
     assert SERVER_NAME in names.get_values_for_type(x509.DNSName)
     usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert ExtendedKeyUsageOID.SERVER_AUTH in usage
-    assert cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC) > datetime.timedelta(
-        days=3000
-    )
+    left = cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
+    assert datetime.timedelta(days=363) < left <= datetime.timedelta(days=366)  # about a year
+    noted = datetime.datetime.fromisoformat(secret["metadata"]["annotations"][NOT_AFTER])
+    assert abs(noted - cert.not_valid_after_utc) < datetime.timedelta(hours=1)
+    # Kept by Helm when a later upgrade does not render it (its key then stays out of that record).
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert b"PRIVATE KEY" in data["tls.key"]
     assert _tls_config(objects) == {
         "ca": {"secret": {"name": "predictive-headroom-tls", "key": "ca.crt"}},
@@ -130,17 +137,57 @@ def test_the_chart_makes_a_ca_and_a_certificate_for_the_service_that_the_monitor
     assert volume["secret"]["secretName"] == "predictive-headroom-tls"
 
 
-def test_an_upgrade_keeps_the_certificate_in_the_live_secret(tmp_path):
-    live = 'dict "data" (dict "tls.crt" "TElWRS1DRVJU" "tls.key" "TElWRS1LRVk=" "ca.crt" "TElWRS1DQQ==")'
+def _live_secret(not_after: datetime.datetime | None) -> str:
+    """A lookup answer: the live <fullname>-tls Secret, with its not-after annotation if given."""
+    annotations = f'(dict "{NOT_AFTER}" "{not_after.isoformat()}")' if not_after else "dict"
+    data = 'dict "tls.crt" "TElWRS1DRVJU" "tls.key" "TElWRS1LRVk=" "ca.crt" "TElWRS1DQQ=="'
+    return f'dict "metadata" (dict "annotations" {annotations}) "data" ({data})'
+
+
+def test_an_upgrade_leaves_a_certificate_valid_for_long_enough_and_renders_no_key(tmp_path):
+    """The Secret is not rendered (so its key is not in this revision's release record) and the
+    daemon and the ServiceMonitor go on using the live one."""
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=200)
     objects, _ = _render_with_lookups(
-        tmp_path, with_api_server({}, TEST_API_SERVER), {SECRET_LOOKUP: live}, upgrade=True
+        tmp_path,
+        with_api_server({"serviceMonitor": {"enabled": True}}, TEST_API_SERVER),
+        {SECRET_LOOKUP: _live_secret(later)},
+        upgrade=True,
+    )
+    assert not [
+        o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"].endswith("-tls")
+    ]
+    assert _tls_config(objects)["ca"] == {
+        "secret": {"name": "predictive-headroom-tls", "key": "ca.crt"}
+    }
+    (volume,) = [v for v in _daemon(objects)["volumes"] if v["name"] == "tls"]
+    assert volume["secret"]["secretName"] == "predictive-headroom-tls"
+
+
+@pytest.mark.parametrize(
+    ("days_left", "values"),
+    [(10, {}), (50, {"tls": {"renewBeforeDays": 60}}), (-3, {}), (None, {})],
+    ids=["within-30-days", "within-renewBeforeDays", "expired", "no-annotation-older-chart"],
+)
+def test_an_upgrade_renews_a_certificate_that_expires_within_renew_before_days(
+    tmp_path, days_left, values
+):
+    not_after = (
+        None
+        if days_left is None
+        else datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=days_left)
+    )
+    objects, _ = _render_with_lookups(
+        tmp_path,
+        with_api_server(values, TEST_API_SERVER),
+        {SECRET_LOOKUP: _live_secret(not_after)},
+        upgrade=True,
     )
     secret = _one(objects, "Secret", name="predictive-headroom-tls")
-    assert secret["data"] == {
-        "tls.crt": "TElWRS1DRVJU",
-        "tls.key": "TElWRS1LRVk=",
-        "ca.crt": "TElWRS1DQQ==",
-    }
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    assert cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC) > datetime.timedelta(
+        days=360
+    )
 
 
 def test_cert_manager_issues_the_certificate_when_asked():
@@ -159,7 +206,9 @@ def test_cert_manager_issues_the_certificate_when_asked():
         "kind": "ClusterIssuer",
         "group": "cert-manager.io",
     }
-    assert not [o for o in objects if o["kind"] == "Secret"]  # cert-manager writes it
+    assert not [
+        o for o in objects if o["kind"] == "Secret" and o["type"] == "kubernetes.io/tls"
+    ]  # cert-manager writes it
     assert _tls_config(objects)["ca"] == {
         "secret": {"name": "predictive-headroom-tls", "key": "ca.crt"}
     }
@@ -279,7 +328,11 @@ def _images(objects: list[Object]) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("values", "daemon", "pause"),
     [
-        ({}, "ghcr.io/predictive-headroom/predictive-headroom:0.1.0", "registry.k8s.io/pause:3.10"),
+        (
+            {},
+            "ghcr.io/predictive-headroom/predictive-headroom:0.1.0",
+            f"registry.k8s.io/pause:3.10@{PAUSE_DIGEST}",
+        ),
         (
             {"image": {"digest": DIGEST}, "placeholder": {"image": {"digest": DIGEST}}},
             f"ghcr.io/predictive-headroom/predictive-headroom@{DIGEST}",
@@ -288,6 +341,11 @@ def _images(objects: list[Object]) -> dict[str, str]:
         (
             {"image": {"tag": "0.1.0", "digest": DIGEST}},
             f"ghcr.io/predictive-headroom/predictive-headroom:0.1.0@{DIGEST}",
+            f"registry.k8s.io/pause:3.10@{PAUSE_DIGEST}",
+        ),
+        (
+            {"placeholder": {"image": {"digest": ""}}},
+            "ghcr.io/predictive-headroom/predictive-headroom:0.1.0",
             "registry.k8s.io/pause:3.10",
         ),
     ],
@@ -339,6 +397,38 @@ def test_prometheus_verification_off_only_when_asked():
         )
 
 
+# --- credentials to Prometheus only over https, unless told --------------------------------------
+
+
+def test_a_bearer_token_over_plain_http_is_refused_unless_insecure():
+    token = {"enabled": True, "secretName": "prom-token"}
+    with pytest.raises(helm.HelmError, match=r"prometheus.url: http://prometheus-operated.* plain"):
+        render_chart({"prometheus": {"bearerToken": token}})
+    with pytest.raises(helm.HelmError, match=r"prometheus\.insecure: true"):
+        render_chart({"prometheus": {"url": "http://prom:9090", "bearerToken": token}})
+    https = render_chart({"prometheus": {"url": "https://prom.example", "bearerToken": token}})
+    assert "PH_PROMETHEUS_INSECURE" not in _env(https)
+    told = render_chart({"prometheus": {"bearerToken": token, "insecure": True}})
+    assert _env(told)["PH_PROMETHEUS_INSECURE"] == "true"  # the daemon is told too
+    assert "PH_PROMETHEUS_INSECURE" not in _env(render_chart())  # no token: nothing to refuse
+
+
+def test_the_notes_warn_about_each_weaker_choice(tmp_path):
+    token = {"enabled": True, "secretName": "prom-token"}
+    insecure = {"prometheus": {"bearerToken": token, "insecure": True}}
+    wide = {"disruption": {"readPods": True, "readPodsClusterWide": True}}
+    _, notes = _render_with_lookups(
+        tmp_path, with_api_server({**insecure, **wide}, TEST_API_SERVER), {}
+    )
+    assert (
+        "WARNING: prometheus.insecure is true: the daemon sends its Prometheus bearer token"
+        in notes
+    )
+    assert "NOTE: disruption.readPodsClusterWide is true: the daemon may list every pod" in notes
+    _, quiet = _render_with_lookups(tmp_path, with_api_server({}, TEST_API_SERVER), {})
+    assert "prometheus.insecure" not in quiet and "readPodsClusterWide" not in quiet
+
+
 # --- pods read in named namespaces only ---------------------------------------------------------
 
 
@@ -364,7 +454,11 @@ def test_pods_on_nodes_are_read_only_in_the_namespaces_named():
         o for o in objects if o["kind"].startswith("Cluster") and "pods" in str(o.get("rules", ""))
     ]
     assert _env(objects)["PH_NODE_POD_NAMESPACES"] == "web,batch"
-    everywhere = render_chart({"disruption": {"readPods": True}})
+    with pytest.raises(
+        helm.HelmError, match=r"with disruption\.readPods: true, list the namespaces"
+    ):
+        render_chart({"disruption": {"readPods": True}})  # never cluster-wide unless asked
+    everywhere = render_chart({"disruption": {"readPods": True, "readPodsClusterWide": True}})
     assert [o["kind"] for o in everywhere if o["metadata"]["name"].endswith("-node-pods")] == [
         "ClusterRole",
         "ClusterRoleBinding",

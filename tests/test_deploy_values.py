@@ -21,6 +21,9 @@ helm = pytest.importorskip("helm_python", reason="needs helm-python-sdk")
 
 VALUES = {"multi": MULTI_VALUES, "buffers": BUFFER_CLUSTER_VALUES, "gpu": GPU_VALUES}
 
+PAUSE_DIGEST = "sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a"
+"""The chart's default pause digest (registry.k8s.io/pause:3.10's image index)."""
+
 
 def test_the_committed_schema_is_the_generated_one():
     committed = json.loads((CHART / "values.schema.json").read_text())
@@ -171,7 +174,7 @@ def test_gpu_placeholders_render_as_users_run_them():
         # A GPU cannot be overcommitted: its limit must equal the request, so the chart sets it.
         "limits": {"memory": "28Gi", "nvidia.com/gpu": "1"},
     }
-    assert container["image"] == "mirror.example.com:5000/pause:3.10"
+    assert container["image"] == f"mirror.example.com:5000/pause:3.10@{PAUSE_DIGEST}"
     assert pod["imagePullSecrets"] == [{"name": "mirror-pull"}, {"name": "gpu-pull"}]
     assert template["metadata"]["labels"]["team"] == "ml"
     assert template["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
@@ -195,6 +198,7 @@ def test_gpu_placeholders_render_as_users_run_them():
 )
 def test_the_registry_override_replaces_the_registry(repository, registry, image):
     values = {"placeholder": {"image": {"repository": repository, "registry": registry}}}
+    image += f"@{PAUSE_DIGEST}"  # a mirror that copies the image index keeps its digest
     (container,) = [
         o["spec"]["template"]["spec"]["containers"][0]
         for o in render_chart(values)

@@ -120,18 +120,25 @@ def setup(tmp_path: Path) -> Iterator[tuple[Daemon, Clock, FakeActuator, Elector
     server.stop()
 
 
-def test_readyz_needs_a_recent_successful_reconcile_when_leader(setup) -> None:
+def _why(url: str) -> str:
+    """The readiness reason /last-run gives (the open /readyz gives none)."""
+    return json.loads(get(url + "/last-run")[2])["readiness"]["why"]
+
+
+def test_readyz_needs_a_recent_successful_reconcile_when_leader(setup, caplog) -> None:
     daemon, clock, actuator, elector, url, _ = setup
+    caplog.set_level(logging.INFO, logger="predictive_headroom.daemon.health")
     code, _, body = get(url + "/readyz")
-    assert code == 503 and "no reconcile has succeeded yet" in body
+    assert code == 503 and "no reconcile has succeeded yet" in _why(url)
     assert get(url + "/healthz")[:1] == (200,)
 
     daemon.reconcile()
     assert get(url + "/readyz")[0] == 200
 
     clock.now += 3 * INTERVAL + 1
-    code, _, body = get(url + "/readyz")
-    assert code == 503 and "181s ago" in body
+    assert get(url + "/readyz")[0] == 503
+    assert "181s ago" in _why(url)
+    assert "not ready: leader, but the last successful reconcile was 181s ago" in caplog.text
 
     actuator.forbidden = {"web", "batch"}  # nothing served: still not ready
     daemon.reconcile()
@@ -145,7 +152,22 @@ def test_readyz_needs_a_recent_successful_reconcile_when_leader(setup) -> None:
     elector.is_leader = False
     clock.now += 10 * INTERVAL
     code, _, body = get(url + "/readyz")
-    assert code == 200 and "follower" in body
+    assert code == 200 and body == "ok\n" and "follower" in _why(url)
+
+
+def test_readyz_tells_an_unauthenticated_caller_ready_or_not_and_nothing_more(setup, caplog):
+    """The probe port is open to anyone who reaches it: /readyz names no config path, cache or
+    error; the reasons go to the log, once per change, and to /last-run (authorised callers)."""
+    daemon, _, _, _, url, _ = setup
+    caplog.set_level(logging.INFO, logger="predictive_headroom.daemon.health")
+    daemon.config.error = "pools[0].maxReplicas: secret-looking detail at /etc/ph/config.yaml"
+    for _ in range(3):
+        code, _, body = get(url + "/readyz")
+        assert code == 503
+        assert body == "not ready (the reason: the daemon's log, /last-run)\n"
+    assert "secret-looking detail" in _why(url)
+    logged = [r.getMessage() for r in caplog.records if r.name.endswith("daemon.health")]
+    assert len(logged) == 1 and "secret-looking detail" in logged[0]  # said once, not per probe
 
 
 def test_metrics_show_plans_components_errors_and_leadership(setup) -> None:

@@ -364,3 +364,32 @@ def test_server_errors_are_retried_with_backoff(prometheus_server: PromServer):
 def test_inconsistent_settings_are_refused_at_construction(settings, message):
     with pytest.raises(SourceError, match=message):
         source("http://127.0.0.1:9", **settings)
+
+
+@pytest.mark.parametrize(
+    ("url", "settings"),
+    [
+        ("http://prom:9090", {"prometheus_bearer_token_file": "/t"}),
+        ("HTTP://prom:9090", {"prometheus_username": "u", "prometheus_password": "p"}),
+        ("http://prom:9090", {"prometheus_headers": {"authorization": "Bearer x"}}),
+        ("http://alice:hunter2@prom:9090", {}),
+    ],
+)
+def test_credentials_over_plain_http_are_refused_unless_insecure(url, settings):
+    """A token or password to an http:// URL would cross the network in the clear: refused
+    before any request, saying how to fix it; PH_PROMETHEUS_INSECURE=true sends it anyway."""
+    with pytest.raises(SourceError) as err:
+        from_settings(Settings(prometheus_url=url, **settings))
+    message = str(err.value)
+    assert "is plain http://" in message and "use an https:// URL" in message
+    assert "PH_PROMETHEUS_INSECURE=true" in message and "hunter2" not in message
+    told = from_settings(Settings(prometheus_url=url, prometheus_insecure=True, **settings))
+    assert told is not None
+    https = url.replace("http://", "https://").replace("HTTP://", "https://")
+    assert from_settings(Settings(prometheus_url=https, **settings)) is not None
+
+
+def test_plain_http_without_credentials_is_allowed():
+    headers = {"X-Scope-OrgID": "tenant-a"}
+    source = from_settings(Settings(prometheus_url="http://prom:9090", prometheus_headers=headers))
+    assert source is not None and source.url == "http://prom:9090"

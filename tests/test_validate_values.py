@@ -128,3 +128,68 @@ def test_a_window_without_timezone_is_noted_as_utc(tmp_path, capsys):
     assert code == 0
     assert "note: pools[0].schedules[0] (rush) has no timezone, so its times are UTC" in out
     assert "schedules[1]" not in out
+
+
+# --- the chart's security settings (issue 63) ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "prometheus:\n  url: http://prom:9090\n  bearerToken: {enabled: true}\n",
+            "line 2: prometheus.url: Prometheus URL 'http://prom:9090' is plain http:// and a "
+            "bearer token",
+        ),
+        (  # the chart's default URL is http:// too
+            "dryRun: true\nprometheus:\n  bearerToken: {enabled: true}\n",
+            "line 3: prometheus.bearerToken: Prometheus URL "
+            "'http://prometheus-operated.monitoring.svc:9090' is plain http://",
+        ),
+        (
+            "disruption:\n  readPods: true\n",
+            "line 2: disruption.readPods: with readPods: true, list the namespaces",
+        ),
+        (
+            "serviceMonitor:\n  enabled: true\n  token:\n    create: false\n",
+            "line 4: serviceMonitor.token.create: with create: false, name the Secret",
+        ),
+    ],
+)
+def test_what_the_chart_refuses_for_security_validate_refuses_where_written(
+    tmp_path, capsys, text, expected
+):
+    code, _, err = _validate(tmp_path, capsys, text, "--values")
+    assert code == 2
+    assert expected in err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "prometheus:\n  url: http://prom:9090\n  bearerToken: {enabled: true}\n  insecure: true\n",
+        "prometheus:\n  url: https://prom:9090\n  bearerToken: {enabled: true}\n",
+        "disruption: {readPods: true, readPodsNamespaces: [web]}\n",
+        "disruption: {readPods: true, readPodsClusterWide: true}\n",
+        "serviceMonitor: {enabled: true, token: {create: false, secretName: mine}}\n",
+    ],
+)
+def test_the_explicit_choices_pass(tmp_path, capsys, text):
+    code, out, err = _validate(
+        tmp_path, capsys, text + "image: {digest: sha256:" + "a" * 64 + "}\n"
+    )
+    assert code == 0, err
+    assert "warning" not in out
+
+
+def test_an_empty_image_digest_is_a_warning_that_says_how_to_get_one(tmp_path, capsys):
+    code, out, _ = _validate(tmp_path, capsys, "allowedNamespaces: [h]\n" + POOL, "--values")
+    assert code == 0  # it renders; pinning is the user's step after the build
+    assert "1 warning(s)" in out
+    assert "warning: image.digest: empty: the daemon image is pulled by tag" in out
+    assert "docker inspect --format '{{index .RepoDigests 0}}' IMAGE:TAG" in out
+    code, out, _ = _validate(tmp_path, capsys, "placeholder: {image: {digest: ''}}\n", "--values")
+    assert "warning: placeholder.image.digest: empty: the pause image is pulled by tag" in out
+    pinned = "image: {digest: sha256:" + "0" * 64 + "}\n"
+    code, out, _ = _validate(tmp_path, capsys, pinned + "allowedNamespaces: [h]\n" + POOL)
+    assert code == 0 and "warning" not in out

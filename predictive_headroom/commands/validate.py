@@ -19,6 +19,7 @@ from predictive_headroom.policy.chart import (
 from predictive_headroom.policy.chart import (
     POLICY_KEYS as CHART_POLICY_KEYS,
 )
+from predictive_headroom.policy.chart_security import security_findings
 from predictive_headroom.policy.config import Policy
 from predictive_headroom.policy.lint import Finding, Level, policy_findings
 from predictive_headroom.policy.load import (
@@ -158,12 +159,12 @@ def check(text: str, source: str, kind: str | None, release: str, namespace: str
         for note in notes:
             print(f"{source}: note: {note}", file=sys.stderr)
         raise
-    findings: list[Finding] = []
+    findings: list[Finding] = security_findings(read_yaml(text, source)[0]) if is_values else []
     if parsed is None:
         ok = f"{source}: ok: Helm values without pools (the chart's default pool applies)"
     else:
         notes += utc_notes(parsed) + adoption_notes(parsed)
-        findings = policy_findings(parsed, time.time())
+        findings += policy_findings(parsed, time.time())
         windows = sum(len(p.schedules) for p in parsed.pools)
         events = sum(1 for p in parsed.pools for w in p.schedules if w.dated)
         forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)

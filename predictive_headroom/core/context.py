@@ -65,6 +65,10 @@ class Held:
         self._at.append(at)
         self._count.append(int(replicas))
 
+    def latest(self) -> int:
+        """The count held now (0 before the first record)."""
+        return self._count[-1] if self._count else 0
+
     def seconds(self, since: float, until: float) -> float:
         """Placeholder-seconds held from `since` until `until` (at or after the last record)."""
         return max(0.0, self._until(until) - self._until(since))

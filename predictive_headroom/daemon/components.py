@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Protocol
 
+from predictive_headroom.core.budget import day_of
 from predictive_headroom.core.components import BY_CONTEXT, Part, Registration
 from predictive_headroom.core.context import Held
 from predictive_headroom.core.price import Price, pool_price
@@ -20,6 +21,7 @@ from predictive_headroom.daemon.disruption import DisruptionSettings, Disruption
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.share import ShareWatch
+from predictive_headroom.daemon.spend import SpendKeeper, SpendStore, Spent
 from predictive_headroom.policy.config import Cost, Pool
 from predictive_headroom.protocols import NodePodReader
 
@@ -59,53 +61,94 @@ hours; a count is kept once until it changes)."""
 
 class DaemonContext:
     """The daemon's `core.context.Context`: the reconcile's instant, the node priced from the
-    policy's `cost:` now, and what each pool held, from the daemon's own plans (dry run included;
-    kept in memory: after a restart the pool is counted from the restart)."""
+    policy's `cost:` now, and what each pool held, from the daemon's own plans (dry run included)
+    and, after a restart or a takeover, from the spend the last leader kept on the Lease
+    (`daemon.spend`: `resume`, `spent`)."""
 
     def __init__(self, cost: Callable[[], Cost | None], at: float = 0.0) -> None:
         self._cost = cost
         self.at = at
         self._held: dict[str, Held] = {}
+        self._carried: dict[str, Spent] = {}
+        """Per pool: what the record said was held from its day's start until its instant."""
+        self._budgeted: dict[str, tuple[str, float]] = {}
+        """Per budgeted pool: its budget's time zone and the instant of its last plan."""
 
     def instant(self, at: float) -> DaemonContext:
         """The context at `at` (sharing what was held: pools reconciled at once each get one)."""
         view = DaemonContext(self._cost, at)
-        view._held = self._held
+        view._held, view._carried, view._budgeted = self._held, self._carried, self._budgeted
         return view
 
     def price(self, pool: Pool) -> Price:
         """The node `pool` is priced on, from the policy's `cost:` now."""
         return pool_price(pool, self._cost())
 
+    def _seconds(self, name: str, since: float, until: float) -> float:
+        """Placeholder-seconds `name` held from `since` until `until`: its plans, plus the
+        record's seconds when `since` is the start of the record's day."""
+        seconds = self._held.get(name, Held()).seconds(since, until)
+        carried = self._carried.get(name)
+        if carried is not None and abs(carried.day - since) < 1.0:
+            seconds += carried.seconds
+        return seconds
+
     def held(self, pool: Pool, since: float) -> float | None:
-        """The node-hours `pool` held from `since` until `at`, by the daemon's own plans."""
-        seconds = self._held.get(pool.name, Held()).seconds(since, self.at)
-        return seconds / HOUR / self.price(pool).slots
+        """The node-hours `pool` held from `since` until `at`, by the daemon's own plans (and
+        the record it resumed from)."""
+        return self._seconds(pool.name, since, self.at) / HOUR / self.price(pool).slots
 
     def planned(self, pool: Pool, at: float, desired: int) -> None:
         """Record the plan made for `pool` at `at` (it holds `desired` from then on)."""
         held = self._held.setdefault(pool.name, Held())
         held.record(at, desired)
         held.forget_before(at - KEPT)
+        if pool.budget is not None:
+            self._budgeted[pool.name] = (pool.budget.timezone, at)
+
+    def spent(self) -> dict[str, Spent]:
+        """Each budgeted pool's spend of its day until its last plan (for the record)."""
+        out: dict[str, Spent] = {}
+        for name, (zone, at) in self._budgeted.items():
+            day = day_of(at, zone).start
+            latest = self._held[name].latest() if name in self._held else 0
+            out[name] = Spent(day, at, self._seconds(name, day, at), latest)
+        return out
+
+    def resume(self, spent: Mapping[str, Spent]) -> None:
+        """Count each pool of `spent` from the record: its seconds up to its instant, then the
+        count held then until the next plan (the placeholders kept running meanwhile)."""
+        for name, carried in spent.items():
+            held = Held()
+            held.record(carried.at, carried.replicas)
+            self._held[name], self._carried[name] = held, carried
 
     def forget(self, names: Collection[str]) -> None:
         """Drop what removed pools held."""
         for name in names:
             self._held.pop(name, None)
+            self._carried.pop(name, None)
+            self._budgeted.pop(name, None)
 
 
 class ContextWatch:
     """A component read from the `DaemonContext` (`Feed.CONTEXT`), by its registration's own
     `read`; why a pool's could not be read is said on `/last-run`."""
 
-    def __init__(self, registered: Registration, context: DaemonContext) -> None:
+    def __init__(
+        self, registered: Registration, context: DaemonContext, keeper: SpendKeeper | None = None
+    ) -> None:
+        """`keeper` reads and keeps the day's spend on the leader Lease (None: in memory only)."""
         self.registered = registered
         self.context = context
+        self.keeper = keeper
         self._parts: dict[str, Part] = {}
         self._problems: dict[str, str] = {}
 
     def begin(self, deadline: float) -> None:
-        """Nothing to read: the context is the daemon's own."""
+        """Nothing to read but, on a takeover, the spend the last leader kept (`keeper`)."""
+        if self.keeper is not None:
+            self.keeper.begin(self.context)
 
     def part(self, pool: Pool, at: float, settings: PlanSettings) -> Part | None:
         """The component of `pool` at `at` (None: off, left out, or unreadable)."""
@@ -126,6 +169,8 @@ class ContextWatch:
         """Tell the context the plan made for `pool` (every pool's: what it held is counted
         whether or not the component was on then)."""
         self.context.planned(pool, at, desired)
+        if self.keeper is not None:
+            self.keeper.after(self.context, at)
 
     def parts(self) -> Mapping[str, Part]:
         """The last part of each pool."""
@@ -138,6 +183,8 @@ class ContextWatch:
         for name, part in self._parts.items():
             shown = getattr(part, "to_status", None)
             out[name] = shown() if shown else {"value": part.replicas, **part.to_details()}
+            if self.keeper is not None:
+                out[name]["record"] = self.keeper.status()
         return out
 
     def forget(self, names: Collection[str]) -> None:
@@ -155,18 +202,21 @@ def watches(
     read_pods: bool,
     monotonic: Callable[[], float],
     cost: Callable[[], Cost | None] = lambda: None,
+    spend: SpendStore | None = None,
 ) -> Watches:
     """One watch per component read at each instant, by name (a test checks every one has a
     watch): the shell's own readers, and one `ContextWatch` for each read from the context;
-    `cost` gives the policy's `cost:` section now (the node's price)."""
+    `cost` gives the policy's `cost:` section now (the node's price); `spend` is where the day's
+    spend is kept for the next leader (the leader Lease; None: in memory only)."""
     disruption = DisruptionWatch(
         inputs, pods, metrics, DisruptionSettings(read_pods=read_pods), monotonic
     )
     context = DaemonContext(cost)
+    keeper = SpendKeeper(spend) if spend is not None else None
     return {
         str(Component.DISRUPTION): disruption,
         str(Component.SHARE): ShareWatch(inputs, disruption),
-        **{str(r.name): ContextWatch(r, context) for r in BY_CONTEXT},
+        **{str(r.name): ContextWatch(r, context, keeper) for r in BY_CONTEXT},
     }
 
 

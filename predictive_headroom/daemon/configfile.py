@@ -3,8 +3,8 @@ is reported once, with every problem, and the config in force stays.
 
 A file that cannot be read while the daemon runs (deleted, replaced by a directory, unreadable, a
 dangling symlink) is treated the same way: logged once with the path and the cause, counted in
-`errors_total{kind="config"}`, kept in `error` for /last-run and /readyz, and the last good config
-keeps running. When the file is back, that is logged too.
+`errors_total{kind="config"}`, kept in `error` for /last-run and the readiness log, and the last
+good config keeps running. When the file is back, that is logged too.
 
 ConfigMap mounts change by a symlink swap, so the content is compared, not the mtime; only a file
 already rejected is recognised by its mtime, size and inode, so it is not read and parsed again at

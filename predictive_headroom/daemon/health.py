@@ -3,11 +3,34 @@
 The wall clock can step back or forward (NTP, a resumed VM); every age here is measured on a
 monotonic clock, so a step changes nothing. `/readyz` asks `readiness()`; the leader elector asks
 `stuck()` before every renewal, so a replica whose loop is stuck lets the Lease go.
+
+`/readyz` says only ready or not to whoever asks (the probe port is open); `ReadinessLog` logs the
+reasons each time readiness changes, and /last-run (authorised callers) carries them.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+
+class ReadinessLog:
+    """Logs readiness with its reason when it changes: the first answer, and every change from
+    ready to not ready (a warning) or back."""
+
+    def __init__(self) -> None:
+        self._last: bool | None = None
+        self._lock = threading.Lock()
+
+    def note(self, ready: bool, why: str) -> None:
+        with self._lock:
+            first, changed, self._last = self._last is None, ready is not self._last, ready
+        if changed:
+            level = logging.INFO if ready or first else logging.WARNING
+            logger.log(level, "%s: %s", "ready" if ready else "not ready", why)
 
 
 class LoopWatch:

@@ -9,7 +9,8 @@ holds no state of its own, and carries `X-Content-Type-Options: nosniff`.
 The daemon runs two: the main port, over TLS (`daemon.tls`) with a `daemon.access.Guard` that
 serves /metrics, /report* and /last-run only to callers the API server authenticates and
 authorises (plain and open with `PH_HTTP_AUTH=off`), and the probe port, plain and open, serving
-only /healthz and /readyz. The Guard decides each request before a worker takes it, asking the
+only /healthz and /readyz, which say ready or not and nothing more (the reasons are logged and in
+/last-run). The Guard decides each request before a worker takes it, asking the
 API server on its own threads, so a slow review never holds a worker.
 """
 
@@ -139,13 +140,10 @@ class HttpServer:
             return 200, CONTENT_TYPE_LATEST, self.exposition()
         if path == "/healthz":
             return 200, "text/plain; charset=utf-8", b"ok\n"
-        if path == "/readyz":
-            ready, why = self.daemon.readiness()
-            return (
-                (200 if ready else 503),
-                "text/plain; charset=utf-8",
-                f"{'ok' if ready else 'not ready'}: {why}\n".encode(),
-            )
+        if path == "/readyz":  # open to anyone: ready or not, no more (why: the log, /last-run)
+            ready, _ = self.daemon.readiness()
+            body = b"ok\n" if ready else b"not ready (the reason: the daemon's log, /last-run)\n"
+            return (200 if ready else 503), "text/plain; charset=utf-8", body
         if path == "/last-run":
             return 200, "application/json", dumps(self.daemon.status()).encode()
         return self._report("report.json" if path.endswith(".json") else "index.html")

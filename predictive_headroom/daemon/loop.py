@@ -44,7 +44,7 @@ from predictive_headroom.core.vocabulary import Component, NoForecastWhy
 from predictive_headroom.daemon.components import last_parts, watches
 from predictive_headroom.daemon.configfile import ConfigFile, same_forecast
 from predictive_headroom.daemon.disruption import DisruptionWatch
-from predictive_headroom.daemon.health import LoopWatch
+from predictive_headroom.daemon.health import LoopWatch, ReadinessLog
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
@@ -54,6 +54,7 @@ from predictive_headroom.daemon.pool_reconcile import PoolReconciler
 from predictive_headroom.daemon.refit_requests import RefitRequests
 from predictive_headroom.daemon.removed import RemovedPools
 from predictive_headroom.daemon.shadow import LiveReplicas
+from predictive_headroom.daemon.spend import SpendStore
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.daemon.workers import map_bounded
@@ -116,6 +117,7 @@ class Daemon:
             self.observer.settings.read_node_pods,
             edges.monotonic,
             lambda: self.policy.cost,
+            edges.elector if isinstance(edges.elector, SpendStore) else None,
         )
         """What reads each registered component's inputs, by name (`daemon.components`)."""
         self.disruption = cast(DisruptionWatch, self.components[Component.DISRUPTION])
@@ -152,6 +154,7 @@ class Daemon:
         self.live = LiveReplicas(options.retune_window)
         """In dry-run, each target's replicas over time (the user's N), for the shadow."""
         self.watch = LoopWatch(edges.monotonic, options.interval)
+        self.readiness_log = ReadinessLog()
         self.caches = edges.caches
         """The list-and-watch caches of the cluster reads (None: they LIST every reconcile)."""
 
@@ -479,6 +482,7 @@ class Daemon:
             ready, why = ready and synced, f"{why}; {cached}"
         if self.config.error:
             why += f"; config file problem (the last good config runs): {self.config.error}"
+        self.readiness_log.note(ready, why)
         return ready, why
 
     def status(self) -> dict[str, Any]:
@@ -492,6 +496,7 @@ class Daemon:
                 "rejected_change": self.config.error,
             },
             "leader": bool(self.elector.is_leader),
+            "readiness": dict(zip(("ready", "why"), self.readiness(), strict=True)),
             "dry_run": self.dry_run,
             "reconcile": self.last_reconcile.to_dict() if self.last_reconcile else None,
             "last_successful_reconcile_at": self.last_success_at,

@@ -11,7 +11,9 @@ Safety rules:
   with one warning and one Warning Event (NotOwned) each time a refusal starts, and never written;
   so is a Deployment adopted as it is (`placeholder.existing`) that is not a pause placeholder
   (a container other than a pause image, or no PriorityClass below 0): the message names what
-  was found;
+  was found; the PriorityClass's value is read at every reconcile and confirmed right before each
+  write, so a class deleted or re-created at a value >= 0 is refused at once, never written to;
+  when a refusal ends, the log names the check that passes again;
 - a target paused with the kill-switch annotation is left alone, and what was written to it is
   forgotten;
 - a placeholder adopted as it is (`placeholder.existing`) is taken over from its current count:
@@ -45,9 +47,18 @@ from predictive_headroom.daemon.outcomes import PoolOutcome
 from predictive_headroom.policy.adopt import PodTemplate, pause_problem, requests_mismatch
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import ownership_problem
-from predictive_headroom.protocols import Actuator, TargetState
+from predictive_headroom.protocols import Actuator, TargetRefused, TargetState
 
 logger = logging.getLogger(__name__)
+
+_SETTLED = {
+    "label": "its target now carries its label",
+    "placeholder": (
+        "its target passes the placeholder check again (pause containers only, a PriorityClass "
+        "below 0, its value read now)"
+    ),
+}
+"""What is said when a refusal ends, by the check that had refused the target."""
 
 
 class TargetWriter:
@@ -65,8 +76,9 @@ class TargetWriter:
         """Per pool, the (current, desired) last sent as a dry run."""
         self._uids: dict[str, str] = {}
         """Per pool, the uid of the target object last read."""
-        self._refused: dict[str, str] = {}
-        """Pools whose target is refused (not their own), with the reason last given."""
+        self._refused: dict[str, tuple[str, str]] = {}
+        """Pools whose target is refused, with the check that refused it (`_SETTLED`'s keys) and
+        the reason last given."""
         self._taken: dict[str, tuple[float, int]] = {}
         """Per adopted pool (`placeholder.existing`): when it was taken over, and the count found."""
         self._requests_warned: dict[str, str | None] = {}
@@ -159,22 +171,30 @@ class TargetWriter:
         pause placeholder: `policy.adopt`); else the `refused` outcome, saying why. A
         refusal that starts (or whose reason changes) is logged and recorded as a Warning Event on
         the target (not in dry-run: an Event is a write too); what was written to it is forgotten."""
-        problem = ownership_problem(pool.target, pool.name, state.pool_label)
+        check, problem = "label", ownership_problem(pool.target, pool.name, state.pool_label)
         if problem is None and pool.placeholder.existing and state.template is not None:
-            problem = pause_problem(pool.target, pool.name, state.template)
+            check, problem = "placeholder", pause_problem(pool.target, pool.name, state.template)
             self._check_requests(pool, state.template)
         if problem is None:
-            if self._refused.pop(pool.name, None) is not None:
-                logger.info("pool %s: its target now carries its label; serving it", pool.name)
+            was = self._refused.pop(pool.name, None)
+            if was is not None:
+                logger.info("pool %s: %s; serving it", pool.name, _SETTLED[was[0]])
             return None
-        if self._refused.get(pool.name) != problem:
+        return self._refuse(pool, plan, state.replicas, check, problem)
+
+    def _refuse(
+        self, pool: Pool, plan: Plan, current: int, check: str, problem: str
+    ) -> PoolOutcome:
+        """The `refused` outcome for `problem` found by `check`: said (log, Event) when it starts
+        or changes; what was written to the target is forgotten."""
+        if self._refused.get(pool.name, ("", ""))[1] != problem:
             logger.warning("%s", problem)
             if not self.dry_run:
                 self.actuator.record_refusal(pool, problem)
-        self._refused[pool.name] = problem
+        self._refused[pool.name] = (check, problem)
         self._applied.pop(pool.name, None)
         self._planned.pop(pool.name, None)
-        return PoolOutcome(pool.name, PoolAction.REFUSED, plan, state.replicas, error=problem)
+        return PoolOutcome(pool.name, PoolAction.REFUSED, plan, current, error=problem)
 
     def _check_requests(self, pool: Pool, template: PodTemplate) -> None:
         """Warn once (per difference) when an adopted placeholder's pods request other than its
@@ -257,12 +277,18 @@ class TargetWriter:
         dry-run, not at all when the Lease was lost during this cycle, else for real."""
         if self.dry_run:
             if self._dry_reported.get(pool.name) != (current, plan.desired):
-                self.actuator.scale(pool, plan.desired, plan.reason, dry_run=True)
+                try:
+                    self.actuator.scale(pool, plan.desired, plan.reason, dry_run=True)
+                except TargetRefused as exc:
+                    return self._refuse(pool, plan, current, "placeholder", str(exc))
                 self._dry_reported[pool.name] = (current, plan.desired)
             return PoolOutcome(pool.name, PoolAction.DRY_RUN, plan, current)
         if not self.is_leader():  # lost the Lease during this cycle
             return PoolOutcome(pool.name, PoolAction.FOLLOWER, plan, current)
-        self.actuator.scale(pool, plan.desired, plan.reason, dry_run=False)
+        try:
+            self.actuator.scale(pool, plan.desired, plan.reason, dry_run=False)
+        except TargetRefused as exc:  # a check confirmed right before the write failed
+            return self._refuse(pool, plan, current, "placeholder", str(exc))
         self._applied[pool.name] = plan.desired
         self._overridden.discard(pool.name)
         return PoolOutcome(pool.name, PoolAction.SCALED, plan, current)

@@ -8,7 +8,8 @@ from memory; the API server sees one long-lived watch per query instead of a LIS
 Faults, each handled in the informer's thread and never raised to a reconcile, with client-go's
 manners (its reflector): every retry after a failure waits an exponential backoff with jitter
 (`Backoff`: 0.8 s doubling to 30 s, each wait up to twice that with jitter, back to 0.8 s after a
-healthy minute), kept per cache; a watch is resumed from the last resourceVersion it saw (an
+healthy minute, after a list that succeeds after failed ones, and at every event or bookmark a
+watch sends), kept per cache; a watch is resumed from the last resourceVersion it saw (an
 event's or a bookmark's) and the query is listed again only when that version is gone.
 - A watch that ends (the server's timeout) or breaks (connection dropped, an unreadable answer)
   after it was healthy (it lasted a second or sent something): resumed at once. One that ends or
@@ -22,7 +23,9 @@ event's or a bookmark's) and the query is listed again only when that version is
 - A watch the API server refuses (403: the RBAC lacks `watch`): one error naming the verb and the
   resource, then the informer is `listing`: every read lists, as before watches, and the watch is
   tried again every `retry_watch` seconds.
-- A list that fails: tried again after a wait (`list-failed`); meanwhile reads list for themselves.
+- A list that fails: tried again after a wait (`list-failed`). Reads of a cache that has listed once
+  keep coming from memory, through every re-list and wait (its `age` and `stale` on /last-run);
+  only a cache that never listed, or whose watch is refused, has its reads list for themselves.
 
 The counters of re-lists go to `on_relist(resource, reason)` and of waits to
 `on_backoff(cache, reason)`, which the shell points at metrics. The client's own
@@ -153,13 +156,15 @@ class Informer(Generic[V]):
         return not self._thread.is_alive()
 
     def current(self, wait: float = 0.0) -> tuple[V, ...] | None:
-        """The values kept, in the order a LIST gives (namespace, name), when the cache is watching
-        and fresh (waiting up to `wait` seconds for the first list); None when the caller must
-        list for itself."""
+        """The values kept, in the order a LIST gives (namespace, name), once the cache has listed
+        (waiting up to `wait` seconds for the first list) and while the API server allows its
+        watch; None when the caller must list for itself. A cache re-listing or waiting out a
+        backoff answers from its last synced state (`stale` on /last-run past `stale_after`), as
+        a client-go informer does: a fault never turns reads into a LIST per reconcile."""
         self.last_read = self.monotonic()
         if self.mode == CacheMode.STARTING and wait > 0:
             self._settled.wait(wait)
-        if self.mode != CacheMode.WATCHING or self.age() > self.options.stale_after:
+        if self.mode != CacheMode.WATCHING:
             return None
         with self._lock:
             if self._snapshot is None:
@@ -185,6 +190,7 @@ class Informer(Generic[V]):
             self.relists,
             self.last_error,
             self.backoff_waits,
+            self.mode == CacheMode.WATCHING and self.age() > self.options.stale_after,
         )
 
     # -- the thread ------------------------------------------------------------------------------
@@ -201,12 +207,17 @@ class Informer(Generic[V]):
                     if isinstance(exc, Forbidden):  # reads list (and fail) as before watches
                         self.mode = CacheMode.LISTING
                         self._settled.set()
-                    self._failed(
-                        f"{self._why_not_listed(exc)}; reads list for themselves", failures == 1
+                    serving = (
+                        "reads list for themselves"
+                        if self.mode != CacheMode.WATCHING
+                        else "reads are served from the last synced list"
                     )
+                    self._failed(f"{self._why_not_listed(exc)}; {serving}", failures == 1)
                     reason = RelistReason.FAILED
                     self._wait(BackoffReason.LIST_FAILED)
                     continue
+                if failures:
+                    self._backoff.reset()  # listing works again: a later fault waits from 0.8 s
                 failures = 0
             reason = self._follow()
             if reason in (RelistReason.GONE, RelistReason.UNKNOWN_VERSION):
@@ -400,6 +411,7 @@ class Informer(Generic[V]):
             raise ValueError(f"the watch sent a line that is not an event: {cut(event)!r}")
         obj, kind = event["raw_object"], event.get("type")
         self._heard = self.monotonic()
+        self._backoff.reset()  # the watch works: the next fault waits from 0.8 s again
         self._allowed()
         if kind != "BOOKMARK":
             with self._lock:

@@ -27,6 +27,9 @@ Rules:
   taken over once its record has not changed for the lease duration, as observed locally.
 - `stop()` first stops leading, then releases the Lease (empty holder) so a follower takes
   over on its next try instead of waiting for the lease to expire.
+- What a leader keeps for the next one rides on its own Lease writes: `carry(key, value)` sets
+  an annotation written with each renewal and the release (no request of its own); every write
+  keeps the Lease's other annotations, and `annotation(key)` is the Lease's as last read.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ class LeaseRecord:
     acquire_time: datetime | None
     unreadable: tuple[str, ...]
     """`field 'value'` of each time that could not be parsed."""
+    annotations: tuple[tuple[str, str], ...] = ()
+    """The Lease's annotations (what a leader keeps for the next one, `carry`)."""
 
     @classmethod
     def from_json(cls, lease: dict[str, Any]) -> LeaseRecord:
@@ -99,6 +104,7 @@ class LeaseRecord:
             transitions=transitions if isinstance(transitions, int) else 0,
             acquire_time=times["acquireTime"],
             unreadable=tuple(unreadable),
+            annotations=tuple((str(k), str(v)) for k, v in (meta.get("annotations") or {}).items()),
         )
 
 
@@ -178,6 +184,13 @@ class LeaderElector:
         self._observed_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lease_annotations: dict[str, str] = {}
+        """The Lease's annotations as last read (or written) by this replica."""
+        self._carried: dict[str, str] = {}
+        """Annotations this replica, while it leads, writes with each renewal (`carry`)."""
+        self.term = 0
+        """Counts the times this replica started leading (a new term starts from the Lease)."""
+        self._last_carried: dict[str, str] = {}  # what it carried when it stopped leading
 
     @classmethod
     def from_settings(
@@ -202,6 +215,19 @@ class LeaderElector:
         """Seconds this process may still send writes for (0 when it does not lead)."""
         with self._lock:
             return max(0.0, self._valid_until - time.monotonic()) if self._leading else 0.0
+
+    def annotation(self, key: str) -> str | None:
+        """The Lease's annotation `key` as this replica last read or wrote it (None: absent)."""
+        with self._lock:
+            return self._lease_annotations.get(key)
+
+    def carry(self, key: str, value: str) -> None:
+        """Write annotation `key` with this leader's next renewal (and its release), so the next
+        leader finds it: no request of its own. Ignored unless leading; forgotten on stepping
+        down (a new leader starts from what the Lease says)."""
+        with self._lock:
+            if self._leading:
+                self._carried[key] = value
 
     def start(self) -> None:
         """Start campaigning in a daemon thread."""
@@ -283,6 +309,8 @@ class LeaderElector:
         except KubeError as exc:
             self._failed("read", exc)
             return
+        with self._lock:
+            self._lease_annotations = dict(lease.annotations)
         holder = lease.holder
         record = (holder, lease.resource_version)
         if record != self._observed:
@@ -301,9 +329,15 @@ class LeaderElector:
             )
         now = _now()
         renewing = holder == self.identity
+        with self._lock:  # its annotations, with what this leader carries on a renewal
+            carried = self._carried if renewing and self._leading else {}
+            annotations = {**dict(lease.annotations), **carried}
         replacement = V1Lease(
             metadata=V1ObjectMeta(
-                name=self.name, namespace=self.namespace, resource_version=lease.resource_version
+                name=self.name,
+                namespace=self.namespace,
+                resource_version=lease.resource_version,
+                annotations=annotations or None,
             ),
             spec=V1LeaseSpec(
                 holder_identity=self.identity,
@@ -318,6 +352,8 @@ class LeaderElector:
         except KubeError as exc:
             self._failed("renew" if renewing else "acquire", exc)
             return
+        with self._lock:
+            self._lease_annotations = annotations
         self._renewed(started)
 
     def _read(self) -> LeaseRecord:
@@ -376,6 +412,7 @@ class LeaderElector:
             newly = not self._leading
             self._leading = True
             self._valid_until = started + self.timing.renew_deadline
+            self.term += 1 if newly else 0
         if newly:
             logger.info(
                 "leader election: %s is now the leader (Lease %s/%s)",
@@ -420,7 +457,9 @@ class LeaderElector:
         with self._lock:
             was = self._leading
             self._leading = False
+            carried, self._carried = self._carried, {}
         if was:
+            self._last_carried = carried  # written once more by `_release` when stopping
             logger.warning("leader election: %s stopped leading: %s", self.identity, why)
             if self.on_stopped:
                 self.on_stopped()
@@ -432,11 +471,13 @@ class LeaderElector:
             lease = self._read()
             if lease.holder != self.identity:
                 return
+            annotations = {**dict(lease.annotations), **self._last_carried}
             released = V1Lease(
                 metadata=V1ObjectMeta(
                     name=self.name,
                     namespace=self.namespace,
                     resource_version=lease.resource_version,
+                    annotations=annotations or None,
                 ),
                 spec=V1LeaseSpec(
                     holder_identity=None,

@@ -25,8 +25,9 @@ from predictive_headroom.kube.cluster import (
     read_replicas,
 )
 from predictive_headroom.kube.discovery import BufferApi, CapacityBufferDiscovery
-from predictive_headroom.kube.errors import Forbidden, NotFound
+from predictive_headroom.kube.errors import NotFound
 from predictive_headroom.kube.pods import PLACEHOLDER_LABEL
+from predictive_headroom.kube.priority import PriorityClasses
 from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.adopt import PodTemplate
 from predictive_headroom.policy.config import Pool
@@ -36,52 +37,13 @@ from predictive_headroom.policy.target import (
     CAPACITY_BUFFER_GROUP,
     CAPACITY_BUFFER_PLURAL,
 )
-from predictive_headroom.protocols import ActuatorError, TargetCondition, TargetState
+from predictive_headroom.protocols import TargetCondition, TargetState
 
 logger = logging.getLogger(__name__)
 
 
 def _paused(annotations: dict[str, str] | None) -> bool:
     return (annotations or {}).get(PAUSED_ANNOTATION, "").strip().lower() == "true"
-
-
-class PriorityClasses:
-    """Reads the value of a PriorityClass by name, once: a class's value cannot be changed, so a
-    value read is kept (a failed read is tried again at the next call)."""
-
-    def __init__(self, api_client: ApiClient, options: CallOptions | None = None) -> None:
-        self.options = options or CallOptions()
-        self._scheduling = kubernetes.client.SchedulingV1Api(api_client)
-        self._values: dict[str, int] = {}
-
-    def value(self, name: str, pool: str) -> tuple[int | None, str | None]:
-        """The class's value, or None and why it could not be read (for `pause_problem`)."""
-        if name in self._values:
-            return self._values[name], None
-        op = _Op("get", "priorityclasses", "scheduling.k8s.io", "PriorityClass", "", name, pool)
-        try:
-            found = _call(op, self.options, self._scheduling.read_priority_class, name=name)
-        except NotFound:
-            return (
-                None,
-                f"there is no PriorityClass {name}: the API server refuses new pods naming it",
-            )
-        except Forbidden:
-            return None, f"forbidden: the daemon may not get priorityclasses/{name}"
-        except ActuatorError as exc:
-            return None, str(exc)
-        self._values[name] = int(found.value)
-        return self._values[name], None
-
-    def resolve(self, pool: Pool, state: TargetState) -> TargetState:
-        """`state` with its pod template's PriorityClass value read, for a pool whose placeholder
-        is declared existing (the only ones `pause_problem` is asked about); else `state`."""
-        template = state.template
-        if not pool.placeholder.existing or template is None or template.priority_class is None:
-            return state
-        value, unread = self.value(template.priority_class, pool.name)
-        resolved = dataclasses.replace(template, priority=value, priority_unread=unread)
-        return dataclasses.replace(state, template=resolved)
 
 
 def pod_template(spec: Any) -> PodTemplate | None:
@@ -305,10 +267,13 @@ class TargetActuator:
         fence: Fence | None = None,
     ) -> None:
         """`fence` (e.g. `LeaderElector.write_budget`) is asked before every write attempt."""
+        deployments = DeploymentScaleActuator(api_client, options, fence)
         self._by_kind: dict[str, _ReplicaTarget] = {
-            "Deployment": DeploymentScaleActuator(api_client, options, fence),
+            "Deployment": deployments,
             "CapacityBuffer": CapacityBufferActuator(api_client, options, discovery, fence),
         }
+        self.priority_classes = deployments.priority_classes
+        """What an adopted Deployment's PriorityClass value is read from (`kube.priority`)."""
 
     def read(self, pool: Pool) -> TargetState:
         """Current replicas and kill-switch state of the pool's target."""

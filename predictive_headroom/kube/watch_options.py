@@ -90,6 +90,11 @@ class Backoff:
         self._ends = now + wait
         return wait
 
+    def reset(self) -> None:
+        """The cache is healthy again (a list or a watch succeeded): the next wait starts from
+        `initial`, as if none had come before."""
+        self._step, self._ends = self.timing.initial, None
+
 
 @dataclass(frozen=True)
 class WatchQuery:
@@ -138,7 +143,8 @@ class WatchOptions:
 
     @property
     def stale_after(self) -> float:
-        """A cache that heard nothing from the API server for this long is not read."""
+        """A cache that heard nothing from the API server for this long is said `stale` on
+        /last-run (its reads still come from memory, as a client-go informer's do)."""
         return 2 * self.quiet_deadline
 
 
@@ -156,6 +162,9 @@ class CacheStatus:
     relists: int
     last_error: str | None
     backoff_waits: int = 0
+    stale: bool = False
+    """Reads are served from memory although the cache heard nothing for `stale_after` seconds (a
+    re-list or a watch is being retried): what the last synced list and watch showed."""
 
     def to_dict(self) -> dict[str, Any]:
         def rounded(x: float | None) -> float | None:
@@ -171,4 +180,5 @@ class CacheStatus:
             "relists": self.relists,
             "last_error": self.last_error,
             "backoff_waits": self.backoff_waits,
+            "stale": self.stale,
         }

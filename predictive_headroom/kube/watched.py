@@ -9,8 +9,9 @@ listing reader they wrap, so a reconcile reads what the LIST design read.
 
 `WatchedTargets` reads each Deployment target from a watch of that one Deployment, and each
 CapacityBuffer target from a watch of that one buffer in the version discovery chose (a
-`metadata.name` field selector, which RBAC allows with `resourceNames`); writes go to the actuator
-it wraps.
+`metadata.name` field selector, which RBAC allows with `resourceNames`); an adopted Deployment's
+PriorityClass from a watch of that one class, shared with the actuator it wraps (`kube.priority`);
+writes go to the actuator.
 
 What a cache keeps per object (measured in `bench/informer_memory.py`, figures in
 docs/operations.md): a node's name, cores, schedulability and `NodeSeen`; a pod's `PodSeen` or
@@ -44,8 +45,10 @@ from predictive_headroom.kube.pods import (
     pod_seen,
     preemption,
 )
-from predictive_headroom.kube.targets import PriorityClasses, object_target
+from predictive_headroom.kube.priority import PriorityClasses
+from predictive_headroom.kube.targets import object_target
 from predictive_headroom.kube.watch_options import WatchOptions, WatchQuery
+from predictive_headroom.policy.adopt import PodTemplate
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import CAPACITY_BUFFER_GROUP, CAPACITY_BUFFER_PLURAL
 from predictive_headroom.protocols import (
@@ -245,9 +248,19 @@ class WatchedTargets:
         self.actuator, self.caches, self.discovery = actuator, caches, discovery
         self._apps = kubernetes.client.AppsV1Api(api_client)
         self._custom = kubernetes.client.CustomObjectsApi(api_client)
-        self.priority_classes = PriorityClasses(api_client, caches.call_options)
+        found = getattr(actuator, "priority_classes", None)
+        self.priority_classes: PriorityClasses = (
+            found
+            if isinstance(found, PriorityClasses)
+            else PriorityClasses(api_client, caches.call_options)
+        )
+        """One reader of PriorityClass values for this and the actuator, from one watch per class."""
+        self.priority_classes.caches = caches
         self._expected: dict[str, str] = {}
         """Per pool written to: the resourceVersion the cache must show before it is read again."""
+        self._templates: dict[str, PodTemplate | None] = {}
+        """Per pool: the pod template last read of its target (its PriorityClass is confirmed
+        before each write)."""
 
     def _watched(self, pool: Pool) -> bool:
         return pool.target.kind == "Deployment" or (
@@ -291,14 +304,19 @@ class WatchedTargets:
         cached, expected = self._cached(pool), self._expected.get(pool.name)
         if cached is not None and expected in (None, cached.resource_version):
             self._expected.pop(pool.name, None)
-            return self.priority_classes.resolve(pool, cached)
-        state = self.actuator.read(pool)
-        if expected is not None:
-            self._expected[pool.name] = state.resource_version
+            state = self.priority_classes.resolve(pool, cached)
+        else:
+            state = self.actuator.read(pool)
+            if expected is not None:
+                self._expected[pool.name] = state.resource_version
+        self._templates[pool.name] = state.template
         return state
 
     def scale(self, pool: Pool, replicas: int, reason: str, dry_run: bool) -> None:
-        """Write through the actuator; the target is then read directly until the cache caught up."""
+        """Write through the actuator, an adopted placeholder's PriorityClass confirmed first
+        (`TargetRefused` when it changed); the target is then read directly until the cache
+        caught up."""
+        self.priority_classes.confirm(pool, self._templates.get(pool.name))
         if self._watched(pool):
             self._expected[pool.name] = ""
         self.actuator.scale(pool, replicas, reason, dry_run)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from predictive_headroom.policy.chart_security import security_problems
 from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.echo import cut
 from predictive_headroom.policy.load import Problem, _format_path, _nearest_line, policy_problems
@@ -172,6 +173,7 @@ def values_problems(
         problems.append(Problem(_format_path(loc), message, _nearest_line(index, loc)))
     problems += _priority_problems(values, index)
     problems += _cidr_problems(values, index)
+    problems += security_problems(values, index)
     problems += _non_finite_problems(
         {k: v for k, v in values.items() if k not in POLICY_KEYS}, index
     )

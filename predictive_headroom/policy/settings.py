@@ -25,6 +25,42 @@ def check_prometheus_url(url: str) -> str:
     return url
 
 
+def cut_userinfo(url: str) -> str:
+    """`url` without the user and password it may carry (for messages)."""
+    parts = urlsplit(url.strip())
+    if not (parts.username or parts.password):
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def sent_in_the_clear(
+    url: str, *, token_file: bool, basic: bool, headers: dict[str, str]
+) -> list[str]:
+    """The credentials a request to `url` would carry readable by anyone on the path: none for
+    https; for a plain http:// URL, a bearer token, a password (basic auth, or user:password@ in
+    the URL) or an Authorization header, each named."""
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() != "http":
+        return []
+    given = (
+        ("a bearer token", token_file),
+        ("a password", basic),
+        ("the URL's user and password", bool(parts.username or parts.password)),
+        ("an Authorization header", any(k.lower() == "authorization" for k in headers)),
+    )
+    return [what for what, present in given if present]
+
+
+def clear_text_refusal(url: str, sent: list[str], *, ca: str, allow: str) -> str:
+    """Why `sent` is not sent to the plain http:// `url`, and the two ways on: https (with `ca`
+    for a private CA), or `allow`, the setting that says the path is trusted."""
+    return (
+        f"Prometheus URL {cut_userinfo(url)!r} is plain http:// and {' and '.join(sent)} would "
+        f"cross the network readable by anyone on the path: use an https:// URL ({ca} for a "
+        f"private CA), or set {allow} to send it anyway"
+    )
+
+
 class Settings(BaseSettings):
     """Runtime settings from environment variables with the prefix `PH_` (e.g. `PH_PROMETHEUS_URL`)."""
 
@@ -37,6 +73,9 @@ class Settings(BaseSettings):
     prometheus_headers: dict[str, str] = Field(default_factory=dict)
     prometheus_ca_file: Path | None = None
     prometheus_verify_tls: bool = True
+    prometheus_insecure: bool = False
+    """Send credentials to a plain http:// Prometheus URL (refused otherwise, see
+    `plain_http_credentials`)."""
     prometheus_timeout: float = Field(default=30.0, gt=0)
     prometheus_retries: int = Field(default=3, ge=0)
     fresh_read_timeout: float = Field(default=5.0, gt=0)

@@ -21,7 +21,12 @@ from prometheus_api_client import PrometheusConnect
 
 from predictive_headroom.core.series import MAX_SAMPLE, History, from_epoch
 from predictive_headroom.policy.config import ForecastSpec
-from predictive_headroom.policy.settings import Settings, check_prometheus_url
+from predictive_headroom.policy.settings import (
+    Settings,
+    check_prometheus_url,
+    clear_text_refusal,
+    sent_in_the_clear,
+)
 from predictive_headroom.protocols import SourceError
 from predictive_headroom.sources.bounded_read import Deadline, DeadlineExceeded, TooLarge
 from predictive_headroom.sources.prometheus_http import (
@@ -374,7 +379,8 @@ def from_settings(
 ) -> PrometheusSource | None:
     """Build the source for `url` (e.g. `--prometheus-url`) or `settings.prometheus_url`; None when neither is set.
 
-    A URL without a scheme or host is refused here with how to write it (SourceError), before any
+    A URL without a scheme or host, or a plain http:// URL with credentials (unless
+    PH_PROMETHEUS_INSECURE), is refused here with how to write it (SourceError), before any
     request is made."""
     chosen = url or settings.prometheus_url
     if chosen:
@@ -382,4 +388,19 @@ def from_settings(
             check_prometheus_url(chosen)
         except ValueError as exc:
             raise SourceError(str(exc)) from None
+        sent = sent_in_the_clear(
+            chosen,
+            token_file=settings.prometheus_bearer_token_file is not None,
+            basic=bool(settings.prometheus_username or settings.prometheus_password),
+            headers=settings.prometheus_headers,
+        )
+        if sent and not settings.prometheus_insecure:
+            raise SourceError(
+                clear_text_refusal(
+                    chosen,
+                    sent,
+                    ca="PH_PROMETHEUS_CA_FILE",
+                    allow="PH_PROMETHEUS_INSECURE=true (the chart's prometheus.insecure)",
+                )
+            )
     return PrometheusSource(chosen, settings, **kwargs) if chosen else None

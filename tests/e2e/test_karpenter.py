@@ -201,7 +201,7 @@ def test_consolidation_taints_a_node_and_the_daemon_holds_room_for_its_pods(
     )
 
     values = {
-        "disruption": {"readPods": True},
+        "disruption": {"readPods": True, "readPodsNamespaces": [ns]},
         "pools": [
             {
                 "name": "drain",

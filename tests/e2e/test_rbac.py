@@ -18,7 +18,7 @@ from predictive_headroom.kube.cluster import load_kube_config
 @pytest.fixture(scope="module")
 def release(cluster, tmp_path_factory):
     """The chart as a release of its own (test_apply's kustomize overlays grant the
-    predictive-headroom ServiceAccount more, e.g. nodepods' cluster-wide pod list)."""
+    predictive-headroom ServiceAccount more, e.g. podwait's and nodepods' pod lists)."""
     installed = install(cluster, tmp_path_factory.mktemp("rbac"), namespace="rbac", release="rbac")
     yield installed
     set_replicas(cluster.api(), "rbac", installed.placeholder(), 0)

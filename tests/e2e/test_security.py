@@ -1,6 +1,6 @@
 """Issue 55 item 5 against a real API server: the chart rendered as `helm install` renders it
 (its `lookup`s answered by the cluster) narrows the daemon's egress to the API server's own
-endpoints, makes the daemon's certificate and its CA (kept on upgrade), and the ServiceMonitor's
+endpoints, makes the daemon's certificate and its CA (kept on upgrade, not rendered again), and the ServiceMonitor's
 tlsConfig verifies the daemon serving it: a scrape with the CA and serverName succeeds, one
 without the CA, or for another name, fails; pods are readable only in the namespaces named."""
 
@@ -66,15 +66,25 @@ def _secret(cluster, name: str) -> dict[str, bytes]:
     return {k: base64.b64decode(v) for k, v in data.items()}
 
 
-def test_an_upgrade_keeps_the_certificate(cluster, release) -> None:
-    secret = _of(release, "Secret")
-    live = _secret(cluster, secret["metadata"]["name"])
+def _tls_secret(release: Installed) -> dict[str, Any]:
+    """The chart-made certificate's Secret (the other Secret is the scraper's token)."""
+    (found,) = [
+        o for o in release.objects if o["kind"] == "Secret" and o["type"] == "kubernetes.io/tls"
+    ]
+    return found
+
+
+def test_an_upgrade_keeps_the_certificate_without_rendering_its_key(cluster, release) -> None:
+    """An upgrade that finds the live certificate valid for long enough leaves it as it is and
+    renders no Secret for it, so its key is not in that revision's release record."""
+    secret = _tls_secret(release)
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     again = render_chart(
         VALUES, release=RELEASE, namespace=NS, kubeconfig=cluster.admin_kubeconfig,
         is_upgrade=True,
     )  # fmt: skip
-    (upgraded,) = [o for o in again if o["kind"] == "Secret"]
-    assert {k: base64.b64decode(v) for k, v in upgraded["data"].items()} == live
+    assert not [o for o in again if o["kind"] == "Secret" and o["type"] == "kubernetes.io/tls"]
+    assert _secret(cluster, secret["metadata"]["name"])["tls.key"]  # still there, unchanged
 
 
 def _token(cluster) -> str:
@@ -124,7 +134,7 @@ def test_the_service_monitor_verifies_the_daemon_with_the_charts_ca(
     assert "insecureSkipVerify" not in tls_config
     ca_ref, server_name = tls_config["ca"]["secret"], tls_config["serverName"]
     # What the daemon mounts (the chart's env) from the Secret the chart made, as the kubelet would.
-    secret = _secret(cluster, _of(release, "Secret")["metadata"]["name"])
+    secret = _secret(cluster, _tls_secret(release)["metadata"]["name"])
     mounted = tmp_path / "tls"
     mounted.mkdir()
     for key in ("tls.crt", "tls.key"):

@@ -1,5 +1,5 @@
 """The daemon reads the real cluster through watches (issue 47): under the chart's own role its
-caches sync, `/readyz` and `/last-run` say so, a node added reaches the next reconcile without a
+caches sync, `/readyz` and `/last-run` say so (the reason in `/last-run` only), a node added reaches the next reconcile without a
 new LIST, and a role without `watch` (RBAC not yet updated) is named, verb and resource, and read by
 listing, without a crash loop."""
 
@@ -54,6 +54,11 @@ def get(daemon: DaemonProc, path: str) -> tuple[int, str]:
         return err.code, err.read().decode()
 
 
+def why(daemon: DaemonProc) -> str:
+    """Why the daemon is (not) ready: `/last-run`'s `readiness` (`/readyz` says only ready or not)."""
+    return json.loads(get(daemon, "/last-run")[1])["readiness"]["why"]
+
+
 def start(release, tmp_path, name: str, selector: str) -> DaemonProc:
     policy = write_policy(tmp_path / f"{name}.yaml", [proportional_pool(release, selector)])
     # Read over plain HTTP on one port: who may read the port is test_safe_adoption's.
@@ -75,7 +80,7 @@ def test_a_node_added_reaches_the_next_reconcile_through_the_watch(cluster, rele
             lambda: replicas(api, release.namespace, release.placeholder()) == 2, 90, "2 replicas"
         )
         wait_for(lambda: get(daemon, "/readyz")[0] == 200, 30, "ready")
-        assert "cache(s) synced" in get(daemon, "/readyz")[1]
+        assert "cache(s) synced" in why(daemon)
         cluster.add_nodes(nodes[2:], labels={LABEL: "a"})
         wait_for(
             lambda: replicas(api, release.namespace, release.placeholder()) == 3, 60, "3 replicas"
@@ -118,8 +123,8 @@ def test_a_role_without_watch_is_named_and_the_daemon_reads_by_listing(cluster, 
         assert daemon.alive(), daemon.text()
         line = next(x for x in daemon.text().splitlines() if "watch nodes forbidden" in x)
         assert "needs 'watch' on nodes cluster-wide" in line, line
-        status, why = get(daemon, "/readyz")
-        assert status == 200 and "watch or list refused" in why, why
+        status, reason = get(daemon, "/readyz")[0], why(daemon)
+        assert status == 200 and "watch or list refused" in reason, reason
         assert "Traceback" not in daemon.text(), daemon.text()
     finally:
         daemon.stop()

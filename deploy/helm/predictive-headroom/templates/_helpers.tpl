@@ -237,3 +237,22 @@ egress to any address is never rendered by default.
 {{- toYaml (dict "cidrs" (uniq $cidrs | sortAlpha) "ports" (uniq $ports) "lookedUp" true) -}}
 {{- end -}}
 {{- end -}}
+
+
+{{/*
+The Secret whose token the ServiceMonitor presents (a dict: create, secretName, key, account):
+serviceMonitor.token.create makes the ServiceAccount <fullname>-scraper and its token Secret
+<fullname>-scraper-token; otherwise the Secret named by serviceMonitor.token.secretName.
+*/}}
+{{- define "ph.scrapeToken" -}}
+{{- $fullname := include "ph.fullname" . -}}
+{{- $token := .Values.serviceMonitor.token | default dict -}}
+{{- $create := ne (toString $token.create) "false" -}}
+{{- $name := $token.secretName -}}
+{{- if $create -}}
+{{- $name = default (printf "%s-scraper-token" $fullname) $name -}}
+{{- else if not $name -}}
+{{- fail "serviceMonitor.token.secretName: with serviceMonitor.token.create: false, name the Secret (in the release namespace) holding the token Prometheus presents, and bind its holder with httpAuth.readers; or leave create: true to let the chart make a ServiceAccount that may only read the daemon's endpoints" -}}
+{{- end -}}
+{{- toYaml (dict "create" $create "secretName" $name "key" (default "token" $token.key) "account" (printf "%s-scraper" $fullname)) -}}
+{{- end -}}

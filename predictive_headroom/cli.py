@@ -10,12 +10,17 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from pydantic import ValidationError
+# Before any import that takes time: a SIGTERM while the daemon starts exits 0, not -15.
+from predictive_headroom.daemon.early_stop import exit_on_stop_until_serving
 
-from predictive_headroom import __version__
-from predictive_headroom.commands import CommandError, print_error
-from predictive_headroom.core.vocabulary import AT_ONCE
-from predictive_headroom.policy.load import ConfigError
+exit_on_stop_until_serving(sys.argv[1:])
+
+from pydantic import ValidationError  # noqa: E402
+
+from predictive_headroom import __version__  # noqa: E402
+from predictive_headroom.commands import CommandError, print_error  # noqa: E402
+from predictive_headroom.core.vocabulary import AT_ONCE  # noqa: E402
+from predictive_headroom.policy.load import ConfigError  # noqa: E402
 
 # Sub-command modules under predictive_headroom.commands; each has HELP, add_arguments(), run().
 COMMANDS = ("run", "validate", "size", "plan", "forecast", "report", "backtest", "tune", "demo")

@@ -10,12 +10,14 @@ so one bad pool never stops the others.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from predictive_headroom.app.tune import retune
 from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.core.price import Price, pool_price
+from predictive_headroom.core.screen import Screened, screen
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import (
     Given,
@@ -51,6 +53,26 @@ def fetch_history(pool: Pool, source: Source, at: float) -> History | NoForecast
         return NoForecast(NoForecastWhy.SOURCE_ERROR, str(exc))
 
 
+def screened_history(
+    pool: Pool, source: Source, at: float, ceiling: float | None = None
+) -> tuple[History | NoForecast, Screened | None]:
+    """The pool's demand history up to `at` without the samples that cannot be real (`core.screen`:
+    negative, or far above the series' own range, and above `ceiling`, the last good fit's bound,
+    when given), logged once as a warning, and what was dropped (None when the read failed).
+    NoForecast('implausible-input') when most samples were dropped: the daemon then keeps the
+    last good forecast (`keep_usable`)."""
+    history = fetch_history(pool, source, at)
+    if isinstance(history, NoForecast):
+        return history, None
+    screened = screen(history, ceiling=ceiling)
+    if not screened.count:
+        return history, screened
+    logger.warning("pool %s: %s", pool.name, screened.describe())
+    if screened.mostly_dropped:
+        return NoForecast(NoForecastWhy.IMPLAUSIBLE_INPUT, screened.describe()), screened
+    return screened.history, screened
+
+
 def fit_pool(
     pool: Pool, history: History, forecaster: Forecaster, at: float, settings: PlanSettings
 ) -> Forecast | NoForecast:
@@ -77,6 +99,8 @@ class PoolFit:
     settings: PlanSettings | None = None
     """The settings the pool plans with (and its forecast was fitted for): its configuration with
     the measured lead time, re-tuned when it was (None only when built without them)."""
+    dropped: Mapping[str, int] = field(default_factory=dict)
+    """History samples dropped as implausible, by reason (`core.screen`, `vocabulary.DroppedWhy`)."""
 
 
 def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
@@ -93,6 +117,7 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     given: Given | None = None,
     price: Price | None = None,
     live: Sequence[tuple[float, int]] = (),
+    ceiling: float | None = None,
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
     `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
@@ -103,16 +128,18 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     `price`: the node priced (`core.price`), which the re-tune simulates
     (`replay.setup.priced_nodes`; None: a node of 8 placeholders). `live`: the target's replicas
     read over time (the dry-run daemon's), replayed beside the plan by the re-tune
-    (`Tuning.shadow`)."""
+    (`Tuning.shadow`). `ceiling`: the highest plausible sample of the pool's last good fit
+    (`Forecast.plausible_max`), which no sample read now may pass (`screened_history`)."""
     spec = pool.forecast
     assert spec is not None
     given = given or Given()
     settings = resolve_settings(pool, measured_lead=measured_lead, given=given)
     if not (spec.enabled or disabled_too):
         return PoolFit(pool.name, NoForecast(NoForecastWhy.DISABLED), settings=settings)
-    history = fetch_history(pool, source, at)
+    history, screened = screened_history(pool, source, at, ceiling)
+    dropped = {} if screened is None else dict(screened.dropped)
     if isinstance(history, NoForecast) or not len(history):
-        return _unread(pool, history, settings)
+        return replace(_unread(pool, history, settings), dropped=dropped)
     tuning = None
     if retune_window is not None and settings.protection is not None:
         nodes = None if price is None else priced_nodes(price)
@@ -127,7 +154,7 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
             live=live,
         )
         settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
-    forecast = fit_pool(pool, history, forecaster, at, settings)
+    forecast = _bounded(fit_pool(pool, history, forecaster, at, settings), screened)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = (
         _scored(pool, history, forecaster, settings)
@@ -135,7 +162,22 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
         else (None, ())
     )
     observed = observe_pool(pool, forecast, source, at) if observe else None
-    return PoolFit(pool.name, forecast, history, observed, scored, warnings, tuning, settings)
+    return PoolFit(
+        pool.name, forecast, history, observed, scored, warnings, tuning, settings, dropped
+    )
+
+
+def _bounded(forecast: Forecast | NoForecast, screened: Screened | None) -> Forecast | NoForecast:
+    """`forecast` carrying the screen's upper bound (its latest observations are judged against
+    it, `observe_pool`) and, when samples were dropped, a warning saying so."""
+    if not isinstance(forecast, Forecast) or screened is None:
+        return forecast
+    note = screened.describe()
+    return replace(
+        forecast,
+        plausible_max=screened.above,
+        warnings=forecast.warnings + ((note,) if note else ()),
+    )
 
 
 def _scored(
@@ -224,10 +266,16 @@ def needs_observations(pool: Pool, forecast: Forecast | NoForecast | None) -> bo
 
 
 def observe_pool(
-    pool: Pool, forecast: Forecast | NoForecast | None, source: Source | None, at: float
+    pool: Pool,
+    forecast: Forecast | NoForecast | None,
+    source: Source | None,
+    at: float,
+    dropped: Callable[[str, int], None] | None = None,
 ) -> History | Unobserved | None:
     """The pool's latest observations up to `at` when its forecast carries a burst model: one short
-    range query covering what the model's features read. None when nothing needs them; an
+    range query covering what the model's features read, without the samples that cannot be real
+    (negative, or above the bound of the history the forecast was fitted on: `core.screen`;
+    logged, and each reason's count given to `dropped`). None when nothing needs them; an
     `Unobserved` saying why when the read fails (the planner then uses the refit-time table)."""
     if not needs_observations(pool, forecast):
         return None
@@ -237,7 +285,7 @@ def observe_pool(
     model = forecast.burst_model
     span = model.lookback_seconds + model.delay_seconds + 2 * pool.forecast.step.total_seconds()
     try:
-        return source.recent(pool.forecast, at, span)
+        recent = source.recent(pool.forecast, at, span)
     except Exception as exc:  # any failure: the table stands in, the floors are untouched
         logger.warning(
             "pool %s: cannot read the latest observations, using the refit-time burst table: %s",
@@ -245,6 +293,16 @@ def observe_pool(
             exc,
         )
         return Unobserved(BurstFallback.FRESH_READ_FAILED, str(exc))
+    # A short read has no range of its own (a burst starting now would look absurd against the
+    # quiet hour before it): it is judged against the fitted history's bound.
+    above = math.inf if forecast.plausible_max is None else forecast.plausible_max
+    screened = screen(recent, above=above)
+    if screened.count:
+        logger.warning("pool %s: latest observations: %s", pool.name, screened.describe())
+        for why, n in screened.dropped.items():
+            if dropped is not None:
+                dropped(why, n)
+    return screened.history
 
 
 def describe(forecast: Forecast | NoForecast) -> str:

@@ -33,12 +33,13 @@ from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import NoForecastWhy
 from predictive_headroom.daemon.access import Guard
 from predictive_headroom.daemon.closedloop import LoopSettings
+from predictive_headroom.daemon.early_stop import exit_on_stop_until_serving, restore
 from predictive_headroom.daemon.httpserver import PROBES, HttpServer
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.logs import setup_logging
 from predictive_headroom.daemon.loop import Daemon
 from predictive_headroom.daemon.scheduling import Runner
-from predictive_headroom.daemon.tls import default_names, server_context
+from predictive_headroom.daemon.tls import default_names, server_certificate
 from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.kube.access import KubeAccessReviewer
 from predictive_headroom.kube.cluster import KubeClusterReader, load_kube_config
@@ -198,6 +199,16 @@ def daemon_options(args: argparse.Namespace, settings: Settings) -> DaemonOption
 
 
 def run(args: argparse.Namespace) -> int:
+    # First: a SIGTERM from here until `serve` installs its handler exits 0, not -15 (the command
+    # line installed it already when this process was started as the daemon).
+    previous = exit_on_stop_until_serving(["run", *(["--once"] if args.once else [])])
+    try:
+        return _run(args)
+    finally:
+        restore(previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         settings = Settings()
     except ValidationError as exc:
@@ -254,7 +265,12 @@ def once(daemon: Daemon) -> int:
         for name, fc in daemon.forecasts().items()
         if isinstance(fc, NoForecast)
         and fc.why
-        in (NoForecastWhy.FIT_ERROR, NoForecastWhy.SOURCE_ERROR, NoForecastWhy.NOT_FITTED_YET)
+        in (
+            NoForecastWhy.FIT_ERROR,
+            NoForecastWhy.SOURCE_ERROR,
+            NoForecastWhy.NOT_FITTED_YET,
+            NoForecastWhy.IMPLAUSIBLE_INPUT,
+        )
     ]
     problems = []
     if failed:
@@ -275,13 +291,15 @@ def http_servers(daemon: Daemon, settings: Settings, api: ApiClient) -> list[Htt
     tls, guard = None, None
     if settings.http_auth:
         try:
-            tls, source = server_context(
+            served = server_certificate(
                 settings.tls_cert_file, settings.tls_key_file, default_names()
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+        tls = served.context
+        daemon.metrics.tls_expiry.set_function(served.expiry)
         guard = Guard(KubeAccessReviewer(api))
-        logger.info("HTTP port: TLS with %s; authorised callers only", source)
+        logger.info("HTTP port: TLS with %s; authorised callers only", served.source)
     else:
         logger.warning("PH_HTTP_AUTH=off: /metrics, /report and /last-run are served to anyone")
     main = _listen(daemon, settings, settings.listen_port, "PH_LISTEN_PORT", tls=tls, guard=guard)
@@ -314,7 +332,8 @@ def _listen(
 
 
 STOP_WAIT = 5.0
-"""Seconds a stop waits for the threads it abandoned (a reconcile, a refit, a watch) to end."""
+"""Seconds a stop waits in all for the threads it abandoned (a reconcile, a refit, a watch, a
+cache's LIST that hangs) to end; then the process ends without them."""
 
 
 def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) -> int:
@@ -341,13 +360,14 @@ def serve(daemon: Daemon, runner: Runner, settings: Settings, api: ApiClient) ->
     while not stop.wait(1.0):
         pass
     runner.stop()
+    ends = time.monotonic() + STOP_WAIT  # one wait for all: a cache stuck in its first LIST
     daemon.elector.stop()
     for server in servers:
         server.stop()
     if isinstance(daemon.caches, Caches):
-        daemon.caches.stop(wait=STOP_WAIT)
+        daemon.caches.stop(wait=max(0.0, ends - time.monotonic()))
     logger.info("stopped")
-    end_without_abandoned_threads(STOP_WAIT)
+    end_without_abandoned_threads(max(0.0, ends - time.monotonic()))
     return 0
 
 

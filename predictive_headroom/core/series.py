@@ -14,6 +14,10 @@ from predictive_headroom.core.settings import PlanSettings
 
 DAY_SECONDS = 86_400
 WEEK_SECONDS = 7 * DAY_SECONDS
+MAX_SAMPLE = 1e18
+"""The largest demand sample a source accepts, in absolute value (an exabyte; a billion billion
+requests): larger ones overflow the fit's arithmetic (a square of 1e308 is infinite) and are
+refused at read (`sources`)."""
 
 
 def from_epoch(seconds: float) -> datetime:
@@ -170,6 +174,9 @@ class Forecast:
     fitted_for: PlanSettings | None = field(default=None, compare=False)
     """The settings this forecast was fitted for (lead time, observation delay, burst quantile;
     None: not recorded). A refit is needed when `settings.needs_refit(forecast.fitted_for)`."""
+    plausible_max: float | None = field(default=None, compare=False)
+    """The highest demand sample the history it was fitted on makes plausible (`core.screen`);
+    the latest observations are judged against it. None: not judged (too short, or not screened)."""
 
     def __post_init__(self) -> None:
         names = ("times", "yhat", "lower", "upper") + (

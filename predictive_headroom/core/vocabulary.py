@@ -33,6 +33,16 @@ class BurstFallback(StrEnum):
     """Reading the latest observations failed (the detail follows after a colon)."""
 
 
+class DroppedWhy(StrEnum):
+    """Why a demand sample was dropped before fitting or planning (`core.screen`; the `reason`
+    label of `predictive_headroom_samples_dropped_total`)."""
+
+    NEGATIVE = "negative"
+    """Below zero: a demand count never is."""
+    FAR_ABOVE = "far-above-range"
+    """Far above everything the series itself shows (`core.screen.FAR`)."""
+
+
 class BurstFit(StrEnum):
     """Which fit a last-day burst view reads (the report and the backtest page read different ones)."""
 
@@ -73,6 +83,9 @@ class NoForecastWhy(StrEnum):
     """The last good forecast ran out while refits kept failing."""
     NOT_FITTED_YET = "not-fitted-yet"
     """The daemon before a pool's first refit (or after a config change asked for a new fit)."""
+    IMPLAUSIBLE_INPUT = "implausible-input"
+    """Most of the history's samples were far outside its own range or negative (`core.screen`):
+    the refit keeps the last good forecast rather than fit on what is left."""
 
 
 class MissingInput(StrEnum):

@@ -28,7 +28,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from predictive_headroom.core.strict_json import dumps
 from predictive_headroom.daemon.access import Guard
-from predictive_headroom.daemon.slow_clients import ACCESS_KEY, DeadlineServer
+from predictive_headroom.daemon.slow_clients import ACCESS_KEY, THREADS, DeadlineServer
 from predictive_headroom.daemon.tls import TlsFront
 from predictive_headroom.policy.echo import cut
 
@@ -36,6 +36,14 @@ logger = logging.getLogger(__name__)
 
 ROUTES = ("/metrics", "/healthz", "/readyz", "/last-run", "/report", "/report.json")
 PROBES = ("/healthz", "/readyz")
+PROBE_THREADS = 2
+"""The probe port's own workers (an answer takes microseconds; two keep one free while the
+other is descheduled)."""
+PROBE_READ_TIMEOUT = 2.0
+"""Seconds a client of the probe port has to send its request: the kubelet sends it at once."""
+PROBE_PER_CLIENT = 16
+"""Connections one address may hold on the probe port (the kubelet holds one at a time), so a pod
+flooding the port (any pod may reach it) cannot take the connections the kubelet's probes need."""
 
 
 class Status(Protocol):
@@ -77,13 +85,23 @@ class HttpServer:
         """`read_timeout`: seconds a client has, from connecting (or from the end of its last
         request), to send its whole request line and headers (and its TLS handshake); also how
         long an idle kept-alive connection stays open. `routes`: the paths served (others are
-        404); `tls`: serve over TLS with this context; `guard`: who may read what it guards."""
+        404); `tls`: serve over TLS with this context; `guard`: who may read what it guards.
+        Serving only `PROBES`, it is the probe port: plain, its own `PROBE_THREADS` workers, a
+        `PROBE_READ_TIMEOUT` header deadline at most and `PROBE_PER_CLIENT` connections an
+        address."""
         self.daemon, self.exposition, self.report_dir = daemon, metrics_exposition, report_dir
         self.routes, self.guard = routes, guard
         inner = ("127.0.0.1", 0) if tls else (host, port)
         admission = guard.admit if guard else None
+        probes = set(routes) <= set(PROBES) and tls is None
         self._server = DeadlineServer.create(
-            self._wsgi, *inner, read_timeout, listen=not tls, admission=admission
+            self._wsgi,
+            *inner,
+            min(read_timeout, PROBE_READ_TIMEOUT) if probes else read_timeout,
+            listen=not tls,
+            admission=admission,
+            threads=PROBE_THREADS if probes else THREADS,
+            per_client=PROBE_PER_CLIENT if probes else None,
         )
         self._tls = TlsFront(self._server, host, port, tls, read_timeout) if tls else None
         self._thread = threading.Thread(target=self._server.run, name="http", daemon=True)

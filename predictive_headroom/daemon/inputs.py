@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
 from predictive_headroom.app.fit import needs_observations, observe_pool
@@ -107,7 +107,9 @@ class Inputs:
             return
         source = self.source
         reads = submit_bounded(
-            lambda pool: observe_pool(pool, forecasts.get(pool.name), source, at),
+            lambda pool: observe_pool(
+                pool, forecasts.get(pool.name), source, at, self._counter(pool)
+            ),
             wanted,
             FRESH_READ_WORKERS,
             "fresh-read",
@@ -122,7 +124,9 @@ class Inputs:
         when nothing needs them."""
         future = self._pending.pop(pool.name, None)
         observed = (
-            future.result() if future is not None else observe_pool(pool, forecast, self.source, at)
+            future.result()
+            if future is not None
+            else observe_pool(pool, forecast, self.source, at, self._counter(pool))
         )
         if isinstance(observed, Unobserved) and observed.why == BurstFallback.FRESH_READ_FAILED:
             self.metrics.error("fresh-read")
@@ -130,6 +134,10 @@ class Inputs:
         elif isinstance(observed, History) and len(observed):
             self.metrics.observed_demand.labels(pool=pool.name).set(float(observed.values[-1]))
         return observed
+
+    def _counter(self, pool: Pool) -> Callable[[str, int], None]:
+        """What counts the pool's latest observations dropped as implausible, by reason."""
+        return lambda why, n: self.metrics.dropped(pool.name, why, n)
 
     def forget(self, names: set[str]) -> None:
         """Drop what is remembered of removed pools."""

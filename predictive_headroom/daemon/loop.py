@@ -214,6 +214,7 @@ class Daemon:
             "seconds": round(time.perf_counter() - started, 3),
             "pools": {n: describe(merged[n]) for n in fresh if n in merged},
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
+            "dropped": {n: dict(f.dropped) for n, f in fits.items() if f.dropped},
         }
         self._retry_failed(fresh)
         self._write_report(policy, merged, histories, at, settled(fits, fresh, tunings))
@@ -261,12 +262,15 @@ class Daemon:
                 measured_lead=self.observer.measured_lead(pool),
                 price=pool_price(pool, policy.cost),  # the node its re-tune simulates
                 live=self.live.reads(pool.name) if self.dry_run else (),
+                ceiling=plausible_max(self._forecasts.get(pool.name)),
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)
             self.metrics.error("fit")
             return {pool.name: NoForecast(NoForecastWhy.FIT_ERROR, str(exc))}
         fits[pool.name] = fit
+        for why, n in fit.dropped.items():
+            self.metrics.dropped(pool.name, why, n)
         if isinstance(fit.forecast, NoForecast) and fit.forecast.why == NoForecastWhy.SOURCE_ERROR:
             logger.error("pool %s: cannot read demand history: %s", pool.name, fit.forecast.detail)
             self.metrics.error("source")
@@ -505,6 +509,11 @@ class Daemon:
             **{name: watch.status() for name, watch in self.components.items()},
             "caches": self.caches.status() if self.caches is not None else None,
         }
+
+
+def plausible_max(forecast: Forecast | NoForecast | None) -> float | None:
+    """The highest plausible demand sample of a pool's forecast in use (None: none or not judged)."""
+    return forecast.plausible_max if isinstance(forecast, Forecast) else None
 
 
 def kept_tunings(

@@ -15,7 +15,7 @@ from predictive_headroom.core.components import REGISTRY
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.core.series import Forecast, NoForecast
 from predictive_headroom.core.settings import SettingSource
-from predictive_headroom.core.vocabulary import BurstSource, Component
+from predictive_headroom.core.vocabulary import BurstSource, Component, DroppedWhy
 
 if TYPE_CHECKING:
     from predictive_headroom.app.tuning import Tuning
@@ -136,6 +136,17 @@ class Metrics:
         self.fit_seconds = Gauge(
             f"{PREFIX}_fit_seconds", "Seconds the last forecast fit took.", ["pool"], registry=r
         )
+        self.samples_dropped = Counter(
+            f"{PREFIX}_samples_dropped",
+            "Demand samples dropped before fitting or planning because they cannot be real "
+            "(reason=negative, or far-above-range: far above the series' own range).",
+            ["pool", "reason"],
+            registry=r,
+        )
+
+    def dropped(self, pool: str, reason: str, count: int) -> None:
+        """Count `count` demand samples of `pool` dropped for `reason` (`core.screen`)."""
+        self.samples_dropped.labels(pool=pool, reason=reason).inc(count)
 
     def _retune_metrics(self, r: CollectorRegistry) -> None:
         """What a pool with `protection:` chose at its last refit and the protection it reached."""
@@ -195,6 +206,11 @@ class Metrics:
     def _health_metrics(self, r: CollectorRegistry) -> None:
         """Errors by kind and whether this replica leads."""
         self.errors = Counter(f"{PREFIX}_errors", "Errors by kind.", ["kind"], registry=r)
+        self.tls_expiry = Gauge(
+            f"{PREFIX}_tls_certificate_expiry_timestamp_seconds",
+            "When the certificate the main port serves expires (POSIX seconds; absent without TLS).",
+            registry=r,
+        )
         self.leader = Gauge(
             f"{PREFIX}_leader", "1 when this replica holds the leader Lease.", registry=r
         )
@@ -422,6 +438,8 @@ class Metrics:
         for source in BurstSource:
             self._drop(self.burst_allowance, pool, source)
         self._drop(self.fresh_read_failures, pool)
+        for why in DroppedWhy:
+            self._drop(self.samples_dropped, pool, why)
         for metric in (
             self.node_ready,
             self.placeholder_start,

@@ -23,8 +23,11 @@ FIRST_WAIT = 60.0
 LONGEST_WAIT = 15 * 60.0
 """Retries of a refit that keeps failing come this often (seconds)."""
 
-RETRIED = frozenset({NoForecastWhy.FIT_ERROR, NoForecastWhy.SOURCE_ERROR})
-"""`NoForecast.why` values that a later try may fix (not `disabled` or too little history)."""
+RETRIED = frozenset(
+    {NoForecastWhy.FIT_ERROR, NoForecastWhy.SOURCE_ERROR, NoForecastWhy.IMPLAUSIBLE_INPUT}
+)
+"""`NoForecast.why` values that a later try may fix (not `disabled` or too little history; a
+broken exporter's samples may be right again)."""
 
 
 def backoff(failures: int) -> float:

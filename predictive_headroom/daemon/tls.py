@@ -9,7 +9,10 @@ within the read timeout is cut off. `server_context` loads a mounted certificate
 (`cryptography`), as controller-runtime's secure metrics serving does. A mounted certificate is
 loaded again when its files change (cert-manager renewing it, `helm upgrade` replacing the chart's
 Secret: the kubelet swaps the volume's files), checked at most every `RELOAD_CHECK` seconds as
-clients connect, like controller-runtime's certwatcher.
+clients connect, like controller-runtime's certwatcher. A certificate that has expired, or
+expires within `EXPIRY_WARNING` seconds, is warned of when it is loaded (at start and at each
+reload); when it expires is `ServedCertificate.expiry`, which the daemon exposes as
+`predictive_headroom_tls_certificate_expiry_timestamp_seconds`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import contextlib
 import datetime
 import ipaddress
 import logging
+import math
 import os
 import socket
 import ssl
@@ -26,6 +30,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -41,6 +46,9 @@ SELF_SIGNED_DAYS = 365
 RELOAD_CHECK = 10.0
 """Seconds between two looks at a mounted certificate's files (as clients connect)."""
 CHUNK = 65536
+EXPIRY_WARNING = 14 * 86_400.0
+"""A certificate expiring within this many seconds is warned of at load (cert-manager renews a
+90-day certificate 30 days ahead: one this close was not renewed)."""
 
 
 def self_signed(names: Sequence[str], now: datetime.datetime) -> tuple[bytes, bytes]:
@@ -74,23 +82,80 @@ def self_signed(names: Sequence[str], now: datetime.datetime) -> tuple[bytes, by
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
+@dataclass(frozen=True)
+class ServedCertificate:
+    """The TLS context a port serves, where its certificate came from, and when the certificate
+    served now expires (`expiry()`: POSIX seconds; NaN when it cannot be read)."""
+
+    context: ssl.SSLContext
+    source: str
+    expiry: Callable[[], float]
+
+
 def server_context(
     cert_file: Path | None, key_file: Path | None, names: Sequence[str]
 ) -> tuple[ssl.SSLContext, str]:
-    """A TLS 1.2+ server context and where its certificate came from: `cert_file` and `key_file`
-    when given (ValueError naming the file when unreadable), else a self-signed one for `names`."""
+    """A TLS 1.2+ server context and where its certificate came from (`server_certificate`)."""
+    served = server_certificate(cert_file, key_file, names)
+    return served.context, served.source
+
+
+def server_certificate(
+    cert_file: Path | None, key_file: Path | None, names: Sequence[str]
+) -> ServedCertificate:
+    """A TLS 1.2+ server context, where its certificate came from and when it expires:
+    `cert_file` and `key_file` when given (ValueError naming the file when unreadable; a warning
+    when it has expired or expires within `EXPIRY_WARNING`), else a self-signed one for `names`."""
     if cert_file is not None:
         reloading = ReloadingCertificate(cert_file, key_file)
-        return reloading.context, f"certificate {cert_file} (loaded again when it changes)"
+        source = f"certificate {cert_file} (loaded again when it changes)"
+        return ServedCertificate(reloading.context, source, lambda: reloading.not_after)
     context = _new_context()
-    cert, key = self_signed(names, datetime.datetime.now(datetime.UTC))
+    now = datetime.datetime.now(datetime.UTC)
+    cert, key = self_signed(names, now)
     with tempfile.TemporaryDirectory(prefix="ph-tls-") as tmp:
         cert_path, key_path = Path(tmp, "tls.crt"), Path(tmp, "tls.key")
         cert_path.write_bytes(cert)
         key_path.touch(mode=0o600)
         key_path.write_bytes(key)
         context.load_cert_chain(cert_path, key_path)
-    return context, f"a self-signed certificate for {', '.join(names)}"
+    ends = x509.load_pem_x509_certificate(cert).not_valid_after_utc.timestamp()
+    return ServedCertificate(
+        context, f"a self-signed certificate for {', '.join(names)}", lambda: ends
+    )
+
+
+def not_after(cert_file: Path) -> float:
+    """When the (first) certificate in the PEM file `cert_file` expires, POSIX seconds; NaN when
+    it cannot be read (the TLS library, which loaded it, is the judge of the file)."""
+    try:
+        return x509.load_pem_x509_certificate(
+            cert_file.read_bytes()
+        ).not_valid_after_utc.timestamp()
+    except (OSError, ValueError):
+        return float("nan")
+
+
+def warn_if_expiring(cert_file: Path, expires: float, now: float) -> None:
+    """Log a warning when the certificate of `cert_file` has expired at `now`, or expires within
+    `EXPIRY_WARNING` seconds: clients that check it refuse the port once it has."""
+    if math.isnan(expires):  # the expiry could not be read
+        return
+    when = datetime.datetime.fromtimestamp(expires, datetime.UTC).isoformat().replace("+00:00", "Z")
+    if expires <= now:
+        logger.warning(
+            "TLS certificate %s expired at %s: clients that verify it (Prometheus) refuse the "
+            "port; renew it (cert-manager, or replace the Secret's tls.crt and tls.key)",
+            cert_file,
+            when,
+        )
+    elif expires - now <= EXPIRY_WARNING:
+        logger.warning(
+            "TLS certificate %s expires at %s, in %.1f days; renew it before then",
+            cert_file,
+            when,
+            (expires - now) / 86_400,
+        )
 
 
 def _new_context() -> ssl.SSLContext:
@@ -141,6 +206,9 @@ class ReloadingCertificate:
         )
         self.context = _load(cert_file, key_file)
         """The context given to the server: its handshakes switch to `current`."""
+        self.not_after = not_after(cert_file)
+        """When the certificate served now expires (POSIX seconds; NaN: unreadable)."""
+        warn_if_expiring(cert_file, self.not_after, time.time())
         self.context.sni_callback = self._pick
         self.current = self.context
         self._stamp = _stamp(cert_file, key_file)
@@ -164,7 +232,9 @@ class ReloadingCertificate:
                 if stamp == self._stamp:
                     return self.current
                 self.current, self._stamp = _load(self.cert_file, self.key_file), stamp
+                self.not_after = not_after(self.cert_file)
                 logger.info("TLS certificate %s changed: loaded again", self.cert_file)
+                warn_if_expiring(self.cert_file, self.not_after, time.time())
             except (OSError, ValueError) as exc:
                 logger.warning(
                     "TLS certificate %s changed but did not load: %s", self.cert_file, exc

@@ -36,7 +36,7 @@ from predictive_headroom.policy.events import (
     window_shape_problems,
 )
 from predictive_headroom.policy.limits import Limits, fitting
-from predictive_headroom.policy.model import PolicyModel
+from predictive_headroom.policy.model import Count, PolicyModel
 from predictive_headroom.policy.placeholder import NodeMemoryQuantity, Placeholder
 from predictive_headroom.policy.promql import check_promql
 from predictive_headroom.policy.share import Share
@@ -94,7 +94,7 @@ class ScheduleWindow(PolicyModel):
             "open on those days",
         },
     )
-    desired_replicas: int = Field(ge=0)
+    desired_replicas: Count
 
     @field_validator("timezone")
     @classmethod
@@ -184,7 +184,7 @@ class ForecastSpec(PolicyModel):
     horizon: Duration = timedelta(hours=48)
     interval_width: Quantile = 0.8
     burst_quantile: Quantile = 0.95
-    reserve: int = Field(default=0, ge=0)
+    reserve: Count = 0
     """Placeholders held on top of the plan (the forecast and the floors), for traffic the forecast
     cannot foresee; `protection:` sizes it per refit (set one or the other)."""
     burst_model: Literal["quantile", "profile"] = "quantile"
@@ -237,8 +237,8 @@ class Pool(PolicyModel):
 
     name: str = Field(json_schema_extra={"pattern": DNS_LABEL.pattern})
     target: Target
-    min_replicas: int = Field(default=0, ge=0)
-    max_replicas: int = Field(ge=0)
+    min_replicas: Count = 0
+    max_replicas: Count
     lead_time: LeadTime = DEFAULT_LEAD_TIME
     scale_down_stabilization: Duration = timedelta(minutes=30)
     schedules: list[ScheduleWindow] = Field(default_factory=list)

@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from predictive_headroom.policy.errors import FieldProblem
-from predictive_headroom.policy.model import PolicyModel
+from predictive_headroom.policy.model import Count, PolicyModel
 
 
 class Linear(PolicyModel):
@@ -24,8 +24,8 @@ class Linear(PolicyModel):
 
     cores_per_replica: float | None = Field(default=None, ge=0)
     nodes_per_replica: float | None = Field(default=None, ge=0)
-    min: int = Field(default=1, ge=0)
-    max: int | None = Field(default=None, ge=0)
+    min: Count = 1
+    max: Count | None = None
     prevent_single_point_failure: bool = False
     include_unschedulable_nodes: bool = False
 
@@ -48,7 +48,7 @@ class Linear(PolicyModel):
         return self
 
 
-Step = tuple[Annotated[float, Field(ge=0)], Annotated[int, Field(ge=0)]]
+Step = tuple[Annotated[float, Field(ge=0)], Count]
 
 
 class Ladder(PolicyModel):

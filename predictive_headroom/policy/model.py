@@ -9,7 +9,9 @@ reads.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 
@@ -23,3 +25,23 @@ class PolicyModel(BaseModel):
         frozen=True,
         allow_inf_nan=False,
     )
+
+
+INT32_MAX = 2**31 - 1
+"""The largest count Kubernetes stores (`replicas` and the like are int32)."""
+
+
+def _int32(value: int) -> int:
+    if value > INT32_MAX:
+        raise ValueError(
+            f"must be at most {INT32_MAX:,}, the largest count Kubernetes accepts (replica counts "
+            "are int32); check for extra digits"
+        )
+    return value
+
+
+Count = Annotated[
+    int, Field(ge=0, json_schema_extra={"maximum": INT32_MAX}), AfterValidator(_int32)
+]
+"""A non-negative whole number of replicas (or placeholders) Kubernetes can store: at most
+`INT32_MAX`, refused with the field named past it."""

@@ -1,7 +1,8 @@
 """Demand history from a `timestamp,value` CSV file (offline use, the demo and the backtest).
 
 Timestamps are ISO-8601 with a UTC offset (`2024-05-01T08:00:00Z`, `...+02:00`) or POSIX seconds;
-rows must be sorted oldest first, each timestamp once, each value a finite number. A file over
+rows must be sorted oldest first, each timestamp once, each value a finite number within
+`core.series.MAX_SAMPLE` (larger ones overflow the arithmetic). A file over
 `CsvOptions.max_bytes` is refused before it is read, one over `max_rows` data rows as soon as the
 reader passes that many, one with a line over `max_line` characters at that line, having held no
 more than that of it (each with the size and the flag that raises the bound); a read that takes
@@ -24,7 +25,7 @@ from typing import Any, TextIO
 import numpy as np
 from tqdm import tqdm
 
-from predictive_headroom.core.series import History, iso_utc
+from predictive_headroom.core.series import MAX_SAMPLE, History, iso_utc
 from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.policy.echo import cut
 from predictive_headroom.protocols import SourceError
@@ -110,6 +111,11 @@ def _value(text: str) -> float:
         raise _BadRow(f"value {cut(text)!r} is not a number") from None
     if not math.isfinite(value):
         raise _BadRow(f"value {cut(text)!r} is not a finite number")
+    if abs(value) > MAX_SAMPLE:
+        raise _BadRow(
+            f"value {cut(text)!r} is beyond {MAX_SAMPLE:.0e}, the largest demand sample read "
+            "(larger ones overflow the arithmetic); check the column, or scale the series down"
+        )
     return value
 
 

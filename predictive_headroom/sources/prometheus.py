@@ -2,7 +2,7 @@
 
 `PrometheusSource` does the HTTP calls (through prometheus-api-client, with urllib3's Retry for
 connection errors and 5xx answers): it fetches one series per query in chunks, drops NaN/Inf
-samples, notes gaps, and turns every failure into a `SourceError` that says what to check, with
+samples (and those beyond `core.series.MAX_SAMPLE`, which overflow the arithmetic), notes gaps, and turns every failure into a `SourceError` that says what to check, with
 credentials scrubbed. The pure query-window, chunking and matrix helpers are in `prometheus_query`;
 auth, the retry policy, the error-answer hook and URL redaction are in `prometheus_http`.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import requests
 from prometheus_api_client import PrometheusConnect
 
-from predictive_headroom.core.series import History, from_epoch
+from predictive_headroom.core.series import MAX_SAMPLE, History, from_epoch
 from predictive_headroom.policy.config import ForecastSpec
 from predictive_headroom.policy.settings import (
     Settings,
@@ -199,17 +199,26 @@ class PrometheusSource:
         step: float,
     ) -> History:
         finite = np.isfinite(values)
+        huge = finite & (np.abs(np.where(finite, values, 0.0)) > MAX_SAMPLE)
+        finite &= ~huge
         warnings = []
         if not finite.any():
             raise SourceError(
                 f"query {query!r}: all {values.size} samples between {_utc(start)} and {_utc(end)} are "
-                "NaN or infinite; check for division by zero (e.g. a rate ratio with an idle denominator)"
+                f"NaN or infinite (or beyond {MAX_SAMPLE:.0e}); check for division by zero (e.g. a "
+                "rate ratio with an idle denominator)"
             )
         if not finite.all():
-            dropped = int(values.size - finite.sum())
-            warnings.append(
-                f"query {query!r}: dropped {dropped} NaN/infinite sample(s) of {values.size}"
-            )
+            dropped = int(values.size - finite.sum() - huge.sum())
+            if dropped:
+                warnings.append(
+                    f"query {query!r}: dropped {dropped} NaN/infinite sample(s) of {values.size}"
+                )
+            if huge.any():
+                warnings.append(
+                    f"query {query!r}: dropped {int(huge.sum())} sample(s) beyond {MAX_SAMPLE:.0e} "
+                    f"of {values.size} (they overflow the arithmetic); check the query's units"
+                )
             times, values = times[finite], values[finite]
         warnings += quality_warnings(times, start, end, step, query)
         for line in warnings:

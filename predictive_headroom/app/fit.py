@@ -13,8 +13,10 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from predictive_headroom.app.hold import ChoiceOptions, hold_choice
 from predictive_headroom.app.tune import retune
 from predictive_headroom.app.tuning import Tuning
+from predictive_headroom.core.budget import daily_budget
 from predictive_headroom.core.price import Price, pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import (
@@ -93,10 +95,12 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     given: Given | None = None,
     price: Price | None = None,
     live: Sequence[tuple[float, int]] = (),
+    choice: ChoiceOptions | None = None,
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
     `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
-    history (`app.tune.retune`) and fitted at the chosen burst quantile. `measured_lead`
+    history (`app.tune.retune`) and fitted at the chosen burst quantile; with `choice` too, it
+    holds what `tune` would paste on the history `choice` reads (`app.hold.hold_choice`). `measured_lead`
     is the lead time the closed loop measured (seconds; used with `leadTime: auto`). A disabled
     forecast is fitted only when `disabled_too` (the `forecast` command shows it for review).
     `given`: a what-if over the pool (`tune --protection 99%`), through the one resolver.
@@ -116,16 +120,30 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     tuning = None
     if retune_window is not None and settings.protection is not None:
         nodes = None if price is None else priced_nodes(price)
-        tuning = retune(
-            pool,
-            history,
-            at,
-            forecaster,
-            settings,
-            window_seconds=retune_window,
-            nodes=nodes,
-            live=live,
-        )
+        if choice is None:
+            tuning = retune(
+                pool,
+                history,
+                at,
+                forecaster,
+                settings,
+                window_seconds=retune_window,
+                nodes=nodes,
+                live=live,
+            )
+        else:
+            tuning = hold_choice(
+                pool,
+                _choice_history(pool, source, history, at, choice),
+                at,
+                forecaster,
+                settings,
+                options=choice,
+                retune_window=retune_window,
+                nodes=nodes,
+                live=live,
+                budget=_budget(pool, price),
+            )
         settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
     forecast = fit_pool(pool, history, forecaster, at, settings)
     logger.info("pool %s: %s", pool.name, describe(forecast))
@@ -136,6 +154,39 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     )
     observed = observe_pool(pool, forecast, source, at) if observe else None
     return PoolFit(pool.name, forecast, history, observed, scored, warnings, tuning, settings)
+
+
+def _choice_history(
+    pool: Pool, source: Source, history: History, at: float, choice: ChoiceOptions
+) -> History:
+    """The history `tune`'s choice reads: up to `choice.window_seconds` before `at`, read again
+    from the source when the window is longer than `forecast.history` (the fit's read)."""
+    assert pool.forecast is not None
+    if choice.window_seconds <= pool.forecast.history.total_seconds():
+        return history.since(at - choice.window_seconds)
+    try:
+        return source.recent(pool.forecast, at, choice.window_seconds)
+    except SourceError as exc:
+        logger.warning(
+            "pool %s: reading %g days for tune's choice: %s; using the fit's",
+            pool.name,
+            choice.window_seconds / 86400,
+            exc,
+        )
+        return history
+
+
+def _budget(pool: Pool, price: Price | None) -> tuple[float, str] | None:
+    """The pool's `budget:` in overhead node-hours a day and in words (None: no budget, or
+    no price to count it in)."""
+    if pool.budget is None or price is None:
+        return None
+    try:
+        b = daily_budget(pool.budget, price)
+    except ValueError as exc:
+        logger.warning("pool %s: %s; tune's choice is made without the budget", pool.name, exc)
+        return None
+    return b.node_hours, b.given
 
 
 def _scored(
@@ -175,6 +226,7 @@ def fit_pools(
     retune_window: float | None = None,
     disabled_too: bool = False,
     price_of: Callable[[Pool], Price] | None = None,
+    choice: ChoiceOptions | None = None,
 ) -> dict[str, PoolFit]:
     """`fit_one` for every pool (of a policy, or listed) with a forecast section, in order (the
     others are left out); `price_of` prices each pool's node (default: a policy's `cost:`,
@@ -198,6 +250,7 @@ def fit_pools(
             retune_window=retune_window,
             disabled_too=disabled_too,
             price=None if price_of is None else price_of(pool),
+            choice=choice,
         )
         for pool in chosen
         if pool.forecast is not None

@@ -75,6 +75,10 @@ class Tuning:
     """Held instead of the forecast (status `fixed`, `protectionFallback: fixed`), and why."""
     shadow: Shadow | None = None
     """In dry-run: the user's live N beside the plan over the days judged (`replay.shadow`)."""
+    choice: dict[str, Any] | None = None
+    """`tune`'s choice this refit held (`app.choice.TuneChoice.to_dict`; None: not made)."""
+    read: str | None = None
+    """The history `tune`'s choice read, in words (`app.choice.read_words`)."""
 
     def cause(self) -> Shortfall | None:
         """Why it keeps less than asked (`core.shortfall`, the one function `tune`, the backtest
@@ -225,6 +229,8 @@ class Tuning:
                 "says": hold.says(self.target),
             },
             "shadow": None if self.shadow is None else self.shadow.to_dict(),
+            "choice": self.choice,
+            "history_read": self.read,
         }
 
     @property

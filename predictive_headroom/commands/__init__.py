@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from predictive_headroom.core import strict_json
 from predictive_headroom.core.price import NodeShape, Price, price_node_hour
@@ -20,6 +21,9 @@ from predictive_headroom.policy.shares import parse_share
 from predictive_headroom.protocols import Source
 from predictive_headroom.sources.csvsource import CsvOptions, CsvSource
 from predictive_headroom.sources.prometheus import from_settings
+
+if TYPE_CHECKING:
+    from predictive_headroom.app.hold import ChoiceOptions
 
 
 class CommandError(Exception):
@@ -185,6 +189,20 @@ def daemon_retune_window(settings: Settings | None = None) -> float:
     """The recent history the daemon re-tunes a `protection:` pool on (`PH_RETUNE_WINDOW`,
     14 days by default): the review commands run the same re-tune, so they show what it holds."""
     return (settings or Settings()).retune_window
+
+
+def daemon_choice(settings: Settings | None = None) -> ChoiceOptions:
+    """How the daemon makes `tune`'s choice at a refit (`app.hold`): the history it reads
+    (`PH_CHOICE_WINDOW`, 28 days by default) and the refits it keeps (`PH_CACHE_DIR`, as `tune`
+    keeps them; unreadable or `off`: none)."""
+    from predictive_headroom.app.hold import ChoiceOptions  # lazy: the backtest's imports
+    from predictive_headroom.replay.refit_cache import cache_spec  # lazy: joblib
+
+    try:
+        cache = cache_spec(os.environ)
+    except ValueError:
+        cache = None
+    return ChoiceOptions((settings or Settings()).choice_window, cache)
 
 
 def add_price_arguments(parser: argparse.ArgumentParser) -> None:

@@ -26,6 +26,7 @@ from predictive_headroom.commands import (
     add_output_argument,
     add_price_arguments,
     csv_options,
+    daemon_choice,
     daemon_retune_window,
     duration_arg,
     iso,
@@ -192,7 +193,15 @@ def with_daemon_now(
     for entry in result.promise or []:
         what_if = Given(protection=entry.protection)  # through the resolver, as a flag
         now = daemon_now(
-            pool, source, at, forecaster, price, retune_window=window, given=what_if, parts=parts
+            pool,
+            source,
+            at,
+            forecaster,
+            price,
+            retune_window=window,
+            given=what_if,
+            parts=parts,
+            choice=daemon_choice(),
         )
         entries.append(replace(entry, daemon_now=now.to_dict()))
     return replace(result, promise=entries)

@@ -16,6 +16,7 @@ from predictive_headroom.commands import (
     add_output_argument,
     add_price_arguments,
     csv_options,
+    daemon_choice,
     daemon_retune_window,
     duration_arg,
     iso,
@@ -277,6 +278,7 @@ def forecasts_from_args(
         at,
         observe=True,
         retune_window=daemon_retune_window(),
+        choice=daemon_choice(),
         price_of=lambda pool: pool_price_from_args(args, pool, policy.cost),  # the node simulated
     )
     failures = [w for f in fits.values() if f.history is None for w in f.warnings]

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.app.inputs import with_plan_inputs
-from predictive_headroom.commands import CommandError, load_config
+from predictive_headroom.commands import CommandError, daemon_choice, load_config
 from predictive_headroom.core.components import Part
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings
@@ -187,6 +187,7 @@ def daemon_options(args: argparse.Namespace, settings: Settings) -> DaemonOption
         interval=settings.reconcile_interval,
         deadline=settings.reconcile_deadline,
         retune_window=settings.retune_window,
+        choice=daemon_choice(settings),
         loop=LoopSettings(
             window_seconds=settings.loop_window,
             max_samples=settings.loop_max_samples,

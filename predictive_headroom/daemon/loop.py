@@ -146,6 +146,8 @@ class Daemon:
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
         self.retune_window = options.retune_window
+        self.choice = options.choice
+        """How a refit makes `tune`'s choice for a `protection:` pool (`app.hold`)."""
         """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
         self.tunings: dict[str, Tuning] = {}
         """Each `protection:` pool's setting chosen at its last refit (`app.tune`)."""
@@ -258,6 +260,7 @@ class Daemon:
                 measured_lead=self.observer.measured_lead(pool),
                 price=pool_price(pool, policy.cost),  # the node its re-tune simulates
                 live=self.live.reads(pool.name) if self.dry_run else (),
+                choice=self.choice,
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)

@@ -1,0 +1,144 @@
+"""`tune`'s choice, made in one place: what `predictive-headroom tune` pastes for a pool, and what
+the daemon holds at each refit (issue 62, item 1).
+
+`tune_choice` is the one function: on a backtest's replays (`backtest.against_fixed.replays`) it
+applies `tune`'s rule at the protection asked (`backtest.choice.recommend_choice`: the protection
+level or fixed N, judged on the days it did not see), and with a budget the most protection that
+budget bought (`backtest.budget.within_budget`). `choose_for_pool` replays a pool's history and
+calls it; `tune`, the daemon's refit (`app.fit.fit_one`, through `app.tune.retune_pool`) and the
+daemon's walk in `backtest --protection` (`backtest.daemon_walk`) all call it, so they name the
+same choice for the same history and instant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from predictive_headroom.backtest.against_fixed import Recommended, Replays, replays
+from predictive_headroom.backtest.budget import BudgetAdvice, within_budget
+from predictive_headroom.backtest.choice import Recommendation, recommend_choice
+from predictive_headroom.backtest.results import BacktestResult, BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
+from predictive_headroom.core.series import DAY_SECONDS, History, iso_utc
+from predictive_headroom.policy.config import Pool
+from predictive_headroom.protocols import Forecaster
+from predictive_headroom.replay.promise import PROMISE_QUANTILES
+from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
+from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
+
+Budget = tuple[float, str]
+"""A budget: overhead node-hours a day, and the budget in the user's words."""
+
+
+@dataclass(frozen=True)
+class TuneChoice:
+    """What `tune` pastes for one pool: its rule at the protection asked and, with a budget, the
+    advice within it (whose recommendation is then the one pasted)."""
+
+    asked: float
+    at_protection: Recommendation
+    budget: BudgetAdvice | None = None
+
+    @property
+    def pasted(self) -> Recommendation | None:
+        """The recommendation pasted: the budget's when one was given (None: nothing cost that
+        little), else the rule's at the protection asked."""
+        return self.at_protection if self.budget is None else self.budget.recommendation
+
+    def reachable(self) -> bool:
+        """The protection asked is what is pasted (not a lower level, not a fixed N)."""
+        rec = self.pasted
+        return (
+            rec is not None
+            and rec.kind == Recommended.PROTECTION
+            and rec.level is not None
+            and rec.level >= self.asked - 1e-9
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        rec = self.pasted
+        return {
+            "asked": self.asked,
+            "pasted": None if rec is None else rec.label(),
+            "kind": None if rec is None else str(rec.kind),
+            "level": None if rec is None else rec.level,
+            "replicas": None if rec is None else rec.replicas,
+            "reachable": self.reachable(),
+            "budget": None if self.budget is None else self.budget.to_dict(),
+        }
+
+
+def tune_choice(r: Replays, asked: float, budget: Budget | None = None) -> TuneChoice:
+    """`tune`'s choice on `r` (whose walks include `asked`): the rule at `asked`, and within
+    `budget` (overhead node-hours a day, in words) the most protection it bought."""
+    at = recommend_choice(r, asked)
+    advice = None if budget is None else within_budget(r, budget[0], asked, budget[1])
+    return TuneChoice(asked, at, advice)
+
+
+def choice_settings(
+    target: float,
+    *,
+    base: BacktestSettings | None = None,
+    nodes: SimulatedNodes | None = None,
+    quantiles: Sequence[float] = PROMISE_QUANTILES,
+    windows: Sequence[float] = (),
+) -> BacktestSettings:
+    """The replay `tune` makes for `target`: `base` (the command's flags; default: the daemon's
+    simulated `nodes`, one process, no cache) at the promise's quantiles, measuring the
+    frontier's levels and `target`, without the burst view."""
+    if base is None:
+        base = BacktestSettings(replay=WhatIf(nodes=nodes or SimulatedNodes()), workers=1)
+    return replace(
+        base,
+        grid_quantiles=tuple(quantiles),
+        stabilization_dial=tuple(windows),
+        protections=tuple(sorted({*FRONTIER_LEVELS, target})),
+        burst_view=False,
+    )
+
+
+@dataclass(frozen=True)
+class PoolChoice:
+    """A pool's history replayed as `tune` replays it, and `tune`'s choice on it."""
+
+    result: BacktestResult
+    replays: Replays
+    choice: TuneChoice
+    read: str
+    """What history was read, in words (`read_words`)."""
+
+
+def read_words(history: History, window_seconds: float | None = None) -> str:
+    """`14.0 days (2026-... to 2026-...)`, with how it stands against the window read up to."""
+    days = history.span_seconds / DAY_SECONDS if len(history) else 0.0
+    text = f"{days:.1f} days ({iso_utc(history.start)} to {iso_utc(history.end)})"
+    if window_seconds is None:
+        return text
+    window = window_seconds / DAY_SECONDS
+    if history.span_seconds < window_seconds - 3600.0:
+        return f"{text}: all the source holds, less than the {window:g}-day window"
+    return f"{text}: the {window:g}-day window"
+
+
+def choose_for_pool(
+    pool: Pool,
+    history: History,
+    target: float,
+    forecaster: Forecaster,
+    settings: BacktestSettings,
+    *,
+    budget: Budget | None = None,
+    progress: bool = False,
+    window_seconds: float | None = None,
+) -> PoolChoice:
+    """Replay `history` through the backtest with `settings` (`choice_settings`) and make
+    `tune`'s choice for `target` on it (`tune_choice`, within `budget` when given). Raises
+    ValueError (saying what is needed) when the history is too short to replay."""
+    result = run_backtest(history, pool, settings, progress, forecaster=forecaster)
+    r = replays(result, (target,))
+    return PoolChoice(
+        result, r, tune_choice(r, target, budget), read_words(history, window_seconds)
+    )

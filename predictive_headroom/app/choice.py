@@ -1,11 +1,11 @@
 """`tune`'s choice, made in one place: what `predictive-headroom tune` pastes for a pool, and what
 the daemon holds at each refit (issue 62, item 1).
 
-`tune_choice` is the one function: on a backtest's replays (`backtest.against_fixed.replays`) it
-applies `tune`'s rule at the protection asked (`backtest.choice.recommend_choice`: the protection
-level or fixed N, judged on the days it did not see), and with a budget the most protection that
-budget bought (`backtest.budget.within_budget`). `choose_for_pool` replays a pool's history and
-calls it; `tune`, the daemon's refit (`app.fit.fit_one`, through `app.tune.retune_pool`) and the
+`backtest.pasted.tune_choice` is the one function: on a backtest's replays
+(`backtest.against_fixed.replays`) it applies `tune`'s rule at the protection asked
+(`backtest.choice.recommend_choice`: the protection level or fixed N, judged on the days it did not
+see), and with a budget the most protection that budget bought (`backtest.budget.within_budget`).
+`choose_for_pool` replays a pool's history and calls it; `tune`, the daemon's refit (`app.fit.fit_one`, through `app.tune.retune_pool`) and the
 daemon's walk in `backtest --protection` (`backtest.daemon_walk`) all call it, so they name the
 same choice for the same history and instant.
 """
@@ -14,11 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
-from predictive_headroom.backtest.against_fixed import Recommended, Replays, replays
-from predictive_headroom.backtest.budget import BudgetAdvice, within_budget
-from predictive_headroom.backtest.choice import Recommendation, recommend_choice
+from predictive_headroom.backtest.against_fixed import Replays, replays
+from predictive_headroom.backtest.pasted import Budget, TuneChoice, tune_choice
 from predictive_headroom.backtest.results import BacktestResult, BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.core.series import DAY_SECONDS, History, iso_utc
@@ -27,55 +25,6 @@ from predictive_headroom.protocols import Forecaster
 from predictive_headroom.replay.promise import PROMISE_QUANTILES
 from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
-
-Budget = tuple[float, str]
-"""A budget: overhead node-hours a day, and the budget in the user's words."""
-
-
-@dataclass(frozen=True)
-class TuneChoice:
-    """What `tune` pastes for one pool: its rule at the protection asked and, with a budget, the
-    advice within it (whose recommendation is then the one pasted)."""
-
-    asked: float
-    at_protection: Recommendation
-    budget: BudgetAdvice | None = None
-
-    @property
-    def pasted(self) -> Recommendation | None:
-        """The recommendation pasted: the budget's when one was given (None: nothing cost that
-        little), else the rule's at the protection asked."""
-        return self.at_protection if self.budget is None else self.budget.recommendation
-
-    def reachable(self) -> bool:
-        """The protection asked is what is pasted (not a lower level, not a fixed N)."""
-        rec = self.pasted
-        return (
-            rec is not None
-            and rec.kind == Recommended.PROTECTION
-            and rec.level is not None
-            and rec.level >= self.asked - 1e-9
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        rec = self.pasted
-        return {
-            "asked": self.asked,
-            "pasted": None if rec is None else rec.label(),
-            "kind": None if rec is None else str(rec.kind),
-            "level": None if rec is None else rec.level,
-            "replicas": None if rec is None else rec.replicas,
-            "reachable": self.reachable(),
-            "budget": None if self.budget is None else self.budget.to_dict(),
-        }
-
-
-def tune_choice(r: Replays, asked: float, budget: Budget | None = None) -> TuneChoice:
-    """`tune`'s choice on `r` (whose walks include `asked`): the rule at `asked`, and within
-    `budget` (overhead node-hours a day, in words) the most protection it bought."""
-    at = recommend_choice(r, asked)
-    advice = None if budget is None else within_budget(r, budget[0], asked, budget[1])
-    return TuneChoice(asked, at, advice)
 
 
 def choice_settings(
@@ -142,3 +91,13 @@ def choose_for_pool(
     return PoolChoice(
         result, r, tune_choice(r, target, budget), read_words(history, window_seconds)
     )
+
+
+__all__ = [
+    "Budget",
+    "PoolChoice",
+    "TuneChoice",
+    "choice_settings",
+    "choose_for_pool",
+    "tune_choice",
+]

@@ -82,14 +82,16 @@ def choose_for_pool(
     budget: Budget | None = None,
     progress: bool = False,
     window_seconds: float | None = None,
+    yours: Sequence[int] = (),
 ) -> PoolChoice:
     """Replay `history` through the backtest with `settings` (`choice_settings`) and make
     `tune`'s choice for `target` on it (`tune_choice`, within `budget` when given). Raises
-    ValueError (saying what is needed) when the history is too short to replay."""
+    ValueError (saying what is needed) when the history is too short to replay. `yours`: the
+    user's fixed N, a budget is read against (`backtest.pasted.at_least_yours`)."""
     result = run_backtest(history, pool, settings, progress, forecaster=forecaster)
     r = replays(result, (target,))
     return PoolChoice(
-        result, r, tune_choice(r, target, budget), read_words(history, window_seconds)
+        result, r, tune_choice(r, target, budget, yours), read_words(history, window_seconds)
     )
 
 

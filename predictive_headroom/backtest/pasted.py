@@ -7,12 +7,18 @@ most protection it bought (`backtest.budget.within_budget`), the pasted one bein
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from predictive_headroom.backtest.against_fixed import Recommended, Replays
-from predictive_headroom.backtest.budget import BudgetAdvice, within_budget
-from predictive_headroom.backtest.choice import Recommendation, recommend_choice
+from predictive_headroom.backtest.budget import (
+    BudgetAdvice,
+    budget_recommendation,
+    fixed_option,
+    within_budget,
+)
+from predictive_headroom.backtest.choice import Recommendation, recommend_choice, seen_unseen
 
 Budget = tuple[float, str]
 """A budget: overhead node-hours a day, and the budget in the user's words."""
@@ -56,9 +62,53 @@ class TuneChoice:
         }
 
 
-def tune_choice(r: Replays, asked: float, budget: Budget | None = None) -> TuneChoice:
+def tune_choice(
+    r: Replays, asked: float, budget: Budget | None = None, yours: Sequence[int] = ()
+) -> TuneChoice:
     """`tune`'s choice on `r` (whose walks include `asked`): the rule at `asked`, and within
-    `budget` (overhead node-hours a day, in words) the most protection it bought."""
+    `budget` (overhead node-hours a day, in words) the most protection it bought, read as the user
+    means it against their own fixed N (`yours`, `at_least_yours`)."""
     at = recommend_choice(r, asked)
-    advice = None if budget is None else within_budget(r, budget[0], asked, budget[1])
-    return TuneChoice(asked, at, advice)
+    if budget is None:
+        return TuneChoice(asked, at)
+    advice = within_budget(r, budget[0], asked, budget[1])
+    return TuneChoice(asked, at, at_least_yours(r, advice, asked, yours))
+
+
+def nominal_per_day(replicas: int, slots: int) -> float:
+    """What `replicas` placeholders nominally cost a day: their share of a node all day."""
+    return 24.0 * replicas / slots
+
+
+def at_least_yours(
+    r: Replays, advice: BudgetAdvice, asked: float, yours: Sequence[int]
+) -> BudgetAdvice:
+    """`advice` with the user's fixed N beside it (`BudgetAdvice.yours`: its nominal and its
+    simulated cost a day on the seen days), and when the budget covers the largest N's nominal
+    spend but the advice holds fewer fixed placeholders (or nothing), that N instead, saying why
+    with both figures: a budget equal to what N placeholders nominally cost means N."""
+    if not yours:
+        return advice
+    seen, _, _ = seen_unseen(r)
+    slots = r.result.cluster.node_slots
+    theirs = [(n, nominal_per_day(n, slots), fixed_option(r, seen, n)) for n in sorted(yours)]
+    out = replace(advice, yours=tuple((n, nom, o.seen.per_day) for n, nom, o in theirs))
+    covered = [t for t in theirs if t[1] <= advice.per_day + 1e-9]
+    rec = advice.recommendation
+    if not covered or (rec is not None and rec.kind != Recommended.FIXED):
+        return out
+    n, nominal, option = covered[-1]
+    if rec is not None and rec.replicas is not None and rec.replicas >= n:
+        return out
+    why = (
+        f"your {n} fixed placeholders: the budget of {advice.per_day:,.1f} covers their nominal "
+        f"spend ({n} of {slots} a node all day: {nominal:,.1f} overhead node-hours a day); "
+        f"simulated on the first {seen.days:.1f} days they cost {option.seen.per_day:,.1f} a day "
+        f"for {100 * option.seen.kept:.1f}% (the nodes they keep warm part-filled), "
+        + (
+            "and nothing else fit"
+            if rec is None
+            else f"so the simulated cost alone would have held {rec.replicas}"
+        )
+    )
+    return replace(out, recommendation=budget_recommendation(r, option, asked, why))

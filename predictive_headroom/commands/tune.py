@@ -145,7 +145,14 @@ def run(args: argparse.Namespace) -> int:
     forecaster = default_forecaster()
     try:  # tune's choice, the one call the daemon's refit makes too (`app.choice`)
         pc = choose_for_pool(
-            pool, history, target, forecaster, settings, budget=budget, progress=not args.quiet
+            pool,
+            history,
+            target,
+            forecaster,
+            settings,
+            budget=budget,
+            progress=not args.quiet,
+            yours=currents,
         )
     except ValueError as exc:
         raise CommandError(f"pool {pool.name}: too little history to tune: {exc}") from None

@@ -40,6 +40,10 @@ def taxi(days: float = DAYS):
     return full.since(full.end - days * DAY)
 
 
+def midnight_before(t: float) -> float:
+    return float(np.floor(t / DAY) * DAY)
+
+
 def write_policy(tmp_path: Path, **extra: object) -> Path:
     pool = pool_yaml(
         "rides",
@@ -80,8 +84,8 @@ def test_tune_and_the_daemon_name_the_same_choice_on_the_shipped_series(
     tmp_path, capsys, monkeypatch
 ):
     monkeypatch.setenv("PH_CHOICE_WINDOW", str(DAYS * DAY))
-    history = taxi(DAYS + 2)  # more than the window: both read its last 16 days
-    at = float(history.end)
+    at = midnight_before(taxi().end)  # the window then starts at a midnight (`window_start`)
+    history = taxi(DAYS + 2).until(at)  # more than the window: both read its last 16 days
     config = write_policy(tmp_path)
     data = tmp_path / "taxi.csv"
     data.write_text(
@@ -110,8 +114,8 @@ def test_tune_and_the_daemon_name_the_same_choice_on_the_shipped_series(
 @pytest.mark.usefixtures("naive")
 def test_a_budget_is_pasted_and_the_daemon_holds_within_it(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PH_CHOICE_WINDOW", str(DAYS * DAY))
-    history = taxi(DAYS)
-    at = float(history.end)
+    at = midnight_before(taxi().end)
+    history = taxi(DAYS + 1).until(at).since(at - DAYS * DAY)
     config = write_policy(tmp_path)
     data = tmp_path / "taxi.csv"
     data.write_text(

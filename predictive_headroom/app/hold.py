@@ -20,6 +20,7 @@ warm-up) and the reason says why. Pure but for the forecaster's fits.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -55,8 +56,16 @@ class ChoiceOptions:
     replay keeps its refits across refits (`replay.refit_cache`; None: fit every one)."""
 
     window_seconds: float = CHOICE_WINDOW
+    """At most this much history, from the midnight (UTC) at or after its start (`window_start`)."""
     refit_cache: object | None = None
     """A `replay.refit_cache.CacheSpec` (typed loosely: joblib is imported lazily)."""
+
+
+def window_start(at: float, window_seconds: float) -> float:
+    """Where the history a refit reads for `tune`'s choice starts: `window_seconds` before `at`,
+    moved on to the next midnight (UTC), so every refit of one day replays the same refit cuts
+    on the same history and reads their fits back from the refit cache (`replay.refit_cache`)."""
+    return math.ceil((at - window_seconds) / DAY_SECONDS) * DAY_SECONDS
 
 
 def hold_choice(
@@ -80,7 +89,7 @@ def hold_choice(
     started = time.perf_counter()
     target = settings.protection.value
     known = history.until(at)
-    known = known.since(at - options.window_seconds) if len(known) else known
+    known = known.since(window_start(at, options.window_seconds)) if len(known) else known
 
     def at_level(level: float) -> Tuning:
         chosen = replace(settings, protection=Setting(level, settings.protection.source))

@@ -30,6 +30,7 @@ from predictive_headroom.commands import CommandError, daemon_choice, load_confi
 from predictive_headroom.core.components import Part
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.spend import policy_spend
 from predictive_headroom.core.vocabulary import NoForecastWhy
 from predictive_headroom.daemon.access import Guard
 from predictive_headroom.daemon.closedloop import LoopSettings
@@ -240,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
 def log_findings(policy: Policy, path: str, now: float) -> None:
     """Log what `validate` warns of (and notes) in the policy in force, one line each, so a
     policy that loads but can never be right is said where the daemon runs."""
-    for finding in policy_findings(policy, now):
+    for finding in policy_findings(policy, now) + policy_spend(policy):
         level = logging.WARNING if finding.level == Level.WARNING else logging.INFO
         logger.log(level, "config %s: %s (as validate says)", path, finding)
 

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from predictive_headroom.core.spend import policy_spend
 from predictive_headroom.policy.chart import (
     DEFAULT_NAMESPACE,
     DEFAULT_RELEASE,
@@ -163,7 +164,7 @@ def check(text: str, source: str, kind: str | None, release: str, namespace: str
         ok = f"{source}: ok: Helm values without pools (the chart's default pool applies)"
     else:
         notes += utc_notes(parsed) + adoption_notes(parsed)
-        findings = policy_findings(parsed, time.time())
+        findings = policy_findings(parsed, time.time()) + policy_spend(parsed)
         windows = sum(len(p.schedules) for p in parsed.pools)
         events = sum(1 for p in parsed.pools for w in p.schedules if w.dated)
         forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)

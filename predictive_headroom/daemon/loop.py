@@ -53,7 +53,7 @@ from predictive_headroom.daemon.outcomes import ReconcileResult
 from predictive_headroom.daemon.pool_reconcile import PoolReconciler
 from predictive_headroom.daemon.refit_requests import RefitRequests
 from predictive_headroom.daemon.removed import RemovedPools
-from predictive_headroom.daemon.shadow import LiveReplicas
+from predictive_headroom.daemon.shadow import LiveReplicas, read_live, warn_adopted
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.wiring import DaemonOptions, Edges
 from predictive_headroom.daemon.workers import map_bounded
@@ -147,6 +147,8 @@ class Daemon:
         self.last_refit: dict[str, Any] | None = None
         self.retune_window = options.retune_window
         self.choice = options.choice
+        self.warned_adoption: set[str] = set()
+        """Pools told the budget their adopted Deployment's live N spends."""
         """How a refit makes `tune`'s choice for a `protection:` pool (`app.hold`)."""
         """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
         self.tunings: dict[str, Tuning] = {}
@@ -179,6 +181,8 @@ class Daemon:
             raise RuntimeError(
                 "pools forecast but no demand source is configured (set PH_PROMETHEUS_URL)"
             )
+        if self.dry_run:  # the start-up refit comes before the first reconcile
+            read_live(self.live, self.actuator, chosen, at)
         fresh: dict[str, Forecast | NoForecast] = {}
         fits: dict[str, PoolFit] = {}
         for pool in chosen:
@@ -358,6 +362,8 @@ class Daemon:
             for o in outcomes:
                 if o.current is not None:
                     self.live.record(o.pool, at, o.current)
+        current = {o.pool: o.current for o in outcomes}
+        warn_adopted(policy, current, self.warned_adoption)
         self._refit_for_new_settings(policy, forecasts)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result

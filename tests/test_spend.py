@@ -55,16 +55,10 @@ def test_an_adopted_deployment_without_a_budget_is_told_its_live_spend():
     assert said is not None
     assert "its live 20 placeholders (16 to a node) spend 30.0 overhead node-hours a day" in said
     assert said.endswith("paste into the pool: budget: {nodeHoursPerDay: 30}")
-    budgeted = adopted.model_copy(
-        update={"pools": [pool.model_copy(update={"budget": adopted.pools[0].budget})]}
+    price = pool_price(pool, adopted.cost)
+    budgeted = policy(
+        placeholder={"existing": True, "requests": {"cpu": "1", "memory": "1Gi"}},
+        budget={"nodeHoursPerDay": 30},
     )
-    assert (
-        adoption_budget(
-            policy(budget={"nodeHoursPerDay": 30}).pools[0], 20, pool_price(pool, adopted.cost)
-        )
-        is None
-    )
-    assert (
-        adoption_budget(policy().pools[0], 20, pool_price(pool, adopted.cost)) is None
-    )  # not adopted
-    assert budgeted is not None
+    assert adoption_budget(budgeted.pools[0], 20, price) is None  # it has one
+    assert adoption_budget(policy().pools[0], 20, price) is None  # not adopted

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from predictive_headroom.app.hold import ChoiceOptions, hold_choice
+from predictive_headroom.app.hold import ChoiceOptions, hold_choice, plain_shadow
 from predictive_headroom.app.tune import retune
 from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.core.budget import daily_budget
@@ -31,6 +31,7 @@ from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import Forecaster, Source, SourceError
 from predictive_headroom.replay.setup import priced_nodes
+from predictive_headroom.replay.shadow import Shadow
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,9 @@ class PoolFit:
     warnings: tuple[str, ...] = ()
     tuning: Tuning | None = None
     settings: PlanSettings | None = None
+    shadow: Shadow | None = None
+    """A pool without `protection:` in dry-run: the live N beside its plan (`app.hold.plain_shadow`;
+    a `protection:` pool's is its Tuning's)."""
     """The settings the pool plans with (and its forecast was fitted for): its configuration with
     the measured lead time, re-tuned when it was (None only when built without them)."""
 
@@ -145,6 +149,12 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
                 budget=_budget(pool, price),
             )
         settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
+    shadow = None
+    if choice is not None and live and settings.protection is None:
+        nodes = None if price is None else priced_nodes(price)
+        shadow = plain_shadow(
+            pool, history, at, forecaster, settings, options=choice, nodes=nodes, live=live
+        )
     forecast = fit_pool(pool, history, forecaster, at, settings)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = (
@@ -153,7 +163,9 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
         else (None, ())
     )
     observed = observe_pool(pool, forecast, source, at) if observe else None
-    return PoolFit(pool.name, forecast, history, observed, scored, warnings, tuning, settings)
+    return PoolFit(
+        pool.name, forecast, history, observed, scored, warnings, tuning, settings, shadow
+    )
 
 
 def _choice_history(

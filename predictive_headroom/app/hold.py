@@ -33,6 +33,7 @@ from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.backtest.against_fixed import Judged, Recommended, span
 from predictive_headroom.backtest.choice import Recommendation, seen_unseen
 from predictive_headroom.backtest.results import BacktestSettings
+from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.core.components import static_cap, static_cap_name
 from predictive_headroom.core.series import DAY_SECONDS, History
 from predictive_headroom.core.settings import Given, PlanSettings, Setting
@@ -42,7 +43,7 @@ from predictive_headroom.protocols import Forecaster
 from predictive_headroom.replay.fallback import FixedHold, Why
 from predictive_headroom.replay.setup import SimulatedNodes, WhatIf
 from predictive_headroom.replay.shadow import Shadow, Side, changes, live_placeholders
-from predictive_headroom.replay.simulator import simulate
+from predictive_headroom.replay.simulator import Run, simulate
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +258,68 @@ def _shadow(pc: PoolChoice, n: int, live: Sequence[tuple[float, int]]) -> Shadow
         begin,
         f"{n} fixed placeholders",
     )
+
+
+SHADOW_DAYS = 7
+"""Days a pool without `protection:` compares its plan with the live N on (the last ones read)."""
+
+
+def plain_shadow(
+    pool: Pool,
+    history: History,
+    at: float,
+    forecaster: Forecaster,
+    settings: PlanSettings,
+    *,
+    options: ChoiceOptions,
+    nodes: SimulatedNodes | None = None,
+    live: Sequence[tuple[float, int]] = (),
+) -> Shadow | None:
+    """For a pool without `protection:`, in dry-run: the live N beside the plan the pool holds
+    (its own settings, replayed walk-forward as the backtest's `forecast` strategy on the history
+    `tune`'s choice reads) over the last `SHADOW_DAYS` days replayed. None without live reads or
+    on too short a history (the reason is logged)."""
+    if not live:
+        return None
+    known = history.until(at)
+    known = known.since(window_start(at, options.window_seconds)) if len(known) else known
+    base = BacktestSettings(
+        replay=WhatIf(Given(lead=settings.measured_lead), nodes=nodes or SimulatedNodes()),
+        workers=1,
+        refit_cache=options.refit_cache,  # type: ignore[arg-type]
+        burst_view=False,
+    )
+    try:
+        res = run_backtest(known, pool, base, forecaster=forecaster)
+    except ValueError as exc:
+        logger.info("pool %s: no shadow of the live N yet: %s", pool.name, exc)
+        return None
+    size = res.pods.size
+    lo = max(res.scored_from, size - SHADOW_DAYS * 1440)
+    reactive = res.strategies["reactive"].run
+    theirs = simulate(res.pods, live_placeholders(res.times, live), res.cluster)
+    ours = res.strategies["forecast"].run
+    begin = float(res.times[lo])
+    in_force = [(t, c) for t, c in live if t > begin]
+    before = [(t, c) for t, c in live if t <= begin][-1:]
+    return Shadow(
+        _side(theirs, reactive, lo, size),
+        _side(ours, reactive, lo, size),
+        round((size - lo) / 1440),
+        changes([*before, *in_force]),
+        live[0][0],
+        begin,
+        f"the pool's own settings (burstQuantile {settings.quantile:g}, scaleDownStabilization "
+        f"{settings.window / 60:g}m, no protection:)",
+    )
+
+
+def _side(run: Run, reactive: Run, lo: int, hi: int) -> Side:
+    """What `run` kept over minutes [lo, hi) and its overhead node-hours a day over `reactive`."""
+    waited = float(reactive.unserved[lo:hi].sum())
+    kept = None if waited <= 0 else 1.0 - float(run.unserved[lo:hi].sum()) / waited
+    extra = float(run.ready[lo:hi].sum() - reactive.ready[lo:hi].sum()) / 60.0
+    return Side(kept, extra / max(1e-9, (hi - lo) / 1440))
 
 
 def _log(pool: Pool, tuning: Tuning, pc: PoolChoice) -> None:

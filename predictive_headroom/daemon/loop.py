@@ -204,6 +204,9 @@ class Daemon:
         histories = {n: f.history for n, f in fits.items() if f.history is not None}
         for tuning in tunings.values():
             self.metrics.record_tuning(tuning)
+        shadows = {n: f.shadow for n, f in fits.items() if f.tuning is None}
+        for name, shadow in shadows.items():
+            self.metrics.record_shadow(name, shadow)
         for name, history in histories.items():
             if len(history):
                 self.metrics.observed_demand.labels(pool=name).set(float(history.values[-1]))
@@ -217,6 +220,7 @@ class Daemon:
             "seconds": round(time.perf_counter() - started, 3),
             "pools": {n: describe(merged[n]) for n in fresh if n in merged},
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
+            "shadow": {n: s.to_dict() for n, s in shadows.items() if s is not None},
         }
         self._retry_failed(fresh)
         self._write_report(policy, merged, histories, at, settled(fits, fresh, tunings))

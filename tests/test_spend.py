@@ -62,3 +62,20 @@ def test_an_adopted_deployment_without_a_budget_is_told_its_live_spend():
     )
     assert adoption_budget(budgeted.pools[0], 20, price) is None  # it has one
     assert adoption_budget(policy().pools[0], 20, price) is None  # not adopted
+
+
+def test_a_budget_beside_protection_says_which_one_wins():
+    text = "\n".join(
+        str(f)
+        for f in policy_spend(
+            policy(
+                protection=0.95,
+                budget={"nodeHoursPerDay": 5},
+                forecast={"query": "q", "demandPerReplica": 5},
+            )
+        )
+    )
+    assert (
+        "note: pools[0]: protection: 95% within 5 overhead node-hours a day: where the budget"
+        in text
+    )

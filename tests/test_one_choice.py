@@ -22,7 +22,12 @@ from predictive_headroom.backtest.against_fixed import replays
 from predictive_headroom.backtest.budget import budget_recommendation, fixed_option, within_budget
 from predictive_headroom.backtest.choice import seen_unseen
 from predictive_headroom.backtest.daemon_walk import choice_at, cut, daemon_walk
-from predictive_headroom.backtest.pasted import at_least_yours, nominal_per_day, tune_choice
+from predictive_headroom.backtest.pasted import (
+    MIN_JUDGED_DAYS,
+    at_least_yours,
+    nominal_per_day,
+    tune_choice,
+)
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.core.vocabulary import TuningStatus
@@ -199,11 +204,17 @@ def test_the_walk_holds_on_each_day_what_a_backtest_of_the_days_before_it_choose
     upto = rep.starts[k] - rep.walk.known_lag
     prefix = history.until(float(r.result.times[upto - 1]))
     alone = replays(run_backtest(prefix, None, settings, forecaster=forecaster), (0.95,))
-    mine, theirs = choice_at(cut(r, upto), 0.95), choice_at(alone, 0.95)
-    assert mine is not None and theirs is not None
-    assert (mine.kind, mine.level, mine.replicas) == (theirs.kind, theirs.level, theirs.replicas)
-    assert mine.seen.kept == pytest.approx(theirs.seen.kept)
+    mine, theirs = tune_choice(cut(r, upto), 0.95), tune_choice(alone, 0.95)
+    a, b = mine.pasted, theirs.pasted
+    assert a is not None and b is not None
+    assert (a.kind, a.level, a.replicas) == (b.kind, b.level, b.replicas)
+    assert a.seen.kept == pytest.approx(b.seen.kept)
+    assert mine.scored_days == pytest.approx(theirs.scored_days, abs=0.05)  # the last sample
     walk = daemon_walk(r, 0.95)
-    assert walk.held[k] == mine.label()
+    held = choice_at(cut(r, upto), 0.95)
+    assert held is not None and walk.held[k] == held.label()
+    # Under a week of scored days the daemon holds the promise at P, saying why.
+    assert mine.scored_days < MIN_JUDGED_DAYS and held.label() == "protection: 95%"
+    assert "too few to judge tune's choice on" in held.why
     assert len(walk.held) == len(rep.starts)
     assert np.all(walk.run.placeholders >= 0)

@@ -114,10 +114,12 @@ def hold_choice(
         logger.exception("pool %s: tune's choice failed", pool.name)
         tuning = at_level(target)
         return replace(tuning, reason=f"{tuning.reason}; tune's choice failed: {exc}")
-    rec = pc.choice.pasted
+    rec = pc.choice.held
     if rec is not None and rec.kind == Recommended.PROTECTION and rec.level is not None:
         tuning = replace(at_level(rec.level), target=target)
-        if not pc.choice.reachable():
+        if not pc.choice.judged:
+            tuning = replace(tuning, reason=f"{tuning.reason}; tune's choice: not yet ({rec.why})")
+        elif not pc.choice.reachable():
             tuning = replace(tuning, reason=f"{_out_of_reach(pc, budget)}; {tuning.reason}")
     else:
         tuning = _fixed(pool, settings, at, pc, rec, budget, live)
@@ -165,7 +167,7 @@ def _within(budget: Budget | None) -> str:
 
 def _out_of_reach(pc: PoolChoice, budget: Budget | None) -> str:
     """`95% is not reachable on this history within ...; holding ..., which kept X% for Y a day`."""
-    rec = pc.choice.pasted
+    rec = pc.choice.held
     asked = f"{100 * pc.choice.asked:g}%"
     head = f"{asked} is not reachable on this history {_within(budget)}"
     if rec is None:
@@ -324,7 +326,7 @@ def _side(run: Run, reactive: Run, lo: int, hi: int) -> Side:
 
 def _log(pool: Pool, tuning: Tuning, pc: PoolChoice) -> None:
     """One line a refit: what tune's choice was and what the pool holds."""
-    rec = pc.choice.pasted
+    rec = pc.choice.held
     pasted = "nothing within the budget" if rec is None else rec.label()
     logger.info(
         "pool %s: tune's choice on %s: %s; holding %s", pool.name, pc.read, pasted, tuning.holding()

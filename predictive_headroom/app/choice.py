@@ -61,15 +61,21 @@ class PoolChoice:
 
 
 def read_words(history: History, window_seconds: float | None = None) -> str:
-    """`14.0 days (2026-... to 2026-...)`, with how it stands against the window read up to."""
+    """`14.0 days (2026-... to 2026-...)`, with how it stands against the window read up to
+    (which starts at the midnight after `window_seconds` before the end, `app.hold.window_start`:
+    up to a day less)."""
     days = history.span_seconds / DAY_SECONDS if len(history) else 0.0
-    text = f"{days:.1f} days ({iso_utc(history.start)} to {iso_utc(history.end)})"
-    if window_seconds is None:
+    text = (
+        f"{days:.1f} days ({iso_utc(history.start)} to {iso_utc(history.end)})"
+        if len(history)
+        else "no history"
+    )
+    if window_seconds is None or not len(history):
         return text
     window = window_seconds / DAY_SECONDS
-    if history.span_seconds < window_seconds - 3600.0:
+    if history.span_seconds < window_seconds - DAY_SECONDS - 3600.0:
         return f"{text}: all the source holds, less than the {window:g}-day window"
-    return f"{text}: the {window:g}-day window"
+    return f"{text}: the {window:g}-day window, from the midnight after its start"
 
 
 def choose_for_pool(

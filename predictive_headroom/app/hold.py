@@ -27,7 +27,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from predictive_headroom.app.choice import Budget, PoolChoice, choice_settings, choose_for_pool
+from predictive_headroom.app.choice import (
+    Budget,
+    PoolChoice,
+    choice_settings,
+    choose_for_pool,
+    read_words,
+)
 from predictive_headroom.app.tune import RETUNE_WINDOW, retune
 from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.backtest.against_fixed import Judged, Recommended, span
@@ -108,18 +114,14 @@ def hold_choice(
     try:
         pc = _choose(pool, known, target, forecaster, settings, options, nodes, budget)
     except ValueError as exc:  # too short to replay: the re-tune at P and its warm-up stand
-        tuning = at_level(target)
-        return replace(tuning, reason=f"{tuning.reason}; tune's choice: not yet ({exc})")
+        return replace(at_level(target), read=f"{read_words(known)}: not yet replayed ({exc})")
     except Exception as exc:  # a failed choice never stops the refit
         logger.exception("pool %s: tune's choice failed", pool.name)
-        tuning = at_level(target)
-        return replace(tuning, reason=f"{tuning.reason}; tune's choice failed: {exc}")
+        return replace(at_level(target), read=f"{read_words(known)}: tune's choice failed: {exc}")
     rec = pc.choice.held
     if rec is not None and rec.kind == Recommended.PROTECTION and rec.level is not None:
-        tuning = replace(at_level(rec.level), target=target)
-        if not pc.choice.judged:
-            tuning = replace(tuning, reason=f"{tuning.reason}; tune's choice: not yet ({rec.why})")
-        elif not pc.choice.reachable():
+        tuning = replace(at_level(rec.level), target=target)  # not judged yet: P, said in choice
+        if pc.choice.judged and not pc.choice.reachable():
             tuning = replace(tuning, reason=f"{_out_of_reach(pc, budget)}; {tuning.reason}")
     else:
         tuning = _fixed(pool, settings, at, pc, rec, budget, live)

@@ -84,6 +84,7 @@ class TuneChoice:
             "replicas": None if rec is None else rec.replicas,
             "reachable": self.reachable(),
             "held": None if self.held is None else self.held.label(),
+            "why_held": None if self.held is None or self.judged else self.held.why,
             "scored_days": round(self.scored_days, 2),
             "budget": None if self.budget is None else self.budget.to_dict(),
         }

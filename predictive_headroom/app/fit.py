@@ -121,40 +121,14 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     history = fetch_history(pool, source, at)
     if isinstance(history, NoForecast) or not len(history):
         return _unread(pool, history, settings)
-    tuning = None
-    if retune_window is not None and settings.protection is not None:
-        nodes = None if price is None else priced_nodes(price)
-        if choice is None:
-            tuning = retune(
-                pool,
-                history,
-                at,
-                forecaster,
-                settings,
-                window_seconds=retune_window,
-                nodes=nodes,
-                live=live,
-            )
-        else:
-            tuning = hold_choice(
-                pool,
-                _choice_history(pool, source, history, at, choice),
-                at,
-                forecaster,
-                settings,
-                options=choice,
-                retune_window=retune_window,
-                nodes=nodes,
-                live=live,
-                budget=_budget(pool, price),
-            )
-        settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
-    shadow = None
-    if choice is not None and live and settings.protection is None:
-        nodes = None if price is None else priced_nodes(price)
-        shadow = plain_shadow(
-            pool, history, at, forecaster, settings, options=choice, nodes=nodes, live=live
-        )
+    tuning, shadow = None, None
+    if retune_window is not None:
+        held = _Held(pool, source, history, at, forecaster, retune_window, price, live, choice)
+        if settings.protection is not None:
+            tuning = held.tuning(settings)
+            settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
+        elif choice is not None and live:
+            shadow = held.shadow(settings)
     forecast = fit_pool(pool, history, forecaster, at, settings)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = (
@@ -166,6 +140,65 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     return PoolFit(
         pool.name, forecast, history, observed, scored, warnings, tuning, settings, shadow
     )
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What a refit reads to decide what a pool holds: its history, the forecaster, the re-tune's
+    window, the node's price, the live N read in dry-run and how `tune`'s choice is made."""
+
+    pool: Pool
+    source: Source
+    history: History
+    at: float
+    forecaster: Forecaster
+    retune_window: float
+    price: Price | None
+    live: Sequence[tuple[float, int]]
+    choice: ChoiceOptions | None
+
+    def tuning(self, settings: PlanSettings) -> Tuning:
+        """The Tuning of a `protection:` pool: `tune`'s choice held (`app.hold.hold_choice`), or
+        the re-tune alone without `choice` (`app.tune.retune`)."""
+        nodes = None if self.price is None else priced_nodes(self.price)
+        if self.choice is None:
+            return retune(
+                self.pool,
+                self.history,
+                self.at,
+                self.forecaster,
+                settings,
+                window_seconds=self.retune_window,
+                nodes=nodes,
+                live=self.live,
+            )
+        return hold_choice(
+            self.pool,
+            _choice_history(self.pool, self.source, self.history, self.at, self.choice),
+            self.at,
+            self.forecaster,
+            settings,
+            options=self.choice,
+            retune_window=self.retune_window,
+            nodes=nodes,
+            live=self.live,
+            budget=_budget(self.pool, self.price),
+        )
+
+    def shadow(self, settings: PlanSettings) -> Shadow | None:
+        """A pool without `protection:`, in dry-run: its live N beside its plan
+        (`app.hold.plain_shadow`)."""
+        assert self.choice is not None
+        return plain_shadow(
+            self.pool,
+            _choice_history(self.pool, self.source, self.history, self.at, self.choice),
+            self.at,
+            self.forecaster,
+            settings,
+            options=self.choice,
+            nodes=None if self.price is None else priced_nodes(self.price),
+            live=self.live,
+        )
 
 
 def _choice_history(

@@ -142,7 +142,11 @@ def test_a_budget_is_pasted_and_the_daemon_holds_within_it(tmp_path, capsys, mon
     rec = again["budget"]["recommendation"]
     assert rec is not None and tuning.choice["pasted"] == rec["label"]
     if rec["kind"] == "fixed" or rec["protection"] < 0.95:  # never the most protective one
-        assert "is not reachable on this history within the budget of 4" in tuning.reason
+        assert (
+            "95% is not reachable on this history within the budget of 4" in tuning.reason
+            or "fixed headroom did better on this history than the forecast within the budget"
+            in tuning.reason
+        )
     if rec["kind"] == "fixed":
         assert tuning.status == TuningStatus.FIXED
         assert tuning.fixed_hold is not None and tuning.fixed_hold.replicas == rec["replicas"]

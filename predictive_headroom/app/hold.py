@@ -13,8 +13,9 @@ on the days it did not see, within the pool's `budget:`). Then it holds that cho
 
 It never reaches for the most protective candidate when P is out of reach: it says "P is not
 reachable on this history within ...; holding ..., which kept X% for Y a day" and holds what `tune`
-pastes. When the history is too short to replay, the re-tune at P stands (its own defaults and
-warm-up) and the reason says why. Pure but for the forecaster's fits.
+pastes. Until the choice has a week of scored days (`backtest.pasted.MIN_JUDGED_DAYS`), and when
+the history is too short to replay at all, the re-tune at P stands (its own defaults and warm-up),
+and `choice.why_held` or `read` says why. Pure but for the forecaster's fits.
 """
 
 from __future__ import annotations
@@ -175,6 +176,9 @@ def _out_of_reach(pc: PoolChoice, budget: Budget | None) -> str:
     if rec is None:
         return f"{head}: nothing cost that little; holding the floors alone"
     judged, days = _judged(rec)
+    if judged.kept >= pc.choice.asked - 0.02 - 1e-9:  # kept (within 2 points), for less
+        head = f"for {asked}, fixed headroom did better on this history than the forecast"
+        head += f" {_within(budget)}" if budget else ""
     return (
         f"{head} (tune's rule: {rec.why}); holding {rec.label()}, which kept "
         f"{100 * judged.kept:.1f}% for {judged.per_day:,.1f} overhead node-hours a day on the "

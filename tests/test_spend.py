@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from predictive_headroom.commands.validate import budget_beside_protection
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.spend import adoption_budget, policy_spend
 from predictive_headroom.policy.config import Policy
@@ -65,17 +66,11 @@ def test_an_adopted_deployment_without_a_budget_is_told_its_live_spend():
 
 
 def test_a_budget_beside_protection_says_which_one_wins():
-    text = "\n".join(
-        str(f)
-        for f in policy_spend(
-            policy(
-                protection=0.95,
-                budget={"nodeHoursPerDay": 5},
-                forecast={"query": "q", "demandPerReplica": 5},
-            )
-        )
+    both = policy(
+        protection=0.95,
+        budget={"nodeHoursPerDay": 5},
+        forecast={"query": "q", "demandPerReplica": 5},
     )
-    assert (
-        "note: pools[0]: protection: 95% within 5 overhead node-hours a day: where the budget"
-        in text
-    )
+    [note] = budget_beside_protection(both)
+    assert str(note).startswith("note: pools[0]: protection: 95% within a budget: where the budget")
+    assert budget_beside_protection(policy(budget={"nodeHoursPerDay": 5})) == []

@@ -241,9 +241,12 @@ def run(args: argparse.Namespace) -> int:
 def log_findings(policy: Policy, path: str, now: float) -> None:
     """Log what `validate` warns of (and notes) in the policy in force, one line each, so a
     policy that loads but can never be right is said where the daemon runs."""
-    for finding in policy_findings(policy, now) + policy_spend(policy):
+    for finding in policy_findings(policy, now):
         level = logging.WARNING if finding.level == Level.WARNING else logging.INFO
         logger.log(level, "config %s: %s (as validate says)", path, finding)
+    for finding in policy_spend(policy):  # what each pool can cost a day, before it acts
+        level = logging.WARNING if finding.level == Level.WARNING else logging.INFO
+        logger.log(level, "config %s: %s (what it can cost a day)", path, finding)
 
 
 def once(daemon: Daemon) -> int:

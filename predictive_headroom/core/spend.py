@@ -48,16 +48,6 @@ def pool_spend(pool: Pool, price: Price, at: str) -> list[Finding]:
                 "the budget or lower minReplicas",
             )
         )
-    if budget is not None and pool.protection is not None:
-        out.append(
-            Finding(
-                at,
-                f"protection: {100 * pool.protection:g}% within {budget.given}: where the budget "
-                "cannot buy it, the daemon holds the most protection the budget bought on the "
-                "history and says what it kept (`predictive-headroom tune` shows it before)",
-                Level.NOTE,
-            )
-        )
     capped = (
         f"; the budget caps it at {budget.given}"
         if budget is not None and budget.node_hours < most

@@ -5,9 +5,10 @@ the daemon holds at each refit (issue 62, item 1).
 (`backtest.against_fixed.replays`) it applies `tune`'s rule at the protection asked
 (`backtest.choice.recommend_choice`: the protection level or fixed N, judged on the days it did not
 see), and with a budget the most protection that budget bought (`backtest.budget.within_budget`).
-`choose_for_pool` replays a pool's history and calls it; `tune`, the daemon's refit (`app.fit.fit_one`, through `app.tune.retune_pool`) and the
-daemon's walk in `backtest --protection` (`backtest.daemon_walk`) all call it, so they name the
-same choice for the same history and instant.
+`choose_for_pool` replays a pool's history and calls it. `tune` and the daemon's refit
+(`app.fit.fit_one`, through `app.hold.hold_choice`) call `choose_for_pool`, the daemon walked
+forward in `backtest --protection` (`backtest.daemon_walk`) calls `tune_choice` on each day's cut,
+so they name the same choice for the same history and instant.
 """
 
 from __future__ import annotations

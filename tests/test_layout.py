@@ -119,8 +119,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"protocols", "pages"}),  # the interfaces to the edges; words and numbers for people
     frozenset({"forecast", "sources", "kube", "report"}),  # the edges and the report
     frozenset({"replay"}),  # the simulated cluster, the walk-forward replay, the promise rule
-    frozenset({"app"}),  # the use cases: fit every pool, re-tune
-    frozenset({"backtest"}),  # the backtest command's results, text, page and frontier
+    frozenset({"backtest"}),  # the backtest: results, text, page, frontier and tune's rule
+    frozenset({"app"}),  # the use cases: fit every pool, re-tune, tune's choice (on the backtest)
     frozenset({"daemon"}),  # the daemon shell
     frozenset({"commands", "cli", "__main__"}),  # the CLI shell (demo runs the others via cli)
 )

@@ -205,3 +205,65 @@ def labelled(daemon, name: str) -> dict[tuple[str, str], float]:
         for s in family.samples
         if s.name == f"predictive_headroom_{name}"
     }
+
+
+@pytest.mark.slow
+def test_the_shadow_is_there_from_the_first_refit(tmp_path, server, history):
+    """The start-up refit runs before the first reconcile: the daemon reads the live N first."""
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml(
+            "web",
+            protection="90%",
+            leadTime="4m",
+            scaleDownStabilization="20m",
+            maxReplicas=200,
+            forecast={"query": "q", "demandPerReplica": 5, "history": "28d"},
+        ),
+    )
+    server.add_deployment(NS, "web-placeholder", 20)
+    daemon = make_daemon(
+        config,
+        server,
+        Clock(history.end),
+        source=SeriesSource(history),
+        forecaster=SeasonalNaiveForecaster(),
+        dry_run=True,
+    )
+    daemon.retune_window = WINDOW
+    assert daemon.refit()  # no reconcile before it
+    shadow = daemon.tunings["web"].shadow
+    assert shadow is not None and shadow.replicas == (20,)
+    assert daemon.live.reads("web") == ((history.end, 20),)
+    assert daemon.status()["tuning"]["web"]["shadow"]["says"].startswith("your 20 kept")
+
+
+@pytest.mark.slow
+def test_a_pool_without_protection_is_shadowed_too(tmp_path, server):
+    """Without `protection:` the plan is the pool's own settings, replayed walk-forward (on
+    enough history for the replay's 7-day warm-up and a day)."""
+    history = bursts(10)
+    config = write_config(
+        tmp_path / "p.yaml",
+        pool_yaml(
+            "web",
+            leadTime="4m",
+            maxReplicas=200,
+            forecast={"query": "q", "demandPerReplica": 5, "history": "28d"},
+        ),
+    )
+    server.add_deployment(NS, "web-placeholder", 20)
+    daemon = make_daemon(
+        config,
+        server,
+        Clock(history.end),
+        source=SeriesSource(history),
+        forecaster=SeasonalNaiveForecaster(),
+        dry_run=True,
+    )
+    assert daemon.refit()
+    assert "web" not in daemon.tunings
+    shadow = daemon.last_refit["shadow"]["web"]
+    assert shadow["replicas"] == [20] and shadow["says"].startswith("your 20 kept")
+    assert "the pool's own settings" in shadow["says"]
+    assert set(labelled(daemon, "shadow_kept")) == {("web", "yours"), ("web", "plan")}

@@ -115,7 +115,7 @@ def test_tune_exits_2_naming_the_refit_whose_worker_died(monkeypatch, capsys, tm
     def died(*args, **kwargs):
         raise WorkerDied(3, "refit 4/41 at 2015-03-15T21:43:00Z")
 
-    monkeypatch.setattr("predictive_headroom.commands.tune.run_backtest", died)
+    monkeypatch.setattr("predictive_headroom.app.choice.run_backtest", died)  # tune's replay
     config = tmp_path / "policy.yaml"
     config.write_text(POLICY)
     code = cli_main(["tune", "-c", str(config), "--data", str(TAXI), "-q"])

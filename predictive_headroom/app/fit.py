@@ -14,8 +14,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from predictive_headroom.app.hold import ChoiceOptions, hold_choice, plain_shadow
 from predictive_headroom.app.tune import retune
 from predictive_headroom.app.tuning import Tuning
+from predictive_headroom.core.budget import daily_budget
 from predictive_headroom.core.price import Price, pool_price
 from predictive_headroom.core.screen import Screened, screen
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
@@ -31,6 +33,7 @@ from predictive_headroom.forecast.accuracy import Accuracy, evaluate
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.protocols import Forecaster, Source, SourceError
 from predictive_headroom.replay.setup import priced_nodes
+from predictive_headroom.replay.shadow import Shadow
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +102,9 @@ class PoolFit:
     settings: PlanSettings | None = None
     """The settings the pool plans with (and its forecast was fitted for): its configuration with
     the measured lead time, re-tuned when it was (None only when built without them)."""
+    shadow: Shadow | None = None
+    """A pool without `protection:` in dry-run: the live N beside its plan (`app.hold.plain_shadow`;
+    a `protection:` pool's is its Tuning's)."""
     dropped: Mapping[str, int] = field(default_factory=dict)
     """History samples dropped as implausible, by reason (`core.screen`, `vocabulary.DroppedWhy`)."""
 
@@ -118,10 +124,12 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     price: Price | None = None,
     live: Sequence[tuple[float, int]] = (),
     ceiling: float | None = None,
+    choice: ChoiceOptions | None = None,
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
     `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
-    history (`app.tune.retune`) and fitted at the chosen burst quantile. `measured_lead`
+    history (`app.tune.retune`) and fitted at the chosen burst quantile; with `choice` too, it
+    holds what `tune` would paste on the history `choice` reads (`app.hold.hold_choice`). `measured_lead`
     is the lead time the closed loop measured (seconds; used with `leadTime: auto`). A disabled
     forecast is fitted only when `disabled_too` (the `forecast` command shows it for review).
     `given`: a what-if over the pool (`tune --protection 99%`), through the one resolver.
@@ -140,20 +148,14 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     dropped = {} if screened is None else dict(screened.dropped)
     if isinstance(history, NoForecast) or not len(history):
         return replace(_unread(pool, history, settings), dropped=dropped)
-    tuning = None
-    if retune_window is not None and settings.protection is not None:
-        nodes = None if price is None else priced_nodes(price)
-        tuning = retune(
-            pool,
-            history,
-            at,
-            forecaster,
-            settings,
-            window_seconds=retune_window,
-            nodes=nodes,
-            live=live,
-        )
-        settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
+    tuning, shadow = None, None
+    if retune_window is not None:
+        held = _Held(pool, source, history, at, forecaster, retune_window, price, live, choice)
+        if settings.protection is not None:
+            tuning = held.tuning(settings)
+            settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
+        elif choice is not None and live:
+            shadow = held.shadow(settings)
     forecast = _bounded(fit_pool(pool, history, forecaster, at, settings), screened)
     logger.info("pool %s: %s", pool.name, describe(forecast))
     scored, warnings = (
@@ -163,7 +165,16 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     )
     observed = observe_pool(pool, forecast, source, at) if observe else None
     return PoolFit(
-        pool.name, forecast, history, observed, scored, warnings, tuning, settings, dropped
+        pool.name,
+        forecast,
+        history,
+        observed,
+        scored,
+        warnings,
+        tuning,
+        settings,
+        shadow=shadow,
+        dropped=dropped,
     )
 
 
@@ -178,6 +189,102 @@ def _bounded(forecast: Forecast | NoForecast, screened: Screened | None) -> Fore
         plausible_max=screened.above,
         warnings=forecast.warnings + ((note,) if note else ()),
     )
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What a refit reads to decide what a pool holds: its history, the forecaster, the re-tune's
+    window, the node's price, the live N read in dry-run and how `tune`'s choice is made."""
+
+    pool: Pool
+    source: Source
+    history: History
+    at: float
+    forecaster: Forecaster
+    retune_window: float
+    price: Price | None
+    live: Sequence[tuple[float, int]]
+    choice: ChoiceOptions | None
+
+    def tuning(self, settings: PlanSettings) -> Tuning:
+        """The Tuning of a `protection:` pool: `tune`'s choice held (`app.hold.hold_choice`), or
+        the re-tune alone without `choice` (`app.tune.retune`)."""
+        nodes = None if self.price is None else priced_nodes(self.price)
+        if self.choice is None:
+            return retune(
+                self.pool,
+                self.history,
+                self.at,
+                self.forecaster,
+                settings,
+                window_seconds=self.retune_window,
+                nodes=nodes,
+                live=self.live,
+            )
+        return hold_choice(
+            self.pool,
+            _choice_history(self.pool, self.source, self.history, self.at, self.choice),
+            self.at,
+            self.forecaster,
+            settings,
+            options=self.choice,
+            retune_window=self.retune_window,
+            nodes=nodes,
+            live=self.live,
+            budget=_budget(self.pool, self.price),
+        )
+
+    def shadow(self, settings: PlanSettings) -> Shadow | None:
+        """A pool without `protection:`, in dry-run: its live N beside its plan
+        (`app.hold.plain_shadow`)."""
+        assert self.choice is not None
+        return plain_shadow(
+            self.pool,
+            _choice_history(self.pool, self.source, self.history, self.at, self.choice),
+            self.at,
+            self.forecaster,
+            settings,
+            options=self.choice,
+            nodes=None if self.price is None else priced_nodes(self.price),
+            live=self.live,
+        )
+
+
+def _choice_history(
+    pool: Pool, source: Source, history: History, at: float, choice: ChoiceOptions
+) -> History:
+    """The history `tune`'s choice reads: up to `choice.window_seconds` before `at`, read again
+    from the source when the window is longer than `forecast.history` (the fit's read), without
+    the samples that cannot be real (`core.screen`, as the fit's)."""
+    assert pool.forecast is not None
+    if choice.window_seconds <= pool.forecast.history.total_seconds():
+        return history.since(at - choice.window_seconds)
+    try:
+        longer = screen(source.recent(pool.forecast, at, choice.window_seconds))
+    except SourceError as exc:
+        logger.warning(
+            "pool %s: reading %g days for tune's choice: %s; using the fit's",
+            pool.name,
+            choice.window_seconds / 86400,
+            exc,
+        )
+        return history
+    if longer.mostly_dropped:  # the fit's history, screened already, rather than mostly junk
+        return history
+    return longer.history
+
+
+def _budget(pool: Pool, price: Price | None) -> tuple[float, str] | None:
+    """The pool's `budget:` in overhead node-hours a day and in words (None: no budget, or
+    no price to count it in)."""
+    if pool.budget is None or price is None:
+        return None
+    try:
+        b = daily_budget(pool.budget, price)
+    except ValueError as exc:
+        logger.warning("pool %s: %s; tune's choice is made without the budget", pool.name, exc)
+        return None
+    return b.node_hours, b.given
 
 
 def _scored(
@@ -217,6 +324,7 @@ def fit_pools(
     retune_window: float | None = None,
     disabled_too: bool = False,
     price_of: Callable[[Pool], Price] | None = None,
+    choice: ChoiceOptions | None = None,
 ) -> dict[str, PoolFit]:
     """`fit_one` for every pool (of a policy, or listed) with a forecast section, in order (the
     others are left out); `price_of` prices each pool's node (default: a policy's `cost:`,
@@ -240,6 +348,7 @@ def fit_pools(
             retune_window=retune_window,
             disabled_too=disabled_too,
             price=None if price_of is None else price_of(pool),
+            choice=choice,
         )
         for pool in chosen
         if pool.forecast is not None

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from predictive_headroom.app.fit import fit_one
+from predictive_headroom.app.hold import ChoiceOptions
 from predictive_headroom.app.inputs import plan_inputs
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.components import Part
@@ -73,13 +74,15 @@ def daemon_now(
     cluster: ClusterState | None = None,
     given: Given | None = None,
     parts: PartsReader | None = None,
+    choice: ChoiceOptions | None = None,
 ) -> DaemonNow:
     """Fit `pool` at `at` as the daemon's refit does (re-tuned on `retune_window` seconds when it
     has `protection:`, or is given one: `given`, a what-if through the resolver, simulating the
     node `price` prices) and plan that instant as its reconcile does, from the same `PlanInputs`:
     the forecast, the latest observations, `cluster` and every registered component `parts`
     reads for the settings in force (`replay.planner.replay_parts` in a replay, as the daemon's
-    `daemon.components.parts_of`); `price` prices the promise's cost a day."""
+    `daemon.components.parts_of`); `price` prices the promise's cost a day; `choice`: how the
+    refit makes `tune`'s choice (`app.hold`; None: the re-tune alone)."""
     fit = fit_one(
         pool,
         source,
@@ -89,6 +92,7 @@ def daemon_now(
         retune_window=retune_window,
         given=given,
         price=price,
+        choice=choice,
     )
     assert fit.settings is not None  # a pool with a forecast section is always resolved
     found = {} if parts is None else dict(parts(fit.settings))

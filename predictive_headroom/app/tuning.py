@@ -81,6 +81,11 @@ class Tuning:
     choice's `Recommendation.weeks.to_dict()`, `backtest.weeks`, made by the caller above this
     layer; None: not judged by week)."""
 
+    choice: dict[str, Any] | None = None
+    """`tune`'s choice this refit held (`app.choice.TuneChoice.to_dict`; None: not made)."""
+    read: str | None = None
+    """The history `tune`'s choice read, in words (`app.choice.read_words`)."""
+
     def cause(self) -> Shortfall | None:
         """Why it keeps less than asked (`core.shortfall`, the one function `tune`, the backtest
         and the report share), None when it does not fall short."""
@@ -231,6 +236,8 @@ class Tuning:
             },
             "shadow": None if self.shadow is None else self.shadow.to_dict(),
             "unseen_weeks": self.weeks,
+            "choice": self.choice,
+            "history_read": self.read,
         }
 
     @property

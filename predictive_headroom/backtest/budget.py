@@ -63,6 +63,9 @@ class BudgetAdvice:
     cheapest: Option
     """The cheapest option on the seen days (named when nothing met the budget)."""
     seen_days: float
+    yours: tuple[tuple[int, float, float], ...] = ()
+    """The user's fixed N beside the budget: (N, its nominal spend a day, its simulated cost a
+    day on the seen days)."""
 
     def says(self) -> str:
         """The advice in one sentence: the recommendation with its unseen-day figures (and
@@ -74,12 +77,20 @@ class BudgetAdvice:
                 f"within {self.given}: nothing recommended: no setting cost that little on the "
                 f"first {self.seen_days:.1f} days (the cheapest, {c.label()}, cost "
                 f"{c.seen.per_day:,.1f} overhead node-hours a day for {100 * c.seen.kept:.1f}%); "
-                "raise --budget or keep what you run"
+                "raise --budget or keep what you run" + self._yours()
             )
         text = f"recommended within {self.given}: " + rec.says().removeprefix("recommended: ")
         if rec.unseen is not None and rec.unseen.per_day > self.per_day + 1e-9:
             text += f", over the budget of {self.per_day:,.1f} there"
-        return text
+        return text + self._yours()
+
+    def _yours(self) -> str:
+        """`; your 20: nominally 30.0 overhead node-hours a day, 30.3 simulated on ...`."""
+        return "".join(
+            f"; your {n}: nominally {nominal:,.1f} overhead node-hours a day, {simulated:,.1f} "
+            f"simulated on the first {self.seen_days:.1f} days"
+            for n, nominal, simulated in self.yours
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +103,14 @@ class BudgetAdvice:
                 "label": self.cheapest.label(),
                 "seen": self.cheapest.seen.to_dict(),
             },
+            "yours": [
+                {
+                    "replicas": n,
+                    "nominal_node_hours_per_day": round(nominal, 3),
+                    "simulated_node_hours_per_day": round(simulated, 3),
+                }
+                for n, nominal, simulated in self.yours
+            ],
             "says": self.says(),
         }
 
@@ -206,7 +225,7 @@ def largest_fixed(r: Replays, seen: Span, per_day: float) -> Option | None:
     return lo
 
 
-def _recommendation(r: Replays, option: Option, asked: float, why: str) -> Recommendation:
+def budget_recommendation(r: Replays, option: Option, asked: float, why: str) -> Recommendation:
     """`option` as `tune` pastes and judges it (`backtest.choice.Recommendation`)."""
     res = r.result
     seen, unseen, split = seen_unseen(r)
@@ -255,7 +274,9 @@ def within_budget(r: Replays, per_day: float, asked: float, given: str) -> Budge
         f"{seen.days:.1f} days: {100 * best.seen.kept:.1f}% for {best.seen.per_day:,.1f} a day "
         f"there; {others}"
     )
-    return BudgetAdvice(per_day, given, _recommendation(r, best, asked, why), cheapest, seen.days)
+    return BudgetAdvice(
+        per_day, given, budget_recommendation(r, best, asked, why), cheapest, seen.days
+    )
 
 
 def at_your_spend(r: Replays, replicas: int) -> AtYourSpend:

@@ -42,6 +42,9 @@ class PromiseEntry:
     price_assumed: str | None = None
     daemon_now: dict[str, Any] | None = None
     """What the daemon would hold at the end of the data when asked this protection."""
+    daemon_walk: dict[str, Any] | None = None
+    """The daemon walked forward day by day, each day `tune`'s choice on the days before it
+    (`backtest.daemon_walk`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The `promise` JSON entry."""
@@ -52,7 +55,13 @@ class PromiseEntry:
         }
         out["choices"] = list(self.choices)
         out["cause"] = None if self.cause is None else self.cause.to_dict()
-        for key in ("price_per_node_hour", "currency", "price_assumed", "daemon_now"):
+        for key in (
+            "price_per_node_hour",
+            "currency",
+            "price_assumed",
+            "daemon_now",
+            "daemon_walk",
+        ):
             if out[key] is None:
                 del out[key]
         return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from predictive_headroom.policy.settings import Settings
     from predictive_headroom.protocols import Source
     from predictive_headroom.sources.csvsource import CsvOptions
+
+if TYPE_CHECKING:
+    from predictive_headroom.app.hold import ChoiceOptions
 
 
 class CommandError(Exception):
@@ -204,6 +208,20 @@ def daemon_retune_window(settings: Settings | None = None) -> float:
     from predictive_headroom.policy.settings import Settings
 
     return (settings or Settings()).retune_window
+
+
+def daemon_choice(settings: Settings | None = None) -> ChoiceOptions:
+    """How the daemon makes `tune`'s choice at a refit (`app.hold`): the history it reads
+    (`PH_CHOICE_WINDOW`, 28 days by default) and the refits it keeps (`PH_CACHE_DIR`, as `tune`
+    keeps them; unreadable or `off`: none)."""
+    from predictive_headroom.app.hold import ChoiceOptions  # lazy: the backtest's imports
+    from predictive_headroom.replay.refit_cache import cache_spec  # lazy: joblib
+
+    try:
+        cache = cache_spec(os.environ)
+    except ValueError:
+        cache = None
+    return ChoiceOptions((settings or Settings()).choice_window, cache)
 
 
 def add_price_arguments(parser: argparse.ArgumentParser) -> None:

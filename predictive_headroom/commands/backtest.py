@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from predictive_headroom.backtest.against_fixed import current, replays
+from predictive_headroom.backtest.daemon_walk import daemon_walk
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.results import BacktestResult, headline
 from predictive_headroom.backtest.run import parts_reader, run_backtest
@@ -26,6 +27,7 @@ from predictive_headroom.commands import (
     add_output_argument,
     add_price_arguments,
     csv_options,
+    daemon_choice,
     daemon_retune_window,
     duration_arg,
     iso,
@@ -37,6 +39,7 @@ from predictive_headroom.commands import (
 )
 from predictive_headroom.commands.current import add_current_arguments, currents_from_args
 from predictive_headroom.commands.replay_flags import add_replay_arguments, settings_from_args
+from predictive_headroom.core.budget import daily_budget
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import Given
@@ -166,6 +169,25 @@ def priced(result: BacktestResult, price: Price) -> BacktestResult:
     )
 
 
+def with_daemon_walk(result: BacktestResult, pool: Pool | None, price: Price) -> BacktestResult:
+    """Each promise entry with the daemon walked forward at its protection
+    (`backtest.daemon_walk`: each day `tune`'s choice on the days before it, within the pool's
+    `budget:` when it has one)."""
+    budget = None
+    if pool is not None and pool.budget is not None:
+        try:
+            b = daily_budget(pool.budget, price)
+            budget = (b.node_hours, b.given)
+        except ValueError as exc:
+            raise CommandError(f"pool {pool.name}: {exc}") from None
+    r = replays(result, tuple(e.protection for e in result.promise or []))
+    entries = [
+        replace(e, daemon_walk=daemon_walk(r, e.protection, budget).to_dict())
+        for e in result.promise or []
+    ]
+    return replace(result, promise=entries)
+
+
 def with_daemon_now(
     result: BacktestResult,
     pool: Pool,
@@ -192,7 +214,15 @@ def with_daemon_now(
     for entry in result.promise or []:
         what_if = Given(protection=entry.protection)  # through the resolver, as a flag
         now = daemon_now(
-            pool, source, at, forecaster, price, retune_window=window, given=what_if, parts=parts
+            pool,
+            source,
+            at,
+            forecaster,
+            price,
+            retune_window=window,
+            given=what_if,
+            parts=parts,
+            choice=daemon_choice(),
         )
         entries.append(replace(entry, daemon_now=now.to_dict()))
     return replace(result, promise=entries)
@@ -273,6 +303,7 @@ def run(args: argparse.Namespace) -> int:
         result = replace(result, current=[current(r, n).to_dict(price) for n in currents])
     if result.promise:
         result = priced(result, price)
+        result = with_daemon_walk(result, pool, price)
         if pool is not None and pool.forecast is not None:
             replayed = pool
             if args.query is not None:  # the daemon reads the series replayed
@@ -366,6 +397,8 @@ def _print_promise(result: BacktestResult) -> None:
     )
     for entry in result.promise:
         print(f"  {sentence(entry)}")
+        if entry.daemon_walk:
+            print(f"    {entry.daemon_walk['says']}")
         if entry.daemon_now:
             print(f"    {entry.daemon_now['sentence']}")
             daemon = (entry.daemon_now.get("promise") or {}).get("against_fixed")

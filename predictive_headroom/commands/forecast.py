@@ -11,6 +11,7 @@ from predictive_headroom.commands import (
     add_csv_arguments,
     add_output_argument,
     csv_options,
+    daemon_choice,
     daemon_retune_window,
     iso,
     load_config,
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         observe=True,
         disabled_too=True,  # a disabled forecast is still fitted and shown: review it first
         retune_window=daemon_retune_window(),  # a `protection:` pool: the setting the daemon holds
+        choice=daemon_choice(),
     )
     results = []
     for pool in pools:

@@ -16,6 +16,7 @@ from predictive_headroom.commands import (
     add_output_argument,
     add_price_arguments,
     csv_options,
+    daemon_choice,
     daemon_retune_window,
     duration_arg,
     iso,
@@ -41,6 +42,7 @@ from predictive_headroom.core.engine import (
 from predictive_headroom.core.planner import Plan, plan_to_dict
 from predictive_headroom.core.series import Forecast, History, NoForecast, Unobserved
 from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.spend import all_day, pool_spend
 from predictive_headroom.core.vocabulary import Component, Kind, PlanReason
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.policy.events import gap_move
@@ -277,6 +279,7 @@ def forecasts_from_args(
         at,
         observe=True,
         retune_window=daemon_retune_window(),
+        choice=daemon_choice(),
         price_of=lambda pool: pool_price_from_args(args, pool, policy.cost),  # the node simulated
     )
     failures = [w for f in fits.values() if f.history is None for w in f.warnings]
@@ -349,6 +352,7 @@ def run(args: argparse.Namespace) -> int:
             _print_capped(plans)
             _print_why(why)
             _print_promises(fitted.promises)
+            _print_spend(plans, policy, args)
         return 0
     if args.step <= 0:
         raise CommandError("--step must be positive")
@@ -361,6 +365,23 @@ def run(args: argparse.Namespace) -> int:
         _print_why(why)
         _print_promises(fitted.promises)
     return 0
+
+
+def _print_spend(plans: list[Plan], policy: Policy, args: argparse.Namespace) -> None:
+    """What each pool's plan costs a day if held all day, and the most it can cost
+    (`core.spend`: maxReplicas all day, the budget that caps it): before `dryRun=false`."""
+    by_name = {p.name: p for p in policy.pools}
+    for plan in plans:
+        pool = by_name[plan.pool]
+        price = pool_price_from_args(args, pool, policy.cost)
+        held = all_day(plan.desired, price)
+        money = price.text(held)
+        print(
+            f"pool {plan.pool}: {plan.desired} placeholders held all day cost "
+            f"{held:,.1f} overhead node-hours a day{f' ({money})' if money else ''}"
+        )
+        for finding in pool_spend(pool, price, f"pool {plan.pool}"):
+            print(f"  {finding}")
 
 
 def _print_capped(plans: list[Plan]) -> None:

@@ -24,6 +24,7 @@ from predictive_headroom.commands import (
     add_csv_arguments,
     add_price_arguments,
     csv_options,
+    daemon_choice,
     daemon_retune_window,
     load_config,
     parse_time,
@@ -157,6 +158,7 @@ def make_report(args: argparse.Namespace) -> Report:
         accuracy=True,
         observe=True,
         retune_window=daemon_retune_window(),  # a `protection:` pool: what the daemon would hold
+        choice=daemon_choice(),
         price_of=lambda pool: pool_price_from_args(args, pool, policy.cost),  # the node simulated
     )
     read = {n: f for n, f in fits.items() if f.history is not None}

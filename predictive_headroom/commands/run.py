@@ -26,10 +26,11 @@ from pydantic import ValidationError
 
 from predictive_headroom.app.fit import default_forecaster
 from predictive_headroom.app.inputs import with_plan_inputs
-from predictive_headroom.commands import CommandError, load_config
+from predictive_headroom.commands import CommandError, daemon_choice, load_config
 from predictive_headroom.core.components import Part
 from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.spend import policy_spend
 from predictive_headroom.core.vocabulary import NoForecastWhy
 from predictive_headroom.daemon.access import Guard
 from predictive_headroom.daemon.closedloop import LoopSettings
@@ -188,6 +189,7 @@ def daemon_options(args: argparse.Namespace, settings: Settings) -> DaemonOption
         interval=settings.reconcile_interval,
         deadline=settings.reconcile_deadline,
         retune_window=settings.retune_window,
+        choice=daemon_choice(settings),
         loop=LoopSettings(
             window_seconds=settings.loop_window,
             max_samples=settings.loop_max_samples,
@@ -253,6 +255,9 @@ def log_findings(policy: Policy, path: str, now: float) -> None:
     for finding in policy_findings(policy, now):
         level = logging.WARNING if finding.level == Level.WARNING else logging.INFO
         logger.log(level, "config %s: %s (as validate says)", path, finding)
+    for finding in policy_spend(policy):  # what each pool can cost a day, before it acts
+        level = logging.WARNING if finding.level == Level.WARNING else logging.INFO
+        logger.log(level, "config %s: %s (what it can cost a day)", path, finding)
 
 
 def once(daemon: Daemon) -> int:

@@ -16,25 +16,25 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import replace
 from typing import Any
 
+from predictive_headroom.app.choice import TuneChoice, choice_settings, choose_for_pool
 from predictive_headroom.app.fit import default_forecaster, fetch_history
 from predictive_headroom.app.review import daemon_now
-from predictive_headroom.backtest.against_fixed import Recommended, Replays, current, replays
-from predictive_headroom.backtest.budget import at_your_spend, within_budget
-from predictive_headroom.backtest.choice import recommend_choice
+from predictive_headroom.backtest.against_fixed import Recommended, Replays, current
+from predictive_headroom.backtest.budget import at_your_spend
 from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.backtest.recommend import recommend
 from predictive_headroom.backtest.results import BacktestSettings
-from predictive_headroom.backtest.run import parts_reader, run_backtest
+from predictive_headroom.backtest.run import parts_reader
 from predictive_headroom.commands import (
     CommandError,
     add_csv_arguments,
     add_output_argument,
     add_price_arguments,
     csv_options,
+    daemon_choice,
     daemon_retune_window,
     load_config,
     parse_time,
@@ -45,6 +45,7 @@ from predictive_headroom.commands import (
 from predictive_headroom.commands.budget import add_budget_argument, budget_node_hours
 from predictive_headroom.commands.current import add_current_arguments, currents_from_args
 from predictive_headroom.commands.replay_flags import add_replay_arguments, settings_from_args
+from predictive_headroom.core.budget import daily_budget
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History, NoForecast
 from predictive_headroom.core.settings import Given
@@ -55,7 +56,6 @@ from predictive_headroom.policy.durations import parse_windows
 from predictive_headroom.policy.shares import parse_protection, parse_quantiles
 from predictive_headroom.protocols import Forecaster, SourceError
 from predictive_headroom.replay.promise import PROMISE_QUANTILES
-from predictive_headroom.replay.promise_price import FRONTIER_LEVELS
 
 HELP = (
     "is the forecast better than your fixed pause pods (--current N), within your spend "
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     price = price_from_args(args, pool.placeholder, policy.cost, args.node_slots)[0]
     settings = _settings(args, price, quantiles, windows, target)
     currents = currents_from_args(args)  # before any history is read
-    budget = None if args.budget is None else budget_node_hours(args.budget, price)
+    budget, budget_yaml = _budget(args, pool, price)
     source = source_from_args(args.data, args.prometheus_url, csv=csv_options(args))
     if args.at:
         at = parse_time(args.at)
@@ -143,22 +143,31 @@ def run(args: argparse.Namespace) -> int:
         history = history.since(history.end - args.since)
     started = time.perf_counter()
     forecaster = default_forecaster()
-    try:
-        result = run_backtest(
-            history, pool, settings, progress=not args.quiet, forecaster=forecaster
+    try:  # tune's choice, the one call the daemon's refit makes too (`app.choice`)
+        pc = choose_for_pool(
+            pool,
+            history,
+            target,
+            forecaster,
+            settings,
+            budget=budget,
+            progress=not args.quiet,
+            yours=currents,
         )
     except ValueError as exc:
         raise CommandError(f"pool {pool.name}: too little history to tune: {exc}") from None
+    result, r = pc.result, pc.replays
     out = recommend(
         result, pool, target, price=price.node_hour, currency=price.currency, priced=price
     )
     out["cost"]["assumed"] = price.assumed
-    r = replays(result, (target,))
+    out["history_read"] = pc.read
     out["current"] = [current(r, n).to_dict(price) for n in currents]
-    choice = recommend_choice(r, target)
+    choice = pc.choice.at_protection
     out["recommendation"] = choice.to_dict()
+    out["choice"] = pc.choice.to_dict()
     out["yaml"] = choice.yaml(pool) if out["status"] != "proportional-cheaper" else out["yaml"]
-    _within_budget(out, r, pool, target, budget, currents, price)
+    _within_budget(out, pc.choice, r, pool, currents, price, budget_yaml)
     # What the daemon holds at the end of the history: the same call the daemon makes at a refit
     # (its re-tune on its own window, the promise as asked) and the plan it would write then.
     what_if = Given(protection=None if pool.protection == target else target)
@@ -170,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
         price,
         retune_window=daemon_retune_window(),
         given=what_if,
+        choice=daemon_choice(),
         parts=parts_reader(
             result, pool, at, price
         ),  # every registered component, as the replay saw it
@@ -193,26 +203,48 @@ def _kept(forecaster: Forecaster, settings: BacktestSettings) -> Forecaster:
     return kept_fits(forecaster, settings.refit_cache)
 
 
+def _budget(
+    args: argparse.Namespace, pool: Pool, price: Price
+) -> tuple[tuple[float, str] | None, str | None]:
+    """The budget tune's choice is made within (`--budget`, else the pool's `budget:`), in
+    overhead node-hours a day and words, and the `budget:` line to paste (None: no budget)."""
+    if args.budget is not None:
+        flag = args.budget
+        key = "nodeHoursPerDay" if flag.currency is None else "perDay"
+        amount = f"{flag.amount:g}" if flag.currency is None else f"{flag.amount:g} {flag.currency}"
+        return budget_node_hours(flag, price), f"budget: {{{key}: {amount}}}"
+    if pool.budget is None:
+        return None, None
+    try:
+        b = daily_budget(pool.budget, price)
+    except ValueError as exc:
+        raise CommandError(f"pool {pool.name}: {exc}") from None
+    return (b.node_hours, b.given), None
+
+
 def _within_budget(
     out: dict[str, Any],
+    choice: TuneChoice,
     r: Replays,
     pool: Pool,
-    target: float,
-    budget: tuple[float, str] | None,
     currents: tuple[int, ...],
     price: Price,
+    budget_yaml: str | None,
 ) -> None:
-    """What each `--current` N's spend buys (`at_your_spend`), and with `--budget` the
-    recommendation and YAML within it (`backtest.budget`), none when nothing met it."""
+    """What each `--current` N's spend buys (`at_your_spend`), and with a budget the
+    recommendation and YAML within it (`backtest.budget`), none when nothing met it; `--budget`
+    is pasted as the pool's `budget:` (`budget_yaml`), so the daemon holds it too."""
     out["at_your_spend"] = [at_your_spend(r, n).to_dict(price) for n in currents]
-    if budget is None:
+    advice = choice.budget
+    if advice is None:
         return
-    advice = within_budget(r, budget[0], target, budget[1])
     rec = advice.recommendation
     out["budget"] = advice.to_dict()
     out["at_protection"] = out["recommendation"]  # tune's rule at the protection asked
     out["recommendation"] = None if rec is None else rec.to_dict()
     out["yaml"] = [] if rec is None else rec.yaml(pool)
+    if rec is not None and budget_yaml is not None:
+        out["yaml"].append(budget_yaml)
 
 
 def _settings(
@@ -225,13 +257,8 @@ def _settings(
     """The replay `backtest` would run with the same flags (`commands.replay_flags`: the node
     priced, unless --node-slots says otherwise), at tune's grid, measuring the frontier's levels
     and `target` (the promise rule is cheap)."""
-    return replace(
-        settings_from_args(args, price),
-        grid_quantiles=quantiles,
-        stabilization_dial=windows,
-        protections=tuple(sorted({*FRONTIER_LEVELS, target})),
-        burst_view=False,
-    )
+    base = settings_from_args(args, price)
+    return choice_settings(target, base=base, quantiles=quantiles, windows=windows)
 
 
 def _history(pool: Pool, source: object, at: float) -> History:

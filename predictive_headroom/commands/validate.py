@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from predictive_headroom.core.spend import policy_spend
 from predictive_headroom.policy.chart import (
     DEFAULT_NAMESPACE,
     DEFAULT_RELEASE,
@@ -146,6 +147,22 @@ def adoption_notes(policy: Policy) -> list[str]:
     ]
 
 
+def budget_beside_protection(policy: Policy) -> list[Finding]:
+    """A note per pool that sets both `protection:` and `budget:`: where the budget cannot buy
+    the protection, the budget wins, and the daemon says what it kept."""
+    return [
+        Finding(
+            f"pools[{i}]",
+            f"protection: {100 * pool.protection:g}% within a budget: where the budget cannot buy "
+            "it, the daemon holds the most protection the budget bought on the history and says "
+            "what it kept (`predictive-headroom tune` shows it before)",
+            Level.NOTE,
+        )
+        for i, pool in enumerate(policy.pools)
+        if pool.protection is not None and pool.budget is not None
+    ]
+
+
 def check(text: str, source: str, kind: str | None, release: str, namespace: str) -> str:
     """Validate one file; return the lines to print when it is fine (with notes on how it was
     read and defaults worth knowing), raise ConfigError if not (the kind's note on stderr)."""
@@ -164,7 +181,8 @@ def check(text: str, source: str, kind: str | None, release: str, namespace: str
         ok = f"{source}: ok: Helm values without pools (the chart's default pool applies)"
     else:
         notes += utc_notes(parsed) + adoption_notes(parsed)
-        findings += policy_findings(parsed, time.time())
+        findings += policy_findings(parsed, time.time()) + policy_spend(parsed)
+        findings += budget_beside_protection(parsed)
         windows = sum(len(p.schedules) for p in parsed.pools)
         events = sum(1 for p in parsed.pools for w in p.schedules if w.dated)
         forecasts = sum(1 for p in parsed.pools if p.forecast and p.forecast.enabled)

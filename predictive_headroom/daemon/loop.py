@@ -53,7 +53,7 @@ from predictive_headroom.daemon.outcomes import ReconcileResult
 from predictive_headroom.daemon.pool_reconcile import PoolReconciler
 from predictive_headroom.daemon.refit_requests import RefitRequests
 from predictive_headroom.daemon.removed import RemovedPools
-from predictive_headroom.daemon.shadow import LiveReplicas
+from predictive_headroom.daemon.shadow import LiveReplicas, read_live, warn_adopted
 from predictive_headroom.daemon.spend import SpendStore
 from predictive_headroom.daemon.targetapis import TargetApiTracker
 from predictive_headroom.daemon.wiring import DaemonOptions, Edges
@@ -148,6 +148,10 @@ class Daemon:
         self.last_success_at: float | None = None
         self.last_refit: dict[str, Any] | None = None
         self.retune_window = options.retune_window
+        self.choice = options.choice
+        self.warned_adoption: set[str] = set()
+        """Pools told the budget their adopted Deployment's live N spends."""
+        """How a refit makes `tune`'s choice for a `protection:` pool (`app.hold`)."""
         """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
         self.tunings: dict[str, Tuning] = {}
         """Each `protection:` pool's setting chosen at its last refit (`app.tune`)."""
@@ -180,6 +184,8 @@ class Daemon:
             raise RuntimeError(
                 "pools forecast but no demand source is configured (set PH_PROMETHEUS_URL)"
             )
+        if self.dry_run:  # the start-up refit comes before the first reconcile
+            read_live(self.live, self.actuator, chosen, at)
         fresh: dict[str, Forecast | NoForecast] = {}
         fits: dict[str, PoolFit] = {}
         for pool in chosen:
@@ -201,6 +207,9 @@ class Daemon:
         histories = {n: f.history for n, f in fits.items() if f.history is not None}
         for tuning in tunings.values():
             self.metrics.record_tuning(tuning)
+        shadows = {n: f.shadow for n, f in fits.items() if f.tuning is None}
+        for name, shadow in shadows.items():
+            self.metrics.record_shadow(name, shadow)
         for name, history in histories.items():
             if len(history):
                 self.metrics.observed_demand.labels(pool=name).set(float(history.values[-1]))
@@ -215,6 +224,7 @@ class Daemon:
             "pools": {n: describe(merged[n]) for n in fresh if n in merged},
             "tuning": {n: t.to_dict() for n, t in tunings.items()},
             "dropped": {n: dict(f.dropped) for n, f in fits.items() if f.dropped},
+            "shadow": {n: s.to_dict() for n, s in shadows.items() if s is not None},
         }
         self._retry_failed(fresh)
         self._write_report(policy, merged, histories, at, settled(fits, fresh, tunings))
@@ -263,6 +273,7 @@ class Daemon:
                 price=pool_price(pool, policy.cost),  # the node its re-tune simulates
                 live=self.live.reads(pool.name) if self.dry_run else (),
                 ceiling=plausible_max(self._forecasts.get(pool.name)),
+                choice=self.choice,
             )
         except Exception as exc:  # a broken fit of one pool must not stop the others
             logger.exception("pool %s: forecast fit failed", pool.name)
@@ -362,6 +373,8 @@ class Daemon:
             for o in outcomes:
                 if o.current is not None:
                     self.live.record(o.pool, at, o.current)
+        current = {o.pool: o.current for o in outcomes}
+        warn_adopted(policy, current, self.warned_adoption)
         self._refit_for_new_settings(policy, forecasts)
         result = ReconcileResult(at, time.perf_counter() - started, leader, self.dry_run, outcomes)
         self.last_reconcile = result

@@ -19,6 +19,7 @@ from predictive_headroom.core.vocabulary import BurstSource, Component, DroppedW
 
 if TYPE_CHECKING:
     from predictive_headroom.app.tuning import Tuning
+    from predictive_headroom.replay.shadow import Shadow
 
 PREFIX = "predictive_headroom"
 ERROR_KINDS = (
@@ -370,20 +371,20 @@ class Metrics:
         self.beats_fixed.labels(pool=tuning.pool).set(
             float("nan") if against is None else float(against["forecast_beats_fixed"])
         )
-        self._record_shadow(tuning)
+        self.record_shadow(tuning.pool, tuning.shadow)
 
-    def _record_shadow(self, tuning: Tuning) -> None:
-        """The shadow pair of `tuning` (`Tuning.shadow`), removed when it has none."""
-        shadow = tuning.shadow
+    def record_shadow(self, pool: str, shadow: Shadow | None) -> None:
+        """The shadow pair of `pool` (a Tuning's, or a pool's without `protection:`), removed when
+        it has none."""
         for who in SHADOW_SIDES:
             side = None if shadow is None else getattr(shadow, who)
             if side is None:
-                self._drop(self.shadow_kept, tuning.pool, who)
-                self._drop(self.shadow_node_hours, tuning.pool, who)
+                self._drop(self.shadow_kept, pool, who)
+                self._drop(self.shadow_node_hours, pool, who)
                 continue
             kept = float("nan") if side.kept is None else side.kept
-            self.shadow_kept.labels(pool=tuning.pool, who=who).set(kept)
-            self.shadow_node_hours.labels(pool=tuning.pool, who=who).set(side.per_day)
+            self.shadow_kept.labels(pool=pool, who=who).set(kept)
+            self.shadow_node_hours.labels(pool=pool, who=who).set(side.per_day)
 
     def forget_tuning(self, pool: str) -> None:
         """Remove a pool's tuned_* series (its tuning no longer holds)."""

@@ -9,8 +9,16 @@ the refit reads a copy (they run on different threads).
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+
+from predictive_headroom.core.price import pool_price
+from predictive_headroom.core.spend import adoption_budget
+from predictive_headroom.policy.config import Policy, Pool
+from predictive_headroom.protocols import Actuator
+
+logger = logging.getLogger(__name__)
 
 
 class LiveReplicas:
@@ -44,3 +52,33 @@ class LiveReplicas:
         with self._lock:
             for name in pools:
                 self._reads.pop(name, None)
+
+
+def read_live(live: LiveReplicas, actuator: Actuator, pools: Collection[Pool], at: float) -> None:
+    """The target's replicas of each of `pools` not read yet, recorded in `live` at `at`: the
+    dry-run daemon's start-up refit comes before its first reconcile, so this is the shadow's
+    first read and the first refit already replays the user's live N beside the plan. A failed
+    read is left to the reconcile (which reads it again and reports a failure)."""
+    for pool in pools:
+        if live.reads(pool.name):
+            continue
+        try:
+            state = actuator.read(pool)
+        except Exception as exc:
+            logger.info("pool %s: cannot read the live N before the refit: %s", pool.name, exc)
+            continue
+        live.record(pool.name, at, state.replicas)
+
+
+def warn_adopted(policy: Policy, current: Mapping[str, int | None], warned: set[str]) -> None:
+    """Once per pool (`warned` keeps them): a pool adopting an existing Deployment with no
+    budget is told what its live N spends a day and the `budget:` to paste
+    (`core.spend.adoption_budget`)."""
+    for pool in policy.pools:
+        replicas = current.get(pool.name)
+        if replicas is None or pool.name in warned:
+            continue
+        warned.add(pool.name)
+        said = adoption_budget(pool, replicas, pool_price(pool, policy.cost))
+        if said is not None:
+            logger.warning("%s", said)

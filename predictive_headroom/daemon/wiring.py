@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from predictive_headroom.app.hold import ChoiceOptions
 from predictive_headroom.app.tune import RETUNE_WINDOW
 from predictive_headroom.core.components import Part
 from predictive_headroom.core.series import Forecast, History, NoForecast
@@ -95,6 +96,9 @@ class DaemonOptions:
     """Pools are reconciled concurrently, at most this many at a time."""
     retune_window: float = RETUNE_WINDOW
     """Seconds of recent history a pool with `protection:` is re-tuned on at each refit."""
+    choice: ChoiceOptions = field(default_factory=ChoiceOptions)
+    """How a refit makes `tune`'s choice for a `protection:` pool (`app.hold`): the history it
+    reads at most, the refits it keeps."""
     loop: LoopSettings | None = None
     """The closed loop's settings (node boots, placeholder starts); None: the defaults."""
 

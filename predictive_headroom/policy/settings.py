@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     """Seconds of recent history a pool with `protection:` is re-tuned on at each refit (the
     extra fit ends where it starts; at least a day): 14 days by default, the promise rule's
     7-day window plus the 7 days it judges its strictness on (`app.tune.RETUNE_WINDOW`)."""
+    choice_window: float = Field(default=28 * 86400.0, ge=2 * 86400.0)
+    """Seconds of history a refit reads, at most, to make `tune`'s choice for a `protection:`
+    pool (`app.hold`): as much as the source holds up to this; 28 days by default."""
     observe_placeholders: bool = True
     """The closed loop reads placeholder pods and `Preempted` Events in the targets' namespaces
     (read-only; the chart grants it). False: only node boot times are measured."""

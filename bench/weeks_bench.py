@@ -5,8 +5,8 @@ Usage: python bench/weeks_bench.py [--datasets DIR] [--only NAME ...] [--days D]
                                    [--protection 90%,95%] [--cache DIR] [--markdown]
 
 For each series and protection P asked: what `tune` recommends (`backtest.choice.recommend_choice`,
-chosen on the first part of the scored days) and what it kept on the last unseen days (the single
-figure), beside the range the same rule kept on every unseen week, each chosen on the days before
+chosen on all the scored days) and what the same rule, chosen on the first half, kept on the last
+half (the single figure), beside the range the same rule kept on every unseen week, each chosen on the days before
 it (`backtest.weeks`): lowest, median, highest, the weeks judged, whether P is out of reach (the
 worst week more than 5 points under it) and the peak-sized fixed N with its overhead node-hours a
 day. The replays are `tune`'s, shared with `bench/against_fixed_bench.py` and
@@ -31,8 +31,8 @@ from predictive_headroom.policy.shares import parse_protections
 HEAD = [
     "series",
     "asked",
-    "recommended",
-    "last unseen days: kept",
+    "recommended (on all the days)",
+    "last unseen days: kept (chosen before them)",
     "unseen weeks: low-high",
     "median",
     "judged (quiet)",
@@ -50,7 +50,8 @@ def row(stem: str, r, asked: float) -> list[str]:
     """One table row for `stem` at `asked`."""
     rec = recommend_choice(r, asked)
     unseen, weeks = rec.unseen, rec.weeks
-    last = "-" if unseen is None else f"{_pct(unseen.kept)} ({rec.unseen_days:.1f} d)"
+    chosen = rec.held_out or rec.label()
+    last = "-" if unseen is None else f"{_pct(unseen.kept)} ({rec.unseen_days:.1f} d, {chosen})"
     if weeks is None or not weeks.weeks:
         quiet = "-" if weeks is None else f"0 ({weeks.quiet})"
         return [stem, f"{100 * asked:g}%", rec.label(), last, "-", "-", quiet, "-", "-", "-"]

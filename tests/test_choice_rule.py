@@ -9,7 +9,13 @@ import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series
 
 from predictive_headroom.backtest.against_fixed import Recommended, replays
-from predictive_headroom.backtest.choice import RULE, ChoiceRule, recommend_choice, seen_unseen
+from predictive_headroom.backtest.choice import (
+    RULE,
+    ChoiceRule,
+    decide,
+    recommend_choice,
+    seen_unseen,
+)
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.policy.load import parse_policy
@@ -44,8 +50,23 @@ def replayed():
 
 
 def _seen_kept(r, p):
-    seen, _, _ = seen_unseen(r)
-    return seen.judge(r.walks[p].run).kept
+    """What level p kept on the days the pasted choice is made on: all the scored days."""
+    return r.whole.judge(r.walks[p].run).kept
+
+
+def test_pasted_on_all_the_days_judged_by_the_rule_chosen_before_the_unseen_part(replayed):
+    """Issue 62, item 7: the choice pasted is made on every scored day, as the weekly range
+    measures the rule; the single figure judges the rule chosen on the seen part, on the days
+    it did not see (walk-forward)."""
+    rec = recommend_choice(replayed, 0.9)
+    seen, unseen, _ = seen_unseen(replayed)
+    pasted, before = decide(replayed, replayed.whole, 0.9), decide(replayed, seen, 0.9)
+    assert rec.label() == pasted.label() and rec.why == pasted.why
+    assert rec.held_out == before.label() == rec.to_dict()["unseen_chosen"]
+    assert unseen is not None and rec.unseen is not None
+    assert rec.unseen.kept == pytest.approx(unseen.judge(before.run(replayed)).kept)
+    assert rec.seen.kept == pytest.approx(replayed.whole.judge(pasted.run(replayed)).kept)
+    assert f"kept {100 * rec.unseen.kept:.1f}%" in rec.says()
 
 
 @pytest.mark.parametrize("asked", [0.9, 0.95, 0.99])

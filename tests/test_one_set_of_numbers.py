@@ -152,7 +152,14 @@ def test_every_output_prints_one_set_of_numbers(tmp_path, capsys, monkeypatch, t
     # The daemon's verdict against fixed headroom, the same everywhere it is said, the days
     # judged named in the sentence: /last-run, the metric, plan, report, tune and backtest.
     want = shown["against_fixed"]
-    assert want is not None and "judged to" in want["says"]
+    assert want is not None and "scored days judged" in want["says"]
+    # ... over the days tune judges, by the one function: tune's own verdict on its choice's
+    # replay (item 3, "over the same days") is the daemon's, word for word.
+    assert tune["choice"]["verdict"] == want
+    assert last_run["tuning"]["rides"]["choice"]["verdict"] == want
+    # "Did the forecast beat your N": the choice's verdict against the user's N is the one
+    # tune --current prints, the same function over the same days.
+    assert tune["choice"]["verdict_yours"] == [c["verdict"] for c in tune["current"]]
     views = {
         "/last-run": last_run["tuning"]["rides"]["against_fixed"],
         "plan": plan["pools"][0]["promise"]["against_fixed"],

@@ -1,7 +1,10 @@
 """`tune`'s decision rule: what the history can keep, the forecast or fixed headroom
 (docs/promise.md, "Tune's decision rule").
 
-The scored days are split in two. On the first part (seen, the first half, rounded down) the rule
+The rule chooses on all the scored days known (the choice `tune` pastes and the daemon holds) and is
+judged walk-forward, never on the days it chose on: on the last half of the scored days, chosen
+on the first half (the single figure), and on every unseen week, chosen on the days before it
+(`backtest.weeks`, the range). Chosen on some seen days, the rule
 (`RULE`) recommends fixed headroom when too few pod-minutes waited there to judge the forecast
 (`ChoiceRule.few_events`; the protection asked when none waited); else it picks the highest
 protection level, up to the one asked, that the promise kept walk-forward there, a level missed by
@@ -10,11 +13,12 @@ level unless it cost more than `ChoiceRule.margin` (1.10) times static headroom 
 it kept on the same days (the forecast did not pay). Otherwise, when no level was kept or the
 forecast did not pay, it recommends fixed headroom too. Fixed headroom is the fewest placeholders
 that reached the asked protection on the seen part (how a user sizes a fixed Deployment from the
-past), pasted as `minReplicas: N` with the forecast off. Whichever it picks is judged on the second
-part (unseen): the protection it kept there, its cost a day, and static headroom's cost at that
-protection. The same rule (`decide`, on any seen span) is judged on every unseen week too, chosen
-anew on the days before each (`backtest.weeks`): the range it kept there says how sure the promise
-is (`Recommendation.weeks`). `bench/choice_bench.py` measures the rule and its variants on every shared series.
+past), pasted as `minReplicas: N` with the forecast off. The single figure is what the same rule,
+chosen on the first half of the scored days (`seen_unseen`), kept on the second (unseen): the
+protection, its cost a day, and static headroom's cost at that protection; the range (`decide`
+on the days before each unseen week, `backtest.weeks`) says how sure the promise is
+(`Recommendation.weeks`). Choosing on all the days rather than the first half was measured on
+every shared series (`bench/choose_on_bench.py`; docs/promise.md, "How sure the promise is"). `bench/choice_bench.py` measures the rule and its variants on every shared series.
 """
 
 from __future__ import annotations
@@ -75,8 +79,11 @@ class Recommendation:
     split_at: float
     """POSIX seconds where the unseen part starts."""
     seen: Judged
+    """On the days it was chosen on (all the scored days for the rule's, the seen part for a
+    budget's)."""
     unseen: Judged | None
-    """None when the history has under two scored days (nothing left unseen)."""
+    """On the unseen part, chosen before it (`held_out`); None when the history has under two
+    scored days (nothing left unseen)."""
     product_whole: Judged
     """`protection:` as asked over all scored days (the headline)."""
     product_unseen: Judged | None
@@ -85,6 +92,9 @@ class Recommendation:
     weeks: UnseenRange | None = None
     """The same rule on every unseen week, each chosen on the days before it (`backtest.weeks`;
     None: no whole week after the days it needs to choose on)."""
+    held_out: str | None = None
+    """What the same rule chose on the seen part, which `unseen` judges (None: the pasted choice
+    itself, as for a budget's recommendation)."""
 
     def label(self) -> str:
         """`protection: 90%` or `fixed N=24`."""
@@ -124,9 +134,13 @@ class Recommendation:
                 if u.static_per_day is None
                 else f"static headroom needed {u.static_per_day:,.1f} at that protection"
             )
+            who = "it" if self.held_out is None else "the same rule"
+            if self.held_out is not None:
+                chose = "" if self.held_out == self.label() else f": {self.held_out}"
+                who += f", chosen on the {self.seen_days:.1f} days before them{chose},"
             text += (
                 f"; on the last {self.unseen_days:.1f} days, which it did not see (from "
-                f"{iso_utc(self.split_at)}), it kept {100 * u.kept:.1f}% for "
+                f"{iso_utc(self.split_at)}), {who} kept {100 * u.kept:.1f}% for "
                 f"{u.per_day:,.1f} overhead node-hours a day ({static})"
             )
         if self.weeks is not None:
@@ -152,6 +166,7 @@ class Recommendation:
             "remove": self.remove,
             "why": self.why,
             "unseen_weeks": None if self.weeks is None else self.weeks.to_dict(),
+            "unseen_chosen": self.held_out or self.label(),
             "says": self.says(),
         }
 
@@ -191,12 +206,14 @@ def decide(r: Replays, seen: Span, asked: float, rule: ChoiceRule = RULE) -> Dec
 
 
 def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
-    """The rule of the module docstring on `r` (whose walks include `asked`), with the range the
-    same rule kept on every unseen week (`backtest.weeks`)."""
+    """The rule of the module docstring on `r` (whose walks include `asked`): chosen on all its
+    scored days, judged by the same rule chosen on the seen part on the unseen part, with the
+    range it kept on every unseen week (`backtest.weeks`)."""
     res = r.result
     seen, unseen, split = seen_unseen(r)
-    chosen = decide(r, seen, asked, rule)
-    run = chosen.run(r)
+    chosen = decide(r, r.whole, asked, rule)
+    before = decide(r, seen, asked, rule)  # the single figure: chosen before the unseen part
+    run, judged = chosen.run(r), before.run(r)
     asked_run = r.walks[asked].run
 
     def on(days: Span) -> tuple[str, Run]:
@@ -211,12 +228,13 @@ def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recom
         seen.days,
         0.0 if unseen is None else unseen.days,
         float(res.times[min(split, res.pods.size - 1)]),
-        seen.judge(run),
-        None if unseen is None else unseen.judge(run),
+        r.whole.judge(run),
+        None if unseen is None else unseen.judge(judged),
         r.whole.judge(asked_run),
         None if unseen is None else unseen.judge(asked_run),
         chosen.why,
         unseen_weeks(r, asked, on),
+        before.label(),
     )
 
 
@@ -243,7 +261,7 @@ def _fixed_n(seen: Span, asked: float) -> int:
 
 def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[float | None, str]:
     """The protection level to paste, with why (None: fixed headroom instead)."""
-    days = f"the first {seen.days:.1f} days"
+    days = f"the {seen.days:.1f} scored days it chose on"
     if seen.reactive_unserved < rule.few_events:
         sized = rule.few_events_fixed and seen.reactive_unserved > 0  # a fixed N to size
         return None if sized else asked, (

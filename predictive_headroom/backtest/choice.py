@@ -205,10 +205,13 @@ def decide(r: Replays, seen: Span, asked: float, rule: ChoiceRule = RULE) -> Dec
     return Decision(Recommended.PROTECTION, level, replicas, why)
 
 
-def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
+def recommend_choice(
+    r: Replays, asked: float, rule: ChoiceRule = RULE, *, weeks: bool = True
+) -> Recommendation:
     """The rule of the module docstring on `r` (whose walks include `asked`): chosen on all its
     scored days, judged by the same rule chosen on the seen part on the unseen part, with the
-    range it kept on every unseen week (`backtest.weeks`)."""
+    range it kept on every unseen week (`backtest.weeks`; not with `weeks` False, where only the
+    choice is held)."""
     res = r.result
     seen, unseen, split = seen_unseen(r)
     chosen = decide(r, r.whole, asked, rule)
@@ -233,7 +236,7 @@ def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recom
         r.whole.judge(asked_run),
         None if unseen is None else unseen.judge(asked_run),
         chosen.why,
-        unseen_weeks(r, asked, on),
+        unseen_weeks(r, asked, on) if weeks else None,
         before.label(),
     )
 

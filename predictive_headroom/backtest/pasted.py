@@ -111,8 +111,9 @@ def tune_choice(
     """`tune`'s choice on `r` (whose walks include `asked`): the rule at `asked`, and within
     `budget` (overhead node-hours a day, in words) the most protection it bought, read as the user
     means it against their own fixed N (`yours`, `at_least_yours`); with `judge`, the verdicts
-    over the same days (`verdict_on`; off where only the choice is held, `backtest.daemon_walk`)."""
-    at = recommend_choice(r, asked)
+    over the same days (`verdict_on`) and the weekly range (off where only the choice is held,
+    `backtest.daemon_walk`)."""
+    at = recommend_choice(r, asked, weeks=judge)
     days = r.whole.days
     said = verdict_on(r, asked) if judge else None
     theirs = tuple(verdict_on(r, asked, n) for n in yours) if judge else ()

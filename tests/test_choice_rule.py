@@ -5,6 +5,8 @@ asked")."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series
 
@@ -50,17 +52,27 @@ def replayed():
 
 
 def _seen_kept(r, p):
-    """What level p kept on the days the pasted choice is made on: all the scored days."""
-    return r.whole.judge(r.walks[p].run).kept
+    seen, _, _ = seen_unseen(r)
+    return seen.judge(r.walks[p].run).kept
 
 
-def test_pasted_on_all_the_days_judged_by_the_rule_chosen_before_the_unseen_part(replayed):
-    """Issue 62, item 7: the choice pasted is made on every scored day, as the weekly range
-    measures the rule; the single figure judges the rule chosen on the seen part, on the days
-    it did not see (walk-forward)."""
+def test_pasted_on_the_seen_part_and_judged_on_the_unseen(replayed):
     rec = recommend_choice(replayed, 0.9)
     seen, unseen, _ = seen_unseen(replayed)
-    pasted, before = decide(replayed, replayed.whole, 0.9), decide(replayed, seen, 0.9)
+    made = decide(replayed, seen, 0.9)
+    assert rec.label() == made.label() and rec.held_out is None
+    assert unseen is not None and rec.unseen is not None
+    assert rec.unseen.kept == pytest.approx(unseen.judge(made.run(replayed)).kept)
+
+
+def test_on_all_days_pastes_the_decision_on_every_day_judged_by_the_one_before(replayed):
+    """Issue 62, item 7's variant (measured, not adopted): the choice pasted is made on every
+    scored day, as the weekly range measures the rule; the single figure judges the rule chosen
+    on the seen part, on the days it did not see (walk-forward)."""
+    rec = recommend_choice(replayed, 0.9, replace(RULE, on_all_days=True))
+    seen, unseen, _ = seen_unseen(replayed)
+    rule = replace(RULE, on_all_days=True)
+    pasted, before = decide(replayed, replayed.whole, 0.9, rule), decide(replayed, seen, 0.9, rule)
     assert rec.label() == pasted.label() and rec.why == pasted.why
     assert rec.held_out == before.label() == rec.to_dict()["unseen_chosen"]
     assert unseen is not None and rec.unseen is not None

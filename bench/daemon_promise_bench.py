@@ -6,8 +6,8 @@ Usage: python bench/daemon_promise_bench.py [--datasets DIR] [--only NAME ...] [
                                             [--protection 90%,95%] [--cache DIR] [--out FILE]
 
 Two figures per row, as `bench/choice_bench.py` judges them: kept at least P - 2 points on the
-last half of the scored days (what `tune` pastes is chosen on all of them; the same rule chosen on
-the first half is what is judged there, `Recommendation.held_out`), and at most 1.10 times static headroom at the protection
+last half of the scored days, chosen on the first half (`Recommendation.held_out` when the rule
+chooses what it pastes on all of them, `ChoiceRule.on_all_days`), and at most 1.10 times static headroom at the protection
 kept there. Beside them the daemon as it ran before issue 62 (the promise at P alone, the re-tune's
 rule walked forward: `Recommendation.product_unseen`). The promise on the daemon holds where, on
 every row where `tune`'s recommendation meets both figures, the daemon's walk meets both too.
@@ -97,8 +97,8 @@ HEAD = [
     "series",
     "asked",
     "unseen days",
-    "tune recommends (on all the days)",
-    "tune's rule chosen before the unseen days",
+    "tune recommends",
+    "chosen before the unseen days",
     "it kept there",
     "the daemon walked forward, unseen",
     "the daemon held",

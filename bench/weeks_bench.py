@@ -5,8 +5,8 @@ Usage: python bench/weeks_bench.py [--datasets DIR] [--only NAME ...] [--days D]
                                    [--protection 90%,95%] [--cache DIR] [--markdown]
 
 For each series and protection P asked: what `tune` recommends (`backtest.choice.recommend_choice`,
-chosen on all the scored days) and what the same rule, chosen on the first half, kept on the last
-half (the single figure), beside the range the same rule kept on every unseen week, each chosen on the days before
+chosen on the first half of the scored days) and what it kept on the last half (the single
+figure), beside the range the same rule kept on every unseen week, each chosen on the days before
 it (`backtest.weeks`): lowest, median, highest, the weeks judged, whether P is out of reach (the
 worst week more than 5 points under it) and the peak-sized fixed N with its overhead node-hours a
 day. The replays are `tune`'s, shared with `bench/against_fixed_bench.py` and
@@ -31,7 +31,7 @@ from predictive_headroom.policy.shares import parse_protections
 HEAD = [
     "series",
     "asked",
-    "recommended (on all the days)",
+    "recommended",
     "last unseen days: kept (chosen before them)",
     "unseen weeks: low-high",
     "median",

@@ -5,10 +5,10 @@ The rule (`RULE`) chooses on the first half of the scored days (seen, rounded do
 walk-forward, never on the days it chose on: on the second half (unseen, the single figure), and on
 every unseen week, chosen on all the days before it (`backtest.weeks`, the range). Choosing on all
 the scored days instead (`ChoiceRule.on_all_days`, as the range measures the rule) was measured
-on every shared series and not adopted. On the days it chooses on, the rule recommends fixed headroom when too few pod-minutes waited there to judge the forecast
-(`ChoiceRule.few_events`; the protection asked when none waited); else it picks the highest
-protection level, up to the one asked, that the promise kept walk-forward there, a level missed by
-at most 2 points counting as kept (`ChoiceRule.tolerance`), and recommends `protection:` at that
+on every shared series and not adopted. On the days it chooses on, the rule recommends fixed
+headroom when too few pod-minutes waited there to judge the forecast (`ChoiceRule.few_events`;
+the protection asked when none waited); else it picks the highest protection level, up to the one
+asked, that the promise kept walk-forward there, a level missed by at most 2 points counting as kept (`ChoiceRule.tolerance`), and recommends `protection:` at that
 level unless it cost more than `ChoiceRule.margin` (1.10) times static headroom at the protection
 it kept on the same days (the forecast did not pay). Otherwise, when no level was kept or the
 forecast did not pay, it recommends fixed headroom too. Fixed headroom is the fewest placeholders
@@ -17,7 +17,8 @@ past), pasted as `minReplicas: N` with the forecast off. The single figure is wh
 unseen part: the protection, its cost a day, and static headroom's cost at that protection; the
 range (`decide` on the days before each unseen week, `backtest.weeks`) says how sure the promise
 is (`Recommendation.weeks`). `bench/choose_on_bench.py` measures choosing on the first half
-against choosing on all the days (docs/promise.md, "How sure the promise is"). `bench/choice_bench.py` measures the rule and its variants on every shared series.
+against choosing on all the days (docs/promise.md, "How sure the promise is");
+`bench/choice_bench.py` measures the rule and its variants on every shared series.
 """
 
 from __future__ import annotations
@@ -212,10 +213,10 @@ def decide(r: Replays, seen: Span, asked: float, rule: ChoiceRule = RULE) -> Dec
 def recommend_choice(
     r: Replays, asked: float, rule: ChoiceRule = RULE, *, weeks: bool = True
 ) -> Recommendation:
-    """The rule of the module docstring on `r` (whose walks include `asked`): chosen on all its
-    scored days, judged by the same rule chosen on the seen part on the unseen part, with the
-    range it kept on every unseen week (`backtest.weeks`; not with `weeks` False, where only the
-    choice is held)."""
+    """The rule of the module docstring on `r` (whose walks include `asked`): chosen on the seen
+    part (on all the scored days with `rule.on_all_days`, the seen part's choice then judged on
+    the unseen), with the range it kept on every unseen week (`backtest.weeks`; not with `weeks`
+    False, where only the choice is held)."""
     res = r.result
     seen, unseen, split = seen_unseen(r)
     on = r.whole if rule.on_all_days else seen
@@ -269,7 +270,7 @@ def _fixed_n(seen: Span, asked: float) -> int:
 
 def _level(r: Replays, seen: Span, asked: float, rule: ChoiceRule) -> tuple[float | None, str]:
     """The protection level to paste, with why (None: fixed headroom instead)."""
-    days = f"the {seen.days:.1f} scored days it chose on"
+    days = f"the first {seen.days:.1f} days"
     if seen.reactive_unserved < rule.few_events:
         sized = rule.few_events_fixed and seen.reactive_unserved > 0  # a fixed N to size
         return None if sized else asked, (

@@ -10,8 +10,9 @@ headroom when too few pod-minutes waited there to judge the forecast (`ChoiceRul
 the protection asked when none waited); else it picks the highest protection level, up to the one
 asked, that the promise kept walk-forward there, a level missed by at most 2 points counting as
 kept (`ChoiceRule.tolerance`), and recommends `protection:` at that level unless it cost more than
-`ChoiceRule.margin` (1.10) times static headroom at the protection it kept on the same days (the forecast did not pay). Otherwise, when no level was kept or the
-forecast did not pay, it recommends fixed headroom too. Fixed headroom is the fewest placeholders
+`ChoiceRule.margin` (1.10) times static headroom at the protection it kept on the same days (the
+forecast did not pay). Otherwise, when no level was kept or the forecast did not pay, it
+recommends fixed headroom too. Fixed headroom is the fewest placeholders
 that reached the asked protection on the seen part (how a user sizes a fixed Deployment from the
 past), pasted as `minReplicas: N` with the forecast off. The single figure is what it kept on the
 unseen part: the protection, its cost a day, and static headroom's cost at that protection; the

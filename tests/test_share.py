@@ -183,7 +183,7 @@ def test_every_registered_component_is_read_configured_defined_and_labelled() ->
         assert registered.glossary is None or GLOSSARY[name] == registered.glossary
         if registered.section is not None:
             assert registered.section in Pool.model_fields, f"no pool section {registered.section}"
-        if registered.feed == Feed.READ:
+        if registered.feed == Feed.CONTEXT:
             assert name in read, f"no daemon watch reads {name}"
             assert registered.glossary, f"no glossary entry for {name}"
 

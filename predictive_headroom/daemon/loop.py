@@ -33,17 +33,16 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from predictive_headroom.app.fit import PoolFit, describe, fit_one, keep_usable
 from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.core.price import pool_price
 from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
-from predictive_headroom.core.vocabulary import Component, NoForecastWhy
-from predictive_headroom.daemon.components import last_parts, watches
+from predictive_headroom.core.vocabulary import NoForecastWhy
+from predictive_headroom.daemon.components import disruption_of, last_parts, watches
 from predictive_headroom.daemon.configfile import ConfigFile, same_forecast
-from predictive_headroom.daemon.disruption import DisruptionWatch
 from predictive_headroom.daemon.health import LoopWatch, ReadinessLog
 from predictive_headroom.daemon.inputs import Inputs
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
@@ -120,7 +119,7 @@ class Daemon:
             edges.elector if isinstance(edges.elector, SpendStore) else None,
         )
         """What reads each registered component's inputs, by name (`daemon.components`)."""
-        self.disruption = cast(DisruptionWatch, self.components[Component.DISRUPTION])
+        self.disruption = disruption_of(self.components)
         """Nodes on their way out and the room their pods need (the disruption component)."""
         self.deadline = options.reconcile_deadline()
         """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods

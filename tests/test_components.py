@@ -23,7 +23,7 @@ from predictive_headroom.core.components import (
 from predictive_headroom.core.context import Context
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.vocabulary import Feed, Input, Kind
-from predictive_headroom.daemon.components import DaemonContext, watches
+from predictive_headroom.daemon.components import DaemonContext, Readers, watches
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.replay.planner import ReplayContext
 from predictive_headroom.report.html import REASON_COLOURS
@@ -38,7 +38,7 @@ def _daemon_watches() -> set[str]:
     from predictive_headroom.daemon.metrics import Metrics
 
     metrics = Metrics()
-    return set(watches(Inputs(None, None, metrics), None, metrics, False, lambda: 0.0))  # type: ignore[arg-type]
+    return set(watches(Readers(Inputs(None, None, metrics), metrics)))  # type: ignore[arg-type]
 
 
 def test_every_component_read_at_each_instant_is_its_own_read_over_declared_inputs() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -280,24 +281,39 @@ class ContextWatch:
                 self._problems.pop(name, None)
 
 
-def watches(
-    inputs: Inputs,
-    pods: NodePodReader | None,
-    metrics: Metrics,
-    read_pods: bool,
-    monotonic: Callable[[], float],
-    cost: Callable[[], Cost | None] = lambda: None,
-    spend: SpendStore | None = None,
-) -> Watches:
+@dataclass(frozen=True)
+class Readers:
+    """Everything the components' inputs are read through in the daemon, in one value (built
+    once by the shell, `commands.run.build_daemon`, or by a test)."""
+
+    inputs: Inputs
+    """The pools' node lists (and the demand source's observations), counted on `metrics`."""
+    metrics: Metrics
+    pods: NodePodReader | None = None
+    """The cluster's pods by node (None: not read)."""
+    read_pods: bool = False
+    """Whether the pods on leaving nodes may be listed (`PH_DISRUPTION_READ_PODS`)."""
+    monotonic: Callable[[], float] = time.monotonic
+    """The clock a reconcile's deadline is on."""
+    cost: Callable[[], Cost | None] = lambda: None
+    """The policy's `cost:` section now (the node's price)."""
+    spend: SpendStore | None = None
+    """Where the day's spend is kept for the next leader (the leader Lease; None: memory)."""
+
+
+def watches(readers: Readers) -> Watches:
     """One `ContextWatch` per component read at each instant, by name, all on one
-    `DaemonContext` (a test checks every one has a watch); `cost` gives the policy's `cost:`
-    section now (the node's price); `spend` is where the day's spend is kept for the next leader
-    (the leader Lease; None: in memory only)."""
+    `DaemonContext` reading through `readers` (a test checks every component has a watch)."""
     disruption = DisruptionWatch(
-        inputs, pods, metrics, DisruptionSettings(read_pods=read_pods), monotonic
+        readers.inputs,
+        readers.pods,
+        readers.metrics,
+        DisruptionSettings(read_pods=readers.read_pods),
+        readers.monotonic,
     )
-    keeper = SpendKeeper(spend) if spend is not None else None
-    context = DaemonContext(cost, reads=ClusterReads(inputs, disruption), keeper=keeper)
+    keeper = SpendKeeper(readers.spend) if readers.spend is not None else None
+    reads = ClusterReads(readers.inputs, disruption)
+    context = DaemonContext(readers.cost, reads=reads, keeper=keeper)
     return {str(r.name): ContextWatch(r, context) for r in BY_CONTEXT}
 
 

@@ -100,6 +100,9 @@ class Registration:
     ValueError says why the pool's section cannot be read (each shell says it its way)."""
     inputs: tuple[Input, ...] = ()
     """What `read` reads from the context (each shell gives each input its own way)."""
+    node_labels: tuple[str, ...] = ()
+    """The node labels its inputs read (e.g. a zone): every node record keeps them
+    (`protocols.NodeSeen.labels`, `NODE_LABELS`); the others are dropped at the edge."""
 
     @property
     def at_each_instant(self) -> bool:
@@ -186,6 +189,9 @@ READ: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.at_each_instant)
 """The components read at each instant from the `Context`."""
 
 BY_CONTEXT = READ
+
+NODE_LABELS: frozenset[str] = frozenset(k for r in REGISTRY for k in r.node_labels)
+"""The node labels some registered component asks for, kept on every node record."""
 """The components read from the `Context` (every shell reads them the same way)."""
 
 

@@ -19,7 +19,7 @@ from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
-from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.core.share import SharePart
 from predictive_headroom.core.vocabulary import Component, DisruptionSource, Input, Kind
 from predictive_headroom.policy.config import Pool
@@ -83,12 +83,11 @@ def share_parts(pool: Pool, pods: np.ndarray, delay_steps: int) -> list[SharePar
     known)."""
     context = ReplayContext(Price(None, 1, "USD", "no prices"), None, pods=pods)
     context.delay_steps = delay_steps
-    settings = PlanSettings.__new__(PlanSettings)  # read_share reads no setting
-    out: list[SharePart | None] = []
-    for i in range(pods.size):
-        context.minute = i
-        out.append(_read(Component.SHARE, pool, settings, context))
-    return out
+    settings = resolve_settings(pool)  # the share reads none; its delay is `delay_steps`
+    reading = _context_reading(registration(Component.SHARE), pool, settings, context)
+    if reading is None:
+        return [None] * pods.size
+    return [reading.at(i, 0, 0) for i in range(pods.size)]  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
@@ -142,19 +141,40 @@ class ReplayContext:
     nodes: int = 0
     on_leaving: int = 0
     _requested: dict[tuple[int, int], dict[str, float]] = field(default_factory=dict)
+    _counts: list[int] | None = None
+
+    def _known(self) -> int | None:
+        """The count of app pods known at the minute planned (None: none known yet)."""
+        if self.pods is None:
+            return None
+        if self._counts is None:
+            self._counts = self.pods.tolist()
+        known = self.minute - self.delay_steps
+        return self._counts[known] if 0 <= known < len(self._counts) else None
 
     def requests(self, pool: Pool) -> Mapping[str, float] | None:
         """What the app pods known at the minute planned request (those `delay_steps` minutes
         before; the simulator's app pods are placeholder-sized)."""
-        known = self.minute - self.delay_steps
-        if self.pods is None or known < 0 or known >= self.pods.size:
+        count = self._known()
+        if count is None:
             return None
-        count = int(self.pods[known])
         key = (id(pool), count)
         if key not in self._requested:
             size = pool.placeholder.amounts
             self._requested[key] = {name: count * amount for name, amount in size.items()}
         return self._requested[key]
+
+    def inputs_key(self, pool: Pool, reads: tuple[Input, ...]) -> tuple[Any, ...]:
+        """What `reads` are at the minute planned, as a key (equal keys: the same inputs)."""
+        key: list[Any] = []
+        for read in reads:
+            if read == Input.REQUESTS:
+                key.append(self._known())
+            elif read == Input.TIME:
+                key.append(self.at)
+            elif read != Input.PRICE:  # the node simulated is the same all along
+                raise ValueError(f"{read} is read minute by minute, in order (IN_ORDER)")
+        return tuple(key)
 
     def gives(self, read: Input) -> bool:
         """Whether the replay simulates `read` at all (else a component reading it is left out
@@ -230,7 +250,21 @@ def _context_reading(
         except ValueError as exc:
             raise ValueError(f"pool {pool.name}: {exc}") from None
 
-    return Reading(at, bool(IN_ORDER.intersection(registered.inputs)))
+    if IN_ORDER.intersection(registered.inputs):
+        return Reading(at, True)
+    seen: dict[tuple[Any, ...], Part | None] = {}
+
+    def same_inputs_once(i: int, nodes: int, leaving: int) -> Part | None:
+        """The read is pure: minutes whose inputs are the same share one part."""
+        context.minute = i
+        if times is not None:
+            context.at = float(times[i])
+        key = context.inputs_key(pool, registered.inputs)
+        if key not in seen:
+            seen[key] = at(i, nodes, leaving)
+        return seen[key]
+
+    return Reading(same_inputs_once)
 
 
 def readings(

@@ -326,11 +326,10 @@ def test_one_verdict_against_fixed_headroom(kept, forecast, fixed, better) -> No
 
 
 def test_every_registered_component_is_read_in_a_replay(tmp_path) -> None:
-    from predictive_headroom.core.components import BY_SHELL, READ
+    from predictive_headroom.core.components import READ
     from predictive_headroom.core.settings import resolve_settings
-    from predictive_headroom.replay.planner import REPLAY_READERS, replay_parts
+    from predictive_headroom.replay.planner import replay_parts
 
-    assert set(REPLAY_READERS) == {r.name for r in BY_SHELL}
     pool = load_policy(shaped_policy(tmp_path / "policy.yaml")).pools[0]
     settings = resolve_settings(pool)
     pods = np.full(10, 12, dtype=np.int64)

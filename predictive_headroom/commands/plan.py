@@ -335,10 +335,11 @@ def run(args: argparse.Namespace) -> int:
     at = plan_time(args, source)
     clusters = clusters_from_args(args, policy)
     _note_skipped_proportional(policy, clusters)
-    parts = parts_from_args(args, policy)
-    note_left_out(policy, parts)
+    fitted = forecasts_from_args(source, policy, at, args)
+    parts = parts_from_args(args, policy, fitted.settings)  # with the settings the plan uses
+    note_left_out(args, policy, parts)
     _note_moved_events(policy)
-    fitted = dataclasses.replace(forecasts_from_args(source, policy, at, args), parts=parts)
+    fitted = dataclasses.replace(fitted, parts=parts)
     why = why_minimum(fitted.forecasts)
     if args.horizon is None:
         plans = [

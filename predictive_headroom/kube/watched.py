@@ -25,7 +25,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import kubernetes.client
 from kubernetes.client import ApiClient
@@ -177,6 +178,33 @@ class WatchedClusterReader:
         return self.lister.counted(entries)
 
 
+@dataclass(frozen=True)
+class WatchedKind:
+    """One kind of namespaced cluster read kept in watch caches, declared once: its resource, the
+    CoreV1 list calls of one namespace and of all, and what a cache keeps of each object (`slim`,
+    the fields kept). A new kind of read is one entry of `KINDS`; a `WatchQuery` adds the scope
+    (namespace) and the selectors."""
+
+    resource: str
+    namespaced: str
+    """The `CoreV1Api` method listing one namespace."""
+    every_namespace: str
+    """The `CoreV1Api` method listing all namespaces."""
+
+    def list_fn(self, core: Any, namespace: str) -> Callable[..., Any]:
+        """The list call of `namespace` ('': every namespace) on the client `core`."""
+        if namespace:
+            return functools.partial(getattr(core, self.namespaced), namespace)
+        return cast(Callable[..., Any], getattr(core, self.every_namespace))
+
+
+KINDS: dict[str, WatchedKind] = {
+    "pods": WatchedKind("pods", "list_namespaced_pod", "list_pod_for_all_namespaces"),
+    "events": WatchedKind("events", "list_namespaced_event", "list_event_for_all_namespaces"),
+}
+"""Every namespaced kind the daemon reads through watch caches, by resource."""
+
+
 class WatchedPodReader:
     """`KubePodReader`'s answers from pod and Event caches (one per namespace and selector)."""
 
@@ -187,13 +215,7 @@ class WatchedPodReader:
     def _cached(
         self, query: WatchQuery, slim: Callable[[dict[str, Any]], Any]
     ) -> tuple[Any, ...] | None:
-        if query.resource == "events":
-            method: Callable[..., Any] = self._core.list_namespaced_event
-        elif query.namespace:
-            method = self._core.list_namespaced_pod
-        else:
-            method = self._core.list_pod_for_all_namespaces
-        list_fn = functools.partial(method, query.namespace) if query.namespace else method
+        list_fn = KINDS[query.resource].list_fn(self._core, query.namespace)
         informer = self.caches.informer(query, list_fn, slim)
         return informer.current(self.caches.options.sync_wait)
 

@@ -42,7 +42,7 @@ from predictive_headroom.commands.replay_flags import add_replay_arguments, sett
 from predictive_headroom.core.budget import daily_budget
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
-from predictive_headroom.core.settings import Given
+from predictive_headroom.core.settings import Given, asked_protection
 from predictive_headroom.core.verdict import why_they_differ
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.durations import parse_windows
@@ -55,8 +55,6 @@ from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
 if TYPE_CHECKING:
     from predictive_headroom.replay.refit_cache import CacheSpec
 
-DEFAULT_PROTECTION = 0.95
-"""The protection `--current` is read against without `--protection` or the pool's."""
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on demand history (a CSV or Prometheus)"
 EXAMPLE = (
     "predictive-headroom backtest --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --dial 0.8,0.9,0.95,0.99 --out bt   # after make demo\n"
@@ -282,8 +280,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, price, grid_flags)
     currents = currents_from_args(args)  # before any history is read
     if currents and not settings.protections:  # the user's N is read against the promise
-        asked = pool.protection if pool is not None and pool.protection else DEFAULT_PROTECTION
-        settings = replace(settings, protections=(asked,))
+        settings = replace(settings, protections=(asked_protection(pool).value,))
     source, history = history_from_args(args, pool)
     if args.since is not None and len(history):
         history = history.since(history.end - args.since)
@@ -321,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.out:
-        from predictive_headroom.backtest.plot import write_report
+        from predictive_headroom.backtest.page import write_report
 
         page, png = write_report(result, args.out)
         print(f"backtest: wrote {page} and {png}", file=sys.stderr)

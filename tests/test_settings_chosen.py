@@ -111,3 +111,46 @@ def test_the_walk_finds_a_command_choosing_for_itself() -> None:
     old = ast.parse("DEFAULT_PROTECTION = 0.95\ntarget = pool.protection or DEFAULT_PROTECTION\n")
     assert len(_choices(old)) == 3
     assert not _calls(old, "asked_protection")
+
+
+def _silent_fallbacks(tree: ast.AST) -> list[int]:
+    """Lines of `x or resolve_settings(...)`: settings quietly taken from the configuration when a
+    caller passed none."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.BoolOp)
+        and isinstance(node.op, ast.Or)
+        and any(
+            isinstance(v, ast.Call) and getattr(v.func, "id", None) == "resolve_settings"
+            for v in node.values
+        )
+    ]
+
+
+def test_no_module_falls_back_to_the_configurations_settings_when_given_none() -> None:
+    """`app/inputs.py` and `replay/setup.py` planned with the configuration's settings when a
+    shell passed None; now the settings a plan uses are passed, always."""
+    found = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (lines := _silent_fallbacks(ast.parse(path.read_text(), str(path))))
+    }
+    assert found == {}
+    assert _silent_fallbacks(ast.parse("s = settings or resolve_settings(pool)")) == [1]
+
+
+def test_a_replay_plans_with_the_settings_it_is_handed() -> None:
+    """`resolve_with` plans with the caller's settings (the refit's measured lead time), `resolve`
+    with the pool's and the flags'."""
+    from test_backtest import series
+
+    from predictive_headroom.core.settings import with_values
+    from predictive_headroom.replay.setup import WhatIf, resolve, resolve_with
+
+    history, web = series(10), pool(None)
+    measured = with_values(resolve_settings(web), SettingSource.MEASURED, lead_seconds=420.0)
+    assert resolve_with(history, web, WhatIf(), measured).plan_settings == measured
+    assert resolve(history, web).plan_settings == resolve_settings(web)
+    flags = Given(lead=300.0)
+    assert resolve(history, web, WhatIf(given=flags)).plan_settings.lead == 300.0

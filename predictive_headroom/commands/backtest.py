@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from predictive_headroom.backtest.against_fixed import current, replays
@@ -238,14 +237,19 @@ def history_from_args(args: argparse.Namespace, pool: Pool | None) -> tuple[Sour
     try:
         if isinstance(source, CsvSource):
             return source, source.full()
-        return source, source.history(prometheus_spec(args, pool), _end(args))
+        from predictive_headroom.sources.prometheus import PrometheusSource
+
+        assert isinstance(source, PrometheusSource)  # no --data: --prometheus-url
+        query, step, span = _prometheus_read(args, pool)
+        return source, source.series(query, step, span, _end(args))
     except SourceError as exc:
         raise CommandError(str(exc)) from None
 
 
-def prometheus_spec(args: argparse.Namespace, pool: Pool | None) -> ForecastSpec:
-    """What to read from Prometheus: --query (else the pool's forecast.query) over --history
-    (else the pool's forecast.history, 28d) at the pool's step (5m)."""
+def _prometheus_read(args: argparse.Namespace, pool: Pool | None) -> tuple[str, float, float]:
+    """What to read from Prometheus, as (query, step, span) in seconds: --query (else the pool's
+    forecast.query) over --history (else the pool's forecast.history, 28d) at the pool's step
+    (5m)."""
     spec = pool.forecast if pool is not None else None
     if args.query is None and spec is None:
         raise CommandError(
@@ -257,15 +261,16 @@ def prometheus_spec(args: argparse.Namespace, pool: Pool | None) -> ForecastSpec
             check_promql(args.query)
         except ValueError as exc:
             raise CommandError(f"--query: {exc}") from None
-    base = spec or ForecastSpec(query=args.query, demand_per_replica=1.0)
-    update: dict[str, object] = {}
-    if args.query is not None:
-        update["query"] = args.query
-    if args.history is not None:
-        if args.history < 86400:
-            raise CommandError(f"--history must be at least 1d, got {args.history:g}s")
-        update["history"] = timedelta(seconds=args.history)
-    return base.model_copy(update=update)
+    if args.history is not None and args.history < 86400:
+        raise CommandError(f"--history must be at least 1d, got {args.history:g}s")
+    if spec is None:  # --query alone: a forecast section's defaults
+        fields = ForecastSpec.model_fields
+        query, step, span = args.query, fields["step"].default, fields["history"].default
+    else:
+        query = spec.query if args.query is None else args.query
+        step, span = spec.step, spec.history
+    span_seconds = span.total_seconds() if args.history is None else args.history
+    return query, step.total_seconds(), span_seconds
 
 
 def _end(args: argparse.Namespace) -> float:
@@ -302,13 +307,14 @@ def run(args: argparse.Namespace) -> int:
         result = priced(result, price)
         result = with_daemon_walk(result, pool, price)
         if pool is not None and pool.forecast is not None:
-            replayed = pool
+            read = source
             if args.query is not None:  # the daemon reads the series replayed
-                replayed = pool.model_copy(
-                    update={"forecast": pool.forecast.model_copy(update={"query": args.query})}
-                )
+                from predictive_headroom.sources.prometheus import OneQuery, PrometheusSource
+
+                assert isinstance(source, PrometheusSource)  # --query reads from Prometheus
+                read = OneQuery(source, args.query)
             result = with_daemon_now(
-                result, replayed, source, float(history.end), price, settings.refit_cache
+                result, pool, read, float(history.end), price, settings.refit_cache
             )
     s = result.settings
     if not args.quiet:

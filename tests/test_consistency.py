@@ -346,7 +346,7 @@ def test_every_registered_component_is_read_in_a_replay(tmp_path) -> None:
 
 
 def test_where_the_two_verdicts_differ_the_page_says_why() -> None:
-    from predictive_headroom.backtest.plot import _verdict_notes
+    from predictive_headroom.backtest.page import _verdict_notes
     from predictive_headroom.core.verdict import verdict, why_they_differ
 
     yours = verdict(0.9, 12.0, 10.0, fixed_replicas=20, yours=True, over="on this history")

@@ -32,7 +32,7 @@ from predictive_headroom.commands import (
     source_from_args,
 )
 from predictive_headroom.commands.components import add_component_arguments, parts_from_args
-from predictive_headroom.commands.plan import cluster_from_args
+from predictive_headroom.commands.plan_cluster import cluster_from_args
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target

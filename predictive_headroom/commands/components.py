@@ -17,7 +17,7 @@ from predictive_headroom.commands import CommandError, parse_time, pool_price_fr
 from predictive_headroom.core.components import BY_CONTEXT, Part, from_context
 from predictive_headroom.core.context import Leaving
 from predictive_headroom.core.price import Price
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import Input
 from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.placeholder import quantity
@@ -140,13 +140,13 @@ def parts_from_args(
 ) -> dict[str, dict[str, Part]]:
     """Each pool's registered components read from the command line's context, by pool then
     component name (a pool given none is left out), with the settings the plan uses (`settings`,
-    by pool; a pool not there plans with its configuration's, as the plan does)."""
+    every pool's: `app.fit.settings_of`)."""
     out: dict[str, dict[str, Part]] = {}
     reads = [p for p in policy.pools if any(r.enabled(p) for r in BY_CONTEXT)]
     held = any(Input.HELD in r.inputs and r.enabled(p) for p in reads for r in BY_CONTEXT)
     context = cli_context(args, policy.cost, held)
     for pool in reads:
-        chosen = settings.get(pool.name) or resolve_settings(pool)
+        chosen = settings[pool.name]
         try:
             read = from_context(pool, chosen, context)
         except ValueError as exc:

@@ -1,6 +1,7 @@
 """What every shell gives a component read at an instant, the same way for each (`Context`: one
 method per `core.vocabulary.Input`: the instant, the node's price, what the pool held, what its
-pods request, its nodes on their way out), and what a pool held, told plan by plan (`Held`).
+pods request, its nodes on their way out, the namespace's ResourceQuotas), and what a pool held,
+told plan by plan (`Held`).
 
 A component read from the context (`core.vocabulary.Feed.CONTEXT`) names the inputs it reads and
 brings its own pure `read(pool, settings, context)` in its registration (`core.components`); the
@@ -22,6 +23,7 @@ from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
 
 if TYPE_CHECKING:
+    from predictive_headroom.core.quota import QuotaRoom
     from predictive_headroom.core.settings import PlanSettings
 
 
@@ -81,6 +83,11 @@ class Context(Protocol):
     def leaving(self, pool: Pool, settings: PlanSettings) -> Leaving | None:
         """`pool`'s nodes on their way out at `at` and the spot reserve's inputs (a pod gone from a
         leaving node counts for `settings.lead`); None: the nodes are not seen."""
+        ...
+
+    def quotas(self, pool: Pool) -> QuotaRoom | None:
+        """The ResourceQuotas of `pool`'s target namespace at `at`, with what its own placeholders
+        use of them (`core.quota`); None: not known."""
         ...
 
 

@@ -18,6 +18,7 @@ from predictive_headroom.core.context import Held, Leaving
 from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.price import Price
+from predictive_headroom.core.quota import QuotaRoom
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.core.share import SharePart
@@ -185,7 +186,11 @@ class ReplayContext:
             return self.disruption is not None and self.disruption.component
         if read == Input.HELD:
             return self.held_so_far is not None
-        return True
+        return read != Input.QUOTAS
+
+    def quotas(self, pool: Pool) -> QuotaRoom | None:
+        """Not simulated: the quota cap is left out of a replay (`Registration.replayed`)."""
+        return None
 
     def leaving(self, pool: Pool, settings: PlanSettings) -> Leaving | None:
         """The nodes leaving the simulated cluster at the minute planned (`simulated_leaving`)."""

@@ -12,7 +12,8 @@ import yaml
 
 from predictive_headroom import cli
 from predictive_headroom.core.components import read_caps, registration
-from predictive_headroom.core.quota import QuotaRoom, QuotaSeen, applies, quota_part
+from predictive_headroom.core.context import QuotaRoom, QuotaSeen
+from predictive_headroom.core.quota import applies, quota_part
 from predictive_headroom.policy.config import Pool
 
 GI = 2.0**30

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from predictive_headroom.commands import CommandError, parse_time, pool_price_from_args
 from predictive_headroom.core.components import BY_CONTEXT, Part, from_context
-from predictive_headroom.core.context import Leaving
+from predictive_headroom.core.context import Leaving, QuotaRoom, QuotaSeen
 from predictive_headroom.core.price import Price
-from predictive_headroom.core.quota import QuotaRoom, QuotaSeen
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import Input
 from predictive_headroom.policy.config import Cost, Policy, Pool

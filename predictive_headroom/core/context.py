@@ -23,7 +23,6 @@ from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
 
 if TYPE_CHECKING:
-    from predictive_headroom.core.quota import QuotaRoom
     from predictive_headroom.core.settings import PlanSettings
 
 
@@ -47,6 +46,30 @@ class Leaving:
     """Placeholders a staying node holds."""
     details: Mapping[str, Any] = field(default_factory=dict)
     """What the plan's details show of what was seen (the leaving nodes, the rate's source)."""
+
+
+@dataclass(frozen=True)
+class QuotaSeen:
+    """One ResourceQuota as a shell reads it: its name, `status.hard` and `status.used` as
+    amounts (cores, bytes, units; `spec.hard` when no status yet), its `scopes` and its
+    `scopeSelector` expressions (scope name, operator, values)."""
+
+    name: str
+    hard: Mapping[str, float]
+    used: Mapping[str, float] = field(default_factory=dict)
+    scopes: tuple[str, ...] = ()
+    selector: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class QuotaRoom:
+    """What a shell gives the quota cap (`Context.quotas`): the namespace's quotas, how many of
+    the pool's own placeholder pods they count in `used` now, and the PriorityClass the
+    placeholders run at (None: not known, a quota scoped by PriorityClass is not applied)."""
+
+    quotas: tuple[QuotaSeen, ...]
+    own: int = 0
+    priority_class: str | None = None
 
 
 class NotRead(Exception):

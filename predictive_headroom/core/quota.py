@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from predictive_headroom.core.context import QuotaRoom, QuotaSeen
 from predictive_headroom.policy.units import parse_quantity
 
 if TYPE_CHECKING:
@@ -29,30 +30,6 @@ COUNTS = frozenset({"pods", "count/pods"})
 """Quota keys counting pods."""
 UNSCOPED = frozenset({"cpu", "memory", "ephemeral-storage"})
 """Quota keys that are requests without the `requests.` prefix."""
-
-
-@dataclass(frozen=True)
-class QuotaSeen:
-    """One ResourceQuota as a shell reads it: its name, `status.hard` and `status.used` as
-    amounts (cores, bytes, units; `spec.hard` when no status yet), its `scopes` and its
-    `scopeSelector` expressions (scope name, operator, values)."""
-
-    name: str
-    hard: Mapping[str, float]
-    used: Mapping[str, float] = field(default_factory=dict)
-    scopes: tuple[str, ...] = ()
-    selector: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-
-
-@dataclass(frozen=True)
-class QuotaRoom:
-    """What a shell gives the quota cap (`Context.quotas`): the namespace's quotas, how many of
-    the pool's own placeholder pods they count in `used` now, and the PriorityClass the
-    placeholders run at (None: not known, a quota scoped by PriorityClass is not applied)."""
-
-    quotas: tuple[QuotaSeen, ...]
-    own: int = 0
-    priority_class: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from predictive_headroom.core.budget import day_of
 from predictive_headroom.core.components import BY_CONTEXT, Part, Registration
-from predictive_headroom.core.context import Held, Leaving, NotRead
+from predictive_headroom.core.context import Held, Leaving, NotRead, QuotaRoom
 from predictive_headroom.core.disruption import sum_requests
 from predictive_headroom.core.price import Price, pool_price
-from predictive_headroom.core.quota import QuotaRoom
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import Input
 from predictive_headroom.daemon.closedloop import pool_node_selector
@@ -79,6 +78,7 @@ class ClusterReads:
     quotas: QuotaReader | None = None
 
 
+@runtime_checkable
 class QuotaReader(Protocol):
     """What the daemon reads a pool's namespace's ResourceQuotas through (`kube.watched`)."""
 
@@ -311,7 +311,8 @@ class Readers:
     """The pools' node lists (and the demand source's observations), counted on `metrics`."""
     metrics: Metrics
     pods: NodePodReader | None = None
-    """The cluster's pods by node (None: not read)."""
+    """The cluster's pods by node (None: not read); when it reads them too, the target
+    namespaces' ResourceQuotas (`QuotaReader`; else the quota cap is left out)."""
     read_pods: bool = False
     """Whether the pods on leaving nodes may be listed (`PH_DISRUPTION_READ_PODS`)."""
     monotonic: Callable[[], float] = time.monotonic
@@ -320,8 +321,6 @@ class Readers:
     """The policy's `cost:` section now (the node's price)."""
     spend: SpendStore | None = None
     """Where the day's spend is kept for the next leader (the leader Lease; None: memory)."""
-    quotas: QuotaReader | None = None
-    """The target namespaces' ResourceQuotas (None: not read, the quota cap left out)."""
 
 
 def watches(readers: Readers) -> Watches:
@@ -335,7 +334,8 @@ def watches(readers: Readers) -> Watches:
         readers.monotonic,
     )
     keeper = SpendKeeper(readers.spend) if readers.spend is not None else None
-    reads = ClusterReads(readers.inputs, disruption, readers.quotas)
+    quotas = readers.pods if isinstance(readers.pods, QuotaReader) else None
+    reads = ClusterReads(readers.inputs, disruption, quotas)
     context = DaemonContext(readers.cost, reads=reads, keeper=keeper)
     return {str(r.name): ContextWatch(r, context) for r in BY_CONTEXT}
 

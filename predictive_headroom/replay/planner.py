@@ -14,11 +14,10 @@ import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.components import BY_CONTEXT, Part, Registration, registration
-from predictive_headroom.core.context import Held, Leaving
+from predictive_headroom.core.context import Held, Leaving, QuotaRoom
 from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.price import Price
-from predictive_headroom.core.quota import QuotaRoom
 from predictive_headroom.core.series import History
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
 from predictive_headroom.core.share import SharePart

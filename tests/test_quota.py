@@ -159,3 +159,11 @@ def test_validate_refuses_a_quota_setting_naming_the_field(tmp_path, capsys) -> 
     err = capsys.readouterr()
     text = err.out + err.err
     assert "quota" in text and "'respect'" in text and "'ignore'" in text, text
+
+
+def test_the_pages_know_the_cap_from_the_registry_alone() -> None:
+    from predictive_headroom.pages.glossary import GLOSSARY
+    from predictive_headroom.report.html import REASON_COLOURS
+
+    assert REASON_COLOURS["quota"] == registration("quota").colour
+    assert "ResourceQuotas" in GLOSSARY["quota"]

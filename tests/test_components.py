@@ -42,7 +42,7 @@ def _daemon_watches() -> set[str]:
 
 
 def test_every_component_read_at_each_instant_is_its_own_read_over_declared_inputs() -> None:
-    assert {str(r.name) for r in READ} == {"disruption", "share", "budget"}
+    assert {str(r.name) for r in READ} == {"disruption", "share", "budget", "quota"}
     assert READ == BY_CONTEXT
     for r in READ:
         assert r.read is not None and r.feed == Feed.CONTEXT and r.inputs, r.name

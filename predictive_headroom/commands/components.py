@@ -1,7 +1,7 @@
 """The command line's `Context` (`CliContext`): each input the registered components read at an
 instant (`core.vocabulary.Input`), given by flags on `plan` and `report`: `--at`, the price
-flags, `--budget-spent` (what was held), `--requests` (what the pods request); the nodes on their
-way out are not read there. Components read from it are the registry's own (`parts_from_args`),
+flags, `--budget-spent` (what was held), `--requests` (what the pods request), `--quota-room` (the
+room the ResourceQuotas leave); the nodes on their way out are not read there. Components read from it are the registry's own (`parts_from_args`),
 with the settings the plan uses; a component left out for want of an input is noted on stderr with
 the flag that gives it (`note_left_out`).
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from predictive_headroom.commands import CommandError, parse_time, pool_price_from_args
 from predictive_headroom.core.components import BY_CONTEXT, Part, from_context
-from predictive_headroom.core.context import Leaving
+from predictive_headroom.core.context import Leaving, QuotaRoom, QuotaSeen
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import Input
@@ -54,6 +54,39 @@ def requests_from_args(text: str | None) -> dict[str, float] | None:
         if problem:
             raise CommandError(f"--requests {item.strip()}: {problem}")
     return out
+
+
+def add_quota_room_argument(parser: argparse.ArgumentParser) -> None:
+    """`--quota-room cpu=8,memory=32Gi,pods=10`: the room the namespace's ResourceQuotas leave
+    the placeholders (the quota cap), where there is no cluster to read them from."""
+    parser.add_argument(
+        "--quota-room",
+        metavar="R=Q[,R=Q]",
+        help="the room the ResourceQuotas of each Deployment pool's namespace leave its "
+        "placeholders (hard - used, plus what they use now), e.g. cpu=8,memory=32Gi,pods=10 "
+        "(quota keys: pods, cpu or requests.cpu, limits.memory, ...); without it the quota cap "
+        "is left out",
+    )
+
+
+def quota_room_from_args(text: str | None) -> QuotaRoom | None:
+    """`--quota-room` as one quota named `--quota-room` with nothing used (None without the
+    flag); CommandError saying which item is wrong and how to write it."""
+    if text is None:
+        return None
+    hard: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, amount = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            hard[name.strip()] = float(parse_quantity(quantity(amount.strip())))
+        except ValueError:
+            raise CommandError(
+                f"--quota-room: {item!r} is not resource=quantity; write it like "
+                "cpu=8,memory=32Gi,pods=10"
+            ) from None
+    return QuotaRoom((QuotaSeen("--quota-room", hard),))
 
 
 def add_held_argument(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +130,10 @@ class CliContext:
         """Not seen on the command line."""
         return None
 
+    def quotas(self, pool: Pool) -> QuotaRoom | None:
+        """`--quota-room`: the room left for the placeholders (None without the flag)."""
+        return quota_room_from_args(getattr(self.args, "quota_room", None))
+
     def lacks(self, read: Input) -> str | None:
         """What to pass to give `read` when it was not given (None: given, or never given on the
         command line, and a component left out for want of it is not noted)."""
@@ -133,6 +170,7 @@ def add_component_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags that give the inputs of the registered components (`plan`, `report`)."""
     add_requests_argument(parser)
     add_held_argument(parser)
+    add_quota_room_argument(parser)
 
 
 def parts_from_args(

@@ -33,6 +33,7 @@ from predictive_headroom.core.budget import read_budget
 from predictive_headroom.core.context import Context, NotRead
 from predictive_headroom.core.disruption import read_disruption
 from predictive_headroom.core.limits import limits_part
+from predictive_headroom.core.quota import read_quota
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.share import read_share
 from predictive_headroom.core.vocabulary import Component, Feed, Input, Kind
@@ -103,6 +104,10 @@ class Registration:
     node_labels: tuple[str, ...] = ()
     """The node labels its inputs read (e.g. a zone): every node record keeps them
     (`protocols.NodeSeen.labels`, `NODE_LABELS`); the others are dropped at the edge."""
+
+    replayed: bool = True
+    """Whether a replay can read it (False: a replay never gives its inputs, so it leaves the
+    replay planning at once: the quota cap, read from the cluster or `plan --quota-room`)."""
 
     @property
     def at_each_instant(self) -> bool:
@@ -181,6 +186,18 @@ REGISTRY: tuple[Registration, ...] = (
         "#ca8a04",
         read=read_budget,
         inputs=(Input.TIME, Input.PRICE, Input.HELD),
+    ),
+    Registration(
+        Component.QUOTA,
+        Kind.CAP,
+        Feed.CONTEXT,
+        "quota",
+        "the most placeholders the room the namespace's ResourceQuotas leave (hard - used, plus "
+        "what the placeholders already use) holds, as a CapacityBuffer's LimitedByQuotas",
+        "#9333ea",
+        read=read_quota,
+        inputs=(Input.QUOTAS,),
+        replayed=False,
     ),
 )
 """Every registered component, in the order the plan's `components` show them."""
@@ -304,7 +321,7 @@ def static_cap_name(pool: Pool) -> str:
 
 def read_caps(pool: Pool) -> list[str]:
     """The caps of `pool` read by a shell at each instant (their value is not known ahead)."""
-    return [str(r.name) for r in READ if r.kind == Kind.CAP and r.enabled(pool)]
+    return [str(r.name) for r in READ if r.kind == Kind.CAP and r.replayed and r.enabled(pool)]
 
 
 def later(parts: Mapping[str, Part]) -> dict[str, Part]:

@@ -1,6 +1,7 @@
 """What every shell gives a component read at an instant, the same way for each (`Context`: one
 method per `core.vocabulary.Input`: the instant, the node's price, what the pool held, what its
-pods request, its nodes on their way out), and what a pool held, told plan by plan (`Held`).
+pods request, its nodes on their way out, the namespace's ResourceQuotas), and what a pool held,
+told plan by plan (`Held`).
 
 A component read from the context (`core.vocabulary.Feed.CONTEXT`) names the inputs it reads and
 brings its own pure `read(pool, settings, context)` in its registration (`core.components`); the
@@ -47,6 +48,30 @@ class Leaving:
     """What the plan's details show of what was seen (the leaving nodes, the rate's source)."""
 
 
+@dataclass(frozen=True)
+class QuotaSeen:
+    """One ResourceQuota as a shell reads it: its name, `status.hard` and `status.used` as
+    amounts (cores, bytes, units; `spec.hard` when no status yet), its `scopes` and its
+    `scopeSelector` expressions (scope name, operator, values)."""
+
+    name: str
+    hard: Mapping[str, float]
+    used: Mapping[str, float] = field(default_factory=dict)
+    scopes: tuple[str, ...] = ()
+    selector: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class QuotaRoom:
+    """What a shell gives the quota cap (`Context.quotas`): the namespace's quotas, how many of
+    the pool's own placeholder pods they count in `used` now, and the PriorityClass the
+    placeholders run at (None: not known, a quota scoped by PriorityClass is not applied)."""
+
+    quotas: tuple[QuotaSeen, ...]
+    own: int = 0
+    priority_class: str | None = None
+
+
 class NotRead(Exception):
     """An input the shell cannot give now, with why: the component reading it is left out of the
     plan and the shell says why (the daemon on `/last-run`)."""
@@ -81,6 +106,11 @@ class Context(Protocol):
     def leaving(self, pool: Pool, settings: PlanSettings) -> Leaving | None:
         """`pool`'s nodes on their way out at `at` and the spot reserve's inputs (a pod gone from a
         leaving node counts for `settings.lead`); None: the nodes are not seen."""
+        ...
+
+    def quotas(self, pool: Pool) -> QuotaRoom | None:
+        """The ResourceQuotas of `pool`'s target namespace at `at`, with what its own placeholders
+        use of them (`core.quota`); None: not known."""
         ...
 
 

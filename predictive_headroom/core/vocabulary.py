@@ -165,6 +165,9 @@ class Input(StrEnum):
     """What the pool's pods request (`Context.requests`)."""
     LEAVING = "leaving"
     """The pool's nodes on their way out and the spot reserve's inputs (`Context.leaving`)."""
+    QUOTAS = "quotas"
+    """The namespace's ResourceQuotas and what the pool's own placeholders use of them
+    (`Context.quotas`)."""
 
 
 class Component(StrEnum):
@@ -186,6 +189,8 @@ class Component(StrEnum):
     """The placeholders' total requests within the pool's `limits:` (`core.limits`)."""
     BUDGET = "budget"
     """The overhead node-hours a day within the pool's `budget:` (`core.budget`)."""
+    QUOTA = "quota"
+    """The room the namespace's ResourceQuotas leave the placeholders (`core.quota`)."""
 
 
 class DisruptionSource(StrEnum):

@@ -14,11 +14,11 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from predictive_headroom.core.budget import day_of
 from predictive_headroom.core.components import BY_CONTEXT, Part, Registration
-from predictive_headroom.core.context import Held, Leaving, NotRead
+from predictive_headroom.core.context import Held, Leaving, NotRead, QuotaRoom
 from predictive_headroom.core.disruption import sum_requests
 from predictive_headroom.core.price import Price, pool_price
 from predictive_headroom.core.settings import PlanSettings
@@ -69,11 +69,22 @@ hours; a count is kept once until it changes)."""
 
 @dataclass(frozen=True)
 class ClusterReads:
-    """What the daemon's context reads the cluster through: the pools' node lists (`Inputs`)
-    and the nodes on their way out with the pods on them (`DisruptionWatch`)."""
+    """What the daemon's context reads the cluster through: the pools' node lists (`Inputs`),
+    the nodes on their way out with the pods on them (`DisruptionWatch`) and the namespaces'
+    ResourceQuotas (`QuotaReader`)."""
 
     inputs: Inputs
     disruption: DisruptionWatch
+    quotas: QuotaReader | None = None
+
+
+@runtime_checkable
+class QuotaReader(Protocol):
+    """What the daemon reads a pool's namespace's ResourceQuotas through (`kube.watched`)."""
+
+    def quota_room(self, pool: Pool) -> QuotaRoom:
+        """The quotas of `pool`'s target namespace and what its own placeholders use of them."""
+        ...
 
 
 class DaemonContext:
@@ -144,6 +155,16 @@ class DaemonContext:
         if self.reads is None:
             return None
         return self.reads.disruption.leaving(pool, self.at, settings.lead)
+
+    def quotas(self, pool: Pool) -> QuotaRoom | None:
+        """The ResourceQuotas of `pool`'s namespace and its own placeholder pods, from their
+        watch caches (`QuotaReader`); None: not read; NotRead saying why they cannot be had."""
+        if self.reads is None or self.reads.quotas is None:
+            return None
+        try:
+            return self.reads.quotas.quota_room(pool)
+        except Exception as exc:  # the API server refused, or the cache cannot answer
+            raise NotRead(f"the ResourceQuotas could not be read ({exc})") from None
 
     def input_status(self, read: Input, name: str) -> dict[str, Any]:
         """What /last-run shows of input `read` for pool `name`, beside its component's part."""
@@ -290,7 +311,8 @@ class Readers:
     """The pools' node lists (and the demand source's observations), counted on `metrics`."""
     metrics: Metrics
     pods: NodePodReader | None = None
-    """The cluster's pods by node (None: not read)."""
+    """The cluster's pods by node (None: not read); when it reads them too, the target
+    namespaces' ResourceQuotas (`QuotaReader`; else the quota cap is left out)."""
     read_pods: bool = False
     """Whether the pods on leaving nodes may be listed (`PH_DISRUPTION_READ_PODS`)."""
     monotonic: Callable[[], float] = time.monotonic
@@ -312,7 +334,8 @@ def watches(readers: Readers) -> Watches:
         readers.monotonic,
     )
     keeper = SpendKeeper(readers.spend) if readers.spend is not None else None
-    reads = ClusterReads(readers.inputs, disruption)
+    quotas = readers.pods if isinstance(readers.pods, QuotaReader) else None
+    reads = ClusterReads(readers.inputs, disruption, quotas)
     context = DaemonContext(readers.cost, reads=reads, keeper=keeper)
     return {str(r.name): ContextWatch(r, context) for r in BY_CONTEXT}
 

@@ -15,7 +15,7 @@ writes go to the actuator.
 
 What a cache keeps per object (measured in `bench/informer_memory.py`, figures in
 docs/operations.md): a node's name, cores, schedulability and `NodeSeen`; a pod's `PodSeen` or
-`PodOnNode`; an Event's `Preemption`.
+`PodOnNode`; an Event's `Preemption`; a ResourceQuota's `QuotaSeen` (`kube.quotas`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any, cast
 import kubernetes.client
 from kubernetes.client import ApiClient
 
+from predictive_headroom.core.context import QuotaRoom
 from predictive_headroom.kube.api import CallOptions
 from predictive_headroom.kube.cluster import KubeClusterReader
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
@@ -47,6 +48,13 @@ from predictive_headroom.kube.pods import (
     preemption,
 )
 from predictive_headroom.kube.priority import PriorityClasses
+from predictive_headroom.kube.quotas import (
+    OWN_PODS,
+    own_selector,
+    placeholder_pod,
+    quota_room,
+    quota_seen,
+)
 from predictive_headroom.kube.targets import object_target
 from predictive_headroom.kube.watch_options import WatchOptions, WatchQuery
 from predictive_headroom.policy.adopt import PodTemplate
@@ -201,6 +209,9 @@ class WatchedKind:
 KINDS: dict[str, WatchedKind] = {
     "pods": WatchedKind("pods", "list_namespaced_pod", "list_pod_for_all_namespaces"),
     "events": WatchedKind("events", "list_namespaced_event", "list_event_for_all_namespaces"),
+    "resourcequotas": WatchedKind(
+        "resourcequotas", "list_namespaced_resource_quota", "list_resource_quota_for_all_namespaces"
+    ),
 }
 """Every namespaced kind the daemon reads through watch caches, by resource."""
 
@@ -240,6 +251,16 @@ class WatchedPodReader:
         if found is None:
             return self.lister.preemptions(namespace)
         return found
+
+    def quota_room(self, pool: Pool) -> QuotaRoom:
+        """The ResourceQuotas of `pool`'s namespace and its own live placeholder pods
+        (`kube.quotas`), from a cache of each (both listed while one cannot answer)."""
+        ns = pool.target.namespace
+        quotas = self._cached(WatchQuery("resourcequotas", ns, ""), quota_seen)
+        pods = self._cached(WatchQuery("pods", ns, own_selector(pool), OWN_PODS), placeholder_pod)
+        if quotas is None or pods is None:
+            return self.lister.quota_room(pool)
+        return quota_room(pool, quotas, pods)
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
         """The pods bound to a node that have not ended, by node name: one cache of every

@@ -14,7 +14,7 @@ import numpy as np
 
 from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.components import BY_CONTEXT, Part, Registration, registration
-from predictive_headroom.core.context import Held, Leaving
+from predictive_headroom.core.context import Held, Leaving, QuotaRoom
 from predictive_headroom.core.disruption import DisruptionPart
 from predictive_headroom.core.engine import InForce, PoolTimeline
 from predictive_headroom.core.price import Price
@@ -185,7 +185,11 @@ class ReplayContext:
             return self.disruption is not None and self.disruption.component
         if read == Input.HELD:
             return self.held_so_far is not None
-        return True
+        return read != Input.QUOTAS
+
+    def quotas(self, pool: Pool) -> QuotaRoom | None:
+        """Not simulated: the quota cap is left out of a replay (`Registration.replayed`)."""
+        return None
 
     def leaving(self, pool: Pool, settings: PlanSettings) -> Leaving | None:
         """The nodes leaving the simulated cluster at the minute planned (`simulated_leaving`)."""

@@ -81,6 +81,9 @@ class NodeSeen:
     """A capacity-type label says spot (`policy.disruption.SPOT_LABELS`)."""
     allocatable: tuple[tuple[str, float], ...] = ()
     """(resource, amount) of `status.allocatable`: cores for cpu, bytes for memory."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """(key, value) of its labels the registered components ask for
+    (`core.components.NODE_LABELS`), sorted by key; the others are not kept."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ capacitybuffers (GET, PATCH, PUT) in the versions and the scope the test asks fo
 only v1alpha1, cluster-scoped v1, none at all, ...); core/v1 nodes (LIST, GET) and pods (LIST; with
 their scheduling conditions, a node that flaps Ready, pods never scheduled, preemption);
 coordination.k8s.io/v1 leases (GET, POST, PUT, DELETE); core/v1 and events.k8s.io/v1 events (POST,
-LIST); scheduling.k8s.io/v1 priorityclasses (GET); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
+LIST); scheduling.k8s.io/v1 priorityclasses (GET); core/v1 resourcequotas (LIST, WATCH; `used` as the test
+sets it); API discovery (`/apis` and `/apis/<group>/<version>`) for those groups. Anything else is a
 404 with the apiserver's "the server could not find the requested resource".
 """
 
@@ -62,6 +63,7 @@ _KINDS = {  # (group, resource) -> (kind, apiVersion, namespaced)
     ("", "events"): ("Event", "v1", True),
     ("events.k8s.io", "events"): ("Event", "events.k8s.io/v1", True),
     ("scheduling.k8s.io", "priorityclasses"): ("PriorityClass", "scheduling.k8s.io/v1", False),
+    ("", "resourcequotas"): ("ResourceQuota", "v1", True),
 }
 BUFFER_GROUP = "autoscaling.x-k8s.io"
 _VERSION_PRIORITY = (
@@ -451,6 +453,27 @@ class FakeApiServer:
         """Create a PriorityClass `name` of `value` (cluster-scoped)."""
         body = {"metadata": {"name": name}, "value": value, "globalDefault": False}
         return self._put("scheduling.k8s.io", "priorityclasses", "", body)
+
+    def add_resource_quota(
+        self,
+        ns: str,
+        name: str,
+        hard: dict[str, str],
+        used: dict[str, str] | None = None,
+        scopes: list[str] | None = None,
+        scope_selector: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Create or replace ResourceQuota `name` in `ns`, its status as the quota controller
+        would fill it (`used` as given: the fake counts nothing itself); listed and watched."""
+        spec: dict[str, Any] = {"hard": dict(hard)}
+        if scopes:
+            spec["scopes"] = list(scopes)
+        if scope_selector:
+            spec["scopeSelector"] = {"matchExpressions": list(scope_selector)}
+        status = {"hard": dict(hard), "used": dict(used or {})}
+        return self._put(
+            "", "resourcequotas", ns, {"metadata": {"name": name}, "spec": spec, "status": status}
+        )
 
     def delete_priority_class(self, name: str) -> None:
         """A person's `kubectl delete priorityclass` (gone at once)."""

@@ -298,7 +298,7 @@ def test_protection_is_a_resolved_setting_with_its_source(pool_protection, given
 def test_the_backtest_page_leads_with_the_answer(replayed):
     from dataclasses import replace
 
-    from predictive_headroom.backtest.plot import page_html
+    from predictive_headroom.backtest.page import page_html
 
     said = current(replayed, 4).to_dict()
     html = page_html(replace(replayed.result, current=[said]), svg="")

@@ -38,7 +38,7 @@ from page_layout import (
 from PIL import Image
 from testdata import series_path
 
-from predictive_headroom.backtest.plot import fmt_x, page_html, write_report
+from predictive_headroom.backtest.page import fmt_x, page_html, write_report
 from predictive_headroom.backtest.promise_entry import PromiseEntry
 from predictive_headroom.backtest.promise_measure import sentence
 from predictive_headroom.cli import main
@@ -73,7 +73,7 @@ def page(tmp_path_factory):
 
     with (
         contextlib.redirect_stdout(printed),
-        mock.patch("predictive_headroom.backtest.plot.write_report", keep),
+        mock.patch("predictive_headroom.backtest.page.write_report", keep),
     ):
         code = main(
             [

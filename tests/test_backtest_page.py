@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from matplotlib.text import Text
 
-from predictive_headroom.backtest.plot import page_html, plot_figure, settings_rows
+from predictive_headroom.backtest.page import page_html, settings_rows
+from predictive_headroom.backtest.plot import plot_figure
 from predictive_headroom.backtest.results import (
     BacktestResult,
     DialPoint,

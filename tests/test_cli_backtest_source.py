@@ -93,3 +93,29 @@ def test_prometheus_only_flags_with_data_are_refused(tmp_path, capsys):
     argv = ["backtest", "--data", str(tmp_path / "x.csv"), "--query", "up"]
     assert main(argv) == 2
     assert "--query reads from Prometheus: use it with --prometheus-url" in capsys.readouterr().err
+
+
+@pytest.mark.prometheus
+def test_the_daemons_view_after_backtest_query_reads_the_series_replayed(prometheus_server):
+    """`backtest --query Q --config F` ends with what the daemon would hold for the pool
+    (`app.review.daemon_now`), reading Q (`OneQuery`) over the span and at the step of the pool's
+    forecast section, not the pool's own query; without copying the pool to swap its query."""
+    from predictive_headroom.policy.config import ForecastSpec
+    from predictive_headroom.policy.settings import Settings
+    from predictive_headroom.sources.prometheus import OneQuery, from_settings
+
+    source = from_settings(Settings(), prometheus_server.url)
+    assert source is not None
+    end = prometheus_server.end
+    pools = ForecastSpec.model_validate(
+        {"query": "vector(7)", "demandPerReplica": 1, "history": "2d", "step": "10m"}
+    )
+    read = OneQuery(source, DEMAND)
+    replayed = source.series(DEMAND, 600.0, 2 * DAY, end)
+    own = source.history(pools, end)
+    got = read.history(pools, end)
+    np.testing.assert_array_equal(got.times, replayed.times)
+    np.testing.assert_array_equal(got.values, replayed.values)
+    assert len(got) == 2 * 144 + 1 and not np.array_equal(got.values, own.values)
+    recent = read.recent(pools, end, 3600.0)
+    np.testing.assert_array_equal(recent.values, replayed.values[-7:])

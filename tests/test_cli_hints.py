@@ -39,7 +39,7 @@ SPOKEN = {  # the modules whose strings each command prints (its own, then what 
         *SHARED,
     ],
     "report": ["commands/report.py", "report/notices.py", "report/html.py", *SHARED],
-    "plan": ["commands/plan.py", *SHARED],
+    "plan": ["commands/plan.py", "commands/plan_cluster.py", "commands/plan_text.py", *SHARED],
 }
 FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]+)")
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 import pytest
 
 from predictive_headroom.cli import COMMANDS, build_parser
-from predictive_headroom.commands.plan import burst_text, rounded
+from predictive_headroom.commands.plan_text import burst_text, rounded
 from predictive_headroom.core.planner import Plan
 from predictive_headroom.pages.format import accuracy_comment
 

@@ -326,18 +326,17 @@ def test_one_verdict_against_fixed_headroom(kept, forecast, fixed, better) -> No
 
 
 def test_every_registered_component_is_read_in_a_replay(tmp_path) -> None:
-    from predictive_headroom.core.components import BY_SHELL, READ
+    from predictive_headroom.core.components import READ
     from predictive_headroom.core.settings import resolve_settings
-    from predictive_headroom.replay.planner import REPLAY_READERS, replay_parts
+    from predictive_headroom.replay.planner import replay_parts
 
-    assert set(REPLAY_READERS) == {r.name for r in BY_SHELL}
     pool = load_policy(shaped_policy(tmp_path / "policy.yaml")).pools[0]
     settings = resolve_settings(pool)
     pods = np.full(10, 12, dtype=np.int64)
     parts = replay_parts(pool, pods, 9, settings, node_slots=7, nodes=3)
     assert (
         set(parts)
-        == {str(r.name) for r in READ if r.enabled(pool)}
+        == {str(r.name) for r in READ if r.enabled(pool) and r.replayed}
         == {
             "share",
             "disruption",
@@ -347,7 +346,7 @@ def test_every_registered_component_is_read_in_a_replay(tmp_path) -> None:
 
 
 def test_where_the_two_verdicts_differ_the_page_says_why() -> None:
-    from predictive_headroom.backtest.plot import _verdict_notes
+    from predictive_headroom.backtest.page import _verdict_notes
     from predictive_headroom.core.verdict import verdict, why_they_differ
 
     yours = verdict(0.9, 12.0, 10.0, fixed_replicas=20, yours=True, over="on this history")

@@ -158,6 +158,8 @@ CLOSED_LOOP_RULE = {
 }
 """The closed loop's read: placeholder pods and Preempted Events in a Deployment target's namespace
 (listed once, then watched)."""
+QUOTA_RULE = {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "list", "watch"]}
+"""The quota cap's read: the ResourceQuotas of a Deployment target's namespace (read-only)."""
 POD_WAIT_RULE = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
 """The opt-in pod-wait read, in each watched namespace only (listed once, then watched)."""
 
@@ -298,7 +300,7 @@ def test_rbac_has_no_wildcards_and_names_every_writable_object(renderings, rende
                     or (
                         role["kind"] == "Role"
                         and role["metadata"]["name"].endswith("-targets")
-                        and rule == CLOSED_LOOP_RULE
+                        and rule in (CLOSED_LOOP_RULE, QUOTA_RULE, POD_WAIT_RULE)
                     )
                     or (role["metadata"]["name"].endswith("-pod-wait") and rule == POD_WAIT_RULE)
                     or (role["metadata"]["name"].endswith("-node-pods") and rule == POD_WAIT_RULE)
@@ -385,6 +387,43 @@ def test_targets_role_allows_scaling_exactly_the_policy_targets(renderings, rend
         f"update:{lease_name}",
         "create:<any>",
     }
+
+
+@pytest.mark.parametrize("rendering", RENDERINGS)
+def test_resourcequotas_are_read_in_the_deployment_target_namespaces_only(renderings, rendering):
+    objects = renderings[rendering]
+    policy = yaml.safe_load(_policy(objects)["data"]["config.yaml"])
+    wanted = {
+        p["target"]["namespace"]
+        for p in policy["pools"]
+        if p["target"].get("kind", "Deployment") == "Deployment" and p.get("quota") != "ignore"
+    }
+    granted = {
+        r["metadata"]["namespace"]
+        for r in _of_kind(objects, "Role")
+        for rule in r["rules"]
+        if "resourcequotas" in rule["resources"]
+    }
+    assert granted == wanted
+    for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
+        for rule in role["rules"]:
+            if "resourcequotas" in rule["resources"]:
+                assert role["kind"] == "Role" and role["metadata"]["name"].endswith("-targets")
+                assert rule == QUOTA_RULE  # read-only, and resourcequotas alone
+
+
+def test_quota_ignore_everywhere_in_a_namespace_grants_no_resourcequotas_read():
+    values = {
+        "pools": [
+            {"name": "general", "maxReplicas": 4, "quota": "ignore"},
+            {"name": "gpu", "maxReplicas": 2, "target": {"kind": "CapacityBuffer"}},
+        ]
+    }
+    objects = render_chart(values)
+    rules = [rule for r in _of_kind(objects, "Role") for rule in r["rules"]]
+    assert rules and not any("resourcequotas" in rule["resources"] for rule in rules)
+    kept = render_chart({"pools": [{"name": "general", "maxReplicas": 4}]})
+    assert any(rule == QUOTA_RULE for r in _of_kind(kept, "Role") for rule in r["rules"])
 
 
 @pytest.mark.parametrize("rendering", RENDERINGS)
@@ -548,7 +587,18 @@ def test_the_closed_loop_reads_pods_and_events_only_where_a_deployment_target_li
 
 
 def test_the_closed_loop_opt_out_drops_the_read_and_tells_the_daemon():
-    objects = render_chart({**MULTI_VALUES, "closedLoop": {"observePlaceholders": False}})
+    # the quota cap (on by default) lists the placeholder pods too: with it on, the opt-out keeps
+    # only that read (pods, list and watch, in the -targets Role); with quota: ignore, none
+    quota_on = render_chart({**MULTI_VALUES, "closedLoop": {"observePlaceholders": False}})
+    for role in _of_kind(quota_on, "Role"):
+        pods = [rule for rule in role["rules"] if "pods" in rule["resources"]]
+        assert pods in ([], [POD_WAIT_RULE]) and (
+            not pods or role["metadata"]["name"].endswith("-targets")
+        )
+    pools = [{**p, "quota": "ignore"} for p in MULTI_VALUES["pools"]]
+    objects = render_chart(
+        {**MULTI_VALUES, "pools": pools, "closedLoop": {"observePlaceholders": False}}
+    )
     for role in _of_kind(objects, "Role") + _of_kind(objects, "ClusterRole"):
         assert all("pods" not in rule["resources"] for rule in role["rules"]), role
         assert all(

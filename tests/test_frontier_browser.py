@@ -14,7 +14,7 @@ from test_backtest import DAY, SeasonalNaiveForecaster, series
 
 from predictive_headroom.backtest.against_fixed import current, replays
 from predictive_headroom.backtest.frontier_plot import CURRENT_COLOUR, frontier_figure
-from predictive_headroom.backtest.plot import page_html
+from predictive_headroom.backtest.page import page_html
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.policy.load import parse_policy

@@ -120,3 +120,34 @@ def test_both_readers_count_alike_and_warn_once_of_a_node_left_out(server, caplo
     warned = [r.getMessage() for r in caplog.records if "a-3" in r.getMessage()]
     assert len(warned) == 1, warned  # one warning for the node, read three times by both readers
     assert "left out of the node counts" in warned[0] and "status.allocatable.cpu" in warned[0]
+
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _node_json(labels: dict[str, str]) -> dict:
+    return {
+        "metadata": {
+            "name": "n-1",
+            "uid": "u-1",
+            "creationTimestamp": "2026-11-28T10:00:00Z",
+            "labels": labels,
+        },
+        "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}, "conditions": []},
+    }
+
+
+def test_a_node_record_keeps_the_labels_a_registered_component_asks_for(monkeypatch) -> None:
+    """Issue 65: node records carry the labels the components ask for (a zone for a per-zone
+    floor), and no other: none while no registered component asks for one."""
+    from predictive_headroom.core.components import NODE_LABELS
+    from predictive_headroom.kube import nodes
+
+    labels = {ZONE: "eu-west-1a", "team": "web", "kubernetes.io/hostname": "n-1"}
+    assert frozenset() == NODE_LABELS  # nothing registered reads a node label yet
+    assert nodes.node_entry(_node_json(labels)).seen.labels == ()  # type: ignore[union-attr]
+
+    monkeypatch.setattr(nodes, "NODE_LABELS", frozenset({ZONE, "absent"}))
+    seen = nodes.node_entry(_node_json(labels)).seen
+    assert seen is not None and seen.labels == ((ZONE, "eu-west-1a"),)
+    assert nodes.kept_labels({"b": "2", "a": "1"}, {"a", "b"}) == (("a", "1"), ("b", "2"))

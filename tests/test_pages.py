@@ -160,7 +160,7 @@ def test_no_burst_renders_nothing(value):
 def test_the_backtest_page_shows_a_burst_from_its_json():
     from test_backtest_page import make_result
 
-    from predictive_headroom.backtest.plot import page_html
+    from predictive_headroom.backtest.page import page_html
 
     result = make_result((10, 12.0))
     assert 'class="burst"' not in page_html(result)

@@ -147,6 +147,9 @@ def test_tunes_second_run_fits_nothing_and_prints_the_same(tmp_path, capsys, mon
     plain, fitted = seconds.sub("", capsys.readouterr().out), len(Counting.fits)
     assert fitted > 2  # the two refits and the daemon's own fit
     main(argv)
-    assert seconds.sub("", capsys.readouterr().out) == plain and len(Counting.fits) == 2 * fitted
+    # The first run with the cache fits what it has not kept yet; within the run, the replay the
+    # daemon's view of tune's choice makes reads the refits tune's own replay just kept.
+    first = len(Counting.fits)
+    assert seconds.sub("", capsys.readouterr().out) == plain and fitted < first <= 2 * fitted
     main(argv)
-    assert seconds.sub("", capsys.readouterr().out) == plain and len(Counting.fits) == 2 * fitted
+    assert seconds.sub("", capsys.readouterr().out) == plain and len(Counting.fits) == first

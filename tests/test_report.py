@@ -516,6 +516,7 @@ def test_the_page_says_in_words_where_the_burst_allowance_came_from(observed, wo
 def test_the_reports_plan_is_the_plan_timeline_and_switches_when_its_window_list_says(taxi):
     """One horizon grid: the report's rows are `plan --horizon`'s (every 15 min from `at` and every
     instant the plan changes), and it switches to a window at the window's own `from`."""
+    from predictive_headroom.app.fit import settings_of
     from predictive_headroom.commands.plan import Fitted, plan_timeline
 
     p = parse_policy(
@@ -540,7 +541,7 @@ pools:
     assert window["from"] == "2014-12-08T14:26:00Z"  # 09:30 EST, 4 minutes early
     assert (window["from"], 30, "schedule:rush") in changes
     for step in (900.0, 1800.0, 300.0):
-        fitted = Fitted(forecasts={"taxi": forecast})
+        fitted = Fitted(settings_of(p, {}), forecasts={"taxi": forecast})
         [timeline] = plan_timeline(p, at, 2 * DAY_SECONDS, step, None, fitted)
         rows, last = [], None
         for s in timeline["steps"]:

@@ -413,7 +413,7 @@ def test_the_daemon_retunes_a_protection_pool_at_refit_plans_with_it_and_reports
     assert loop == {"lead_time_seconds": tuned.lead, "lead_time_source": "configured"}
     bare = replace(plan, details={k: v for k, v in plan.details.items() if k not in loop})
     # ... and the disruption component it read from the nodes (none leaving here)
-    part = daemon.disruption.parts()["web"]
+    part = daemon.components["disruption"].parts()["web"]
     assert part.replicas == 0
     inputs = PlanInputs(own, None, None, tuned, {"disruption": part})
     assert bare == plan_over_time(web, [clock.now], inputs).plans[0]

@@ -18,7 +18,7 @@ from predictive_headroom import cli
 from predictive_headroom.core.components import REGISTRY, winner
 from predictive_headroom.core.share import share_part
 from predictive_headroom.core.vocabulary import Feed
-from predictive_headroom.daemon.components import watches
+from predictive_headroom.daemon.components import Readers, watches
 from predictive_headroom.pages.glossary import GLOSSARY
 from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.share import Share
@@ -176,14 +176,14 @@ def test_every_registered_component_is_read_configured_defined_and_labelled() ->
     from predictive_headroom.daemon.metrics import Metrics
 
     metrics = Metrics()
-    read = watches(Inputs(None, None, metrics), None, metrics, False, lambda: 0.0)  # type: ignore[arg-type]
+    read = watches(Readers(Inputs(None, None, metrics), metrics))  # type: ignore[arg-type]
     for registered in REGISTRY:
         name = str(registered.name)
         assert name in metrics.component._documentation
         assert registered.glossary is None or GLOSSARY[name] == registered.glossary
         if registered.section is not None:
             assert registered.section in Pool.model_fields, f"no pool section {registered.section}"
-        if registered.feed == Feed.READ:
+        if registered.feed == Feed.CONTEXT:
             assert name in read, f"no daemon watch reads {name}"
             assert registered.glossary, f"no glossary entry for {name}"
 

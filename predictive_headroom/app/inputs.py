@@ -12,14 +12,14 @@ from predictive_headroom.core.cluster import ClusterState
 from predictive_headroom.core.components import Part, registration
 from predictive_headroom.core.engine import AnyForecast, PlanInputs
 from predictive_headroom.core.series import History, Unobserved
-from predictive_headroom.core.settings import PlanSettings, resolve_settings
+from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.policy.config import Policy, Pool
 from predictive_headroom.report.build import ReportInputs
 
 
 def plan_inputs(
     pool: Pool,
-    settings: PlanSettings | None,
+    settings: PlanSettings,
     *,
     forecast: AnyForecast = None,
     observed: History | Unobserved | None = None,
@@ -28,8 +28,9 @@ def plan_inputs(
 ) -> PlanInputs:
     """What `pool` is planned from: its `forecast` (None: it forecasts nothing), its latest
     observations for the burst model, the `cluster` for the proportional rule (None leaves that
-    rule out), the `settings` it plans with (None: its configuration's, `resolve_settings`; the
-    shell that knows the measured lead time and the re-tune passes them) and the registered
+    rule out), the `settings` it plans with (resolved by the shell, which knows the measured
+    lead time and the re-tune: no default here, so no shell plans with other settings than it
+    shows) and the registered
     components a shell read (`parts`, by name; those the pool turns off are dropped)."""
     given = parts or {}
     read = {
@@ -37,7 +38,7 @@ def plan_inputs(
         for name, part in given.items()
         if registration(name).at_each_instant and registration(name).enabled(pool)
     }
-    return PlanInputs(forecast, observed, cluster, settings or resolve_settings(pool), read)
+    return PlanInputs(forecast, observed, cluster, settings, read)
 
 
 def with_plan_inputs(

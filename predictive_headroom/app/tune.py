@@ -65,7 +65,7 @@ from predictive_headroom.replay.promise_price import (
     Level,
     static_in_hindsight,
 )
-from predictive_headroom.replay.setup import Replay, SimulatedNodes, WhatIf, resolve
+from predictive_headroom.replay.setup import Replay, SimulatedNodes, WhatIf, resolve_with
 from predictive_headroom.replay.shadow import Shadow, Side, changes, live_placeholders, side_of
 from predictive_headroom.replay.simulator import Run
 from predictive_headroom.replay.tail import tail_reserve_of
@@ -319,7 +319,7 @@ def _replay(
     replayed = known.since(begin - REPLAY_WARMUP)
     what_if = WhatIf(nodes=nodes, warmup_seconds=begin - replayed.start)
     # The settings the refit resolved (its measured lead, a what-if protection), passed down.
-    r = resolve(replayed, pool, what_if, settings=plan_settings)
+    r = resolve_with(replayed, pool, what_if, plan_settings)
     # The burst model reads its features from every sample known before each replayed minute.
     r = replace(r, history=known)
     begin = float(r.times[r.start])

@@ -112,16 +112,27 @@ class Tuning:
         (`backtest.pasted.verdict_on`)."""
         if self.choice and self.choice.get("verdict"):
             return dict(self.choice["verdict"])
+        days = f"the last {plural(self.kept_days, 'day')}" if self.kept_days else "the days"
+        over = f"over {days} judged to {iso_utc(self.at)}"
+        hold = self.fixed_hold
         level = next((lv for lv in self.levels if abs(lv.asked - self.target) < 1e-9), None)
+        if (level is None or level.kept is None) and hold is not None:
+            # A fixed N held instead (tune's choice): the forecast's figures it was judged on.
+            return verdict(
+                hold.forecast_kept,
+                hold.forecast_per_day,
+                hold.static_per_day,
+                fixed_replicas=hold.replicas,
+                over=over,
+            ).to_dict()
         if level is None or level.kept is None:
             return None
-        days = f"the last {plural(self.kept_days, 'day')}" if self.kept_days else "the days"
         judged = verdict(
             level.kept,
             level.per_day,
             level.static_per_day,
             fixed_replicas=None if self.fixed is None else self.fixed[0],
-            over=f"over {days} judged to {iso_utc(self.at)}",
+            over=over,
         )
         return judged.to_dict()
 

@@ -215,7 +215,8 @@ def daemon_choice(settings: Settings | None = None) -> ChoiceOptions:
     (`PH_CHOICE_WINDOW`, 28 days by default) and the refits it keeps (`PH_CACHE_DIR`, as `tune`
     keeps them; unreadable or `off`: none)."""
     from predictive_headroom.app.hold import ChoiceOptions  # lazy: the backtest's imports
-    from predictive_headroom.replay.refit_cache import cache_spec  # lazy: joblib
+    from predictive_headroom.policy.settings import Settings
+    from predictive_headroom.replay.refit_cache import cache_spec  # lazy: the cache's imports
 
     try:
         cache = cache_spec(os.environ)

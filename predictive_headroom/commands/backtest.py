@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from predictive_headroom.backtest.against_fixed import current, replays
@@ -42,7 +41,7 @@ from predictive_headroom.commands.replay_flags import add_replay_arguments, sett
 from predictive_headroom.core.budget import daily_budget
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
-from predictive_headroom.core.settings import Given
+from predictive_headroom.core.settings import Given, asked_protection
 from predictive_headroom.core.verdict import why_they_differ
 from predictive_headroom.policy.config import ForecastSpec, Pool
 from predictive_headroom.policy.durations import parse_windows
@@ -55,8 +54,6 @@ from predictive_headroom.sources.csvsource import CsvSource, write_csv_history
 if TYPE_CHECKING:
     from predictive_headroom.replay.refit_cache import CacheSpec
 
-DEFAULT_PROTECTION = 0.95
-"""The protection `--current` is read against without `--protection` or the pool's."""
 HELP = "backtest strategies (reactive, static, proportional, schedule, forecast, naive, oracle) on demand history (a CSV or Prometheus)"
 EXAMPLE = (
     "predictive-headroom backtest --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --dial 0.8,0.9,0.95,0.99 --out bt   # after make demo\n"
@@ -240,14 +237,19 @@ def history_from_args(args: argparse.Namespace, pool: Pool | None) -> tuple[Sour
     try:
         if isinstance(source, CsvSource):
             return source, source.full()
-        return source, source.history(prometheus_spec(args, pool), _end(args))
+        from predictive_headroom.sources.prometheus import PrometheusSource
+
+        assert isinstance(source, PrometheusSource)  # no --data: --prometheus-url
+        query, step, span = _prometheus_read(args, pool)
+        return source, source.series(query, step, span, _end(args))
     except SourceError as exc:
         raise CommandError(str(exc)) from None
 
 
-def prometheus_spec(args: argparse.Namespace, pool: Pool | None) -> ForecastSpec:
-    """What to read from Prometheus: --query (else the pool's forecast.query) over --history
-    (else the pool's forecast.history, 28d) at the pool's step (5m)."""
+def _prometheus_read(args: argparse.Namespace, pool: Pool | None) -> tuple[str, float, float]:
+    """What to read from Prometheus, as (query, step, span) in seconds: --query (else the pool's
+    forecast.query) over --history (else the pool's forecast.history, 28d) at the pool's step
+    (5m)."""
     spec = pool.forecast if pool is not None else None
     if args.query is None and spec is None:
         raise CommandError(
@@ -259,15 +261,16 @@ def prometheus_spec(args: argparse.Namespace, pool: Pool | None) -> ForecastSpec
             check_promql(args.query)
         except ValueError as exc:
             raise CommandError(f"--query: {exc}") from None
-    base = spec or ForecastSpec(query=args.query, demand_per_replica=1.0)
-    update: dict[str, object] = {}
-    if args.query is not None:
-        update["query"] = args.query
-    if args.history is not None:
-        if args.history < 86400:
-            raise CommandError(f"--history must be at least 1d, got {args.history:g}s")
-        update["history"] = timedelta(seconds=args.history)
-    return base.model_copy(update=update)
+    if args.history is not None and args.history < 86400:
+        raise CommandError(f"--history must be at least 1d, got {args.history:g}s")
+    if spec is None:  # --query alone: a forecast section's defaults
+        fields = ForecastSpec.model_fields
+        query, step, span = args.query, fields["step"].default, fields["history"].default
+    else:
+        query = spec.query if args.query is None else args.query
+        step, span = spec.step, spec.history
+    span_seconds = span.total_seconds() if args.history is None else args.history
+    return query, step.total_seconds(), span_seconds
 
 
 def _end(args: argparse.Namespace) -> float:
@@ -282,8 +285,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, price, grid_flags)
     currents = currents_from_args(args)  # before any history is read
     if currents and not settings.protections:  # the user's N is read against the promise
-        asked = pool.protection if pool is not None and pool.protection else DEFAULT_PROTECTION
-        settings = replace(settings, protections=(asked,))
+        settings = replace(settings, protections=(asked_protection(pool).value,))
     source, history = history_from_args(args, pool)
     if args.since is not None and len(history):
         history = history.since(history.end - args.since)
@@ -305,13 +307,14 @@ def run(args: argparse.Namespace) -> int:
         result = priced(result, price)
         result = with_daemon_walk(result, pool, price)
         if pool is not None and pool.forecast is not None:
-            replayed = pool
+            read = source
             if args.query is not None:  # the daemon reads the series replayed
-                replayed = pool.model_copy(
-                    update={"forecast": pool.forecast.model_copy(update={"query": args.query})}
-                )
+                from predictive_headroom.sources.prometheus import OneQuery, PrometheusSource
+
+                assert isinstance(source, PrometheusSource)  # --query reads from Prometheus
+                read = OneQuery(source, args.query)
             result = with_daemon_now(
-                result, replayed, source, float(history.end), price, settings.refit_cache
+                result, pool, read, float(history.end), price, settings.refit_cache
             )
     s = result.settings
     if not args.quiet:
@@ -321,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.out:
-        from predictive_headroom.backtest.plot import write_report
+        from predictive_headroom.backtest.page import write_report
 
         page, png = write_report(result, args.out)
         print(f"backtest: wrote {page} and {png}", file=sys.stderr)

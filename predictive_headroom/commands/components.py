@@ -1,42 +1,27 @@
-"""The command line's reader of each registered component a shell reads (`core.components.BY_SHELL`),
-in one place: its flags on `plan` and `report`, the part they give each pool, and what to pass
-when a pool's component is left out for want of them; and the command line's `Context`
-(`CliContext`: `--at`, the price flags, `--budget-spent`) the components read from it take.
-
-`plan` and `report` iterate `CLI_READERS` (`add_arguments`, `parts_from_args`,
-`note_left_out`) instead of naming the components; a test checks every component a shell reads
-has a reader here, as in the daemon (`daemon.components`) and the replay
-(`replay.planner.REPLAY_READERS`).
+"""The command line's `Context` (`CliContext`): each input the registered components read at an
+instant (`core.vocabulary.Input`), given by flags on `plan` and `report`: `--at`, the price
+flags, `--budget-spent` (what was held), `--requests` (what the pods request), `--quota-room` (the
+room the ResourceQuotas leave); the nodes on their way out are not read there. Components read from it are the registry's own (`parts_from_args`),
+with the settings the plan uses; a component left out for want of an input is noted on stderr with
+the flag that gives it (`note_left_out`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from predictive_headroom.commands import CommandError, parse_time, pool_price_from_args
-from predictive_headroom.core.components import BY_CONTEXT, Part, from_context, registration
+from predictive_headroom.core.components import BY_CONTEXT, Part, from_context
+from predictive_headroom.core.context import Leaving, QuotaRoom, QuotaSeen
 from predictive_headroom.core.price import Price
-from predictive_headroom.core.settings import resolve_settings
-from predictive_headroom.core.share import share_part
-from predictive_headroom.core.vocabulary import Component
+from predictive_headroom.core.settings import PlanSettings
+from predictive_headroom.core.vocabulary import Input
 from predictive_headroom.policy.config import Cost, Policy, Pool
 from predictive_headroom.policy.placeholder import quantity
 from predictive_headroom.policy.units import parse_quantity, unit_problem
-
-
-@dataclass(frozen=True)
-class CliReader:
-    """One component on the command line: the flags that give it, its part for a pool from the
-    parsed arguments (None: left out), and what to pass when it is left out (None: it is never
-    given on the command line, and left out without a note)."""
-
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    part: Callable[[argparse.Namespace, Pool, Cost | None], Part | None]
-    """The part from the parsed arguments, the pool and the policy's `cost:` section."""
-    to_apply: str | None = None
 
 
 def add_requests_argument(parser: argparse.ArgumentParser) -> None:
@@ -71,16 +56,37 @@ def requests_from_args(text: str | None) -> dict[str, float] | None:
     return out
 
 
-def _share(args: argparse.Namespace, pool: Pool, _cost: Cost | None) -> Part | None:
-    """The share component from `--requests` (None without it)."""
-    requested = requests_from_args(getattr(args, "requests", None))
-    if requested is None or not pool.share.enabled:
+def add_quota_room_argument(parser: argparse.ArgumentParser) -> None:
+    """`--quota-room cpu=8,memory=32Gi,pods=10`: the room the namespace's ResourceQuotas leave
+    the placeholders (the quota cap), where there is no cluster to read them from."""
+    parser.add_argument(
+        "--quota-room",
+        metavar="R=Q[,R=Q]",
+        help="the room the ResourceQuotas of each Deployment pool's namespace leave its "
+        "placeholders (hard - used, plus what they use now), e.g. cpu=8,memory=32Gi,pods=10 "
+        "(quota keys: pods, cpu or requests.cpu, limits.memory, ...); without it the quota cap "
+        "is left out",
+    )
+
+
+def quota_room_from_args(text: str | None) -> QuotaRoom | None:
+    """`--quota-room` as one quota named `--quota-room` with nothing used (None without the
+    flag); CommandError saying which item is wrong and how to write it."""
+    if text is None:
         return None
-    return share_part(pool.share, requested, pool.placeholder.amounts)
-
-
-def _no_arguments(_: argparse.ArgumentParser) -> None:
-    """A component the command line does not give (the nodes leaving are not read there)."""
+    hard: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, amount = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            hard[name.strip()] = float(parse_quantity(quantity(amount.strip())))
+        except ValueError:
+            raise CommandError(
+                f"--quota-room: {item!r} is not resource=quantity; write it like "
+                "cpu=8,memory=32Gi,pods=10"
+            ) from None
+    return QuotaRoom((QuotaSeen("--quota-room", hard),))
 
 
 def add_held_argument(parser: argparse.ArgumentParser) -> None:
@@ -98,11 +104,12 @@ def add_held_argument(parser: argparse.ArgumentParser) -> None:
 @dataclass(frozen=True)
 class CliContext:
     """The command line's `core.context.Context`: the instant `--at`, the node priced by the
-    price flags over the policy's `cost:`, and what each pool held since the start of its day
-    (`--budget-spent`)."""
+    price flags over the policy's `cost:`, what each pool held since the start of its day
+    (`--budget-spent`) and what its pods request (`--requests`); the nodes on their way out are
+    not seen."""
 
     at: float
-    spent: float
+    spent: float | None
     args: argparse.Namespace
     cost: Cost | None
 
@@ -115,84 +122,94 @@ class CliContext:
         `since` asked for by the components read from the context: the budget's midnight)."""
         return self.spent
 
+    def requests(self, pool: Pool) -> Mapping[str, float] | None:
+        """`--requests`: what the pool's pods request (None without the flag)."""
+        return requests_from_args(getattr(self.args, "requests", None))
 
-def cli_context(args: argparse.Namespace, cost: Cost | None) -> CliContext | None:
-    """The context from `--budget-spent` at `--at` (None without the spend: the components read
-    from it are left out); CommandError for a spend without the instant, or a negative one."""
-    spent = getattr(args, "budget_spent", None)
-    if spent is None:
+    def leaving(self, pool: Pool, settings: PlanSettings) -> Leaving | None:
+        """Not seen on the command line."""
         return None
-    if not getattr(args, "at", None):
-        raise CommandError(
-            "--budget-spent needs --at: the instant the node-hours were held until (e.g. --at "
-            "2026-11-27T15:00Z)"
-        )
-    if not spent >= 0:
-        raise CommandError(f"--budget-spent must be 0 or more node-hours, got {spent:g}")
-    return CliContext(parse_time(args.at), float(spent), args, cost)
+
+    def quotas(self, pool: Pool) -> QuotaRoom | None:
+        """`--quota-room`: the room left for the placeholders (None without the flag)."""
+        return quota_room_from_args(getattr(self.args, "quota_room", None))
+
+    def lacks(self, read: Input) -> str | None:
+        """What to pass to give `read` when it was not given (None: given, or never given on the
+        command line, and a component left out for want of it is not noted)."""
+        if read == Input.REQUESTS and getattr(self.args, "requests", None) is None:
+            return "pass --requests cpu=412 (what the pool's pods request) to apply it"
+        if read == Input.HELD and self.spent is None:
+            return CONTEXT_NOTE
+        return None
+
+
+def cli_context(args: argparse.Namespace, cost: Cost | None, held: bool = True) -> CliContext:
+    """The context from the flags; `held`: a pool reads what was held (a budget), so a spend is
+    checked: CommandError for a spend without the instant, or a negative one."""
+    spent = getattr(args, "budget_spent", None)
+    if held and spent is not None:
+        if not getattr(args, "at", None):
+            raise CommandError(
+                "--budget-spent needs --at: the instant the node-hours were held until (e.g. --at "
+                "2026-11-27T15:00Z)"
+            )
+        if not spent >= 0:
+            raise CommandError(f"--budget-spent must be 0 or more node-hours, got {spent:g}")
+    at = parse_time(args.at) if getattr(args, "at", None) else 0.0
+    return CliContext(at, float(spent) if spent is not None else None, args, cost)
 
 
 CONTEXT_NOTE = (
     "pass --budget-spent 12.5 --at TIME (the overhead node-hours held since midnight) to apply it"
 )
-"""What to pass when a component read from the context is left out for want of it."""
-
-
-CLI_READERS: dict[Component, CliReader] = {
-    Component.DISRUPTION: CliReader(_no_arguments, lambda _args, _pool, _cost: None),
-    Component.SHARE: CliReader(
-        add_requests_argument,
-        _share,
-        "pass --requests cpu=412 (what the pool's pods request) to apply it",
-    ),
-}
-"""What gives each registered component a shell reads on the command line, by name."""
+"""What to pass when a component reading what was held is left out for want of it."""
 
 
 def add_component_arguments(parser: argparse.ArgumentParser) -> None:
-    """Every registered component's flags (`plan`, `report`), and the context's."""
-    for reader in CLI_READERS.values():
-        reader.add_arguments(parser)
+    """The flags that give the inputs of the registered components (`plan`, `report`)."""
+    add_requests_argument(parser)
     add_held_argument(parser)
+    add_quota_room_argument(parser)
 
 
-def parts_from_args(args: argparse.Namespace, policy: Policy) -> dict[str, dict[str, Part]]:
-    """Each pool's registered components the command line gives, by pool then component name (a
-    pool given none is left out)."""
+def parts_from_args(
+    args: argparse.Namespace, policy: Policy, settings: Mapping[str, PlanSettings]
+) -> dict[str, dict[str, Part]]:
+    """Each pool's registered components read from the command line's context, by pool then
+    component name (a pool given none is left out), with the settings the plan uses (`settings`,
+    every pool's: `app.fit.settings_of`)."""
     out: dict[str, dict[str, Part]] = {}
-    contextual = [p for p in policy.pools if any(r.enabled(p) for r in BY_CONTEXT)]
-    context = cli_context(args, policy.cost) if contextual else None
-    for pool in policy.pools:
-        for name, reader in CLI_READERS.items():
-            part = reader.part(args, pool, policy.cost) if _enabled(name, pool) else None
-            if part is not None:
-                out.setdefault(pool.name, {})[str(name)] = part
-        if context is not None and pool in contextual:
-            try:
-                read = from_context(pool, resolve_settings(pool), context)
-            except ValueError as exc:
-                raise CommandError(str(exc)) from None
-            out.setdefault(pool.name, {}).update(read)
-    return {name: parts for name, parts in out.items() if parts}
+    reads = [p for p in policy.pools if any(r.enabled(p) for r in BY_CONTEXT)]
+    held = any(Input.HELD in r.inputs and r.enabled(p) for p in reads for r in BY_CONTEXT)
+    context = cli_context(args, policy.cost, held)
+    for pool in reads:
+        chosen = settings[pool.name]
+        try:
+            read = from_context(pool, chosen, context)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if read:
+            out[pool.name] = read
+    return out
 
 
-def _enabled(name: Component, pool: Pool) -> bool:
-    return registration(name).enabled(pool)
-
-
-def note_left_out(policy: Policy, parts: Mapping[str, Mapping[str, Part]]) -> None:
+def note_left_out(
+    args: argparse.Namespace, policy: Policy, parts: Mapping[str, Mapping[str, Part]]
+) -> None:
     """Say on stderr which pools' components were left out for want of their flags, and what to
     pass to apply them."""
-    notes = {name: reader.to_apply for name, reader in CLI_READERS.items()}
-    for name, to_apply in {**notes, **{r.name: CONTEXT_NOTE for r in BY_CONTEXT}}.items():
+    context = cli_context(args, policy.cost, False)
+    for r in BY_CONTEXT:
+        to_apply = next((n for n in map(context.lacks, r.inputs) if n), None)
         left_out = [
             p.name
             for p in policy.pools
-            if _enabled(name, p) and str(name) not in parts.get(p.name, {})
+            if r.enabled(p) and str(r.name) not in parts.get(p.name, {})
         ]
         if left_out and to_apply:
             print(
-                f"note: the {name} component of pool(s) {', '.join(left_out)} was left out: "
+                f"note: the {r.name} component of pool(s) {', '.join(left_out)} was left out: "
                 f"{to_apply}",
                 file=sys.stderr,
             )

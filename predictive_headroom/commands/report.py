@@ -32,7 +32,7 @@ from predictive_headroom.commands import (
     source_from_args,
 )
 from predictive_headroom.commands.components import add_component_arguments, parts_from_args
-from predictive_headroom.commands.plan import cluster_from_args
+from predictive_headroom.commands.plan_cluster import cluster_from_args
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History
 from predictive_headroom.policy.config import ForecastSpec, Policy, Pool, Target
@@ -167,8 +167,9 @@ def make_report(args: argparse.Namespace) -> Report:
         raise CommandError("cannot read demand history:\n  " + "\n  ".join(failures))
     cluster = cluster_from_args(args, policy)
     where = args.data or args.prometheus_url
+    settings = settings_of(policy, fits)
     inputs = ReportInputs(
-        settings_of(policy, fits),
+        settings,
         histories={n: f.history for n, f in read.items()},
         forecasts={n: f.forecast for n, f in fits.items()},
         accuracies={n: f.accuracy for n, f in fits.items() if f.accuracy is not None},
@@ -178,7 +179,7 @@ def make_report(args: argparse.Namespace) -> Report:
             for n, f in fits.items()
             if f.tuning is not None
         },
-        parts=parts_from_args(args, policy),
+        parts=parts_from_args(args, policy, settings),
         prices=_prices(args, policy),
     )
     return build_report(

@@ -48,7 +48,7 @@ from predictive_headroom.commands.replay_flags import add_replay_arguments, sett
 from predictive_headroom.core.budget import daily_budget
 from predictive_headroom.core.price import Price
 from predictive_headroom.core.series import History, NoForecast
-from predictive_headroom.core.settings import Given
+from predictive_headroom.core.settings import Given, SettingSource, asked_protection
 from predictive_headroom.core.verdict import why_they_differ
 from predictive_headroom.core.vocabulary import TuningStatus
 from predictive_headroom.policy.config import Policy, Pool
@@ -62,7 +62,6 @@ HELP = (
     "(--budget)? the cheapest burst quantile and stabilisation window reaching a protection "
     "target on a pool's history"
 )
-DEFAULT_PROTECTION = 0.95
 EXAMPLE = "predictive-headroom tune --config demo-out/demo-policy.yaml --data demo-out/taxi-demand.csv --protection 95%   # after make demo"
 """Shown at the end of `--help`."""
 
@@ -119,15 +118,13 @@ def _pool(args: argparse.Namespace) -> tuple[Policy, Pool]:
 def run(args: argparse.Namespace) -> int:
     policy, pool = _pool(args)
     try:
-        target = (
-            parse_protection(args.protection)
-            if args.protection
-            else (pool.protection or DEFAULT_PROTECTION)
-        )
+        flag = parse_protection(args.protection) if args.protection else None
+        asked = asked_protection(pool, flag)
         quantiles = parse_quantiles(args.quantiles) if args.quantiles else PROMISE_QUANTILES
         windows = parse_windows(args.windows) if args.windows else ()
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+    target = asked.value
     price = price_from_args(args, pool.placeholder, policy.cost, args.node_slots)[0]
     settings = _settings(args, price, quantiles, windows, target)
     currents = currents_from_args(args)  # before any history is read
@@ -170,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
     _within_budget(out, pc.choice, r, pool, currents, price, budget_yaml)
     # What the daemon holds at the end of the history: the same call the daemon makes at a refit
     # (its re-tune on its own window, the promise as asked) and the plan it would write then.
-    what_if = Given(protection=None if pool.protection == target else target)
+    own = asked.source is SettingSource.CONFIGURED  # the pool's own promise: no what-if
+    what_if = Given(protection=None if own else target)
     now = daemon_now(
         pool,
         source,

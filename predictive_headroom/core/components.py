@@ -8,14 +8,14 @@ before the scale-down stabilisation, which it also limits: maxReplicas, limits).
 registered once,
 in `REGISTRY`, with everything it brings: its name (the key in the plan's `components`, the
 metric label, and the plan's reason word when it sets or limits the plan), its kind, where its
-value comes from (`Feed`: the pool alone, the engine, the instant's `Context` (`core.context`), or a reader in
-each shell), the pool's config section that turns it on, its glossary entry and its colour on the
-pages. Each component at an instant is a `Part`, handed to `planner.combine` in one mapping by
-name; the shells iterate the registry. A component read from the `Context` (the instant, the
-node's price, what the pool held: every shell gives one, the same way for every component) brings
-its own pure `read`; only a component that needs a shell's own inputs (the pods on leaving nodes,
-what the pods request) has an entry in one table per shell, keyed by its name
-(`daemon.components`, `commands.components.CLI_READERS`, `replay.planner.REPLAY_READERS`).
+value comes from (`Feed`: the pool alone, the engine, or the instant's `Context`), the inputs it
+reads from the context (`Input`), the pool's config section that turns it on, its glossary entry
+and its colour on the pages. Each component at an instant is a `Part`, handed to
+`planner.combine` in one mapping by name; the shells iterate the registry. A component read at
+each instant brings its own pure `read(pool, settings, context)`; each shell implements each
+input once in its `core.context.Context` (`daemon.components.DaemonContext`,
+`commands.components.CliContext`, `replay.planner.ReplayContext`), so a shell holds no code of
+any component (a test checks).
 
 Precedence, written once: among floors asking for the same number the reason names the first in
 `ORDER` (schedule, proportional, forecast, disruption, share, min: `winner`), except that a floor
@@ -30,10 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from predictive_headroom.core.budget import read_budget
-from predictive_headroom.core.context import Context
+from predictive_headroom.core.context import Context, NotRead
+from predictive_headroom.core.disruption import read_disruption
 from predictive_headroom.core.limits import limits_part
+from predictive_headroom.core.quota import read_quota
 from predictive_headroom.core.settings import PlanSettings
-from predictive_headroom.core.vocabulary import Component, Feed, Kind
+from predictive_headroom.core.share import read_share
+from predictive_headroom.core.vocabulary import Component, Feed, Input, Kind
 from predictive_headroom.policy.config import Pool
 
 ORDER: tuple[Component, ...] = tuple(Component)
@@ -96,12 +99,20 @@ class Registration:
     read: Callable[[Pool, PlanSettings, Context], Part | None] | None = None
     """Its part at the context's instant (`Feed.CONTEXT`; None: left out then). Pure; a
     ValueError says why the pool's section cannot be read (each shell says it its way)."""
+    inputs: tuple[Input, ...] = ()
+    """What `read` reads from the context (each shell gives each input its own way)."""
+    node_labels: tuple[str, ...] = ()
+    """The node labels its inputs read (e.g. a zone): every node record keeps them
+    (`protocols.NodeSeen.labels`, `NODE_LABELS`); the others are dropped at the edge."""
+
+    replayed: bool = True
+    """Whether a replay can read it (False: a replay never gives its inputs, so it leaves the
+    replay planning at once: the quota cap, read from the cluster or `plan --quota-room`)."""
 
     @property
     def at_each_instant(self) -> bool:
-        """Whether its value is read at each instant (by the shells, or from the `Context`), so
-        not known ahead."""
-        return self.feed in (Feed.READ, Feed.CONTEXT)
+        """Whether its value is read at each instant (from the `Context`), so not known ahead."""
+        return self.feed == Feed.CONTEXT
 
     def enabled(self, pool: Pool) -> bool:
         """Whether `pool` plans with this component."""
@@ -136,20 +147,24 @@ REGISTRY: tuple[Registration, ...] = (
     Registration(
         Component.DISRUPTION,
         Kind.FLOOR,
-        Feed.READ,
+        Feed.CONTEXT,
         "disruption",
         "room for the pods of nodes on their way out (cordoned or tainted for removal), plus "
         "the spot reserve for interruptions within the lead time",
         "#db2777",
+        read=read_disruption,
+        inputs=(Input.LEAVING,),
     ),
     Registration(
         Component.SHARE,
         Kind.FLOOR,
-        Feed.READ,
+        Feed.CONTEXT,
         "share",
         "a share of what the pool's pods request (e.g. 10% of their CPU), or an absolute "
         "amount, in placeholders",
         "#0891b2",
+        read=read_share,
+        inputs=(Input.REQUESTS,),
     ),
     Registration(
         Component.LIMITS,
@@ -170,23 +185,36 @@ REGISTRY: tuple[Registration, ...] = (
         "budget spread over the rest of the day, in placeholders",
         "#ca8a04",
         read=read_budget,
+        inputs=(Input.TIME, Input.PRICE, Input.HELD),
+    ),
+    Registration(
+        Component.QUOTA,
+        Kind.CAP,
+        Feed.CONTEXT,
+        "quota",
+        "the most placeholders the room the namespace's ResourceQuotas leave (hard - used, plus "
+        "what the placeholders already use) holds, as a CapacityBuffer's LimitedByQuotas",
+        "#9333ea",
+        read=read_quota,
+        inputs=(Input.QUOTAS,),
+        replayed=False,
     ),
 )
 """Every registered component, in the order the plan's `components` show them."""
 
 READ: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.at_each_instant)
-"""The components read at each instant, by the shells or from the `Context`."""
+"""The components read at each instant from the `Context`."""
 
-BY_SHELL: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.feed == Feed.READ)
-"""The components each shell reads the inputs of (a test checks each has a reader per shell)."""
+BY_CONTEXT = READ
 
-BY_CONTEXT: tuple[Registration, ...] = tuple(r for r in REGISTRY if r.feed == Feed.CONTEXT)
+NODE_LABELS: frozenset[str] = frozenset(k for r in REGISTRY for k in r.node_labels)
+"""The node labels some registered component asks for, kept on every node record."""
 """The components read from the `Context` (every shell reads them the same way)."""
 
 
 def from_context(pool: Pool, settings: PlanSettings, context: Context) -> dict[str, Part]:
-    """Each component of `pool` read from `context`, by name (those left out then are not
-    there); a ValueError names the pool and why its section cannot be read."""
+    """Each component of `pool` read from `context`, by name (those left out then, for want of
+    an input, are not there); a ValueError names the pool and why its section cannot be read."""
     out: dict[str, Part] = {}
     for r in BY_CONTEXT:
         if r.read is not None and r.enabled(pool):
@@ -194,6 +222,8 @@ def from_context(pool: Pool, settings: PlanSettings, context: Context) -> dict[s
                 part = r.read(pool, settings, context)
             except ValueError as exc:
                 raise ValueError(f"pool {pool.name}: {exc}") from None
+            except NotRead:
+                continue
             if part is not None:
                 out[str(r.name)] = part
     return out
@@ -291,7 +321,7 @@ def static_cap_name(pool: Pool) -> str:
 
 def read_caps(pool: Pool) -> list[str]:
     """The caps of `pool` read by a shell at each instant (their value is not known ahead)."""
-    return [str(r.name) for r in READ if r.kind == Kind.CAP and r.enabled(pool)]
+    return [str(r.name) for r in READ if r.kind == Kind.CAP and r.replayed and r.enabled(pool)]
 
 
 def later(parts: Mapping[str, Part]) -> dict[str, Part]:

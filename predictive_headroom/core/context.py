@@ -1,20 +1,80 @@
-"""What every shell gives a component read at an instant, the same way for each (`Context`: the
-instant, the node's price, what the pool held), and what a pool held, told plan by plan (`Held`).
+"""What every shell gives a component read at an instant, the same way for each (`Context`: one
+method per `core.vocabulary.Input`: the instant, the node's price, what the pool held, what its
+pods request, its nodes on their way out, the namespace's ResourceQuotas), and what a pool held,
+told plan by plan (`Held`).
 
-A component read from the context (`core.vocabulary.Feed.CONTEXT`, the budget) brings its own pure
-`read(pool, settings, context)` in its registration (`core.components`); the daemon
-(`daemon.components.DaemonContext`), `plan`/`report` (`commands.components.CliContext`) and the
-replay (`replay.planner.ReplayContext`) each implement the context once, for every such component.
+A component read from the context (`core.vocabulary.Feed.CONTEXT`) names the inputs it reads and
+brings its own pure `read(pool, settings, context)` in its registration (`core.components`); the
+daemon (`daemon.components.DaemonContext`), `plan`/`report` (`commands.components.CliContext`) and
+the replay (`replay.planner.ReplayContext`) each implement each input once, for every component.
+An input a shell cannot give now is None (the component is left out), or `NotRead` saying why.
 Pure: no clock reads, no I/O.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Protocol
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from predictive_headroom.core.price import Price
+from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.policy.config import Pool
+
+if TYPE_CHECKING:
+    from predictive_headroom.core.settings import PlanSettings
+
+
+@dataclass(frozen=True)
+class Leaving:
+    """What a shell sees of a pool's nodes on their way out (`Context.leaving`): the room their
+    pods need and where it came from, and what the spot reserve is sized from."""
+
+    room: int = 0
+    """Placeholders the leaving nodes' pods need."""
+    nodes: int = 0
+    """Nodes leaving."""
+    source: DisruptionSource = DisruptionSource.NONE
+    spot: bool = False
+    """Whether the pool is on spot capacity (a reserve is kept for interruptions)."""
+    rate: float | None = None
+    """Interruptions per node-hour the reserve is sized for (None: none known, no reserve)."""
+    staying: int = 0
+    """Nodes not leaving."""
+    slots: int = 0
+    """Placeholders a staying node holds."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """What the plan's details show of what was seen (the leaving nodes, the rate's source)."""
+
+
+@dataclass(frozen=True)
+class QuotaSeen:
+    """One ResourceQuota as a shell reads it: its name, `status.hard` and `status.used` as
+    amounts (cores, bytes, units; `spec.hard` when no status yet), its `scopes` and its
+    `scopeSelector` expressions (scope name, operator, values)."""
+
+    name: str
+    hard: Mapping[str, float]
+    used: Mapping[str, float] = field(default_factory=dict)
+    scopes: tuple[str, ...] = ()
+    selector: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class QuotaRoom:
+    """What a shell gives the quota cap (`Context.quotas`): the namespace's quotas, how many of
+    the pool's own placeholder pods they count in `used` now, and the PriorityClass the
+    placeholders run at (None: not known, a quota scoped by PriorityClass is not applied)."""
+
+    quotas: tuple[QuotaSeen, ...]
+    own: int = 0
+    priority_class: str | None = None
+
+
+class NotRead(Exception):
+    """An input the shell cannot give now, with why: the component reading it is left out of the
+    plan and the shell says why (the daemon on `/last-run`)."""
 
 
 class Context(Protocol):
@@ -36,6 +96,21 @@ class Context(Protocol):
     def held(self, pool: Pool, since: float) -> float | None:
         """The overhead node-hours `pool`'s placeholders held from `since` until `at` (in the
         node `price` gives); None: not known (a component that needs it is left out)."""
+        ...
+
+    def requests(self, pool: Pool) -> Mapping[str, float] | None:
+        """What `pool`'s pods request at `at` (cores, bytes, units by resource); None: not
+        known."""
+        ...
+
+    def leaving(self, pool: Pool, settings: PlanSettings) -> Leaving | None:
+        """`pool`'s nodes on their way out at `at` and the spot reserve's inputs (a pod gone from a
+        leaving node counts for `settings.lead`); None: the nodes are not seen."""
+        ...
+
+    def quotas(self, pool: Pool) -> QuotaRoom | None:
+        """The ResourceQuotas of `pool`'s target namespace at `at`, with what its own placeholders
+        use of them (`core.quota`); None: not known."""
         ...
 
 

@@ -21,10 +21,14 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from predictive_headroom.core.context import Context
 from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import DisruptionSource
+
+if TYPE_CHECKING:
+    from predictive_headroom.policy.config import Pool
 
 CORDONED = "cordoned"
 
@@ -119,3 +123,24 @@ class DisruptionPart:
         """The component after the first instant of a horizon: the spot reserve alone (when the
         leaving nodes go is not known)."""
         return replace(self, room=0, nodes_leaving=0, details={})
+
+
+def read_disruption(pool: Pool, settings: PlanSettings, context: Context) -> DisruptionPart | None:
+    """The disruption component of `pool` at the context's instant, with the settings it plans
+    with (the lead time, the burst quantile): room for the leaving nodes' pods plus, on spot
+    capacity with a known rate, the spot reserve; None without a `disruption:` section or when
+    the context does not see the pool's nodes."""
+    if not pool.disruption.enabled:
+        return None
+    seen = context.leaving(pool, settings)
+    if seen is None:
+        return None
+    reserve, details = 0, dict(seen.details)
+    if seen.spot and seen.rate is not None:
+        quantile = reserve_quantile(settings)
+        reserve, expected = spot_reserve(
+            seen.rate, seen.staying, settings.lead, seen.slots, quantile
+        )
+        if "spot" in details:  # the shell explains the reserve: say what it expects
+            details["expected_interruptions_in_lead_time"] = round(expected, 4)
+    return DisruptionPart(seen.room, reserve, seen.nodes, seen.source, details)

@@ -10,6 +10,11 @@ A forecaster fits for the settings in force (`Forecaster.fit(history, model, set
 settings it was fitted for (`Forecast.fitted_for`); `needs_refit` says when the settings in force
 have moved far enough from those for the fit to be redone.
 
+The protection asked has one chooser too: `promised_protection` (the flag, else the pool's
+`protection:`, else no promise) for what a pool plans with, and `asked_protection` (the same,
+else `DEFAULT_PROTECTION`) for the commands that read a history against a protection whatever
+the pool says (`tune`, `backtest --current`).
+
 Adding a field: give it a `Setting[...]` type here, fill it in `resolve_settings` (and in
 `Tuned` and `retuned`, when a re-tune can choose it), and list it in `FIT_FIELDS` when the fit
 depends on it.
@@ -163,6 +168,31 @@ DEFAULT_OBSERVATION_DELAY: float = ForecastSpec.model_fields[
 """The observation delay in seconds of a pool that does not set one (the config model's default)."""
 
 
+DEFAULT_PROTECTION = 0.95
+"""The protection `tune` and `backtest --current` read a history against when neither a flag
+(`--protection`) nor the pool (`protection:`) asks one."""
+
+
+def promised_protection(pool: Pool | None, flag: float | None = None) -> Setting[float] | None:
+    """The protection `pool` promises: `flag` (a what-if, `tune --protection 99%`; source
+    `flag`) over the pool's `protection:` (`configured`); None when neither asks one (no
+    promise: the pool plans with its burst quantile). The one place the flag-over-pool choice
+    is made."""
+    if flag is not None:
+        return Setting(float(flag), SettingSource.FLAG)
+    if pool is not None and pool.protection is not None:
+        return Setting(pool.protection, SettingSource.CONFIGURED)
+    return None
+
+
+def asked_protection(pool: Pool | None, flag: float | None = None) -> Setting[float]:
+    """The protection a history is read against: `promised_protection(pool, flag)`, else
+    `DEFAULT_PROTECTION` (source `default`). `tune` and `backtest` call this, never choose
+    themselves."""
+    promised = promised_protection(pool, flag)
+    return promised or Setting(DEFAULT_PROTECTION, SettingSource.DEFAULT)
+
+
 def _given(model: object, name: str) -> SettingSource:
     """CONFIGURED when the policy file set `name` on `model`, else DEFAULT."""
     chosen = name in getattr(model, "model_fields_set", ())
@@ -218,11 +248,7 @@ def resolve_settings(
         quantile = Setting(spec.burst_quantile, _given(spec, "burst_quantile"))
         delay = Setting(spec.observation_delay.total_seconds(), _given(spec, "observation_delay"))
         per_replica = Setting(spec.demand_per_replica, SettingSource.CONFIGURED)
-    protection = (
-        None if pool.protection is None else Setting(pool.protection, SettingSource.CONFIGURED)
-    )
-    if given.protection is not None:
-        protection = Setting(float(given.protection), SettingSource.FLAG)
+    protection = promised_protection(pool, given.protection)
     flag = SettingSource.CONFIGURED
     if given.lead is not None:
         lead = Setting(float(given.lead), flag)

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from predictive_headroom.core.disruption import in_placeholders
 from predictive_headroom.policy.share import Share
+
+if TYPE_CHECKING:
+    from predictive_headroom.core.context import Context
+    from predictive_headroom.core.settings import PlanSettings
+    from predictive_headroom.policy.config import Pool
 
 
 @dataclass(frozen=True)
@@ -58,3 +63,14 @@ def share_part(
     wanted = wanted_amounts(share, requested)
     relevant = {name: requested.get(name, 0.0) for name in share.root}
     return SharePart(in_placeholders(wanted, placeholder), relevant, wanted)
+
+
+def read_share(pool: Pool, _settings: PlanSettings, context: Context) -> SharePart | None:
+    """The share component of `pool` from what its pods request at the context's instant; None
+    without a `share:` section or when the context does not know the requests."""
+    if not pool.share.enabled:
+        return None
+    requested = context.requests(pool)
+    if requested is None:
+        return None
+    return share_part(pool.share, requested, pool.placeholder.amounts)

@@ -146,11 +146,28 @@ class Feed(StrEnum):
     """The pool's own fields alone (minReplicas, maxReplicas, limits:)."""
     ENGINE = "engine"
     """The engine, from the forecast, the schedule windows and the cluster (`core.engine`)."""
-    READ = "read"
-    """Each shell reads its inputs (the daemon's watch, the CLI's flags, the replay's source)."""
     CONTEXT = "context"
-    """Read at each instant from what every shell gives alike (`core.components.Context`: the
-    instant, the node's price, what the pool held), by the registration's own `read`."""
+    """Read at each instant from the inputs it declares (`Input`), which every shell gives in
+    its `core.context.Context`, by the registration's own pure `read`."""
+
+
+class Input(StrEnum):
+    """What a component read at each instant reads from its shell's `core.context.Context`
+    (`core.components.Registration.inputs`); each shell implements each input once."""
+
+    TIME = "time"
+    """The instant (`Context.at`)."""
+    PRICE = "price"
+    """The node the pool is priced on (`Context.price`)."""
+    HELD = "held"
+    """What the pool's placeholders held so far (`Context.held`), told plan by plan."""
+    REQUESTS = "requests"
+    """What the pool's pods request (`Context.requests`)."""
+    LEAVING = "leaving"
+    """The pool's nodes on their way out and the spot reserve's inputs (`Context.leaving`)."""
+    QUOTAS = "quotas"
+    """The namespace's ResourceQuotas and what the pool's own placeholders use of them
+    (`Context.quotas`)."""
 
 
 class Component(StrEnum):
@@ -172,6 +189,8 @@ class Component(StrEnum):
     """The placeholders' total requests within the pool's `limits:` (`core.limits`)."""
     BUDGET = "budget"
     """The overhead node-hours a day within the pool's `budget:` (`core.budget`)."""
+    QUOTA = "quota"
+    """The room the namespace's ResourceQuotas leave the placeholders (`core.quota`)."""
 
 
 class DisruptionSource(StrEnum):

@@ -1,4 +1,5 @@
-"""Each reconcile's look at the nodes on their way out: the disruption component of every pool.
+"""Each reconcile's look at the nodes on their way out: the daemon's `Context.leaving`, which the
+disruption component (`core.disruption.read_disruption`) is read from.
 
 From the pool's node list (the one `Inputs.nodes` reads anyway) a `DisruptionWatch` finds the
 leaving nodes (cordoned, or tainted with one of the pool's `disruption.taints`) and the room their
@@ -36,17 +37,14 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
+from predictive_headroom.core.context import Leaving
 from predictive_headroom.core.disruption import (
     CORDONED,
-    DisruptionPart,
     in_placeholders,
     leaving_why,
     node_slots,
-    reserve_quantile,
-    spot_reserve,
     sum_requests,
 )
-from predictive_headroom.core.settings import PlanSettings
 from predictive_headroom.core.vocabulary import DisruptionSource
 from predictive_headroom.daemon.closedloop import pool_node_selector
 from predictive_headroom.daemon.inputs import Inputs
@@ -101,7 +99,6 @@ class _PoolWatch:
     node_hours: deque[tuple[float, float]] = field(default_factory=deque)
     interruptions: deque[float] = field(default_factory=deque)
     last_at: float | None = None
-    last: DisruptionPart | None = None
 
     def prune(self, since: float) -> None:
         while self.node_hours and self.node_hours[0][0] < since:
@@ -143,12 +140,10 @@ class DisruptionWatch:
         with self._lock:
             self._read, self._deadline = None, deadline
 
-    def part(self, pool: Pool, at: float, settings: PlanSettings) -> DisruptionPart | None:
-        """The disruption component of `pool` now, with the settings in use (the lead time, the
-        burst quantile); None when the pool turns it off or its nodes could not be listed (the
-        plan then leaves the component out)."""
-        if not pool.disruption.enabled:
-            return None
+    def leaving(self, pool: Pool, at: float, lead: float) -> Leaving | None:
+        """`pool`'s nodes on their way out at `at` (a pod gone from a leaving node counts for
+        `lead` seconds) and what its spot reserve is sized from; None when its nodes could not be
+        listed (the plan then leaves the component out)."""
         try:
             nodes = self.inputs.nodes(pool_node_selector(pool)).nodes
         except Exception as exc:  # counted by Inputs as a cluster error
@@ -157,18 +152,16 @@ class DisruptionWatch:
         with self._lock:
             watch = self.pools.setdefault(pool.name, _PoolWatch())
         self._count(pool, watch, nodes, at)
-        room, source, note = self._room(pool, watch, nodes, at, settings.lead)
-        reserve, extra = self._reserve(pool, watch, nodes, settings)
+        room, source, note = self._room(pool, watch, nodes, at, lead)
+        spot, rate, staying, slots, extra = self._reserve(pool, watch, nodes)
         details: dict[str, Any] = {
             "leaving": {n.name: n.why for n in watch.leaving.values()},
             **extra,
         }
         if note:
             details["disruption_note"] = note
-        part = DisruptionPart(room, reserve, len(watch.leaving), source, details)
-        watch.last = part
         self.metrics.nodes_leaving.labels(pool=pool.name).set(len(watch.leaving))
-        return part
+        return Leaving(room, len(watch.leaving), source, spot, rate, staying, slots, details)
 
     def _count(self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], at: float) -> None:
         """Node-hours since the last look; leaving nodes that are gone (an interruption when they
@@ -283,31 +276,27 @@ class DisruptionWatch:
         return future
 
     def _reserve(
-        self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen], settings: PlanSettings
-    ) -> tuple[int, dict[str, Any]]:
-        """The spot reserve and its details (0 when the pool is not on spot or no rate is known)."""
+        self, pool: Pool, watch: _PoolWatch, nodes: Collection[NodeSeen]
+    ) -> tuple[bool, float | None, int, int, dict[str, Any]]:
+        """(spot, rate, staying nodes, placeholders a staying node holds, details): what the
+        spot reserve is sized from (no rate when the pool is not on spot or none is known)."""
         spec = pool.disruption
         spot = spec.spot if isinstance(spec.spot, bool) else any(n.spot for n in nodes)
         measured = self.measured_rate(pool.name)
         if not spot:
-            return 0, {"spot": False}
+            return False, None, 0, 0, {"spot": False}
         rates = [r for r in (measured, spec.interruption_rate) if r is not None]
         rate = max(rates) if rates else None
         staying = [n for n in nodes if n.uid not in watch.leaving]
         size = pool.placeholder.amounts
         slots = [node_slots(dict(n.allocatable), size) for n in staying]
         per_node = int(statistics.median(slots)) if slots else 0
-        quantile = reserve_quantile(settings)
         info: dict[str, Any] = {
             "spot": True,
             "interruption_rate_per_node_hour": rate,
             "interruption_rate_source": _rate_source(measured, spec.interruption_rate),
         }
-        if rate is None:
-            return 0, info
-        reserve, expected = spot_reserve(rate, len(staying), settings.lead, per_node, quantile)
-        info["expected_interruptions_in_lead_time"] = round(expected, 4)
-        return reserve, info
+        return True, rate, len(staying), per_node, info
 
     def measured_rate(self, name: str) -> float | None:
         """Interruptions per node-hour of pool `name` over the window, once enough node-hours were
@@ -320,23 +309,17 @@ class DisruptionWatch:
             return None
         return len(watch.interruptions) / hours
 
-    def parts(self) -> dict[str, DisruptionPart]:
-        """The last disruption component of each pool (for the report)."""
-        return {n: w.last for n, w in self.pools.items() if w.last is not None}
-
-    def status(self) -> dict[str, Any]:
-        """Per pool, for /last-run: the leaving nodes, the room and reserve, the measured rate."""
-        out = {}
-        for name, watch in self.pools.items():
-            last = watch.last
-            out[name] = {
-                **(last.to_details() if last else {}),
-                "replicas": last.replicas if last else 0,
-                "interruptions_seen": len(watch.interruptions),
-                "node_hours_seen": round(sum(h for _, h in watch.node_hours), 3),
-                "measured_interruption_rate_per_node_hour": self.measured_rate(name),
-            }
-        return out
+    def status_of(self, name: str) -> dict[str, Any]:
+        """What /last-run shows of pool `name`'s nodes beside its component: the interruptions
+        and node-hours seen, the measured rate."""
+        watch = self.pools.get(name)
+        if watch is None:
+            return {}
+        return {
+            "interruptions_seen": len(watch.interruptions),
+            "node_hours_seen": round(sum(h for _, h in watch.node_hours), 3),
+            "measured_interruption_rate_per_node_hour": self.measured_rate(name),
+        }
 
     def forget(self, names: Collection[str]) -> None:
         """Drop what was seen of removed pools."""

@@ -33,24 +33,32 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from predictive_headroom.app.fit import PoolFit, describe, fit_one, keep_usable
+from predictive_headroom.app.fit import PoolFit, fit_one, keep_usable
 from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.core.price import pool_price
-from predictive_headroom.core.series import Forecast, History, NoForecast, from_epoch
+from predictive_headroom.core.series import Forecast, History, NoForecast
 from predictive_headroom.core.settings import PlanSettings, resolve_settings
-from predictive_headroom.core.vocabulary import Component, NoForecastWhy
-from predictive_headroom.daemon.components import last_parts, watches
+from predictive_headroom.core.vocabulary import NoForecastWhy
+from predictive_headroom.daemon.components import Readers, disruption_of, last_parts, watches
 from predictive_headroom.daemon.configfile import ConfigFile, same_forecast
-from predictive_headroom.daemon.disruption import DisruptionWatch
 from predictive_headroom.daemon.health import LoopWatch, ReadinessLog
 from predictive_headroom.daemon.inputs import Inputs
+from predictive_headroom.daemon.last_run import last_run
 from predictive_headroom.daemon.leadership import AlwaysLeader, Elector
 from predictive_headroom.daemon.metrics import Metrics
 from predictive_headroom.daemon.observe import LoopObserver
 from predictive_headroom.daemon.outcomes import ReconcileResult
 from predictive_headroom.daemon.pool_reconcile import PoolReconciler
+from predictive_headroom.daemon.refit_record import (
+    Refitted,
+    kept_tunings,
+    plausible_max,
+    record_refit,
+    settled,
+    write_report,
+)
 from predictive_headroom.daemon.refit_requests import RefitRequests
 from predictive_headroom.daemon.removed import RemovedPools
 from predictive_headroom.daemon.shadow import LiveReplicas, read_live, warn_adopted
@@ -110,17 +118,9 @@ class Daemon:
         self.inputs = Inputs(edges.source, edges.cluster, self.metrics)
         self.observer = LoopObserver(self.inputs, edges.pods, self.metrics, options.loop)
         """The closed loop: node boots, placeholder starts and preemptions; `leadTime: auto`."""
-        self.components = watches(
-            self.inputs,
-            edges.pods if isinstance(edges.pods, NodePodReader) else None,
-            self.metrics,
-            self.observer.settings.read_node_pods,
-            edges.monotonic,
-            lambda: self.policy.cost,
-            edges.elector if isinstance(edges.elector, SpendStore) else None,
-        )
+        self.components = watches(self._readers(edges))
         """What reads each registered component's inputs, by name (`daemon.components`)."""
-        self.disruption = cast(DisruptionWatch, self.components[Component.DISRUPTION])
+        self.disruption = disruption_of(self.components)
         """Nodes on their way out and the room their pods need (the disruption component)."""
         self.deadline = options.reconcile_deadline()
         """Seconds a pool's reconcile waits for its optional reads (the closed loop's, the pods
@@ -161,6 +161,19 @@ class Daemon:
         self.readiness_log = ReadinessLog()
         self.caches = edges.caches
         """The list-and-watch caches of the cluster reads (None: they LIST every reconcile)."""
+
+    def _readers(self, edges: Edges) -> Readers:
+        """What the components' inputs are read through: the edges' node pods (when they list
+        them), the Lease the day's spend is kept on (when the elector keeps one)."""
+        return Readers(
+            self.inputs,
+            self.metrics,
+            edges.pods if isinstance(edges.pods, NodePodReader) else None,
+            self.observer.settings.read_node_pods,
+            edges.monotonic,
+            lambda: self.policy.cost,
+            edges.elector if isinstance(edges.elector, SpendStore) else None,
+        )
 
     # -- refit ---------------------------------------------------------------------------------
 
@@ -205,27 +218,11 @@ class Daemon:
             tunings = kept_tunings(fits, fresh)
             self.tunings.update(tunings)
         histories = {n: f.history for n, f in fits.items() if f.history is not None}
-        for tuning in tunings.values():
-            self.metrics.record_tuning(tuning)
-        shadows = {n: f.shadow for n, f in fits.items() if f.tuning is None}
-        for name, shadow in shadows.items():
-            self.metrics.record_shadow(name, shadow)
-        for name, history in histories.items():
-            if len(history):
-                self.metrics.observed_demand.labels(pool=name).set(float(history.values[-1]))
-        for name, fc in fresh.items():
-            if isinstance(fc, Forecast):
-                self.metrics.fit_seconds.labels(pool=name).set(fc.fit_seconds)
+        seconds = time.perf_counter() - started
+        self.last_refit = record_refit(self.metrics, Refitted(fits, fresh, merged, tunings), at)
+        self.last_refit["seconds"] = round(seconds, 3)
         if any(isinstance(fc, Forecast) for fc in fresh.values()):
             self.metrics.last_refit.set(self.clock())
-        self.last_refit = {
-            "at": at,
-            "seconds": round(time.perf_counter() - started, 3),
-            "pools": {n: describe(merged[n]) for n in fresh if n in merged},
-            "tuning": {n: t.to_dict() for n, t in tunings.items()},
-            "dropped": {n: dict(f.dropped) for n, f in fits.items() if f.dropped},
-            "shadow": {n: s.to_dict() for n, s in shadows.items() if s is not None},
-        }
         self._retry_failed(fresh)
         self._write_report(policy, merged, histories, at, settled(fits, fresh, tunings))
         return True
@@ -305,8 +302,9 @@ class Daemon:
             for p in policy.pools
             if p.name in self.tunings
         }
-        try:
-            self.report_writer(
+        self.report_error = write_report(
+            self.report_writer,
+            (
                 policy,
                 forecasts,
                 histories,
@@ -316,12 +314,9 @@ class Daemon:
                 promises,
                 last_parts(self.components),
                 self._target_conditions(),
-            )
-            self.report_error = None
-        except Exception as exc:
-            logger.exception("could not write the report after the refit (the daemon carries on)")
-            self.metrics.error("report")
-            self.report_error = f"could not write the report of {from_epoch(at):%Y-%m-%dT%H:%M:%SZ}: {type(exc).__name__}: {exc}"
+            ),
+            self.metrics,
+        )
 
     def _target_conditions(self) -> dict[str, tuple[TargetCondition, ...]]:
         """Each pool's target conditions as its last reconcile read them (for the report)."""
@@ -499,57 +494,5 @@ class Daemon:
         return ready, why
 
     def status(self) -> dict[str, Any]:
-        """The JSON of /last-run: last reconcile (plans, actions, errors), last refit, config,
-        `target_apis`, and each cache's age and last re-list (`caches`)."""
-        return {
-            "config": {
-                "path": str(self.config_path),
-                "sha256": self.config.sha256,
-                "pools": [p.name for p in self.policy.pools],
-                "rejected_change": self.config.error,
-            },
-            "leader": bool(self.elector.is_leader),
-            "readiness": dict(zip(("ready", "why"), self.readiness(), strict=True)),
-            "dry_run": self.dry_run,
-            "reconcile": self.last_reconcile.to_dict() if self.last_reconcile else None,
-            "last_successful_reconcile_at": self.last_success_at,
-            "refit": self.last_refit,
-            "report_error": self.report_error,
-            "forecasts": {n: describe(f) for n, f in self._forecasts.items()},
-            "tuning": {n: t.to_dict() for n, t in self.tunings.items()},
-            "target_apis": self.target_apis.found,
-            "closed_loop": self.observer.status(self.clock()),
-            **{name: watch.status() for name, watch in self.components.items()},
-            "caches": self.caches.status() if self.caches is not None else None,
-        }
-
-
-def plausible_max(forecast: Forecast | NoForecast | None) -> float | None:
-    """The highest plausible demand sample of a pool's forecast in use (None: none or not judged)."""
-    return forecast.plausible_max if isinstance(forecast, Forecast) else None
-
-
-def kept_tunings(
-    fits: Mapping[str, PoolFit], fresh: Mapping[str, Forecast | NoForecast]
-) -> dict[str, Tuning]:
-    """The re-tunes of a refit that count: a tuning counts with the forecast fitted at its
-    quantile (`fresh`, the forecasts kept); a failed fit keeps the old pair."""
-    return {
-        n: f.tuning
-        for n, f in fits.items()
-        if f.tuning is not None and isinstance(fresh.get(n), Forecast)
-    }
-
-
-def settled(
-    fits: Mapping[str, PoolFit],
-    fresh: Mapping[str, Forecast | NoForecast],
-    tunings: Mapping[str, Tuning],
-) -> dict[str, PlanSettings]:
-    """The settings each fit of a refit resolved (`app.fit.fit_one`, once), for the pools whose
-    they are from now on: fits kept (`fresh`) whose re-tune, if any, counts (`tunings`)."""
-    return {
-        n: f.settings
-        for n, f in fits.items()
-        if f.settings is not None and n in fresh and (f.tuning is None or n in tunings)
-    }
+        """The JSON of /last-run (`last_run.last_run`)."""
+        return last_run(self)

@@ -9,11 +9,12 @@ schedulability and `NodeSeen`, or why it is left out: an unreadable `status.allo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from predictive_headroom.core.components import NODE_LABELS
 from predictive_headroom.kube.quantity import amounts
 from predictive_headroom.policy.disruption import is_spot
 from predictive_headroom.protocols import ClusterState, NodeList, NodeSeen
@@ -85,7 +86,16 @@ def node_seen(node: dict[str, Any], allocatable: tuple[tuple[str, float], ...]) 
         taints=taints,
         spot=is_spot(meta.get("labels") or {}),
         allocatable=allocatable,
+        labels=kept_labels(meta.get("labels") or {}, NODE_LABELS),
     )
+
+
+def kept_labels(labels: Mapping[str, Any], keys: Collection[str]) -> tuple[tuple[str, str], ...]:
+    """The (key, value) pairs of `labels` whose key is one of `keys`, sorted by key (what a node
+    record keeps: the labels the registered components ask for, nothing more)."""
+    if not keys or not isinstance(labels, Mapping):
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in labels.items() if k in keys))
 
 
 def parse_time(text: Any) -> float | None:

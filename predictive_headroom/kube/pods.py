@@ -21,10 +21,13 @@ from typing import Any
 import kubernetes.client
 from kubernetes.client import ApiClient
 
+from predictive_headroom.core.context import QuotaRoom
 from predictive_headroom.kube.api import CallOptions, _Op
 from predictive_headroom.kube.cluster import list_items
 from predictive_headroom.kube.nodes import condition, parse_time
 from predictive_headroom.kube.quantity import amounts
+from predictive_headroom.kube.quotas import list_quota_room
+from predictive_headroom.policy.config import Pool
 from predictive_headroom.policy.target import POOL_LABEL
 from predictive_headroom.protocols import ActuatorError, PodOnNode, PodSeen, Preemption
 
@@ -95,6 +98,11 @@ class KubePodReader:
             field_selector=PREEMPTED_EVENT_SELECTOR,
         )
         return tuple(p for p in map(preemption, items) if p is not None)
+
+    def quota_room(self, pool: Pool) -> QuotaRoom:
+        """The ResourceQuotas of `pool`'s namespace and its own live placeholder pods, listed
+        (`kube.quotas`)."""
+        return list_quota_room(self._core, self.options, pool)
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
         """The pods that are bound to a node and have not ended, by node name: of every namespace

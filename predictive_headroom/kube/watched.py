@@ -15,7 +15,7 @@ writes go to the actuator.
 
 What a cache keeps per object (measured in `bench/informer_memory.py`, figures in
 docs/operations.md): a node's name, cores, schedulability and `NodeSeen`; a pod's `PodSeen` or
-`PodOnNode`; an Event's `Preemption`.
+`PodOnNode`; an Event's `Preemption`; a ResourceQuota's `QuotaSeen` (`kube.quotas`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 import kubernetes.client
 from kubernetes.client import ApiClient
 
+from predictive_headroom.core.context import QuotaRoom
 from predictive_headroom.kube.api import CallOptions
 from predictive_headroom.kube.cluster import KubeClusterReader
 from predictive_headroom.kube.discovery import CapacityBufferDiscovery
@@ -46,6 +48,13 @@ from predictive_headroom.kube.pods import (
     preemption,
 )
 from predictive_headroom.kube.priority import PriorityClasses
+from predictive_headroom.kube.quotas import (
+    OWN_PODS,
+    own_selector,
+    placeholder_pod,
+    quota_room,
+    quota_seen,
+)
 from predictive_headroom.kube.targets import object_target
 from predictive_headroom.kube.watch_options import WatchOptions, WatchQuery
 from predictive_headroom.policy.adopt import PodTemplate
@@ -177,6 +186,36 @@ class WatchedClusterReader:
         return self.lister.counted(entries)
 
 
+@dataclass(frozen=True)
+class WatchedKind:
+    """One kind of namespaced cluster read kept in watch caches, declared once: its resource, the
+    CoreV1 list calls of one namespace and of all, and what a cache keeps of each object (`slim`,
+    the fields kept). A new kind of read is one entry of `KINDS`; a `WatchQuery` adds the scope
+    (namespace) and the selectors."""
+
+    resource: str
+    namespaced: str
+    """The `CoreV1Api` method listing one namespace."""
+    every_namespace: str
+    """The `CoreV1Api` method listing all namespaces."""
+
+    def list_fn(self, core: Any, namespace: str) -> Callable[..., Any]:
+        """The list call of `namespace` ('': every namespace) on the client `core`."""
+        if namespace:
+            return functools.partial(getattr(core, self.namespaced), namespace)
+        return cast(Callable[..., Any], getattr(core, self.every_namespace))
+
+
+KINDS: dict[str, WatchedKind] = {
+    "pods": WatchedKind("pods", "list_namespaced_pod", "list_pod_for_all_namespaces"),
+    "events": WatchedKind("events", "list_namespaced_event", "list_event_for_all_namespaces"),
+    "resourcequotas": WatchedKind(
+        "resourcequotas", "list_namespaced_resource_quota", "list_resource_quota_for_all_namespaces"
+    ),
+}
+"""Every namespaced kind the daemon reads through watch caches, by resource."""
+
+
 class WatchedPodReader:
     """`KubePodReader`'s answers from pod and Event caches (one per namespace and selector)."""
 
@@ -187,13 +226,7 @@ class WatchedPodReader:
     def _cached(
         self, query: WatchQuery, slim: Callable[[dict[str, Any]], Any]
     ) -> tuple[Any, ...] | None:
-        if query.resource == "events":
-            method: Callable[..., Any] = self._core.list_namespaced_event
-        elif query.namespace:
-            method = self._core.list_namespaced_pod
-        else:
-            method = self._core.list_pod_for_all_namespaces
-        list_fn = functools.partial(method, query.namespace) if query.namespace else method
+        list_fn = KINDS[query.resource].list_fn(self._core, query.namespace)
         informer = self.caches.informer(query, list_fn, slim)
         return informer.current(self.caches.options.sync_wait)
 
@@ -218,6 +251,16 @@ class WatchedPodReader:
         if found is None:
             return self.lister.preemptions(namespace)
         return found
+
+    def quota_room(self, pool: Pool) -> QuotaRoom:
+        """The ResourceQuotas of `pool`'s namespace and its own live placeholder pods
+        (`kube.quotas`), from a cache of each (both listed while one cannot answer)."""
+        ns = pool.target.namespace
+        quotas = self._cached(WatchQuery("resourcequotas", ns, ""), quota_seen)
+        pods = self._cached(WatchQuery("pods", ns, own_selector(pool), OWN_PODS), placeholder_pod)
+        if quotas is None or pods is None:
+            return self.lister.quota_room(pool)
+        return quota_room(pool, quotas, pods)
 
     def pods_by_node(self) -> dict[str, tuple[PodOnNode, ...]]:
         """The pods bound to a node that have not ended, by node name: one cache of every

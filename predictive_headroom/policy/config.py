@@ -9,6 +9,7 @@ every problem with its line lives in `policy.load`; the cron syntax in `policy.c
 from __future__ import annotations
 
 from datetime import timedelta
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -232,6 +233,19 @@ class ForecastSpec(PolicyModel):
         return value
 
 
+class QuotaSetting(StrEnum):
+    """`quota:` on a pool: `respect` (the default) caps a Deployment target's placeholders at
+    the room the namespace's ResourceQuotas leave them (`core.quota`); `ignore` turns it off."""
+
+    RESPECT = "respect"
+    IGNORE = "ignore"
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the quota cap is on."""
+        return self == QuotaSetting.RESPECT
+
+
 class Pool(PolicyModel):
     """One placeholder Deployment (one node pool) and the rules that size it."""
 
@@ -256,6 +270,9 @@ class Pool(PolicyModel):
     budget: Budget | None = None
     """The most the headroom may hold a day: {perDay: 40 USD} or {nodeHoursPerDay: 50}
     (`policy.budget`)."""
+    quota: QuotaSetting = QuotaSetting.RESPECT
+    """`respect`: a Deployment target's placeholders stay within the room the namespace's
+    ResourceQuotas leave them (the `quota` cap); `ignore`: not read."""
     protection: float | None = Field(
         default=None,
         gt=0,

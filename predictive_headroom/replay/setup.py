@@ -7,6 +7,7 @@ backtest command, `tune` and the daemon's re-tune all start here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -215,18 +216,31 @@ def _demand_per_replica(history: History, pool: Pool | None, given: Given) -> tu
     ), f"auto: median demand ~{TARGET_MEDIAN_PODS:g} pods"
 
 
-def resolve(
+def resolve(history: History, pool: Pool | None, what_if: WhatIf = WhatIf()) -> Replay:
+    """The `Replay` for `history` and `pool` (None: a forecast-only default) with `what_if` over
+    the pool, planning with what `resolve_settings` gives the pool replayed and the flags
+    (`backtest`); raises ValueError saying what is needed when the series is too short or has no
+    usable level."""
+    return _resolve(
+        history, pool, what_if, lambda replayed, given: resolve_settings(replayed, given=given)
+    )
+
+
+def resolve_with(history: History, pool: Pool, what_if: WhatIf, settings: PlanSettings) -> Replay:
+    """The `Replay` for `history` and `pool` planning with `settings`, which the caller resolved
+    (the daemon's re-tune: those of its refit, the measured lead time and a what-if protection
+    included); raises ValueError like `resolve`."""
+    return _resolve(history, pool, what_if, lambda _replayed, _given: settings)
+
+
+def _resolve(
     history: History,
     pool: Pool | None,
-    what_if: WhatIf = WhatIf(),
-    *,
-    settings: PlanSettings | None = None,
+    what_if: WhatIf,
+    settings_of: Callable[[Pool, Given], PlanSettings],
 ) -> Replay:
-    """The `Replay` for `history` and `pool` (None: a forecast-only default) with `what_if` over
-    the pool, planning with `settings` when the caller resolved them (the daemon's re-tune: those
-    of its refit, the measured lead time and a what-if protection included), else with those
-    `resolve_settings` gives the pool and the flags; raises ValueError saying what is needed when
-    the series is too short or has no usable level."""
+    """`resolve` and `resolve_with`, the settings planned with `settings_of(pool replayed, the
+    flags)`."""
     span, nodes = history.span_seconds, what_if.nodes
     warmup = what_if.warmup_seconds
     warmup = warmup if warmup is not None else default_warmup(span)
@@ -241,7 +255,7 @@ def resolve(
     replayed = replay_pool(pool, history, given.demand_per_replica or 0.0)
     if nodes.cores_per_node is None:
         nodes = replace(nodes, cores_per_node=nodes.node_slots * replayed.placeholder.cpu_cores)
-    plan_settings = settings or resolve_settings(replayed, given=given)
+    plan_settings = settings_of(replayed, given)
     assert plan_settings.demand_per_replica is not None  # replay_pool gave it a forecast section
     dpr = plan_settings.demand_per_replica.value
     assert replayed.forecast is not None  # replay_pool switched it on

@@ -144,16 +144,26 @@ class PrometheusSource:
 
     def history(self, spec: ForecastSpec, end: float) -> History:
         """Return `spec.query` over `spec.history` up to `end` at `spec.step` (grid-aligned, nothing after `end`)."""
-        step = spec.step.total_seconds()
-        start, stop = query_window(end, spec.history.total_seconds(), step)
-        return self.query_range(spec.query, start, stop, step)
+        return self.series(spec.query, spec.step.total_seconds(), spec.history.total_seconds(), end)
 
     def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
         """Return `spec.query` over the last `span_seconds` up to `end` at `spec.step` (one short range
         query, one attempt, answered within `PH_FRESH_READ_TIMEOUT` or failed)."""
-        step = spec.step.total_seconds()
-        start, stop = query_window(end, span_seconds, step)
-        return self._query(spec.query, start, stop, step, fresh=True)
+        return self.series(spec.query, spec.step.total_seconds(), span_seconds, end, fresh=True)
+
+    def series(
+        self,
+        query: str,
+        step_seconds: float,
+        span_seconds: float,
+        end: float,
+        *,
+        fresh: bool = False,
+    ) -> History:
+        """Return `query` over the last `span_seconds` up to `end` at `step_seconds` (grid-aligned,
+        nothing after `end`); `fresh`: one attempt within `PH_FRESH_READ_TIMEOUT`, as `recent`."""
+        start, stop = query_window(end, span_seconds, step_seconds)
+        return self._query(query, start, stop, step_seconds, fresh=fresh)
 
     def query_range(self, query: str, start: float, end: float, step_seconds: float) -> History:
         """Return the single series `query` yields on the grid start, start+step, ... <= end.
@@ -404,3 +414,25 @@ def from_settings(
                 )
             )
     return PrometheusSource(chosen, settings, **kwargs) if chosen else None
+
+
+class OneQuery:
+    """`source` answering every pool with `query`, whatever its forecast section asks, over the
+    span and at the step that section says (implements `Source`): `backtest --query` replays that
+    series, and the daemon's view of the pool at the end (`app.review.daemon_now`) reads it too."""
+
+    def __init__(self, source: PrometheusSource, query: str) -> None:
+        self.source = source
+        self.query = query
+
+    def history(self, spec: ForecastSpec, end: float) -> History:
+        """`query` over `spec.history` up to `end` at `spec.step`."""
+        return self.source.series(
+            self.query, spec.step.total_seconds(), spec.history.total_seconds(), end
+        )
+
+    def recent(self, spec: ForecastSpec, end: float, span_seconds: float) -> History:
+        """`query` over the last `span_seconds` up to `end` at `spec.step`, as `recent` reads."""
+        return self.source.series(
+            self.query, spec.step.total_seconds(), span_seconds, end, fresh=True
+        )

@@ -64,7 +64,7 @@ def install(
         if obj["metadata"].get("namespace"):
             ensure_namespace(kube.api, obj["metadata"]["namespace"])
         kube.apply(obj)
-    account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]["name"]
+    account = daemon["spec"]["template"]["spec"]["serviceAccountName"]  # not the scraper's
     kubeconfig = token_kubeconfig(
         kube.api, cluster.server, cluster.pki / "ca.crt", namespace, account,
         workdir / f"{release}.kubeconfig",

@@ -150,7 +150,11 @@ def test_discovery_finds_the_capacity_buffer_crd_and_the_daemon_scales_a_buffer(
     apply_all(kube, objects)
     config = next(o for o in objects if o["kind"] == "ConfigMap")["data"]["config.yaml"]
     policy = write_policy(tmp_path / "policy.yaml", yaml.safe_load(config)["pools"])
-    account = next(o for o in objects if o["kind"] == "ServiceAccount")["metadata"]["name"]
+    account = next(  # the daemon's, not the ServiceMonitor's scraper account
+        o["spec"]["template"]["spec"]["serviceAccountName"]
+        for o in objects
+        if o["kind"] == "Deployment" and o["spec"]["template"]["spec"].get("serviceAccountName")
+    )
     kubeconfig = token_kubeconfig(
         api, cluster.server, cluster.pki / "ca.crt", "buffers", account, tmp_path / "sa.kubeconfig"
     )

@@ -50,6 +50,9 @@ def conditions(entry: dict[str, Any] | None) -> dict[str, str]:
     return {c["type"]: c["status"] for c in (entry or {}).get("target_conditions", [])}
 
 
+POD_READS = ("PH_DISRUPTION_READ_PODS", "PH_NODE_POD_NAMESPACES")
+
+
 def chart_daemon(
     cluster: Any, tmp: Path, values: dict[str, Any], release: str, **env: str
 ) -> tuple[DaemonProc, int, Installed]:
@@ -61,11 +64,13 @@ def chart_daemon(
         tmp / "policy.yaml", yaml.safe_load(config["data"]["config.yaml"])["pools"]
     )
     port = free_port()
+    # The chart's pod reads as it sets them (readPodsNamespaces: a Role in each namespace only).
+    reads = {k: v for k, v in installed.env.items() if k in POD_READS and v}
     # /last-run is read over plain HTTP here: who may read the port is test_safe_adoption's.
     daemon = DaemonProc(
         release, tmp, policy, installed.kubeconfig, PH_NAMESPACE=release,
         PH_LISTEN_PORT=str(port), PH_LEASE_NAME=installed.lease,
-        **{"PH_HTTP_AUTH": "off", **env},
+        **{"PH_HTTP_AUTH": "off", **reads, **env},
     )  # fmt: skip
     return daemon.start(), port, installed
 

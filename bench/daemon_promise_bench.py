@@ -6,7 +6,8 @@ Usage: python bench/daemon_promise_bench.py [--datasets DIR] [--only NAME ...] [
                                             [--protection 90%,95%] [--cache DIR] [--out FILE]
 
 Two figures per row, as `bench/choice_bench.py` judges them: kept at least P - 2 points on the
-days `tune`'s recommendation did not see, and at most 1.10 times static headroom at the protection
+last half of the scored days, chosen on the first half (`Recommendation.held_out` when the rule
+chooses what it pastes on all of them, `ChoiceRule.on_all_days`), and at most 1.10 times static headroom at the protection
 kept there. Beside them the daemon as it ran before issue 62 (the promise at P alone, the re-tune's
 rule walked forward: `Recommendation.product_unseen`). The promise on the daemon holds where, on
 every row where `tune`'s recommendation meets both figures, the daemon's walk meets both too.
@@ -81,6 +82,7 @@ def rows_of(stem: str, result: BacktestResult, protections: tuple[float, ...]) -
                 f"{100 * p:g}%",
                 f"{rec.unseen_days:.1f}",
                 rec.label(),
+                rec.held_out or rec.label(),
                 cell(rec.unseen, p),
                 cell(walk.unseen, p),
                 ", ".join(held) or "-",
@@ -96,7 +98,8 @@ HEAD = [
     "asked",
     "unseen days",
     "tune recommends",
-    "tune's recommendation, unseen",
+    "chosen before the unseen days",
+    "it kept there",
     "the daemon walked forward, unseen",
     "the daemon held",
     "before (protection: P alone), unseen",

@@ -5,7 +5,7 @@ Usage: python bench/weeks_bench.py [--datasets DIR] [--only NAME ...] [--days D]
                                    [--protection 90%,95%] [--cache DIR] [--markdown]
 
 For each series and protection P asked: what `tune` recommends (`backtest.choice.recommend_choice`,
-chosen on the first part of the scored days) and what it kept on the last unseen days (the single
+chosen on the first half of the scored days) and what it kept on the last half (the single
 figure), beside the range the same rule kept on every unseen week, each chosen on the days before
 it (`backtest.weeks`): lowest, median, highest, the weeks judged, whether P is out of reach (the
 worst week more than 5 points under it) and the peak-sized fixed N with its overhead node-hours a
@@ -32,7 +32,7 @@ HEAD = [
     "series",
     "asked",
     "recommended",
-    "last unseen days: kept",
+    "last unseen days: kept (chosen before them)",
     "unseen weeks: low-high",
     "median",
     "judged (quiet)",
@@ -50,7 +50,8 @@ def row(stem: str, r, asked: float) -> list[str]:
     """One table row for `stem` at `asked`."""
     rec = recommend_choice(r, asked)
     unseen, weeks = rec.unseen, rec.weeks
-    last = "-" if unseen is None else f"{_pct(unseen.kept)} ({rec.unseen_days:.1f} d)"
+    chosen = rec.held_out or rec.label()
+    last = "-" if unseen is None else f"{_pct(unseen.kept)} ({rec.unseen_days:.1f} d, {chosen})"
     if weeks is None or not weeks.weeks:
         quiet = "-" if weeks is None else f"0 ({weeks.quiet})"
         return [stem, f"{100 * asked:g}%", rec.label(), last, "-", "-", quiet, "-", "-", "-"]

@@ -5,11 +5,19 @@ asked")."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from test_backtest import DAY, SeasonalNaiveForecaster, series
 
 from predictive_headroom.backtest.against_fixed import Recommended, replays
-from predictive_headroom.backtest.choice import RULE, ChoiceRule, recommend_choice, seen_unseen
+from predictive_headroom.backtest.choice import (
+    RULE,
+    ChoiceRule,
+    decide,
+    recommend_choice,
+    seen_unseen,
+)
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.policy.load import parse_policy
@@ -46,6 +54,31 @@ def replayed():
 def _seen_kept(r, p):
     seen, _, _ = seen_unseen(r)
     return seen.judge(r.walks[p].run).kept
+
+
+def test_pasted_on_the_seen_part_and_judged_on_the_unseen(replayed):
+    rec = recommend_choice(replayed, 0.9)
+    seen, unseen, _ = seen_unseen(replayed)
+    made = decide(replayed, seen, 0.9)
+    assert rec.label() == made.label() and rec.held_out is None
+    assert unseen is not None and rec.unseen is not None
+    assert rec.unseen.kept == pytest.approx(unseen.judge(made.run(replayed)).kept)
+
+
+def test_on_all_days_pastes_the_decision_on_every_day_judged_by_the_one_before(replayed):
+    """Issue 62, item 7's variant (measured, not adopted): the choice pasted is made on every
+    scored day, as the weekly range measures the rule; the single figure judges the rule chosen
+    on the seen part, on the days it did not see (walk-forward)."""
+    rec = recommend_choice(replayed, 0.9, replace(RULE, on_all_days=True))
+    seen, unseen, _ = seen_unseen(replayed)
+    rule = replace(RULE, on_all_days=True)
+    pasted, before = decide(replayed, replayed.whole, 0.9, rule), decide(replayed, seen, 0.9, rule)
+    assert rec.label() == pasted.label() and rec.why == pasted.why
+    assert rec.held_out == before.label() == rec.to_dict()["unseen_chosen"]
+    assert unseen is not None and rec.unseen is not None
+    assert rec.unseen.kept == pytest.approx(unseen.judge(before.run(replayed)).kept)
+    assert rec.seen.kept == pytest.approx(replayed.whole.judge(pasted.run(replayed)).kept)
+    assert f"kept {100 * rec.unseen.kept:.1f}%" in rec.says()
 
 
 @pytest.mark.parametrize("asked", [0.9, 0.95, 0.99])

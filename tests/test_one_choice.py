@@ -66,8 +66,9 @@ def write_policy(tmp_path: Path, **extra: object) -> Path:
     return config
 
 
-def daemon_tuning(config: Path, history, at: float):
-    """The daemon's refit at `at` on `history`: its Tuning of the pool."""
+def daemon_tuning(config: Path, history, at: float, *, dry_run: bool = False):
+    """The daemon's refit at `at` on `history`: its Tuning of the pool (in dry-run it reads the
+    live N, 20)."""
     with FakeApiServer() as server:
         server.add_deployment(NS, "rides-placeholder", 20)
         daemon = make_daemon(
@@ -76,6 +77,7 @@ def daemon_tuning(config: Path, history, at: float):
             Clock(at),
             source=SeriesSource(history),
             forecaster=SeasonalNaiveForecaster(),
+            dry_run=dry_run,
         )
         daemon.choice = ChoiceOptions(DAYS * DAY)
         assert daemon.refit()
@@ -113,6 +115,31 @@ def test_tune_and_the_daemon_name_the_same_choice_on_the_shipped_series(
         assert tuning.fixed_hold is not None and tuning.fixed_hold.replicas == rec["replicas"]
     else:  # the level pasted is the level the re-tune keeps
         assert tuning.status != TuningStatus.FIXED and rec["protection"] == tune["choice"]["level"]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("naive")
+def test_the_daemon_judges_your_live_n_as_tune_judges_current_n(tmp_path, capsys, monkeypatch):
+    """Issue 62, item 3: in dry-run the daemon's verdict against the live N it read (20) is the
+    one `tune --current 20` prints, over the same days; its verdict against fixed headroom is
+    tune's choice's, and the metric says that one."""
+    monkeypatch.setenv("PH_CHOICE_WINDOW", str(DAYS * DAY))
+    at = midnight_before(taxi().end)
+    history = taxi(DAYS + 2).until(at)
+    config = write_policy(tmp_path)
+    data = tmp_path / "taxi.csv"
+    data.write_text(
+        "timestamp,value\n"
+        + "".join(f"{int(t)},{v:g}\n" for t, v in zip(history.times, history.values, strict=True))
+    )
+    argv = ["-c", str(config), "--data", str(data), "--since", "16d", "--current", "20"]
+    tune = run_cli(capsys, "tune", *argv, "-q", "-o", "json")
+    tuning, last_run = daemon_tuning(config, history, at, dry_run=True)
+
+    assert tuning.choice == tune["choice"]  # the same choice and the same verdicts
+    assert [c["verdict"] for c in tune["current"]] == tune["choice"]["verdict_yours"]
+    assert last_run["tuning"]["rides"]["choice"]["verdict_yours"][0]["fixed_replicas"] == 20
+    assert last_run["tuning"]["rides"]["against_fixed"] == tune["choice"]["verdict"]
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ the bundled NYC taxi series), `tune`, `backtest --protection`, `plan`, `report` 
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -152,7 +153,14 @@ def test_every_output_prints_one_set_of_numbers(tmp_path, capsys, monkeypatch, t
     # The daemon's verdict against fixed headroom, the same everywhere it is said, the days
     # judged named in the sentence: /last-run, the metric, plan, report, tune and backtest.
     want = shown["against_fixed"]
-    assert want is not None and "judged to" in want["says"]
+    assert want is not None and "scored days judged" in want["says"]
+    # ... over the days tune judges, by the one function: tune's own verdict on its choice's
+    # replay (item 3, "over the same days") is the daemon's, word for word.
+    assert tune["choice"]["verdict"] == want
+    assert last_run["tuning"]["rides"]["choice"]["verdict"] == want
+    # "Did the forecast beat your N": the choice's verdict against the user's N is the one
+    # tune --current prints, the same function over the same days.
+    assert tune["choice"]["verdict_yours"] == [c["verdict"] for c in tune["current"]]
     views = {
         "/last-run": last_run["tuning"]["rides"]["against_fixed"],
         "plan": plan["pools"][0]["promise"]["against_fixed"],
@@ -217,3 +225,46 @@ def test_fewest_tries_every_n_between_two_points_of_the_curve(first, lo, hi) -> 
 
     assert fewest(keeps, lo, hi) == first
     assert len(tried) <= max(1, (hi - lo).bit_length())  # bisection, not a scan
+
+
+def test_p_out_of_reach_is_said_by_tune_last_run_and_the_report(
+    tmp_path, capsys, monkeypatch, taxi
+):
+    """Item 7 on a history whose last week holds a burst no week before it did: the weekly
+    range's low end is far below P, and `tune`, `/last-run` and the report page each say P is
+    not something this history lets any rule promise, with the peak-sized fixed N's cost."""
+    fast(monkeypatch)
+    monkeypatch.setenv("PH_RETUNE_WINDOW", str(WINDOW))
+    values = taxi.values.copy()
+    burst = (taxi.times >= taxi.end - 3 * DAY_SECONDS) & (taxi.times < taxi.end - 2.5 * DAY_SECONDS)
+    values[burst] *= 4.0
+    spiked = type(taxi)(taxi.times, values, taxi.source)
+    data = write_csv(tmp_path / "spiked.csv", spiked)
+    config = tmp_path / "policy.yaml"
+    pool = {**POOL, "maxReplicas": 200}
+    config.write_text(yaml.safe_dump({"pools": [pool], "cost": COST}, sort_keys=False))
+    at = float(spiked.end)
+    when = f"{np.datetime64(int(at), 's')}Z"
+    base = ["-c", str(config), "--data", str(data)]
+
+    tune = _json(capsys, "tune", *base, "-q", "-o", "json")
+    weeks = tune["recommendation"]["unseen_weeks"]
+    assert weeks is not None and weeks["out_of_reach"], weeks
+    said = weeks["says"]
+    assert "95% is not something this history lets any rule promise" in said
+    peak = weeks["peak_fixed"]
+    assert peak["replicas"] is not None
+    assert f"{peak['replicas']} fixed placeholders kept 95% on every week" in said
+    assert f"{peak['overhead_node_hours_per_day']:,.1f} overhead node-hours a day" in said
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        print_recommendation(tune)
+    assert said in printed.getvalue()
+
+    shown, last_run, _ = _daemon(config, spiked, at)
+    assert last_run["tuning"]["rides"]["unseen_weeks"]["says"] == said
+    assert shown["unseen_weeks"]["says"] == said
+    report_dir = tmp_path / "report"
+    assert cli.main(["report", *base, "--at", when, "--out", str(report_dir)]) == 0
+    page = (report_dir / "index.html").read_text()
+    assert f"How sure: {said}" in html.unescape(page)

@@ -40,6 +40,7 @@ from predictive_headroom.app.tune import RETUNE_WINDOW, retune
 from predictive_headroom.app.tuning import Tuning
 from predictive_headroom.backtest.against_fixed import Judged, Recommended, span
 from predictive_headroom.backtest.choice import Recommendation, seen_unseen
+from predictive_headroom.backtest.pasted import verdict_on
 from predictive_headroom.backtest.results import BacktestSettings
 from predictive_headroom.backtest.run import run_backtest
 from predictive_headroom.core.components import static_cap, static_cap_name
@@ -131,10 +132,19 @@ def hold_choice(
     return replace(
         tuning,
         seconds=time.perf_counter() - started,
-        choice=pc.choice.to_dict(),
+        choice=_choice(pc, target, live),
         read=pc.read,
         weeks=_weeks(pc.choice.at_protection),
     )
+
+
+def _choice(pc: PoolChoice, target: float, live: Sequence[tuple[float, int]]) -> dict[str, Any]:
+    """`tune`'s choice as `/last-run` shows it, with the verdict against the live N in force
+    (the one `tune --current N` prints for it, `backtest.pasted.verdict_on`) when it was read."""
+    out = pc.choice.to_dict()
+    if live and not out["verdict_yours"]:
+        out["verdict_yours"] = [verdict_on(pc.replays, target, live[-1][1]).to_dict()]
+    return out
 
 
 def _weeks(rec: Recommendation) -> dict[str, Any] | None:
@@ -197,7 +207,10 @@ def _out_of_reach(pc: PoolChoice, budget: Budget | None) -> str:
 def _judged(rec: Recommendation) -> tuple[Judged, str]:
     """The figures a recommendation is said with: on the days it did not see, else the seen."""
     if rec.unseen is not None:
-        return rec.unseen, f"last {rec.unseen_days:.1f} days, which it did not see"
+        days = f"last {rec.unseen_days:.1f} days, which it did not see"
+        if rec.held_out is not None and rec.held_out != rec.label():
+            days += f" (chosen before them, the same rule held {rec.held_out})"
+        return rec.unseen, days
     return rec.seen, f"first {rec.seen_days:.1f} days"
 
 

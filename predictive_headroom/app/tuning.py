@@ -107,7 +107,11 @@ class Tuning:
         """Whether the forecast beat fixed headroom over the days judged (`core.verdict`, the one
         verdict every command and page says): its cost a day against static headroom's at the
         protection it kept (`levels` at the target), naming the fewest fixed placeholders that
-        kept the target over the days read. None: no figure."""
+        kept the target over the days read. None: no figure. With `tune`'s choice made (`choice`),
+        its verdict: the same function on the same days `tune` judges
+        (`backtest.pasted.verdict_on`)."""
+        if self.choice and self.choice.get("verdict"):
+            return dict(self.choice["verdict"])
         days = f"the last {plural(self.kept_days, 'day')}" if self.kept_days else "the days"
         over = f"over {days} judged to {iso_utc(self.at)}"
         hold = self.fixed_hold

@@ -1,20 +1,25 @@
 """`tune`'s decision rule: what the history can keep, the forecast or fixed headroom
 (docs/promise.md, "Tune's decision rule").
 
-The scored days are split in two. On the first part (seen, the first half, rounded down) the rule
-(`RULE`) recommends fixed headroom when too few pod-minutes waited there to judge the forecast
-(`ChoiceRule.few_events`; the protection asked when none waited); else it picks the highest
-protection level, up to the one asked, that the promise kept walk-forward there, a level missed by
-at most 2 points counting as kept (`ChoiceRule.tolerance`), and recommends `protection:` at that
-level unless it cost more than `ChoiceRule.margin` (1.10) times static headroom at the protection
-it kept on the same days (the forecast did not pay). Otherwise, when no level was kept or the
-forecast did not pay, it recommends fixed headroom too. Fixed headroom is the fewest placeholders
+The rule (`RULE`) chooses on the first half of the scored days (seen, rounded down) and is judged
+walk-forward, never on the days it chose on: on the second half (unseen, the single figure), and on
+every unseen week, chosen on all the days before it (`backtest.weeks`, the range). Choosing on all
+the scored days instead (`ChoiceRule.on_all_days`, as the range measures the rule) was measured
+on every shared series and not adopted. On the days it chooses on, the rule recommends fixed
+headroom when too few pod-minutes waited there to judge the forecast (`ChoiceRule.few_events`;
+the protection asked when none waited); else it picks the highest protection level, up to the one
+asked, that the promise kept walk-forward there, a level missed by at most 2 points counting as
+kept (`ChoiceRule.tolerance`), and recommends `protection:` at that level unless it cost more than
+`ChoiceRule.margin` (1.10) times static headroom at the protection it kept on the same days (the
+forecast did not pay). Otherwise, when no level was kept or the forecast did not pay, it
+recommends fixed headroom too. Fixed headroom is the fewest placeholders
 that reached the asked protection on the seen part (how a user sizes a fixed Deployment from the
-past), pasted as `minReplicas: N` with the forecast off. Whichever it picks is judged on the second
-part (unseen): the protection it kept there, its cost a day, and static headroom's cost at that
-protection. The same rule (`decide`, on any seen span) is judged on every unseen week too, chosen
-anew on the days before each (`backtest.weeks`): the range it kept there says how sure the promise
-is (`Recommendation.weeks`). `bench/choice_bench.py` measures the rule and its variants on every shared series.
+past), pasted as `minReplicas: N` with the forecast off. The single figure is what it kept on the
+unseen part: the protection, its cost a day, and static headroom's cost at that protection; the
+range (`decide` on the days before each unseen week, `backtest.weeks`) says how sure the promise
+is (`Recommendation.weeks`). `bench/choose_on_bench.py` measures choosing on the first half
+against choosing on all the days (docs/promise.md, "How sure the promise is");
+`bench/choice_bench.py` measures the rule and its variants on every shared series.
 """
 
 from __future__ import annotations
@@ -51,6 +56,11 @@ class ChoiceRule:
     few_events_fixed: bool = False
     """On too few waiting pod-minutes to judge (but some), fixed headroom sized on the seen part
     instead of the protection asked."""
+    on_all_days: bool = False
+    """Paste the decision made on all the scored days (as the weekly range measures the rule)
+    instead of the one made on the seen part; the single figure then judges the decision made
+    on the seen part (`Recommendation.held_out`). Not adopted: on nab_twitter_fb it broke both
+    figures that choosing on the first half met (docs/promise.md, "How sure the promise is")."""
 
 
 RULE = ChoiceRule(tolerance=0.02, few_events_fixed=True)
@@ -75,8 +85,11 @@ class Recommendation:
     split_at: float
     """POSIX seconds where the unseen part starts."""
     seen: Judged
+    """On the days it was chosen on (all the scored days for the rule's, the seen part for a
+    budget's)."""
     unseen: Judged | None
-    """None when the history has under two scored days (nothing left unseen)."""
+    """On the unseen part, chosen before it (`held_out`); None when the history has under two
+    scored days (nothing left unseen)."""
     product_whole: Judged
     """`protection:` as asked over all scored days (the headline)."""
     product_unseen: Judged | None
@@ -85,6 +98,9 @@ class Recommendation:
     weeks: UnseenRange | None = None
     """The same rule on every unseen week, each chosen on the days before it (`backtest.weeks`;
     None: no whole week after the days it needs to choose on)."""
+    held_out: str | None = None
+    """What the same rule chose on the seen part, which `unseen` judges (None: the pasted choice
+    itself, as for a budget's recommendation)."""
 
     def label(self) -> str:
         """`protection: 90%` or `fixed N=24`."""
@@ -124,9 +140,13 @@ class Recommendation:
                 if u.static_per_day is None
                 else f"static headroom needed {u.static_per_day:,.1f} at that protection"
             )
+            who = "it" if self.held_out is None else "the same rule"
+            if self.held_out is not None:
+                chose = "" if self.held_out == self.label() else f": {self.held_out}"
+                who += f", chosen on the {self.seen_days:.1f} days before them{chose},"
             text += (
                 f"; on the last {self.unseen_days:.1f} days, which it did not see (from "
-                f"{iso_utc(self.split_at)}), it kept {100 * u.kept:.1f}% for "
+                f"{iso_utc(self.split_at)}), {who} kept {100 * u.kept:.1f}% for "
                 f"{u.per_day:,.1f} overhead node-hours a day ({static})"
             )
         if self.weeks is not None:
@@ -152,6 +172,7 @@ class Recommendation:
             "remove": self.remove,
             "why": self.why,
             "unseen_weeks": None if self.weeks is None else self.weeks.to_dict(),
+            "unseen_chosen": self.held_out or self.label(),
             "says": self.says(),
         }
 
@@ -190,16 +211,22 @@ def decide(r: Replays, seen: Span, asked: float, rule: ChoiceRule = RULE) -> Dec
     return Decision(Recommended.PROTECTION, level, replicas, why)
 
 
-def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recommendation:
-    """The rule of the module docstring on `r` (whose walks include `asked`), with the range the
-    same rule kept on every unseen week (`backtest.weeks`)."""
+def recommend_choice(
+    r: Replays, asked: float, rule: ChoiceRule = RULE, *, weeks: bool = True
+) -> Recommendation:
+    """The rule of the module docstring on `r` (whose walks include `asked`): chosen on the seen
+    part (on all the scored days with `rule.on_all_days`, the seen part's choice then judged on
+    the unseen), with the range it kept on every unseen week (`backtest.weeks`; not with `weeks`
+    False, where only the choice is held)."""
     res = r.result
     seen, unseen, split = seen_unseen(r)
-    chosen = decide(r, seen, asked, rule)
-    run = chosen.run(r)
+    on = r.whole if rule.on_all_days else seen
+    chosen = decide(r, on, asked, rule)
+    before = decide(r, seen, asked, rule) if rule.on_all_days else chosen
+    run, judged = chosen.run(r), before.run(r)
     asked_run = r.walks[asked].run
 
-    def on(days: Span) -> tuple[str, Run]:
+    def week(days: Span) -> tuple[str, Run]:
         made = decide(r, days, asked, rule)
         return made.label(), made.run(r)
 
@@ -211,12 +238,13 @@ def recommend_choice(r: Replays, asked: float, rule: ChoiceRule = RULE) -> Recom
         seen.days,
         0.0 if unseen is None else unseen.days,
         float(res.times[min(split, res.pods.size - 1)]),
-        seen.judge(run),
-        None if unseen is None else unseen.judge(run),
+        on.judge(run),
+        None if unseen is None else unseen.judge(judged),
         r.whole.judge(asked_run),
         None if unseen is None else unseen.judge(asked_run),
         chosen.why,
-        unseen_weeks(r, asked, on),
+        unseen_weeks(r, asked, week) if weeks else None,
+        before.label() if rule.on_all_days else None,
     )
 
 

@@ -38,7 +38,7 @@ ChoiceAt = Callable[[Replays, float, Budget | None], Recommendation | None]
 def choice_at(r: Replays, asked: float, budget: Budget | None = None) -> Recommendation | None:
     """What the daemon holds of `tune`'s choice on `r` for `asked` (within `budget`):
     `tune_choice`'s, the promise at P on too few scored days (`TuneChoice.held`)."""
-    return tune_choice(r, asked, budget).held
+    return tune_choice(r, asked, budget, judge=False).held
 
 
 def cut(r: Replays, upto: int) -> Replays:

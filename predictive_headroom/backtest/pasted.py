@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from predictive_headroom.backtest.against_fixed import Recommended, Replays
+from predictive_headroom.backtest.against_fixed import Recommended, Replays, current
 from predictive_headroom.backtest.budget import (
     BudgetAdvice,
     budget_recommendation,
@@ -19,6 +19,9 @@ from predictive_headroom.backtest.budget import (
     within_budget,
 )
 from predictive_headroom.backtest.choice import Recommendation, recommend_choice, seen_unseen
+from predictive_headroom.backtest.promise_measure import fewest_fixed_n
+from predictive_headroom.core.series import iso_utc
+from predictive_headroom.core.verdict import Verdict, verdict
 
 Budget = tuple[float, str]
 """A budget: overhead node-hours a day, and the budget in the user's words."""
@@ -40,6 +43,11 @@ class TuneChoice:
     budget: BudgetAdvice | None = None
     scored_days: float = MIN_JUDGED_DAYS
     """The scored days the choice was made on."""
+    verdict: Verdict | None = None
+    """Did the forecast beat fixed headroom over the scored days the choice read (`verdict_on`):
+    what `tune`, `/last-run`, the metric, `plan` and `report` say for the same history."""
+    yours: tuple[Verdict, ...] = ()
+    """Did it beat each of the user's fixed N over the same days (`verdict_on`)."""
 
     @property
     def pasted(self) -> Recommendation | None:
@@ -87,21 +95,56 @@ class TuneChoice:
             "why_held": None if self.held is None or self.judged else self.held.why,
             "scored_days": round(self.scored_days, 2),
             "budget": None if self.budget is None else self.budget.to_dict(),
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
+            "verdict_yours": [v.to_dict() for v in self.yours],
         }
 
 
 def tune_choice(
-    r: Replays, asked: float, budget: Budget | None = None, yours: Sequence[int] = ()
+    r: Replays,
+    asked: float,
+    budget: Budget | None = None,
+    yours: Sequence[int] = (),
+    *,
+    judge: bool = True,
 ) -> TuneChoice:
     """`tune`'s choice on `r` (whose walks include `asked`): the rule at `asked`, and within
     `budget` (overhead node-hours a day, in words) the most protection it bought, read as the user
-    means it against their own fixed N (`yours`, `at_least_yours`)."""
-    at = recommend_choice(r, asked)
+    means it against their own fixed N (`yours`, `at_least_yours`); with `judge`, the verdicts
+    over the same days (`verdict_on`) and the weekly range (off where only the choice is held,
+    `backtest.daemon_walk`)."""
+    at = recommend_choice(r, asked, weeks=judge)
     days = r.whole.days
+    said = verdict_on(r, asked) if judge else None
+    theirs = tuple(verdict_on(r, asked, n) for n in yours) if judge else ()
     if budget is None:
-        return TuneChoice(asked, at, scored_days=days)
+        return TuneChoice(asked, at, scored_days=days, verdict=said, yours=theirs)
     advice = within_budget(r, budget[0], asked, budget[1])
-    return TuneChoice(asked, at, at_least_yours(r, advice, asked, yours), days)
+    return TuneChoice(asked, at, at_least_yours(r, advice, asked, yours), days, said, theirs)
+
+
+def verdict_on(r: Replays, asked: float, yours: int | None = None) -> Verdict:
+    """The one verdict (`core.verdict`) over every scored day of `r`, the days named: did
+    `protection: asked` walked forward cost no more than static headroom at the protection it
+    kept (naming the fewest fixed N that kept it), or with `yours`, than the user's fixed N at
+    the protection that N kept (`backtest.against_fixed.current`, as `tune --current` says)."""
+    res, whole = r.result, r.whole
+    last = min(whole.hi, res.pods.size) - 1
+    over = (
+        f"over the {whole.days:.1f} scored days judged, {iso_utc(float(res.times[whole.lo]))} "
+        f"to {iso_utc(float(res.times[last]))}"
+    )
+    if yours is not None:  # "on this history": the same days, as tune --current says it
+        return current(r, yours).verdict()
+    j = whole.judge(r.walks[asked].run)
+    fewest = fewest_fixed_n(res, j.kept)
+    return verdict(
+        j.kept,
+        j.per_day,
+        j.static_per_day,
+        fixed_replicas=None if fewest is None else fewest[0],
+        over=over,
+    )
 
 
 def nominal_per_day(replicas: int, slots: int) -> float:

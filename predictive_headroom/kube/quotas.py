@@ -85,6 +85,9 @@ def list_quota_room(core: Any, options: CallOptions, pool: Pool) -> QuotaRoom:
     items = list_items(
         op, options, core.list_namespaced_resource_quota, ActuatorError, PAGE, namespace=ns
     )
+    seen = [q for q in map(quota_seen, items) if q is not None]
+    if not seen:  # no quota in the namespace: its own pods count for nothing, so not listed
+        return quota_room(pool, seen, ())
     pod_op = _Op("list", "pods", "", "Pod", ns, own_selector(pool), pool.name)
     pods = list_items(
         pod_op,
@@ -96,5 +99,4 @@ def list_quota_room(core: Any, options: CallOptions, pool: Pool) -> QuotaRoom:
         label_selector=own_selector(pool) or None,
         field_selector=OWN_PODS,
     )
-    seen = (q for q in map(quota_seen, items) if q is not None)
     return quota_room(pool, seen, (p for p in map(placeholder_pod, pods) if p is not None))

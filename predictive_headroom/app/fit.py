@@ -127,16 +127,14 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     choice: ChoiceOptions | None = None,
 ) -> PoolFit:
     """Read, fit (and optionally score and observe) one pool with a forecast section. With
-    `retune_window` (seconds), a pool with `protection:` is first re-tuned on that much recent
-    history (`app.tune.retune`) and fitted at the chosen burst quantile; with `choice` too, it
-    holds what `tune` would paste on the history `choice` reads (`app.hold.hold_choice`). `measured_lead`
-    is the lead time the closed loop measured (seconds; used with `leadTime: auto`). A disabled
-    forecast is fitted only when `disabled_too` (the `forecast` command shows it for review).
-    `given`: a what-if over the pool (`tune --protection 99%`), through the one resolver.
-    `price`: the node priced (`core.price`), which the re-tune simulates
-    (`replay.setup.priced_nodes`; None: a node of 8 placeholders). `live`: the target's replicas
-    read over time (the dry-run daemon's), replayed beside the plan by the re-tune
-    (`Tuning.shadow`). `ceiling`: the highest plausible sample of the pool's last good fit
+    `retune_window` (seconds), a `protection:` pool is first re-tuned on that much recent history
+    (`app.tune.retune`) and fitted at the chosen burst quantile; with `choice`, it holds what
+    `tune` would paste (`app.hold.hold_choice`). `measured_lead`: the closed loop's lead time
+    (seconds; for `leadTime: auto`). A disabled forecast is fitted only when `disabled_too`
+    (`forecast` shows it). `given`: a what-if (`tune --protection 99%`), through the one
+    resolver. `price`: the node priced (`core.price`) the re-tune simulates (None: a node of 8
+    placeholders). `live`: the target's replicas read over time (dry-run), replayed beside the
+    plan (`Tuning.shadow`). `ceiling`: the last good fit's highest plausible sample
     (`Forecast.plausible_max`), which no sample read now may pass (`screened_history`)."""
     spec = pool.forecast
     assert spec is not None
@@ -151,18 +149,12 @@ def fit_one(  # noqa: PLR0913 (keyword-only options, each named by the caller)
     tuning, shadow = None, None
     if retune_window is not None:
         held = _Held(pool, source, history, at, forecaster, retune_window, price, live, choice)
-        if settings.protection is not None:
-            tuning = held.tuning(settings)
-            settings = retuned(settings, tuning.tuned, given)  # resolved once, then re-tuned
-        elif choice is not None and live:
-            shadow = held.shadow(settings)
+        tuning, shadow, settings = held.decide(settings, given)
     forecast = _bounded(fit_pool(pool, history, forecaster, at, settings), screened)
     logger.info("pool %s: %s", pool.name, describe(forecast))
-    scored, warnings = (
-        _scored(pool, history, forecaster, settings)
-        if accuracy and isinstance(forecast, Forecast)
-        else (None, ())
-    )
+    scored, warnings = None, ()
+    if accuracy and isinstance(forecast, Forecast):
+        scored, warnings = _scored(pool, history, forecaster, settings)
     observed = observe_pool(pool, forecast, source, at) if observe else None
     return PoolFit(
         pool.name,
@@ -205,6 +197,19 @@ class _Held:
     price: Price | None
     live: Sequence[tuple[float, int]]
     choice: ChoiceOptions | None
+
+    def decide(
+        self, settings: PlanSettings, given: Given
+    ) -> tuple[Tuning | None, Shadow | None, PlanSettings]:
+        """What the pool holds and plans with: a `protection:` pool's Tuning and its settings
+        re-tuned (resolved once, then re-tuned); else, in dry-run with a choice and a live N, its
+        shadow; else nothing, the settings as resolved."""
+        if settings.protection is not None:
+            tuning = self.tuning(settings)
+            return tuning, None, retuned(settings, tuning.tuned, given)
+        if self.choice is not None and self.live:
+            return None, self.shadow(settings), settings
+        return None, None, settings
 
     def tuning(self, settings: PlanSettings) -> Tuning:
         """The Tuning of a `protection:` pool: `tune`'s choice held (`app.hold.hold_choice`), or

@@ -297,6 +297,19 @@ def _fit_before(
     return forecaster.fit(train, request, settings, begin), train
 
 
+def _static_ledger(
+    r: Replay, standard: Sequence[int], reactive: Run, bounds: Sequence[int], target: float
+) -> Ledger:
+    """Static headroom in hindsight: each of the `standard` reserves held all the time, and the
+    fewest fixed N keeping `target` (`with_fewest`), summed per day as the candidates are."""
+
+    def fixed(n: int) -> tuple[Candidate, Run]:
+        return Candidate(None, n), r.simulate(np.full(r.pods.size, n))
+
+    static = ledger((fixed(n) for n in standard), reactive, bounds, r.start)
+    return with_fewest(static, target, lambda n: ledger([fixed(n)], reactive, bounds, r.start))
+
+
 def _replay(
     pool: Pool,
     plan_settings: PlanSettings,
@@ -352,15 +365,7 @@ def _replay(
                 yield candidate, run
 
     book = ledger(candidate_runs(), reactive, bounds, r.start)
-    statics = ((Candidate(None, n), r.simulate(np.full(size, n))) for n in standard)
-    static = ledger(statics, reactive, bounds, r.start)
-
-    def one(n: int) -> Ledger:
-        return ledger(
-            [(Candidate(None, n), r.simulate(np.full(size, n)))], reactive, bounds, r.start
-        )
-
-    static = with_fewest(static, target, one)
+    static = _static_ledger(r, standard, reactive, bounds, target)
     yours = _yours(r, live, reactive, bounds) if live else None
     days = (float(r.times[-1]) - begin) / DAY_SECONDS
     return book, days, tail, static, capped, yours
